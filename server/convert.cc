@@ -1,0 +1,169 @@
+#include "server/convert.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr int64_t kMaxDurationSeconds = 315576000000;  // google.protobuf.Duration's range
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// A google.protobuf.Duration as microseconds (truncating below 1us), validating its range.
+absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
+                                       absl::string_view field) {
+  const int64_t s = d.seconds();
+  const int32_t n = d.nanos();
+  if (s < -kMaxDurationSeconds || s > kMaxDurationSeconds || n <= -1000000000 ||
+      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
+    return Invalid(field, "is not a valid google.protobuf.Duration");
+  }
+  if (s < 0 || n < 0) return Invalid(field, "must not be negative");
+  if (s > kMaxPeriodMicros / 1000000) return Invalid(field, "must be at most 100 years");
+  return s * 1000000 + n / 1000;
+}
+
+void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
+  ts->set_seconds(us / 1000000);
+  ts->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
+
+void SetDuration(int64_t us, google::protobuf::Duration* d) {
+  d->set_seconds(us / 1000000);
+  d->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
+
+v1::DenyReason ReasonToProto(DenyReason r) {
+  switch (r) {
+    case DenyReason::kNone: return v1::DENY_REASON_UNSPECIFIED;
+    case DenyReason::kInsufficientTokens: return v1::INSUFFICIENT_TOKENS;
+    case DenyReason::kCountExceedsCapacity: return v1::COUNT_EXCEEDS_CAPACITY;
+    case DenyReason::kMaxReservedExceeded: return v1::MAX_RESERVED_EXCEEDED;
+  }
+  return v1::DENY_REASON_UNSPECIFIED;
+}
+
+}  // namespace
+
+absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::string_view prefix) {
+  LimitConfig c;
+  switch (p.kind()) {
+    case v1::TOKEN_BUCKET: c.kind = LimitKind::kTokenBucket; break;
+    case v1::FIXED_WINDOW: c.kind = LimitKind::kFixedWindow; break;
+    case v1::KIND_UNSPECIFIED:
+      return Invalid(absl::StrCat(prefix, "kind"), "required (TOKEN_BUCKET or FIXED_WINDOW)");
+    default:
+      return Invalid(absl::StrCat(prefix, "kind"), absl::StrCat("unknown kind ", p.kind()));
+  }
+  c.rate = p.rate();
+  if (!p.has_period()) return Invalid(absl::StrCat(prefix, "period"), "required");
+  absl::StatusOr<int64_t> period = DurationMicros(p.period(), absl::StrCat(prefix, "period"));
+  if (!period.ok()) return period.status();
+  c.period_us = *period;
+  if (p.has_capacity()) c.capacity = p.capacity();
+  if (p.has_max_reserved()) c.max_reserved = p.max_reserved();
+  if (p.has_start()) {
+    absl::StatusOr<int64_t> start = DurationMicros(p.start(), absl::StrCat(prefix, "start"));
+    if (!start.ok()) return start.status();
+    c.start_us = *start;
+  }
+  c.jitter = p.jitter();
+  if (absl::Status s = ValidateLimitConfig(c, prefix); !s.ok()) return s;
+  return c;
+}
+
+absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequest& request,
+                                                         const LimitSet& limits) {
+  const int n = request.limits_size();
+  if (n == 0) return Invalid("limits", "at least one limit is required");
+  if (n > kMaxLimitsPerRequest) {
+    return Invalid("limits", absl::StrCat("at most ", kMaxLimitsPerRequest,
+                                          " limits per request, got ", n));
+  }
+  std::vector<LimitRequest> out;
+  out.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    const v1::LimitRequest& l = request.limits(i);
+    const std::string field = absl::StrCat("limits[", i, "]");
+    if (absl::Status s = ValidateName(l.name(), absl::StrCat(field, ".name")); !s.ok()) return s;
+    if (absl::Status s = ValidateKey(l.key(), absl::StrCat(field, ".key")); !s.ok()) return s;
+    LimitRequest r;
+    r.name = l.name();
+    r.key = l.key();
+    if (l.has_count()) {
+      if (absl::Status s = ValidateCount(l.count(), absl::StrCat(field, ".count")); !s.ok()) {
+        return s;
+      }
+      r.count = l.count();
+    }
+    if (const LimitConfig* defined = limits.Find(l.name())) {
+      if (l.has_config()) {
+        return Invalid(absl::StrCat(field, ".config"),
+                       absl::StrCat("limit \"", l.name(),
+                                    "\" is defined by the server; an inline config is not "
+                                    "allowed for it"));
+      }
+      r.config = *defined;
+    } else if (l.has_config()) {
+      absl::StatusOr<LimitConfig> c = ConfigFromProto(l.config(), absl::StrCat(field, ".config."));
+      if (!c.ok()) return c.status();
+      r.config = *c;
+    } else {
+      return absl::NotFoundError(absl::StrCat(field, ".name: limit \"", l.name(),
+                                              "\" is not defined and has no inline config"));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void VerdictToProto(const Verdict& v, const std::vector<LimitRequest>& limits,
+                    v1::RateLimitResponse* response) {
+  response->set_allowed(v.allowed);
+  response->set_denied_by(v.denied_by);
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const Decision& d = v.decisions[i];
+    v1::LimitResult* r = response->add_results();
+    r->set_name(limits[i].name);
+    r->set_key(limits[i].key);
+    r->set_allowed(d.allowed);
+    r->set_value(d.value);
+    r->set_reason(ReasonToProto(d.reason));
+    r->set_capacity(limits[i].config.EffectiveCapacity());
+    if (d.retry_at_us) {
+      SetTimestamp(*d.retry_at_us, r->mutable_retry_at());
+      SetDuration(std::max<int64_t>(0, *d.retry_at_us - v.now_us), r->mutable_retry_after());
+    }
+  }
+  if (v.denied_by >= 0) response->set_reason(ReasonToProto(v.decisions[v.denied_by].reason));
+  if (v.retry_at_us) {
+    SetTimestamp(*v.retry_at_us, response->mutable_retry_at());
+    SetDuration(std::max<int64_t>(0, *v.retry_at_us - v.now_us), response->mutable_retry_after());
+  }
+}
+
+void FailedOpenToProto(const std::vector<LimitRequest>& limits, v1::RateLimitResponse* response) {
+  response->set_allowed(true);
+  response->set_failed_open(true);
+  response->set_denied_by(-1);
+  for (const LimitRequest& l : limits) {
+    v1::LimitResult* r = response->add_results();
+    r->set_name(l.name);
+    r->set_key(l.key);
+    r->set_allowed(true);
+    r->set_capacity(l.config.EffectiveCapacity());
+  }
+}
+
+absl::Status ValidateResetRequest(const v1::ResetRequest& request) {
+  if (absl::Status s = ValidateName(request.name(), "name"); !s.ok()) return s;
+  if (request.all_keys()) {
+    if (!request.key().empty()) return Invalid("key", "must be empty when all_keys is set");
+    return absl::OkStatus();
+  }
+  return ValidateKey(request.key(), "key");
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,41 @@
+#ifndef RATELIMIT_SERVER_CONVERT_H_
+#define RATELIMIT_SERVER_CONVERT_H_
+
+// Conversions between the ratelimit.v1 protos and the domain types, with all validation of
+// client input. Free functions, so each is tested without a server.
+
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ratelimit/v1/ratelimit.pb.h"
+#include "server/limits_file.h"
+#include "storage/limiter.h"
+
+namespace ratelimit {
+
+// Converts an inline config. INVALID_ARGUMENT naming `prefix` + field on any bad value.
+absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& config,
+                                            absl::string_view prefix);
+
+// Validates `request` and resolves each limit to its definition: the server's (`limits`) when it
+// defines the name, else the inline config. Errors: INVALID_ARGUMENT naming the field (sizes,
+// counts, configs, an inline config for a server-defined name); NOT_FOUND for a name that is
+// neither defined nor given a config.
+absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequest& request,
+                                                         const LimitSet& limits);
+
+// Fills `response` from a verdict on `limits`.
+void VerdictToProto(const Verdict& verdict, const std::vector<LimitRequest>& limits,
+                    v1::RateLimitResponse* response);
+
+// Fills `response` for a request allowed without evaluation because the store failed and the
+// failure policy is "open".
+void FailedOpenToProto(const std::vector<LimitRequest>& limits, v1::RateLimitResponse* response);
+
+// Validates a Reset request (INVALID_ARGUMENT naming the field).
+absl::Status ValidateResetRequest(const v1::ResetRequest& request);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_CONVERT_H_

@@ -1,0 +1,58 @@
+#ifndef RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_
+#define RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_
+
+#include "grpcpp/grpcpp.h"
+#include "ratelimit/v1/ratelimit.grpc.pb.h"
+#include "server/admin_auth.h"
+#include "server/limit_registry.h"
+#include "storage/limiter.h"
+
+namespace ratelimit {
+
+// What the server does when the store fails.
+enum class FailurePolicy {
+  kClosed,  // answer UNAVAILABLE (default): nothing is allowed that was not counted
+  kOpen,    // allow, and say so in the reply (failed_open = true)
+};
+
+// ratelimit.v1.RateLimitService on the gRPC callback API. Each handler converts the request
+// (convert.h), asks the Limiter, converts the verdict back and finishes; it holds no state of
+// its own.
+//
+// Thread safety: thread-safe; dependencies are not owned and must outlive the service.
+class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService {
+ public:
+  RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
+                       const AdminAuthenticator& admin, FailurePolicy policy)
+      : limiter_(limiter), registry_(registry), admin_(admin), policy_(policy) {}
+
+  grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
+                                    const v1::RateLimitRequest* request,
+                                    v1::RateLimitResponse* response) override;
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const v1::RateLimitRequest* request,
+                                  v1::RateLimitResponse* response) override;
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
+                                    const v1::RateLimitRequest* request,
+                                    v1::RateLimitResponse* response) override;
+  grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
+                                  const v1::ResetRequest* request,
+                                  v1::ResetResponse* response) override;
+
+ private:
+  grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
+                                   const v1::RateLimitRequest& request, Mode mode,
+                                   v1::RateLimitResponse* response);
+
+  Limiter& limiter_;
+  const LimitRegistry& registry_;
+  const AdminAuthenticator& admin_;
+  const FailurePolicy policy_;
+};
+
+// absl::Status -> grpc::Status (the codes are the same numbers).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_

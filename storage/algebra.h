@@ -1,0 +1,74 @@
+#ifndef RATELIMIT_STORAGE_ALGEBRA_H_
+#define RATELIMIT_STORAGE_ALGEBRA_H_
+
+// The rate-limit algebra: pure functions from (config, state, request, now) to a decision and a
+// new state. No I/O, no clock reads, no protos. Formulas: README.md "Semantics".
+
+#include <cstdint>
+#include <optional>
+#include "absl/strings/string_view.h"
+
+#include "storage/limit_config.h"
+
+namespace ratelimit {
+
+// The stored state of one (name, key). A missing state means "full".
+struct State {
+  // Tokens available at `ts_us`; negative while reservations owe tokens.
+  double value = 0;
+  // Token bucket: when `value` was computed. Fixed window: start of the window `value` is for.
+  int64_t ts_us = 0;
+  // The earliest time at which the state has refilled to capacity and so is equivalent to a
+  // missing one; the store's garbage collection drops it after this time. Derived, not an input
+  // of any decision.
+  int64_t full_at_us = 0;
+
+  friend bool operator==(const State&, const State&) = default;
+};
+
+enum class Mode {
+  kCheck,    // answer what kConsume would, write nothing
+  kConsume,  // take tokens if available
+  kReserve,  // take tokens, going into debt down to -max_reserved
+};
+
+enum class DenyReason {
+  kNone,
+  kInsufficientTokens,
+  kCountExceedsCapacity,  // can never be allowed; no retry_at
+  kMaxReservedExceeded,
+};
+
+struct Decision {
+  bool allowed = false;
+  DenyReason reason = DenyReason::kNone;
+  // Tokens after the decision if allowed (Check: the current balance); the current balance, with
+  // nothing taken, if denied.
+  double value = 0;
+  // Denied: earliest time a retry can succeed (jitter included), unset when it never can.
+  // Allowed reservation: when its work may run (now if no debt). Unset for allowed consumes.
+  std::optional<int64_t> retry_at_us;
+  // The state to store when the decision is applied (allowed, and not a Check).
+  State next;
+};
+
+// Identity of the limit being decided, for the per-key defaults (fixed-window start, jitter).
+struct LimitId {
+  absl::string_view name;
+  absl::string_view key;
+};
+
+// Decides one limit. REQUIRES: ValidateLimitConfig(config) is OK, count is finite and > 0.
+// `current` is the stored state, or nullopt when there is none (full).
+Decision Decide(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
+                double count, Mode mode, int64_t now_us);
+
+// When `state` will have refilled to capacity under `config` (saturates at INT64_MAX).
+int64_t FullAt(const LimitConfig& config, const State& state);
+
+// The fixed-window offset used for `id`: config.start_us, or the key hash modulo the period.
+int64_t WindowStart(const LimitConfig& config, const LimitId& id);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_ALGEBRA_H_

@@ -1,0 +1,57 @@
+#ifndef RATELIMIT_STORAGE_LIMIT_CONFIG_H_
+#define RATELIMIT_STORAGE_LIMIT_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+
+namespace ratelimit {
+
+enum class LimitKind { kTokenBucket, kFixedWindow };
+
+// The definition of a limit. Build one, then call ValidateLimitConfig before handing it to the
+// algebra, which assumes a valid config.
+struct LimitConfig {
+  LimitKind kind = LimitKind::kTokenBucket;
+  // Tokens added per period. Finite, > 0.
+  double rate = 0;
+  // Microseconds. > 0.
+  int64_t period_us = 0;
+  // Most tokens that can accumulate. Unset means `rate`. Finite, >= 0.
+  std::optional<double> capacity;
+  // Most tokens reservations may owe. Unset: unbounded; 0: no reservations.
+  std::optional<double> max_reserved;
+  // Fixed window only: offset of window boundaries from the epoch, in microseconds. Unset: a
+  // stable hash of (name, key) modulo the period.
+  std::optional<int64_t> start_us;
+  // Fraction of the period, 0..1: the largest jitter added to a denied caller's retry_at.
+  double jitter = 0;
+
+  double EffectiveCapacity() const { return capacity.value_or(rate); }
+
+  friend bool operator==(const LimitConfig&, const LimitConfig&) = default;
+};
+
+// Documented bounds of every size the service accepts.
+inline constexpr size_t kMaxNameBytes = 256;
+inline constexpr size_t kMaxKeyBytes = 1024;
+inline constexpr int kMaxLimitsPerRequest = 16;
+inline constexpr double kMaxAmount = 1e15;  // count, rate, capacity, max_reserved
+inline constexpr int64_t kMaxPeriodMicros = int64_t{100} * 366 * 24 * 3600 * 1000000;
+inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+
+// Checks every field of `config`. On failure returns INVALID_ARGUMENT whose message starts with
+// `field_prefix` followed by the offending field ("limits[0].config.rate: ...").
+absl::Status ValidateLimitConfig(const LimitConfig& config, absl::string_view field_prefix);
+
+// Checks a limit name / key / count against the bounds above, with the same message convention.
+absl::Status ValidateName(absl::string_view name, absl::string_view field);
+absl::Status ValidateKey(absl::string_view key, absl::string_view field);
+absl::Status ValidateCount(double count, absl::string_view field);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_LIMIT_CONFIG_H_

@@ -1,0 +1,67 @@
+#include "storage/state_codec.h"
+
+#include <cstring>
+
+namespace ratelimit {
+namespace {
+
+void PutFixed64(std::string* out, uint64_t v) {
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  out->append(buf, 8);
+}
+
+uint64_t GetFixed64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+std::string NameRangeBegin(absl::string_view name) {
+  std::string out;
+  out.reserve(2 + name.size());
+  out.push_back(static_cast<char>((name.size() >> 8) & 0xff));
+  out.push_back(static_cast<char>(name.size() & 0xff));
+  out.append(name.data(), name.size());
+  return out;
+}
+
+std::string NameRangeEnd(absl::string_view name) {
+  // The smallest string greater than every string that starts with the prefix. Names are
+  // UTF-8, so the prefix never consists of 0xff bytes only.
+  std::string end = NameRangeBegin(name);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
+std::string EncodeStateKey(absl::string_view name, absl::string_view key) {
+  std::string out = NameRangeBegin(name);
+  out.append(key.data(), key.size());
+  return out;
+}
+
+std::string EncodeState(const State& s) {
+  std::string out;
+  out.reserve(kEncodedStateBytes);
+  uint64_t bits;
+  std::memcpy(&bits, &s.value, sizeof bits);
+  PutFixed64(&out, bits);
+  PutFixed64(&out, static_cast<uint64_t>(s.ts_us));
+  PutFixed64(&out, static_cast<uint64_t>(s.full_at_us));
+  return out;
+}
+
+std::optional<State> DecodeState(absl::string_view bytes) {
+  if (bytes.size() != kEncodedStateBytes) return std::nullopt;
+  State s;
+  const uint64_t bits = GetFixed64(bytes.data());
+  std::memcpy(&s.value, &bits, sizeof bits);
+  s.ts_us = static_cast<int64_t>(GetFixed64(bytes.data() + 8));
+  s.full_at_us = static_cast<int64_t>(GetFixed64(bytes.data() + 16));
+  return s;
+}
+
+}  // namespace ratelimit
