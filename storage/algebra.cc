@@ -71,7 +71,10 @@ int64_t WindowStart(const LimitConfig& c, const LimitId& id) {
 int64_t FullAt(const LimitConfig& c, const State& s) {
   const double missing = c.EffectiveCapacity() - s.value;
   if (missing <= 0) return s.ts_us;
-  return RefilledAt(c, s, s.ts_us, missing);
+  // One microsecond of margin past the computed moment, so that rounding in the refill
+  // arithmetic can never make a dropped state differ from the one it replaces.
+  const int64_t at = RefilledAt(c, s, s.ts_us, missing);
+  return at == kNever ? kNever : at + 1;
 }
 
 Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,

@@ -1,0 +1,148 @@
+// ratelimit: command-line client of ratelimit.v1.RateLimitService.
+//
+//   ratelimit consume --name=api --key=user-1 [--count=2]
+//   ratelimit check   --name=api --key=user-1
+//   ratelimit reserve --name=llm --key=org-7 --count=5000 [--wait]
+//   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
+//
+// Exit status: 0 allowed (or reset done), 2 denied, 1 error.
+#include <cstdio>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "client/output.h"
+#include "google/protobuf/util/json_util.h"
+#include <cstdlib>
+#include <fstream>
+#include "absl/strings/ascii.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
+ABSL_FLAG(std::string, name, "", "limit name");
+ABSL_FLAG(std::string, key, "", "limit key");
+ABSL_FLAG(double, count, 1, "tokens to take");
+ABSL_FLAG(bool, json, false, "print the reply as JSON");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2), "deadline of the call");
+ABSL_FLAG(bool, all_keys, false, "reset: every key of --name");
+ABSL_FLAG(bool, wait, false, "reserve: wait until the reservation's retry_at before exiting");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "reset: file with the admin token (else $RATELIMIT_ADMIN_TOKEN)");
+ABSL_FLAG(std::string, kind, "", "inline config: token_bucket or fixed_window");
+ABSL_FLAG(double, rate, 0, "inline config: tokens per period");
+ABSL_FLAG(std::string, period, "", "inline config: period, e.g. 1s, 1m, 1h");
+ABSL_FLAG(double, capacity, -1, "inline config: capacity (default: rate)");
+ABSL_FLAG(double, max_reserved, -1, "inline config: max_reserved (default: unbounded)");
+
+namespace {
+
+int Error(const std::string& message) {
+  std::cerr << "ratelimit: " << message << "\n";
+  return 1;
+}
+
+// The admin token: first line of --admin_token_file, else $RATELIMIT_ADMIN_TOKEN.
+absl::StatusOr<std::string> AdminToken() {
+  const std::string file = absl::GetFlag(FLAGS_admin_token_file);
+  if (!file.empty()) {
+    std::ifstream in(file);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      return absl::NotFoundError("cannot read --admin_token_file " + file);
+    }
+    return std::string(absl::StripAsciiWhitespace(line));
+  }
+  const char* env = std::getenv("RATELIMIT_ADMIN_TOKEN");
+  return std::string(env ? absl::StripAsciiWhitespace(env) : "");
+}
+
+int Usage() {
+  return Error("usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags]; "
+               "see --help");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "ratelimit consume|check|reserve|reset --name=NAME --key=KEY [--count=N] [--json]");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() != 2) return Usage();
+  const std::string command = positional[1];
+  const bool json = absl::GetFlag(FLAGS_json);
+
+  ratelimit::ClientOptions options;
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  if (command == "reset") {
+    absl::StatusOr<std::string> token = AdminToken();
+    if (!token.ok()) return Error(std::string(token.status().message()));
+    options.admin_token = *token;
+  }
+  auto client = ratelimit::RateLimitClient::Connect(absl::GetFlag(FLAGS_target), options);
+  const std::string name = absl::GetFlag(FLAGS_name);
+  const std::string key = absl::GetFlag(FLAGS_key);
+
+  if (command == "reset") {
+    const absl::Status s = absl::GetFlag(FLAGS_all_keys) ? client->ResetAll(name)
+                                                         : client->Reset(name, key);
+    if (!s.ok()) return Error(s.ToString());
+    if (json) {
+      std::cout << "{}\n";
+    } else {
+      std::cout << "reset " << name << (absl::GetFlag(FLAGS_all_keys) ? " (all keys)" : "/" + key)
+                << "\n";
+    }
+    return 0;
+  }
+
+  ratelimit::v1::RateLimitRequest request =
+      ratelimit::MakeRequest(name, key, absl::GetFlag(FLAGS_count));
+  if (const std::string kind = absl::GetFlag(FLAGS_kind); !kind.empty()) {
+    ratelimit::v1::LimitConfig* c = request.mutable_limits(0)->mutable_config();
+    if (kind == "token_bucket") {
+      c->set_kind(ratelimit::v1::TOKEN_BUCKET);
+    } else if (kind == "fixed_window") {
+      c->set_kind(ratelimit::v1::FIXED_WINDOW);
+    } else {
+      return Error("--kind must be token_bucket or fixed_window");
+    }
+    c->set_rate(absl::GetFlag(FLAGS_rate));
+    absl::Duration period;
+    if (!absl::ParseDuration(absl::GetFlag(FLAGS_period), &period)) {
+      return Error("--period: not a duration (e.g. 500ms, 1s, 1m, 24h)");
+    }
+    const int64_t us = absl::ToInt64Microseconds(period);
+    c->mutable_period()->set_seconds(us / 1000000);
+    c->mutable_period()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+    if (absl::GetFlag(FLAGS_capacity) >= 0) c->set_capacity(absl::GetFlag(FLAGS_capacity));
+    if (absl::GetFlag(FLAGS_max_reserved) >= 0) {
+      c->set_max_reserved(absl::GetFlag(FLAGS_max_reserved));
+    }
+  }
+
+  absl::StatusOr<ratelimit::v1::RateLimitResponse> response;
+  if (command == "consume") {
+    response = client->Consume(request);
+  } else if (command == "check") {
+    response = client->Check(request);
+  } else if (command == "reserve") {
+    response = absl::GetFlag(FLAGS_wait) ? client->ReserveAndWait(request)
+                                         : client->Reserve(request);
+  } else {
+    return Usage();
+  }
+  if (!response.ok()) return Error(response.status().ToString());
+  if (json) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions print;
+    print.always_print_primitive_fields = true;
+    print.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(*response, &out, print);
+    std::cout << out << "\n";
+  } else {
+    std::cout << ratelimit::FormatResponse(*response, absl::Now());
+  }
+  return response->allowed() ? 0 : 2;
+}

@@ -1,0 +1,107 @@
+#include "client/client.h"
+
+#include <chrono>
+
+namespace ratelimit {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+}  // namespace
+
+std::unique_ptr<RateLimitClient> RateLimitClient::Connect(const std::string& target,
+                                                          ClientOptions options) {
+  return std::make_unique<RateLimitClient>(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), std::move(options));
+}
+
+RateLimitClient::RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : stub_(v1::RateLimitService::NewStub(channel)), options_(std::move(options)) {}
+
+void RateLimitClient::Prepare(grpc::ClientContext* context) const {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        absl::ToChronoMicroseconds(options_.timeout));
+}
+
+absl::StatusOr<v1::RateLimitResponse> RateLimitClient::Consume(
+    const v1::RateLimitRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::RateLimitResponse response;
+  if (absl::Status s = FromGrpc(stub_->Consume(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::RateLimitResponse> RateLimitClient::Check(const v1::RateLimitRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::RateLimitResponse response;
+  if (absl::Status s = FromGrpc(stub_->Check(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::RateLimitResponse> RateLimitClient::Reserve(
+    const v1::RateLimitRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::RateLimitResponse response;
+  if (absl::Status s = FromGrpc(stub_->Reserve(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
+absl::Status RateLimitClient::Reset(const std::string& name, const std::string& key) {
+  v1::ResetRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  return SendReset(request);
+}
+
+absl::Status RateLimitClient::ResetAll(const std::string& name) {
+  v1::ResetRequest request;
+  request.set_name(name);
+  request.set_all_keys(true);
+  return SendReset(request);
+}
+
+absl::Status RateLimitClient::SendReset(const v1::ResetRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (!options_.admin_token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options_.admin_token);
+  }
+  v1::ResetResponse response;
+  return FromGrpc(stub_->Reset(&context, request, &response));
+}
+
+absl::StatusOr<v1::RateLimitResponse> RateLimitClient::ReserveAndWait(
+    const v1::RateLimitRequest& request, const SleepUntil& sleep_until) {
+  absl::StatusOr<v1::RateLimitResponse> response = Reserve(request);
+  if (!response.ok() || !response->allowed() || !response->has_retry_at()) return response;
+  const absl::Time when = RetryAt(*response);
+  if (sleep_until) {
+    sleep_until(when);
+  } else {
+    absl::SleepFor(when - absl::Now());
+  }
+  return response;
+}
+
+v1::RateLimitRequest MakeRequest(const std::string& name, const std::string& key, double count) {
+  v1::RateLimitRequest request;
+  v1::LimitRequest* limit = request.add_limits();
+  limit->set_name(name);
+  limit->set_key(key);
+  limit->set_count(count);
+  return request;
+}
+
+absl::Time RetryAt(const v1::RateLimitResponse& response) {
+  if (!response.has_retry_at()) return absl::InfinitePast();
+  return absl::FromUnixSeconds(response.retry_at().seconds()) +
+         absl::Nanoseconds(response.retry_at().nanos());
+}
+
+}  // namespace ratelimit

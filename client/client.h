@@ -1,0 +1,65 @@
+#ifndef RATELIMIT_CLIENT_CLIENT_H_
+#define RATELIMIT_CLIENT_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "ratelimit/v1/ratelimit.grpc.pb.h"
+
+namespace ratelimit {
+
+struct ClientOptions {
+  // Deadline of each call. Default 1 s.
+  absl::Duration timeout = absl::Seconds(1);
+  // Admin bearer token, sent with Reset only. Default empty (Reset will be refused).
+  std::string admin_token;
+};
+
+// A typed client of ratelimit.v1.RateLimitService. A gRPC error (including a deadline) comes
+// back as the absl::Status with the same code and message.
+//
+// Thread safety: thread-safe; share one client across threads (it multiplexes one channel).
+class RateLimitClient {
+ public:
+  // Connects (lazily) to `target` ("host:port") without TLS.
+  static std::unique_ptr<RateLimitClient> Connect(const std::string& target,
+                                                  ClientOptions options = {});
+  RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+
+  absl::StatusOr<v1::RateLimitResponse> Consume(const v1::RateLimitRequest& request);
+  absl::StatusOr<v1::RateLimitResponse> Check(const v1::RateLimitRequest& request);
+  absl::StatusOr<v1::RateLimitResponse> Reserve(const v1::RateLimitRequest& request);
+  // Resets one key of `name` / every key of `name` (administrative; needs admin_token).
+  absl::Status Reset(const std::string& name, const std::string& key);
+  absl::Status ResetAll(const std::string& name);
+
+  // Reserves, then waits until the reservation's retry_at before returning, so that the caller
+  // can run its pre-paid work as soon as it returns. A denied reservation returns at once with
+  // the response (allowed = false). `sleep_until` waits for an absolute time; the default
+  // sleeps on the real clock (tests pass a fake).
+  using SleepUntil = std::function<void(absl::Time)>;
+  absl::StatusOr<v1::RateLimitResponse> ReserveAndWait(const v1::RateLimitRequest& request,
+                                                       const SleepUntil& sleep_until = nullptr);
+
+ private:
+  void Prepare(grpc::ClientContext* context) const;
+  absl::Status SendReset(const v1::ResetRequest& request);
+
+  std::unique_ptr<v1::RateLimitService::Stub> stub_;
+  const ClientOptions options_;
+};
+
+// One-limit request, for the common case.
+v1::RateLimitRequest MakeRequest(const std::string& name, const std::string& key,
+                                 double count = 1);
+
+// The retry_at of a response as an absl::Time (InfinitePast when unset).
+absl::Time RetryAt(const v1::RateLimitResponse& response);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_CLIENT_CLIENT_H_

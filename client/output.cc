@@ -1,0 +1,51 @@
+#include "client/output.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/client.h"
+
+namespace ratelimit {
+namespace {
+
+std::string When(const google::protobuf::Duration& after, absl::Time at) {
+  const absl::Duration d = absl::Seconds(after.seconds()) + absl::Nanoseconds(after.nanos());
+  return absl::StrCat(absl::FormatDuration(d), " (at ",
+                      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", at, absl::UTCTimeZone()), ")");
+}
+
+}  // namespace
+
+std::string FormatResponse(const v1::RateLimitResponse& r, absl::Time /*now*/) {
+  std::string out;
+  if (r.failed_open()) {
+    out = "ALLOWED (store failed; the server is configured to fail open)\n";
+  } else if (r.allowed()) {
+    out = "ALLOWED";
+    if (r.has_retry_at()) absl::StrAppend(&out, ", run in ", When(r.retry_after(), RetryAt(r)));
+    out.push_back('\n');
+  } else {
+    const v1::LimitResult* by =
+        r.denied_by() >= 0 && r.denied_by() < r.results_size() ? &r.results(r.denied_by())
+                                                                 : nullptr;
+    absl::StrAppend(&out, "DENIED");
+    if (by) absl::StrAppend(&out, " by ", by->name(), "/", by->key());
+    absl::StrAppend(&out, ": ", v1::DenyReason_Name(r.reason()));
+    if (r.has_retry_at()) {
+      absl::StrAppend(&out, ", retry in ", When(r.retry_after(), RetryAt(r)));
+    } else if (r.reason() == v1::COUNT_EXCEEDS_CAPACITY) {
+      absl::StrAppend(&out, ", no retry can succeed");
+    }
+    out.push_back('\n');
+  }
+  for (const v1::LimitResult& l : r.results()) {
+    absl::StrAppend(&out, "  ", l.name(), "/", l.key(), "  ", l.allowed() ? "allowed" : "denied ");
+    if (!r.failed_open()) {
+      absl::StrAppend(&out, "  value=", absl::StrFormat("%g", l.value()), " of ",
+                      absl::StrFormat("%g", l.capacity()));
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,120 @@
+#include "tests/support/test_support.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace ratelimit::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base ? base : "/tmp") + "/ratelimit-test-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr) std::abort();
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << contents;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+absl::Status FailingStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
+  if (absl::Status e = Error(); !e.ok()) return e;
+  return inner_->Update(keys, decide);
+}
+absl::StatusOr<std::optional<State>> FailingStateStore::Get(const StateKey& key) {
+  if (absl::Status e = Error(); !e.ok()) return e;
+  return inner_->Get(key);
+}
+absl::Status FailingStateStore::Delete(const StateKey& key) {
+  if (absl::Status e = Error(); !e.ok()) return e;
+  return inner_->Delete(key);
+}
+absl::Status FailingStateStore::DeleteAll(absl::string_view name) {
+  if (absl::Status e = Error(); !e.ok()) return e;
+  return inner_->DeleteAll(name);
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    std::vector<std::string> args, const std::string& work_dir) {
+  const char* binary = std::getenv("RATELIMIT_SERVER_BINARY");
+  if (binary == nullptr) return absl::FailedPreconditionError("RATELIMIT_SERVER_BINARY not set");
+  static std::atomic<int> counter{0};
+  const std::string tag = std::to_string(getpid()) + "-" + std::to_string(counter++);
+  const std::string port_file = work_dir + "/port-" + tag;
+  auto p = std::unique_ptr<ServerProcess>(new ServerProcess());
+  p->stderr_path_ = work_dir + "/server-" + tag + ".log";
+  args.insert(args.begin(), binary);
+  args.push_back("--listen=127.0.0.1:0");
+  args.push_back("--port_file=" + port_file);
+
+  p->pid_ = fork();
+  if (p->pid_ < 0) return absl::InternalError("fork failed");
+  if (p->pid_ == 0) {
+    FILE* err = std::freopen(p->stderr_path_.c_str(), "w", stderr);
+    (void)err;
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      p->port_ = port;
+      return p;
+    }
+    int status;
+    if (waitpid(p->pid_, &status, WNOHANG) == p->pid_) {
+      p->pid_ = -1;
+      return absl::InternalError("server exited during start-up: " + p->Stderr());
+    }
+    // Polling a file the child writes once; there is no event to wait on across processes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::DeadlineExceededError("server did not start: " + p->Stderr());
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) StopWith(SIGKILL);
+}
+
+int ServerProcess::StopWith(int signal) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, signal);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::string ServerProcess::Stderr() const {
+  std::ifstream in(stderr_path_);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+}  // namespace ratelimit::testing

@@ -1,0 +1,137 @@
+#ifndef RATELIMIT_TESTS_SUPPORT_TEST_SUPPORT_H_
+#define RATELIMIT_TESTS_SUPPORT_TEST_SUPPORT_H_
+
+// Shared test helpers: clocks, status matchers, a temporary directory, a store that fails on
+// command, and a real ratelimit-server process.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "storage/clock.h"
+#include "storage/state_store.h"
+
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
+    const absl::Status _st = ::ratelimit::testing::ToStatus(expr); \
+    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st;            \
+  } while (0)
+#define EXPECT_OK(expr)                                       \
+  do {                                                        \
+    const absl::Status _st = ::ratelimit::testing::ToStatus(expr); \
+    EXPECT_TRUE(_st.ok()) << #expr << ": " << _st;            \
+  } while (0)
+
+namespace ratelimit::testing {
+
+inline absl::Status ToStatus(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status ToStatus(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+inline constexpr int64_t kSecond = 1000000;
+inline constexpr int64_t kMinute = 60 * kSecond;
+
+// A clock that moves only when told to.
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(int64_t now_us = 1700000000LL * kSecond) : now_(now_us) {}
+  int64_t NowMicros() const override { return now_.load(); }
+  void Set(int64_t now_us) { now_.store(now_us); }
+  void Advance(int64_t us) { now_.fetch_add(us); }
+
+ private:
+  std::atomic<int64_t> now_;
+};
+
+// A clock that advances by `step_us` every time it is read: virtual time that passes as fast as
+// the callers work, for concurrency tests that must cover a span of time without sleeping.
+class TickingClock final : public Clock {
+ public:
+  TickingClock(int64_t start_us, int64_t step_us) : now_(start_us), step_(step_us) {}
+  int64_t NowMicros() const override { return now_.fetch_add(step_) + step_; }
+  int64_t Peek() const { return now_.load(); }
+
+ private:
+  mutable std::atomic<int64_t> now_;
+  const int64_t step_;
+};
+
+// A fresh directory under $TEST_TMPDIR or /tmp, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Writes `contents` to `path` atomically (write a temporary file, then rename).
+void WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// Wraps a StateStore and fails every call with `error` while failing() is set.
+class FailingStateStore final : public StateStore {
+ public:
+  explicit FailingStateStore(std::unique_ptr<StateStore> inner) : inner_(std::move(inner)) {}
+  void FailWith(absl::Status error) {
+    absl::MutexLock l(&mu_);
+    error_ = std::move(error);
+  }
+  void Heal() { FailWith(absl::OkStatus()); }
+
+  absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
+  absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
+  absl::Status Delete(const StateKey& key) override;
+  absl::Status DeleteAll(absl::string_view name) override;
+
+ private:
+  absl::Status Error() {
+    absl::MutexLock l(&mu_);
+    return error_;
+  }
+  std::unique_ptr<StateStore> inner_;
+  absl::Mutex mu_;
+  absl::Status error_;
+};
+
+// A ratelimit-server child process on port 0. The binary path comes from the
+// RATELIMIT_SERVER_BINARY environment variable (set by CTest).
+class ServerProcess {
+ public:
+  // Starts the server with `args` (plus --listen=127.0.0.1:0 and --port_file) and waits until it
+  // has written its port. Returns an error if it exits or takes longer than 30 s.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(std::vector<std::string> args,
+                                                              const std::string& work_dir);
+  ~ServerProcess();  // SIGKILL if still running
+
+  int port() const { return port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  // Sends `signal` and waits for the process to exit; returns its exit status (as waitpid).
+  int StopWith(int signal);
+  // Everything the process wrote to standard error so far.
+  std::string Stderr() const;
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string stderr_path_;
+};
+
+}  // namespace ratelimit::testing
+
+#endif  // RATELIMIT_TESTS_SUPPORT_TEST_SUPPORT_H_
