@@ -83,11 +83,14 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
   }
   absl::Status s = request->all_keys() ? limiter_.ResetAll(request->name())
                                        : limiter_.Reset(request->name(), request->key());
-  Log(s.ok() ? LogLevel::kInfo : LogLevel::kError, s.ok() ? "reset" : "reset failed",
-      {{"peer", peer},
-       {"limit", request->name()},
-       {"key", request->all_keys() ? std::string("*") : request->key()},
-       {"error", std::string(s.message())}});
+  const std::string key = request->all_keys() ? std::string("(all keys)") : request->key();
+  if (s.ok()) {
+    Log(LogLevel::kInfo, "reset", {{"peer", peer}, {"limit", request->name()}, {"key", key}});
+  } else {
+    Log(LogLevel::kError, "reset failed",
+        {{"peer", peer}, {"limit", request->name()}, {"key", key},
+         {"error", std::string(s.message())}});
+  }
   if (!s.ok()) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                  "rate-limit store unavailable: " + std::string(s.message())));

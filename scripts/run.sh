@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up, builds and starts the service on its embedded default: RocksDB in ./data, the
+# example limits in deploy/limits.example.yaml, gRPC on 127.0.0.1:8081. Ctrl-C stops it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+mkdir -p data
+exec build/server/ratelimit-server \
+  --listen="${RATELIMIT_LISTEN:-127.0.0.1:8081}" \
+  --data_dir=data \
+  --limits_file=deploy/limits.example.yaml "$@"

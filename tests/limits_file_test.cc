@@ -1,0 +1,165 @@
+// The limits YAML: every field, defaults, and errors that name the file, line and field.
+#include "server/limits_file.h"
+
+#include "gtest/gtest.h"
+#include "server/admin_auth.h"
+#include "server/limit_registry.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::WriteFileAtomically;
+
+TEST(LimitsFileTest, ParsesEveryField) {
+  auto set = ParseLimitsYaml(R"(limits:
+  - name: a
+    kind: token_bucket
+    rate: 2.5
+    period: 1500ms
+    capacity: 7
+    max_reserved: 0
+    jitter: 0.25
+  - name: b
+    kind: fixed_window
+    rate: 100
+    period: 1d
+    start: 2h
+)",
+                             "f.yaml");
+  ASSERT_OK(set);
+  const LimitConfig* a = set->Find("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->kind, LimitKind::kTokenBucket);
+  EXPECT_DOUBLE_EQ(a->rate, 2.5);
+  EXPECT_EQ(a->period_us, 1500000);
+  EXPECT_EQ(a->capacity, 7);
+  EXPECT_EQ(a->max_reserved, 0);
+  EXPECT_DOUBLE_EQ(a->jitter, 0.25);
+  EXPECT_FALSE(a->start_us.has_value());
+  const LimitConfig* b = set->Find("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->kind, LimitKind::kFixedWindow);
+  EXPECT_EQ(b->period_us, 86400LL * 1000000);
+  EXPECT_EQ(b->start_us, 7200LL * 1000000);
+  EXPECT_FALSE(b->capacity.has_value());
+  EXPECT_DOUBLE_EQ(b->EffectiveCapacity(), 100);
+  EXPECT_EQ(set->Find("c"), nullptr);
+}
+
+TEST(LimitsFileTest, EmptyDocumentsDefineNothing) {
+  for (const char* doc : {"", "limits:", "limits: []"}) {
+    auto set = ParseLimitsYaml(doc, "f.yaml");
+    ASSERT_OK(set);
+    EXPECT_TRUE(set->limits.empty()) << doc;
+  }
+}
+
+TEST(LimitsFileTest, ErrorsNameFileLineAndField) {
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 0\n    period: 1s\n",
+       "f.yaml:2:5: limits[0].rate: must be > 0"},
+      {"limits:\n  - name: a\n    kind: leaky\n", "f.yaml:3:11: limits[0].kind: must be"},
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: x\n",
+       "f.yaml:4:11: limits[0].rate: must be a number"},
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 10\n",
+       "f.yaml:5:13: limits[0].period: not a duration"},
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n",
+       "f.yaml:2:5: limits[0].period: required"},
+      {"limits:\n  - kind: token_bucket\n    rate: 1\n    period: 1s\n",
+       "f.yaml:2:5: limits[0].name: must not be empty"},
+      {"limits:\n  - name: a\n    rate: 1\n    period: 1s\n    burst: 3\n",
+       "f.yaml:5:5: limits[0]: unknown key \"burst\""},
+      {"limit:\n  - name: a\n", "f.yaml:1:1: unknown key \"limit\""},
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n"
+       "  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n",
+       "f.yaml:6:5: limits[1].name: \"a\" is defined twice"},
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n    start: 0s\n",
+       "f.yaml:2:5: limits[0].start: only applies to fixed windows"},
+      {"limits: [\n", "f.yaml:2:1"},
+  };
+  for (const Case& c : cases) {
+    auto set = ParseLimitsYaml(c.yaml, "f.yaml");
+    ASSERT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_EQ(set.status().message().substr(0, strlen(c.error)), c.error) << set.status();
+  }
+}
+
+TEST(LimitsFileTest, DurationsNeedAUnit) {
+  EXPECT_EQ(*ParseDurationText("250ms"), absl::Milliseconds(250));
+  EXPECT_EQ(*ParseDurationText("1h30m"), absl::Minutes(90));
+  EXPECT_EQ(*ParseDurationText("7d"), absl::Hours(168));
+  EXPECT_EQ(*ParseDurationText("0s"), absl::ZeroDuration());
+  EXPECT_FALSE(ParseDurationText("60").ok());
+  EXPECT_FALSE(ParseDurationText("0").ok());
+  EXPECT_FALSE(ParseDurationText("xd").ok());
+}
+
+TEST(LimitsFileWatcherTest, ReloadsChangedFilesAndKeepsTheOldOnErrors) {
+  TempDir dir;
+  const std::string path = dir.File("limits.yaml");
+  WriteFileAtomically(path, "limits:\n  - {name: a, kind: token_bucket, rate: 1, period: 1s}\n");
+  LimitRegistry registry;
+  std::vector<absl::Status> outcomes;
+  LimitsFileWatcher watcher(path, registry, absl::Seconds(1),
+                            [&](const absl::Status& s) { outcomes.push_back(s); });
+  ASSERT_OK(watcher.Load());
+  EXPECT_NE(registry.Current()->Find("a"), nullptr);
+  ASSERT_OK(watcher.ReloadIfChanged());  // unchanged: nothing happens
+  EXPECT_TRUE(outcomes.empty());
+
+  WriteFileAtomically(path, "limits:\n  - {name: b, kind: token_bucket, rate: 1, period: 1s}\n");
+  ASSERT_OK(watcher.ReloadIfChanged());
+  EXPECT_EQ(registry.Current()->Find("a"), nullptr);
+  EXPECT_NE(registry.Current()->Find("b"), nullptr);
+
+  WriteFileAtomically(path, "limits:\n  - {name: c, kind: token_bucket, rate: -1, period: 1s}\n");
+  EXPECT_EQ(watcher.ReloadIfChanged().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(registry.Current()->Find("b"), nullptr);
+  EXPECT_EQ(registry.Current()->Find("c"), nullptr);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(outcomes[0].ok());
+  EXPECT_FALSE(outcomes[1].ok());
+}
+
+TEST(AdminAuthTest, OutcomesByCredential) {
+  AdminAuthenticator auth("s3cret");
+  EXPECT_EQ(auth.Authorize(std::nullopt).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.Authorize("Basic czNjcmV0").code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.Authorize("Bearer nope").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth.Authorize("Bearer s3cre").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_OK(auth.Authorize("Bearer s3cret"));
+  EXPECT_OK(auth.Authorize("bearer s3cret"));
+  AdminAuthenticator disabled("");
+  EXPECT_EQ(disabled.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST(AdminAuthTest, ConstantTimeEquals) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abd", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abcabc", "abc"));  // cyclic reading must not fool it
+  EXPECT_FALSE(ConstantTimeEquals("", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", ""));
+}
+
+TEST(AdminAuthTest, LoadsTheTokenFromFileOrEnvironment) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("t"), "  tok-1  \nignored\n");
+  EXPECT_EQ(*LoadAdminToken(dir.File("t"), nullptr), "tok-1");
+  EXPECT_EQ(LoadAdminToken(dir.File("missing"), nullptr).status().code(),
+            absl::StatusCode::kNotFound);
+  WriteFileAtomically(dir.File("empty"), "\n");
+  EXPECT_FALSE(LoadAdminToken(dir.File("empty"), nullptr).ok());
+  setenv("RATELIMIT_TEST_TOKEN", "env-tok", 1);
+  EXPECT_EQ(*LoadAdminToken("", "RATELIMIT_TEST_TOKEN"), "env-tok");
+  EXPECT_EQ(*LoadAdminToken("", "RATELIMIT_TEST_TOKEN_UNSET"), "");
+}
+
+}  // namespace
+}  // namespace ratelimit

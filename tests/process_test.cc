@@ -1,0 +1,251 @@
+// The real ratelimit-server binary as a child process on port 0: crash durability, graceful
+// shutdown, hot reload of the limits file, the reset audit log, health, start-up errors and
+// the CLI.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "client/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::ServerProcess;
+using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::WriteFileAtomically;
+
+constexpr char kLimits[] = R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: 10
+    period: 1s
+  # Practically no refill: what was consumed stays consumed for the test's duration.
+  - name: ledger
+    kind: token_bucket
+    rate: 1
+    period: 24h
+    capacity: 1000000
+)";
+
+// Polls `condition` every few milliseconds until it holds or `timeout` passes. Used to wait for
+// another process to act; the assertions are on the condition, never on the time taken.
+template <typename F>
+bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return condition();
+}
+
+class ProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
+    WriteFileAtomically(dir_.File("token"), "t0ken-for-tests\n");
+  }
+  std::vector<std::string> Args() {
+    return {"--data_dir=" + dir_.File("data"), "--limits_file=" + dir_.File("limits.yaml"),
+            "--admin_token_file=" + dir_.File("token"), "--limits_reload_interval=20ms"};
+  }
+  std::unique_ptr<ServerProcess> Start() {
+    auto p = ServerProcess::Start(Args(), dir_.path());
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ProcessTest, KillNineLosesNoAcknowledgedConsume) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string target = server->target();
+  std::atomic<int64_t> acked{0}, attempted{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&] {
+      auto client = RateLimitClient::Connect(target, ClientOptions{absl::Seconds(5), ""});
+      while (!stop.load()) {
+        ++attempted;
+        auto r = client->Consume(MakeRequest("ledger", "acct"));
+        if (!r.ok()) return;  // the server is gone
+        if (r->allowed()) ++acked;
+      }
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return acked.load() >= 3000; }));
+  ::kill(server->pid(), SIGKILL);  // mid-load, no warning
+  stop = true;
+  for (auto& t : clients) t.join();
+  server->StopWith(SIGKILL);  // reap
+  const int64_t acknowledged = acked.load();
+
+  auto restarted = Start();
+  ASSERT_NE(restarted, nullptr);
+  auto client = RateLimitClient::Connect(restarted->target(), ClientOptions{absl::Seconds(5), ""});
+  auto r = client->Check(MakeRequest("ledger", "acct"));
+  ASSERT_OK(r);
+  const double consumed = 1000000 - r->results(0).value();
+  // Refill over the test is a few seconds at 1 token/day: well under one token.
+  EXPECT_GE(consumed + 0.01, static_cast<double>(acknowledged))
+      << "an acknowledged consume was lost";
+  EXPECT_LE(consumed, static_cast<double>(attempted.load()) + 0.01);
+}
+
+TEST_F(ProcessTest, SigtermDrainsFlushesAndExitsCleanly) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  auto client = RateLimitClient::Connect(server->target(), ClientOptions{absl::Seconds(5), ""});
+  ASSERT_OK(client->Consume(MakeRequest("ledger", "acct", 7)));
+  const int status = server->StopWith(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(server->Stderr().find("stopped"), std::string::npos) << server->Stderr();
+
+  auto restarted = Start();
+  ASSERT_NE(restarted, nullptr);
+  client = RateLimitClient::Connect(restarted->target(), ClientOptions{absl::Seconds(5), ""});
+  auto r = client->Check(MakeRequest("ledger", "acct"));
+  ASSERT_OK(r);
+  EXPECT_NEAR(r->results(0).value(), 1000000 - 7, 0.01);
+}
+
+TEST_F(ProcessTest, HotReloadAppliesGoodEditsAndKeepsTheOldOnBadOnes) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  auto client = RateLimitClient::Connect(server->target(), ClientOptions{absl::Seconds(5), ""});
+  auto capacity = [&]() -> double {
+    auto r = client->Check(MakeRequest("api", "k"));
+    return r.ok() ? r->results(0).capacity() : -1;
+  };
+  ASSERT_EQ(capacity(), 10);
+  // A new limit and a changed one.
+  WriteFileAtomically(dir_.File("limits.yaml"), R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: 50
+    period: 1s
+  - name: fresh
+    kind: fixed_window
+    rate: 2
+    period: 1m
+)");
+  ASSERT_TRUE(Eventually([&] { return capacity() == 50; }));
+  auto fresh = client->Consume(MakeRequest("fresh", "k"));
+  ASSERT_OK(fresh);
+  EXPECT_DOUBLE_EQ(fresh->results(0).value(), 1);
+
+  // A broken edit: logged with file and line, and the previous definitions stay.
+  WriteFileAtomically(dir_.File("limits.yaml"), R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: -3
+    period: 1s
+)");
+  ASSERT_TRUE(Eventually(
+      [&] { return server->Stderr().find("limits reload failed") != std::string::npos; }));
+  EXPECT_NE(server->Stderr().find("limits.yaml:2:5: limits[0].rate: must be > 0"),
+            std::string::npos)
+      << server->Stderr();
+  EXPECT_EQ(capacity(), 50);
+  EXPECT_OK(client->Consume(MakeRequest("fresh", "k")));
+}
+
+TEST_F(ProcessTest, ResetIsAuditedWithTheCallersAddress) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  auto admin = RateLimitClient::Connect(server->target(),
+                                        ClientOptions{absl::Seconds(5), "t0ken-for-tests"});
+  ASSERT_OK(admin->Reset("api", "user-9"));
+  auto intruder = RateLimitClient::Connect(server->target(), ClientOptions{absl::Seconds(5), "x"});
+  EXPECT_EQ(intruder->Reset("api", "user-9").code(), absl::StatusCode::kPermissionDenied);
+  const std::string log = server->Stderr();
+  EXPECT_NE(log.find("INFO reset peer=ipv4:127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("limit=api key=user-9"), std::string::npos) << log;
+  EXPECT_NE(log.find("WARNING reset refused peer=ipv4:127.0.0.1:"), std::string::npos) << log;
+}
+
+TEST_F(ProcessTest, HealthReportsServing) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(server->target(), grpc::InsecureChannelCredentials()));
+  for (const char* service : {"", "ratelimit.v1.RateLimitService"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+}
+
+TEST_F(ProcessTest, InvalidLimitsFileFailsStartUpWithFileAndLine) {
+  WriteFileAtomically(dir_.File("limits.yaml"), "limits:\n  - name: x\n    colour: blue\n");
+  auto p = ServerProcess::Start(Args(), dir_.path());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("limits.yaml:3:5: limits[0]: unknown key \\\"colour\\\""),
+            absl::string_view::npos)
+      << p.status();
+}
+
+// Runs the CLI and returns (exit code, standard output).
+std::pair<int, std::string> RunCli(const std::string& args) {
+  const char* cli = std::getenv("RATELIMIT_CLI_BINARY");
+  std::string out;
+  FILE* f = popen((std::string(cli) + " " + args + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string t = "--target=" + server->target();
+  auto [code, out] = RunCli("consume " + t + " --name=api --key=cli --count=4");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ALLOWED"), std::string::npos) << out;
+  EXPECT_NE(out.find("api/cli  allowed  value=6 of 10"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("consume " + t + " --name=api --key=cli --count=7");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("DENIED by api/cli: INSUFFICIENT_TOKENS, retry in"), std::string::npos)
+      << out;
+
+  std::tie(code, out) = RunCli("check " + t + " --name=api --key=cli --json");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"value\":6"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("reserve " + t +
+                               " --name=job --key=k --count=3 --kind=token_bucket --rate=1 "
+                               "--period=1h --capacity=1");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ALLOWED, run in 2h"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("reset " + t + " --name=api --key=cli");
+  EXPECT_EQ(code, 1) << out;  // no token
+  EXPECT_NE(out.find("UNAUTHENTICATED"), std::string::npos) << out;
+  std::tie(code, out) =
+      RunCli("reset " + t + " --name=api --key=cli --admin_token_file=" + dir_.File("token"));
+  EXPECT_EQ(code, 0) << out;
+
+  std::tie(code, out) = RunCli("consume " + t + " --name=api --key=");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("INVALID_ARGUMENT: limits[0].key: must not be empty"), std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace ratelimit
