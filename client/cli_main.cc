@@ -9,16 +9,16 @@
 #include <cstdio>
 #include <iostream>
 
+#include <cstdlib>
+#include <fstream>
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/output.h"
 #include "google/protobuf/util/json_util.h"
-#include <cstdlib>
-#include <fstream>
-#include "absl/strings/ascii.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
 ABSL_FLAG(std::string, name, "", "limit name");
@@ -59,8 +59,9 @@ absl::StatusOr<std::string> AdminToken() {
 }
 
 int Usage() {
-  return Error("usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags]; "
-               "see --help");
+  return Error(
+      "usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags]; "
+      "see --help");
 }
 
 }  // namespace
@@ -85,8 +86,8 @@ int main(int argc, char** argv) {
   const std::string key = absl::GetFlag(FLAGS_key);
 
   if (command == "reset") {
-    const absl::Status s = absl::GetFlag(FLAGS_all_keys) ? client->ResetAll(name)
-                                                         : client->Reset(name, key);
+    const absl::Status s =
+        absl::GetFlag(FLAGS_all_keys) ? client->ResetAll(name) : client->Reset(name, key);
     if (!s.ok()) return Error(s.ToString());
     if (json) {
       std::cout << "{}\n";
@@ -128,8 +129,8 @@ int main(int argc, char** argv) {
   } else if (command == "check") {
     response = client->Check(request);
   } else if (command == "reserve") {
-    response = absl::GetFlag(FLAGS_wait) ? client->ReserveAndWait(request)
-                                         : client->Reserve(request);
+    response =
+        absl::GetFlag(FLAGS_wait) ? client->ReserveAndWait(request) : client->Reserve(request);
   } else {
     return Usage();
   }

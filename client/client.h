@@ -54,8 +54,7 @@ class RateLimitClient {
 };
 
 // One-limit request, for the common case.
-v1::RateLimitRequest MakeRequest(const std::string& name, const std::string& key,
-                                 double count = 1);
+v1::RateLimitRequest MakeRequest(const std::string& name, const std::string& key, double count = 1);
 
 // The retry_at of a response as an absl::Time (InfinitePast when unset).
 absl::Time RetryAt(const v1::RateLimitResponse& response);

@@ -24,9 +24,9 @@ std::string FormatResponse(const v1::RateLimitResponse& r, absl::Time /*now*/) {
     if (r.has_retry_at()) absl::StrAppend(&out, ", run in ", When(r.retry_after(), RetryAt(r)));
     out.push_back('\n');
   } else {
-    const v1::LimitResult* by =
-        r.denied_by() >= 0 && r.denied_by() < r.results_size() ? &r.results(r.denied_by())
-                                                                 : nullptr;
+    const v1::LimitResult* by = r.denied_by() >= 0 && r.denied_by() < r.results_size()
+                                    ? &r.results(r.denied_by())
+                                    : nullptr;
     absl::StrAppend(&out, "DENIED");
     if (by) absl::StrAppend(&out, " by ", by->name(), "/", by->key());
     absl::StrAppend(&out, ": ", v1::DenyReason_Name(r.reason()));

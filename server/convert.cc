@@ -16,8 +16,8 @@ absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
                                        absl::string_view field) {
   const int64_t s = d.seconds();
   const int32_t n = d.nanos();
-  if (s < -kMaxDurationSeconds || s > kMaxDurationSeconds || n <= -1000000000 ||
-      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
+  if (s < -kMaxDurationSeconds || s > kMaxDurationSeconds || n <= -1000000000 || n >= 1000000000 ||
+      (s > 0 && n < 0) || (s < 0 && n > 0)) {
     return Invalid(field, "is not a valid google.protobuf.Duration");
   }
   if (s < 0 || n < 0) return Invalid(field, "must not be negative");
@@ -37,10 +37,14 @@ void SetDuration(int64_t us, google::protobuf::Duration* d) {
 
 v1::DenyReason ReasonToProto(DenyReason r) {
   switch (r) {
-    case DenyReason::kNone: return v1::DENY_REASON_UNSPECIFIED;
-    case DenyReason::kInsufficientTokens: return v1::INSUFFICIENT_TOKENS;
-    case DenyReason::kCountExceedsCapacity: return v1::COUNT_EXCEEDS_CAPACITY;
-    case DenyReason::kMaxReservedExceeded: return v1::MAX_RESERVED_EXCEEDED;
+    case DenyReason::kNone:
+      return v1::DENY_REASON_UNSPECIFIED;
+    case DenyReason::kInsufficientTokens:
+      return v1::INSUFFICIENT_TOKENS;
+    case DenyReason::kCountExceedsCapacity:
+      return v1::COUNT_EXCEEDS_CAPACITY;
+    case DenyReason::kMaxReservedExceeded:
+      return v1::MAX_RESERVED_EXCEEDED;
   }
   return v1::DENY_REASON_UNSPECIFIED;
 }
@@ -50,8 +54,12 @@ v1::DenyReason ReasonToProto(DenyReason r) {
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::string_view prefix) {
   LimitConfig c;
   switch (p.kind()) {
-    case v1::TOKEN_BUCKET: c.kind = LimitKind::kTokenBucket; break;
-    case v1::FIXED_WINDOW: c.kind = LimitKind::kFixedWindow; break;
+    case v1::TOKEN_BUCKET:
+      c.kind = LimitKind::kTokenBucket;
+      break;
+    case v1::FIXED_WINDOW:
+      c.kind = LimitKind::kFixedWindow;
+      break;
     case v1::KIND_UNSPECIFIED:
       return Invalid(absl::StrCat(prefix, "kind"), "required (TOKEN_BUCKET or FIXED_WINDOW)");
     default:
@@ -79,8 +87,8 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
   const int n = request.limits_size();
   if (n == 0) return Invalid("limits", "at least one limit is required");
   if (n > kMaxLimitsPerRequest) {
-    return Invalid("limits", absl::StrCat("at most ", kMaxLimitsPerRequest,
-                                          " limits per request, got ", n));
+    return Invalid("limits",
+                   absl::StrCat("at most ", kMaxLimitsPerRequest, " limits per request, got ", n));
   }
   std::vector<LimitRequest> out;
   out.reserve(n);

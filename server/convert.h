@@ -4,8 +4,8 @@
 // Conversions between the ratelimit.v1 protos and the domain types, with all validation of
 // client input. Free functions, so each is tested without a server.
 
-#include "absl/strings/string_view.h"
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "ratelimit/v1/ratelimit.pb.h"

@@ -59,9 +59,9 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
       } else if (kind == "fixed_window") {
         c.kind = LimitKind::kFixedWindow;
       } else {
-        return ErrorAt(source, v,
-                       absl::StrCat(f, ": must be token_bucket or fixed_window, got \"", kind,
-                                    "\""));
+        return ErrorAt(
+            source, v,
+            absl::StrCat(f, ": must be token_bucket or fixed_window, got \"", kind, "\""));
       }
       has_kind = true;
     } else if (key == "rate") {
@@ -127,8 +127,8 @@ absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_vi
   try {
     root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
   }
   LimitSet set;
   if (root.IsNull()) return set;
@@ -145,9 +145,9 @@ absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_vi
       auto parsed = ParseLimit(source, list[i], i);
       if (!parsed.ok()) return parsed.status();
       if (!set.limits.emplace(parsed->first, parsed->second).second) {
-        return ErrorAt(source, list[i],
-                       absl::StrCat("limits[", i, "].name: \"", parsed->first,
-                                    "\" is defined twice"));
+        return ErrorAt(
+            source, list[i],
+            absl::StrCat("limits[", i, "].name: \"", parsed->first, "\" is defined twice"));
       }
     }
   }

@@ -16,10 +16,14 @@ std::atomic<int> g_format{static_cast<int>(LogFormat::kText)};
 
 const char* LevelName(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kError: return "ERROR";
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kError:
+      return "ERROR";
   }
   return "INFO";
 }
@@ -28,11 +32,21 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (c < 0x20) {
           static const char kHex[] = "0123456789abcdef";
@@ -67,8 +81,7 @@ void SetLogFormat(LogFormat format) { g_format.store(static_cast<int>(format)); 
 
 void Log(LogLevel level, absl::string_view message, std::initializer_list<LogField> fields) {
   if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
-  const std::string ts =
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone());
+  const std::string ts = absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone());
   std::string line;
   if (g_format.load(std::memory_order_relaxed) == static_cast<int>(LogFormat::kJson)) {
     absl::StrAppend(&line, "{\"ts\":\"", ts, "\",\"level\":\"", LevelName(level), "\",\"msg\":");
@@ -97,18 +110,26 @@ void Log(LogLevel level, absl::string_view message, std::initializer_list<LogFie
 }
 
 bool ParseLogLevel(absl::string_view t, LogLevel* level) {
-  if (t == "debug") *level = LogLevel::kDebug;
-  else if (t == "info") *level = LogLevel::kInfo;
-  else if (t == "warning") *level = LogLevel::kWarning;
-  else if (t == "error") *level = LogLevel::kError;
-  else return false;
+  if (t == "debug")
+    *level = LogLevel::kDebug;
+  else if (t == "info")
+    *level = LogLevel::kInfo;
+  else if (t == "warning")
+    *level = LogLevel::kWarning;
+  else if (t == "error")
+    *level = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 
 bool ParseLogFormat(absl::string_view t, LogFormat* format) {
-  if (t == "text") *format = LogFormat::kText;
-  else if (t == "json") *format = LogFormat::kJson;
-  else return false;
+  if (t == "text")
+    *format = LogFormat::kText;
+  else if (t == "json")
+    *format = LogFormat::kJson;
+  else
+    return false;
   return true;
 }
 

@@ -32,8 +32,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reserve(grpc::CallbackServerCont
 
 grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerContext* context,
                                                        const v1::RateLimitRequest& request,
-                                                       Mode mode,
-                                                       v1::RateLimitResponse* response) {
+                                                       Mode mode, v1::RateLimitResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
   absl::StatusOr<std::vector<LimitRequest>> resolved = ResolveRequest(request, *limits);
@@ -54,9 +53,9 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
     FailedOpenToProto(*resolved, response);
     reactor->Finish(grpc::Status::OK);
   } else {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 "rate-limit store unavailable: " +
-                                     std::string(verdict.status().message())));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     "rate-limit store unavailable: " + std::string(verdict.status().message())));
   }
   return reactor;
 }
@@ -88,7 +87,9 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
     Log(LogLevel::kInfo, "reset", {{"peer", peer}, {"limit", request->name()}, {"key", key}});
   } else {
     Log(LogLevel::kError, "reset failed",
-        {{"peer", peer}, {"limit", request->name()}, {"key", key},
+        {{"peer", peer},
+         {"limit", request->name()},
+         {"key", key},
          {"error", std::string(s.message())}});
   }
   if (!s.ok()) {

@@ -109,8 +109,7 @@ Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<Sta
 
   if (!d.allowed) {
     if (d.retry_at_us && c.jitter > 0) {
-      const double offset =
-          std::floor(StableKeyFraction(id.name, id.key) * c.jitter * c.period_us);
+      const double offset = std::floor(StableKeyFraction(id.name, id.key) * c.jitter * c.period_us);
       d.retry_at_us = AddCeil(*d.retry_at_us, offset);
     }
     d.value = refilled.value;

@@ -15,8 +15,8 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 absl::Status CheckAmount(double v, bool strictly_positive, absl::string_view field) {
   if (!std::isfinite(v)) return Invalid(field, absl::StrCat("must be finite, got ", v));
   if (strictly_positive ? v <= 0 : v < 0) {
-    return Invalid(field, absl::StrCat(strictly_positive ? "must be > 0" : "must be >= 0",
-                                       ", got ", v));
+    return Invalid(field,
+                   absl::StrCat(strictly_positive ? "must be > 0" : "must be >= 0", ", got ", v));
   }
   if (v > kMaxAmount) return Invalid(field, absl::StrCat("must be <= 1e15, got ", v));
   return absl::OkStatus();
@@ -52,7 +52,8 @@ absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix)
     }
   }
   if (!(c.jitter >= 0 && c.jitter <= 1)) {
-    return Invalid(absl::StrCat(prefix, "jitter"), absl::StrCat("must be in [0, 1], got ", c.jitter));
+    return Invalid(absl::StrCat(prefix, "jitter"),
+                   absl::StrCat("must be in [0, 1], got ", c.jitter));
   }
   return absl::OkStatus();
 }
@@ -60,8 +61,8 @@ absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix)
 absl::Status ValidateName(absl::string_view name, absl::string_view field) {
   if (name.empty()) return Invalid(field, "must not be empty");
   if (name.size() > kMaxNameBytes) {
-    return Invalid(field, absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ",
-                                       name.size()));
+    return Invalid(field,
+                   absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
   }
   for (unsigned char c : name) {
     if (c < 0x20 || c == 0x7f) return Invalid(field, "must not contain control characters");
@@ -71,12 +72,13 @@ absl::Status ValidateName(absl::string_view name, absl::string_view field) {
 
 absl::Status ValidateKey(absl::string_view key, absl::string_view field) {
   if (key.empty()) {
-    return Invalid(field, "must not be empty (use a fixed key such as \"global\" for a limit "
-                          "shared by all callers)");
+    return Invalid(field,
+                   "must not be empty (use a fixed key such as \"global\" for a limit "
+                   "shared by all callers)");
   }
   if (key.size() > kMaxKeyBytes) {
-    return Invalid(field, absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ",
-                                       key.size()));
+    return Invalid(field,
+                   absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
   }
   return absl::OkStatus();
 }

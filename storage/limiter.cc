@@ -22,8 +22,9 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
   Verdict verdict;
   verdict.decisions.resize(limits.size());
   absl::Status status = store_.Update(
-      keys, [&](absl::Span<const std::optional<State>> current,
-                absl::Span<std::optional<State>> writes) -> absl::Status {
+      keys,
+      [&](absl::Span<const std::optional<State>> current,
+          absl::Span<std::optional<State>> writes) -> absl::Status {
         // Read the clock inside the transaction: a decision never uses a time older than the
         // state it reads, except when the wall clock itself steps back.
         const int64_t now = clock_.NowMicros();
@@ -32,8 +33,8 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
         bool all_allowed = true;
         for (size_t i = 0; i < limits.size(); ++i) {
           const LimitRequest& l = limits[i];
-          Decision d = Decide(l.config, LimitId{l.name, l.key}, working[slot_of[i]], l.count,
-                              mode, now);
+          Decision d =
+              Decide(l.config, LimitId{l.name, l.key}, working[slot_of[i]], l.count, mode, now);
           if (d.allowed && mode != Mode::kCheck) working[slot_of[i]] = d.next;
           all_allowed = all_allowed && d.allowed;
           verdict.decisions[i] = std::move(d);
@@ -49,10 +50,9 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
         for (size_t i = 0; i < limits.size(); ++i) {
           Decision& d = verdict.decisions[i];
           if (d.allowed && mode != Mode::kCheck) {
-            const Decision untouched = Decide(limits[i].config,
-                                              LimitId{limits[i].name, limits[i].key},
-                                              current[slot_of[i]], limits[i].count, Mode::kCheck,
-                                              now);
+            const Decision untouched =
+                Decide(limits[i].config, LimitId{limits[i].name, limits[i].key},
+                       current[slot_of[i]], limits[i].count, Mode::kCheck, now);
             d.value = untouched.value;
           }
         }

@@ -126,7 +126,8 @@ absl::Status RocksDbStateStore::Close() {
   rocksdb::FlushOptions flush;
   flush.wait = true;
   if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); result.ok()) result = s;
-  for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  for (rocksdb::ColumnFamilyHandle* h : handles_)
+    db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
   handles_.clear();
   if (absl::Status s = FromRocks(db_->Close(), "close"); result.ok()) result = s;
   db_.reset();

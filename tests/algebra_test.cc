@@ -48,8 +48,8 @@ TEST(TokenBucketTest, MissingStateIsFullAndConsumes) {
 
 TEST(TokenBucketTest, RefillsContinuouslyWithElapsedTime) {
   // 10 per second: 250 ms adds 2.5 tokens.
-  const Decision d = Decide(Bucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume,
-                            kT0 + kSecond / 4);
+  const Decision d =
+      Decide(Bucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume, kT0 + kSecond / 4);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 6.5);
   EXPECT_EQ(d.next.ts_us, kT0 + kSecond / 4);
@@ -68,8 +68,7 @@ TEST(TokenBucketTest, CapacityDefaultsToRate) {
 
 TEST(TokenBucketTest, DeniesWithRetryAtWhenTheBalanceIsBackToCount) {
   // 0.5 tokens, need 1: 0.5 more at 10/s is 50 ms.
-  const Decision d =
-      Decide(Bucket(10, kSecond), kId, State{0.5, kT0, 0}, 1, Mode::kConsume, kT0);
+  const Decision d = Decide(Bucket(10, kSecond), kId, State{0.5, kT0, 0}, 1, Mode::kConsume, kT0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.reason, DenyReason::kInsufficientTokens);
   EXPECT_DOUBLE_EQ(d.value, 0.5);  // nothing taken
@@ -83,8 +82,8 @@ TEST(TokenBucketTest, DeniesWithRetryAtWhenTheBalanceIsBackToCount) {
 }
 
 TEST(TokenBucketTest, ClockSteppingBackRefillsNothingAndKeepsTs) {
-  const Decision d = Decide(Bucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume,
-                            kT0 - 10 * kSecond);
+  const Decision d =
+      Decide(Bucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume, kT0 - 10 * kSecond);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 4);
   EXPECT_EQ(d.next.ts_us, kT0);  // ts never moves backwards
@@ -203,7 +202,8 @@ TEST(JitterTest, DeterministicPerKeyAndBoundedByTheFraction) {
   int64_t lo = INT64_MAX, hi = 0;
   for (int i = 0; i < 200; ++i) {
     const std::string key = "k" + std::to_string(i);
-    const int64_t at = *Decide(c, {"api", key}, State{0, kT0, 0}, 1, Mode::kConsume, kT0).retry_at_us;
+    const int64_t at =
+        *Decide(c, {"api", key}, State{0, kT0, 0}, 1, Mode::kConsume, kT0).retry_at_us;
     lo = std::min(lo, at - kT0 - kSecond);
     hi = std::max(hi, at - kT0 - kSecond);
   }
@@ -223,16 +223,16 @@ TEST(JitterTest, NeverAppliedToReservations) {
 constexpr int64_t kWs = 28333333LL * kMinute;  // a minute boundary near kT0
 
 TEST(FixedWindowTest, MissingStateStartsFullInTheCurrentWindow) {
-  const Decision d = Decide(Window(10, kMinute), kId, std::nullopt, 1, Mode::kConsume,
-                            kWs + 30 * kSecond);
+  const Decision d =
+      Decide(Window(10, kMinute), kId, std::nullopt, 1, Mode::kConsume, kWs + 30 * kSecond);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 9);
   EXPECT_EQ(d.next.ts_us, kWs);
 }
 
 TEST(FixedWindowTest, ExhaustedWindowRetriesAtTheNextBoundary) {
-  const Decision d = Decide(Window(10, kMinute), kId, State{0, kWs, 0}, 1, Mode::kConsume,
-                            kWs + 30 * kSecond);
+  const Decision d =
+      Decide(Window(10, kMinute), kId, State{0, kWs, 0}, 1, Mode::kConsume, kWs + 30 * kSecond);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_at_us, kWs + kMinute);
 }
@@ -279,8 +279,8 @@ TEST(FixedWindowTest, DefaultStartIsAStablePerKeyHash) {
 }
 
 TEST(FixedWindowTest, ClockSteppingBackAddsNoWindow) {
-  const Decision d = Decide(Window(10, kMinute), kId, State{3, kWs, 0}, 1, Mode::kConsume,
-                            kWs - 2 * kMinute);
+  const Decision d =
+      Decide(Window(10, kMinute), kId, State{3, kWs, 0}, 1, Mode::kConsume, kWs - 2 * kMinute);
   EXPECT_DOUBLE_EQ(d.value, 2);
   EXPECT_EQ(d.next.ts_us, kWs);
 }

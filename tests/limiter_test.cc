@@ -72,8 +72,7 @@ TEST_F(LimiterTest, DenialNamesTheLatestRetryAndNeverBeatsLatest) {
   EXPECT_EQ(v->denied_by, 1);
   EXPECT_EQ(v->retry_at_us, clock_.NowMicros() + kSecond);
   // A limit that can never allow decides, and there is no retry_at.
-  auto never =
-      limiter_.Evaluate({Req("a", "k", 10, 1), Req("c", "k", 1, 5)}, Mode::kConsume);
+  auto never = limiter_.Evaluate({Req("a", "k", 10, 1), Req("c", "k", 1, 5)}, Mode::kConsume);
   ASSERT_OK(never);
   EXPECT_EQ(never->denied_by, 1);
   EXPECT_FALSE(never->retry_at_us.has_value());

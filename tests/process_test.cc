@@ -221,8 +221,7 @@ TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {
 
   std::tie(code, out) = RunCli("consume " + t + " --name=api --key=cli --count=7");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("DENIED by api/cli: INSUFFICIENT_TOKENS, retry in"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("DENIED by api/cli: INSUFFICIENT_TOKENS, retry in"), std::string::npos) << out;
 
   std::tie(code, out) = RunCli("check " + t + " --name=api --key=cli --json");
   EXPECT_EQ(code, 0) << out;

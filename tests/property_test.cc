@@ -82,9 +82,12 @@ TEST_P(PropertyTest, RocksDbMatchesTheReferenceModel) {
   for (int step = 0; step < 3000; ++step) {
     // Time moves forward mostly, sometimes not at all, sometimes back.
     const int t = pick(10);
-    if (t < 6) clock.Advance(pick(400000));
-    else if (t == 6) clock.Set(std::max(high - kSecond, clock.NowMicros() - pick(300000)));
-    else if (t == 7) clock.Advance(pick(5 * kSecond));
+    if (t < 6)
+      clock.Advance(pick(400000));
+    else if (t == 6)
+      clock.Set(std::max(high - kSecond, clock.NowMicros() - pick(300000)));
+    else if (t == 7)
+      clock.Advance(pick(5 * kSecond));
     high = std::max(high, clock.NowMicros());
     gc_clock.Set(high - kSecond);
     if (step % 500 == 499) ASSERT_OK((*rocks)->CompactAll());

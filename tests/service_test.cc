@@ -212,8 +212,8 @@ std::vector<BadCase> BadCases() {
       {"jitter above 1", [](auto& r) { Inline(r)->set_jitter(2); }, "limits[1].config.jitter"},
       {"start on a token bucket", [](auto& r) { Inline(r)->mutable_start()->set_seconds(5); },
        "limits[1].config.start"},
-      {"inline config for a defined name",
-       [](auto& r) { r.mutable_limits(1)->set_name("daily"); }, "limits[1].config"},
+      {"inline config for a defined name", [](auto& r) { r.mutable_limits(1)->set_name("daily"); },
+       "limits[1].config"},
       {"no limits", [](auto& r) { r.clear_limits(); }, "limits"},
       {"too many limits",
        [](auto& r) {

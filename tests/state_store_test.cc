@@ -58,13 +58,13 @@ TEST_P(StateStoreContractTest, MissingKeyIsNullopt) {
 TEST_P(StateStoreContractTest, UpdateSeesCurrentStatesInOrderAndWritesThem) {
   ASSERT_OK(Put({"a", "1"}, State{1, 10, 20}));
   std::vector<std::optional<State>> seen;
-  ASSERT_OK(store_->Update({StateKey{"a", "2"}, StateKey{"a", "1"}},
-                           [&](absl::Span<const std::optional<State>> cur,
-                               absl::Span<std::optional<State>> w) {
-                             seen.assign(cur.begin(), cur.end());
-                             w[0] = State{2, 11, 21};
-                             return absl::OkStatus();
-                           }));
+  ASSERT_OK(store_->Update(
+      {StateKey{"a", "2"}, StateKey{"a", "1"}},
+      [&](absl::Span<const std::optional<State>> cur, absl::Span<std::optional<State>> w) {
+        seen.assign(cur.begin(), cur.end());
+        w[0] = State{2, 11, 21};
+        return absl::OkStatus();
+      }));
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], std::nullopt);
   EXPECT_EQ(seen[1], (State{1, 10, 20}));
@@ -97,7 +97,8 @@ TEST_P(StateStoreContractTest, DeleteOneKey) {
 TEST_P(StateStoreContractTest, DeleteAllRemovesExactlyOneName) {
   // Names that are prefixes of each other, and keys that look like other names.
   for (const char* name : {"a", "ab", "b"}) {
-    for (const char* key : {"1", "b1", "\xff\xff", "x"}) ASSERT_OK(Put({name, key}, State{1, 1, 1}));
+    for (const char* key : {"1", "b1", "\xff\xff", "x"})
+      ASSERT_OK(Put({name, key}, State{1, 1, 1}));
   }
   ASSERT_OK(store_->DeleteAll("a"));
   for (const char* key : {"1", "b1", "\xff\xff", "x"}) {
@@ -131,8 +132,7 @@ TEST_P(StateStoreContractTest, ConcurrentIncrementsAreSerialized) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StateStoreContractTest,
-                         ::testing::Values(Impl::kMemory, Impl::kRocksDb),
-                         [](const auto& info) {
+                         ::testing::Values(Impl::kMemory, Impl::kRocksDb), [](const auto& info) {
                            return info.param == Impl::kMemory ? "Memory" : "RocksDb";
                          });
 

@@ -54,8 +54,8 @@ absl::Status FailingStateStore::DeleteAll(absl::string_view name) {
   return inner_->DeleteAll(name);
 }
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
-    std::vector<std::string> args, const std::string& work_dir) {
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args,
+                                                                    const std::string& work_dir) {
   const char* binary = std::getenv("RATELIMIT_SERVER_BINARY");
   if (binary == nullptr) return absl::FailedPreconditionError("RATELIMIT_SERVER_BINARY not set");
   static std::atomic<int> counter{0};

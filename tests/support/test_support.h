@@ -19,15 +19,15 @@
 #include "storage/clock.h"
 #include "storage/state_store.h"
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
+#define ASSERT_OK(expr)                                            \
+  do {                                                             \
     const absl::Status _st = ::ratelimit::testing::ToStatus(expr); \
-    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st;            \
+    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st;                 \
   } while (0)
-#define EXPECT_OK(expr)                                       \
-  do {                                                        \
+#define EXPECT_OK(expr)                                            \
+  do {                                                             \
     const absl::Status _st = ::ratelimit::testing::ToStatus(expr); \
-    EXPECT_TRUE(_st.ok()) << #expr << ": " << _st;            \
+    EXPECT_TRUE(_st.ok()) << #expr << ": " << _st;                 \
   } while (0)
 
 namespace ratelimit::testing {
