@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 mkdir -p data
-exec build/server/ratelimit-server \
+exec build/bin/ratelimit-server \
   --listen="${RATELIMIT_LISTEN:-127.0.0.1:8081}" \
   --data_dir=data \
   --limits_file=deploy/limits.example.yaml "$@"

@@ -200,9 +200,9 @@ TEST_F(ProcessTest, InvalidLimitsFileFailsStartUpWithFileAndLine) {
 
 // Runs the CLI and returns (exit code, standard output).
 std::pair<int, std::string> RunCli(const std::string& args) {
-  const char* cli = std::getenv("RATELIMIT_CLI_BINARY");
+  const std::string cli = ::ratelimit::testing::BinaryPath("ratelimit");
   std::string out;
-  FILE* f = popen((std::string(cli) + " " + args + " 2>&1").c_str(), "r");
+  FILE* f = popen((cli + " " + args + " 2>&1").c_str(), "r");
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);

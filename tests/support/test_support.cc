@@ -54,10 +54,17 @@ absl::Status FailingStateStore::DeleteAll(absl::string_view name) {
   return inner_->DeleteAll(name);
 }
 
+std::string BinaryPath(const std::string& name) {
+  const char* dir = std::getenv("RATELIMIT_BIN_DIR");
+  return std::string(dir ? dir : ".") + "/" + name;
+}
+
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args,
                                                                     const std::string& work_dir) {
-  const char* binary = std::getenv("RATELIMIT_SERVER_BINARY");
-  if (binary == nullptr) return absl::FailedPreconditionError("RATELIMIT_SERVER_BINARY not set");
+  if (std::getenv("RATELIMIT_BIN_DIR") == nullptr) {
+    return absl::FailedPreconditionError("RATELIMIT_BIN_DIR is not set");
+  }
+  const std::string binary = BinaryPath("ratelimit-server");
   static std::atomic<int> counter{0};
   const std::string tag = std::to_string(getpid()) + "-" + std::to_string(counter++);
   const std::string port_file = work_dir + "/port-" + tag;

@@ -108,8 +108,11 @@ class FailingStateStore final : public StateStore {
   absl::Status error_;
 };
 
-// A ratelimit-server child process on port 0. The binary path comes from the
-// RATELIMIT_SERVER_BINARY environment variable (set by CTest).
+// The path of one of our executables: $RATELIMIT_BIN_DIR/<name> (CTest sets the variable to
+// build/bin).
+std::string BinaryPath(const std::string& name);
+
+// A ratelimit-server child process on port 0 (BinaryPath("ratelimit-server")).
 class ServerProcess {
  public:
   // Starts the server with `args` (plus --listen=127.0.0.1:0 and --port_file) and waits until it
