@@ -6,7 +6,7 @@ packages=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev prometheus
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -87,6 +87,7 @@ void Log(LogLevel level, absl::string_view message, std::initializer_list<LogFie
     absl::StrAppend(&line, "{\"ts\":\"", ts, "\",\"level\":\"", LevelName(level), "\",\"msg\":");
     AppendJsonString(&line, message);
     for (const LogField& f : fields) {
+      if (f.second.empty()) continue;
       line.push_back(',');
       AppendJsonString(&line, f.first);
       line.push_back(':');
@@ -96,6 +97,7 @@ void Log(LogLevel level, absl::string_view message, std::initializer_list<LogFie
   } else {
     absl::StrAppend(&line, ts, " ", LevelName(level), " ", message);
     for (const LogField& f : fields) {
+      if (f.second.empty()) continue;
       absl::StrAppend(&line, " ", f.first, "=");
       AppendTextValue(&line, f.second);
     }

@@ -20,7 +20,8 @@ using LogField = std::pair<absl::string_view, std::string>;
 // Writes one line for one event: time, level, message and fields. Text:
 //   2026-11-21T10:00:00.123456Z INFO reset limit=api key=u1 peer=ipv4:127.0.0.1:5555
 // JSON: {"ts":"...","level":"INFO","msg":"reset","limit":"api",...}
-// Thread-safe; each line is written with one write(2), so lines never interleave.
+// Fields with an empty value are left out. Thread-safe; each line is written with one write(2),
+// so lines never interleave.
 void Log(LogLevel level, absl::string_view message, std::initializer_list<LogField> fields = {});
 
 // Parses "debug", "info", "warning", "error" / "text", "json"; false when unknown.

@@ -1,13 +1,18 @@
 // ratelimit-server: the rate-limit service. See README.md for the flags.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -26,10 +31,87 @@ ABSL_FLAG(bool, sync, false, "fsync the WAL on every write (survives power loss;
 ABSL_FLAG(std::string, port_file, "", "write the chosen port to this file once listening");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "how long in-flight calls may take to finish on SIGTERM");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "host:port of the HTTP endpoint for /metrics (Prometheus) and /healthz; empty: off");
+ABSL_FLAG(std::string, metrics_port_file, "", "write the HTTP endpoint's port to this file");
+ABSL_FLAG(absl::Duration, health_probe_interval, absl::Seconds(1),
+          "how often the store is probed for the health status");
+ABSL_FLAG(std::string, otel_endpoint, "",
+          "OTLP/gRPC trace collector host:port (else $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+          "$OTEL_EXPORTER_OTLP_ENDPOINT); empty: tracing off");
+ABSL_FLAG(double, otel_sample_ratio, -1,
+          "share of new traces sampled, 0..1 (else $OTEL_TRACES_SAMPLER/_ARG; default 1); a "
+          "caller's traceparent sampled flag always wins");
+ABSL_FLAG(std::string, otel_service_name, "",
+          "service.name of the spans (else $OTEL_SERVICE_NAME, default \"ratelimit\"); more "
+          "attributes from $OTEL_RESOURCE_ATTRIBUTES (k=v,k2=v2)");
+ABSL_FLAG(bool, trace_keys, false,
+          "record limit keys as span attributes (off by default: keys can be personal data)");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(std::string, log_format, "text", "text or json");
+ABSL_FLAG(std::string, envoy_config_dir, "",
+          "serve Envoy's RLS v3 API with the envoyproxy/ratelimit YAML files of this directory "
+          "(one domain per file, hot-reloaded); empty: the Envoy API is off");
+ABSL_FLAG(bool, envoy_ratelimit_headers, false,
+          "Envoy API: return RateLimit-Limit/-Remaining/-Reset in response_headers_to_add");
 
 namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+// The tracing settings from flags, falling back to the standard OTEL_* environment variables.
+absl::Status ConfigureTracing(ratelimit::ServerOptions& options) {
+  options.otel_endpoint = absl::GetFlag(FLAGS_otel_endpoint);
+  if (options.otel_endpoint.empty())
+    options.otel_endpoint = Env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+  if (options.otel_endpoint.empty()) options.otel_endpoint = Env("OTEL_EXPORTER_OTLP_ENDPOINT");
+
+  double ratio = absl::GetFlag(FLAGS_otel_sample_ratio);
+  if (ratio < 0) {
+    ratio = 1;
+    const std::string sampler = Env("OTEL_TRACES_SAMPLER");
+    const std::string arg = Env("OTEL_TRACES_SAMPLER_ARG");
+    if (sampler == "always_off" || sampler == "parentbased_always_off") ratio = 0;
+    if ((sampler.empty() || absl::EndsWith(sampler, "traceidratio")) && !arg.empty() &&
+        !absl::SimpleAtod(arg, &ratio)) {
+      return absl::InvalidArgumentError("OTEL_TRACES_SAMPLER_ARG: not a number: " + arg);
+    }
+  }
+  if (!(ratio >= 0 && ratio <= 1)) {
+    return absl::InvalidArgumentError("--otel_sample_ratio: must be in [0, 1]");
+  }
+  options.otel_sample_ratio = ratio;
+
+  std::string service = absl::GetFlag(FLAGS_otel_service_name);
+  if (service.empty()) service = Env("OTEL_SERVICE_NAME");
+  if (service.empty()) service = "ratelimit";
+  options.otel_resource = {{"service.name", service},
+                           {"telemetry.sdk.name", "ratelimit"},
+                           {"telemetry.sdk.language", "cpp"},
+                           {"process.pid", std::to_string(getpid())}};
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) options.otel_resource.push_back({"host.name", host});
+  for (absl::string_view pair :
+       absl::StrSplit(Env("OTEL_RESOURCE_ATTRIBUTES"), ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || kv.first == "service.name") continue;
+    options.otel_resource.push_back(kv);
+  }
+  options.trace_keys = absl::GetFlag(FLAGS_trace_keys);
+  return absl::OkStatus();
+}
+
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
 
 int Fail(const std::string& message) {
   ratelimit::Log(ratelimit::LogLevel::kError, "start-up failed", {{"error", message}});
@@ -60,6 +142,8 @@ int main(int argc, char** argv) {
   options.limits_reload_interval = absl::GetFlag(FLAGS_limits_reload_interval);
   options.sync = absl::GetFlag(FLAGS_sync);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.envoy_config_dir = absl::GetFlag(FLAGS_envoy_config_dir);
+  options.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);
   const std::string policy = absl::GetFlag(FLAGS_failure_policy);
   if (policy == "closed") {
     options.failure_policy = ratelimit::FailurePolicy::kClosed;
@@ -72,6 +156,9 @@ int main(int argc, char** argv) {
       ratelimit::LoadAdminToken(absl::GetFlag(FLAGS_admin_token_file), "RATELIMIT_ADMIN_TOKEN");
   if (!token.ok()) return Fail(std::string(token.status().message()));
   options.admin_token = *token;
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.health_probe_interval = absl::GetFlag(FLAGS_health_probe_interval);
+  if (absl::Status s = ConfigureTracing(options); !s.ok()) return Fail(std::string(s.message()));
 
   // Signals are taken by sigwait below, not by handlers: block them before any thread starts
   // so that every thread inherits the mask.
@@ -86,13 +173,13 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status().ToString());
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << (*server)->port() << "\n";
-    }
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+    if (!WritePortFile(port_file, (*server)->port())) {
       return Fail(absl::StrCat("cannot write --port_file ", port_file));
+    }
+  }
+  if (const std::string f = absl::GetFlag(FLAGS_metrics_port_file); !f.empty()) {
+    if (!WritePortFile(f, (*server)->metrics_port())) {
+      return Fail(absl::StrCat("cannot write --metrics_port_file ", f));
     }
   }
 

@@ -12,6 +12,31 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+namespace {
+constexpr char kService[] = "ratelimit.v1.RateLimitService";
+
+const char* MethodName(Mode mode) {
+  switch (mode) {
+    case Mode::kCheck:
+      return "Check";
+    case Mode::kConsume:
+      return "Consume";
+    case Mode::kReserve:
+      return "Reserve";
+  }
+  return "Consume";
+}
+
+// Finishes the call and its telemetry with `status`.
+grpc::ServerUnaryReactor* Reply(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
+                                const grpc::Status& status) {
+  rpc.Finish(status);
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* RateLimitServiceImpl::Consume(grpc::CallbackServerContext* context,
                                                         const v1::RateLimitRequest* request,
                                                         v1::RateLimitResponse* response) {
@@ -34,36 +59,40 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
                                                        const v1::RateLimitRequest& request,
                                                        Mode mode, v1::RateLimitResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), *context);
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
   absl::StatusOr<std::vector<LimitRequest>> resolved = ResolveRequest(request, *limits);
-  if (!resolved.ok()) {
-    reactor->Finish(ToGrpcStatus(resolved.status()));
-    return reactor;
-  }
+  if (!resolved.ok()) return Reply(reactor, rpc, ToGrpcStatus(resolved.status()));
+  rpc.SetLimits(*resolved);
+
+  rpc.StoreStarted();
   absl::StatusOr<Verdict> verdict = limiter_.Evaluate(*resolved, mode);
+  rpc.StoreFinished(verdict.status());
   if (verdict.ok()) {
+    rpc.SetVerdict(*verdict, mode);
     VerdictToProto(*verdict, *resolved, response);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return Reply(reactor, rpc, grpc::Status::OK);
   }
   Log(LogLevel::kError, "store failure",
       {{"error", std::string(verdict.status().message())},
-       {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"}});
+       {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
+       {"trace_id", rpc.TraceId()}});
   if (policy_ == FailurePolicy::kOpen) {
+    rpc.SetFailedOpen();
     FailedOpenToProto(*resolved, response);
-    reactor->Finish(grpc::Status::OK);
-  } else {
-    reactor->Finish(
-        grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                     "rate-limit store unavailable: " + std::string(verdict.status().message())));
+    return Reply(reactor, rpc, grpc::Status::OK);
   }
-  return reactor;
+  return Reply(
+      reactor, rpc,
+      grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                   "rate-limit store unavailable: " + std::string(verdict.status().message())));
 }
 
 grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContext* context,
                                                       const v1::ResetRequest* request,
                                                       v1::ResetResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "Reset", *context);
   std::optional<absl::string_view> authorization;
   const auto& metadata = context->client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
@@ -72,33 +101,34 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
   const std::string peer = context->peer();
   if (absl::Status s = admin_.Authorize(authorization); !s.ok()) {
     Log(LogLevel::kWarning, "reset refused",
-        {{"peer", peer}, {"limit", request->name()}, {"reason", std::string(s.message())}});
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
-  if (absl::Status s = ValidateResetRequest(*request); !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
-  absl::Status s = request->all_keys() ? limiter_.ResetAll(request->name())
-                                       : limiter_.Reset(request->name(), request->key());
-  const std::string key = request->all_keys() ? std::string("(all keys)") : request->key();
-  if (s.ok()) {
-    Log(LogLevel::kInfo, "reset", {{"peer", peer}, {"limit", request->name()}, {"key", key}});
-  } else {
-    Log(LogLevel::kError, "reset failed",
         {{"peer", peer},
          {"limit", request->name()},
-         {"key", key},
-         {"error", std::string(s.message())}});
+         {"reason", std::string(s.message())},
+         {"trace_id", rpc.TraceId()}});
+    return Reply(reactor, rpc, ToGrpcStatus(s));
   }
-  if (!s.ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                 "rate-limit store unavailable: " + std::string(s.message())));
-  } else {
-    reactor->Finish(grpc::Status::OK);
+  if (absl::Status s = ValidateResetRequest(*request); !s.ok()) {
+    return Reply(reactor, rpc, ToGrpcStatus(s));
   }
-  return reactor;
+  rpc.StoreStarted();
+  absl::Status s = request->all_keys() ? limiter_.ResetAll(request->name())
+                                       : limiter_.Reset(request->name(), request->key());
+  rpc.StoreFinished(s);
+  const std::string key = request->all_keys() ? std::string("(all keys)") : request->key();
+  if (s.ok()) {
+    Log(LogLevel::kInfo, "reset",
+        {{"peer", peer}, {"limit", request->name()}, {"key", key}, {"trace_id", rpc.TraceId()}});
+    return Reply(reactor, rpc, grpc::Status::OK);
+  }
+  Log(LogLevel::kError, "reset failed",
+      {{"peer", peer},
+       {"limit", request->name()},
+       {"key", key},
+       {"error", std::string(s.message())},
+       {"trace_id", rpc.TraceId()}});
+  return Reply(reactor, rpc,
+               grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "rate-limit store unavailable: " + std::string(s.message())));
 }
 
 }  // namespace ratelimit

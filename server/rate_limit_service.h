@@ -5,6 +5,7 @@
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin_auth.h"
 #include "server/limit_registry.h"
+#include "server/observability/telemetry.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
@@ -23,8 +24,13 @@ enum class FailurePolicy {
 class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService {
  public:
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
-                       const AdminAuthenticator& admin, FailurePolicy policy)
-      : limiter_(limiter), registry_(registry), admin_(admin), policy_(policy) {}
+                       const AdminAuthenticator& admin, FailurePolicy policy,
+                       const Telemetry& telemetry)
+      : limiter_(limiter),
+        registry_(registry),
+        admin_(admin),
+        policy_(policy),
+        telemetry_(telemetry) {}
 
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
                                     const v1::RateLimitRequest* request,
@@ -48,6 +54,7 @@ class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService 
   const LimitRegistry& registry_;
   const AdminAuthenticator& admin_;
   const FailurePolicy policy_;
+  const Telemetry& telemetry_;
 };
 
 // absl::Status -> grpc::Status (the codes are the same numbers).

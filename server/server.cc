@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -10,11 +11,39 @@
 namespace ratelimit {
 namespace {
 constexpr char kServiceName[] = "ratelimit.v1.RateLimitService";
+constexpr char kEnvoyServiceName[] = "envoy.service.ratelimit.v3.RateLimitService";
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     const ServerOptions& options, const Clock& clock, std::unique_ptr<StateStore> store) {
   std::unique_ptr<RateLimitServer> s(new RateLimitServer(options));
+  s->health_.SetStarting();
+
+  // Observability first: /healthz answers STARTING while the store opens.
+  s->metrics_ = std::make_unique<ServerMetrics>(s->metrics_registry_);
+  if (!options.metrics_listen.empty()) {
+    const size_t colon = options.metrics_listen.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(options.metrics_listen.substr(colon + 1), &port)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metrics_listen: expected host:port, got ", options.metrics_listen));
+    }
+    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+        options.metrics_listen.substr(0, colon), port, s->metrics_registry_, s->health_);
+    if (!http.ok()) return http.status();
+    s->http_ = *std::move(http);
+  }
+  if (!options.otel_endpoint.empty()) {
+    OtlpExporterOptions eo = options.otel_exporter;
+    eo.endpoint = options.otel_endpoint;
+    eo.resource = options.otel_resource;
+    s->exporter_ = std::make_unique<OtlpExporter>(eo);
+    s->tracer_ = std::make_unique<Tracer>(TracerOptions{options.otel_sample_ratio}, *s->exporter_);
+  }
+  s->telemetry_ =
+      std::make_unique<Telemetry>(s->metrics_.get(), s->tracer_.get(), options.trace_keys);
+
   const bool injected = store != nullptr;
   if (injected) {
     s->store_ = std::move(store);
@@ -28,37 +57,124 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->rocks_ = opened->get();
     s->store_ = *std::move(opened);
   }
+  s->RegisterStoreMetrics();
   s->limiter_ = std::make_unique<Limiter>(*s->store_, clock);
   if (!options.limits_file.empty()) {
-    s->watcher_ = std::make_unique<LimitsFileWatcher>(options.limits_file, s->registry_,
-                                                      options.limits_reload_interval);
+    ServerMetrics* metrics = s->metrics_.get();
+    s->watcher_ = std::make_unique<LimitsFileWatcher>(
+        options.limits_file, s->registry_, options.limits_reload_interval,
+        [metrics](const absl::Status& st) {
+          metrics->config_reloads.With({"limits", st.ok() ? "ok" : "failed"}).Increment();
+        });
     if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
   }
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token);
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
-                                                       options.failure_policy);
+                                                       options.failure_policy, *s->telemetry_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
+  // The Envoy RLS v3 API, on the same port, limiter and store.
+  if (!options.envoy_config_dir.empty()) {
+    ServerMetrics* metrics = s->metrics_.get();
+    s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
+        options.envoy_config_dir, s->envoy_registry_, options.limits_reload_interval,
+        [metrics](const absl::Status& st) {
+          metrics->config_reloads.With({"envoy", st.ok() ? "ok" : "failed"}).Increment();
+        });
+    if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
+    s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
+        *s->limiter_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);
+    s->RegisterEnvoyMetrics();
+    builder.RegisterService(s->envoy_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
   }
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
+  std::vector<std::string> services = {"", kServiceName};
+  if (s->envoy_service_) services.push_back(kEnvoyServiceName);
+  s->health_.Attach(s->server_->GetHealthCheckService(), services);  // NOT_SERVING until ready
+
+  s->probe_ = std::make_unique<StoreProbe>(*s->store_, s->health_, options.health_probe_interval);
+  s->probe_->ProbeOnce();
+  s->probe_->Start();
   if (s->watcher_) s->watcher_->Start();
+  if (s->envoy_watcher_) s->envoy_watcher_->Start();
+  s->health_.SetServing();
   Log(LogLevel::kInfo, "listening",
       {{"address", options.listen_address},
        {"port", std::to_string(s->port_)},
+       {"metrics_port", s->http_ ? std::to_string(s->http_->port()) : ""},
        {"data_dir", injected ? std::string("(injected)") : options.data_dir},
        {"admin", s->admin_->enabled() ? "enabled" : "disabled"},
-       {"failure_policy", options.failure_policy == FailurePolicy::kOpen ? "open" : "closed"}});
+       {"failure_policy", options.failure_policy == FailurePolicy::kOpen ? "open" : "closed"},
+       {"tracing", options.otel_endpoint.empty() ? "off" : options.otel_endpoint}});
   return s;
+}
+
+void RateLimitServer::RegisterEnvoyMetrics() {
+  const EnvoyRateLimitServiceImpl* envoy = envoy_service_.get();
+  metrics_registry_.AddCollector(
+      "ratelimit_envoy_rule_hits_total",
+      "Hits counted per Envoy rule (the reference's per-rule stats), by result: total, "
+      "over_limit (shadow included), within_limit, shadow_mode.",
+      "counter", {"rule", "result"}, [envoy] {
+        std::vector<std::pair<std::vector<std::string>, double>> out;
+        for (const auto& [rule, c] : envoy->stats().Snapshot()) {
+          out.push_back({{rule, "total"}, static_cast<double>(c.total_hits)});
+          out.push_back({{rule, "over_limit"}, static_cast<double>(c.over_limit)});
+          out.push_back({{rule, "within_limit"}, static_cast<double>(c.within_limit)});
+          out.push_back({{rule, "shadow_mode"}, static_cast<double>(c.shadow_mode)});
+        }
+        return out;
+      });
+}
+
+void RateLimitServer::RegisterStoreMetrics() {
+  MetricsRegistry& r = metrics_registry_;
+  r.AddGauge("ratelimit_up", "1 while the server reports SERVING, else 0.",
+             [this] { return health_.state() == ServingState::kServing ? 1.0 : 0.0; });
+  if (rocks_ != nullptr) {
+    RocksDbStateStore* rocks = rocks_;
+    auto property = [rocks](const char* name) {
+      return [rocks, name] { return static_cast<double>(rocks->IntProperty(name)); };
+    };
+    r.AddGauge("ratelimit_store_live_states",
+               "States stored (RocksDB's estimate; refilled states are dropped by compaction).",
+               property("rocksdb.estimate-num-keys"));
+    r.AddGauge("ratelimit_rocksdb_pending_compaction_bytes",
+               "Bytes RocksDB estimates compaction still has to rewrite.",
+               property("rocksdb.estimate-pending-compaction-bytes"));
+    r.AddGauge("ratelimit_rocksdb_memtable_bytes", "Bytes in the states memtables.",
+               property("rocksdb.cur-size-all-mem-tables"));
+    r.AddGauge("ratelimit_rocksdb_write_stopped", "1 while RocksDB stops writes (a write stall).",
+               property("rocksdb.is-write-stopped"));
+    r.AddGauge("ratelimit_rocksdb_delayed_write_rate_bytes",
+               "RocksDB's throttled write rate while it slows writes down; 0 when not stalling.",
+               property("rocksdb.actual-delayed-write-rate"));
+    r.AddGauge("ratelimit_rocksdb_live_sst_bytes", "Bytes of SST files of the states.",
+               property("rocksdb.live-sst-files-size"));
+  }
+  OtlpExporter* exporter = exporter_.get();
+  auto stat = [exporter](uint64_t OtlpExporter::Stats::*field) {
+    return [exporter, field] {
+      return exporter ? static_cast<double>(exporter->stats().*field) : 0.0;
+    };
+  };
+  r.AddGauge("ratelimit_trace_export_queue_spans", "Spans waiting to be exported.",
+             stat(&OtlpExporter::Stats::queued));
+  r.AddCounterFn("ratelimit_trace_spans_exported_total", "Spans the collector accepted.",
+                 stat(&OtlpExporter::Stats::exported));
+  r.AddCounterFn("ratelimit_trace_spans_dropped_total",
+                 "Spans dropped: export queue full, or a batch that exhausted its retries.",
+                 stat(&OtlpExporter::Stats::dropped));
+  r.AddCounterFn("ratelimit_trace_export_failures_total", "Export calls that failed.",
+                 stat(&OtlpExporter::Stats::failed_exports));
 }
 
 RateLimitServer::~RateLimitServer() { Shutdown(); }
@@ -70,17 +186,22 @@ void RateLimitServer::Shutdown() {
     shut_down_ = true;
   }
   Log(LogLevel::kInfo, "shutting down: draining in-flight calls");
+  health_.SetDraining();
   if (server_) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMicroseconds(options_.shutdown_grace));
   }
+  Log(LogLevel::kDebug, "grpc server shut down");
+  if (probe_) probe_->Stop();
   if (watcher_) watcher_->Stop();
+  if (envoy_watcher_) envoy_watcher_->Stop();
+  if (exporter_) exporter_->Shutdown(options_.shutdown_grace);
   if (rocks_ != nullptr) {
     if (absl::Status s = rocks_->Close(); !s.ok()) {
       Log(LogLevel::kError, "closing the store failed", {{"error", std::string(s.message())}});
     }
   }
+  if (http_) http_->Stop();
   Log(LogLevel::kInfo, "stopped");
   absl::MutexLock lock(&mu_);
   stopped_ = true;

@@ -3,12 +3,21 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "server/admin_auth.h"
+#include "server/envoy/envoy_service.h"
 #include "server/limit_registry.h"
+#include "server/observability/health.h"
+#include "server/observability/http_server.h"
+#include "server/observability/metrics.h"
+#include "server/observability/otlp_exporter.h"
+#include "server/observability/telemetry.h"
+#include "server/observability/tracer.h"
 #include "server/rate_limit_service.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
@@ -33,6 +42,31 @@ struct ServerOptions {
   bool sync = false;
   // How long Shutdown() lets in-flight calls finish before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(5);
+
+  // host:port of the HTTP endpoint serving /metrics and /healthz; port 0 picks a free port
+  // (see metrics_port()). Empty: no HTTP endpoint.
+  std::string metrics_listen;
+  // How often the store is probed for the health status.
+  absl::Duration health_probe_interval = absl::Seconds(1);
+
+  // OTLP/gRPC collector for traces ("host:port", an http:// prefix is ignored). Empty: tracing
+  // is off and costs nothing.
+  std::string otel_endpoint;
+  // Probability of sampling a trace the caller did not start (callers' sampled flag wins).
+  double otel_sample_ratio = 1.0;
+  // Resource attributes of the spans; service.name defaults to "ratelimit".
+  std::vector<std::pair<std::string, std::string>> otel_resource;
+  // Record limit keys as span attributes (keys can be personal data).
+  bool trace_keys = false;
+  // Exporter tuning (defaults in OtlpExporterOptions).
+  OtlpExporterOptions otel_exporter;
+
+  // Envoy RLS v3 API (envoy.service.ratelimit.v3.RateLimitService, same port): a directory of
+  // envoyproxy/ratelimit YAML files, one domain per file, checked for changes every
+  // limits_reload_interval. Empty: the Envoy API is not served (calls get UNIMPLEMENTED).
+  std::string envoy_config_dir;
+  // Envoy API: add RateLimit-Limit / -Remaining / -Reset to response_headers_to_add.
+  bool envoy_ratelimit_headers = false;
 };
 
 // The composition root: builds the store, limiter, registry, services and the gRPC server,
@@ -66,10 +100,30 @@ class RateLimitServer {
   // The store, for tools that inspect it (benchmarks, tests).
   StateStore& store() { return *store_; }
 
+  // The HTTP endpoint's port (0 when there is none).
+  int metrics_port() const { return http_ ? http_->port() : 0; }
+  const HealthReporter& health() const { return health_; }
+  // The trace exporter, nullptr when tracing is off.
+  const OtlpExporter* exporter() const { return exporter_.get(); }
+
+  // The Envoy RLS service (for its statistics); nullptr when envoy_config_dir is empty.
+  const EnvoyRateLimitServiceImpl* envoy_service() const { return envoy_service_.get(); }
+
  private:
   explicit RateLimitServer(const ServerOptions& options) : options_(options) {}
+  void RegisterStoreMetrics();
+  void RegisterEnvoyMetrics();
 
   const ServerOptions options_;
+  // Observability comes first so that it outlives everything that reports to it.
+  HealthReporter health_;
+  MetricsRegistry metrics_registry_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<OtlpExporter> exporter_;
+  std::unique_ptr<Tracer> tracer_;
+  std::unique_ptr<Telemetry> telemetry_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<StoreProbe> probe_;
   std::unique_ptr<StateStore> store_;
   RocksDbStateStore* rocks_ = nullptr;  // store_ when the server opened RocksDB itself
   std::unique_ptr<Limiter> limiter_;
@@ -77,6 +131,9 @@ class RateLimitServer {
   std::unique_ptr<LimitsFileWatcher> watcher_;
   std::unique_ptr<AdminAuthenticator> admin_;
   std::unique_ptr<RateLimitServiceImpl> service_;
+  EnvoyConfigRegistry envoy_registry_;
+  std::unique_ptr<EnvoyConfigWatcher> envoy_watcher_;
+  std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 

@@ -73,6 +73,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   args.insert(args.begin(), binary);
   args.push_back("--listen=127.0.0.1:0");
   args.push_back("--port_file=" + port_file);
+  args.push_back("--metrics_listen=127.0.0.1:0");
+  args.push_back("--metrics_port_file=" + port_file + ".metrics");
 
   p->pid_ = fork();
   if (p->pid_ < 0) return absl::InternalError("fork failed");
@@ -89,8 +91,11 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(port_file);
     int port = 0;
-    if (in >> port && port > 0) {
+    std::ifstream metrics_in(port_file + ".metrics");
+    int metrics_port = 0;
+    if (in >> port && port > 0 && metrics_in >> metrics_port && metrics_port > 0) {
       p->port_ = port;
+      p->metrics_port_ = metrics_port;
       return p;
     }
     int status;

@@ -115,14 +115,17 @@ std::string BinaryPath(const std::string& name);
 // A ratelimit-server child process on port 0 (BinaryPath("ratelimit-server")).
 class ServerProcess {
  public:
-  // Starts the server with `args` (plus --listen=127.0.0.1:0 and --port_file) and waits until it
-  // has written its port. Returns an error if it exits or takes longer than 30 s.
+  // Starts the server with `args` (plus --listen=127.0.0.1:0, --metrics_listen=127.0.0.1:0 and
+  // the port files) and waits until it has written its ports. Returns an error if it exits or takes
+  // longer than 30 s.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(std::vector<std::string> args,
                                                               const std::string& work_dir);
   ~ServerProcess();  // SIGKILL if still running
 
   int port() const { return port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  // The /metrics and /healthz HTTP port.
+  int metrics_port() const { return metrics_port_; }
   pid_t pid() const { return pid_; }
   // Sends `signal` and waits for the process to exit; returns its exit status (as waitpid).
   int StopWith(int signal);
@@ -132,6 +135,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = 0;
   std::string stderr_path_;
 };
 

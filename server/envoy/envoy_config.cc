@@ -1,0 +1,116 @@
+#include "server/envoy/envoy_config.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+
+int64_t EnvoyUnitSeconds(EnvoyUnit unit) {
+  constexpr int64_t kDay = 24 * 60 * 60;
+  switch (unit) {
+    case EnvoyUnit::kSecond:
+      return 1;
+    case EnvoyUnit::kMinute:
+      return 60;
+    case EnvoyUnit::kHour:
+      return 60 * 60;
+    case EnvoyUnit::kDay:
+      return kDay;
+    case EnvoyUnit::kWeek:
+      return 7 * kDay;
+    case EnvoyUnit::kMonth:
+      return 30 * kDay;
+    case EnvoyUnit::kYear:
+      return 365 * kDay;
+  }
+  return 1;
+}
+
+std::optional<EnvoyUnit> ParseEnvoyUnit(absl::string_view text) {
+  const std::string upper = absl::AsciiStrToUpper(text);
+  for (EnvoyUnit u : {EnvoyUnit::kSecond, EnvoyUnit::kMinute, EnvoyUnit::kHour, EnvoyUnit::kDay,
+                      EnvoyUnit::kMonth, EnvoyUnit::kYear, EnvoyUnit::kWeek}) {
+    if (upper == EnvoyUnitName(u)) return u;
+  }
+  return std::nullopt;
+}
+
+absl::string_view EnvoyUnitName(EnvoyUnit unit) {
+  switch (unit) {
+    case EnvoyUnit::kSecond:
+      return "SECOND";
+    case EnvoyUnit::kMinute:
+      return "MINUTE";
+    case EnvoyUnit::kHour:
+      return "HOUR";
+    case EnvoyUnit::kDay:
+      return "DAY";
+    case EnvoyUnit::kWeek:
+      return "WEEK";
+    case EnvoyUnit::kMonth:
+      return "MONTH";
+    case EnvoyUnit::kYear:
+      return "YEAR";
+  }
+  return "UNKNOWN";
+}
+
+bool EnvoyGlobMatch(absl::string_view pattern, absl::string_view text) {
+  // Greedy matching with backtracking to the last `*`: linear in practice, O(n*m) worst case.
+  size_t p = 0, t = 0;
+  size_t star = absl::string_view::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != absl::string_view::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+namespace {
+
+const EnvoyDescriptorNode* FindAtLevel(const EnvoyDescriptorList& level, const EnvoyEntry& e) {
+  if (auto it = level.exact.find(std::make_pair(std::string(e.key), std::string(e.value)));
+      it != level.exact.end()) {
+    return &level.nodes[it->second];
+  }
+  for (size_t i : level.wildcards) {
+    const EnvoyDescriptorNode& n = level.nodes[i];
+    if (n.key == e.key && EnvoyGlobMatch(n.value, e.value)) return &n;
+  }
+  if (auto it = level.bare.find(e.key); it != level.bare.end()) return &level.nodes[it->second];
+  return nullptr;
+}
+
+}  // namespace
+
+EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntry> entries) {
+  EnvoyMatch match;
+  const EnvoyDescriptorList* level = &domain.descriptors;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EnvoyDescriptorNode* node = FindAtLevel(*level, entries[i]);
+    if (node == nullptr) break;
+    if (node->limit && i + 1 == entries.size()) {
+      match.limit = &*node->limit;
+      match.stat_key = node->limit->limit_name;
+      if (node->limit->detailed_metric && node->value.empty()) {
+        absl::StrAppend(&match.stat_key, "_", entries[i].value);
+      }
+    }
+    if (node->children.nodes.empty()) break;
+    level = &node->children;
+  }
+  return match;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,136 @@
+#ifndef RATELIMIT_SERVER_ENVOY_ENVOY_CONFIG_H_
+#define RATELIMIT_SERVER_ENVOY_ENVOY_CONFIG_H_
+
+// The rate-limit configuration of the Envoy RLS API, in the envoyproxy/ratelimit YAML format:
+// domains, each a tree of descriptors whose nodes may carry a rate limit. Parsing is in
+// envoy_config_loader.h; this file holds the immutable result and the descriptor matching.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace ratelimit {
+
+// RateLimitResponse.RateLimit.Unit / envoy.type.v3.RateLimitUnit (same numbers).
+enum class EnvoyUnit {
+  kSecond = 1,
+  kMinute = 2,
+  kHour = 3,
+  kDay = 4,
+  kMonth = 5,
+  kYear = 6,
+  kWeek = 7
+};
+
+// The length of a unit's window, as envoyproxy/ratelimit defines it: a month is 30 days and a
+// year 365 days; windows are aligned to multiples of this length since the Unix epoch (UTC).
+int64_t EnvoyUnitSeconds(EnvoyUnit unit);
+
+// "second", "MINUTE", ... (case-insensitive) -> unit; nullopt when unknown.
+std::optional<EnvoyUnit> ParseEnvoyUnit(absl::string_view text);
+// Upper-case name of `unit` ("SECOND").
+absl::string_view EnvoyUnitName(EnvoyUnit unit);
+
+enum class EnvoyAlgorithm {
+  kFixedWindow,  // the reference's: requests_per_unit per window aligned to unit boundaries
+  kTokenBucket,  // our extension: refills continuously at requests_per_unit per unit
+};
+
+// The `rate_limit` block of a descriptor (with the descriptor-level shadow_mode and
+// detailed_metric flags folded in).
+struct EnvoyRateLimit {
+  // The state name this limit's counters are kept under: "<domain>.<path>", where the path has
+  // one segment per level, `key` or `key_value` as written in the configuration (the
+  // reference's statistics key), e.g. "messaging.message_type_marketing.to_number".
+  std::string limit_name;
+  // `rate_limit.name`, the target of other limits' `replaces`; may be empty.
+  std::string name;
+  // Names of limits this one replaces when both apply to one request.
+  std::vector<std::string> replaces;
+  // Matches, but never limits (reported with limit_remaining = UINT32_MAX).
+  bool unlimited = false;
+  // 0 blocks every request that matches.
+  uint32_t requests_per_unit = 0;
+  EnvoyUnit unit = EnvoyUnit::kSecond;
+  EnvoyAlgorithm algorithm = EnvoyAlgorithm::kFixedWindow;
+  // Token bucket only: the most requests that can accumulate. Unset: requests_per_unit.
+  std::optional<uint32_t> burst;
+  // How far into debt one large request may take the limit (see deploy/envoy/README.md).
+  // Unset: no debt.
+  std::optional<uint32_t> max_reserved;
+  // Over-limit verdicts are reported OK (and counted as shadow_mode).
+  bool shadow_mode = false;
+  // Statistics of a key-only rule are kept per value.
+  bool detailed_metric = false;
+  // file:line of the descriptor, for logs.
+  std::string where;
+};
+
+struct EnvoyDescriptorNode;
+
+// One level of the descriptor tree.
+struct EnvoyDescriptorList {
+  // Nodes in configuration order.
+  std::vector<EnvoyDescriptorNode> nodes;
+  // Indexes into `nodes`: exact (key, value) rules; key-only rules; rules whose value has a `*`
+  // (in configuration order, the first match wins).
+  absl::flat_hash_map<std::pair<std::string, std::string>, size_t> exact;
+  absl::flat_hash_map<std::string, size_t> bare;
+  std::vector<size_t> wildcards;
+};
+
+struct EnvoyDescriptorNode {
+  std::string key;
+  // Empty: matches any value of `key`.
+  std::string value;
+  std::optional<EnvoyRateLimit> limit;
+  EnvoyDescriptorList children;
+};
+
+struct EnvoyDomain {
+  std::string name;
+  // The file that defined it.
+  std::string source;
+  EnvoyDescriptorList descriptors;
+};
+
+// One (key, value) entry of a request descriptor.
+struct EnvoyEntry {
+  absl::string_view key;
+  absl::string_view value;
+};
+
+// A matched limit, with the statistics key for this request's values.
+struct EnvoyMatch {
+  const EnvoyRateLimit* limit = nullptr;
+  std::string stat_key;
+};
+
+// All domains in force. Immutable once built.
+struct EnvoyConfig {
+  absl::flat_hash_map<std::string, EnvoyDomain> domains;
+
+  const EnvoyDomain* FindDomain(absl::string_view domain) const {
+    auto it = domains.find(domain);
+    return it == domains.end() ? nullptr : &it->second;
+  }
+};
+
+// Finds the limit for one descriptor, with the reference's rules: at each level an exact
+// (key, value) rule beats a wildcard rule beats a key-only rule; the walk stops at a node
+// without children; a limit applies only when it sits at the depth of the last entry.
+// Returns a match with limit == nullptr when no limit applies.
+EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntry> entries);
+
+// `*` in `pattern` matches any run of characters (including none); everything else literally.
+bool EnvoyGlobMatch(absl::string_view pattern, absl::string_view text);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_ENVOY_ENVOY_CONFIG_H_

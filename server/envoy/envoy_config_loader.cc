@@ -1,0 +1,375 @@
+#include "server/envoy/envoy_config_loader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "storage/limit_config.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ratelimit {
+namespace {
+
+// What one file's parse needs to carry around.
+struct ParseContext {
+  absl::string_view source;
+  std::string domain;
+  // Every limit_name of the domain, so that two rules never share counters.
+  absl::flat_hash_set<std::string> limit_names;
+};
+
+std::string Where(const ParseContext& ctx, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.is_null()) return std::string(ctx.source);
+  return absl::StrCat(ctx.source, ":", m.line + 1, ":", m.column + 1);
+}
+
+absl::Status ErrorAt(const ParseContext& ctx, const YAML::Node& node, absl::string_view field,
+                     absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(ctx, node), ": ", field, ": ", what));
+}
+
+absl::StatusOr<std::string> ScalarString(const ParseContext& ctx, const YAML::Node& node,
+                                         absl::string_view field) {
+  if (!node.IsScalar()) return ErrorAt(ctx, node, field, "must be a string");
+  return node.Scalar();
+}
+
+absl::StatusOr<bool> ScalarBool(const ParseContext& ctx, const YAML::Node& node,
+                                absl::string_view field) {
+  const std::string v = node.IsScalar() ? absl::AsciiStrToLower(node.Scalar()) : "";
+  if (v == "true" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "no" || v == "off") return false;
+  return ErrorAt(ctx, node, field, "must be true or false");
+}
+
+absl::StatusOr<uint32_t> ScalarUint32(const ParseContext& ctx, const YAML::Node& node,
+                                      absl::string_view field, uint32_t min) {
+  uint64_t v = 0;
+  if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v) || v < min ||
+      v > std::numeric_limits<uint32_t>::max()) {
+    return ErrorAt(ctx, node, field,
+                   absl::StrCat("must be a whole number between ", min, " and 4294967295"));
+  }
+  return static_cast<uint32_t>(v);
+}
+
+// Iterates a mapping, rejecting repeated keys; `visit(key, key_node, value_node)`.
+template <typename Visit>
+absl::Status ForEachKey(const ParseContext& ctx, const YAML::Node& map, absl::string_view field,
+                        Visit visit) {
+  if (!map.IsMap()) return ErrorAt(ctx, map, field, "must be a mapping");
+  absl::flat_hash_set<std::string> seen;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (!seen.insert(key).second) {
+      return ErrorAt(ctx, kv.first, field, absl::StrCat("key \"", key, "\" is repeated"));
+    }
+    if (absl::Status s = visit(key, kv.first, kv.second); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnknownKey(const ParseContext& ctx, const YAML::Node& key_node,
+                        absl::string_view field, absl::string_view key) {
+  return ErrorAt(ctx, key_node, field, absl::StrCat("unknown key \"", key, "\""));
+}
+
+absl::StatusOr<EnvoyRateLimit> ParseRateLimit(const ParseContext& ctx, const YAML::Node& node,
+                                              const std::string& field) {
+  EnvoyRateLimit rl;
+  std::optional<YAML::Node> unit_node, rpu_node, algorithm_node, burst_node, reserved_node;
+  absl::Status s = ForEachKey(
+      ctx, node, field,
+      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
+        const std::string f = absl::StrCat(field, ".", key);
+        if (key == "unit") {
+          unit_node = v;
+        } else if (key == "requests_per_unit") {
+          rpu_node = v;
+        } else if (key == "unlimited") {
+          absl::StatusOr<bool> b = ScalarBool(ctx, v, f);
+          if (!b.ok()) return b.status();
+          rl.unlimited = *b;
+        } else if (key == "name") {
+          absl::StatusOr<std::string> name = ScalarString(ctx, v, f);
+          if (!name.ok()) return name.status();
+          rl.name = *name;
+        } else if (key == "replaces") {
+          if (!v.IsSequence()) return ErrorAt(ctx, v, f, "must be a list of {name: ...}");
+          for (size_t i = 0; i < v.size(); ++i) {
+            const std::string fi = absl::StrCat(f, "[", i, "]");
+            std::string name;
+            absl::Status st = ForEachKey(ctx, v[i], fi,
+                                         [&](const std::string& rk, const YAML::Node& rkn,
+                                             const YAML::Node& rv) -> absl::Status {
+                                           if (rk != "name") return UnknownKey(ctx, rkn, fi, rk);
+                                           absl::StatusOr<std::string> n =
+                                               ScalarString(ctx, rv, fi + ".name");
+                                           if (!n.ok()) return n.status();
+                                           name = *n;
+                                           return absl::OkStatus();
+                                         });
+            if (!st.ok()) return st;
+            if (name.empty()) return ErrorAt(ctx, v[i], fi + ".name", "must not be empty");
+            rl.replaces.push_back(name);
+          }
+        } else if (key == "algorithm") {
+          algorithm_node = v;
+        } else if (key == "burst") {
+          burst_node = v;
+        } else if (key == "max_reserved") {
+          reserved_node = v;
+        } else {
+          return UnknownKey(ctx, k, field, key);
+        }
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+
+  for (const std::string& r : rl.replaces) {
+    if (!rl.name.empty() && r == rl.name) {
+      return ErrorAt(ctx, node, field + ".replaces",
+                     absl::StrCat("a limit cannot replace itself (\"", r, "\")"));
+    }
+  }
+  if (rl.unlimited) {
+    for (const auto& [n, what] : {std::pair{&unit_node, "unit"},
+                                  {&rpu_node, "requests_per_unit"},
+                                  {&algorithm_node, "algorithm"},
+                                  {&burst_node, "burst"},
+                                  {&reserved_node, "max_reserved"}}) {
+      if (n->has_value()) {
+        return ErrorAt(ctx, **n, absl::StrCat(field, ".", what),
+                       "must not be set when unlimited is true");
+      }
+    }
+    return rl;
+  }
+  if (!unit_node) return ErrorAt(ctx, node, field + ".unit", "required");
+  std::optional<EnvoyUnit> unit =
+      unit_node->IsScalar() ? ParseEnvoyUnit(unit_node->Scalar()) : std::nullopt;
+  if (!unit) {
+    return ErrorAt(ctx, *unit_node, field + ".unit",
+                   absl::StrCat("invalid unit \"", unit_node->IsScalar() ? unit_node->Scalar() : "",
+                                "\" (second, minute, hour, day, week, month or year)"));
+  }
+  rl.unit = *unit;
+  if (!rpu_node) return ErrorAt(ctx, node, field + ".requests_per_unit", "required");
+  absl::StatusOr<uint32_t> rpu = ScalarUint32(ctx, *rpu_node, field + ".requests_per_unit", 0);
+  if (!rpu.ok()) return rpu.status();
+  rl.requests_per_unit = *rpu;
+  if (algorithm_node) {
+    const std::string a = algorithm_node->IsScalar() ? algorithm_node->Scalar() : "";
+    if (a == "token_bucket") {
+      rl.algorithm = EnvoyAlgorithm::kTokenBucket;
+    } else if (a != "fixed_window") {
+      return ErrorAt(ctx, *algorithm_node, field + ".algorithm",
+                     absl::StrCat("must be fixed_window or token_bucket, got \"", a, "\""));
+    }
+  }
+  if (burst_node) {
+    if (rl.algorithm != EnvoyAlgorithm::kTokenBucket) {
+      return ErrorAt(ctx, *burst_node, field + ".burst", "only applies to algorithm: token_bucket");
+    }
+    absl::StatusOr<uint32_t> b = ScalarUint32(ctx, *burst_node, field + ".burst", 1);
+    if (!b.ok()) return b.status();
+    rl.burst = *b;
+  }
+  if (reserved_node) {
+    absl::StatusOr<uint32_t> m = ScalarUint32(ctx, *reserved_node, field + ".max_reserved", 0);
+    if (!m.ok()) return m.status();
+    rl.max_reserved = *m;
+  }
+  return rl;
+}
+
+absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
+                                 const std::string& field, const std::string& parent_path,
+                                 EnvoyDescriptorList* out);
+
+absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const std::string& field,
+                             const std::string& parent_path, EnvoyDescriptorList* level) {
+  EnvoyDescriptorNode d;
+  std::optional<YAML::Node> key_node, rate_limit_node, children_node;
+  bool shadow_mode = false, detailed_metric = false;
+  absl::Status s = ForEachKey(
+      ctx, node, field,
+      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
+        const std::string f = absl::StrCat(field, ".", key);
+        if (key == "key") {
+          key_node = v;
+          absl::StatusOr<std::string> str = ScalarString(ctx, v, f);
+          if (!str.ok()) return str.status();
+          d.key = *str;
+        } else if (key == "value") {
+          absl::StatusOr<std::string> str = ScalarString(ctx, v, f);
+          if (!str.ok()) return str.status();
+          d.value = *str;
+        } else if (key == "rate_limit") {
+          rate_limit_node = v;
+        } else if (key == "descriptors") {
+          children_node = v;
+        } else if (key == "shadow_mode" || key == "detailed_metric") {
+          absl::StatusOr<bool> b = ScalarBool(ctx, v, f);
+          if (!b.ok()) return b.status();
+          (key == "shadow_mode" ? shadow_mode : detailed_metric) = *b;
+        } else {
+          return UnknownKey(ctx, k, field, key);
+        }
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  if (d.key.empty()) {
+    return ErrorAt(ctx, key_node ? *key_node : node, field + ".key", "required, must not be empty");
+  }
+  const std::string path =
+      absl::StrCat(parent_path, ".", d.key, d.value.empty() ? "" : "_", d.value);
+  const size_t index = level->nodes.size();
+  const bool wildcard = absl::StrContains(d.value, '*');
+  bool fresh;
+  if (d.value.empty()) {
+    fresh = level->bare.emplace(d.key, index).second;
+  } else if (wildcard) {
+    fresh = std::none_of(level->wildcards.begin(), level->wildcards.end(), [&](size_t i) {
+      return level->nodes[i].key == d.key && level->nodes[i].value == d.value;
+    });
+    if (fresh) level->wildcards.push_back(index);
+  } else {
+    fresh = level->exact.emplace(std::make_pair(d.key, d.value), index).second;
+  }
+  if (!fresh) {
+    return ErrorAt(ctx, node, field, absl::StrCat("duplicate descriptor \"", path, "\""));
+  }
+  if (rate_limit_node) {
+    absl::StatusOr<EnvoyRateLimit> rl =
+        ParseRateLimit(ctx, *rate_limit_node, field + ".rate_limit");
+    if (!rl.ok()) return rl.status();
+    rl->limit_name = path;
+    rl->shadow_mode = shadow_mode;
+    rl->detailed_metric = detailed_metric;
+    rl->where = Where(ctx, node);
+    if (absl::Status st = ValidateName(path, "limit name"); !st.ok()) {
+      return ErrorAt(ctx, node, field, st.message());
+    }
+    if (!ctx.limit_names.insert(path).second) {
+      return ErrorAt(ctx, node, field,
+                     absl::StrCat("limit name \"", path,
+                                  "\" is also produced by another descriptor of this domain"));
+    }
+    d.limit = *std::move(rl);
+  }
+  if (children_node) {
+    absl::Status st =
+        ParseDescriptorList(ctx, *children_node, field + ".descriptors", path, &d.children);
+    if (!st.ok()) return st;
+  }
+  level->nodes.push_back(std::move(d));
+  return absl::OkStatus();
+}
+
+absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
+                                 const std::string& field, const std::string& parent_path,
+                                 EnvoyDescriptorList* out) {
+  if (list.IsNull()) return absl::OkStatus();
+  if (!list.IsSequence()) return ErrorAt(ctx, list, field, "must be a list of descriptors");
+  for (size_t i = 0; i < list.size(); ++i) {
+    absl::Status s =
+        ParseDescriptor(ctx, list[i], absl::StrCat(field, "[", i, "]"), parent_path, out);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  ParseContext ctx{source, "", {}};
+  if (root.IsNull()) return ErrorAt(ctx, root, "domain", "required (the file is empty)");
+  std::optional<YAML::Node> domain_node, descriptors_node;
+  absl::Status s = ForEachKey(
+      ctx, root, "document",
+      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
+        if (key == "domain") {
+          domain_node = v;
+        } else if (key == "descriptors") {
+          descriptors_node = v;
+        } else {
+          return ErrorAt(ctx, k, "document", absl::StrCat("unknown key \"", key, "\""));
+        }
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  if (!domain_node) return ErrorAt(ctx, root, "domain", "required");
+  absl::StatusOr<std::string> domain = ScalarString(ctx, *domain_node, "domain");
+  if (!domain.ok()) return domain.status();
+  if (absl::Status st = ValidateName(*domain, "domain"); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(ctx, *domain_node), ": ", st.message()));
+  }
+  ctx.domain = *domain;
+  EnvoyDomain out;
+  out.name = *domain;
+  out.source = std::string(source);
+  if (descriptors_node) {
+    absl::Status st =
+        ParseDescriptorList(ctx, *descriptors_node, "descriptors", *domain, &out.descriptors);
+    if (!st.ok()) return st;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<EnvoyConfigFile>> ReadEnvoyConfigDir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot list Envoy config directory ", dir, ": ", ec.message()));
+  }
+  std::vector<EnvoyConfigFile> files;
+  for (const fs::directory_entry& e : it) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    if (!absl::EndsWith(name, ".yaml") && !absl::EndsWith(name, ".yml")) continue;
+    if (!e.is_regular_file(ec)) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    if (!in) continue;  // removed while listing: the next poll sees the new state
+    std::stringstream buf;
+    buf << in.rdbuf();
+    files.push_back(EnvoyConfigFile{e.path().string(), buf.str()});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const EnvoyConfigFile& a, const EnvoyConfigFile& b) { return a.path < b.path; });
+  return files;
+}
+
+absl::StatusOr<EnvoyConfig> BuildEnvoyConfig(absl::Span<const EnvoyConfigFile> files) {
+  EnvoyConfig config;
+  for (const EnvoyConfigFile& f : files) {
+    absl::StatusOr<EnvoyDomain> domain = ParseEnvoyDomainYaml(f.bytes, f.path);
+    if (!domain.ok()) return domain.status();
+    if (const EnvoyDomain* other = config.FindDomain(domain->name)) {
+      return absl::InvalidArgumentError(absl::StrCat(f.path, ": domain: \"", domain->name,
+                                                     "\" is already defined in ", other->source));
+    }
+    std::string name = domain->name;
+    config.domains.emplace(std::move(name), *std::move(domain));
+  }
+  return config;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,253 @@
+#include "server/envoy/envoy_convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+namespace {
+
+using DescriptorProto = ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::Status ValidateDescriptor(const DescriptorProto& d, const std::string& field) {
+  if (d.entries_size() == 0) return Invalid(field + ".entries", "at least one entry is required");
+  if (d.entries_size() > kMaxEnvoyEntries) {
+    return Invalid(field + ".entries",
+                   absl::StrCat("at most ", kMaxEnvoyEntries, " entries per descriptor, got ",
+                                d.entries_size()));
+  }
+  for (int j = 0; j < d.entries_size(); ++j) {
+    const std::string f = absl::StrCat(field, ".entries[", j, "]");
+    if (d.entries(j).key().empty()) return Invalid(f + ".key", "must not be empty");
+    if (d.entries(j).value().empty()) return Invalid(f + ".value", "must not be empty");
+  }
+  if (d.has_hits_addend() && d.hits_addend().value() > kMaxAmount) {
+    return Invalid(field + ".hits_addend",
+                   absl::StrCat("must be at most 1e15, got ", d.hits_addend().value()));
+  }
+  if (d.has_limit()) {
+    const int unit = d.limit().unit();
+    if (unit < 1 || unit > 7) {
+      return Invalid(
+          field + ".limit.unit",
+          absl::StrCat("must be SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR, got ", unit));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The rule Envoy sent in a descriptor's `limit`: a fixed window, never shadowed, with a state
+// name of its own ("<domain>.<key1>.<key2>...#override").
+absl::StatusOr<EnvoyRateLimit> OverrideRule(absl::string_view domain, const DescriptorProto& d,
+                                            const std::string& field) {
+  EnvoyRateLimit r;
+  r.limit_name = std::string(domain);
+  for (const auto& e : d.entries()) absl::StrAppend(&r.limit_name, ".", e.key());
+  r.limit_name += "#override";
+  if (absl::Status s = ValidateName(r.limit_name, "the limit name made of domain and keys");
+      !s.ok()) {
+    return Invalid(field + ".entries", s.message());
+  }
+  r.requests_per_unit = d.limit().requests_per_unit();
+  r.unit = static_cast<EnvoyUnit>(d.limit().unit());
+  r.where = "limit override";
+  return r;
+}
+
+int64_t WindowResetMicros(const EnvoyRateLimit& rule, int64_t now_us) {
+  const int64_t period = EnvoyUnitSeconds(rule.unit) * 1000000;
+  const int64_t into = ((now_us % period) + period) % period;
+  return period - into;
+}
+
+// Fixed window: until the window ends. Token bucket: until the bucket is full again.
+int64_t ResetMicros(const EnvoyRateLimit& rule, const EnvoyOutcome& o) {
+  if (rule.algorithm == EnvoyAlgorithm::kFixedWindow || rule.requests_per_unit == 0) {
+    return WindowResetMicros(rule, o.now_us);
+  }
+  const double capacity = rule.burst.value_or(rule.requests_per_unit);
+  const double missing = capacity - o.value;
+  if (missing <= 0) return 0;
+  const double period = static_cast<double>(EnvoyUnitSeconds(rule.unit)) * 1e6;
+  return static_cast<int64_t>(std::ceil(missing * period / rule.requests_per_unit - 1e-6));
+}
+
+uint32_t Remaining(double value) {
+  if (!(value > 0)) return 0;
+  const double whole = std::floor(value + 1e-9);
+  return whole >= std::numeric_limits<uint32_t>::max() ? std::numeric_limits<uint32_t>::max()
+                                                       : static_cast<uint32_t>(whole);
+}
+
+}  // namespace
+
+LimitConfig EnvoyLimitConfig(const EnvoyRateLimit& rule) {
+  LimitConfig c;
+  c.rate = rule.requests_per_unit;
+  c.period_us = EnvoyUnitSeconds(rule.unit) * 1000000;
+  if (rule.algorithm == EnvoyAlgorithm::kFixedWindow) {
+    c.kind = LimitKind::kFixedWindow;
+    c.start_us = 0;  // windows aligned to unit boundaries, as the reference's
+  } else {
+    c.kind = LimitKind::kTokenBucket;
+    if (rule.burst) c.capacity = *rule.burst;
+  }
+  if (rule.max_reserved) c.max_reserved = *rule.max_reserved;
+  return c;
+}
+
+std::string EnvoyStateKey(absl::Span<const EnvoyEntry> entries) {
+  std::string key;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) key.push_back('|');
+    for (char c : entries[i].value) {
+      if (c == '|' || c == '\\') key.push_back('\\');
+      key.push_back(c);
+    }
+  }
+  return key;
+}
+
+absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
+    const rlsv3::RateLimitRequest& request, const EnvoyConfig& config) {
+  if (request.domain().empty()) return Invalid("domain", "must not be empty");
+  if (absl::Status s = ValidateName(request.domain(), "domain"); !s.ok()) return s;
+  const int n = request.descriptors_size();
+  if (n == 0) return Invalid("descriptors", "at least one descriptor is required");
+  if (n > kMaxEnvoyDescriptors) {
+    return Invalid("descriptors", absl::StrCat("at most ", kMaxEnvoyDescriptors,
+                                               " descriptors per request, got ", n));
+  }
+  for (int i = 0; i < n; ++i) {
+    if (absl::Status s =
+            ValidateDescriptor(request.descriptors(i), absl::StrCat("descriptors[", i, "]"));
+        !s.ok()) {
+      return s;
+    }
+  }
+
+  std::vector<EnvoyDescriptorPlan> plan(n);
+  const EnvoyDomain* domain = config.FindDomain(request.domain());
+  if (domain == nullptr) return plan;  // unknown domain: every descriptor is OK
+
+  absl::flat_hash_set<absl::string_view> replaced;
+  std::vector<EnvoyEntry> entries;
+  for (int i = 0; i < n; ++i) {
+    const DescriptorProto& d = request.descriptors(i);
+    const std::string field = absl::StrCat("descriptors[", i, "]");
+    EnvoyDescriptorPlan& p = plan[i];
+    entries.clear();
+    for (const auto& e : d.entries()) entries.push_back(EnvoyEntry{e.key(), e.value()});
+    if (d.has_limit()) {
+      absl::StatusOr<EnvoyRateLimit> r = OverrideRule(request.domain(), d, field);
+      if (!r.ok()) return r.status();
+      p.override_rule = *std::move(r);
+      p.stat_key = p.override_rule->limit_name;
+    } else {
+      EnvoyMatch m = MatchDescriptor(*domain, entries);
+      if (m.limit == nullptr) continue;
+      p.config_rule = m.limit;
+      p.stat_key = std::move(m.stat_key);
+    }
+    const EnvoyRateLimit& rule = *p.rule();
+    p.hits = d.has_hits_addend() ? d.hits_addend().value()
+                                 : std::max<uint64_t>(1, request.hits_addend());
+    p.check_only = p.hits == 0;
+    if (rule.unlimited) {
+      p.kind = EnvoyDescriptorPlan::Kind::kUnlimited;
+      continue;  // an unlimited rule's replaces are ignored, as in the reference
+    }
+    for (const std::string& r : rule.replaces) replaced.insert(r);
+    if (rule.requests_per_unit == 0) {
+      p.kind = EnvoyDescriptorPlan::Kind::kBlocked;
+      continue;
+    }
+    p.kind = EnvoyDescriptorPlan::Kind::kLimited;
+    p.request.name = rule.limit_name;
+    p.request.key = EnvoyStateKey(entries);
+    if (absl::Status s = ValidateKey(p.request.key, field + ".entries"); !s.ok()) {
+      return Invalid(field + ".entries",
+                     absl::StrCat("the joined values are ", p.request.key.size(),
+                                  " bytes; at most ", kMaxKeyBytes, " are accepted"));
+    }
+    p.request.config = EnvoyLimitConfig(rule);
+    p.request.count = p.check_only ? 1 : static_cast<double>(p.hits);
+  }
+  if (!replaced.empty()) {
+    for (EnvoyDescriptorPlan& p : plan) {
+      const EnvoyRateLimit* rule = p.rule();
+      if (rule == nullptr || rule->unlimited || rule->name.empty()) continue;
+      if (replaced.contains(rule->name)) {
+        p.kind = EnvoyDescriptorPlan::Kind::kNoLimit;
+        p.config_rule = nullptr;
+        p.override_rule.reset();
+      }
+    }
+  }
+  return plan;
+}
+
+void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
+                        absl::Span<const EnvoyOutcome> outcomes, bool ratelimit_headers,
+                        rlsv3::RateLimitResponse* response) {
+  using Kind = EnvoyDescriptorPlan::Kind;
+  bool over = false;
+  int tightest = -1;
+  uint32_t tightest_remaining = 0;
+  int64_t tightest_reset = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const EnvoyDescriptorPlan& p = plan[i];
+    rlsv3::RateLimitResponse::DescriptorStatus* s = response->add_statuses();
+    s->set_code(rlsv3::RateLimitResponse::OK);
+    if (p.kind == Kind::kNoLimit) continue;
+    if (p.kind == Kind::kUnlimited) {
+      s->set_limit_remaining(std::numeric_limits<uint32_t>::max());
+      continue;
+    }
+    const EnvoyRateLimit& rule = *p.rule();
+    const EnvoyOutcome& o = outcomes[i];
+    if (o.over && !rule.shadow_mode) {
+      s->set_code(rlsv3::RateLimitResponse::OVER_LIMIT);
+      over = true;
+    }
+    rlsv3::RateLimitResponse::RateLimit* limit = s->mutable_current_limit();
+    limit->set_name(rule.name);
+    limit->set_requests_per_unit(rule.requests_per_unit);
+    limit->set_unit(static_cast<rlsv3::RateLimitResponse::RateLimit::Unit>(rule.unit));
+    const uint32_t remaining = p.kind == Kind::kBlocked ? 0 : Remaining(o.value);
+    const int64_t reset = ResetMicros(rule, o);
+    s->set_limit_remaining(remaining);
+    s->mutable_duration_until_reset()->set_seconds(reset / 1000000);
+    s->mutable_duration_until_reset()->set_nanos(static_cast<int32_t>(reset % 1000000) * 1000);
+    if (!rule.shadow_mode && (tightest < 0 || remaining < tightest_remaining ||
+                              (remaining == tightest_remaining && reset > tightest_reset))) {
+      tightest = static_cast<int>(i);
+      tightest_remaining = remaining;
+      tightest_reset = reset;
+    }
+  }
+  response->set_overall_code(over ? rlsv3::RateLimitResponse::OVER_LIMIT
+                                  : rlsv3::RateLimitResponse::OK);
+  if (!ratelimit_headers || tightest < 0) return;
+  const EnvoyRateLimit& rule = *plan[tightest].rule();
+  const uint32_t limit = rule.algorithm == EnvoyAlgorithm::kTokenBucket
+                             ? rule.burst.value_or(rule.requests_per_unit)
+                             : rule.requests_per_unit;
+  auto add = [response](absl::string_view key, uint64_t value) {
+    auto* h = response->add_response_headers_to_add();
+    h->set_key(std::string(key));
+    h->set_value(absl::StrCat(value));
+  };
+  add("RateLimit-Limit", limit);
+  add("RateLimit-Remaining", tightest_remaining);
+  add("RateLimit-Reset", static_cast<uint64_t>((tightest_reset + 999999) / 1000000));
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,34 @@
+#ifndef RATELIMIT_SERVER_ENVOY_ENVOY_EVALUATOR_H_
+#define RATELIMIT_SERVER_ENVOY_ENVOY_EVALUATOR_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/envoy/envoy_convert.h"
+#include "storage/clock.h"
+#include "storage/limiter.h"
+
+namespace ratelimit {
+
+// Evaluates the descriptors of one ShouldRateLimit request, all-or-nothing: either every
+// kLimited descriptor that adds hits is consumed in one store transaction, or none is.
+//
+//  1. Checks (nothing written): descriptors with hits 0 ask "would one more hit be allowed?";
+//     descriptors whose rule has max_reserved must have at least one token left before they may
+//     go into debt.
+//  2. If a non-shadow descriptor failed a check or is blocked (requests_per_unit 0), the others
+//     are only checked, so their statuses are true and nothing is consumed.
+//  3. Otherwise the rest are consumed together (Mode::kReserve, with max_reserved 0 for rules
+//     without it, when any rule allows debt). When the only descriptors over their limit are in
+//     shadow mode, they are left out and the others are tried again: a shadow rule never denies
+//     a request, and never drains the others.
+//
+// Returns one outcome per descriptor of `plan` (kNoLimit and kUnlimited ones carry only the
+// time). A store failure is returned as the store's status; nothing was consumed then.
+absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
+    Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_ENVOY_ENVOY_EVALUATOR_H_

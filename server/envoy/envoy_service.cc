@@ -1,0 +1,72 @@
+#include "server/envoy/envoy_service.h"
+
+#include "server/envoy/envoy_convert.h"
+#include "server/envoy/envoy_evaluator.h"
+#include "server/log.h"
+#include "server/rate_limit_service.h"
+
+namespace ratelimit {
+
+namespace {
+
+constexpr char kEnvoyService[] = "envoy.service.ratelimit.v3.RateLimitService";
+
+grpc::ServerUnaryReactor* Reply(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
+                                const grpc::Status& status) {
+  rpc.Finish(status);
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
+    grpc::CallbackServerContext* context, const rlsv3::RateLimitRequest* request,
+    rlsv3::RateLimitResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit", *context);
+  // Held until the reply is built: the plan points into this snapshot.
+  const std::shared_ptr<const EnvoyConfig> config = registry_.Current();
+  absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(*request, *config);
+  if (!plan.ok()) return Reply(reactor, rpc, ToGrpcStatus(plan.status()));
+  if (rpc.span().recording()) {
+    rpc.span().SetAttribute("ratelimit.domain", request->domain());
+    std::vector<std::string> names;
+    for (const EnvoyDescriptorPlan& p : *plan) {
+      if (p.kind == EnvoyDescriptorPlan::Kind::kLimited) names.push_back(p.request.name);
+    }
+    rpc.SetLimitNames(std::move(names));
+  }
+
+  rpc.StoreStarted();
+  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter_, clock_, *plan);
+  rpc.StoreFinished(outcomes.status());
+  if (!outcomes.ok()) {
+    Log(LogLevel::kError, "store failure (envoy api)",
+        {{"domain", request->domain()},
+         {"error", std::string(outcomes.status().message())},
+         {"trace_id", rpc.TraceId()}});
+    return Reply(
+        reactor, rpc,
+        grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     "rate-limit store unavailable: " + std::string(outcomes.status().message())));
+  }
+  BuildEnvoyResponse(*plan, *outcomes, ratelimit_headers_, response);
+  stats_.Record(*plan, *outcomes);
+  for (size_t i = 0; i < plan->size(); ++i) {
+    const EnvoyDescriptorPlan& p = (*plan)[i];
+    if (p.kind != EnvoyDescriptorPlan::Kind::kLimited &&
+        p.kind != EnvoyDescriptorPlan::Kind::kBlocked) {
+      continue;
+    }
+    const char* outcome = !(*outcomes)[i].over ? "allowed"
+                          : p.shadow()         ? "shadow_denied"
+                                               : "denied";
+    rpc.RecordDecision(p.kind == EnvoyDescriptorPlan::Kind::kLimited ? p.request.name : p.stat_key,
+                       outcome);
+  }
+  rpc.SetDecision(response->overall_code() == rlsv3::RateLimitResponse::OK);
+  return Reply(reactor, rpc, grpc::Status::OK);
+}
+
+}  // namespace ratelimit

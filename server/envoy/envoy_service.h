@@ -1,0 +1,53 @@
+#ifndef RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
+#define RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/envoy/envoy_registry.h"
+#include "server/envoy/envoy_stats.h"
+#include "server/observability/telemetry.h"
+#include "storage/clock.h"
+#include "storage/limiter.h"
+
+namespace ratelimit {
+
+// envoy.service.ratelimit.v3.RateLimitService on the gRPC callback API: a drop-in replacement
+// for envoyproxy/ratelimit, on the same Limiter and store as ratelimit.v1. The handler plans the
+// request (envoy_convert.h), evaluates it all-or-nothing (envoy_evaluator.h), builds the
+// response and finishes. Bad input: INVALID_ARGUMENT naming the field. Store failure:
+// UNAVAILABLE, whatever the server's failure policy, so that Envoy's failure_mode_deny decides.
+//
+// Thread safety: thread-safe; dependencies are not owned and must outlive the service.
+class EnvoyRateLimitServiceImpl final
+    : public ::envoy::service::ratelimit::v3::RateLimitService::CallbackService {
+ public:
+  // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset to every response that has a
+  // limited descriptor. Default off, as in the reference.
+  EnvoyRateLimitServiceImpl(Limiter& limiter, const Clock& clock,
+                            const EnvoyConfigRegistry& registry, bool ratelimit_headers,
+                            const Telemetry& telemetry)
+      : limiter_(limiter),
+        clock_(clock),
+        registry_(registry),
+        ratelimit_headers_(ratelimit_headers),
+        telemetry_(telemetry) {}
+
+  grpc::ServerUnaryReactor* ShouldRateLimit(
+      grpc::CallbackServerContext* context,
+      const ::envoy::service::ratelimit::v3::RateLimitRequest* request,
+      ::envoy::service::ratelimit::v3::RateLimitResponse* response) override;
+
+  const EnvoyStats& stats() const { return stats_; }
+
+ private:
+  Limiter& limiter_;
+  const Clock& clock_;
+  const EnvoyConfigRegistry& registry_;
+  const bool ratelimit_headers_;
+  const Telemetry& telemetry_;
+  EnvoyStats stats_;
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_

@@ -1,0 +1,105 @@
+#include "server/observability/health.h"
+
+#include "server/log.h"
+
+namespace ratelimit {
+
+const char* ServingStateName(ServingState state) {
+  switch (state) {
+    case ServingState::kStarting:
+      return "STARTING";
+    case ServingState::kServing:
+      return "SERVING";
+    case ServingState::kDraining:
+      return "DRAINING";
+    case ServingState::kStoreFailing:
+      return "STORE_FAILING";
+  }
+  return "UNKNOWN";
+}
+
+void HealthReporter::Attach(grpc::HealthCheckServiceInterface* service,
+                            std::vector<std::string> services) {
+  absl::MutexLock lock(&mu_);
+  service_ = service;
+  services_ = std::move(services);
+  PublishLocked();
+}
+
+void HealthReporter::SetStarting() {
+  absl::MutexLock lock(&mu_);
+  if (state_ == ServingState::kDraining) return;
+  lifecycle_serving_ = false;
+  state_ = ServingState::kStarting;
+  PublishLocked();
+}
+
+void HealthReporter::SetServing() {
+  absl::MutexLock lock(&mu_);
+  if (state_ == ServingState::kDraining) return;
+  lifecycle_serving_ = true;
+  state_ = store_healthy_ ? ServingState::kServing : ServingState::kStoreFailing;
+  PublishLocked();
+}
+
+void HealthReporter::SetDraining() {
+  absl::MutexLock lock(&mu_);
+  state_ = ServingState::kDraining;
+  PublishLocked();
+}
+
+void HealthReporter::SetStoreHealthy(bool healthy) {
+  absl::MutexLock lock(&mu_);
+  if (store_healthy_ != healthy) {
+    Log(healthy ? LogLevel::kInfo : LogLevel::kError,
+        healthy ? "store healthy again" : "store failing: reporting NOT_SERVING");
+  }
+  store_healthy_ = healthy;
+  if (state_ == ServingState::kServing || state_ == ServingState::kStoreFailing) {
+    state_ = healthy ? ServingState::kServing : ServingState::kStoreFailing;
+    PublishLocked();
+  }
+}
+
+ServingState HealthReporter::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+void HealthReporter::PublishLocked() {
+  if (service_ == nullptr) return;
+  const bool serving = state_ == ServingState::kServing;
+  for (const std::string& s : services_) {
+    if (s.empty()) {
+      service_->SetServingStatus(serving);
+    } else {
+      service_->SetServingStatus(s, serving);
+    }
+  }
+}
+
+StoreProbe::StoreProbe(StateStore& store, HealthReporter& health, absl::Duration interval)
+    : store_(store), health_(health), interval_(interval) {}
+
+StoreProbe::~StoreProbe() { Stop(); }
+
+bool StoreProbe::ProbeOnce() {
+  const bool ok = store_.Get(StateKey{"ratelimit.health", "probe"}).ok();
+  health_.SetStoreHealthy(ok);
+  return ok;
+}
+
+void StoreProbe::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(interval_)) ProbeOnce();
+  });
+}
+
+void StoreProbe::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+}
+
+}  // namespace ratelimit

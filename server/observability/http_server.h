@@ -1,0 +1,44 @@
+#ifndef RATELIMIT_SERVER_OBSERVABILITY_HTTP_SERVER_H_
+#define RATELIMIT_SERVER_OBSERVABILITY_HTTP_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ratelimit {
+
+class HealthReporter;
+class MetricsRegistry;
+
+// The operator's HTTP endpoint (cpp-httplib): GET /metrics (Prometheus text format) and
+// GET /healthz (200 "SERVING", else 503 with the state).
+//
+// Thread safety: Start/Stop from one thread; requests are served on httplib's threads.
+class HttpServer {
+ public:
+  // Listens on `host`:`port` (port 0: any free port). The registry and reporter are not owned.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& host, int port,
+                                                           const MetricsRegistry& metrics,
+                                                           const HealthReporter& health);
+  ~HttpServer();  // Stop()
+
+  int port() const { return port_; }
+  void Stop();
+
+ private:
+  HttpServer();
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_OBSERVABILITY_HTTP_SERVER_H_

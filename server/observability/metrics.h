@@ -1,0 +1,143 @@
+#ifndef RATELIMIT_SERVER_OBSERVABILITY_METRICS_H_
+#define RATELIMIT_SERVER_OBSERVABILITY_METRICS_H_
+
+// A small metrics library: counters, histograms and callback gauges, in labelled families,
+// rendered in the Prometheus text exposition format (version 0.0.4).
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ratelimit {
+
+// A monotonically increasing count. Thread-safe, lock-free.
+class Counter {
+ public:
+  void Increment(uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
+// Observations counted into fixed buckets (upper bounds, increasing), with their sum.
+// Thread-safe, lock-free.
+class Histogram {
+ public:
+  explicit Histogram(const std::vector<double>& bounds);
+  void Observe(double v);
+
+  struct Snapshot {
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot Read() const;
+  const std::vector<double>& bounds() const { return bounds_; }
+
+ private:
+  const std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // bounds_.size() + 1
+  std::atomic<uint64_t> sum_micro_{0};                // sum in millionths, to stay lock-free
+};
+
+// A family of series of one metric, one per combination of label values. At most `max_series`
+// series exist; further combinations are folded into one series whose label values are all
+// "_other", so that client-chosen values (limit names) cannot blow up the cardinality.
+template <typename T>
+class Family {
+ public:
+  Family(std::vector<std::string> label_names, size_t max_series,
+         std::function<std::unique_ptr<T>()> make)
+      : label_names_(std::move(label_names)), max_series_(max_series), make_(std::move(make)) {}
+
+  // The series for `values` (same length as the label names). The reference stays valid for
+  // the family's lifetime.
+  T& With(const std::vector<std::string>& values) {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = series_.find(values);
+      if (it != series_.end()) return *it->second;
+    }
+    absl::MutexLock lock(&mu_);
+    auto it = series_.find(values);
+    if (it != series_.end()) return *it->second;
+    if (series_.size() >= max_series_) {
+      std::vector<std::string> other(values.size(), "_other");
+      auto& slot = series_[other];
+      if (!slot) slot = make_();
+      return *slot;
+    }
+    auto& slot = series_[values];
+    slot = make_();
+    return *slot;
+  }
+
+  const std::vector<std::string>& label_names() const { return label_names_; }
+
+  // Calls `f(values, series)` for every series, in label order.
+  template <typename F>
+  void ForEach(F f) const {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [values, series] : series_) f(values, *series);
+  }
+
+ private:
+  const std::vector<std::string> label_names_;
+  const size_t max_series_;
+  const std::function<std::unique_ptr<T>()> make_;
+  mutable absl::Mutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<T>> series_ ABSL_GUARDED_BY(mu_);
+};
+
+// Owns metric families and renders them. Families are added at start-up (not thread-safe);
+// recording into them and Render() are thread-safe.
+class MetricsRegistry {
+ public:
+  Family<Counter>& AddCounter(std::string name, std::string help, std::vector<std::string> labels,
+                              size_t max_series = 1000);
+  Family<Histogram>& AddHistogram(std::string name, std::string help,
+                                  std::vector<std::string> labels, std::vector<double> bounds,
+                                  size_t max_series = 100);
+  // A gauge read when rendered.
+  void AddGauge(std::string name, std::string help, std::function<double()> read);
+  // Series computed when rendered: `read` returns (label values, value) pairs. `type` is
+  // "counter" or "gauge". At most `max_series` series are rendered; the rest are summed into
+  // one series whose label values are all "_other".
+  using Samples = std::vector<std::pair<std::vector<std::string>, double>>;
+  void AddCollector(std::string name, std::string help, std::string type,
+                    std::vector<std::string> labels, std::function<Samples()> read,
+                    size_t max_series = 2000);
+  // A counter kept elsewhere (monotonic), read when rendered.
+  void AddCounterFn(std::string name, std::string help, std::function<double()> read);
+
+  // The Prometheus text exposition of every metric.
+  std::string Render() const;
+
+ private:
+  struct Entry {
+    std::string name, help;
+    std::unique_ptr<Family<Counter>> counter;
+    std::unique_ptr<Family<Histogram>> histogram;
+    std::function<double()> gauge;
+    bool gauge_is_counter = false;
+    std::string collector_type;
+    std::vector<std::string> collector_labels;
+    std::function<Samples()> collector;
+    size_t collector_max_series = 0;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Latency buckets in seconds, 25us .. 2.5s.
+std::vector<double> LatencyBuckets();
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_OBSERVABILITY_METRICS_H_

@@ -1,0 +1,91 @@
+#ifndef RATELIMIT_SERVER_OBSERVABILITY_OTLP_EXPORTER_H_
+#define RATELIMIT_SERVER_OBSERVABILITY_OTLP_EXPORTER_H_
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
+#include "server/observability/tracer.h"
+
+namespace ratelimit {
+
+struct OtlpExporterOptions {
+  // Collector address, "host:port" (an "http://" or "https://" prefix is ignored; the channel is
+  // plaintext). Required.
+  std::string endpoint;
+  // Resource attributes; service.name should be among them.
+  std::vector<std::pair<std::string, std::string>> resource;
+  // Spans waiting to be sent; beyond this, new spans are dropped (and counted). Default 4096.
+  size_t max_queue = 4096;
+  // Most spans per Export call. Default 512.
+  size_t max_batch = 512;
+  // A partial batch is sent after waiting this long. Default 500ms.
+  absl::Duration batch_delay = absl::Milliseconds(500);
+  // Deadline of one Export call. Default 5s.
+  absl::Duration export_timeout = absl::Seconds(5);
+  // Backoff between attempts when the collector fails: starts here, doubles up to max_backoff;
+  // a batch is dropped (counted) after max_attempts.
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  int max_attempts = 5;
+};
+
+// Sends spans to an OpenTelemetry collector over OTLP/gRPC
+// (opentelemetry.proto.collector.trace.v1.TraceService/Export) from a background thread, in
+// batches by size and delay. Submit never blocks on the network: a full queue drops the span.
+//
+// Thread safety: Submit is thread-safe; Shutdown is called once, by the owner.
+class OtlpExporter final : public SpanSink {
+ public:
+  explicit OtlpExporter(OtlpExporterOptions options);
+  ~OtlpExporter() override;  // Shutdown(1s) if not yet shut down
+
+  void Submit(SpanData span) override;
+
+  // Stops accepting spans, sends what is queued (retrying until `deadline` passes), and joins the
+  // background thread.
+  void Shutdown(absl::Duration deadline = absl::Seconds(5));
+
+  struct Stats {
+    uint64_t queued = 0;          // spans waiting now
+    uint64_t exported = 0;        // spans the collector accepted
+    uint64_t dropped = 0;         // spans lost: queue full, or a batch that exhausted retries
+    uint64_t failed_exports = 0;  // Export calls that failed
+  };
+  Stats stats() const;
+
+ private:
+  void Run();
+  // Sends one batch with retries; returns whether it was delivered.
+  bool Send(const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest& request,
+            absl::Time give_up);
+
+  const OtlpExporterOptions options_;
+  std::unique_ptr<opentelemetry::proto::collector::trace::v1::TraceService::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  std::deque<SpanData> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+
+  std::atomic<uint64_t> exported_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> failed_exports_{0};
+  std::thread thread_;
+};
+
+// Converts spans to an OTLP request under one resource and scope.
+opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest BuildExportRequest(
+    const std::vector<std::pair<std::string, std::string>>& resource, std::vector<SpanData>& spans);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_OBSERVABILITY_OTLP_EXPORTER_H_

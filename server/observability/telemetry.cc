@@ -1,0 +1,202 @@
+#include "server/observability/telemetry.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/observability/trace_context.h"
+
+namespace ratelimit {
+namespace {
+
+std::optional<std::string> Metadata(const grpc::CallbackServerContext& context, const char* key) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(key);
+  if (it == md.end()) return std::nullopt;
+  return std::string(it->second.data(), it->second.size());
+}
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kCheck:
+      return "check";
+    case Mode::kConsume:
+      return "consume";
+    case Mode::kReserve:
+      return "reserve";
+  }
+  return "consume";
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(MetricsRegistry& r)
+    : decisions(r.AddCounter("ratelimit_decisions_total",
+                             "Limit decisions of Consume, Reserve and ShouldRateLimit, by limit "
+                             "name and outcome (allowed, denied, reserved, failed_open).",
+                             {"limit", "outcome"}, 2000)),
+      rpcs(r.AddCounter("ratelimit_rpcs_total", "Finished RPCs by method and gRPC status code.",
+                        {"method", "code"})),
+      rpc_seconds(r.AddHistogram("ratelimit_rpc_duration_seconds",
+                                 "Time from the start of a handler to its reply, by method.",
+                                 {"method"}, LatencyBuckets())),
+      store_seconds(r.AddHistogram("ratelimit_store_transaction_duration_seconds",
+                                   "Time of one state-store transaction (lock, read, decide, "
+                                   "write).",
+                                   {}, LatencyBuckets())),
+      config_reloads(r.AddCounter("ratelimit_config_reloads_total",
+                                  "Reloads of a configuration after its file changed, by "
+                                  "configuration (limits, envoy) and result (ok, failed).",
+                                  {"config", "result"})) {}
+
+Telemetry::Rpc Telemetry::StartRpc(const std::string& service, const std::string& method,
+                                   const grpc::CallbackServerContext& context) const {
+  Rpc rpc(this, method);
+  if (metrics_) rpc.start_nanos_ = UnixNanosNow();
+  if (tracer_) {
+    std::optional<TraceContext> parent;
+    if (std::optional<std::string> tp = Metadata(context, "traceparent")) {
+      parent = ParseTraceparent(*tp);
+      if (parent) {
+        if (std::optional<std::string> ts = Metadata(context, "tracestate")) {
+          parent->trace_state = *ts;
+        }
+      }
+    }
+    rpc.span_ = tracer_->StartServerSpan(absl::StrCat(service, "/", method), parent);
+    if (rpc.span_.recording()) {
+      rpc.span_.SetAttribute("rpc.system", std::string("grpc"));
+      rpc.span_.SetAttribute("rpc.service", service);
+      rpc.span_.SetAttribute("rpc.method", method);
+      rpc.span_.SetAttribute("net.sock.peer.addr", context.peer());
+    }
+  }
+  return rpc;
+}
+
+void Telemetry::Rpc::SetLimits(absl::Span<const LimitRequest> limits) {
+  if (t_->metrics_) {
+    limit_names_.clear();
+    for (const LimitRequest& l : limits) limit_names_.push_back(l.name);
+  }
+  if (!span_.recording()) return;
+  std::vector<std::string> names, keys;
+  std::vector<double> counts;
+  for (const LimitRequest& l : limits) {
+    names.push_back(l.name);
+    counts.push_back(l.count);
+    if (t_->record_keys_) keys.push_back(l.key);
+  }
+  span_.SetAttribute("ratelimit.limits", std::move(names));
+  span_.SetAttribute("ratelimit.counts", std::move(counts));
+  if (t_->record_keys_) span_.SetAttribute("ratelimit.keys", std::move(keys));
+}
+
+void Telemetry::Rpc::StoreStarted() {
+  if (t_->metrics_) store_start_nanos_ = UnixNanosNow();
+  store_span_ = span_.StartChild("ratelimit.store/transaction");
+  if (store_span_.recording()) store_span_.SetAttribute("db.system", std::string("rocksdb"));
+}
+
+void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
+  if (t_->metrics_) {
+    t_->metrics_->store_seconds.With({}).Observe(
+        static_cast<double>(UnixNanosNow() - store_start_nanos_) / 1e9);
+  }
+  if (!status.ok()) store_span_.SetError(status.message());
+  store_span_.End();
+}
+
+void Telemetry::Rpc::SetVerdict(const Verdict& v, Mode mode) {
+  if (t_->metrics_ && mode != Mode::kCheck) {
+    for (size_t i = 0; i < v.decisions.size() && i < limit_names_.size(); ++i) {
+      const char* outcome = !v.allowed ? "denied" : mode == Mode::kReserve ? "reserved" : "allowed";
+      t_->metrics_->decisions.With({limit_names_[i], outcome}).Increment();
+    }
+  }
+  if (!span_.recording()) return;
+  span_.SetAttribute("ratelimit.mode", std::string(ModeName(mode)));
+  span_.SetAttribute("ratelimit.decision", std::string(v.allowed ? "allowed" : "denied"));
+  std::vector<double> values;
+  for (const Decision& d : v.decisions) values.push_back(d.value);
+  span_.SetAttribute("ratelimit.values", std::move(values));
+  if (v.denied_by >= 0) span_.SetAttribute("ratelimit.denied_by", int64_t{v.denied_by});
+  if (v.retry_at_us) {
+    span_.SetAttribute("ratelimit.retry_after_ms",
+                       static_cast<double>(std::max<int64_t>(0, *v.retry_at_us - v.now_us)) / 1e3);
+  }
+}
+
+void Telemetry::Rpc::SetFailedOpen() {
+  if (t_->metrics_) {
+    for (const std::string& name : limit_names_) {
+      t_->metrics_->decisions.With({name, "failed_open"}).Increment();
+    }
+  }
+  span_.SetAttribute("ratelimit.failed_open", true);
+}
+
+void Telemetry::Rpc::SetLimitNames(std::vector<std::string> names) {
+  if (span_.recording()) span_.SetAttribute("ratelimit.limits", std::move(names));
+}
+
+void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcome) {
+  if (t_->metrics_) t_->metrics_->decisions.With({limit, outcome}).Increment();
+}
+
+void Telemetry::Rpc::SetDecision(bool allowed) {
+  span_.SetAttribute("ratelimit.decision", std::string(allowed ? "allowed" : "denied"));
+}
+
+void Telemetry::Rpc::Finish(const grpc::Status& status) {
+  if (t_->metrics_) {
+    t_->metrics_->rpcs.With({method_, CodeName(status.error_code())}).Increment();
+    t_->metrics_->rpc_seconds.With({method_}).Observe(
+        static_cast<double>(UnixNanosNow() - start_nanos_) / 1e9);
+  }
+  if (span_.recording()) {
+    span_.SetAttribute("rpc.grpc.status_code", int64_t{status.error_code()});
+    if (!status.ok()) span_.SetError(status.error_message());
+    span_.End();
+  }
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,88 @@
+#ifndef RATELIMIT_SERVER_OBSERVABILITY_TELEMETRY_H_
+#define RATELIMIT_SERVER_OBSERVABILITY_TELEMETRY_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "grpcpp/grpcpp.h"
+#include "server/observability/metrics.h"
+#include "server/observability/tracer.h"
+#include "storage/limiter.h"
+
+namespace ratelimit {
+
+// The service's metric families, registered in a MetricsRegistry.
+struct ServerMetrics {
+  explicit ServerMetrics(MetricsRegistry& registry);
+
+  Family<Counter>& decisions;        // {limit, outcome}: allowed | denied | reserved | failed_open
+  Family<Counter>& rpcs;             // {method, code}
+  Family<Histogram>& rpc_seconds;    // {method}
+  Family<Histogram>& store_seconds;  // {}
+  Family<Counter>& config_reloads;   // {config, result}: result ok | failed
+};
+
+// What the handlers report about each call: one SERVER span (with a child span for the store
+// transaction) and the RPC, decision and latency metrics. Either part may be off (null).
+//
+// Thread safety: thread-safe; Rpc objects belong to one call.
+class Telemetry {
+ public:
+  // `metrics` and `tracer` may be null; neither is owned.
+  Telemetry(ServerMetrics* metrics, Tracer* tracer, bool record_keys)
+      : metrics_(metrics), tracer_(tracer), record_keys_(record_keys) {}
+
+  class Rpc {
+   public:
+    Rpc(Rpc&&) = default;
+    // Limits of the request (names, and keys when enabled, as span attributes).
+    void SetLimits(absl::Span<const LimitRequest> limits);
+    // Brackets the store transaction: a child span and the store latency histogram.
+    void StoreStarted();
+    void StoreFinished(const absl::Status& status);
+    // The outcome: decision metrics by limit name and span attributes.
+    void SetVerdict(const Verdict& verdict, Mode mode);
+    void SetFailedOpen();
+    // For APIs that do not use Verdict (Envoy): the limit names as a span attribute, one
+    // decision metric per limit, and the overall decision as a span attribute.
+    void SetLimitNames(std::vector<std::string> names);
+    void RecordDecision(const std::string& limit, const char* outcome);
+    void SetDecision(bool allowed);
+    // Ends the span and records the RPC count and latency. Call once.
+    void Finish(const grpc::Status& status);
+    // Hex trace id for log lines; empty when the call is not traced.
+    std::string TraceId() const { return span_.TraceIdHex(); }
+    Span& span() { return span_; }
+
+   private:
+    friend class Telemetry;
+    Rpc(const Telemetry* t, std::string method) : t_(t), method_(std::move(method)) {}
+
+    const Telemetry* t_;
+    std::string method_;
+    int64_t start_nanos_ = 0;
+    int64_t store_start_nanos_ = 0;
+    Span span_;
+    Span store_span_;
+    std::vector<std::string> limit_names_;
+  };
+
+  // Starts observing a call of `method` (e.g. "Consume"), joining the caller's trace when its
+  // metadata carries a valid `traceparent` (and `tracestate`).
+  Rpc StartRpc(const std::string& service, const std::string& method,
+               const grpc::CallbackServerContext& context) const;
+
+  bool record_keys() const { return record_keys_; }
+
+ private:
+  ServerMetrics* const metrics_;
+  Tracer* const tracer_;
+  const bool record_keys_;
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_OBSERVABILITY_TELEMETRY_H_

@@ -1,0 +1,38 @@
+#ifndef RATELIMIT_SERVER_OBSERVABILITY_TRACE_CONTEXT_H_
+#define RATELIMIT_SERVER_OBSERVABILITY_TRACE_CONTEXT_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace ratelimit {
+
+using TraceId = std::array<uint8_t, 16>;
+using SpanId = std::array<uint8_t, 8>;
+
+// A W3C Trace Context: the caller's trace and span, its flags and tracestate.
+struct TraceContext {
+  TraceId trace_id{};
+  SpanId span_id{};
+  uint8_t flags = 0;  // bit 0: sampled
+  std::string trace_state;
+
+  bool sampled() const { return (flags & 1) != 0; }
+};
+
+// Parses a `traceparent` header value ("00-<32 hex>-<16 hex>-<2 hex>"), following the W3C
+// rules: lowercase hex, non-zero ids, version "ff" invalid, and a future version may carry more
+// fields after the flags. nullopt when invalid (the span then starts a new trace).
+std::optional<TraceContext> ParseTraceparent(absl::string_view header);
+
+// "00-<trace id>-<span id>-<flags>".
+std::string FormatTraceparent(const TraceId& trace_id, const SpanId& span_id, uint8_t flags);
+
+std::string ToHex(const uint8_t* bytes, size_t n);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_OBSERVABILITY_TRACE_CONTEXT_H_

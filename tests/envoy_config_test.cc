@@ -1,0 +1,301 @@
+// The envoyproxy/ratelimit YAML format: parsing, errors with file:line, descriptor matching.
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/envoy/envoy_config.h"
+#include "server/envoy/envoy_config_loader.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::testing::HasSubstr;
+
+EnvoyDomain MustParse(const std::string& yaml) {
+  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *std::move(d) : EnvoyDomain{};
+}
+
+// The error message of parsing `yaml`, or "" when it parses.
+std::string ParseError(const std::string& yaml) {
+  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
+  if (d.ok()) return "";
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(d.status().message());
+}
+
+// The limit name matched by entries {k, v}..., or "-" when none applies.
+std::string Match(const EnvoyDomain& d, std::vector<std::pair<std::string, std::string>> kv) {
+  std::vector<EnvoyEntry> entries;
+  for (const auto& [k, v] : kv) entries.push_back(EnvoyEntry{k, v});
+  const EnvoyMatch m = MatchDescriptor(d, entries);
+  return m.limit ? m.limit->limit_name : "-";
+}
+
+TEST(EnvoyConfigTest, ParsesEveryKey) {
+  const EnvoyDomain d = MustParse(R"(
+domain: example
+descriptors:
+  - key: service
+    descriptors:
+      - key: user
+        value: user-a
+        shadow_mode: true
+        detailed_metric: true
+        rate_limit:
+          name: a
+          replaces: [{name: b}]
+          unit: Second
+          requests_per_unit: 10
+  - key: tb
+    rate_limit:
+      unit: minute
+      requests_per_unit: 60
+      algorithm: token_bucket
+      burst: 5
+      max_reserved: 100
+  - key: ldap
+    rate_limit:
+      unlimited: true
+)");
+  EXPECT_EQ(d.name, "example");
+  EXPECT_EQ(d.source, "test.yaml");
+  ASSERT_EQ(d.descriptors.nodes.size(), 3u);
+  const EnvoyDescriptorNode& user = d.descriptors.nodes[0].children.nodes[0];
+  ASSERT_TRUE(user.limit.has_value());
+  EXPECT_EQ(user.limit->limit_name, "example.service.user_user-a");
+  EXPECT_EQ(user.limit->name, "a");
+  EXPECT_EQ(user.limit->replaces, std::vector<std::string>{"b"});
+  EXPECT_EQ(user.limit->unit, EnvoyUnit::kSecond);
+  EXPECT_EQ(user.limit->requests_per_unit, 10u);
+  EXPECT_TRUE(user.limit->shadow_mode);
+  EXPECT_TRUE(user.limit->detailed_metric);
+  EXPECT_EQ(user.limit->algorithm, EnvoyAlgorithm::kFixedWindow);
+  EXPECT_THAT(user.limit->where, HasSubstr("test.yaml:6:"));
+  const EnvoyRateLimit& tb = *d.descriptors.nodes[1].limit;
+  EXPECT_EQ(tb.algorithm, EnvoyAlgorithm::kTokenBucket);
+  EXPECT_EQ(tb.burst, 5u);
+  EXPECT_EQ(tb.max_reserved, 100u);
+  EXPECT_TRUE(d.descriptors.nodes[2].limit->unlimited);
+  EXPECT_FALSE(d.descriptors.nodes[0].limit.has_value());
+}
+
+TEST(EnvoyConfigTest, UnitsAndTheirWindows) {
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kSecond), 1);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kMinute), 60);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kHour), 3600);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kDay), 86400);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kWeek), 7 * 86400);
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kMonth), 30 * 86400);  // as envoyproxy/ratelimit
+  EXPECT_EQ(EnvoyUnitSeconds(EnvoyUnit::kYear), 365 * 86400);
+  EXPECT_EQ(ParseEnvoyUnit("week"), EnvoyUnit::kWeek);
+  EXPECT_EQ(ParseEnvoyUnit("YEAR"), EnvoyUnit::kYear);
+  EXPECT_EQ(ParseEnvoyUnit("fortnight"), std::nullopt);
+  EXPECT_EQ(ParseEnvoyUnit("unknown"), std::nullopt);
+}
+
+TEST(EnvoyConfigTest, ErrorsNameFileLineAndField) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      uint: second\n",
+       "test.yaml:5:7: descriptors[0].rate_limit: unknown key \"uint\""},
+      {"domain: d\ndescriptors:\n  - key: a\n    vale: x\n",
+       "test.yaml:4:5: descriptors[0]: unknown key \"vale\""},
+      {"domain: d\ndomains: x\n", "test.yaml:2:1: document: unknown key \"domains\""},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n"
+       "      requests_per_unit: 1\n",
+       "test.yaml:5:13: descriptors[0].rate_limit.unit: invalid unit \"fortnight\""},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      requests_per_unit: 1\n",
+       "test.yaml:5:7: descriptors[0].rate_limit.unit: required"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n",
+       "descriptors[0].rate_limit.requests_per_unit: required"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+       "      requests_per_unit: -1\n",
+       "test.yaml:6:26: descriptors[0].rate_limit.requests_per_unit: must be a whole number"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n"
+       "      unit: second\n",
+       "test.yaml:6:13: descriptors[0].rate_limit.unit: must not be set when unlimited is true"},
+      {"descriptors: []\n", "test.yaml:1:1: domain: required"},
+      {"domain: \"\"\n", "test.yaml:1:9: domain: must not be empty"},
+      {"", "domain: required (the file is empty)"},
+      {"domain: d\ndescriptors:\n  - value: x\n", "test.yaml:3:5: descriptors[0].key: required"},
+      {"domain: d\ndescriptors:\n  - key: a\n  - key: a\n",
+       "test.yaml:4:5: descriptors[1]: duplicate descriptor \"d.a\""},
+      {"domain: d\ndescriptors:\n  - key: a\n    value: x*\n  - key: a\n    value: x*\n",
+       "descriptors[1]: duplicate descriptor \"d.a_x*\""},
+      {"domain: d\ndescriptors:\n  - key: a\n    key: b\n",
+       "test.yaml:4:5: descriptors[0]: key \"key\" is repeated"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+       "      requests_per_unit: 1\n      replaces:\n        - name: \"\"\n",
+       "descriptors[0].rate_limit.replaces[0].name: must not be empty"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      name: x\n      unit: second\n"
+       "      requests_per_unit: 1\n      replaces:\n        - name: x\n",
+       "a limit cannot replace itself"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+       "      requests_per_unit: 1\n      algorithm: leaky\n",
+       "test.yaml:7:18: descriptors[0].rate_limit.algorithm: must be fixed_window or token_bucket"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+       "      requests_per_unit: 1\n      burst: 5\n",
+       "test.yaml:7:14: descriptors[0].rate_limit.burst: only applies to algorithm: token_bucket"},
+      {"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+       "      requests_per_unit: 1\n      algorithm: token_bucket\n      burst: 0\n",
+       "descriptors[0].rate_limit.burst: must be a whole number between 1 and 4294967295"},
+      {"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: maybe\n",
+       "test.yaml:4:18: descriptors[0].shadow_mode: must be true or false"},
+      {"domain: d\ndescriptors:\n  key: a\n", "descriptors: must be a list of descriptors"},
+      {"domain: d\ndescriptors: [\n", "test.yaml:"},
+      {"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n"
+       "        rate_limit: {unit: hour, requests_per_unit: 1, bogus: 1}\n",
+       "test.yaml:6:56: descriptors[0].descriptors[0].rate_limit: unknown key \"bogus\""},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(ParseError(c.yaml), HasSubstr(c.want)) << c.yaml;
+  }
+  // A limit name is at most 256 bytes: domain plus path.
+  const std::string long_value(300, 'v');
+  EXPECT_THAT(ParseError("domain: d\ndescriptors:\n  - key: a\n    value: " + long_value +
+                         "\n    rate_limit: {unit: second, requests_per_unit: 1}\n"),
+              HasSubstr("test.yaml:3:5: descriptors[0]: limit name: must be at most 256 bytes"));
+}
+
+TEST(EnvoyConfigTest, DomainTwiceInADirectoryNamesBothFiles) {
+  const std::vector<EnvoyConfigFile> files = {{"dir/a.yaml", "domain: d\n"},
+                                              {"dir/b.yaml", "domain: d\n"}};
+  absl::StatusOr<EnvoyConfig> c = BuildEnvoyConfig(files);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "dir/b.yaml: domain: \"d\" is already defined in dir/a.yaml");
+}
+
+TEST(EnvoyConfigTest, ReadsYamlFilesOfADirectory) {
+  testing::TempDir dir;
+  testing::WriteFileAtomically(dir.File("b.yaml"), "domain: b\n");
+  testing::WriteFileAtomically(dir.File("a.yml"), "domain: a\n");
+  testing::WriteFileAtomically(dir.File(".hidden.yaml"), "domain: hidden\n");
+  testing::WriteFileAtomically(dir.File("notes.txt"), "not yaml");
+  absl::StatusOr<std::vector<EnvoyConfigFile>> files = ReadEnvoyConfigDir(dir.path());
+  ASSERT_OK(files);
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].path, dir.File("a.yml"));
+  EXPECT_EQ((*files)[1].path, dir.File("b.yaml"));
+  absl::StatusOr<EnvoyConfig> c = BuildEnvoyConfig(*files);
+  ASSERT_OK(c);
+  EXPECT_NE(c->FindDomain("a"), nullptr);
+  EXPECT_NE(c->FindDomain("b"), nullptr);
+  EXPECT_EQ(c->FindDomain("hidden"), nullptr);
+  EXPECT_EQ(ReadEnvoyConfigDir(dir.File("missing")).status().code(), absl::StatusCode::kNotFound);
+}
+
+constexpr char kMatching[] = R"(
+domain: m
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: remote_address
+    value: "10.*"
+    rate_limit: {unit: second, requests_per_unit: 100}
+  - key: path
+    value: "/api/*/items"
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: path
+    value: "/api/*"
+    rate_limit: {unit: second, requests_per_unit: 6}
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit: {unit: day, requests_per_unit: 5}
+  - key: to_number
+    rate_limit: {unit: day, requests_per_unit: 100}
+  - key: whitelisted
+  - key: nested_only
+    rate_limit: {unit: hour, requests_per_unit: 1}
+    descriptors:
+      - key: child
+        value: c
+        rate_limit: {unit: hour, requests_per_unit: 2}
+)";
+
+TEST(EnvoyConfigTest, ExactBeatsWildcardBeatsKeyOnly) {
+  const EnvoyDomain d = MustParse(kMatching);
+  EXPECT_EQ(Match(d, {{"remote_address", "50.0.0.5"}}), "m.remote_address_50.0.0.5");
+  EXPECT_EQ(Match(d, {{"remote_address", "10.1.2.3"}}), "m.remote_address_10.*");
+  EXPECT_EQ(Match(d, {{"remote_address", "11.1.2.3"}}), "m.remote_address");
+  // Wildcards may sit anywhere; the first matching one in file order wins.
+  EXPECT_EQ(Match(d, {{"path", "/api/v1/items"}}), "m.path_/api/*/items");
+  EXPECT_EQ(Match(d, {{"path", "/api/v1/users"}}), "m.path_/api/*");
+  EXPECT_EQ(Match(d, {{"path", "/other"}}), "-");
+  EXPECT_EQ(Match(d, {{"unknown", "x"}}), "-");
+}
+
+TEST(EnvoyConfigTest, LimitAppliesOnlyAtTheDepthOfTheLastEntry) {
+  const EnvoyDomain d = MustParse(kMatching);
+  EXPECT_EQ(Match(d, {{"message_type", "marketing"}, {"to_number", "2061111111"}}),
+            "m.message_type_marketing.to_number");
+  EXPECT_EQ(Match(d, {{"to_number", "2061111111"}}), "m.to_number");
+  // The parent level has no limit of its own.
+  EXPECT_EQ(Match(d, {{"message_type", "marketing"}}), "-");
+  // More entries than configured levels: no limit (the reference's depth rule).
+  EXPECT_EQ(Match(d, {{"to_number", "1"}, {"extra", "x"}}), "-");
+  EXPECT_EQ(Match(d, {{"nested_only", "x"}}), "m.nested_only");
+  EXPECT_EQ(Match(d, {{"nested_only", "x"}, {"child", "c"}}), "m.nested_only.child_c");
+  EXPECT_EQ(Match(d, {{"nested_only", "x"}, {"child", "other"}}), "-");
+  // A rule without limit and children matches and limits nothing.
+  EXPECT_EQ(Match(d, {{"whitelisted", "x"}}), "-");
+}
+
+TEST(EnvoyConfigTest, DetailedMetricKeepsStatisticsPerValue) {
+  const EnvoyDomain d = MustParse(R"(
+domain: s
+descriptors:
+  - key: k
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: k
+    value: v1
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 20}
+)");
+  std::vector<EnvoyEntry> a = {{"k", "unspecified"}};
+  EXPECT_EQ(MatchDescriptor(d, a).stat_key, "s.k_unspecified");
+  EXPECT_EQ(MatchDescriptor(d, a).limit->limit_name, "s.k");  // one counter set per rule
+  std::vector<EnvoyEntry> b = {{"k", "v1"}};
+  EXPECT_EQ(MatchDescriptor(d, b).stat_key, "s.k_v1");
+}
+
+// The example shipped in deploy/envoy loads, and matches what deploy/envoy/envoy.yaml sends.
+TEST(EnvoyConfigTest, DeployExampleLoads) {
+  absl::StatusOr<std::vector<EnvoyConfigFile>> files =
+      ReadEnvoyConfigDir(std::string(RATELIMIT_SOURCE_DIR) + "/deploy/envoy/limits");
+  ASSERT_OK(files);
+  absl::StatusOr<EnvoyConfig> config = BuildEnvoyConfig(*files);
+  ASSERT_OK(config);
+  const EnvoyDomain* d = config->FindDomain("frontproxy");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(Match(*d, {{"remote_address", "192.0.2.1"}}), "frontproxy.remote_address");
+  EXPECT_EQ(Match(*d, {{"remote_address", "198.51.100.9"}}),
+            "frontproxy.remote_address_198.51.100.*");
+  EXPECT_EQ(Match(*d, {{"generic_key", "api"}, {"user", "alice"}}),
+            "frontproxy.generic_key_api.user");
+  EXPECT_EQ(Match(*d, {{"generic_key", "search"}}), "frontproxy.generic_key_search");
+}
+
+TEST(EnvoyConfigTest, GlobMatch) {
+  EXPECT_TRUE(EnvoyGlobMatch("*", ""));
+  EXPECT_TRUE(EnvoyGlobMatch("a*", "a"));
+  EXPECT_TRUE(EnvoyGlobMatch("a*c", "abbbc"));
+  EXPECT_TRUE(EnvoyGlobMatch("*b*", "abc"));
+  EXPECT_FALSE(EnvoyGlobMatch("a*c", "abcd"));
+  EXPECT_FALSE(EnvoyGlobMatch("abc", "ab"));
+  EXPECT_TRUE(EnvoyGlobMatch("a**b", "ab"));
+}
+
+}  // namespace
+}  // namespace ratelimit

@@ -1,0 +1,122 @@
+// The Envoy API as part of the server: enabling it, start-up errors, hot reload, RocksDB state
+// that survives a restart, and the admin Reset on Envoy limits.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "storage/memory_state_store.h"
+#include "tests/envoy_test_support.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::EnvoyClient;
+using ::ratelimit::testing::EnvoyRequest;
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::WriteFileAtomically;
+using ::testing::HasSubstr;
+using Response = rlsv3::RateLimitResponse;
+
+std::string Limits(int requests_per_unit) {
+  return "domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, "
+         "requests_per_unit: " +
+         std::to_string(requests_per_unit) + "}\n";
+}
+
+class EnvoyServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { std::filesystem::create_directories(dir_.File("envoy")); }
+
+  ServerOptions Options() {
+    ServerOptions o;
+    o.listen_address = "127.0.0.1:0";
+    o.data_dir = dir_.File("data");
+    o.envoy_config_dir = dir_.File("envoy");
+    o.admin_token = "s3cret";
+    return o;
+  }
+
+  std::string Target(const RateLimitServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
+
+  // limit_remaining of user=u1, consuming `hits` (0: only checking).
+  uint32_t Remaining(EnvoyClient& c, uint64_t hits = 1) {
+    absl::StatusOr<Response> r = c.ShouldRateLimit(EnvoyRequest("web", {{{{"user", "u1"}}, hits}}));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->statuses(0).limit_remaining() : 0;
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+};
+
+TEST_F(EnvoyServerTest, OffWithoutAConfigDirectory) {
+  ServerOptions o = Options();
+  o.envoy_config_dir.clear();
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_OK(server);
+  EXPECT_EQ((*server)->envoy_service(), nullptr);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(client.ShouldRateLimit(EnvoyRequest("web", {{{{"user", "u1"}}}})).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(EnvoyServerTest, StartUpFailsOnABadConfigWithFileAndLine) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"),
+                      "domain: web\ndescriptors:\n  - key: user\n    rate_limits: {}\n");
+  auto server = RateLimitServer::Start(Options(), clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      server.status().message(),
+      HasSubstr(dir_.File("envoy/web.yaml") + ":4:5: descriptors[0]: unknown key \"rate_limits\""));
+}
+
+TEST_F(EnvoyServerTest, HotReloadAppliesAGoodEdit) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
+  ServerOptions o = Options();
+  o.limits_reload_interval = absl::Milliseconds(5);
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(Remaining(client, 0), 5u);
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(7));
+  // The watcher polls on its own thread: wait for the new limit, with a deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Remaining(client, 0) != 7u && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(Remaining(client, 0), 7u);
+}
+
+TEST_F(EnvoyServerTest, RocksDbStateSurvivesRestartAndAdminResetWorks) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
+  {
+    auto server = RateLimitServer::Start(Options(), clock_);  // RocksDB in data_dir
+    ASSERT_OK(server);
+    EnvoyClient client(Target(**server));
+    EXPECT_EQ(Remaining(client), 4u);
+    EXPECT_EQ(Remaining(client), 3u);
+    (*server)->Shutdown();
+  }
+  auto server = RateLimitServer::Start(Options(), clock_);
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(Remaining(client), 2u);  // nothing lost across the restart
+
+  // The state name is "<domain>.<path>" and the key the entry values.
+  auto admin =
+      RateLimitClient::Connect(Target(**server), ClientOptions{absl::Seconds(10), "s3cret"});
+  ASSERT_OK(admin->Reset("web.user", "u1"));
+  EXPECT_EQ(Remaining(client), 4u);
+  ASSERT_OK(admin->ResetAll("web.user"));
+  EXPECT_EQ(Remaining(client), 4u);
+}
+
+}  // namespace
+}  // namespace ratelimit

@@ -1,0 +1,256 @@
+// Trace context parsing, sampling, the OTLP exporter against an in-test collector, and the
+// Prometheus exposition (checked by promtool).
+#include <cstdio>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "server/observability/metrics.h"
+#include "server/observability/otlp_exporter.h"
+#include "server/observability/trace_context.h"
+#include "server/observability/tracer.h"
+#include "tests/support/fake_collector.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::FakeCollector;
+using ::ratelimit::testing::TempDir;
+
+constexpr char kParent[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+TEST(TraceContextTest, ParsesAValidTraceparent) {
+  auto ctx = ParseTraceparent(kParent);
+  ASSERT_TRUE(ctx.has_value());
+  EXPECT_EQ(ToHex(ctx->trace_id.data(), 16), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(ToHex(ctx->span_id.data(), 8), "00f067aa0ba902b7");
+  EXPECT_TRUE(ctx->sampled());
+  EXPECT_EQ(FormatTraceparent(ctx->trace_id, ctx->span_id, ctx->flags), kParent);
+  // A future version may append fields.
+  EXPECT_TRUE(ParseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-extra")
+                  .has_value());
+}
+
+TEST(TraceContextTest, RejectsInvalidTraceparents) {
+  for (const char* bad : {
+           "",
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",       // no flags
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",    // uppercase
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",    // zero trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",    // zero span id
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",    // version ff
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  // v00 with extra
+           "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",    // separator
+           "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",    // not hex
+       }) {
+    EXPECT_FALSE(ParseTraceparent(bad).has_value()) << bad;
+  }
+}
+
+class CollectingSink final : public SpanSink {
+ public:
+  void Submit(SpanData span) override { spans.push_back(std::move(span)); }
+  std::vector<SpanData> spans;
+};
+
+TEST(TracerTest, JoinsTheCallersTraceAndFollowsItsSampledFlag) {
+  CollectingSink sink;
+  Tracer tracer(TracerOptions{0.0}, sink);  // ratio 0: only the parent's flag matters
+  auto parent = ParseTraceparent(kParent);
+  {
+    Span span = tracer.StartServerSpan("svc/Consume", parent);
+    ASSERT_TRUE(span.recording());
+    Span child = span.StartChild("store");
+    child.End();
+  }
+  ASSERT_EQ(sink.spans.size(), 2u);
+  const SpanData& child = sink.spans[0];
+  const SpanData& server = sink.spans[1];
+  EXPECT_EQ(server.trace_id, parent->trace_id);
+  EXPECT_EQ(server.parent_span_id, parent->span_id);
+  EXPECT_EQ(server.kind, SpanKind::kServer);
+  EXPECT_EQ(child.trace_id, parent->trace_id);
+  EXPECT_EQ(child.parent_span_id, server.span_id);
+  EXPECT_EQ(child.kind, SpanKind::kInternal);
+  EXPECT_LE(server.start_unix_nanos, child.start_unix_nanos);
+  EXPECT_GE(server.end_unix_nanos, child.end_unix_nanos);
+
+  auto unsampled = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+  Tracer always(TracerOptions{1.0}, sink);
+  EXPECT_FALSE(always.StartServerSpan("x", unsampled).recording());
+}
+
+TEST(TracerTest, RatioSamplesNewTraces) {
+  CollectingSink sink;
+  Tracer none(TracerOptions{0.0}, sink), all(TracerOptions{1.0}, sink),
+      tenth(TracerOptions{0.1}, sink);
+  int sampled = 0;
+  for (int i = 0; i < 10000; ++i) {
+    EXPECT_FALSE(none.StartServerSpan("x", std::nullopt).recording());
+    Span a = all.StartServerSpan("x", std::nullopt);
+    EXPECT_TRUE(a.recording());
+    sampled += tenth.StartServerSpan("x", std::nullopt).recording();
+  }
+  EXPECT_GT(sampled, 800);
+  EXPECT_LT(sampled, 1200);
+}
+
+SpanData MakeSpan(int i) {
+  SpanData s;
+  s.trace_id[0] = 1;
+  s.span_id[0] = static_cast<uint8_t>(i + 1);
+  s.name = "span-" + std::to_string(i);
+  s.kind = SpanKind::kServer;
+  s.start_unix_nanos = 1000;
+  s.end_unix_nanos = 2000;
+  s.attributes.push_back({"ratelimit.limits", std::vector<std::string>{"api"}});
+  s.attributes.push_back({"n", int64_t{i}});
+  return s;
+}
+
+TEST(OtlpExporterTest, DeliversBatchesWithResourceAndScope) {
+  FakeCollector collector;
+  OtlpExporterOptions o;
+  o.endpoint = "http://" + collector.target();
+  o.resource = {{"service.name", "ratelimit-test"}};
+  o.max_batch = 10;
+  o.batch_delay = absl::Milliseconds(20);
+  OtlpExporter exporter(o);
+  for (int i = 0; i < 25; ++i) exporter.Submit(MakeSpan(i));
+  ASSERT_TRUE(collector.WaitForSpans(25));
+  exporter.Shutdown();
+  const auto requests = collector.Requests();
+  EXPECT_GE(requests.size(), 3u);  // batches of at most 10
+  for (const auto& r : requests) {
+    ASSERT_EQ(r.resource_spans_size(), 1);
+    const auto& rs = r.resource_spans(0);
+    EXPECT_EQ(rs.resource().attributes(0).key(), "service.name");
+    EXPECT_EQ(rs.resource().attributes(0).value().string_value(), "ratelimit-test");
+    EXPECT_EQ(rs.scope_spans(0).scope().name(), "ratelimit");
+    EXPECT_LE(rs.scope_spans(0).spans_size(), 10);
+  }
+  const auto spans = collector.Spans();
+  EXPECT_EQ(spans[0].kind(), opentelemetry::proto::trace::v1::Span::SPAN_KIND_SERVER);
+  EXPECT_EQ(spans[0].trace_id().size(), 16u);
+  EXPECT_EQ(spans[0].span_id().size(), 8u);
+  EXPECT_EQ(spans[0].attributes(0).value().array_value().values(0).string_value(), "api");
+  EXPECT_EQ(exporter.stats().exported, 25u);
+  EXPECT_EQ(exporter.stats().dropped, 0u);
+}
+
+TEST(OtlpExporterTest, RetriesWithBackoffWhileTheCollectorFails) {
+  FakeCollector collector;
+  collector.FailNext(2);
+  OtlpExporterOptions o;
+  o.endpoint = collector.target();
+  o.batch_delay = absl::Milliseconds(10);
+  o.initial_backoff = absl::Milliseconds(10);
+  OtlpExporter exporter(o);
+  exporter.Submit(MakeSpan(0));
+  ASSERT_TRUE(collector.WaitForSpans(1));
+  exporter.Shutdown();  // joins the exporter thread, so its counters are final
+  EXPECT_EQ(collector.calls(), 3);
+  EXPECT_EQ(exporter.stats().failed_exports, 2u);
+  EXPECT_EQ(exporter.stats().exported, 1u);
+}
+
+TEST(OtlpExporterTest, ACollectorThatIsDownNeverBlocksSubmitAndDropsAreCounted) {
+  // Nothing listens on the endpoint: port 1 on loopback refuses connections.
+  OtlpExporterOptions o;
+  o.endpoint = "127.0.0.1:1";
+  o.max_queue = 100;
+  o.max_batch = 50;
+  o.batch_delay = absl::Milliseconds(5);
+  o.initial_backoff = absl::Milliseconds(5);
+  o.max_attempts = 2;
+  OtlpExporter exporter(o);
+  for (int i = 0; i < 10000; ++i) exporter.Submit(MakeSpan(i));  // returns at once each time
+  exporter.Shutdown(absl::Milliseconds(200));
+  const auto s = exporter.stats();
+  EXPECT_EQ(s.exported, 0u);
+  EXPECT_EQ(s.dropped, 10000u);  // every span accounted for: queue overflow or failed batches
+  EXPECT_EQ(s.queued, 0u);
+}
+
+TEST(OtlpExporterTest, ShutdownFlushesWhatIsQueued) {
+  FakeCollector collector;
+  OtlpExporterOptions o;
+  o.endpoint = collector.target();
+  o.batch_delay = absl::Hours(1);  // only the shutdown flush can send these
+  OtlpExporter exporter(o);
+  for (int i = 0; i < 7; ++i) exporter.Submit(MakeSpan(i));
+  exporter.Shutdown();
+  EXPECT_EQ(collector.Spans().size(), 7u);
+  exporter.Submit(MakeSpan(8));  // after shutdown: dropped, not sent
+  EXPECT_EQ(exporter.stats().dropped, 1u);
+}
+
+// ---- Metrics ------------------------------------------------------------------------------
+
+TEST(MetricsTest, RendersCountersHistogramsAndGaugesExactly) {
+  MetricsRegistry r;
+  auto& c = r.AddCounter("x_total", "Things.", {"limit", "outcome"});
+  c.With({"api", "allowed"}).Increment(3);
+  c.With({"a\"b\\c", "denied"}).Increment();
+  auto& h = r.AddHistogram("x_seconds", "Latency.", {}, {0.1, 1});
+  h.With({}).Observe(0.05);
+  h.With({}).Observe(0.5);
+  h.With({}).Observe(5);
+  r.AddGauge("x_live", "Live.", [] { return 42.0; });
+  EXPECT_EQ(r.Render(),
+            "# HELP x_total Things.\n"
+            "# TYPE x_total counter\n"
+            "x_total{limit=\"a\\\"b\\\\c\",outcome=\"denied\"} 1\n"
+            "x_total{limit=\"api\",outcome=\"allowed\"} 3\n"
+            "# HELP x_seconds Latency.\n"
+            "# TYPE x_seconds histogram\n"
+            "x_seconds_bucket{le=\"0.1\"} 1\n"
+            "x_seconds_bucket{le=\"1\"} 2\n"
+            "x_seconds_bucket{le=\"+Inf\"} 3\n"
+            "x_seconds_sum 5.55\n"
+            "x_seconds_count 3\n"
+            "# HELP x_live Live.\n"
+            "# TYPE x_live gauge\n"
+            "x_live 42\n");
+}
+
+TEST(MetricsTest, LabelCardinalityIsBounded) {
+  MetricsRegistry r;
+  auto& c = r.AddCounter("y_total", "Y.", {"limit"}, /*max_series=*/3);
+  for (int i = 0; i < 100; ++i) c.With({"name-" + std::to_string(i)}).Increment();
+  const std::string text = r.Render();
+  EXPECT_NE(text.find("y_total{limit=\"_other\"} 97\n"), std::string::npos) << text;
+  size_t series = 0;
+  for (size_t p = 0; (p = text.find("\ny_total{", p)) != std::string::npos; ++p) ++series;
+  EXPECT_EQ(series, 4u);
+}
+
+// Runs promtool on `text`; returns its exit status and output.
+std::pair<int, std::string> Promtool(const std::string& text) {
+  TempDir dir;
+  const std::string path = dir.File("metrics.txt");
+  std::ofstream(path) << text;
+  FILE* f = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[1024];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  return {pclose(f), out};
+}
+
+TEST(MetricsTest, ExpositionPassesPromtool) {
+  MetricsRegistry r;
+  r.AddCounter("ratelimit_things_total", "Things.", {"limit"}).With({"api"}).Increment();
+  r.AddHistogram("ratelimit_latency_seconds", "Latency.", {"method"}, LatencyBuckets())
+      .With({"Consume"})
+      .Observe(0.001);
+  r.AddGauge("ratelimit_live_states", "Live.", [] { return 1.0; });
+  auto [status, out] = Promtool(r.Render());
+  EXPECT_EQ(status, 0) << out;
+  // And promtool does catch a malformed exposition (so the check above can fail).
+  auto [bad_status, bad_out] = Promtool("# TYPE broken counter\nbroken{ 1\n");
+  EXPECT_NE(bad_status, 0) << bad_out;
+}
+
+}  // namespace
+}  // namespace ratelimit

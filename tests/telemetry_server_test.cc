@@ -1,0 +1,484 @@
+// The server's traces, metrics, health and logs, observed from outside: an in-test OTLP
+// collector, scrapes of /metrics (checked exactly and by promtool), /healthz and grpc.health.v1.
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <filesystem>
+
+#include "client/client.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "server/server.h"
+#include "storage/memory_state_store.h"
+#include "tests/support/fake_collector.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::FailingStateStore;
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::FakeCollector;
+using ::ratelimit::testing::ServerProcess;
+using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::WriteFileAtomically;
+namespace otlp = ::opentelemetry::proto::trace::v1;
+
+constexpr char kLimits[] = R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: 2
+    period: 1s
+)";
+constexpr char kTraceparent[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+constexpr char kCallerTraceId[] = "0af7651916cd43dd8448eb211c80319c";
+
+template <typename F>
+bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+std::string Hex(const std::string& bytes) {
+  return ToHex(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+const opentelemetry::proto::common::v1::AnyValue* Attr(const otlp::Span& span,
+                                                       const std::string& key) {
+  for (const auto& kv : span.attributes()) {
+    if (kv.key() == key) return &kv.value();
+  }
+  return nullptr;
+}
+
+class TelemetryServerTest : public ::testing::Test {
+ protected:
+  void Start(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr) {
+    WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
+    options.listen_address = "127.0.0.1:0";
+    options.metrics_listen = "127.0.0.1:0";
+    options.data_dir = dir_.File("data");
+    options.limits_file = dir_.File("limits.yaml");
+    options.admin_token = "tok";
+    options.health_probe_interval = absl::Milliseconds(10);
+    if (options.otel_resource.empty()) options.otel_resource = {{"service.name", "rl-test"}};
+    options.otel_exporter.batch_delay = absl::Milliseconds(10);
+    auto server = RateLimitServer::Start(options, clock_, std::move(store));
+    ASSERT_OK(server);
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::RateLimitService::NewStub(channel_);
+  }
+
+  grpc::Status Consume(const std::string& key, const char* traceparent = nullptr,
+                       v1::RateLimitResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    if (traceparent) {
+      ctx.AddMetadata("traceparent", traceparent);
+      ctx.AddMetadata("tracestate", "vendor=abc");
+    }
+    v1::RateLimitResponse response;
+    return stub_->Consume(&ctx, MakeRequest("api", key), out ? out : &response);
+  }
+
+  std::pair<int, std::string> Get(const std::string& path) {
+    httplib::Client http("127.0.0.1", server_->metrics_port());
+    auto res = http.Get(path);
+    if (!res) return {-1, ""};
+    return {res->status, res->body};
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<RateLimitServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::RateLimitService::Stub> stub_;
+};
+
+// ---- Traces -------------------------------------------------------------------------------
+
+TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceWithAStoreChild) {
+  FakeCollector collector;
+  ServerOptions o;
+  o.otel_endpoint = collector.target();
+  o.otel_sample_ratio = 0;  // new traces are not sampled: only the caller's flag matters
+  Start(o);
+  ASSERT_TRUE(Consume("u1", kTraceparent).ok());
+  ASSERT_TRUE(collector.WaitForSpans(2));
+  const auto spans = collector.Spans();
+  ASSERT_EQ(spans.size(), 2u);
+  const otlp::Span& store = spans[0];
+  const otlp::Span& server = spans[1];
+  EXPECT_EQ(server.name(), "ratelimit.v1.RateLimitService/Consume");
+  EXPECT_EQ(server.kind(), otlp::Span::SPAN_KIND_SERVER);
+  EXPECT_EQ(Hex(server.trace_id()), kCallerTraceId);
+  EXPECT_EQ(Hex(server.parent_span_id()), "b7ad6b7169203331");
+  EXPECT_EQ(server.trace_state(), "vendor=abc");
+  EXPECT_EQ(store.name(), "ratelimit.store/transaction");
+  EXPECT_EQ(store.kind(), otlp::Span::SPAN_KIND_INTERNAL);
+  EXPECT_EQ(store.trace_id(), server.trace_id());
+  EXPECT_EQ(store.parent_span_id(), server.span_id());
+  EXPECT_GE(store.start_time_unix_nano(), server.start_time_unix_nano());
+  EXPECT_LE(store.end_time_unix_nano(), server.end_time_unix_nano());
+
+  EXPECT_EQ(Attr(server, "rpc.system")->string_value(), "grpc");
+  EXPECT_EQ(Attr(server, "rpc.method")->string_value(), "Consume");
+  EXPECT_EQ(Attr(server, "ratelimit.limits")->array_value().values(0).string_value(), "api");
+  EXPECT_EQ(Attr(server, "ratelimit.counts")->array_value().values(0).double_value(), 1);
+  EXPECT_EQ(Attr(server, "ratelimit.decision")->string_value(), "allowed");
+  EXPECT_EQ(Attr(server, "ratelimit.values")->array_value().values(0).double_value(), 1);
+  EXPECT_EQ(Attr(server, "rpc.grpc.status_code")->int_value(), 0);
+  EXPECT_EQ(Attr(server, "ratelimit.keys"), nullptr);  // keys are off by default
+  EXPECT_EQ(Attr(server, "ratelimit.retry_after_ms"), nullptr);
+
+  const auto requests = collector.Requests();
+  const auto& resource = requests[0].resource_spans(0).resource();
+  EXPECT_EQ(resource.attributes(0).key(), "service.name");
+  EXPECT_EQ(resource.attributes(0).value().string_value(), "rl-test");
+}
+
+TEST_F(TelemetryServerTest, DenialsErrorsKeysAndSamplingRatios) {
+  FakeCollector collector;
+  ServerOptions o;
+  o.otel_endpoint = collector.target();
+  o.otel_sample_ratio = 1;
+  o.trace_keys = true;
+  Start(o);
+  ASSERT_TRUE(Consume("u1").ok());
+  ASSERT_TRUE(Consume("u1").ok());
+  ASSERT_TRUE(Consume("u1").ok());  // denied: rate 2
+  EXPECT_FALSE(Consume("").ok());   // INVALID_ARGUMENT
+  // An unsampled caller is respected even at ratio 1.
+  ASSERT_TRUE(Consume("u2", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00").ok());
+  ASSERT_TRUE(collector.WaitForSpans(7));  // 3 x (server + store) + 1 invalid (no store)
+  server_->Shutdown();                     // flushes
+  std::vector<otlp::Span> servers;
+  for (const auto& s : collector.Spans()) {
+    if (s.kind() == otlp::Span::SPAN_KIND_SERVER) servers.push_back(s);
+  }
+  ASSERT_EQ(servers.size(), 4u);
+  for (const auto& s : servers) EXPECT_EQ(s.parent_span_id(), "");  // new traces
+  EXPECT_EQ(Attr(servers[0], "ratelimit.keys")->array_value().values(0).string_value(), "u1");
+  EXPECT_EQ(Attr(servers[2], "ratelimit.decision")->string_value(), "denied");
+  EXPECT_NEAR(Attr(servers[2], "ratelimit.retry_after_ms")->double_value(), 500, 1e-6);
+  EXPECT_EQ(servers[3].status().code(), otlp::Status::STATUS_CODE_ERROR);
+  EXPECT_EQ(Attr(servers[3], "rpc.grpc.status_code")->int_value(), 3);
+  EXPECT_NE(servers[3].status().message().find("limits[0].key"), std::string::npos);
+}
+
+TEST_F(TelemetryServerTest, RatioZeroSamplesNoNewTrace) {
+  FakeCollector collector;
+  ServerOptions o;
+  o.otel_endpoint = collector.target();
+  o.otel_sample_ratio = 0;
+  Start(o);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Consume("k" + std::to_string(i)).ok());
+  server_->Shutdown();
+  EXPECT_EQ(collector.Spans().size(), 0u);
+  EXPECT_EQ(server_->exporter()->stats().dropped, 0u);
+}
+
+TEST_F(TelemetryServerTest, RequestsKeepSucceedingWhileTheCollectorIsDown) {
+  ServerOptions o;
+  o.otel_endpoint = "127.0.0.1:1";  // refuses connections
+  o.otel_exporter.max_queue = 64;
+  o.otel_exporter.initial_backoff = absl::Seconds(30);  // the exporter is stuck retrying
+  o.otel_exporter.max_attempts = 100;
+  o.shutdown_grace = absl::Milliseconds(100);
+  Start(o);
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(Consume("k" + std::to_string(i)).ok()) << i;
+  }
+  // 1000 spans: at most one batch in the exporter's hands plus a full queue; the rest dropped.
+  EXPECT_GE(server_->exporter()->stats().dropped, 1000u - 64 - 512);
+  const std::string metrics = Get("/metrics").second;
+  EXPECT_NE(metrics.find("ratelimit_trace_spans_dropped_total "), std::string::npos);
+  EXPECT_EQ(metrics.find("ratelimit_trace_spans_dropped_total 0\n"), std::string::npos);
+}
+
+// ---- Metrics ------------------------------------------------------------------------------
+
+TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
+  auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
+  FailingStateStore* failing = store.get();
+  ServerOptions o;
+  o.failure_policy = FailurePolicy::kOpen;
+  Start(o, std::move(store));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Consume("u1").ok());  // 2 allowed, 1 denied
+  {
+    grpc::ClientContext ctx;
+    v1::RateLimitResponse r;
+    ASSERT_TRUE(stub_->Reserve(&ctx, MakeRequest("api", "u2"), &r).ok());  // reserved
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::RateLimitResponse r;
+    ASSERT_TRUE(stub_->Check(&ctx, MakeRequest("api", "u1"), &r).ok());  // not a decision
+  }
+  EXPECT_FALSE(Consume("").ok());
+  failing->FailWith(absl::UnavailableError("down"));
+  ASSERT_TRUE(Consume("u3").ok());  // failed open
+  failing->Heal();
+
+  auto [status, text] = Get("/metrics");
+  ASSERT_EQ(status, 200);
+  for (const char* line : {
+           "ratelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 2\n",
+           "ratelimit_decisions_total{limit=\"api\",outcome=\"denied\"} 1\n",
+           "ratelimit_decisions_total{limit=\"api\",outcome=\"reserved\"} 1\n",
+           "ratelimit_decisions_total{limit=\"api\",outcome=\"failed_open\"} 1\n",
+           "ratelimit_rpcs_total{method=\"Consume\",code=\"OK\"} 4\n",
+           "ratelimit_rpcs_total{method=\"Consume\",code=\"INVALID_ARGUMENT\"} 1\n",
+           "ratelimit_rpcs_total{method=\"Reserve\",code=\"OK\"} 1\n",
+           "ratelimit_rpcs_total{method=\"Check\",code=\"OK\"} 1\n",
+           "ratelimit_rpc_duration_seconds_count{method=\"Consume\"} 5\n",
+           "ratelimit_store_transaction_duration_seconds_count 6\n",
+           "ratelimit_up 1\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("u1"), std::string::npos);  // never a key as a label
+  TempDir tmp;
+  std::ofstream(tmp.File("scrape.txt")) << text;
+  FILE* f = popen(("promtool check metrics < " + tmp.File("scrape.txt") + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(f), 0) << out;
+}
+
+TEST_F(TelemetryServerTest, ConfigReloadsAndRocksDbGaugesAreExposed) {
+  ServerOptions o;
+  o.limits_reload_interval = absl::Milliseconds(10);
+  Start(o);
+  ASSERT_TRUE(Consume("u1").ok());
+  WriteFileAtomically(dir_.File("limits.yaml"), "limits: [oops");
+  ASSERT_TRUE(Eventually([&] {
+    return Get("/metrics")
+               .second.find(
+                   "ratelimit_config_reloads_total{config=\"limits\",result=\"failed\"} 1\n") !=
+           std::string::npos;
+  }));
+  WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
+  ASSERT_TRUE(Eventually([&] {
+    return Get("/metrics")
+               .second.find(
+                   "ratelimit_config_reloads_total{config=\"limits\",result=\"ok\"} 1\n") !=
+           std::string::npos;
+  }));
+  const std::string text = Get("/metrics").second;
+  for (const char* name :
+       {"ratelimit_store_live_states ", "ratelimit_rocksdb_pending_compaction_bytes ",
+        "ratelimit_rocksdb_memtable_bytes ", "ratelimit_rocksdb_write_stopped 0\n",
+        "ratelimit_trace_export_queue_spans 0\n"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(TelemetryServerTest, EnvoyCallsAreTracedAndCounted) {
+  FakeCollector collector;
+  std::filesystem::create_directories(dir_.File("envoy"));
+  WriteFileAtomically(dir_.File("envoy/edge.yaml"), R"(domain: edge
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: bot
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+)");
+  ServerOptions o;
+  o.envoy_config_dir = dir_.File("envoy");
+  o.otel_endpoint = collector.target();
+  o.limits_reload_interval = absl::Milliseconds(10);
+  Start(o);
+  auto envoy = ::envoy::service::ratelimit::v3::RateLimitService::NewStub(channel_);
+  auto call = [&](const char* key, const char* value) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("traceparent", kTraceparent);
+    ::envoy::service::ratelimit::v3::RateLimitRequest req;
+    req.set_domain("edge");
+    auto* e = req.add_descriptors()->add_entries();
+    e->set_key(key);
+    e->set_value(value);
+    ::envoy::service::ratelimit::v3::RateLimitResponse resp;
+    EXPECT_TRUE(envoy->ShouldRateLimit(&ctx, req, &resp).ok());
+    return resp.overall_code();
+  };
+  using Code = ::envoy::service::ratelimit::v3::RateLimitResponse;
+  EXPECT_EQ(call("user", "u1"), Code::OK);
+  EXPECT_EQ(call("user", "u1"), Code::OVER_LIMIT);
+  EXPECT_EQ(call("bot", "b1"), Code::OK);
+  EXPECT_EQ(call("bot", "b1"), Code::OK);  // over, but shadow mode
+  ASSERT_TRUE(collector.WaitForSpans(8));
+  const auto spans = collector.Spans();
+  const otlp::Span& server = spans[1];
+  EXPECT_EQ(server.name(), "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
+  EXPECT_EQ(server.kind(), otlp::Span::SPAN_KIND_SERVER);
+  EXPECT_EQ(Hex(server.trace_id()), kCallerTraceId);
+  EXPECT_EQ(Attr(server, "ratelimit.domain")->string_value(), "edge");
+  EXPECT_EQ(spans[0].parent_span_id(), server.span_id());
+  EXPECT_EQ(Attr(spans[3], "ratelimit.decision")->string_value(), "denied");
+
+  WriteFileAtomically(dir_.File("envoy/edge.yaml"), "domain: edge\nbogus: 1\n");
+  ASSERT_TRUE(Eventually([&] {
+    return Get("/metrics")
+               .second.find(
+                   "ratelimit_config_reloads_total{config=\"envoy\",result=\"failed\"} 1\n") !=
+           std::string::npos;
+  }));
+  const std::string text = Get("/metrics").second;
+  for (const char* line : {
+           "ratelimit_rpcs_total{method=\"ShouldRateLimit\",code=\"OK\"} 4\n",
+           "ratelimit_decisions_total{limit=\"edge.user\",outcome=\"allowed\"} 1\n",
+           "ratelimit_decisions_total{limit=\"edge.user\",outcome=\"denied\"} 1\n",
+           "ratelimit_decisions_total{limit=\"edge.bot\",outcome=\"shadow_denied\"} 1\n",
+           "ratelimit_envoy_rule_hits_total{rule=\"edge.bot\",result=\"shadow_mode\"} 1\n",
+           "ratelimit_envoy_rule_hits_total{rule=\"edge.user\",result=\"over_limit\"} 1\n",
+           "ratelimit_envoy_rule_hits_total{rule=\"edge.user\",result=\"total\"} 2\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
+// ---- Health -------------------------------------------------------------------------------
+
+grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(grpc::Channel* channel) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("ratelimit.v1.RateLimitService");
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!stub->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  return resp.status();
+}
+
+TEST_F(TelemetryServerTest, HealthFollowsTheStore) {
+  auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
+  FailingStateStore* failing = store.get();
+  Start({}, std::move(store));
+  using HS = grpc::health::v1::HealthCheckResponse;
+  EXPECT_EQ(GrpcHealth(channel_.get()), HS::SERVING);
+  EXPECT_EQ(Get("/healthz"), std::make_pair(200, std::string("SERVING\n")));
+  failing->FailWith(absl::UnavailableError("disk gone"));
+  ASSERT_TRUE(Eventually([&] { return GrpcHealth(channel_.get()) == HS::NOT_SERVING; }));
+  EXPECT_EQ(Get("/healthz"), std::make_pair(503, std::string("STORE_FAILING\n")));
+  failing->Heal();
+  ASSERT_TRUE(Eventually([&] { return GrpcHealth(channel_.get()) == HS::SERVING; }));
+  EXPECT_EQ(Get("/healthz").first, 200);
+}
+
+// Records what the reporter publishes to gRPC's health service.
+class RecordingHealthService final : public grpc::HealthCheckServiceInterface {
+ public:
+  void SetServingStatus(const std::string& service, bool serving) override {
+    log.push_back(service + (serving ? ":SERVING" : ":NOT_SERVING"));
+  }
+  void SetServingStatus(bool serving) override { SetServingStatus("", serving); }
+  void Shutdown() override {}
+  std::vector<std::string> log;
+};
+
+TEST(HealthReporterTest, StartingServingStoreFailingDraining) {
+  RecordingHealthService grpc_health;
+  HealthReporter health;
+  health.Attach(&grpc_health, {""});
+  EXPECT_EQ(health.state(), ServingState::kStarting);
+  health.SetStoreHealthy(true);  // no effect while starting
+  EXPECT_EQ(health.state(), ServingState::kStarting);
+  health.SetServing();
+  EXPECT_EQ(health.state(), ServingState::kServing);
+  health.SetStoreHealthy(false);
+  EXPECT_EQ(health.state(), ServingState::kStoreFailing);
+  health.SetStoreHealthy(true);
+  EXPECT_EQ(health.state(), ServingState::kServing);
+  health.SetDraining();
+  EXPECT_EQ(health.state(), ServingState::kDraining);
+  health.SetServing();  // draining is final
+  health.SetStoreHealthy(true);
+  EXPECT_EQ(health.state(), ServingState::kDraining);
+  EXPECT_EQ(grpc_health.log, (std::vector<std::string>{":NOT_SERVING", ":SERVING", ":NOT_SERVING",
+                                                       ":SERVING", ":NOT_SERVING"}));
+}
+
+TEST(HealthProcessTest, DrainingIsNotServingUntilExit) {
+  // A real server: SIGTERM while a watcher streams grpc.health.v1 status: the stream reports
+  // NOT_SERVING before the process exits.
+  TempDir dir;
+  WriteFileAtomically(dir.File("limits.yaml"), kLimits);
+  auto server = ServerProcess::Start(
+      {"--data_dir=" + dir.File("data"), "--limits_file=" + dir.File("limits.yaml")}, dir.path());
+  ASSERT_OK(server);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  auto reader = stub->Watch(&ctx, req);
+  grpc::health::v1::HealthCheckResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ::kill((*server)->pid(), SIGTERM);
+  std::vector<int> seen;
+  while (reader->Read(&resp)) seen.push_back(resp.status());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  (*server)->StopWith(SIGTERM);
+}
+
+// ---- Logs ---------------------------------------------------------------------------------
+
+TEST(LogProcessTest, JsonLinesCarryTheTraceIdOfRequestScopedEvents) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("limits.yaml"), kLimits);
+  WriteFileAtomically(dir.File("token"), "tok\n");
+  FakeCollector collector;
+  auto server = ServerProcess::Start(
+      {"--data_dir=" + dir.File("data"), "--limits_file=" + dir.File("limits.yaml"),
+       "--admin_token_file=" + dir.File("token"), "--log_format=json",
+       "--otel_endpoint=" + collector.target()},
+      dir.path());
+  ASSERT_OK(server);
+  auto stub = v1::RateLimitService::NewStub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer tok");
+  ctx.AddMetadata("traceparent", kTraceparent);
+  v1::ResetRequest req;
+  req.set_name("api");
+  req.set_key("u1");
+  v1::ResetResponse resp;
+  ASSERT_TRUE(stub->Reset(&ctx, req, &resp).ok());
+  const std::string log = (*server)->Stderr();
+  EXPECT_NE(log.find("\"level\":\"INFO\",\"msg\":\"listening\""), std::string::npos) << log;
+  EXPECT_NE(log.find(std::string("\"msg\":\"reset\",\"peer\":\"ipv4:127.0.0.1:")),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(std::string("\"trace_id\":\"") + kCallerTraceId + "\""), std::string::npos)
+      << log;
+  // Every line is one JSON object.
+  size_t start = 0;
+  while (start < log.size()) {
+    const size_t end = log.find('\n', start);
+    const std::string line = log.substr(start, end - start);
+    EXPECT_EQ(line.front(), '{') << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    start = end == std::string::npos ? log.size() : end + 1;
+  }
+  ASSERT_TRUE(collector.WaitForSpans(2));
+}
+
+}  // namespace
+}  // namespace ratelimit
