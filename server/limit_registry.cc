@@ -22,8 +22,8 @@ LimitsFileWatcher::LimitsFileWatcher(std::string path, LimitRegistry& registry,
                                      absl::Duration interval, ReloadObserver observer)
     : path_(std::move(path)),
       registry_(registry),
-      interval_(interval),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      poller_(interval, [this] { ReloadIfChanged().IgnoreError(); }) {}
 
 LimitsFileWatcher::~LimitsFileWatcher() { Stop(); }
 
@@ -60,17 +60,8 @@ absl::Status LimitsFileWatcher::ReloadIfChanged() {
   return s;
 }
 
-void LimitsFileWatcher::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(interval_)) ReloadIfChanged().IgnoreError();
-  });
-}
+void LimitsFileWatcher::Start() { poller_.Start(); }
 
-void LimitsFileWatcher::Stop() {
-  if (!thread_.joinable()) return;
-  stop_.Notify();
-  thread_.join();
-}
+void LimitsFileWatcher::Stop() { poller_.Stop(); }
 
 }  // namespace ratelimit

@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/limits_file.h"
+#include "server/periodic_task.h"
 
 namespace ratelimit {
 
@@ -58,12 +59,10 @@ class LimitsFileWatcher {
  private:
   const std::string path_;
   LimitRegistry& registry_;
-  const absl::Duration interval_;
   const ReloadObserver observer_;
   std::string last_bytes_;
   bool loaded_once_ = false;
-  absl::Notification stop_;
-  std::thread thread_;
+  PeriodicTask poller_;
 };
 
 }  // namespace ratelimit

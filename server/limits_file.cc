@@ -5,19 +5,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "yaml-cpp/yaml.h"
+#include "server/yaml_util.h"
 
 namespace ratelimit {
 namespace {
 
-std::string Where(absl::string_view source, const YAML::Node& node) {
-  const YAML::Mark m = node.Mark();
-  if (m.is_null()) return std::string(source);
-  return absl::StrCat(source, ":", m.line + 1, ":", m.column + 1);
-}
-
 absl::Status ErrorAt(absl::string_view source, const YAML::Node& node, absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat(Where(source, node), ": ", msg));
+  return absl::InvalidArgumentError(absl::StrCat(YamlLocation(source, node), ": ", msg));
 }
 
 absl::StatusOr<double> ScalarDouble(absl::string_view source, const YAML::Node& node,
@@ -123,13 +117,9 @@ absl::StatusOr<absl::Duration> ParseDurationText(absl::string_view text) {
 }
 
 absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_view source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
-  }
+  absl::StatusOr<YAML::Node> loaded = LoadYaml(yaml, source);
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node& root = *loaded;
   LimitSet set;
   if (root.IsNull()) return set;
   if (!root.IsMap()) return ErrorAt(source, root, "the document must be a mapping with `limits`");

@@ -27,14 +27,6 @@ const char* MethodName(Mode mode) {
   return "Consume";
 }
 
-// Finishes the call and its telemetry with `status`.
-grpc::ServerUnaryReactor* Reply(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
-                                const grpc::Status& status) {
-  rpc.Finish(status);
-  reactor->Finish(status);
-  return reactor;
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* RateLimitServiceImpl::Consume(grpc::CallbackServerContext* context,
@@ -62,7 +54,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), *context);
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
   absl::StatusOr<std::vector<LimitRequest>> resolved = ResolveRequest(request, *limits);
-  if (!resolved.ok()) return Reply(reactor, rpc, ToGrpcStatus(resolved.status()));
+  if (!resolved.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(resolved.status()));
   rpc.SetLimits(*resolved);
 
   rpc.StoreStarted();
@@ -71,7 +63,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   if (verdict.ok()) {
     rpc.SetVerdict(*verdict, mode);
     VerdictToProto(*verdict, *resolved, response);
-    return Reply(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(reactor, rpc, grpc::Status::OK);
   }
   Log(LogLevel::kError, "store failure",
       {{"error", std::string(verdict.status().message())},
@@ -80,9 +72,9 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   if (policy_ == FailurePolicy::kOpen) {
     rpc.SetFailedOpen();
     FailedOpenToProto(*resolved, response);
-    return Reply(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(reactor, rpc, grpc::Status::OK);
   }
-  return Reply(
+  return FinishRpc(
       reactor, rpc,
       grpc::Status(grpc::StatusCode::UNAVAILABLE,
                    "rate-limit store unavailable: " + std::string(verdict.status().message())));
@@ -105,10 +97,10 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
          {"limit", request->name()},
          {"reason", std::string(s.message())},
          {"trace_id", rpc.TraceId()}});
-    return Reply(reactor, rpc, ToGrpcStatus(s));
+    return FinishRpc(reactor, rpc, ToGrpcStatus(s));
   }
   if (absl::Status s = ValidateResetRequest(*request); !s.ok()) {
-    return Reply(reactor, rpc, ToGrpcStatus(s));
+    return FinishRpc(reactor, rpc, ToGrpcStatus(s));
   }
   rpc.StoreStarted();
   absl::Status s = request->all_keys() ? limiter_.ResetAll(request->name())
@@ -118,7 +110,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
   if (s.ok()) {
     Log(LogLevel::kInfo, "reset",
         {{"peer", peer}, {"limit", request->name()}, {"key", key}, {"trace_id", rpc.TraceId()}});
-    return Reply(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(reactor, rpc, grpc::Status::OK);
   }
   Log(LogLevel::kError, "reset failed",
       {{"peer", peer},
@@ -126,9 +118,9 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
        {"key", key},
        {"error", std::string(s.message())},
        {"trace_id", rpc.TraceId()}});
-  return Reply(reactor, rpc,
-               grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "rate-limit store unavailable: " + std::string(s.message())));
+  return FinishRpc(reactor, rpc,
+                   grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "rate-limit store unavailable: " + std::string(s.message())));
 }
 
 }  // namespace ratelimit

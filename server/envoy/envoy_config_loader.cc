@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/yaml_util.h"
 #include "storage/limit_config.h"
 #include "yaml-cpp/yaml.h"
 
@@ -26,9 +27,7 @@ struct ParseContext {
 };
 
 std::string Where(const ParseContext& ctx, const YAML::Node& node) {
-  const YAML::Mark m = node.Mark();
-  if (m.is_null()) return std::string(ctx.source);
-  return absl::StrCat(ctx.source, ":", m.line + 1, ":", m.column + 1);
+  return YamlLocation(ctx.source, node);
 }
 
 absl::Status ErrorAt(const ParseContext& ctx, const YAML::Node& node, absl::string_view field,
@@ -291,13 +290,9 @@ absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
 }  // namespace
 
 absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::string_view source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
-  }
+  absl::StatusOr<YAML::Node> loaded = LoadYaml(yaml, source);
+  if (!loaded.ok()) return loaded.status();
+  const YAML::Node& root = *loaded;
   ParseContext ctx{source, "", {}};
   if (root.IsNull()) return ErrorAt(ctx, root, "domain", "required (the file is empty)");
   std::optional<YAML::Node> domain_node, descriptors_node;

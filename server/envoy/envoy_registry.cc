@@ -18,8 +18,8 @@ EnvoyConfigWatcher::EnvoyConfigWatcher(std::string dir, EnvoyConfigRegistry& reg
                                        absl::Duration interval, ReloadObserver observer)
     : dir_(std::move(dir)),
       registry_(registry),
-      interval_(interval),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      poller_(interval, [this] { ReloadIfChanged().IgnoreError(); }) {}
 
 EnvoyConfigWatcher::~EnvoyConfigWatcher() { Stop(); }
 
@@ -57,17 +57,8 @@ absl::Status EnvoyConfigWatcher::ReloadIfChanged() {
   return s;
 }
 
-void EnvoyConfigWatcher::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(interval_)) ReloadIfChanged().IgnoreError();
-  });
-}
+void EnvoyConfigWatcher::Start() { poller_.Start(); }
 
-void EnvoyConfigWatcher::Stop() {
-  if (!thread_.joinable()) return;
-  stop_.Notify();
-  thread_.join();
-}
+void EnvoyConfigWatcher::Stop() { poller_.Stop(); }
 
 }  // namespace ratelimit

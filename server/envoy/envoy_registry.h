@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "server/envoy/envoy_config.h"
 #include "server/envoy/envoy_config_loader.h"
+#include "server/periodic_task.h"
 
 namespace ratelimit {
 
@@ -69,12 +70,10 @@ class EnvoyConfigWatcher {
 
   const std::string dir_;
   EnvoyConfigRegistry& registry_;
-  const absl::Duration interval_;
   const ReloadObserver observer_;
   std::vector<EnvoyConfigFile> last_files_;
   bool loaded_once_ = false;
-  absl::Notification stop_;
-  std::thread thread_;
+  PeriodicTask poller_;
 };
 
 }  // namespace ratelimit

@@ -11,13 +11,6 @@ namespace {
 
 constexpr char kEnvoyService[] = "envoy.service.ratelimit.v3.RateLimitService";
 
-grpc::ServerUnaryReactor* Reply(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
-                                const grpc::Status& status) {
-  rpc.Finish(status);
-  reactor->Finish(status);
-  return reactor;
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
@@ -28,7 +21,7 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
   // Held until the reply is built: the plan points into this snapshot.
   const std::shared_ptr<const EnvoyConfig> config = registry_.Current();
   absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(*request, *config);
-  if (!plan.ok()) return Reply(reactor, rpc, ToGrpcStatus(plan.status()));
+  if (!plan.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(plan.status()));
   if (rpc.span().recording()) {
     rpc.span().SetAttribute("ratelimit.domain", request->domain());
     std::vector<std::string> names;
@@ -46,7 +39,7 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
         {{"domain", request->domain()},
          {"error", std::string(outcomes.status().message())},
          {"trace_id", rpc.TraceId()}});
-    return Reply(
+    return FinishRpc(
         reactor, rpc,
         grpc::Status(grpc::StatusCode::UNAVAILABLE,
                      "rate-limit store unavailable: " + std::string(outcomes.status().message())));
@@ -66,7 +59,7 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
                        outcome);
   }
   rpc.SetDecision(response->overall_code() == rlsv3::RateLimitResponse::OK);
-  return Reply(reactor, rpc, grpc::Status::OK);
+  return FinishRpc(reactor, rpc, grpc::Status::OK);
 }
 
 }  // namespace ratelimit

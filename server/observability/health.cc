@@ -79,7 +79,7 @@ void HealthReporter::PublishLocked() {
 }
 
 StoreProbe::StoreProbe(StateStore& store, HealthReporter& health, absl::Duration interval)
-    : store_(store), health_(health), interval_(interval) {}
+    : store_(store), health_(health), poller_(interval, [this] { ProbeOnce(); }) {}
 
 StoreProbe::~StoreProbe() { Stop(); }
 
@@ -89,17 +89,8 @@ bool StoreProbe::ProbeOnce() {
   return ok;
 }
 
-void StoreProbe::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(interval_)) ProbeOnce();
-  });
-}
+void StoreProbe::Start() { poller_.Start(); }
 
-void StoreProbe::Stop() {
-  if (!thread_.joinable()) return;
-  stop_.Notify();
-  thread_.join();
-}
+void StoreProbe::Stop() { poller_.Stop(); }
 
 }  // namespace ratelimit

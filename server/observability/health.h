@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/periodic_task.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {
@@ -65,9 +66,7 @@ class StoreProbe {
  private:
   StateStore& store_;
   HealthReporter& health_;
-  const absl::Duration interval_;
-  absl::Notification stop_;
-  std::thread thread_;
+  PeriodicTask poller_;
 };
 
 }  // namespace ratelimit

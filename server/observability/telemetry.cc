@@ -199,4 +199,11 @@ void Telemetry::Rpc::Finish(const grpc::Status& status) {
   }
 }
 
+grpc::ServerUnaryReactor* FinishRpc(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
+                                    const grpc::Status& status) {
+  rpc.Finish(status);
+  reactor->Finish(status);
+  return reactor;
+}
+
 }  // namespace ratelimit

@@ -83,6 +83,11 @@ class Telemetry {
   const bool record_keys_;
 };
 
+// Finishes a unary call and its telemetry with `status`; returns `reactor` for the handler to
+// return.
+grpc::ServerUnaryReactor* FinishRpc(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
+                                    const grpc::Status& status);
+
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_SERVER_OBSERVABILITY_TELEMETRY_H_

@@ -1,0 +1,22 @@
+#ifndef RATELIMIT_SERVER_YAML_UTIL_H_
+#define RATELIMIT_SERVER_YAML_UTIL_H_
+
+// Helpers shared by the YAML configuration parsers (limits file, Envoy directory).
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ratelimit {
+
+// Parses a YAML document; a syntax error is INVALID_ARGUMENT "<source>:<line>:<column>: <why>".
+absl::StatusOr<YAML::Node> LoadYaml(absl::string_view yaml, absl::string_view source);
+
+// "<source>:<line>:<column>" of `node` (1-based), or just `source` when the node has no mark.
+std::string YamlLocation(absl::string_view source, const YAML::Node& node);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_YAML_UTIL_H_
