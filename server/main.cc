@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -123,6 +124,9 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("ratelimit-server [flags]: serves ratelimit.v1.RateLimitService");
   absl::ParseCommandLine(argc, argv);
+  // Debian builds absl with its Mutex deadlock detector on; it costs ~1.5% of CPU per decision
+  // (the lock order is fixed by design and covered by tests).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   ratelimit::LogLevel level;
   if (!ratelimit::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {

@@ -67,13 +67,21 @@ absl::Status RocksDbStateStore::OpenDb() {
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
   db_options.avoid_unnecessary_blocking_io = true;
-  db_options.enable_pipelined_write = true;
+  // Bound the WAL so that a crash replays little and idle column families get flushed.
+  db_options.max_total_wal_size = 64 << 20;
+  // In-place memtable updates (below) need single-threaded memtable writes; decisions are
+  // serialized per key anyway.
+  db_options.allow_concurrent_memtable_write = false;
 
   rocksdb::ColumnFamilyOptions states_options;
   states_options.compaction_filter = gc_filter_.get();
   states_options.level_compaction_dynamic_level_bytes = true;
   states_options.memtable_prefix_bloom_size_ratio = 0.05;
   states_options.memtable_whole_key_filtering = true;
+  // A hot key is rewritten in place in the memtable (same-size values) instead of growing the
+  // skiplist by one entry per decision. RocksDB does not support this together with
+  // DeleteRange, so DeleteAll deletes key by key.
+  states_options.inplace_update_support = true;
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
@@ -107,6 +115,10 @@ absl::Status RocksDbStateStore::OpenDb() {
     sync_write.sync = true;
     s = db_->Put(sync_write, meta_, kFormatVersionKey, std::to_string(kStateFormatVersion));
     if (!s.ok()) return FromRocks(s, "write format version");
+    // Flush it at once: an unflushed write in a column family that is never written again
+    // would pin the first WAL file forever.
+    s = db_->Flush(rocksdb::FlushOptions(), meta_);
+    if (!s.ok()) return FromRocks(s, "flush format version");
   } else if (!s.ok()) {
     return FromRocks(s, "read format version");
   } else if (version != std::to_string(kStateFormatVersion)) {
@@ -213,10 +225,35 @@ absl::Status RocksDbStateStore::Delete(const StateKey& key) {
 absl::Status RocksDbStateStore::DeleteAll(absl::string_view name) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return Closed();
-  rocksdb::WriteOptions wo;
-  wo.sync = options_.sync;
-  return FromRocks(db_->DeleteRange(wo, states_, NameRangeBegin(name), NameRangeEnd(name)),
-                   "delete range");
+  // Key by key, in batches, each batch under its keys' stripe locks (in increasing order), so
+  // that a concurrent decision on a key lands either before its reset or after it.
+  constexpr size_t kBatch = 256;
+  const std::string begin = NameRangeBegin(name), end = NameRangeEnd(name);
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, states_));
+  it->Seek(begin);
+  while (it->Valid()) {
+    std::vector<std::string> keys;
+    std::vector<size_t> stripes;
+    for (; it->Valid() && keys.size() < kBatch; it->Next()) {
+      keys.push_back(it->key().ToString());
+      stripes.push_back(StableKeyHash(name, absl::string_view(keys.back()).substr(begin.size())) %
+                        options_.lock_stripes);
+    }
+    std::sort(stripes.begin(), stripes.end());
+    stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+    rocksdb::WriteBatch batch;
+    for (const std::string& k : keys) batch.Delete(states_, k);
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    for (size_t s : stripes) stripes_[s].Lock();
+    rocksdb::Status s = db_->Write(wo, &batch);
+    for (auto r = stripes.rbegin(); r != stripes.rend(); ++r) stripes_[*r].Unlock();
+    if (!s.ok()) return FromRocks(s, "delete");
+  }
+  return FromRocks(it->status(), "iterate");
 }
 
 absl::Status RocksDbStateStore::CompactAll() {

@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace ratelimit {
@@ -57,26 +59,31 @@ class Family {
          std::function<std::unique_ptr<T>()> make)
       : label_names_(std::move(label_names)), max_series_(max_series), make_(std::move(make)) {}
 
-  // The series for `values` (same length as the label names). The reference stays valid for
-  // the family's lifetime.
-  T& With(const std::vector<std::string>& values) {
+  // The series for `values` (one per label name). The reference stays valid for the family's
+  // lifetime. The lookup allocates nothing when the joined values fit a short string.
+  T& With(std::initializer_list<absl::string_view> values) {
+    const std::string key = Join(values);
     {
       absl::ReaderMutexLock lock(&mu_);
-      auto it = series_.find(values);
-      if (it != series_.end()) return *it->second;
+      auto it = series_.find(key);
+      if (it != series_.end()) return *it->second.metric;
     }
     absl::MutexLock lock(&mu_);
-    auto it = series_.find(values);
-    if (it != series_.end()) return *it->second;
+    auto it = series_.find(key);
+    if (it != series_.end()) return *it->second.metric;
     if (series_.size() >= max_series_) {
-      std::vector<std::string> other(values.size(), "_other");
-      auto& slot = series_[other];
-      if (!slot) slot = make_();
-      return *slot;
+      const std::vector<absl::string_view> other(values.size(), "_other");
+      Series& slot = series_[Join(other)];
+      if (!slot.metric) {
+        slot.values.assign(values.size(), "_other");
+        slot.metric = make_();
+      }
+      return *slot.metric;
     }
-    auto& slot = series_[values];
-    slot = make_();
-    return *slot;
+    Series& slot = series_[key];
+    for (absl::string_view v : values) slot.values.emplace_back(v);
+    slot.metric = make_();
+    return *slot.metric;
   }
 
   const std::vector<std::string>& label_names() const { return label_names_; }
@@ -85,15 +92,32 @@ class Family {
   template <typename F>
   void ForEach(F f) const {
     absl::ReaderMutexLock lock(&mu_);
-    for (const auto& [values, series] : series_) f(values, *series);
+    for (const auto& [key, series] : series_) f(series.values, *series.metric);
   }
 
  private:
+  struct Series {
+    std::vector<std::string> values;
+    std::unique_ptr<T> metric;
+  };
+
+  // Label values joined by a byte that cannot occur in UTF-8 text, so the join is unambiguous
+  // and sorts like the value lists.
+  template <typename Values>
+  static std::string Join(const Values& values) {
+    std::string key;
+    for (absl::string_view v : values) {
+      key.append(v.data(), v.size());
+      key.push_back('\xff');
+    }
+    return key;
+  }
+
   const std::vector<std::string> label_names_;
   const size_t max_series_;
   const std::function<std::unique_ptr<T>()> make_;
   mutable absl::Mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<T>> series_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Series> series_ ABSL_GUARDED_BY(mu_);
 };
 
 // Owns metric families and renders them. Families are added at start-up (not thread-safe);
