@@ -162,6 +162,13 @@ int main(int argc, char** argv) {
   options.admin_token = *token;
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.health_probe_interval = absl::GetFlag(FLAGS_health_probe_interval);
+  // Written as soon as the HTTP endpoint listens, so that /healthz is reachable while starting.
+  bool metrics_port_file_ok = true;
+  if (const std::string f = absl::GetFlag(FLAGS_metrics_port_file); !f.empty()) {
+    options.on_metrics_listening = [f, &metrics_port_file_ok](int port) {
+      metrics_port_file_ok = WritePortFile(f, port);
+    };
+  }
   if (absl::Status s = ConfigureTracing(options); !s.ok()) return Fail(std::string(s.message()));
 
   // Signals are taken by sigwait below, not by handlers: block them before any thread starts
@@ -175,15 +182,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<ratelimit::RateLimitServer>> server =
       ratelimit::RateLimitServer::Start(options);
   if (!server.ok()) return Fail(server.status().ToString());
+  if (!metrics_port_file_ok) return Fail("cannot write --metrics_port_file");
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
     if (!WritePortFile(port_file, (*server)->port())) {
       return Fail(absl::StrCat("cannot write --port_file ", port_file));
-    }
-  }
-  if (const std::string f = absl::GetFlag(FLAGS_metrics_port_file); !f.empty()) {
-    if (!WritePortFile(f, (*server)->metrics_port())) {
-      return Fail(absl::StrCat("cannot write --metrics_port_file ", f));
     }
   }
 

@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         options.metrics_listen.substr(0, colon), port, s->metrics_registry_, s->health_);
     if (!http.ok()) return http.status();
     s->http_ = *std::move(http);
+    if (options.on_metrics_listening) options.on_metrics_listening(s->http_->port());
   }
   if (!options.otel_endpoint.empty()) {
     OtlpExporterOptions eo = options.otel_exporter;

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_SERVER_SERVER_H_
 #define RATELIMIT_SERVER_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +47,9 @@ struct ServerOptions {
   // host:port of the HTTP endpoint serving /metrics and /healthz; port 0 picks a free port
   // (see metrics_port()). Empty: no HTTP endpoint.
   std::string metrics_listen;
+  // Called with the HTTP endpoint's port as soon as it listens, before the store is opened (so
+  // that /healthz can be watched during start-up). May be empty.
+  std::function<void(int)> on_metrics_listening;
   // How often the store is probed for the health status.
   absl::Duration health_probe_interval = absl::Seconds(1);
 

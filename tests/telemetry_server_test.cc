@@ -381,6 +381,91 @@ TEST_F(TelemetryServerTest, HealthFollowsTheStore) {
   EXPECT_EQ(Get("/healthz").first, 200);
 }
 
+// A store whose calls wait while its gate is closed: a store that is slow to come up, or a
+// call held in flight.
+class GatedStore final : public StateStore {
+ public:
+  void Close() {
+    absl::MutexLock l(&mu_);
+    open_ = false;
+  }
+  void Open() {
+    absl::MutexLock l(&mu_);
+    open_ = true;
+  }
+  absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override {
+    Wait();
+    return inner_.Update(keys, decide);
+  }
+  absl::StatusOr<std::optional<State>> Get(const StateKey& key) override {
+    Wait();
+    return inner_.Get(key);
+  }
+  absl::Status Delete(const StateKey& key) override { return inner_.Delete(key); }
+  absl::Status DeleteAll(absl::string_view name) override { return inner_.DeleteAll(name); }
+  // Calls waiting at the gate now.
+  int waiting() {
+    absl::MutexLock l(&mu_);
+    return waiting_;
+  }
+
+ private:
+  void Wait() {
+    absl::MutexLock l(&mu_);
+    ++waiting_;
+    mu_.Await(absl::Condition(&open_));
+    --waiting_;
+  }
+  absl::Mutex mu_;
+  bool open_ = true;
+  int waiting_ = 0;
+  MemoryStateStore inner_;
+};
+
+TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
+  auto store = std::make_unique<GatedStore>();
+  GatedStore* gate = store.get();
+  gate->Close();  // the start-up probe waits: the server is "starting"
+  WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
+  ServerOptions o;
+  o.listen_address = "127.0.0.1:0";
+  o.metrics_listen = "127.0.0.1:0";
+  o.limits_file = dir_.File("limits.yaml");
+  o.shutdown_grace = absl::Seconds(60);
+  o.health_probe_interval = absl::Hours(1);  // only the start-up probe touches the gate
+  std::atomic<int> metrics_port{0};
+  o.on_metrics_listening = [&](int port) { metrics_port = port; };
+  absl::StatusOr<std::unique_ptr<RateLimitServer>> started;
+  std::thread starter([&] { started = RateLimitServer::Start(o, clock_, std::move(store)); });
+  ASSERT_TRUE(Eventually([&] { return metrics_port.load() != 0; }));
+  auto healthz = [&] {
+    httplib::Client http("127.0.0.1", metrics_port.load());
+    auto res = http.Get("/healthz");
+    return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string());
+  };
+  EXPECT_EQ(healthz(), std::make_pair(503, std::string("STARTING\n")));
+  gate->Open();
+  starter.join();
+  ASSERT_OK(started);
+  EXPECT_EQ(healthz(), std::make_pair(200, std::string("SERVING\n")));
+
+  // Hold one call in flight, then shut down: DRAINING until it finishes, and it does finish.
+  auto client = RateLimitClient::Connect("127.0.0.1:" + std::to_string((*started)->port()),
+                                         ClientOptions{absl::Seconds(60), ""});
+  gate->Close();
+  absl::StatusOr<v1::RateLimitResponse> in_flight;
+  std::thread caller([&] { in_flight = client->Consume(MakeRequest("api", "u1")); });
+  ASSERT_TRUE(Eventually([&] { return gate->waiting() == 1; }));  // inside the store
+  std::thread stopper([&] { (*started)->Shutdown(); });
+  ASSERT_TRUE(Eventually([&] { return healthz().second == "DRAINING\n"; }));
+  EXPECT_EQ(healthz().first, 503);
+  gate->Open();
+  stopper.join();
+  caller.join();
+  ASSERT_OK(in_flight);
+  EXPECT_TRUE(in_flight->allowed());
+}
+
 // Records what the reporter publishes to gRPC's health service.
 class RecordingHealthService final : public grpc::HealthCheckServiceInterface {
  public:
