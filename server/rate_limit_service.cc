@@ -15,6 +15,18 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 namespace {
 constexpr char kService[] = "ratelimit.v1.RateLimitService";
 
+const char* SpanName(Mode mode) {
+  switch (mode) {
+    case Mode::kCheck:
+      return "ratelimit.v1.RateLimitService/Check";
+    case Mode::kConsume:
+      return "ratelimit.v1.RateLimitService/Consume";
+    case Mode::kReserve:
+      return "ratelimit.v1.RateLimitService/Reserve";
+  }
+  return "ratelimit.v1.RateLimitService/Consume";
+}
+
 const char* MethodName(Mode mode) {
   switch (mode) {
     case Mode::kCheck:
@@ -51,7 +63,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
                                                        const v1::RateLimitRequest& request,
                                                        Mode mode, v1::RateLimitResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), *context);
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), *context);
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
   absl::StatusOr<std::vector<LimitRequest>> resolved = ResolveRequest(request, *limits);
   if (!resolved.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(resolved.status()));
@@ -84,7 +96,8 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
                                                       const v1::ResetRequest* request,
                                                       v1::ResetResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "Reset", *context);
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", *context);
   std::optional<absl::string_view> authorization;
   const auto& metadata = context->client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "server/observability/metrics.h"
+#include "server/observability/otlp_encoder.h"
 #include "server/observability/otlp_exporter.h"
 #include "server/observability/trace_context.h"
 #include "server/observability/tracer.h"
@@ -47,16 +48,28 @@ TEST(TraceContextTest, RejectsInvalidTraceparents) {
   }
 }
 
+namespace otlp = ::opentelemetry::proto::trace::v1;
+
+// Keeps the spans it receives, decoded with the generated OTLP code.
 class CollectingSink final : public SpanSink {
  public:
-  void Submit(SpanData span) override { spans.push_back(std::move(span)); }
-  std::vector<SpanData> spans;
+  void Submit(std::string encoded) override {
+    otlp::Span span;
+    EXPECT_TRUE(span.ParseFromString(encoded));
+    spans.push_back(std::move(span));
+  }
+  std::vector<otlp::Span> spans;
 };
+
+std::string Bytes(const uint8_t* p, size_t n) {
+  return std::string(reinterpret_cast<const char*>(p), n);
+}
 
 TEST(TracerTest, JoinsTheCallersTraceAndFollowsItsSampledFlag) {
   CollectingSink sink;
   Tracer tracer(TracerOptions{0.0}, sink);  // ratio 0: only the parent's flag matters
   auto parent = ParseTraceparent(kParent);
+  parent->trace_state = "vendor=1";
   {
     Span span = tracer.StartServerSpan("svc/Consume", parent);
     ASSERT_TRUE(span.recording());
@@ -64,16 +77,21 @@ TEST(TracerTest, JoinsTheCallersTraceAndFollowsItsSampledFlag) {
     child.End();
   }
   ASSERT_EQ(sink.spans.size(), 2u);
-  const SpanData& child = sink.spans[0];
-  const SpanData& server = sink.spans[1];
-  EXPECT_EQ(server.trace_id, parent->trace_id);
-  EXPECT_EQ(server.parent_span_id, parent->span_id);
-  EXPECT_EQ(server.kind, SpanKind::kServer);
-  EXPECT_EQ(child.trace_id, parent->trace_id);
-  EXPECT_EQ(child.parent_span_id, server.span_id);
-  EXPECT_EQ(child.kind, SpanKind::kInternal);
-  EXPECT_LE(server.start_unix_nanos, child.start_unix_nanos);
-  EXPECT_GE(server.end_unix_nanos, child.end_unix_nanos);
+  const otlp::Span& child = sink.spans[0];
+  const otlp::Span& server = sink.spans[1];
+  EXPECT_EQ(server.name(), "svc/Consume");
+  EXPECT_EQ(server.trace_id(), Bytes(parent->trace_id.data(), 16));
+  EXPECT_EQ(server.parent_span_id(), Bytes(parent->span_id.data(), 8));
+  EXPECT_EQ(server.trace_state(), "vendor=1");
+  EXPECT_EQ(server.flags(), 1u);
+  EXPECT_EQ(server.kind(), otlp::Span::SPAN_KIND_SERVER);
+  EXPECT_EQ(child.name(), "store");
+  EXPECT_EQ(child.trace_id(), server.trace_id());
+  EXPECT_EQ(child.parent_span_id(), server.span_id());
+  EXPECT_EQ(child.kind(), otlp::Span::SPAN_KIND_INTERNAL);
+  EXPECT_NE(child.span_id(), server.span_id());
+  EXPECT_LE(server.start_time_unix_nano(), child.start_time_unix_nano());
+  EXPECT_GE(server.end_time_unix_nano(), child.end_time_unix_nano());
 
   auto unsampled = ParseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
   Tracer always(TracerOptions{1.0}, sink);
@@ -93,19 +111,84 @@ TEST(TracerTest, RatioSamplesNewTraces) {
   }
   EXPECT_GT(sampled, 800);
   EXPECT_LT(sampled, 1200);
+  // A new trace is a root span with the sampled flag.
+  EXPECT_TRUE(sink.spans.back().parent_span_id().empty());
+  EXPECT_EQ(sink.spans.back().flags(), 1u);
 }
 
-SpanData MakeSpan(int i) {
-  SpanData s;
-  s.trace_id[0] = 1;
-  s.span_id[0] = static_cast<uint8_t>(i + 1);
-  s.name = "span-" + std::to_string(i);
-  s.kind = SpanKind::kServer;
-  s.start_unix_nanos = 1000;
-  s.end_unix_nanos = 2000;
-  s.attributes.push_back({"ratelimit.limits", std::vector<std::string>{"api"}});
-  s.attributes.push_back({"n", int64_t{i}});
-  return s;
+TEST(TracerTest, EveryAttributeTypeAndTheErrorStatusDecode) {
+  CollectingSink sink;
+  Tracer tracer(TracerOptions{1.0}, sink);
+  {
+    Span span = tracer.StartServerSpan("svc/Method", std::nullopt);
+    const std::string long_name(200, 'y');
+    const std::vector<absl::string_view> names = {"x", long_name};
+    const std::vector<double> values = {1, -0.5};
+    span.SetAttribute("s", std::string("text"));
+    span.SetAttribute("lit", "literal");
+    span.SetAttribute("i", int64_t{-42});
+    span.SetAttribute("big", int64_t{1} << 40);
+    span.SetAttribute("d", 2.5);
+    span.SetAttribute("b", true);
+    span.SetAttribute("sa", absl::MakeConstSpan(names));
+    span.SetAttribute("da", absl::MakeConstSpan(values));
+    span.SetAttribute("long", std::string(300, 'z'));
+    span.SetError("it broke");
+  }
+  ASSERT_EQ(sink.spans.size(), 1u);
+  const otlp::Span& span = sink.spans[0];
+  ASSERT_EQ(span.attributes_size(), 9);
+  EXPECT_EQ(span.attributes(0).key(), "s");
+  EXPECT_EQ(span.attributes(0).value().string_value(), "text");
+  EXPECT_EQ(span.attributes(1).value().string_value(), "literal");
+  EXPECT_EQ(span.attributes(2).value().int_value(), -42);
+  EXPECT_EQ(span.attributes(3).value().int_value(), int64_t{1} << 40);
+  EXPECT_EQ(span.attributes(4).value().double_value(), 2.5);
+  EXPECT_TRUE(span.attributes(5).value().bool_value());
+  EXPECT_EQ(span.attributes(6).value().array_value().values(0).string_value(), "x");
+  EXPECT_EQ(span.attributes(6).value().array_value().values(1).string_value(),
+            std::string(200, 'y'));
+  EXPECT_EQ(span.attributes(7).value().array_value().values(1).double_value(), -0.5);
+  EXPECT_EQ(span.attributes(8).value().string_value(), std::string(300, 'z'));
+  EXPECT_EQ(span.status().code(), otlp::Status::STATUS_CODE_ERROR);
+  EXPECT_EQ(span.status().message(), "it broke");
+  EXPECT_GT(span.end_time_unix_nano(), 0u);
+}
+
+// An encoded span as the tracer makes them.
+std::string MakeSpan(int i) {
+  std::string out;
+  struct Keep final : SpanSink {
+    std::string* out;
+    void Submit(std::string s) override { *out = std::move(s); }
+  } keep;
+  keep.out = &out;
+  Tracer tracer(TracerOptions{1.0}, keep);
+  Span span = tracer.StartServerSpan("test/span", std::nullopt);
+  const std::vector<absl::string_view> limits = {"api"};
+  span.SetAttribute("ratelimit.limits", absl::MakeConstSpan(limits));
+  span.SetAttribute("n", int64_t{i});
+  span.End();
+  return out;
+}
+
+TEST(OtlpEncoderTest, OutputParsesAsTheGeneratedExportRequest) {
+  const std::string bytes = EncodeExportRequest({{"service.name", "svc"}, {"host.name", "h1"}},
+                                                "scope", {MakeSpan(1), MakeSpan(2)});
+  opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest req;
+  ASSERT_TRUE(req.ParseFromString(bytes));
+  ASSERT_EQ(req.resource_spans_size(), 1);
+  const auto& rs = req.resource_spans(0);
+  ASSERT_EQ(rs.resource().attributes_size(), 2);
+  EXPECT_EQ(rs.resource().attributes(0).key(), "service.name");
+  EXPECT_EQ(rs.resource().attributes(1).value().string_value(), "h1");
+  ASSERT_EQ(rs.scope_spans_size(), 1);
+  EXPECT_EQ(rs.scope_spans(0).scope().name(), "scope");
+  ASSERT_EQ(rs.scope_spans(0).spans_size(), 2);
+  EXPECT_EQ(rs.scope_spans(0).spans(1).name(), "test/span");
+  EXPECT_EQ(rs.scope_spans(0).spans(1).attributes(1).value().int_value(), 2);
+  // Empty inputs still make a valid request.
+  ASSERT_TRUE(req.ParseFromString(EncodeExportRequest({}, "", {})));
 }
 
 TEST(OtlpExporterTest, DeliversBatchesWithResourceAndScope) {
@@ -130,7 +213,7 @@ TEST(OtlpExporterTest, DeliversBatchesWithResourceAndScope) {
     EXPECT_LE(rs.scope_spans(0).spans_size(), 10);
   }
   const auto spans = collector.Spans();
-  EXPECT_EQ(spans[0].kind(), opentelemetry::proto::trace::v1::Span::SPAN_KIND_SERVER);
+  EXPECT_EQ(spans[0].kind(), otlp::Span::SPAN_KIND_SERVER);
   EXPECT_EQ(spans[0].trace_id().size(), 16u);
   EXPECT_EQ(spans[0].span_id().size(), 8u);
   EXPECT_EQ(spans[0].attributes(0).value().array_value().values(0).string_value(), "api");

@@ -17,18 +17,20 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
     grpc::CallbackServerContext* context, const rlsv3::RateLimitRequest* request,
     rlsv3::RateLimitResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Telemetry::Rpc rpc = telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit", *context);
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
+                          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", *context);
   // Held until the reply is built: the plan points into this snapshot.
   const std::shared_ptr<const EnvoyConfig> config = registry_.Current();
   absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(*request, *config);
   if (!plan.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(plan.status()));
   if (rpc.span().recording()) {
     rpc.span().SetAttribute("ratelimit.domain", request->domain());
-    std::vector<std::string> names;
+    std::vector<absl::string_view> names;
     for (const EnvoyDescriptorPlan& p : *plan) {
       if (p.kind == EnvoyDescriptorPlan::Kind::kLimited) names.push_back(p.request.name);
     }
-    rpc.SetLimitNames(std::move(names));
+    rpc.SetLimitNames(names);
   }
 
   rpc.StoreStarted();

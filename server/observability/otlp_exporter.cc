@@ -3,17 +3,17 @@
 #include <chrono>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "server/log.h"
+#include "server/observability/otlp_encoder.h"
 
 namespace ratelimit {
 namespace {
 
-namespace collector = opentelemetry::proto::collector::trace::v1;
-namespace otlp = opentelemetry::proto::trace::v1;
-namespace common = opentelemetry::proto::common::v1;
-
 constexpr char kScopeName[] = "ratelimit";
+constexpr char kExportMethod[] = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 std::string StripScheme(absl::string_view endpoint) {
   for (absl::string_view scheme : {"http://", "https://"}) {
@@ -23,74 +23,18 @@ std::string StripScheme(absl::string_view endpoint) {
   return std::string(endpoint);
 }
 
-void SetValue(const AttributeValue& v, common::AnyValue* out) {
-  struct Visitor {
-    common::AnyValue* out;
-    void operator()(const std::string& s) { out->set_string_value(s); }
-    void operator()(int64_t i) { out->set_int_value(i); }
-    void operator()(double d) { out->set_double_value(d); }
-    void operator()(bool b) { out->set_bool_value(b); }
-    void operator()(const std::vector<std::string>& a) {
-      for (const std::string& s : a) out->mutable_array_value()->add_values()->set_string_value(s);
-    }
-    void operator()(const std::vector<double>& a) {
-      for (double d : a) out->mutable_array_value()->add_values()->set_double_value(d);
-    }
-  };
-  std::visit(Visitor{out}, v);
-}
-
 }  // namespace
-
-collector::ExportTraceServiceRequest BuildExportRequest(
-    const std::vector<std::pair<std::string, std::string>>& resource,
-    std::vector<SpanData>& spans) {
-  collector::ExportTraceServiceRequest request;
-  otlp::ResourceSpans* rs = request.add_resource_spans();
-  for (const auto& [key, value] : resource) {
-    common::KeyValue* kv = rs->mutable_resource()->add_attributes();
-    kv->set_key(key);
-    kv->mutable_value()->set_string_value(value);
-  }
-  otlp::ScopeSpans* ss = rs->add_scope_spans();
-  ss->mutable_scope()->set_name(kScopeName);
-  for (SpanData& s : spans) {
-    otlp::Span* span = ss->add_spans();
-    span->set_trace_id(std::string(s.trace_id.begin(), s.trace_id.end()));
-    span->set_span_id(std::string(s.span_id.begin(), s.span_id.end()));
-    if (s.parent_span_id) {
-      span->set_parent_span_id(std::string(s.parent_span_id->begin(), s.parent_span_id->end()));
-    }
-    span->set_trace_state(std::move(s.trace_state));
-    span->set_flags(s.flags);
-    span->set_name(std::move(s.name));
-    span->set_kind(s.kind == SpanKind::kServer ? otlp::Span::SPAN_KIND_SERVER
-                                               : otlp::Span::SPAN_KIND_INTERNAL);
-    span->set_start_time_unix_nano(static_cast<uint64_t>(s.start_unix_nanos));
-    span->set_end_time_unix_nano(static_cast<uint64_t>(s.end_unix_nanos));
-    for (const SpanAttribute& a : s.attributes) {
-      common::KeyValue* kv = span->add_attributes();
-      kv->set_key(a.key);
-      SetValue(a.value, kv->mutable_value());
-    }
-    if (s.error) {
-      span->mutable_status()->set_code(otlp::Status::STATUS_CODE_ERROR);
-      span->mutable_status()->set_message(std::move(s.status_message));
-    }
-  }
-  return request;
-}
 
 OtlpExporter::OtlpExporter(OtlpExporterOptions options)
     : options_(std::move(options)),
-      stub_(collector::TraceService::NewStub(grpc::CreateChannel(
+      stub_(std::make_unique<grpc::GenericStub>(grpc::CreateChannel(
           StripScheme(options_.endpoint), grpc::InsecureChannelCredentials()))) {
   thread_ = std::thread([this] { Run(); });
 }
 
 OtlpExporter::~OtlpExporter() { Shutdown(absl::Seconds(1)); }
 
-void OtlpExporter::Submit(SpanData span) {
+void OtlpExporter::Submit(std::string span) {
   absl::MutexLock lock(&mu_);
   if (stopping_ || queue_.size() >= options_.max_queue) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -124,14 +68,23 @@ void OtlpExporter::Shutdown(absl::Duration deadline) {
   if (thread_.joinable()) thread_.join();
 }
 
-bool OtlpExporter::Send(const collector::ExportTraceServiceRequest& request, absl::Time give_up) {
+bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
   absl::Duration backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
     const absl::Time deadline = std::min(absl::Now() + options_.export_timeout, give_up);
     context.set_deadline(absl::ToChronoTime(deadline));
-    collector::ExportTraceServiceResponse response;
-    const grpc::Status status = stub_->Export(&context, request, &response);
+    grpc::Slice slice(request);
+    grpc::ByteBuffer request_buffer(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    absl::Notification done;
+    stub_->UnaryCall(&context, kExportMethod, grpc::StubOptions(), &request_buffer, &response,
+                     [&](grpc::Status s) {
+                       status = std::move(s);
+                       done.Notify();
+                     });
+    done.WaitForNotification();
     if (status.ok()) return true;
     failed_exports_.fetch_add(1, std::memory_order_relaxed);
     if (attempt == 1) {
@@ -162,7 +115,7 @@ bool OtlpExporter::Send(const collector::ExportTraceServiceRequest& request, abs
 
 void OtlpExporter::Run() {
   for (;;) {
-    std::vector<SpanData> batch;
+    std::vector<std::string> batch;
     absl::Time give_up;
     bool stopping;
     {
@@ -185,8 +138,8 @@ void OtlpExporter::Run() {
       give_up = stopping ? shutdown_deadline_ : absl::InfiniteFuture();
     }
     const size_t n = batch.size();
-    const collector::ExportTraceServiceRequest request =
-        BuildExportRequest(options_.resource, batch);
+    const std::string request = EncodeExportRequest(options_.resource, kScopeName, batch);
+    batch.clear();
     if (Send(request, give_up)) {
       exported_.fetch_add(n, std::memory_order_relaxed);
     } else {

@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "server/observability/tracer.h"
 
 namespace ratelimit {
@@ -23,10 +23,10 @@ struct OtlpExporterOptions {
   std::string endpoint;
   // Resource attributes; service.name should be among them.
   std::vector<std::pair<std::string, std::string>> resource;
-  // Spans waiting to be sent; beyond this, new spans are dropped (and counted). Default 4096.
-  size_t max_queue = 4096;
-  // Most spans per Export call. Default 512.
-  size_t max_batch = 512;
+  // Spans waiting to be sent; beyond this, new spans are dropped (and counted). Default 8192.
+  size_t max_queue = 8192;
+  // Most spans per Export call. Default 2048.
+  size_t max_batch = 2048;
   // A partial batch is sent after waiting this long. Default 500ms.
   absl::Duration batch_delay = absl::Milliseconds(500);
   // Deadline of one Export call. Default 5s.
@@ -48,7 +48,7 @@ class OtlpExporter final : public SpanSink {
   explicit OtlpExporter(OtlpExporterOptions options);
   ~OtlpExporter() override;  // Shutdown(1s) if not yet shut down
 
-  void Submit(SpanData span) override;
+  void Submit(std::string encoded_span) override;
 
   // Stops accepting spans, sends what is queued (retrying until `deadline` passes), and joins the
   // background thread.
@@ -65,14 +65,14 @@ class OtlpExporter final : public SpanSink {
  private:
   void Run();
   // Sends one batch with retries; returns whether it was delivered.
-  bool Send(const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest& request,
-            absl::Time give_up);
+  bool Send(const std::string& request, absl::Time give_up);
 
   const OtlpExporterOptions options_;
-  std::unique_ptr<opentelemetry::proto::collector::trace::v1::TraceService::Stub> stub_;
+  // Export is called with bytes from otlp_encoder.h, not with generated messages.
+  std::unique_ptr<grpc::GenericStub> stub_;
 
   mutable absl::Mutex mu_;
-  std::deque<SpanData> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 
@@ -81,10 +81,6 @@ class OtlpExporter final : public SpanSink {
   std::atomic<uint64_t> failed_exports_{0};
   std::thread thread_;
 };
-
-// Converts spans to an OTLP request under one resource and scope.
-opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest BuildExportRequest(
-    const std::vector<std::pair<std::string, std::string>>& resource, std::vector<SpanData>& spans);
 
 }  // namespace ratelimit
 

@@ -1,5 +1,6 @@
 #include "server/observability/telemetry.h"
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/observability/trace_context.h"
 
@@ -87,7 +88,7 @@ ServerMetrics::ServerMetrics(MetricsRegistry& r)
                                   "configuration (limits, envoy) and result (ok, failed).",
                                   {"config", "result"})) {}
 
-Telemetry::Rpc Telemetry::StartRpc(const std::string& service, const std::string& method,
+Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, const char* span_name,
                                    const grpc::CallbackServerContext& context) const {
   Rpc rpc(this, method);
   if (metrics_) rpc.start_nanos_ = UnixNanosNow();
@@ -101,39 +102,35 @@ Telemetry::Rpc Telemetry::StartRpc(const std::string& service, const std::string
         }
       }
     }
-    rpc.span_ = tracer_->StartServerSpan(absl::StrCat(service, "/", method), parent);
+    rpc.span_ = tracer_->StartServerSpan(span_name, parent);
     if (rpc.span_.recording()) {
-      rpc.span_.SetAttribute("rpc.system", std::string("grpc"));
+      rpc.span_.SetAttribute("rpc.system", "grpc");
       rpc.span_.SetAttribute("rpc.service", service);
       rpc.span_.SetAttribute("rpc.method", method);
-      rpc.span_.SetAttribute("net.sock.peer.addr", context.peer());
     }
   }
   return rpc;
 }
 
 void Telemetry::Rpc::SetLimits(absl::Span<const LimitRequest> limits) {
-  if (t_->metrics_) {
-    limit_names_.clear();
-    for (const LimitRequest& l : limits) limit_names_.push_back(l.name);
-  }
+  limits_ = limits;
   if (!span_.recording()) return;
-  std::vector<std::string> names, keys;
-  std::vector<double> counts;
+  absl::InlinedVector<absl::string_view, 4> names, keys;
+  absl::InlinedVector<double, 4> counts;
   for (const LimitRequest& l : limits) {
     names.push_back(l.name);
     counts.push_back(l.count);
     if (t_->record_keys_) keys.push_back(l.key);
   }
-  span_.SetAttribute("ratelimit.limits", std::move(names));
-  span_.SetAttribute("ratelimit.counts", std::move(counts));
-  if (t_->record_keys_) span_.SetAttribute("ratelimit.keys", std::move(keys));
+  span_.SetAttribute("ratelimit.limits", absl::MakeConstSpan(names));
+  span_.SetAttribute("ratelimit.counts", absl::MakeConstSpan(counts));
+  if (t_->record_keys_) span_.SetAttribute("ratelimit.keys", absl::MakeConstSpan(keys));
 }
 
 void Telemetry::Rpc::StoreStarted() {
   if (t_->metrics_) store_start_nanos_ = UnixNanosNow();
   store_span_ = span_.StartChild("ratelimit.store/transaction");
-  if (store_span_.recording()) store_span_.SetAttribute("db.system", std::string("rocksdb"));
+  if (store_span_.recording()) store_span_.SetAttribute("db.system", "rocksdb");
 }
 
 void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
@@ -147,17 +144,17 @@ void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
 
 void Telemetry::Rpc::SetVerdict(const Verdict& v, Mode mode) {
   if (t_->metrics_ && mode != Mode::kCheck) {
-    for (size_t i = 0; i < v.decisions.size() && i < limit_names_.size(); ++i) {
-      const char* outcome = !v.allowed ? "denied" : mode == Mode::kReserve ? "reserved" : "allowed";
-      t_->metrics_->decisions.With({limit_names_[i], outcome}).Increment();
+    const char* outcome = !v.allowed ? "denied" : mode == Mode::kReserve ? "reserved" : "allowed";
+    for (size_t i = 0; i < v.decisions.size() && i < limits_.size(); ++i) {
+      t_->metrics_->decisions.With({limits_[i].name, outcome}).Increment();
     }
   }
   if (!span_.recording()) return;
-  span_.SetAttribute("ratelimit.mode", std::string(ModeName(mode)));
-  span_.SetAttribute("ratelimit.decision", std::string(v.allowed ? "allowed" : "denied"));
-  std::vector<double> values;
+  span_.SetAttribute("ratelimit.mode", ModeName(mode));
+  span_.SetAttribute("ratelimit.decision", v.allowed ? "allowed" : "denied");
+  absl::InlinedVector<double, 4> values;
   for (const Decision& d : v.decisions) values.push_back(d.value);
-  span_.SetAttribute("ratelimit.values", std::move(values));
+  span_.SetAttribute("ratelimit.values", absl::MakeConstSpan(values));
   if (v.denied_by >= 0) span_.SetAttribute("ratelimit.denied_by", int64_t{v.denied_by});
   if (v.retry_at_us) {
     span_.SetAttribute("ratelimit.retry_after_ms",
@@ -167,15 +164,15 @@ void Telemetry::Rpc::SetVerdict(const Verdict& v, Mode mode) {
 
 void Telemetry::Rpc::SetFailedOpen() {
   if (t_->metrics_) {
-    for (const std::string& name : limit_names_) {
-      t_->metrics_->decisions.With({name, "failed_open"}).Increment();
+    for (const LimitRequest& l : limits_) {
+      t_->metrics_->decisions.With({l.name, "failed_open"}).Increment();
     }
   }
   span_.SetAttribute("ratelimit.failed_open", true);
 }
 
-void Telemetry::Rpc::SetLimitNames(std::vector<std::string> names) {
-  if (span_.recording()) span_.SetAttribute("ratelimit.limits", std::move(names));
+void Telemetry::Rpc::SetLimitNames(absl::Span<const absl::string_view> names) {
+  span_.SetAttribute("ratelimit.limits", names);
 }
 
 void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcome) {
@@ -183,7 +180,7 @@ void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcom
 }
 
 void Telemetry::Rpc::SetDecision(bool allowed) {
-  span_.SetAttribute("ratelimit.decision", std::string(allowed ? "allowed" : "denied"));
+  span_.SetAttribute("ratelimit.decision", allowed ? "allowed" : "denied");
 }
 
 void Telemetry::Rpc::Finish(const grpc::Status& status) {

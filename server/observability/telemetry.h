@@ -38,7 +38,8 @@ class Telemetry {
   class Rpc {
    public:
     Rpc(Rpc&&) = default;
-    // Limits of the request (names, and keys when enabled, as span attributes).
+    // Limits of the request (names, and keys when enabled, as span attributes). `limits` must
+    // stay alive until the verdict is recorded.
     void SetLimits(absl::Span<const LimitRequest> limits);
     // Brackets the store transaction: a child span and the store latency histogram.
     void StoreStarted();
@@ -48,7 +49,7 @@ class Telemetry {
     void SetFailedOpen();
     // For APIs that do not use Verdict (Envoy): the limit names as a span attribute, one
     // decision metric per limit, and the overall decision as a span attribute.
-    void SetLimitNames(std::vector<std::string> names);
+    void SetLimitNames(absl::Span<const absl::string_view> names);
     void RecordDecision(const std::string& limit, const char* outcome);
     void SetDecision(bool allowed);
     // Ends the span and records the RPC count and latency. Call once.
@@ -59,20 +60,21 @@ class Telemetry {
 
    private:
     friend class Telemetry;
-    Rpc(const Telemetry* t, std::string method) : t_(t), method_(std::move(method)) {}
+    Rpc(const Telemetry* t, const char* method) : t_(t), method_(method) {}
 
     const Telemetry* t_;
-    std::string method_;
+    const char* method_;
     int64_t start_nanos_ = 0;
     int64_t store_start_nanos_ = 0;
     Span span_;
     Span store_span_;
-    std::vector<std::string> limit_names_;
+    absl::Span<const LimitRequest> limits_;
   };
 
-  // Starts observing a call of `method` (e.g. "Consume"), joining the caller's trace when its
-  // metadata carries a valid `traceparent` (and `tracestate`).
-  Rpc StartRpc(const std::string& service, const std::string& method,
+  // Starts observing a call of `method` (e.g. "Consume") of `service`, joining the caller's trace
+  // when its metadata carries a valid `traceparent` (and `tracestate`). The span is named
+  // `span_name` ("<service>/<method>"). REQUIRES: all three are literals.
+  Rpc StartRpc(const char* service, const char* method, const char* span_name,
                const grpc::CallbackServerContext& context) const;
 
   bool record_keys() const { return record_keys_; }

@@ -4,66 +4,53 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <variant>
-#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/observability/trace_context.h"
 
 namespace ratelimit {
 
-using AttributeValue =
-    std::variant<std::string, int64_t, double, bool, std::vector<std::string>, std::vector<double>>;
-
-struct SpanAttribute {
-  std::string key;
-  AttributeValue value;
-};
-
 enum class SpanKind { kInternal = 1, kServer = 2 };
 
-// A finished span, as handed to a SpanSink.
-struct SpanData {
-  TraceId trace_id{};
-  SpanId span_id{};
-  std::optional<SpanId> parent_span_id;
-  std::string trace_state;
-  uint8_t flags = 0;
-  std::string name;
-  SpanKind kind = SpanKind::kInternal;
-  int64_t start_unix_nanos = 0;
-  int64_t end_unix_nanos = 0;
-  std::vector<SpanAttribute> attributes;
-  bool error = false;
-  std::string status_message;
-};
-
-// Receives finished spans. Submit must not block: it is called on the request path.
+// Receives finished spans, each an encoded opentelemetry.proto.trace.v1.Span message. Submit
+// must not block: it is called on the request path.
 class SpanSink {
  public:
   virtual ~SpanSink() = default;
-  virtual void Submit(SpanData span) = 0;
+  virtual void Submit(std::string encoded_span) = 0;
 };
 
 // A span being recorded, or a no-op one when its trace is not sampled (then every method does
-// nothing and costs a branch). Move-only; End() hands it to the sink once.
+// nothing and costs a branch). Attributes are written in the OTLP wire format as they are set,
+// and End() appends the span's ids, name, kind, times and status, so the finished span is one
+// string, ready to be sent without another conversion. Move-only; End() hands it to the sink
+// once.
 class Span {
  public:
   Span() = default;  // no-op
-  // Moving leaves `other` a no-op span (a moved-from optional would still hold its data).
-  Span(Span&& other) noexcept : data_(std::move(other.data_)), sink_(other.sink_) {
-    other.data_.reset();
-  }
+  Span(Span&& other) noexcept;
   Span& operator=(Span&& other) noexcept;
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
   ~Span();  // ends the span if End() was not called
 
-  bool recording() const { return data_.has_value(); }
-  void SetAttribute(std::string key, AttributeValue value);
+  bool recording() const { return sink_ != nullptr; }
+
+  // Attribute setters. REQUIRES: `key` is a literal of at most 127 bytes.
+  void SetAttribute(const char* key, absl::string_view value);
+  void SetAttribute(const char* key, const char* value) {
+    SetAttribute(key, absl::string_view(value));
+  }
+  void SetAttribute(const char* key, int64_t value);
+  void SetAttribute(const char* key, double value);
+  void SetAttribute(const char* key, bool value);
+  void SetAttribute(const char* key, absl::Span<const absl::string_view> values);
+  void SetAttribute(const char* key, absl::Span<const double> values);
+
   void SetError(absl::string_view message);
-  // Starts a child span (kind INTERNAL) in the same trace.
-  Span StartChild(std::string name) const;
+  // Starts a child span (kind INTERNAL) in the same trace. REQUIRES: `name` is a literal.
+  Span StartChild(const char* name) const;
   void End();
 
   // The trace id in hex, or empty when not recording (for request-scoped log lines).
@@ -71,10 +58,19 @@ class Span {
 
  private:
   friend class Tracer;
-  Span(SpanData data, SpanSink* sink) : data_(std::move(data)), sink_(sink) {}
 
-  std::optional<SpanData> data_;
-  SpanSink* sink_ = nullptr;
+  SpanSink* sink_ = nullptr;  // null: not recording
+  TraceId trace_id_{};
+  SpanId span_id_{};
+  std::optional<SpanId> parent_;
+  std::string trace_state_;
+  uint8_t flags_ = 0;
+  const char* name_ = "";
+  SpanKind kind_ = SpanKind::kInternal;
+  int64_t start_unix_nanos_ = 0;
+  bool error_ = false;
+  std::string status_message_;
+  std::string wire_;  // attributes so far (Span field 9), encoded
 };
 
 struct TracerOptions {
@@ -91,8 +87,8 @@ class Tracer {
  public:
   Tracer(TracerOptions options, SpanSink& sink) : options_(options), sink_(sink) {}
 
-  // A SERVER span named `name`, joining `parent` when given.
-  Span StartServerSpan(std::string name, const std::optional<TraceContext>& parent);
+  // A SERVER span named `name`, joining `parent` when given. REQUIRES: `name` is a literal.
+  Span StartServerSpan(const char* name, const std::optional<TraceContext>& parent);
 
  private:
   const TracerOptions options_;

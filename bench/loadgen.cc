@@ -1,0 +1,402 @@
+// ratelimit_loadgen: closed-loop load generator for ratelimit.v1.RateLimitService/Consume
+// (--api=v1) or envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (--api=envoy).
+//
+// Keeps --concurrency calls in flight, spread over --channels channels (each its own HTTP/2
+// connection) and --threads threads (each draining its own CompletionQueue): whenever a call
+// completes, the slot it used starts the next one. Calls completing during the --warmup are
+// not counted; then calls completing during --duration are counted, and the requests per
+// second, latency percentiles (from start of call to completion, as the client sees it) and
+// errors are printed.
+//
+// Each request names one limit, --name, with key "hot" (--keys=1, one hot key) or one of
+// "key-0".."key-<N-1>" (--keys=N, visited in a scattered order). With --inline_config (the
+// default) it carries a TOKEN_BUCKET config of capacity --capacity refilled at one token per
+// hour, so every call is allowed and writes; without it the server must define --name. A call
+// whose response says not allowed is counted as "denied".
+//
+// With --api=envoy each request is for domain --domain with --descriptors descriptors; descriptor
+// i has one entry {key: "d<i>", value: "hot" or "key-<k>"} (every descriptor of one request has
+// the same value). The server's Envoy configuration must define those descriptors (see
+// scripts/bench.sh). A response with overall_code OVER_LIMIT is counted as "denied".
+//
+// Usage: ratelimit_loadgen --target=127.0.0.1:PORT [--api=v1|envoy] [--descriptors=1]
+//        [--concurrency=64] [--duration=10s] ...
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "bench/latency.h"
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/grpcpp.h"
+#include "ratelimit/v1/ratelimit.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address");
+ABSL_FLAG(std::string, api, "v1",
+          "v1: ratelimit.v1.RateLimitService/Consume; envoy: "
+          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
+ABSL_FLAG(int, descriptors, 1, "--api=envoy: descriptors per request, d0..d<N-1>");
+ABSL_FLAG(std::string, domain, "bench", "--api=envoy: the domain of the requests");
+ABSL_FLAG(int, concurrency, 64, "calls kept in flight");
+ABSL_FLAG(int, channels, 1, "gRPC channels (HTTP/2 connections)");
+ABSL_FLAG(int, threads, 2, "client threads, each with its own CompletionQueue");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measured time, after the warm-up");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1), "time before measuring");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "deadline of each call");
+ABSL_FLAG(std::string, name, "loadgen", "--api=v1: limit name");
+ABSL_FLAG(int64_t, keys, 1, "distinct keys: 1 = one hot key \"hot\"; N > 1 = key-0..key-<N-1>");
+ABSL_FLAG(bool, inline_config, true,
+          "--api=v1: send an inline TOKEN_BUCKET config (capacity --capacity, refill 1 "
+          "token/hour) so every call is allowed; false: the server must define --name");
+ABSL_FLAG(double, capacity, 1e12, "--api=v1: capacity of the inline config");
+ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
+ABSL_FLAG(std::string, write_request, "",
+          "write the request of --api (hot key), gRPC-framed, to this file and exit: a body "
+          "for h2load -d, to compare with another client");
+
+namespace ratelimit {
+namespace {
+
+namespace rlsv3 = ::envoy::service::ratelimit::v3;
+
+constexpr char kHotKey[] = "hot";
+
+// What the Worker needs to know of an API: its stub, messages and method, where a request's
+// keys go, and what a denial looks like.
+struct V1Api {
+  using Service = v1::RateLimitService;
+  using Request = v1::RateLimitRequest;
+  using Response = v1::RateLimitResponse;
+
+  static std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> Prepare(
+      Service::Stub* stub, grpc::ClientContext* context, const Request& request,
+      grpc::CompletionQueue* cq) {
+    return stub->PrepareAsyncConsume(context, request, cq);
+  }
+  static void SetKey(Request& request, const std::string& key) {
+    for (v1::LimitRequest& limit : *request.mutable_limits()) limit.set_key(key);
+  }
+  static bool Denied(const Response& response) { return !response.allowed(); }
+
+  static Request Prototype() {
+    Request request;
+    v1::LimitRequest* limit = request.add_limits();
+    limit->set_name(absl::GetFlag(FLAGS_name));
+    limit->set_key(kHotKey);
+    if (absl::GetFlag(FLAGS_inline_config)) {
+      v1::LimitConfig* config = limit->mutable_config();
+      config->set_kind(v1::TOKEN_BUCKET);
+      config->set_rate(1);
+      config->mutable_period()->set_seconds(3600);
+      config->set_capacity(absl::GetFlag(FLAGS_capacity));
+    }
+    return request;
+  }
+};
+
+struct EnvoyApi {
+  using Service = rlsv3::RateLimitService;
+  using Request = rlsv3::RateLimitRequest;
+  using Response = rlsv3::RateLimitResponse;
+
+  static std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> Prepare(
+      Service::Stub* stub, grpc::ClientContext* context, const Request& request,
+      grpc::CompletionQueue* cq) {
+    return stub->PrepareAsyncShouldRateLimit(context, request, cq);
+  }
+  static void SetKey(Request& request, const std::string& key) {
+    for (auto& descriptor : *request.mutable_descriptors()) {
+      descriptor.mutable_entries(0)->set_value(key);
+    }
+  }
+  static bool Denied(const Response& response) {
+    return response.overall_code() == Response::OVER_LIMIT;
+  }
+
+  static Request Prototype() {
+    Request request;
+    request.set_domain(absl::GetFlag(FLAGS_domain));
+    const int n = absl::GetFlag(FLAGS_descriptors);
+    for (int i = 0; i < n; ++i) {
+      auto* entry = request.add_descriptors()->add_entries();
+      entry->set_key(absl::StrCat("d", i));
+      entry->set_value(kHotKey);
+    }
+    return request;
+  }
+};
+
+struct Settings {
+  absl::Time measure_begin;
+  absl::Time measure_end;
+  absl::Duration deadline;
+  int64_t keys = 1;
+};
+
+// What one thread saw in the measured window (and the errors outside it, for the record).
+struct Tally {
+  int64_t ok = 0;
+  int64_t denied = 0;
+  int64_t errors = 0;
+  int64_t errors_outside_window = 0;
+  std::string first_error;
+  std::vector<int64_t> latencies_ns;
+};
+
+// One call in flight.
+template <typename Api>
+struct Call {
+  grpc::ClientContext context;
+  typename Api::Response response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<typename Api::Response>> reader;
+  int64_t start_ns = 0;
+  int slot = 0;
+};
+
+// Drives the slots of one thread on its own CompletionQueue until the measured window ends.
+template <typename Api>
+class Worker {
+ public:
+  using Stub = typename Api::Service::Stub;
+  using Request = typename Api::Request;
+
+  Worker(const Settings& settings, const Request& prototype, std::vector<Stub*> slot_stubs,
+         uint64_t key_seed)
+      : settings_(settings), stubs_(std::move(slot_stubs)), key_counter_(key_seed) {
+    requests_.assign(stubs_.size(), prototype);
+  }
+
+  void Run() {
+    const absl::Duration window = settings_.measure_end - settings_.measure_begin;
+    tally_.latencies_ns.reserve(
+        static_cast<size_t>(std::min(50e6, 200000.0 * absl::ToDoubleSeconds(window) + 1024)));
+    int in_flight = 0;
+    for (int slot = 0; slot < static_cast<int>(stubs_.size()); ++slot) {
+      Start(slot);
+      ++in_flight;
+    }
+    void* tag = nullptr;
+    bool ok = false;
+    while (in_flight > 0 && cq_.Next(&tag, &ok)) {
+      std::unique_ptr<Call<Api>> call(static_cast<Call<Api>*>(tag));
+      const int64_t end_ns = MonotonicNanos();
+      const absl::Time now = absl::Now();
+      Record(*call, end_ns, now);
+      if (now < settings_.measure_end) {
+        Start(call->slot);
+      } else {
+        --in_flight;
+      }
+    }
+    cq_.Shutdown();
+    while (cq_.Next(&tag, &ok)) delete static_cast<Call<Api>*>(tag);
+  }
+
+  Tally& tally() { return tally_; }
+
+ private:
+  void Start(int slot) {
+    Request& request = requests_[slot];
+    if (settings_.keys > 1) {
+      // A scattered walk over the keys: consecutive calls touch unrelated keys.
+      const uint64_t index = (key_counter_++ * 0x9E3779B97F4A7C15ull) % settings_.keys;
+      Api::SetKey(request, absl::StrCat("key-", index));
+    }
+    auto call = std::make_unique<Call<Api>>();
+    call->slot = slot;
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + settings_.deadline));
+    call->start_ns = MonotonicNanos();
+    call->reader = Api::Prepare(stubs_[slot], &call->context, request, &cq_);
+    call->reader->StartCall();
+    // The completion queue holds the call until Run() takes it back from the tag.
+    Call<Api>* tag = call.release();
+    tag->reader->Finish(&tag->response, &tag->status, tag);
+  }
+
+  void Record(const Call<Api>& call, int64_t end_ns, absl::Time now) {
+    const bool in_window = now >= settings_.measure_begin && now < settings_.measure_end;
+    if (!call.status.ok()) {
+      if (tally_.first_error.empty()) {
+        tally_.first_error =
+            absl::StrCat(call.status.error_code(), ": ", call.status.error_message());
+      }
+      ++(in_window ? tally_.errors : tally_.errors_outside_window);
+      return;
+    }
+    if (!in_window) return;
+    ++tally_.ok;
+    if (Api::Denied(call.response)) ++tally_.denied;
+    tally_.latencies_ns.push_back(end_ns - call.start_ns);
+  }
+
+  const Settings settings_;
+  std::vector<Stub*> stubs_;       // per slot
+  std::vector<Request> requests_;  // per slot
+  grpc::CompletionQueue cq_;
+  uint64_t key_counter_;
+  Tally tally_;
+};
+
+// A gRPC length-prefixed message: flag byte 0 (uncompressed), 4-byte big-endian length, bytes.
+bool WriteFramedRequest(const std::string& path, const google::protobuf::Message& request) {
+  const std::string body = request.SerializeAsString();
+  std::string framed(5, '\0');
+  for (int i = 0; i < 4; ++i)
+    framed[1 + i] = static_cast<char>((body.size() >> (24 - 8 * i)) & 0xff);
+  framed += body;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(framed.data(), 1, framed.size(), f) == framed.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// Runs --threads workers of `Api` over `channels` until the measured window ends; returns what
+// they saw, merged. Slot s uses channel s % channels and thread s % threads.
+template <typename Api>
+Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const Settings& settings,
+              int concurrency, int num_threads) {
+  using Stub = typename Api::Service::Stub;
+  std::vector<std::unique_ptr<Stub>> stubs;
+  for (const auto& channel : channels) stubs.push_back(Api::Service::NewStub(channel));
+  const typename Api::Request prototype = Api::Prototype();
+
+  std::vector<std::unique_ptr<Worker<Api>>> workers;
+  for (int t = 0; t < num_threads; ++t) {
+    std::vector<Stub*> slot_stubs;
+    for (int s = t; s < concurrency; s += num_threads) {
+      slot_stubs.push_back(stubs[s % stubs.size()].get());
+    }
+    workers.push_back(std::make_unique<Worker<Api>>(settings, prototype, std::move(slot_stubs),
+                                                    uint64_t{1000003} * t));
+  }
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&w] { w->Run(); });
+  for (std::thread& t : threads) t.join();
+
+  Tally total;
+  for (auto& w : workers) {
+    Tally& t = w->tally();
+    total.ok += t.ok;
+    total.denied += t.denied;
+    total.errors += t.errors;
+    total.errors_outside_window += t.errors_outside_window;
+    if (total.first_error.empty()) total.first_error = t.first_error;
+    total.latencies_ns.insert(total.latencies_ns.end(), t.latencies_ns.begin(),
+                              t.latencies_ns.end());
+  }
+  return total;
+}
+
+int Run() {
+  const std::string api = absl::GetFlag(FLAGS_api);
+  const bool envoy = api == "envoy";
+  const int descriptors = absl::GetFlag(FLAGS_descriptors);
+  if (!envoy && api != "v1") {
+    std::fprintf(stderr, "--api must be v1 or envoy, got \"%s\"\n", api.c_str());
+    return 2;
+  }
+  if (descriptors < 1 || (!envoy && descriptors != 1)) {
+    std::fprintf(stderr, "--descriptors must be >= 1, and 1 unless --api=envoy\n");
+    return 2;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_write_request); !path.empty()) {
+    const bool written = envoy ? WriteFramedRequest(path, EnvoyApi::Prototype())
+                               : WriteFramedRequest(path, V1Api::Prototype());
+    if (written) return 0;
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return 1;
+  }
+  const std::string target = absl::GetFlag(FLAGS_target);
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
+  const int num_channels = absl::GetFlag(FLAGS_channels);
+  const int num_threads = absl::GetFlag(FLAGS_threads);
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
+  if (concurrency < 1 || num_channels < 1 || num_threads < 1 || num_threads > concurrency ||
+      duration <= absl::ZeroDuration() || warmup < absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_keys) < 1) {
+    std::fprintf(stderr,
+                 "need --concurrency >= --threads >= 1, --channels >= 1, --keys >= 1, "
+                 "--duration > 0, --warmup >= 0\n");
+    return 2;
+  }
+
+  // A local subchannel pool per channel: otherwise channels with the same target and arguments
+  // share one connection.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < num_channels; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    if (!channels.back()->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(5)))) {
+      std::fprintf(stderr, "cannot connect to %s\n", target.c_str());
+      return 1;
+    }
+  }
+
+  Settings settings;
+  settings.measure_begin = absl::Now() + warmup;
+  settings.measure_end = settings.measure_begin + duration;
+  settings.deadline = absl::GetFlag(FLAGS_deadline);
+  settings.keys = absl::GetFlag(FLAGS_keys);
+  Tally total = envoy ? RunLoad<EnvoyApi>(channels, settings, concurrency, num_threads)
+                      : RunLoad<V1Api>(channels, settings, concurrency, num_threads);
+
+  const LatencySummary latency = Summarize(total.latencies_ns);
+  const double seconds = absl::ToDoubleSeconds(duration);
+  const double rps = static_cast<double>(total.ok) / seconds;
+
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf(
+        "{\"target\": \"%s\", \"api\": \"%s\", \"descriptors\": %d, \"concurrency\": %d, "
+        "\"channels\": %d, \"threads\": %d, "
+        "\"seconds\": %.1f, \"requests\": %lld, \"rps\": %.1f, \"denied\": %lld, "
+        "\"errors\": %lld, \"errors_outside_window\": %lld, \"mean_us\": %.1f, "
+        "\"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, "
+        "\"max_us\": %.1f}\n",
+        target.c_str(), api.c_str(), descriptors, concurrency, num_channels, num_threads, seconds,
+        static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
+        static_cast<long long>(total.errors), static_cast<long long>(total.errors_outside_window),
+        latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
+        latency.max_us);
+  } else {
+    std::printf(
+        "target %s, api %s (%d descriptors): %d in flight over %d channels, %d threads; %.1f s "
+        "after %.1f s warm-up\n",
+        target.c_str(), api.c_str(), descriptors, concurrency, num_channels, num_threads, seconds,
+        absl::ToDoubleSeconds(warmup));
+    std::printf("requests %lld  rps %.1f  denied %lld  errors %lld (+%lld outside window)\n",
+                static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
+                static_cast<long long>(total.errors),
+                static_cast<long long>(total.errors_outside_window));
+    std::printf("latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
+                latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
+                latency.max_us);
+  }
+  if (!total.first_error.empty()) {
+    std::fprintf(stderr, "first error: %s\n", total.first_error.c_str());
+  }
+  return total.ok > 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ratelimit
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "ratelimit_loadgen --target=HOST:PORT [--api=v1|envoy] [flags]: closed-loop load on "
+      "ratelimit.v1.RateLimitService/Consume or "
+      "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
+  absl::ParseCommandLine(argc, argv);
+  return ratelimit::Run();
+}

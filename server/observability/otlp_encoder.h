@@ -1,0 +1,26 @@
+#ifndef RATELIMIT_SERVER_OBSERVABILITY_OTLP_ENCODER_H_
+#define RATELIMIT_SERVER_OBSERVABILITY_OTLP_ENCODER_H_
+
+// Writes an OTLP trace request in the protobuf wire format around spans that are already
+// encoded (tracer.h): sizes are computed first and the request is written in one pass, with no
+// intermediate message objects. The output parses as
+// opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest (proto/opentelemetry/...);
+// the tests decode it with the generated code.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace ratelimit {
+
+// An ExportTraceServiceRequest with one ResourceSpans (`resource` attributes, all strings) and
+// one ScopeSpans (scope `scope_name`) holding `spans` (each an encoded Span message).
+std::string EncodeExportRequest(const std::vector<std::pair<std::string, std::string>>& resource,
+                                absl::string_view scope_name,
+                                const std::vector<std::string>& spans);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_OBSERVABILITY_OTLP_ENCODER_H_
