@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/tool_util.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
@@ -33,11 +34,7 @@ int main(int argc, char** argv) {
   ratelimit::SetLogLevel(ratelimit::LogLevel::kWarning);
 
   // Signals are taken by sigwait below: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t signals = ratelimit::bench::BlockTerminationSignals();
 
   ratelimit::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
@@ -52,12 +49,8 @@ int main(int argc, char** argv) {
               (*server)->port());
   std::fflush(stdout);
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << (*server)->port() << "\n";
-    }
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+    if (!ratelimit::bench::WriteFileAtomically(port_file,
+                                               std::to_string((*server)->port()) + "\n")) {
       std::fprintf(stderr, "cannot write --port_file %s\n", port_file.c_str());
       return 1;
     }

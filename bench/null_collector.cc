@@ -25,6 +25,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench/tool_util.h"
 #include "grpcpp/grpcpp.h"
 
 #include "grpcpp/generic/async_generic_service.h"
@@ -145,25 +146,10 @@ class NullTraceService final : public grpc::CallbackGenericService {
   std::atomic<uint64_t> calls_{0};
 };
 
-// Writes `text` to `path` atomically (a temporary file renamed over it).
-bool WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 int Run() {
   const std::string address = absl::GetFlag(FLAGS_listen);
   // Signals are taken by sigwait below: block them before gRPC starts any thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t signals = bench::BlockTerminationSignals();
 
   NullTraceService service;
   grpc::ServerBuilder builder;
@@ -180,7 +166,7 @@ int Run() {
   std::printf("null collector listening on %s, port %d\n", address.c_str(), port);
   std::fflush(stdout);
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (!WriteFileAtomically(port_file, std::to_string(port) + "\n")) {
+    if (!bench::WriteFileAtomically(port_file, std::to_string(port) + "\n")) {
       std::fprintf(stderr, "cannot write --port_file %s\n", port_file.c_str());
       return 1;
     }
@@ -195,8 +181,8 @@ int Run() {
   std::fprintf(stderr, "null collector: %llu spans in %llu Export calls\n",
                static_cast<unsigned long long>(spans), static_cast<unsigned long long>(calls));
   if (const std::string count_file = absl::GetFlag(FLAGS_count_file); !count_file.empty()) {
-    if (!WriteFileAtomically(count_file,
-                             std::to_string(spans) + " " + std::to_string(calls) + "\n")) {
+    if (!bench::WriteFileAtomically(count_file,
+                                    std::to_string(spans) + " " + std::to_string(calls) + "\n")) {
       std::fprintf(stderr, "cannot write --count_file %s\n", count_file.c_str());
       return 1;
     }

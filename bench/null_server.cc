@@ -19,6 +19,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench/tool_util.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -69,24 +70,10 @@ class NullRateLimitService final : public v1::RateLimitService::CallbackService 
   }
 };
 
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 int Run() {
   const std::string address = absl::GetFlag(FLAGS_listen);
   // Signals are taken by sigwait below: block them before gRPC starts any thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t signals = bench::BlockTerminationSignals();
 
   NullRateLimitService service;
   grpc::EnableDefaultHealthCheckService(true);
@@ -105,7 +92,7 @@ int Run() {
   std::printf("null server listening on %s, port %d\n", address.c_str(), port);
   std::fflush(stdout);
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (!WritePortFile(port_file, port)) {
+    if (!bench::WriteFileAtomically(port_file, std::to_string(port) + "\n")) {
       std::fprintf(stderr, "cannot write --port_file %s\n", port_file.c_str());
       return 1;
     }
