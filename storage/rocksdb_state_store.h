@@ -38,10 +38,11 @@ struct RocksDbStateStoreOptions {
 // The production StateStore, on RocksDB.
 //
 // Layout: column family "states" holds the states (see state_codec.h); "meta" holds the format
-// version; "default" is unused. A hot key's memtable entry is updated in place. Decisions on one key are serialized by a striped mutex; a
-// multi-key Update locks its stripes in increasing order (so two Updates never deadlock), reads,
-// decides and writes one WriteBatch. A compaction filter drops states whose `full_at` has
-// passed: they are equivalent to no state, so idle keys do not accumulate on disk.
+// version; "default" is unused. A hot key's memtable entry is updated in place. Decisions on one
+// key are serialized by a striped mutex; a multi-key Update locks its stripes in increasing order
+// (so two Updates never deadlock), reads, decides and writes one WriteBatch. A compaction filter
+// drops states whose `full_at` has passed: they are equivalent to no state, so idle keys do not
+// accumulate on disk.
 //
 // Thread safety: all methods are thread-safe.
 class RocksDbStateStore final : public StateStore {
