@@ -2,7 +2,7 @@
 // extensions (token bucket, max_reserved), over real gRPC with a fake clock.
 #include "gtest/gtest.h"
 #include "storage/memory_state_store.h"
-#include "tests/envoy_test_support.h"
+#include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

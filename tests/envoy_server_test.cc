@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
-#include "tests/envoy_test_support.h"
+#include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

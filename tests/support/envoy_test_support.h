@@ -1,5 +1,5 @@
-#ifndef RATELIMIT_TESTS_ENVOY_TEST_SUPPORT_H_
-#define RATELIMIT_TESTS_ENVOY_TEST_SUPPORT_H_
+#ifndef RATELIMIT_TESTS_SUPPORT_ENVOY_TEST_SUPPORT_H_
+#define RATELIMIT_TESTS_SUPPORT_ENVOY_TEST_SUPPORT_H_
 
 // Envoy API test helpers: requests built exactly as Envoy's rate-limit filter sends them, a
 // client that calls ShouldRateLimit over a real gRPC channel, and a fixture that starts an
@@ -124,4 +124,4 @@ class EnvoyServiceTestBase : public ::testing::Test {
 
 }  // namespace ratelimit::testing
 
-#endif  // RATELIMIT_TESTS_ENVOY_TEST_SUPPORT_H_
+#endif  // RATELIMIT_TESTS_SUPPORT_ENVOY_TEST_SUPPORT_H_
