@@ -30,11 +30,6 @@ void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
   ts->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
 }
 
-void SetDuration(int64_t us, google::protobuf::Duration* d) {
-  d->set_seconds(us / 1000000);
-  d->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
-}
-
 v1::DenyReason ReasonToProto(DenyReason r) {
   switch (r) {
     case DenyReason::kNone:
@@ -50,6 +45,11 @@ v1::DenyReason ReasonToProto(DenyReason r) {
 }
 
 }  // namespace
+
+void SetDuration(int64_t us, google::protobuf::Duration* d) {
+  d->set_seconds(us / 1000000);
+  d->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
 
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::string_view prefix) {
   LimitConfig c;

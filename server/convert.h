@@ -14,6 +14,9 @@
 
 namespace ratelimit {
 
+// Writes a non-negative duration in microseconds into a google.protobuf.Duration.
+void SetDuration(int64_t us, google::protobuf::Duration* d);
+
 // Converts an inline config. INVALID_ARGUMENT naming `prefix` + field on any bad value.
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& config,
                                             absl::string_view prefix);

@@ -12,6 +12,13 @@ namespace ratelimit {
 namespace {
 constexpr char kServiceName[] = "ratelimit.v1.RateLimitService";
 constexpr char kEnvoyServiceName[] = "envoy.service.ratelimit.v3.RateLimitService";
+
+// A reload observer counting the outcomes of `config` ("limits", "envoy") in the metrics.
+std::function<void(const absl::Status&)> CountReloads(ServerMetrics& metrics, const char* config) {
+  return [&metrics, config](const absl::Status& st) {
+    metrics.config_reloads.With({config, st.ok() ? "ok" : "failed"}).Increment();
+  };
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
@@ -61,12 +68,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->RegisterStoreMetrics();
   s->limiter_ = std::make_unique<Limiter>(*s->store_, clock);
   if (!options.limits_file.empty()) {
-    ServerMetrics* metrics = s->metrics_.get();
-    s->watcher_ = std::make_unique<LimitsFileWatcher>(
-        options.limits_file, s->registry_, options.limits_reload_interval,
-        [metrics](const absl::Status& st) {
-          metrics->config_reloads.With({"limits", st.ok() ? "ok" : "failed"}).Increment();
-        });
+    s->watcher_ = std::make_unique<LimitsFileWatcher>(options.limits_file, s->registry_,
+                                                      options.limits_reload_interval,
+                                                      CountReloads(*s->metrics_, "limits"));
     if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
   }
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token);
@@ -80,12 +84,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   builder.RegisterService(s->service_.get());
   // The Envoy RLS v3 API, on the same port, limiter and store.
   if (!options.envoy_config_dir.empty()) {
-    ServerMetrics* metrics = s->metrics_.get();
     s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
         options.envoy_config_dir, s->envoy_registry_, options.limits_reload_interval,
-        [metrics](const absl::Status& st) {
-          metrics->config_reloads.With({"envoy", st.ok() ? "ok" : "failed"}).Increment();
-        });
+        CountReloads(*s->metrics_, "envoy"));
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->limiter_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);

@@ -91,14 +91,20 @@ TEST_F(ServiceTest, CheckReportsWithoutConsuming) {
   for (int i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(ApiValue("u1"), 6);
 }
 
-TEST_F(ServiceTest, ReserveGoesIntoDebtAndTellsWhenToRun) {
-  StartServer();
+// Reserve 5 from an inline bucket of 3 tokens refilling 1 per second.
+v1::RateLimitRequest ReserveFiveOfThree() {
   v1::RateLimitRequest req = MakeRequest("llm", "org", 5);
   v1::LimitConfig* c = req.mutable_limits(0)->mutable_config();
   c->set_kind(v1::TOKEN_BUCKET);
   c->set_rate(1);
   c->mutable_period()->set_seconds(1);
   c->set_capacity(3);
+  return req;
+}
+
+TEST_F(ServiceTest, ReserveGoesIntoDebtAndTellsWhenToRun) {
+  StartServer();
+  v1::RateLimitRequest req = ReserveFiveOfThree();
   auto r = client_->Reserve(req);
   ASSERT_OK(r);
   EXPECT_TRUE(r->allowed());
@@ -109,12 +115,8 @@ TEST_F(ServiceTest, ReserveGoesIntoDebtAndTellsWhenToRun) {
 
 TEST_F(ServiceTest, ReserveAndWaitWaitsUntilRetryAt) {
   StartServer();
-  v1::RateLimitRequest req = MakeRequest("llm", "org", 5);
+  v1::RateLimitRequest req = ReserveFiveOfThree();
   v1::LimitConfig* c = req.mutable_limits(0)->mutable_config();
-  c->set_kind(v1::TOKEN_BUCKET);
-  c->set_rate(1);
-  c->mutable_period()->set_seconds(1);
-  c->set_capacity(3);
   absl::Time waited_until = absl::InfinitePast();
   auto r = client_->ReserveAndWait(req, [&](absl::Time t) { waited_until = t; });
   ASSERT_OK(r);

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "server/convert.h"
 
 namespace ratelimit {
 namespace {
@@ -224,8 +225,7 @@ void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
     const uint32_t remaining = p.kind == Kind::kBlocked ? 0 : Remaining(o.value);
     const int64_t reset = ResetMicros(rule, o);
     s->set_limit_remaining(remaining);
-    s->mutable_duration_until_reset()->set_seconds(reset / 1000000);
-    s->mutable_duration_until_reset()->set_nanos(static_cast<int32_t>(reset % 1000000) * 1000);
+    SetDuration(reset, s->mutable_duration_until_reset());
     if (!rule.shadow_mode && (tightest < 0 || remaining < tightest_remaining ||
                               (remaining == tightest_remaining && reset > tightest_reset))) {
       tightest = static_cast<int>(i);
