@@ -1,11 +1,15 @@
 #include "server/admin_auth.h"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/log.h"
 
 namespace ratelimit {
 
@@ -39,8 +43,20 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
   return absl::OkStatus();
 }
 
+std::string AdminTokenFileWarning(const std::string& file) {
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return "";
+  return absl::StrFormat(
+      "admin token file %s has mode %04o: other local users can read the admin token; chmod "
+      "600 it",
+      file, st.st_mode & 07777);
+}
+
 absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env) {
   if (!file.empty()) {
+    if (const std::string warning = AdminTokenFileWarning(file); !warning.empty()) {
+      Log(LogLevel::kWarning, warning);
+    }
     std::ifstream in(file);
     std::string line;
     if (!in || !std::getline(in, line)) {

@@ -36,8 +36,13 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
 // The admin token: the first line of `file` when given, else the environment variable `env`,
 // else empty (administration disabled). Surrounding whitespace is trimmed. An unreadable or
-// empty file is an error: an operator who names a file means to enable administration.
+// empty file is an error: an operator who names a file means to enable administration. A file
+// that group or others may access is accepted with a logged warning (AdminTokenFileWarning).
 absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env);
+
+// A warning naming `file` and its mode when group or others have any access to it; empty when
+// only its owner has (or it cannot be examined).
+std::string AdminTokenFileWarning(const std::string& file);
 
 }  // namespace ratelimit
 

@@ -1,5 +1,6 @@
 // ratelimit-server: the rate-limit service. See README.md for the flags.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +30,12 @@ ABSL_FLAG(std::string, admin_token_file, "",
 ABSL_FLAG(std::string, failure_policy, "closed",
           "when the store fails: closed (answer UNAVAILABLE) or open (allow, marked failed_open)");
 ABSL_FLAG(bool, sync, false, "fsync the WAL on every write (survives power loss; slower)");
+ABSL_FLAG(bool, salvage_wal, false,
+          "open a data directory whose WAL is corrupt or truncated by recovering up to the last "
+          "consistent record, losing the writes after it (default: refuse to start)");
+ABSL_FLAG(absl::Duration, gc_interval, absl::Hours(1),
+          "how often refilled states are collected (flush and compaction of the states) even "
+          "without writes; 0: only when writes trigger compactions");
 ABSL_FLAG(std::string, port_file, "", "write the chosen port to this file once listening");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "how long in-flight calls may take to finish on SIGTERM");
@@ -122,6 +129,9 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every file the server creates (RocksDB's WAL and tables, port files) is private to its
+  // user: limit keys can be personal data.
+  umask(077);
   absl::SetProgramUsageMessage("ratelimit-server [flags]: serves ratelimit.v1.RateLimitService");
   absl::ParseCommandLine(argc, argv);
   // Debian builds absl with its Mutex deadlock detector on; it costs ~1.5% of CPU per decision
@@ -145,6 +155,8 @@ int main(int argc, char** argv) {
   options.limits_file = absl::GetFlag(FLAGS_limits_file);
   options.limits_reload_interval = absl::GetFlag(FLAGS_limits_reload_interval);
   options.sync = absl::GetFlag(FLAGS_sync);
+  options.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
+  options.gc_interval = absl::GetFlag(FLAGS_gc_interval);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.envoy_config_dir = absl::GetFlag(FLAGS_envoy_config_dir);
   options.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);

@@ -60,9 +60,18 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     ro.path = options.data_dir;
     ro.sync = options.sync;
     ro.clock = &clock;
+    ro.salvage_wal = options.salvage_wal;
     absl::StatusOr<std::unique_ptr<RocksDbStateStore>> opened = RocksDbStateStore::Open(ro);
-    if (!opened.ok()) return opened.status();
-    s->rocks_ = opened->get();
+    if (!opened.ok()) {
+      if (opened.status().code() != absl::StatusCode::kDataLoss) return opened.status();
+      return absl::DataLossError(absl::StrCat(
+          opened.status().message(),
+          "; back up the data directory, then start with --salvage_wal to open it anyway"));
+    }
+    const RocksDbOpenReport& report = (*opened)->open_report();
+    for (const std::string& warning : report.warnings) Log(LogLevel::kWarning, warning);
+    Log(report.salvaged ? LogLevel::kWarning : LogLevel::kInfo, "store recovered",
+        {{"data_dir", options.data_dir}, {"recovery", report.recovery}});
     s->store_ = *std::move(opened);
   }
   s->RegisterStoreMetrics();
@@ -105,6 +114,20 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->probe_ = std::make_unique<StoreProbe>(*s->store_, s->health_, options.health_probe_interval);
   s->probe_->ProbeOnce();
   s->probe_->Start();
+  if (options.gc_interval > absl::ZeroDuration()) {
+    StateStore* store_ptr = s->store_.get();
+    s->gc_ = std::make_unique<PeriodicTask>(options.gc_interval, [store_ptr] {
+      const absl::Time start = absl::Now();
+      if (absl::Status st = store_ptr->CollectGarbage(); !st.ok()) {
+        Log(LogLevel::kWarning, "garbage collection failed",
+            {{"error", std::string(st.message())}});
+      } else {
+        Log(LogLevel::kDebug, "garbage collected",
+            {{"took", absl::FormatDuration(absl::Now() - start)}});
+      }
+    });
+    s->gc_->Start();
+  }
   if (s->watcher_) s->watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   s->health_.SetServing();
@@ -141,26 +164,8 @@ void RateLimitServer::RegisterStoreMetrics() {
   MetricsRegistry& r = metrics_registry_;
   r.AddGauge("ratelimit_up", "1 while the server reports SERVING, else 0.",
              [this] { return health_.state() == ServingState::kServing ? 1.0 : 0.0; });
-  if (rocks_ != nullptr) {
-    RocksDbStateStore* rocks = rocks_;
-    auto property = [rocks](const char* name) {
-      return [rocks, name] { return static_cast<double>(rocks->IntProperty(name)); };
-    };
-    r.AddGauge("ratelimit_store_live_states",
-               "States stored (RocksDB's estimate; refilled states are dropped by compaction).",
-               property("rocksdb.estimate-num-keys"));
-    r.AddGauge("ratelimit_rocksdb_pending_compaction_bytes",
-               "Bytes RocksDB estimates compaction still has to rewrite.",
-               property("rocksdb.estimate-pending-compaction-bytes"));
-    r.AddGauge("ratelimit_rocksdb_memtable_bytes", "Bytes in the states memtables.",
-               property("rocksdb.cur-size-all-mem-tables"));
-    r.AddGauge("ratelimit_rocksdb_write_stopped", "1 while RocksDB stops writes (a write stall).",
-               property("rocksdb.is-write-stopped"));
-    r.AddGauge("ratelimit_rocksdb_delayed_write_rate_bytes",
-               "RocksDB's throttled write rate while it slows writes down; 0 when not stalling.",
-               property("rocksdb.actual-delayed-write-rate"));
-    r.AddGauge("ratelimit_rocksdb_live_sst_bytes", "Bytes of SST files of the states.",
-               property("rocksdb.live-sst-files-size"));
+  for (StateStore::Gauge& g : store_->Gauges()) {
+    r.AddGauge(absl::StrCat("ratelimit_", g.name), g.help, std::move(g.read));
   }
   OtlpExporter* exporter = exporter_.get();
   auto stat = [exporter](uint64_t OtlpExporter::Stats::*field) {
@@ -198,8 +203,9 @@ void RateLimitServer::Shutdown() {
   if (watcher_) watcher_->Stop();
   if (envoy_watcher_) envoy_watcher_->Stop();
   if (exporter_) exporter_->Shutdown(options_.shutdown_grace);
-  if (rocks_ != nullptr) {
-    if (absl::Status s = rocks_->Close(); !s.ok()) {
+  if (gc_) gc_->Stop();
+  if (store_) {
+    if (absl::Status s = store_->Close(); !s.ok()) {
       Log(LogLevel::kError, "closing the store failed", {{"error", std::string(s.message())}});
     }
   }

@@ -19,10 +19,10 @@
 #include "server/observability/otlp_exporter.h"
 #include "server/observability/telemetry.h"
 #include "server/observability/tracer.h"
+#include "server/periodic_task.h"
 #include "server/rate_limit_service.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
-#include "storage/rocksdb_state_store.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {
@@ -41,6 +41,12 @@ struct ServerOptions {
   FailurePolicy failure_policy = FailurePolicy::kClosed;
   // fsync the WAL on every write group (power-loss durability).
   bool sync = false;
+  // Open a data directory whose WAL does not replay cleanly, dropping the writes after the
+  // corruption point (default: refuse to start).
+  bool salvage_wal = false;
+  // How often refilled states are collected (a flush and compaction of the store) even when
+  // no writes trigger it. Zero or negative: never.
+  absl::Duration gc_interval = absl::Hours(1);
   // How long Shutdown() lets in-flight calls finish before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(5);
 
@@ -95,7 +101,8 @@ class RateLimitServer {
   int port() const { return port_; }
 
   // Reports NOT_SERVING, stops accepting calls, lets in-flight ones finish (up to
-  // shutdown_grace), stops the reloader, then flushes and closes the store. Idempotent.
+  // shutdown_grace), stops the reloader and the garbage collection, then flushes and closes
+  // the store (an injected one too). Idempotent.
   void Shutdown();
 
   // Blocks until Shutdown() has completed.
@@ -129,7 +136,7 @@ class RateLimitServer {
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<StoreProbe> probe_;
   std::unique_ptr<StateStore> store_;
-  RocksDbStateStore* rocks_ = nullptr;  // store_ when the server opened RocksDB itself
+  std::unique_ptr<PeriodicTask> gc_;  // null when gc_interval is not positive
   std::unique_ptr<Limiter> limiter_;
   LimitRegistry registry_;
   std::unique_ptr<LimitsFileWatcher> watcher_;

@@ -1,12 +1,23 @@
 #include "storage/rocksdb_state_store.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "rocksdb/compaction_filter.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "storage/key_hash.h"
@@ -18,6 +29,7 @@ namespace {
 constexpr char kStatesFamily[] = "states";
 constexpr char kMetaFamily[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
+constexpr char kHealthProbeKey[] = "health_probe";
 
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -25,8 +37,6 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.IsCorruption()) return absl::DataLossError(msg);
   return absl::UnavailableError(msg);
 }
-
-absl::Status Closed() { return absl::UnavailableError("state store is closed"); }
 
 // Drops states that have refilled to capacity: a missing state means "full", so they carry no
 // information. A state that does not decode is kept, for an operator to look at.
@@ -46,22 +56,98 @@ class RefilledStateFilter final : public rocksdb::CompactionFilter {
   const Clock& clock_;
 };
 
+// The WAL files in `dir` with their sizes, e.g. "000012.log (4096 bytes)".
+std::vector<std::string> WalFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::EndsWith(name, ".log") || !entry.is_regular_file(ec)) continue;
+    out.push_back(absl::StrCat(name, " (", entry.file_size(ec), " bytes)"));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
+
+// Remembers the first write failure or background error until Health() clears it. RocksDB
+// calls the listener from its own threads (possibly holding its mutex): it only records.
+class RocksDbStateStore::ErrorTracker final : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
+                         rocksdb::Status* bg_error) override {
+    if (bg_error != nullptr && !bg_error->ok()) Set(FromRocks(*bg_error, "background error"));
+  }
+
+  void Set(const absl::Status& error) {
+    absl::MutexLock lock(&mu_);
+    if (error_.ok()) error_ = error;
+  }
+  // Clears the error if it is still `seen` (a newer one stays).
+  void ClearIf(const absl::Status& seen) {
+    absl::MutexLock lock(&mu_);
+    if (error_ == seen) error_ = absl::OkStatus();
+  }
+  void Reset() {
+    absl::MutexLock lock(&mu_);
+    error_ = absl::OkStatus();
+  }
+  absl::Status Get() {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
 
 RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
     : options_(options),
+      errors_(std::make_shared<ErrorTracker>()),
       gc_filter_(std::make_unique<RefilledStateFilter>(*options.clock)),
-      stripes_(std::make_unique<absl::Mutex[]>(std::max<size_t>(1, options.lock_stripes))) {}
+      stripes_(std::make_unique<absl::Mutex[]>(std::max<size_t>(1, options.lock_stripes))) {
+  if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
+}
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
     const RocksDbStateStoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("path: must not be empty");
   std::unique_ptr<RocksDbStateStore> store(new RocksDbStateStore(options));
-  if (absl::Status s = store->OpenDb(); !s.ok()) return s;
+  if (absl::Status s = store->PrepareDirectory(); !s.ok()) return s;
+  absl::MutexLock lock(&store->db_mu_);
+  if (absl::Status s = store->OpenDbLocked(/*after_failure=*/false); !s.ok()) return s;
   return store;
 }
 
-absl::Status RocksDbStateStore::OpenDb() {
+absl::Status RocksDbStateStore::PrepareDirectory() {
+  const std::string& dir = options_.path;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    // Missing: create it (and its parents) private to this user.
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || ::chmod(dir.c_str(), 0700) != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot create data directory ", dir, ": ",
+                                                 ec ? ec.message() : std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data directory ", dir, " is not a directory"));
+  }
+  if ((st.st_mode & 077) != 0) {
+    open_report_.warnings.push_back(absl::StrFormat(
+        "data directory %s has mode %04o: other local users can access the states (keys can be "
+        "personal data); chmod 700 it",
+        dir, st.st_mode & 07777));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -72,6 +158,15 @@ absl::Status RocksDbStateStore::OpenDb() {
   // In-place memtable updates (below) need single-threaded memtable writes; decisions are
   // serialized per key anyway.
   db_options.allow_concurrent_memtable_write = false;
+  // A WAL that does not replay completely fails the open instead of silently dropping
+  // acknowledged decisions, unless the operator asked to salvage it.
+  // Reopening after a write failure, the WAL may end in the record whose write failed (never
+  // acknowledged): only such a torn tail is tolerated.
+  db_options.wal_recovery_mode = after_failure
+                                     ? rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords
+                                     : rocksdb::WALRecoveryMode::kAbsoluteConsistency;
+  db_options.listeners.push_back(errors_);
+  if (env_) db_options.env = env_.get();
 
   rocksdb::ColumnFamilyOptions states_options;
   states_options.compaction_filter = gc_filter_.get();
@@ -99,10 +194,31 @@ absl::Status RocksDbStateStore::OpenDb() {
   };
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  const std::vector<std::string> wal_files = WalFiles(options_.path);
   rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &raw);
+  if (s.IsCorruption() && options_.salvage_wal && !after_failure) {
+    open_report_.salvaged = true;
+    open_report_.warnings.push_back(absl::StrCat(
+        "salvaging ", options_.path, " after ", s.ToString(),
+        ": recovered up to the last consistent WAL record; writes after the corruption point "
+        "are lost"));
+    db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+    s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &raw);
+  }
+  if (s.IsCorruption()) {
+    return absl::DataLossError(absl::StrCat(
+        "rocksdb open ", options_.path, ": ", s.ToString(),
+        " (refusing to start without acknowledged decisions; salvage_wal opens it anyway, "
+        "losing the writes after the corruption point)"));
+  }
   if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options_.path));
+  if (!after_failure) {
+    open_report_.recovery = absl::StrCat(
+        options_.salvage_wal ? "salvage mode; " : "",
+        "WAL files replayed: ", wal_files.empty() ? "none" : absl::StrJoin(wal_files, ", "),
+        "; last sequence number ", raw->GetLatestSequenceNumber());
+  }
 
-  absl::MutexLock lock(&db_mu_);
   db_.reset(raw);
   handles_ = handles;
   states_ = handles_[1];
@@ -133,11 +249,18 @@ RocksDbStateStore::~RocksDbStateStore() { Close().IgnoreError(); }
 
 absl::Status RocksDbStateStore::Close() {
   absl::MutexLock lock(&db_mu_);
+  closed_ = true;
+  return CloseLocked(/*flush=*/true);
+}
+
+absl::Status RocksDbStateStore::CloseLocked(bool flush_memtables) {
   if (!db_) return absl::OkStatus();
   absl::Status result = FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
   rocksdb::FlushOptions flush;
   flush.wait = true;
-  if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); result.ok()) result = s;
+  if (flush_memtables) {
+    if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); result.ok()) result = s;
+  }
   for (rocksdb::ColumnFamilyHandle* h : handles_)
     db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
   handles_.clear();
@@ -160,7 +283,8 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
   stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
 
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return Closed();
+  if (!db_) return NotOpenLocked();
+  if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   for (size_t s : stripes) stripes_[s].Lock();
   auto unlock = [&] {
     for (auto it = stripes.rbegin(); it != stripes.rend(); ++it) stripes_[*it].Unlock();
@@ -194,7 +318,8 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
     if (batch.Count() > 0) {
       rocksdb::WriteOptions wo;
       wo.sync = options_.sync;
-      status = FromRocks(db_->Write(wo, &batch), "write");
+      rocksdb::Status ws = db_->Write(wo, &batch);
+      if (!ws.ok()) status = WriteFailed(FromRocks(ws, "write"));
     }
   }
   unlock();
@@ -203,7 +328,7 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
 
 absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key) {
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return Closed();
+  if (!db_) return NotOpenLocked();
   rocksdb::PinnableSlice value;
   rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), states_, EncodeStateKey(key.name, key.key), &value);
@@ -216,15 +341,18 @@ absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key)
 
 absl::Status RocksDbStateStore::Delete(const StateKey& key) {
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return Closed();
+  if (!db_) return NotOpenLocked();
+  if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
-  return FromRocks(db_->Delete(wo, states_, EncodeStateKey(key.name, key.key)), "delete");
+  rocksdb::Status s = db_->Delete(wo, states_, EncodeStateKey(key.name, key.key));
+  return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "delete"));
 }
 
 absl::Status RocksDbStateStore::DeleteAll(absl::string_view name) {
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return Closed();
+  if (!db_) return NotOpenLocked();
+  if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   // Key by key, in batches, each batch under its keys' stripe locks (in increasing order), so
   // that a concurrent decision on a key lands either before its reset or after it.
   constexpr size_t kBatch = 256;
@@ -251,20 +379,110 @@ absl::Status RocksDbStateStore::DeleteAll(absl::string_view name) {
     for (size_t s : stripes) stripes_[s].Lock();
     rocksdb::Status s = db_->Write(wo, &batch);
     for (auto r = stripes.rbegin(); r != stripes.rend(); ++r) stripes_[*r].Unlock();
-    if (!s.ok()) return FromRocks(s, "delete");
+    if (!s.ok()) return WriteFailed(FromRocks(s, "delete"));
   }
   return FromRocks(it->status(), "iterate");
 }
 
-absl::Status RocksDbStateStore::CompactAll() {
+absl::Status RocksDbStateStore::WritesAllowed() {
+  absl::Status error = errors_->Get();
+  if (error.ok()) return error;
+  return absl::UnavailableError(absl::StrCat(
+      "state store is failing, writes are stopped until it recovers: ", error.message()));
+}
+
+absl::Status RocksDbStateStore::WriteFailed(const absl::Status& error) {
+  errors_->Set(error);
+  return absl::UnavailableError(error.message());
+}
+
+absl::Status RocksDbStateStore::NotOpenLocked() {
+  if (closed_) return absl::UnavailableError("state store is closed");
+  return absl::UnavailableError(
+      absl::StrCat("state store is failing and not open, reopening it on the next health check: ",
+                   errors_->Get().message()));
+}
+
+absl::Status RocksDbStateStore::Health() {
+  absl::Status error;
+  {
+    absl::ReaderMutexLock db_lock(&db_mu_);
+    if (closed_) return NotOpenLocked();
+    if (db_) {
+      error = errors_->Get();
+      rocksdb::Status resumed;
+      // Leaves read-only mode once the cause is gone (RocksDB flushes the memtables to new
+      // files first, so nothing acknowledged depends on a WAL that failed).
+      if (!error.ok()) resumed = db_->Resume();
+      if (resumed.ok()) return ProbeWriteLocked(error);
+      if (resumed.severity() < rocksdb::Status::Severity::kFatalError) {
+        return absl::UnavailableError(
+            absl::StrCat(error.message(), "; resume failed: ", resumed.ToString()));
+      }
+      // RocksDB will not resume from this error (e.g. a new WAL could not be created): reopen.
+    }
+  }
+  absl::MutexLock lock(&db_mu_);
+  if (closed_) return NotOpenLocked();
+  if (db_ && errors_->Get().ok()) return absl::OkStatus();  // reopened meanwhile
+  CloseLocked(/*flush_memtables=*/false).IgnoreError();
+  if (absl::Status s = OpenDbLocked(/*after_failure=*/true); !s.ok()) {
+    CloseLocked(/*flush_memtables=*/false).IgnoreError();
+    errors_->Set(s);
+    return absl::UnavailableError(absl::StrCat("reopening the state store failed: ", s.message()));
+  }
+  errors_->Reset();
+  return ProbeWriteLocked(absl::OkStatus());
+}
+
+absl::Status RocksDbStateStore::ProbeWriteLocked(const absl::Status& error) {
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  rocksdb::Status s =
+      db_->Put(wo, meta_, kHealthProbeKey, std::to_string(options_.clock->NowMicros()));
+  if (!s.ok()) {
+    const absl::Status failed = FromRocks(s, "health probe write");
+    errors_->Set(failed);
+    return absl::UnavailableError(error.ok() ? failed.message() : error.message());
+  }
+  if (!error.ok()) errors_->ClearIf(error);
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbStateStore::CollectGarbage() {
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return Closed();
+  if (!db_) return NotOpenLocked();
+  // Idle states may sit in the memtable: flush them so that the compaction sees them.
   rocksdb::FlushOptions flush;
   flush.wait = true;
   if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); !s.ok()) return s;
   rocksdb::CompactRangeOptions compact;
   compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  compact.exclusive_manual_compaction = false;  // automatic compactions go on meanwhile
   return FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
+}
+
+std::vector<StateStore::Gauge> RocksDbStateStore::Gauges() {
+  auto property = [this](const char* name) {
+    return [this, name] { return static_cast<double>(IntProperty(name)); };
+  };
+  return {
+      {"store_live_states",
+       "States stored (RocksDB's estimate; refilled states are dropped by compaction).",
+       property("rocksdb.estimate-num-keys")},
+      {"rocksdb_pending_compaction_bytes",
+       "Bytes RocksDB estimates compaction still has to rewrite.",
+       property("rocksdb.estimate-pending-compaction-bytes")},
+      {"rocksdb_memtable_bytes", "Bytes in the states memtables.",
+       property("rocksdb.cur-size-all-mem-tables")},
+      {"rocksdb_write_stopped", "1 while RocksDB stops writes (a write stall).",
+       property("rocksdb.is-write-stopped")},
+      {"rocksdb_delayed_write_rate_bytes",
+       "RocksDB's throttled write rate while it slows writes down; 0 when not stalling.",
+       property("rocksdb.actual-delayed-write-rate")},
+      {"rocksdb_live_sst_bytes", "Bytes of SST files of the states.",
+       property("rocksdb.live-sst-files-size")},
+  };
 }
 
 uint64_t RocksDbStateStore::IntProperty(const std::string& property) {

@@ -15,6 +15,8 @@ namespace rocksdb {
 class ColumnFamilyHandle;
 class CompactionFilter;
 class DB;
+class Env;
+class FileSystem;
 }  // namespace rocksdb
 
 namespace ratelimit {
@@ -33,6 +35,24 @@ struct RocksDbStateStoreOptions {
   size_t lock_stripes = 4096;
   // Block cache for the states column family. Default 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
+  // false (default): a WAL that does not replay cleanly (a truncated or corrupted record) makes
+  // Open fail with DATA_LOSS, since acknowledged decisions would be lost. true: Open then
+  // recovers up to the last consistent record (point-in-time recovery) and drops the rest;
+  // open_report() says so.
+  bool salvage_wal = false;
+  // The file system RocksDB uses. Default (null): the operating system's. Tests inject
+  // wrappers that fail on command.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+};
+
+// What Open found and did, for the operator's log.
+struct RocksDbOpenReport {
+  // The WAL files replayed and the sequence number recovered to.
+  std::string recovery;
+  // The WAL was corrupt and was salvaged: writes after the corruption point are lost.
+  bool salvaged = false;
+  // Things the operator should fix, e.g. a data directory other local users can read.
+  std::vector<std::string> warnings;
 };
 
 // The production StateStore, on RocksDB.
@@ -42,13 +62,26 @@ struct RocksDbStateStoreOptions {
 // key are serialized by a striped mutex; a multi-key Update locks its stripes in increasing order
 // (so two Updates never deadlock), reads, decides and writes one WriteBatch. A compaction filter
 // drops states whose `full_at` has passed: they are equivalent to no state, so idle keys do not
-// accumulate on disk.
+// accumulate on disk; CollectGarbage() runs such a compaction on demand, for a store that sees
+// too few writes to compact by itself.
+//
+// Failures: once a write fails or RocksDB reports a background error (a full disk, an I/O
+// error), Update, Delete and DeleteAll fail at once with UNAVAILABLE without touching RocksDB,
+// and Health() reports the error. Each Health() call then tries DB::Resume() and a probe
+// write; when both succeed, writes are accepted again. When RocksDB deems the error
+// unrecoverable, Health() reopens the database instead (every call fails with UNAVAILABLE
+// until a reopen succeeds). A failed write was not applied.
+//
+// Files: the data directory is created 0700; an existing one that group or others can access
+// is reported in open_report().warnings. RocksDB creates its files with the process umask
+// (the server sets 077).
 //
 // Thread safety: all methods are thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
   // Opens or creates the store. Fails with FAILED_PRECONDITION when the directory was written
-  // with another format version, UNAVAILABLE when RocksDB cannot open it.
+  // with another format version, DATA_LOSS when a file (e.g. the WAL) is corrupt and
+  // salvage_wal is off, UNAVAILABLE when RocksDB cannot open it.
   static absl::StatusOr<std::unique_ptr<RocksDbStateStore>> Open(
       const RocksDbStateStoreOptions& options);
 
@@ -61,10 +94,17 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(absl::string_view name) override;
-
+  // OK when writes go through: resumes after a background error and writes a probe key.
+  absl::Status Health() override;
+  // Flushes and compacts the states column family, without blocking automatic compactions.
+  absl::Status CollectGarbage() override;
   // Flushes memtables and the WAL and closes the database. Later calls of any method fail with
   // UNAVAILABLE. Idempotent.
-  absl::Status Close();
+  absl::Status Close() override;
+  // Live states, compaction debt, memtable size, write stalls, SST bytes.
+  std::vector<Gauge> Gauges() override;
+
+  const RocksDbOpenReport& open_report() const { return open_report_; }
 
   // Flushes and compacts the states column family (garbage collection runs during compaction).
   absl::Status CompactAll();
@@ -78,16 +118,34 @@ class RocksDbStateStore final : public StateStore {
   uint64_t IntProperty(const std::string& property);
 
  private:
+  class ErrorTracker;
+
   RocksDbStateStore(const RocksDbStateStoreOptions& options);
-  absl::Status OpenDb();
+  absl::Status PrepareDirectory();
+  // Opens the database; `after_failure`: a reopen after RocksDB gave up on a write error.
+  absl::Status OpenDbLocked(bool after_failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // Closes the database (flushing the WAL, and the memtables if asked); db_ becomes null.
+  absl::Status CloseLocked(bool flush_memtables) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // The error for a call made while db_ is null.
+  absl::Status NotOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Writes the health probe key; clears `error` (the error being recovered from) on success.
+  absl::Status ProbeWriteLocked(const absl::Status& error) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // UNAVAILABLE while writes are stopped by an earlier failure.
+  absl::Status WritesAllowed();
+  // Records a failed write (stopping writes) and returns it as a status.
+  absl::Status WriteFailed(const absl::Status& error);
 
   const RocksDbStateStoreOptions options_;
+  std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system, when one is given
+  std::shared_ptr<ErrorTracker> errors_;
+  RocksDbOpenReport open_report_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;
   std::unique_ptr<absl::Mutex[]> stripes_;
 
   // Guards the DB's lifetime (shared: in use; exclusive: Close).
   absl::Mutex db_mu_;
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(db_mu_);
+  bool closed_ ABSL_GUARDED_BY(db_mu_) = false;  // by Close(); a failed reopen leaves it false
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;

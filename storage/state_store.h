@@ -1,8 +1,11 @@
 #ifndef RATELIMIT_STORAGE_STATE_STORE_H_
 #define RATELIMIT_STORAGE_STATE_STORE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/functional/function_ref.h"
@@ -26,6 +29,8 @@ struct StateKey {
 //    until its writes are applied, and its writes are applied all together or not at all.
 //  - A successful Update is durable to the implementation's promise (RocksDB: in the WAL).
 //  - Errors come back as a status (UNAVAILABLE for I/O trouble); nothing throws.
+//  - Once a write fails (full disk, I/O error), writes are refused with UNAVAILABLE until
+//    Health() finds the store writable again; a failed write was never applied.
 //
 // Thread safety: all methods may be called concurrently from any number of threads.
 class StateStore {
@@ -50,6 +55,29 @@ class StateStore {
 
   // Removes the state of every key of limit `name`.
   virtual absl::Status DeleteAll(absl::string_view name) = 0;
+
+  // Whether the store can take decisions now: OK, or the error that stops it (UNAVAILABLE after
+  // a failed write or a background error, or when closed). Checks that a write goes through
+  // and, when the store is failing, tries to recover (so calling it periodically is what brings
+  // a store back after, say, a full disk was cleared). Default: a read of one key.
+  virtual absl::Status Health() { return Get(StateKey{"ratelimit.health", "probe"}).status(); }
+
+  // Drops states that have refilled (equivalent to no state) now, instead of waiting for
+  // writes to trigger it. Called periodically by the server. Default: nothing to do.
+  virtual absl::Status CollectGarbage() { return absl::OkStatus(); }
+
+  // Makes everything written durable and releases the store; later calls fail with
+  // UNAVAILABLE. Idempotent. Default: nothing to release.
+  virtual absl::Status Close() { return absl::OkStatus(); }
+
+  // A number the store reports for monitoring, read when metrics are scraped.
+  struct Gauge {
+    std::string name;  // metric name without the "ratelimit_" prefix, e.g. "store_live_states"
+    std::string help;
+    std::function<double()> read;  // valid while the store lives; 0 once closed
+  };
+  // The store's own gauges. Default: none.
+  virtual std::vector<Gauge> Gauges() { return {}; }
 };
 
 }  // namespace ratelimit

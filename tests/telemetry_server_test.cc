@@ -385,11 +385,11 @@ TEST_F(TelemetryServerTest, HealthFollowsTheStore) {
 // call held in flight.
 class GatedStore final : public StateStore {
  public:
-  void Close() {
+  void CloseGate() {
     absl::MutexLock l(&mu_);
     open_ = false;
   }
-  void Open() {
+  void OpenGate() {
     absl::MutexLock l(&mu_);
     open_ = true;
   }
@@ -425,7 +425,7 @@ class GatedStore final : public StateStore {
 TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
   auto store = std::make_unique<GatedStore>();
   GatedStore* gate = store.get();
-  gate->Close();  // the start-up probe waits: the server is "starting"
+  gate->CloseGate();  // the start-up probe waits: the server is "starting"
   WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
   ServerOptions o;
   o.listen_address = "127.0.0.1:0";
@@ -444,7 +444,7 @@ TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
     return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string());
   };
   EXPECT_EQ(healthz(), std::make_pair(503, std::string("STARTING\n")));
-  gate->Open();
+  gate->OpenGate();
   starter.join();
   ASSERT_OK(started);
   EXPECT_EQ(healthz(), std::make_pair(200, std::string("SERVING\n")));
@@ -452,14 +452,14 @@ TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
   // Hold one call in flight, then shut down: DRAINING until it finishes, and it does finish.
   auto client = RateLimitClient::Connect("127.0.0.1:" + std::to_string((*started)->port()),
                                          ClientOptions{absl::Seconds(60), ""});
-  gate->Close();
+  gate->CloseGate();
   absl::StatusOr<v1::RateLimitResponse> in_flight;
   std::thread caller([&] { in_flight = client->Consume(MakeRequest("api", "u1")); });
   ASSERT_TRUE(Eventually([&] { return gate->waiting() == 1; }));  // inside the store
   std::thread stopper([&] { (*started)->Shutdown(); });
   ASSERT_TRUE(Eventually([&] { return healthz().second == "DRAINING\n"; }));
   EXPECT_EQ(healthz().first, 503);
-  gate->Open();
+  gate->OpenGate();
   stopper.join();
   caller.join();
   ASSERT_OK(in_flight);

@@ -48,11 +48,15 @@ void HealthReporter::SetDraining() {
   PublishLocked();
 }
 
-void HealthReporter::SetStoreHealthy(bool healthy) {
+void HealthReporter::SetStoreHealthy(bool healthy, absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   if (store_healthy_ != healthy) {
-    Log(healthy ? LogLevel::kInfo : LogLevel::kError,
-        healthy ? "store healthy again" : "store failing: reporting NOT_SERVING");
+    if (healthy) {
+      Log(LogLevel::kInfo, "store healthy again");
+    } else {
+      Log(LogLevel::kError, "store failing: reporting NOT_SERVING",
+          {{"error", std::string(reason)}});
+    }
   }
   store_healthy_ = healthy;
   if (state_ == ServingState::kServing || state_ == ServingState::kStoreFailing) {
@@ -84,9 +88,9 @@ StoreProbe::StoreProbe(StateStore& store, HealthReporter& health, absl::Duration
 StoreProbe::~StoreProbe() { Stop(); }
 
 bool StoreProbe::ProbeOnce() {
-  const bool ok = store_.Get(StateKey{"ratelimit.health", "probe"}).ok();
-  health_.SetStoreHealthy(ok);
-  return ok;
+  const absl::Status status = store_.Health();
+  health_.SetStoreHealthy(status.ok(), status.message());
+  return status.ok();
 }
 
 void StoreProbe::Start() { poller_.Start(); }

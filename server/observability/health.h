@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -35,8 +36,8 @@ class HealthReporter {
   void SetServing();  // no effect once draining
   void SetDraining();
   // The probe's verdict on the store: failing turns kServing into kStoreFailing, healthy turns
-  // it back.
-  void SetStoreHealthy(bool healthy);
+  // it back. `reason` (the store's error) is logged when the store starts failing.
+  void SetStoreHealthy(bool healthy, absl::string_view reason = "");
 
   ServingState state() const;
 
@@ -51,7 +52,8 @@ class HealthReporter {
   std::vector<std::string> services_ ABSL_GUARDED_BY(mu_);
 };
 
-// Reads a probe key from the store every `interval` and reports whether that worked.
+// Asks the store for its health (StateStore::Health: a probe write, and recovery when it is
+// failing) every `interval` and reports the verdict.
 class StoreProbe {
  public:
   // Neither argument is owned; both must outlive the probe.

@@ -53,6 +53,14 @@ absl::Status FailingStateStore::DeleteAll(absl::string_view name) {
   if (absl::Status e = Error(); !e.ok()) return e;
   return inner_->DeleteAll(name);
 }
+absl::Status FailingStateStore::Health() {
+  if (absl::Status e = Error(); !e.ok()) return e;
+  return inner_->Health();
+}
+absl::Status FailingStateStore::CollectGarbage() {
+  if (absl::Status e = Error(); !e.ok()) return e;
+  return inner_->CollectGarbage();
+}
 
 std::string BinaryPath(const std::string& name) {
   const char* dir = std::getenv("RATELIMIT_BIN_DIR");

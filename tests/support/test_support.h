@@ -97,6 +97,10 @@ class FailingStateStore final : public StateStore {
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(absl::string_view name) override;
+  absl::Status Health() override;
+  absl::Status CollectGarbage() override;
+  absl::Status Close() override { return inner_->Close(); }
+  std::vector<Gauge> Gauges() override { return inner_->Gauges(); }
 
  private:
   absl::Status Error() {
