@@ -47,8 +47,10 @@ struct RocksDbStateStoreOptions {
 // Thread safety: all methods are thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
-  // Opens or creates the store. Fails with FAILED_PRECONDITION when the directory was written
-  // with another format version, UNAVAILABLE when RocksDB cannot open it.
+  // Opens or creates the store. A directory written with state format 1 is upgraded to format
+  // 2 first (every state moves to the limits file's namespace; see state_codec.h and
+  // UpgradedStates()). Fails with FAILED_PRECONDITION when the directory was written with
+  // another format version, UNAVAILABLE when RocksDB cannot open it.
   static absl::StatusOr<std::unique_ptr<RocksDbStateStore>> Open(
       const RocksDbStateStoreOptions& options);
 
@@ -57,10 +59,13 @@ class RocksDbStateStore final : public StateStore {
   // Calls Close().
   ~RocksDbStateStore() override;
 
+  // How many states Open moved from format 1 to format 2 (0 when none needed moving).
+  uint64_t UpgradedStates() const { return upgraded_states_; }
+
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(absl::string_view name) override;
+  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
 
   // Flushes memtables and the WAL and closes the database. Later calls of any method fail with
   // UNAVAILABLE. Idempotent.
@@ -80,6 +85,7 @@ class RocksDbStateStore final : public StateStore {
  private:
   RocksDbStateStore(const RocksDbStateStoreOptions& options);
   absl::Status OpenDb();
+  absl::Status UpgradeFromV1Locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const RocksDbStateStoreOptions options_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;
@@ -91,6 +97,7 @@ class RocksDbStateStore final : public StateStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  uint64_t upgraded_states_ = 0;
 };
 
 }  // namespace ratelimit
