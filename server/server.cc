@@ -62,6 +62,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     ro.clock = &clock;
     absl::StatusOr<std::unique_ptr<RocksDbStateStore>> opened = RocksDbStateStore::Open(ro);
     if (!opened.ok()) return opened.status();
+    if (std::optional<uint64_t> moved = (*opened)->UpgradedStates()) {
+      Log(LogLevel::kInfo, "state store upgraded to format 2",
+          {{"data_dir", options.data_dir},
+           {"states_moved_to_limits_file_namespace", std::to_string(*moved)}});
+    }
     s->rocks_ = opened->get();
     s->store_ = *std::move(opened);
   }
@@ -75,7 +80,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   }
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token);
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
-                                                       options.failure_policy, *s->telemetry_);
+                                                       options.failure_policy, *s->telemetry_,
+                                                       options.inline_limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -137,6 +137,7 @@ absl::Status RocksDbStateStore::UpgradeFromV1Locked() {
   // atomically; format-2 keys sort after every format-1 key, so an interrupted upgrade simply
   // resumes on the next Open. The version is recorded once nothing of format 1 is left.
   constexpr size_t kBatch = 1024;
+  upgraded_states_ = 0;
   rocksdb::WriteOptions sync_write;
   sync_write.sync = true;
   const rocksdb::Slice upper(kV1KeysEnd.data(), kV1KeysEnd.size());
@@ -150,7 +151,7 @@ absl::Status RocksDbStateStore::UpgradeFromV1Locked() {
       const absl::string_view key(it->key().data(), it->key().size());
       batch.Put(states_, UpgradeV1StateKey(key), it->value());
       batch.Delete(states_, it->key());
-      ++upgraded_states_;
+      ++*upgraded_states_;
     }
     rocksdb::Status s = db_->Write(sync_write, &batch);
     if (!s.ok()) return FromRocks(s, "upgrade states to format 2");

@@ -2,6 +2,7 @@
 #define RATELIMIT_STORAGE_ROCKSDB_STATE_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,8 @@ class RocksDbStateStore final : public StateStore {
   // Calls Close().
   ~RocksDbStateStore() override;
 
-  // How many states Open moved from format 1 to format 2 (0 when none needed moving).
-  uint64_t UpgradedStates() const { return upgraded_states_; }
+  // When Open upgraded the directory from format 1: how many states it moved; else nullopt.
+  std::optional<uint64_t> UpgradedStates() const { return upgraded_states_; }
 
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
@@ -97,7 +98,7 @@ class RocksDbStateStore final : public StateStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
-  uint64_t upgraded_states_ = 0;
+  std::optional<uint64_t> upgraded_states_;
 };
 
 }  // namespace ratelimit
