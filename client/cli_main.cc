@@ -4,10 +4,13 @@
 //   ratelimit check   --name=api --key=user-1
 //   ratelimit reserve --name=llm --key=org-7 --count=5000 [--wait]
 //   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
+//   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
 //
 // Exit status: 0 allowed (or reset done), 2 denied, 1 error.
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +30,15 @@ ABSL_FLAG(double, count, 1, "tokens to take");
 ABSL_FLAG(bool, json, false, "print the reply as JSON");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2), "deadline of the call");
 ABSL_FLAG(bool, all_keys, false, "reset: every key of --name");
+ABSL_FLAG(std::string, source, "limits_file",
+          "reset: where the limit is defined: limits_file, inline or envoy (then --name is the "
+          "domain and --envoy_path the rule)");
+ABSL_FLAG(std::vector<std::string>, envoy_path, {},
+          "reset --source=envoy: the rule's descriptor path, one level per comma-separated item, "
+          "key or key=value as in the configuration (e.g. message_type=marketing,to_number)");
+ABSL_FLAG(bool, envoy_override, false,
+          "reset --source=envoy: the limit Envoy sends in the descriptor (--envoy_path lists its "
+          "keys)");
 ABSL_FLAG(bool, wait, false, "reserve: wait until the reservation's retry_at before exiting");
 ABSL_FLAG(std::string, admin_token_file, "",
           "reset: file with the admin token (else $RATELIMIT_ADMIN_TOKEN)");
@@ -86,8 +98,27 @@ int main(int argc, char** argv) {
   const std::string key = absl::GetFlag(FLAGS_key);
 
   if (command == "reset") {
-    const absl::Status s =
-        absl::GetFlag(FLAGS_all_keys) ? client->ResetAll(name) : client->Reset(name, key);
+    ratelimit::v1::ResetRequest reset;
+    reset.set_name(name);
+    reset.set_key(key);
+    reset.set_all_keys(absl::GetFlag(FLAGS_all_keys));
+    if (const std::string source = absl::GetFlag(FLAGS_source); source == "limits_file") {
+      reset.set_source(ratelimit::v1::LIMITS_FILE);
+    } else if (source == "inline") {
+      reset.set_source(ratelimit::v1::INLINE);
+    } else if (source == "envoy") {
+      reset.set_source(ratelimit::v1::ENVOY);
+    } else {
+      return Error("--source must be limits_file, inline or envoy");
+    }
+    for (const std::string& level : absl::GetFlag(FLAGS_envoy_path)) {
+      ratelimit::v1::EnvoyPathEntry* e = reset.add_envoy_path();
+      const size_t eq = level.find('=');
+      e->set_key(level.substr(0, eq));
+      if (eq != std::string::npos) e->set_value(level.substr(eq + 1));
+    }
+    reset.set_envoy_override(absl::GetFlag(FLAGS_envoy_override));
+    const absl::Status s = client->Reset(reset);
     if (!s.ok()) return Error(s.ToString());
     if (json) {
       std::cout << "{}\n";

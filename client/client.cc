@@ -66,6 +66,8 @@ absl::Status RateLimitClient::ResetAll(const std::string& name) {
   return SendReset(request);
 }
 
+absl::Status RateLimitClient::Reset(const v1::ResetRequest& request) { return SendReset(request); }
+
 absl::Status RateLimitClient::SendReset(const v1::ResetRequest& request) {
   grpc::ClientContext context;
   Prepare(&context);

@@ -36,6 +36,8 @@ class RateLimitClient {
   // Resets one key of `name` / every key of `name` (administrative; needs admin_token).
   absl::Status Reset(const std::string& name, const std::string& key);
   absl::Status ResetAll(const std::string& name);
+  // Any Reset: of another source (inline limits, Envoy rules; see ResetRequest.source).
+  absl::Status Reset(const v1::ResetRequest& request);
 
   // Reserves, then waits until the reservation's retry_at before returning, so that the caller
   // can run its pre-paid work as soon as it returns. A denied reservation returns at once with

@@ -1,6 +1,7 @@
 #include "server/convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/envoy/envoy_config.h"
 
 namespace ratelimit {
 namespace {
@@ -83,7 +84,8 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
 }
 
 absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequest& request,
-                                                         const LimitSet& limits) {
+                                                         const LimitSet& limits,
+                                                         InlineLimits inline_limits) {
   const int n = request.limits_size();
   if (n == 0) return Invalid("limits", "at least one limit is required");
   if (n > kMaxLimitsPerRequest) {
@@ -114,7 +116,15 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
                                     "allowed for it"));
       }
       r.config = *defined;
+      r.source = LimitSource::kDefined;
     } else if (l.has_config()) {
+      if (inline_limits == InlineLimits::kDeny) {
+        return absl::PermissionDeniedError(
+            absl::StrCat(field,
+                         ".config: inline limits are disabled on this server "
+                         "(--inline_limits=deny); use a limit of its limits file"));
+      }
+      r.source = LimitSource::kInline;
       absl::StatusOr<LimitConfig> c = ConfigFromProto(l.config(), absl::StrCat(field, ".config."));
       if (!c.ok()) return c.status();
       r.config = *c;
@@ -165,13 +175,56 @@ void FailedOpenToProto(const std::vector<LimitRequest>& limits, v1::RateLimitRes
   }
 }
 
-absl::Status ValidateResetRequest(const v1::ResetRequest& request) {
-  if (absl::Status s = ValidateName(request.name(), "name"); !s.ok()) return s;
-  if (request.all_keys()) {
-    if (!request.key().empty()) return Invalid("key", "must be empty when all_keys is set");
-    return absl::OkStatus();
+absl::StatusOr<ResetTarget> ResetFromProto(const v1::ResetRequest& request) {
+  ResetTarget t;
+  switch (request.source()) {
+    case v1::LIMITS_FILE:
+      t.source = LimitSource::kDefined;
+      break;
+    case v1::INLINE:
+      t.source = LimitSource::kInline;
+      break;
+    case v1::ENVOY:
+      t.source = LimitSource::kEnvoy;
+      break;
+    default:
+      return Invalid("source", absl::StrCat("unknown source ", request.source()));
   }
-  return ValidateKey(request.key(), "key");
+  if (absl::Status s = ValidateName(request.name(), "name"); !s.ok()) return s;
+  if (t.source == LimitSource::kEnvoy) {
+    if (request.envoy_path_size() == 0) {
+      return Invalid("envoy_path", "required for source ENVOY (the rule's descriptor path)");
+    }
+    std::vector<EnvoyEntry> path;
+    std::string display = request.name();
+    for (int i = 0; i < request.envoy_path_size(); ++i) {
+      const v1::EnvoyPathEntry& e = request.envoy_path(i);
+      if (e.key().empty()) {
+        return Invalid(absl::StrCat("envoy_path[", i, "].key"), "must not be empty");
+      }
+      if (request.envoy_override() && !e.value().empty()) {
+        return Invalid(absl::StrCat("envoy_path[", i, "].value"),
+                       "must be empty for an override (its path lists keys only)");
+      }
+      path.push_back(EnvoyEntry{e.key(), e.value()});
+      absl::StrAppend(&display, ".", e.key(), e.value().empty() ? "" : "_", e.value());
+    }
+    t.name = EnvoyStateName(request.name(), path, request.envoy_override());
+    t.display_name = absl::StrCat("envoy ", display, request.envoy_override() ? "#override" : "");
+  } else {
+    if (request.envoy_path_size() > 0) return Invalid("envoy_path", "only applies to ENVOY");
+    if (request.envoy_override()) return Invalid("envoy_override", "only applies to ENVOY");
+    t.name = request.name();
+    t.display_name = t.source == LimitSource::kInline ? "inline " + t.name : t.name;
+  }
+  t.all_keys = request.all_keys();
+  if (t.all_keys) {
+    if (!request.key().empty()) return Invalid("key", "must be empty when all_keys is set");
+    return t;
+  }
+  if (absl::Status s = ValidateKey(request.key(), "key"); !s.ok()) return s;
+  t.key = request.key();
+  return t;
 }
 
 }  // namespace ratelimit

@@ -21,12 +21,20 @@ void SetDuration(int64_t us, google::protobuf::Duration* d);
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& config,
                                             absl::string_view prefix);
 
+// Whether requests may define limits inline (--inline_limits).
+enum class InlineLimits {
+  kAllow,  // default
+  kDeny,   // a request with an inline config gets PERMISSION_DENIED
+};
+
 // Validates `request` and resolves each limit to its definition: the server's (`limits`) when it
-// defines the name, else the inline config. Errors: INVALID_ARGUMENT naming the field (sizes,
-// counts, configs, an inline config for a server-defined name); NOT_FOUND for a name that is
-// neither defined nor given a config.
-absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequest& request,
-                                                         const LimitSet& limits);
+// defines the name (source kDefined), else the inline config (source kInline). Errors:
+// INVALID_ARGUMENT naming the field (sizes, counts, configs, an inline config for a
+// server-defined name); PERMISSION_DENIED naming limits[i].config for an inline config when
+// `inline_limits` is kDeny; NOT_FOUND for a name that is neither defined nor given a config.
+absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(
+    const v1::RateLimitRequest& request, const LimitSet& limits,
+    InlineLimits inline_limits = InlineLimits::kAllow);
 
 // Fills `response` from a verdict on `limits`.
 void VerdictToProto(const Verdict& verdict, const std::vector<LimitRequest>& limits,
@@ -36,8 +44,20 @@ void VerdictToProto(const Verdict& verdict, const std::vector<LimitRequest>& lim
 // failure policy is "open".
 void FailedOpenToProto(const std::vector<LimitRequest>& limits, v1::RateLimitResponse* response);
 
-// Validates a Reset request (INVALID_ARGUMENT naming the field).
-absl::Status ValidateResetRequest(const v1::ResetRequest& request);
+// What a Reset request deletes.
+struct ResetTarget {
+  LimitSource source = LimitSource::kDefined;
+  // The state name: the limit name, or for Envoy the EnvoyStateName of domain and path.
+  std::string name;
+  // Empty when all_keys.
+  std::string key;
+  bool all_keys = false;
+  // The limit as an operator reads it in logs ("api", "envoy web.user").
+  std::string display_name;
+};
+
+// Validates a Reset request and names the states it deletes (INVALID_ARGUMENT naming the field).
+absl::StatusOr<ResetTarget> ResetFromProto(const v1::ResetRequest& request);
 
 }  // namespace ratelimit
 

@@ -29,6 +29,9 @@ ABSL_FLAG(std::string, admin_token_file, "",
           "neither: Reset is disabled)");
 ABSL_FLAG(std::string, failure_policy, "closed",
           "when the store fails: closed (answer UNAVAILABLE) or open (allow, marked failed_open)");
+ABSL_FLAG(std::string, inline_limits, "allow",
+          "allow or deny limits defined inline in ratelimit.v1 requests (deny: PERMISSION_DENIED; "
+          "only the limits file's limits can be used)");
 ABSL_FLAG(bool, sync, false, "fsync the WAL on every write (survives power loss; slower)");
 ABSL_FLAG(bool, salvage_wal, false,
           "open a data directory whose WAL is corrupt or truncated by recovering up to the last "
@@ -157,6 +160,13 @@ int main(int argc, char** argv) {
   options.sync = absl::GetFlag(FLAGS_sync);
   options.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
   options.gc_interval = absl::GetFlag(FLAGS_gc_interval);
+  if (const std::string v = absl::GetFlag(FLAGS_inline_limits); v == "allow") {
+    options.inline_limits = ratelimit::InlineLimits::kAllow;
+  } else if (v == "deny") {
+    options.inline_limits = ratelimit::InlineLimits::kDeny;
+  } else {
+    return Fail("--inline_limits must be allow or deny");
+  }
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.envoy_config_dir = absl::GetFlag(FLAGS_envoy_config_dir);
   options.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);

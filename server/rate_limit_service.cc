@@ -65,7 +65,8 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), *context);
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
-  absl::StatusOr<std::vector<LimitRequest>> resolved = ResolveRequest(request, *limits);
+  absl::StatusOr<std::vector<LimitRequest>> resolved =
+      ResolveRequest(request, *limits, inline_limits_);
   if (!resolved.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(resolved.status()));
   rpc.SetLimits(*resolved);
 
@@ -112,22 +113,24 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
          {"trace_id", rpc.TraceId()}});
     return FinishRpc(reactor, rpc, ToGrpcStatus(s));
   }
-  if (absl::Status s = ValidateResetRequest(*request); !s.ok()) {
-    return FinishRpc(reactor, rpc, ToGrpcStatus(s));
-  }
+  absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
+  if (!target.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(target.status()));
   rpc.StoreStarted();
-  absl::Status s = request->all_keys() ? limiter_.ResetAll(request->name())
-                                       : limiter_.Reset(request->name(), request->key());
+  absl::Status s = target->all_keys ? limiter_.ResetAll(target->name, target->source)
+                                    : limiter_.Reset(target->name, target->key, target->source);
   rpc.StoreFinished(s);
-  const std::string key = request->all_keys() ? std::string("(all keys)") : request->key();
+  const std::string key = target->all_keys ? std::string("(all keys)") : target->key;
   if (s.ok()) {
     Log(LogLevel::kInfo, "reset",
-        {{"peer", peer}, {"limit", request->name()}, {"key", key}, {"trace_id", rpc.TraceId()}});
+        {{"peer", peer},
+         {"limit", target->display_name},
+         {"key", key},
+         {"trace_id", rpc.TraceId()}});
     return FinishRpc(reactor, rpc, grpc::Status::OK);
   }
   Log(LogLevel::kError, "reset failed",
       {{"peer", peer},
-       {"limit", request->name()},
+       {"limit", target->display_name},
        {"key", key},
        {"error", std::string(s.message())},
        {"trace_id", rpc.TraceId()}});

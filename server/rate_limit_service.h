@@ -4,6 +4,7 @@
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin_auth.h"
+#include "server/convert.h"
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
 #include "storage/limiter.h"
@@ -25,12 +26,14 @@ class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService 
  public:
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
-                       const Telemetry& telemetry)
+                       const Telemetry& telemetry,
+                       InlineLimits inline_limits = InlineLimits::kAllow)
       : limiter_(limiter),
         registry_(registry),
         admin_(admin),
         policy_(policy),
-        telemetry_(telemetry) {}
+        telemetry_(telemetry),
+        inline_limits_(inline_limits) {}
 
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
                                     const v1::RateLimitRequest* request,
@@ -55,6 +58,7 @@ class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService 
   const AdminAuthenticator& admin_;
   const FailurePolicy policy_;
   const Telemetry& telemetry_;
+  const InlineLimits inline_limits_;
 };
 
 // absl::Status -> grpc::Status (the codes are the same numbers).

@@ -72,6 +72,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     for (const std::string& warning : report.warnings) Log(LogLevel::kWarning, warning);
     Log(report.salvaged ? LogLevel::kWarning : LogLevel::kInfo, "store recovered",
         {{"data_dir", options.data_dir}, {"recovery", report.recovery}});
+    if (std::optional<uint64_t> moved = (*opened)->UpgradedStates()) {
+      Log(LogLevel::kInfo, "state store upgraded to format 2",
+          {{"data_dir", options.data_dir},
+           {"states_moved_to_limits_file_namespace", std::to_string(*moved)}});
+    }
     s->store_ = *std::move(opened);
   }
   s->RegisterStoreMetrics();
@@ -84,7 +89,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   }
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token);
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
-                                                       options.failure_policy, *s->telemetry_);
+                                                       options.failure_policy, *s->telemetry_,
+                                                       options.inline_limits);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -39,6 +39,8 @@ struct ServerOptions {
   // Bearer token for Reset; empty disables Reset.
   std::string admin_token;
   FailurePolicy failure_policy = FailurePolicy::kClosed;
+  // Whether ratelimit.v1 requests may define limits inline (default: allow).
+  InlineLimits inline_limits = InlineLimits::kAllow;
   // fsync the WAL on every write group (power-loss durability).
   bool sync = false;
   // Open a data directory whose WAL does not replay cleanly, dropping the writes after the

@@ -10,17 +10,33 @@ namespace ratelimit {
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
 
-// Floating-point residue below this is treated as zero, so that a balance that is back to
-// exactly zero at retry_at is not refused for a rounding error.
-constexpr double kEpsilon = 1e-9;
+// Relative tolerance of token arithmetic: a balance short of its target by less than this
+// fraction of the limit's magnitude (capacity, or the count when larger) counts as reaching it.
+// Four units in the last place of a double: the residue a refill computation can leave, and far
+// below one token at every magnitude the service accepts (0.9 tokens at 1e15).
+constexpr double kRelativeTolerance = 4 * std::numeric_limits<double>::epsilon();
 
-// t + d microseconds, with d >= 0 rounded up, saturating.
+int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kNever : kMinTime;
+  return r;
+}
+
+int64_t SatSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? kNever : kMinTime;
+  return r;
+}
+
+// t + d microseconds, with d >= 0 rounded up, saturating at kNever.
 int64_t AddCeil(int64_t t, double d) {
-  const double c = std::ceil(d - kEpsilon);
-  if (c <= 0) return t;
-  if (c >= static_cast<double>(kNever - t)) return kNever;
-  return t + static_cast<int64_t>(c);
+  const double c = std::ceil(d);
+  if (!(c > 0)) return t;
+  // 2^63: every double below it converts to int64 exactly.
+  if (c >= 9223372036854775808.0) return kNever;
+  return SatAdd(t, static_cast<int64_t>(c));
 }
 
 int64_t FloorDiv(int64_t a, int64_t b) {
@@ -31,34 +47,71 @@ int64_t FloorDiv(int64_t a, int64_t b) {
 
 int64_t Mod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
 
+// The start of the window (boundaries at `offset` + k * period, 0 <= offset < period) that
+// contains `now`. Never overflows: the result lies in (now - period, now], clamped at the
+// smallest time.
+int64_t WindowContaining(int64_t now, int64_t offset, int64_t period) {
+  int64_t into = Mod(now, period) - offset;  // in (-period, period)
+  if (into < 0) into += period;
+  return SatSub(now, into);
+}
+
+// Whether `balance` reaches `target`, forgiving a shortfall below `tolerance`.
+bool Covers(double balance, double target, double tolerance) {
+  const double short_by = target - balance;
+  return short_by <= 0 || short_by < tolerance;
+}
+
+double Tolerance(const LimitConfig& c, double count) {
+  return kRelativeTolerance * std::max(c.EffectiveCapacity(), count);
+}
+
 // The balance and its time, brought forward to `now` (before taking anything).
 State Refill(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
              int64_t now) {
   const double capacity = c.EffectiveCapacity();
   if (c.kind == LimitKind::kTokenBucket) {
     if (!current) return State{capacity, now, 0};
-    const int64_t elapsed = std::max<int64_t>(0, now - current->ts_us);
+    const int64_t elapsed = std::max<int64_t>(0, SatSub(now, current->ts_us));
     const double value =
         std::min(current->value + static_cast<double>(elapsed) * c.rate / c.period_us, capacity);
     return State{value, std::max(now, current->ts_us), 0};
   }
-  if (!current) {
-    const int64_t start = WindowStart(c, id);
-    return State{capacity, start + FloorDiv(now - start, c.period_us) * c.period_us, 0};
-  }
-  const int64_t windows = std::max<int64_t>(0, FloorDiv(now - current->ts_us, c.period_us));
+  if (!current) return State{capacity, WindowContaining(now, WindowStart(c, id), c.period_us), 0};
+  // windows * period <= now - ts, so the sum below stays within [ts, now].
+  const int64_t windows = std::max<int64_t>(0, FloorDiv(SatSub(now, current->ts_us), c.period_us));
   const double value = std::min(current->value + c.rate * static_cast<double>(windows), capacity);
   return State{value, current->ts_us + windows * c.period_us, 0};
 }
 
-// When a balance of `deficit` tokens below the target will have been refilled, measured from
-// the refilled state `s`.
-int64_t RefilledAt(const LimitConfig& c, const State& s, int64_t now, double deficit) {
+// The earliest time, searching forward from `from`, at which `state` has refilled to a balance
+// that `reached` accepts (kNever when that never happens within the int64 range). `refilled` is
+// `state` brought forward to `from` and `missing` the tokens it lacks; they give the estimate,
+// and the answer is checked with Refill itself, so that a decision made at the returned time
+// sees exactly the balance promised: rounding can make the answer late by a unit, never early.
+template <typename Reached>
+int64_t RefilledAt(const LimitConfig& c, const std::optional<State>& state, const State& refilled,
+                   double missing, Reached reached) {
+  auto ok = [&](int64_t t) { return reached(Refill(c, LimitId{}, state, t).value); };
+  if (ok(refilled.ts_us)) return refilled.ts_us;
+  int64_t t;
+  int64_t step;
   if (c.kind == LimitKind::kTokenBucket) {
-    return AddCeil(now, deficit * static_cast<double>(c.period_us) / c.rate);
+    const double us = missing * static_cast<double>(c.period_us) / c.rate;
+    t = std::max(SatAdd(refilled.ts_us, 1), SatSub(AddCeil(refilled.ts_us, us), 1));
+    step = 1;
+  } else {
+    const double windows = std::max(1.0, std::ceil(missing / c.rate) - 1);
+    t = AddCeil(refilled.ts_us, windows * static_cast<double>(c.period_us));
+    step = c.period_us;
   }
-  const double windows = std::ceil(deficit / c.rate - kEpsilon);
-  return AddCeil(s.ts_us, std::max(0.0, windows) * static_cast<double>(c.period_us));
+  for (int i = 0; i < 128; ++i) {
+    if (ok(t)) return t;
+    if (t == kNever) break;
+    t = SatAdd(t, step);
+    if (i >= 2) step = SatAdd(step, step);  // a few exact steps, then a doubling search
+  }
+  return kNever;
 }
 
 }  // namespace
@@ -69,11 +122,12 @@ int64_t WindowStart(const LimitConfig& c, const LimitId& id) {
 }
 
 int64_t FullAt(const LimitConfig& c, const State& s) {
-  const double missing = c.EffectiveCapacity() - s.value;
-  if (missing <= 0) return s.ts_us;
-  // One microsecond of margin past the computed moment, so that rounding in the refill
-  // arithmetic can never make a dropped state differ from the one it replaces.
-  const int64_t at = RefilledAt(c, s, s.ts_us, missing);
+  const double capacity = c.EffectiveCapacity();
+  if (s.value >= capacity) return s.ts_us;
+  // Full means Refill answers exactly `capacity`: the store may then drop the state, and a
+  // missing state is the same as a full one. One microsecond of margin past that moment.
+  const int64_t at = RefilledAt(c, s, s, capacity - s.value,
+                                [capacity](double balance) { return balance >= capacity; });
   return at == kNever ? kNever : at + 1;
 }
 
@@ -81,29 +135,34 @@ Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<Sta
                 double count, Mode mode, int64_t now) {
   const State refilled = Refill(c, id, current, now);
   const double capacity = c.EffectiveCapacity();
+  const double tolerance = Tolerance(c, count);
   Decision d;
   double value = refilled.value - count;
-  if (value < 0 && value > -kEpsilon) value = 0;
-
-  if (value >= 0) {
+  if (Covers(refilled.value, count, tolerance)) {
+    value = std::max(0.0, value);
     d.allowed = true;
     if (mode == Mode::kReserve) d.retry_at_us = now;
   } else {
     const bool reserving = mode == Mode::kReserve;
     const double room = reserving ? capacity + c.max_reserved.value_or(kMaxAmount * 2) : capacity;
-    if (count > room + kEpsilon) {
+    if (!Covers(room, count, tolerance)) {
       // No amount of waiting makes this fit: say so instead of giving a retry_at that would lie.
       d.reason = DenyReason::kCountExceedsCapacity;
     } else if (!reserving) {
       d.reason = DenyReason::kInsufficientTokens;
-      d.retry_at_us = RefilledAt(c, refilled, now, -value);
-    } else if (c.max_reserved && -value > *c.max_reserved + kEpsilon) {
+      d.retry_at_us = RefilledAt(c, current, refilled, count - refilled.value,
+                                 [&](double b) { return Covers(b, count, tolerance); });
+    } else if (c.max_reserved && !Covers(value, -*c.max_reserved, tolerance)) {
       // Retry when the debt this reservation would leave fits within max_reserved.
       d.reason = DenyReason::kMaxReservedExceeded;
-      d.retry_at_us = RefilledAt(c, refilled, now, -value - *c.max_reserved);
+      const double floor = -*c.max_reserved;
+      d.retry_at_us = RefilledAt(c, current, refilled, floor - value,
+                                 [&](double b) { return Covers(b - count, floor, tolerance); });
     } else {
       d.allowed = true;
-      d.retry_at_us = RefilledAt(c, refilled, now, -value);
+      // The work may run once the debt is paid: the stored state is back to zero or more.
+      const State owing{value, refilled.ts_us, 0};
+      d.retry_at_us = RefilledAt(c, owing, owing, -value, [](double b) { return b >= 0; });
     }
   }
 

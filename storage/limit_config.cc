@@ -24,6 +24,18 @@ absl::Status CheckAmount(double v, bool strictly_positive, absl::string_view fie
 
 }  // namespace
 
+absl::string_view LimitSourceName(LimitSource source) {
+  switch (source) {
+    case LimitSource::kDefined:
+      return "limits_file";
+    case LimitSource::kEnvoy:
+      return "envoy";
+    case LimitSource::kInline:
+      return "inline";
+  }
+  return "unknown";
+}
+
 absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix) {
   if (auto s = CheckAmount(c.rate, true, absl::StrCat(prefix, "rate")); !s.ok()) return s;
   if (c.period_us <= 0) {

@@ -12,6 +12,18 @@ namespace ratelimit {
 
 enum class LimitKind { kTokenBucket, kFixedWindow };
 
+// Where a limit's definition comes from. Each source has its own namespace of state names in the
+// store, so that no request of one source can read or change a state of another, whatever names
+// they use. The values are the namespace's byte in the store's keys (state_codec.h).
+enum class LimitSource : uint8_t {
+  kDefined = 'd',  // the server's limits file
+  kEnvoy = 'e',    // Envoy RLS rules and the limits Envoy sends in descriptors
+  kInline = 'i',   // inline configs of ratelimit.v1 requests
+};
+
+// "limits_file", "envoy" or "inline", for logs.
+absl::string_view LimitSourceName(LimitSource source);
+
 // The definition of a limit. Build one, then call ValidateLimitConfig before handing it to the
 // algebra, which assumes a valid config.
 struct LimitConfig {

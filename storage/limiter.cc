@@ -12,10 +12,13 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
   for (size_t i = 0; i < limits.size(); ++i) {
     size_t slot = 0;
     while (slot < keys.size() &&
-           !(keys[slot].name == limits[i].name && keys[slot].key == limits[i].key)) {
+           !(keys[slot].source == limits[i].source && keys[slot].name == limits[i].name &&
+             keys[slot].key == limits[i].key)) {
       ++slot;
     }
-    if (slot == keys.size()) keys.push_back(StateKey{limits[i].name, limits[i].key});
+    if (slot == keys.size()) {
+      keys.push_back(StateKey{limits[i].name, limits[i].key, limits[i].source});
+    }
     slot_of[i] = slot;
   }
 
@@ -84,10 +87,12 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
   return verdict;
 }
 
-absl::Status Limiter::Reset(const std::string& name, const std::string& key) {
-  return store_.Delete(StateKey{name, key});
+absl::Status Limiter::Reset(const std::string& name, const std::string& key, LimitSource source) {
+  return store_.Delete(StateKey{name, key, source});
 }
 
-absl::Status Limiter::ResetAll(const std::string& name) { return store_.DeleteAll(name); }
+absl::Status Limiter::ResetAll(const std::string& name, LimitSource source) {
+  return store_.DeleteAll(source, name);
+}
 
 }  // namespace ratelimit

@@ -20,6 +20,8 @@ struct LimitRequest {
   std::string key;
   LimitConfig config;
   double count = 1;
+  // The namespace of the limit's state: the source of its definition.
+  LimitSource source = LimitSource::kDefined;
 };
 
 // The answer to a whole request.
@@ -53,9 +55,10 @@ class Limiter {
   // A store failure is returned as the store's status; nothing was consumed then.
   absl::StatusOr<Verdict> Evaluate(absl::Span<const LimitRequest> limits, Mode mode);
 
-  // Deletes the state of one key / every key of `name`.
-  absl::Status Reset(const std::string& name, const std::string& key);
-  absl::Status ResetAll(const std::string& name);
+  // Deletes the state of one key / every key of `name`, in the namespace of `source`.
+  absl::Status Reset(const std::string& name, const std::string& key,
+                     LimitSource source = LimitSource::kDefined);
+  absl::Status ResetAll(const std::string& name, LimitSource source = LimitSource::kDefined);
 
  private:
   StateStore& store_;

@@ -9,33 +9,36 @@ absl::Status MemoryStateStore::Update(absl::Span<const StateKey> keys, DecideFn 
   std::vector<std::optional<State>> current(keys.size());
   std::vector<std::optional<State>> writes(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    auto it = states_.find(Key(keys[i].name, keys[i].key));
+    auto it = states_.find(Key(keys[i].source, keys[i].name, keys[i].key));
     if (it != states_.end()) current[i] = it->second;
   }
   if (absl::Status s = decide(current, absl::MakeSpan(writes)); !s.ok()) return s;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (writes[i]) states_[Key(keys[i].name, keys[i].key)] = *writes[i];
+    if (writes[i]) states_[Key(keys[i].source, keys[i].name, keys[i].key)] = *writes[i];
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<State>> MemoryStateStore::Get(const StateKey& key) {
   absl::MutexLock lock(&mu_);
-  auto it = states_.find(Key(key.name, key.key));
+  auto it = states_.find(Key(key.source, key.name, key.key));
   if (it == states_.end()) return std::optional<State>();
   return std::optional<State>(it->second);
 }
 
 absl::Status MemoryStateStore::Delete(const StateKey& key) {
   absl::MutexLock lock(&mu_);
-  states_.erase(Key(key.name, key.key));
+  states_.erase(Key(key.source, key.name, key.key));
   return absl::OkStatus();
 }
 
-absl::Status MemoryStateStore::DeleteAll(absl::string_view name) {
+absl::Status MemoryStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   absl::MutexLock lock(&mu_);
-  auto it = states_.lower_bound(Key(std::string(name), std::string()));
-  while (it != states_.end() && it->first.first == name) it = states_.erase(it);
+  auto it = states_.lower_bound(Key(source, std::string(name), std::string()));
+  while (it != states_.end() && std::get<0>(it->first) == source &&
+         std::get<1>(it->first) == name) {
+    it = states_.erase(it);
+  }
   return absl::OkStatus();
 }
 

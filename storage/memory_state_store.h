@@ -2,7 +2,7 @@
 #define RATELIMIT_STORAGE_MEMORY_STATE_STORE_H_
 
 #include <map>
-#include <utility>
+#include <tuple>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -21,13 +21,13 @@ class MemoryStateStore final : public StateStore {
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(absl::string_view name) override;
+  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
 
   // Number of stored states.
   size_t Size() const;
 
  private:
-  using Key = std::pair<std::string, std::string>;
+  using Key = std::tuple<LimitSource, std::string, std::string>;
   mutable absl::Mutex mu_;
   std::map<Key, State> states_ ABSL_GUARDED_BY(mu_);
 };

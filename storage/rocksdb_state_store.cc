@@ -237,12 +237,47 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
     if (!s.ok()) return FromRocks(s, "flush format version");
   } else if (!s.ok()) {
     return FromRocks(s, "read format version");
+  } else if (version == "1") {
+    if (absl::Status st = UpgradeFromV1Locked(); !st.ok()) return st;
   } else if (version != std::to_string(kStateFormatVersion)) {
     return absl::FailedPreconditionError(
         absl::StrCat("data directory ", options_.path, " has state format version ", version,
                      "; this build reads version ", kStateFormatVersion));
   }
   return absl::OkStatus();
+}
+
+absl::Status RocksDbStateStore::UpgradeFromV1Locked() {
+  // Format 1 kept every state in one namespace, which format 2 gives to the limits file. Move
+  // each state to its format-2 key, in batches that delete the old key and write the new one
+  // atomically; format-2 keys sort after every format-1 key, so an interrupted upgrade simply
+  // resumes on the next Open. The version is recorded once nothing of format 1 is left.
+  constexpr size_t kBatch = 1024;
+  upgraded_states_ = 0;
+  rocksdb::WriteOptions sync_write;
+  sync_write.sync = true;
+  const rocksdb::Slice upper(kV1KeysEnd.data(), kV1KeysEnd.size());
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, states_));
+  it->Seek(rocksdb::Slice(kV1KeysBegin.data(), kV1KeysBegin.size()));
+  while (it->Valid()) {
+    rocksdb::WriteBatch batch;
+    for (; it->Valid() && batch.Count() < 2 * kBatch; it->Next()) {
+      const absl::string_view key(it->key().data(), it->key().size());
+      batch.Put(states_, UpgradeV1StateKey(key), it->value());
+      batch.Delete(states_, it->key());
+      ++*upgraded_states_;
+    }
+    rocksdb::Status s = db_->Write(sync_write, &batch);
+    if (!s.ok()) return FromRocks(s, "upgrade states to format 2");
+  }
+  if (absl::Status st = FromRocks(it->status(), "upgrade states to format 2"); !st.ok()) return st;
+  it.reset();
+  rocksdb::Status s =
+      db_->Put(sync_write, meta_, kFormatVersionKey, std::to_string(kStateFormatVersion));
+  if (!s.ok()) return FromRocks(s, "write format version");
+  return FromRocks(db_->Flush(rocksdb::FlushOptions(), meta_), "flush format version");
 }
 
 RocksDbStateStore::~RocksDbStateStore() { Close().IgnoreError(); }
@@ -277,7 +312,7 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
   absl::InlinedVector<std::string, 4> encoded;
   for (const StateKey& k : keys) {
     stripes.push_back(StableKeyHash(k.name, k.key) % options_.lock_stripes);
-    encoded.push_back(EncodeStateKey(k.name, k.key));
+    encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
   }
   std::sort(stripes.begin(), stripes.end());
   stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
@@ -330,8 +365,8 @@ absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key)
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   rocksdb::PinnableSlice value;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), states_, EncodeStateKey(key.name, key.key), &value);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_,
+                               EncodeStateKey(key.source, key.name, key.key), &value);
   if (s.IsNotFound()) return std::optional<State>();
   if (!s.ok()) return FromRocks(s, "get");
   std::optional<State> state = DecodeState(absl::string_view(value.data(), value.size()));
@@ -345,18 +380,19 @@ absl::Status RocksDbStateStore::Delete(const StateKey& key) {
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
-  rocksdb::Status s = db_->Delete(wo, states_, EncodeStateKey(key.name, key.key));
+  rocksdb::Status s =
+      db_->Delete(wo, states_, EncodeStateKey(key.source, key.name, key.key));
   return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "delete"));
 }
 
-absl::Status RocksDbStateStore::DeleteAll(absl::string_view name) {
+absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   // Key by key, in batches, each batch under its keys' stripe locks (in increasing order), so
   // that a concurrent decision on a key lands either before its reset or after it.
   constexpr size_t kBatch = 256;
-  const std::string begin = NameRangeBegin(name), end = NameRangeEnd(name);
+  const std::string begin = NameRangeBegin(source, name), end = NameRangeEnd(source, name);
   rocksdb::Slice upper(end);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;

@@ -2,6 +2,7 @@
 #define RATELIMIT_STORAGE_ROCKSDB_STATE_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,8 +80,10 @@ struct RocksDbOpenReport {
 // Thread safety: all methods are thread-safe.
 class RocksDbStateStore final : public StateStore {
  public:
-  // Opens or creates the store. Fails with FAILED_PRECONDITION when the directory was written
-  // with another format version, DATA_LOSS when a file (e.g. the WAL) is corrupt and
+  // Opens or creates the store. A directory written with state format 1 is upgraded to format
+  // 2 first (every state moves to the limits file's namespace; see state_codec.h and
+  // UpgradedStates()). Fails with FAILED_PRECONDITION when the directory was written with
+  // another format version, DATA_LOSS when a file (e.g. the WAL) is corrupt and
   // salvage_wal is off, UNAVAILABLE when RocksDB cannot open it.
   static absl::StatusOr<std::unique_ptr<RocksDbStateStore>> Open(
       const RocksDbStateStoreOptions& options);
@@ -90,10 +93,13 @@ class RocksDbStateStore final : public StateStore {
   // Calls Close().
   ~RocksDbStateStore() override;
 
+  // When Open upgraded the directory from format 1: how many states it moved; else nullopt.
+  std::optional<uint64_t> UpgradedStates() const { return upgraded_states_; }
+
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(absl::string_view name) override;
+  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
   // OK when writes go through: resumes after a background error and writes a probe key.
   absl::Status Health() override;
   // Flushes and compacts the states column family, without blocking automatic compactions.
@@ -134,6 +140,7 @@ class RocksDbStateStore final : public StateStore {
   absl::Status WritesAllowed();
   // Records a failed write (stopping writes) and returns it as a status.
   absl::Status WriteFailed(const absl::Status& error);
+  absl::Status UpgradeFromV1Locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const RocksDbStateStoreOptions options_;
   std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system, when one is given
@@ -149,6 +156,7 @@ class RocksDbStateStore final : public StateStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  std::optional<uint64_t> upgraded_states_;
 };
 
 }  // namespace ratelimit

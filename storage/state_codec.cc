@@ -20,27 +20,36 @@ uint64_t GetFixed64(const char* p) {
 
 }  // namespace
 
-std::string NameRangeBegin(absl::string_view name) {
+std::string NameRangeBegin(LimitSource source, absl::string_view name) {
   std::string out;
-  out.reserve(2 + name.size());
+  out.reserve(3 + name.size());
+  out.push_back(static_cast<char>(source));
   out.push_back(static_cast<char>((name.size() >> 8) & 0xff));
   out.push_back(static_cast<char>(name.size() & 0xff));
   out.append(name.data(), name.size());
   return out;
 }
 
-std::string NameRangeEnd(absl::string_view name) {
-  // The smallest string greater than every string that starts with the prefix. Names are
-  // UTF-8, so the prefix never consists of 0xff bytes only.
-  std::string end = NameRangeBegin(name);
+std::string NameRangeEnd(LimitSource source, absl::string_view name) {
+  // The smallest string greater than every string that starts with the prefix. The source
+  // byte is never 0xff, so the prefix never consists of 0xff bytes only.
+  std::string end = NameRangeBegin(source, name);
   while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
   if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
   return end;
 }
 
-std::string EncodeStateKey(absl::string_view name, absl::string_view key) {
-  std::string out = NameRangeBegin(name);
+std::string EncodeStateKey(LimitSource source, absl::string_view name, absl::string_view key) {
+  std::string out = NameRangeBegin(source, name);
   out.append(key.data(), key.size());
+  return out;
+}
+
+std::string UpgradeV1StateKey(absl::string_view v1_key) {
+  std::string out;
+  out.reserve(1 + v1_key.size());
+  out.push_back(static_cast<char>(LimitSource::kDefined));
+  out.append(v1_key.data(), v1_key.size());
   return out;
 }
 

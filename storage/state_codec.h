@@ -1,12 +1,18 @@
 #ifndef RATELIMIT_STORAGE_STATE_CODEC_H_
 #define RATELIMIT_STORAGE_STATE_CODEC_H_
 
-// The on-disk encoding of states (format version 1).
+// The on-disk encoding of states (format version 2).
 //
-// Key:   [name length: uint16 big-endian][name bytes][key bytes]
-//        The length prefix makes every key of one name a contiguous range that no other name's
-//        keys fall inside (a name that is a prefix of another sorts in its own range).
+// Key:   [source: 1 byte, the LimitSource value][name length: uint16 big-endian][name bytes]
+//        [key bytes]
+//        The source byte gives each source of limits its own namespace. The length prefix makes
+//        every key of one (source, name) a contiguous range that no other name's keys fall
+//        inside (a name that is a prefix of another sorts in its own range).
 // Value: [value: IEEE-754 double, little-endian][ts_us: int64 LE][full_at_us: int64 LE]
+//
+// Format 1 had no source byte: [name length][name][key]. Its first byte is the high byte of a
+// name length (0 or 1, names being at most 256 bytes), below every source byte, so format-1 keys
+// sort before every format-2 key and are told apart by their first byte alone.
 
 #include <optional>
 #include <string>
@@ -16,15 +22,21 @@
 
 namespace ratelimit {
 
-inline constexpr int kStateFormatVersion = 1;
+inline constexpr int kStateFormatVersion = 2;
 inline constexpr size_t kEncodedStateBytes = 24;
 
 // REQUIRES: name.size() <= 65535.
-std::string EncodeStateKey(absl::string_view name, absl::string_view key);
+std::string EncodeStateKey(LimitSource source, absl::string_view name, absl::string_view key);
 
-// [begin, end) covering every encoded key of `name`.
-std::string NameRangeBegin(absl::string_view name);
-std::string NameRangeEnd(absl::string_view name);
+// [begin, end) covering every encoded key of (`source`, `name`).
+std::string NameRangeBegin(LimitSource source, absl::string_view name);
+std::string NameRangeEnd(LimitSource source, absl::string_view name);
+
+// Format 1 -> 2: every format-1 key lies in [kV1KeysBegin, kV1KeysEnd); its format-2 form is the
+// same bytes after the source byte of the limits file, where format 1 kept every state.
+inline constexpr absl::string_view kV1KeysBegin = "";
+inline constexpr absl::string_view kV1KeysEnd = "\x02";
+std::string UpgradeV1StateKey(absl::string_view v1_key);
 
 std::string EncodeState(const State& state);
 // nullopt when `bytes` is not a valid encoding.

@@ -16,10 +16,12 @@
 
 namespace ratelimit {
 
-// Identifies one state: a limit name and a key within it.
+// Identifies one state: a limit name and a key within it, in the namespace of the limit's source
+// (states of different sources never meet, whatever their names).
 struct StateKey {
   std::string name;
   std::string key;
+  LimitSource source = LimitSource::kDefined;
 
   friend bool operator==(const StateKey&, const StateKey&) = default;
 };
@@ -53,8 +55,8 @@ class StateStore {
   // Removes the state of one key (it becomes full). Not an error when there is none.
   virtual absl::Status Delete(const StateKey& key) = 0;
 
-  // Removes the state of every key of limit `name`.
-  virtual absl::Status DeleteAll(absl::string_view name) = 0;
+  // Removes the state of every key of limit `name` of `source`, and nothing else.
+  virtual absl::Status DeleteAll(LimitSource source, absl::string_view name) = 0;
 
   // Whether the store can take decisions now: OK, or the error that stops it (UNAVAILABLE after
   // a failed write or a background error, or when closed). Checks that a write goes through

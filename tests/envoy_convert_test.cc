@@ -113,7 +113,9 @@ TEST_F(EnvoyConvertTest, NamesKeysAndConfigs) {
   ASSERT_OK(plan);
   const EnvoyDescriptorPlan& p = (*plan)[0];
   EXPECT_EQ(p.kind, Kind::kLimited);
-  EXPECT_EQ(p.request.name, "web.user");
+  EXPECT_EQ(p.rule()->limit_name, "web.user");
+  EXPECT_EQ(p.request.name, "R3:web4:user0:");
+  EXPECT_EQ(p.request.source, LimitSource::kEnvoy);
   EXPECT_EQ(p.request.key, "u\\|1\\\\x");
   EXPECT_EQ(p.request.count, 1);
   EXPECT_EQ(p.request.config.kind, LimitKind::kFixedWindow);
@@ -180,7 +182,9 @@ TEST_F(EnvoyConvertTest, KindsReplacesAndOverrides) {
   EXPECT_EQ((*plan)[4].kind, Kind::kNoLimit);
   const EnvoyDescriptorPlan& o = (*plan)[5];
   EXPECT_EQ(o.kind, Kind::kLimited);
-  EXPECT_EQ(o.request.name, "web.nothing#override");
+  EXPECT_EQ(o.rule()->limit_name, "web.nothing#override");
+  EXPECT_EQ(o.request.name, "O3:web7:nothing0:");
+  EXPECT_EQ(o.request.source, LimitSource::kEnvoy);
   EXPECT_EQ(o.request.config.rate, 3);
   EXPECT_EQ(o.request.config.period_us, 3600 * testing::kSecond);
   // The plan survives being moved (the override rule lives inside it).

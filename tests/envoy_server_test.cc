@@ -109,12 +109,19 @@ TEST_F(EnvoyServerTest, RocksDbStateSurvivesRestartAndAdminResetWorks) {
   EnvoyClient client(Target(**server));
   EXPECT_EQ(Remaining(client), 2u);  // nothing lost across the restart
 
-  // The state name is "<domain>.<path>" and the key the entry values.
+  // An Envoy rule is named by its domain and descriptor path, the key by the entry values.
   auto admin =
       RateLimitClient::Connect(Target(**server), ClientOptions{absl::Seconds(10), "s3cret"});
-  ASSERT_OK(admin->Reset("web.user", "u1"));
+  v1::ResetRequest reset;
+  reset.set_source(v1::ENVOY);
+  reset.set_name("web");
+  reset.add_envoy_path()->set_key("user");
+  reset.set_key("u1");
+  ASSERT_OK(admin->Reset(reset));
   EXPECT_EQ(Remaining(client), 4u);
-  ASSERT_OK(admin->ResetAll("web.user"));
+  reset.clear_key();
+  reset.set_all_keys(true);
+  ASSERT_OK(admin->Reset(reset));
   EXPECT_EQ(Remaining(client), 4u);
 }
 

@@ -100,7 +100,7 @@ TEST_P(StateStoreContractTest, DeleteAllRemovesExactlyOneName) {
     for (const char* key : {"1", "b1", "\xff\xff", "x"})
       ASSERT_OK(Put({name, key}, State{1, 1, 1}));
   }
-  ASSERT_OK(store_->DeleteAll("a"));
+  ASSERT_OK(store_->DeleteAll(LimitSource::kDefined, "a"));
   for (const char* key : {"1", "b1", "\xff\xff", "x"}) {
     EXPECT_EQ(GetOrDie({"a", key}), std::nullopt) << key;
     EXPECT_NE(GetOrDie({"ab", key}), std::nullopt) << key;
@@ -233,13 +233,16 @@ TEST(StateCodecTest, RoundTripsAndRejectsMalformed) {
 }
 
 TEST(StateCodecTest, NameRangeCoversItsKeysAndNothingElse) {
-  const std::string begin = NameRangeBegin("ab"), end = NameRangeEnd("ab");
+  constexpr LimitSource kD = LimitSource::kDefined;
+  const std::string begin = NameRangeBegin(kD, "ab"), end = NameRangeEnd(kD, "ab");
   auto inside = [&](const std::string& k) { return begin <= k && k < end; };
-  EXPECT_TRUE(inside(EncodeStateKey("ab", "")));
-  EXPECT_TRUE(inside(EncodeStateKey("ab", "\xff\xff\xff")));
-  EXPECT_FALSE(inside(EncodeStateKey("a", "b")));
-  EXPECT_FALSE(inside(EncodeStateKey("abc", "")));
-  EXPECT_FALSE(inside(EncodeStateKey("ac", "")));
+  EXPECT_TRUE(inside(EncodeStateKey(kD, "ab", "")));
+  EXPECT_TRUE(inside(EncodeStateKey(kD, "ab", "\xff\xff\xff")));
+  EXPECT_FALSE(inside(EncodeStateKey(kD, "a", "b")));
+  EXPECT_FALSE(inside(EncodeStateKey(kD, "abc", "")));
+  EXPECT_FALSE(inside(EncodeStateKey(kD, "ac", "")));
+  EXPECT_FALSE(inside(EncodeStateKey(LimitSource::kInline, "ab", "")));
+  EXPECT_FALSE(inside(EncodeStateKey(LimitSource::kEnvoy, "ab", "")));
 }
 
 }  // namespace

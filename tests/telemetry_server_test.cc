@@ -402,7 +402,9 @@ class GatedStore final : public StateStore {
     return inner_.Get(key);
   }
   absl::Status Delete(const StateKey& key) override { return inner_.Delete(key); }
-  absl::Status DeleteAll(absl::string_view name) override { return inner_.DeleteAll(name); }
+  absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
+    return inner_.DeleteAll(source, name);
+  }
   // Calls waiting at the gate now.
   int waiting() {
     absl::MutexLock l(&mu_);

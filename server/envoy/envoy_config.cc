@@ -113,4 +113,16 @@ EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntr
   return match;
 }
 
+std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,
+                           bool override_limit) {
+  std::string out(1, override_limit ? 'O' : 'R');
+  auto append = [&out](absl::string_view part) { absl::StrAppend(&out, part.size(), ":", part); };
+  append(domain);
+  for (const EnvoyEntry& e : path) {
+    append(e.key);
+    append(e.value);
+  }
+  return out;
+}
+
 }  // namespace ratelimit

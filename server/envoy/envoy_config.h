@@ -45,10 +45,15 @@ enum class EnvoyAlgorithm {
 // The `rate_limit` block of a descriptor (with the descriptor-level shadow_mode and
 // detailed_metric flags folded in).
 struct EnvoyRateLimit {
-  // The state name this limit's counters are kept under: "<domain>.<path>", where the path has
-  // one segment per level, `key` or `key_value` as written in the configuration (the
-  // reference's statistics key), e.g. "messaging.message_type_marketing.to_number".
+  // The limit's readable name: "<domain>.<path>", where the path has one segment per level,
+  // `key` or `key_value` as written in the configuration (the reference's statistics key), e.g.
+  // "messaging.message_type_marketing.to_number". Names statistics, metrics and logs. Two rules
+  // of different domains may share it ("a" + "b.c" and "a.b" + "c"), so the store does not use
+  // it: see state_name.
   std::string limit_name;
+  // The name this limit's counters are kept under in the store (LimitSource::kEnvoy namespace):
+  // EnvoyStateName of the domain and the descriptor path. Unique to the rule.
+  std::string state_name;
   // `rate_limit.name`, the target of other limits' `replaces`; may be empty.
   std::string name;
   // Names of limits this one replaces when both apply to one request.
@@ -127,6 +132,13 @@ struct EnvoyConfig {
 // without children; a limit applies only when it sits at the depth of the last entry.
 // Returns a match with limit == nullptr when no limit applies.
 EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntry> entries);
+
+// The store name of an Envoy limit: an 'R' (a configured rule) or 'O' (a limit Envoy sent in a
+// descriptor's `limit` field, whose `path` carries the descriptor's keys with empty values),
+// then the domain and each level's key and value, every one as "<decimal length>:<bytes>".
+// Unambiguous: two different (domain, path, override) never give the same name.
+std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,
+                           bool override_limit);
 
 // `*` in `pattern` matches any run of characters (including none); everything else literally.
 bool EnvoyGlobMatch(absl::string_view pattern, absl::string_view text);

@@ -22,8 +22,10 @@ namespace {
 struct ParseContext {
   absl::string_view source;
   std::string domain;
-  // Every limit_name of the domain, so that two rules never share counters.
+  // Every limit_name of the domain, so that two rules never share statistics.
   absl::flat_hash_set<std::string> limit_names;
+  // (key, value) of each level from the domain down to the descriptor being parsed.
+  std::vector<std::pair<std::string, std::string>> path;
 };
 
 std::string Where(const ParseContext& ctx, const YAML::Node& node) {
@@ -252,6 +254,10 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
         ParseRateLimit(ctx, *rate_limit_node, field + ".rate_limit");
     if (!rl.ok()) return rl.status();
     rl->limit_name = path;
+    std::vector<EnvoyEntry> levels;
+    for (const auto& [k, v] : ctx.path) levels.push_back(EnvoyEntry{k, v});
+    levels.push_back(EnvoyEntry{d.key, d.value});
+    rl->state_name = EnvoyStateName(ctx.domain, levels, /*override_limit=*/false);
     rl->shadow_mode = shadow_mode;
     rl->detailed_metric = detailed_metric;
     rl->where = Where(ctx, node);
@@ -266,8 +272,10 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
     d.limit = *std::move(rl);
   }
   if (children_node) {
+    ctx.path.emplace_back(d.key, d.value);
     absl::Status st =
         ParseDescriptorList(ctx, *children_node, field + ".descriptors", path, &d.children);
+    ctx.path.pop_back();
     if (!st.ok()) return st;
   }
   level->nodes.push_back(std::move(d));
@@ -293,7 +301,7 @@ absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::s
   absl::StatusOr<YAML::Node> loaded = LoadYaml(yaml, source);
   if (!loaded.ok()) return loaded.status();
   const YAML::Node& root = *loaded;
-  ParseContext ctx{source, "", {}};
+  ParseContext ctx{source, "", {}, {}};
   if (root.IsNull()) return ErrorAt(ctx, root, "domain", "required (the file is empty)");
   std::optional<YAML::Node> domain_node, descriptors_node;
   absl::Status s = ForEachKey(

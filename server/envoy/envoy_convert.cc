@@ -44,14 +44,17 @@ absl::Status ValidateDescriptor(const DescriptorProto& d, const std::string& fie
   return absl::OkStatus();
 }
 
-// The rule Envoy sent in a descriptor's `limit`: a fixed window, never shadowed, with a state
-// name of its own ("<domain>.<key1>.<key2>...#override").
+// The rule Envoy sent in a descriptor's `limit`: a fixed window, never shadowed, with counters of
+// its own (statistics name "<domain>.<key1>.<key2>...#override").
 absl::StatusOr<EnvoyRateLimit> OverrideRule(absl::string_view domain, const DescriptorProto& d,
                                             const std::string& field) {
   EnvoyRateLimit r;
   r.limit_name = std::string(domain);
   for (const auto& e : d.entries()) absl::StrAppend(&r.limit_name, ".", e.key());
   r.limit_name += "#override";
+  std::vector<EnvoyEntry> keys;
+  for (const auto& e : d.entries()) keys.push_back(EnvoyEntry{e.key(), ""});
+  r.state_name = EnvoyStateName(domain, keys, /*override_limit=*/true);
   if (absl::Status s = ValidateName(r.limit_name, "the limit name made of domain and keys");
       !s.ok()) {
     return Invalid(field + ".entries", s.message());
@@ -171,7 +174,8 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       continue;
     }
     p.kind = EnvoyDescriptorPlan::Kind::kLimited;
-    p.request.name = rule.limit_name;
+    p.request.name = rule.state_name;
+    p.request.source = LimitSource::kEnvoy;
     p.request.key = EnvoyStateKey(entries);
     if (absl::Status s = ValidateKey(p.request.key, field + ".entries"); !s.ok()) {
       return Invalid(field + ".entries",

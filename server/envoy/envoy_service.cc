@@ -28,7 +28,7 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
     rpc.span().SetAttribute("ratelimit.domain", request->domain());
     std::vector<absl::string_view> names;
     for (const EnvoyDescriptorPlan& p : *plan) {
-      if (p.kind == EnvoyDescriptorPlan::Kind::kLimited) names.push_back(p.request.name);
+      if (p.kind == EnvoyDescriptorPlan::Kind::kLimited) names.push_back(p.rule()->limit_name);
     }
     rpc.SetLimitNames(names);
   }
@@ -57,8 +57,8 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
     const char* outcome = !(*outcomes)[i].over ? "allowed"
                           : p.shadow()         ? "shadow_denied"
                                                : "denied";
-    rpc.RecordDecision(p.kind == EnvoyDescriptorPlan::Kind::kLimited ? p.request.name : p.stat_key,
-                       outcome);
+    rpc.RecordDecision(
+        p.kind == EnvoyDescriptorPlan::Kind::kLimited ? p.rule()->limit_name : p.stat_key, outcome);
   }
   rpc.SetDecision(response->overall_code() == rlsv3::RateLimitResponse::OK);
   return FinishRpc(reactor, rpc, grpc::Status::OK);

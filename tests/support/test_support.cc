@@ -49,9 +49,9 @@ absl::Status FailingStateStore::Delete(const StateKey& key) {
   if (absl::Status e = Error(); !e.ok()) return e;
   return inner_->Delete(key);
 }
-absl::Status FailingStateStore::DeleteAll(absl::string_view name) {
+absl::Status FailingStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   if (absl::Status e = Error(); !e.ok()) return e;
-  return inner_->DeleteAll(name);
+  return inner_->DeleteAll(source, name);
 }
 absl::Status FailingStateStore::Health() {
   if (absl::Status e = Error(); !e.ok()) return e;

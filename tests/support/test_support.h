@@ -96,7 +96,7 @@ class FailingStateStore final : public StateStore {
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(absl::string_view name) override;
+  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
   absl::Status Health() override;
   absl::Status CollectGarbage() override;
   absl::Status Close() override { return inner_->Close(); }
