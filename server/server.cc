@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->watcher_) s->watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   s->health_.SetServing();
+  s->started_ = true;
   Log(LogLevel::kInfo, "listening",
       {{"address", options.listen_address},
        {"port", std::to_string(s->port_)},
@@ -223,7 +224,9 @@ void RateLimitServer::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  Log(LogLevel::kInfo, "shutting down: draining in-flight calls");
+  // A server that failed to start tears down quietly: its caller reports the one error.
+  const LogLevel level = started_ ? LogLevel::kInfo : LogLevel::kDebug;
+  Log(level, "shutting down: draining in-flight calls");
   health_.SetDraining();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -240,7 +243,7 @@ void RateLimitServer::Shutdown() {
     }
   }
   if (http_) http_->Stop();
-  Log(LogLevel::kInfo, "stopped");
+  Log(level, "stopped");
   absl::MutexLock lock(&mu_);
   stopped_ = true;
 }

