@@ -10,6 +10,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
@@ -21,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
+#include "tests/support/fake_collector.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -56,44 +59,136 @@ TEST_F(EdgeServerTest, SecondServerOnTheSamePortFailsToStart) {
   EXPECT_FALSE(second.ok()) << "a second server shares port " << first->port();
 }
 
-// Reads the server's first SETTINGS frame on a raw HTTP/2 connection and returns the value of
-// SETTINGS_MAX_CONCURRENT_STREAMS (nullopt when it is not advertised).
-std::optional<uint32_t> AdvertisedMaxConcurrentStreams(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  const unsigned char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};  // empty SETTINGS
-  EXPECT_EQ(write(fd, preface, sizeof preface - 1), static_cast<ssize_t>(sizeof preface - 1));
-  EXPECT_EQ(write(fd, settings, sizeof settings), static_cast<ssize_t>(sizeof settings));
-  std::string in;
-  std::optional<uint32_t> result;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    in.append(buf, static_cast<size_t>(n));
-    if (in.size() < 9) continue;
-    const auto* h = reinterpret_cast<const unsigned char*>(in.data());
-    const size_t len = size_t{h[0]} << 16 | size_t{h[1]} << 8 | h[2];
-    if (in.size() < 9 + len) continue;
-    EXPECT_EQ(h[3], 4) << "the server's first frame is SETTINGS";
-    for (size_t i = 0; i + 6 <= len; i += 6) {
-      const unsigned char* e = h + 9 + i;
-      const int id = e[0] << 8 | e[1];
-      const uint32_t value =
-          uint32_t{e[2]} << 24 | uint32_t{e[3]} << 16 | uint32_t{e[4]} << 8 | e[5];
-      if (id == 3) result = value;
-    }
-    break;
+// A bare HTTP/2 client on a TCP socket, for what a gRPC client refuses to send (bytes that are
+// not printable ASCII in a header) and to read the server's SETTINGS.
+class RawHttp2 {
+ public:
+  struct Frame {
+    int type = -1;
+    int flags = 0;
+    uint32_t stream = 0;
+    std::string payload;
+  };
+
+  // Connects to the loopback `port` and sends the client preface and an empty SETTINGS.
+  explicit RawHttp2(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    Send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    SendFrame(4, 0, 0, "");
   }
-  close(fd);
+  ~RawHttp2() { close(fd_); }
+
+  // The next frame from the server; type -1 when none came within 20 s or the peer closed.
+  Frame Read() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (in_.size() >= 9) {
+        const auto* h = reinterpret_cast<const unsigned char*>(in_.data());
+        const size_t len = size_t{h[0]} << 16 | size_t{h[1]} << 8 | h[2];
+        if (in_.size() >= 9 + len) {
+          Frame f;
+          f.type = h[3];
+          f.flags = h[4];
+          f.stream = (uint32_t{h[5]} << 24 | uint32_t{h[6]} << 16 | uint32_t{h[7]} << 8 | h[8]) &
+                     0x7fffffff;
+          f.payload = in_.substr(9, len);
+          in_.erase(0, 9 + len);
+          return f;
+        }
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      in_.append(buf, static_cast<size_t>(n));
+    }
+    return Frame{};
+  }
+
+  // Sends a gRPC unary call on stream 1 (HPACK literals, never indexed or Huffman-coded) with
+  // `extra` headers, and reads until the server ends the stream. True when it did.
+  bool Unary(const std::string& path, const std::vector<std::pair<std::string, std::string>>& extra,
+             const std::string& message) {
+    std::string block;
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {":method", "POST"},
+        {":scheme", "http"},
+        {":path", path},
+        {":authority", "localhost"},
+        {"content-type", "application/grpc"},
+        {"te", "trailers"}};
+    headers.insert(headers.end(), extra.begin(), extra.end());
+    for (const auto& [name, value] : headers) {
+      block.push_back('\0');  // literal header field without indexing, new name
+      PutHpackString(block, name);
+      PutHpackString(block, value);
+    }
+    SendFrame(1, 0x4, 1, block);  // HEADERS, END_HEADERS
+    std::string body(5, '\0');
+    for (int i = 0; i < 4; ++i) body[1 + i] = static_cast<char>(message.size() >> (24 - 8 * i));
+    SendFrame(0, 0x1, 1, body + message);  // DATA, END_STREAM
+    while (true) {
+      const Frame f = Read();
+      if (f.type < 0) return false;
+      if (f.type == 4 && !(f.flags & 0x1)) SendFrame(4, 0x1, 0, "");  // ACK the SETTINGS
+      if (f.stream == 1 && (f.flags & 0x1) && (f.type == 0 || f.type == 1)) return true;
+      if (f.stream == 1 && f.type == 3) return true;  // RST_STREAM
+    }
+  }
+
+ private:
+  static void PutHpackString(std::string& out, const std::string& s) {
+    // A 7-bit prefix integer (RFC 7541 5.1), Huffman bit clear.
+    size_t n = s.size();
+    if (n < 127) {
+      out.push_back(static_cast<char>(n));
+    } else {
+      out.push_back(0x7f);
+      n -= 127;
+      while (n >= 128) {
+        out.push_back(static_cast<char>(n % 128 + 128));
+        n /= 128;
+      }
+      out.push_back(static_cast<char>(n));
+    }
+    out += s;
+  }
+  void Send(const std::string& bytes) {
+    EXPECT_EQ(write(fd_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  void SendFrame(int type, int flags, uint32_t stream, const std::string& payload) {
+    std::string f(9, '\0');
+    f[0] = static_cast<char>(payload.size() >> 16);
+    f[1] = static_cast<char>(payload.size() >> 8);
+    f[2] = static_cast<char>(payload.size());
+    f[3] = static_cast<char>(type);
+    f[4] = static_cast<char>(flags);
+    for (int i = 0; i < 4; ++i) f[5 + i] = static_cast<char>(stream >> (24 - 8 * i));
+    Send(f + payload);
+  }
+
+  const int fd_;
+  std::string in_;
+};
+
+// SETTINGS_MAX_CONCURRENT_STREAMS of the server's first SETTINGS (nullopt: not advertised).
+std::optional<uint32_t> AdvertisedMaxConcurrentStreams(int port) {
+  RawHttp2 h2(port);
+  const RawHttp2::Frame f = h2.Read();
+  EXPECT_EQ(f.type, 4) << "the server's first frame is SETTINGS";
+  std::optional<uint32_t> result;
+  const auto* e = reinterpret_cast<const unsigned char*>(f.payload.data());
+  for (size_t i = 0; i + 6 <= f.payload.size(); i += 6) {
+    const int id = e[i] << 8 | e[i + 1];
+    const uint32_t value =
+        uint32_t{e[i + 2]} << 24 | uint32_t{e[i + 3]} << 16 | uint32_t{e[i + 4]} << 8 | e[i + 5];
+    if (id == 3) result = value;
+  }
   return result;
 }
 
@@ -200,6 +295,40 @@ TEST_F(EdgeServerTest, MalformedBodyIsInvalidArgumentNamingTheProblem) {
   EXPECT_TRUE(CallWithRawBody(server->port(), "/ratelimit.v1.RateLimitService/Consume",
                               request.SerializeAsString())
                   .ok());
+}
+
+TEST_F(EdgeServerTest, BadTracestateIsDroppedAndSpansStillArrive) {
+  ::ratelimit::testing::FakeCollector collector;
+  ServerOptions o = Options();
+  o.otel_endpoint = collector.target();
+  o.otel_exporter.batch_delay = absl::Milliseconds(10);
+  auto server = Start(o);
+  ASSERT_NE(server, nullptr);
+  v1::RateLimitRequest request = MakeRequest("api", "k");
+  v1::LimitConfig* c = request.mutable_limits(0)->mutable_config();
+  c->set_kind(v1::TOKEN_BUCKET);
+  c->set_rate(10);
+  c->mutable_period()->set_seconds(1);
+  // Not UTF-8 (a proto3 string must be), and a malformed list: neither may reach the collector.
+  const char kTraceparent[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  for (const std::string& tracestate :
+       {std::string("vendor=\xff\xfe"), std::string("a=1,a=2"), std::string("vendor=abc")}) {
+    RawHttp2 h2(server->port());
+    ASSERT_TRUE(h2.Unary("/ratelimit.v1.RateLimitService/Consume",
+                         {{"traceparent", kTraceparent}, {"tracestate", tracestate}},
+                         request.SerializeAsString()));
+  }
+  // Two spans (server and store) per call; a batch with an invalid string would be rejected.
+  ASSERT_TRUE(collector.WaitForSpans(6));
+  int with_state = 0;
+  for (const auto& span : collector.Spans()) {
+    EXPECT_EQ(span.trace_id().size(), 16u);
+    if (span.kind() != opentelemetry::proto::trace::v1::Span::SPAN_KIND_SERVER) continue;
+    EXPECT_TRUE(span.trace_state().empty() || span.trace_state() == "vendor=abc")
+        << span.trace_state();
+    with_state += span.trace_state() == "vendor=abc";
+  }
+  EXPECT_EQ(with_state, 1);
 }
 
 }  // namespace
