@@ -17,11 +17,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/output.h"
-#include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
 ABSL_FLAG(std::string, name, "", "limit name");
@@ -81,6 +82,13 @@ int Usage() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ratelimit consume|check|reserve|reset --name=NAME --key=KEY [--count=N] [--json]");
+  // --help lists the flags of this file (absl's default looks for a file named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "client/cli_main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() != 2) return Usage();
   const std::string command = positional[1];
@@ -167,12 +175,9 @@ int main(int argc, char** argv) {
   }
   if (!response.ok()) return Error(response.status().ToString());
   if (json) {
-    std::string out;
-    google::protobuf::util::JsonPrintOptions print;
-    print.always_print_primitive_fields = true;
-    print.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*response, &out, print);
-    std::cout << out << "\n";
+    absl::StatusOr<std::string> out = ratelimit::FormatJson(*response);
+    if (!out.ok()) return Error(std::string(out.status().message()));
+    std::cout << *out << "\n";
   } else {
     std::cout << ratelimit::FormatResponse(*response, absl::Now());
   }

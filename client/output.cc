@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/client.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace ratelimit {
 namespace {
@@ -44,6 +45,19 @@ std::string FormatResponse(const v1::RateLimitResponse& r, absl::Time /*now*/) {
                       absl::StrFormat("%g", l.capacity()));
     }
     out.push_back('\n');
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> FormatJson(const v1::RateLimitResponse& response) {
+  google::protobuf::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  print.preserve_proto_field_names = true;
+  std::string out;
+  const auto status = google::protobuf::util::MessageToJsonString(response, &out, print);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write the reply as JSON: ", status.ToString()));
   }
   return out;
 }

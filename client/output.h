@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ratelimit/v1/ratelimit.pb.h"
 
@@ -12,6 +13,11 @@ namespace ratelimit {
 //   DENIED by api/user-1: INSUFFICIENT_TOKENS, retry in 1.5s (at 2026-11-21T10:00:01.5Z)
 //     api/user-1  denied   value=0.25 of 10
 std::string FormatResponse(const v1::RateLimitResponse& response, absl::Time now);
+
+// The reply as one line of JSON (proto field names, default values included). INVALID_ARGUMENT
+// with the converter's reason when the reply cannot be written as JSON (e.g. a Timestamp out of
+// its range), never an empty string.
+absl::StatusOr<std::string> FormatJson(const v1::RateLimitResponse& response);
 
 }  // namespace ratelimit
 

@@ -26,11 +26,6 @@ absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
   return s * 1000000 + n / 1000;
 }
 
-void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
-  ts->set_seconds(us / 1000000);
-  ts->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
-}
-
 v1::DenyReason ReasonToProto(DenyReason r) {
   switch (r) {
     case DenyReason::kNone:
@@ -47,7 +42,38 @@ v1::DenyReason ReasonToProto(DenyReason r) {
 
 }  // namespace
 
+void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
+  // google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
+  constexpr int64_t kMinSeconds = -62135596800;
+  constexpr int64_t kMaxSeconds = 253402300799;
+  const int64_t seconds = us / 1000000;
+  int32_t nanos = static_cast<int32_t>((us % 1000000) * 1000);
+  if (seconds > kMaxSeconds) {
+    ts->set_seconds(kMaxSeconds);
+    ts->set_nanos(999999999);
+    return;
+  }
+  if (seconds < kMinSeconds) {
+    ts->set_seconds(kMinSeconds);
+    ts->set_nanos(0);
+    return;
+  }
+  int64_t s = seconds;
+  if (nanos < 0) {  // Timestamp nanos are never negative: borrow a second
+    nanos += 1000000000;
+    --s;
+  }
+  ts->set_seconds(s);
+  ts->set_nanos(nanos);
+}
+
 void SetDuration(int64_t us, google::protobuf::Duration* d) {
+  if (us < 0) us = 0;
+  if (us / 1000000 >= kMaxDurationSeconds) {
+    d->set_seconds(kMaxDurationSeconds);
+    d->set_nanos(0);
+    return;
+  }
   d->set_seconds(us / 1000000);
   d->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
 }

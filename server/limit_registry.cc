@@ -38,16 +38,30 @@ absl::Status LimitsFileWatcher::Load() {
   if (!parsed.ok()) return parsed.status();
   const size_t n = parsed->limits.size();
   registry_.Replace(std::make_shared<const LimitSet>(*std::move(parsed)));
-  Log(LogLevel::kInfo, "limits loaded", {{"file", path_}, {"limits", std::to_string(n)}});
+  if (n == 0) {
+    Log(LogLevel::kWarning, "no limits defined: every request needs an inline config",
+        {{"file", path_}});
+  } else {
+    Log(LogLevel::kInfo, "limits loaded", {{"file", path_}, {"limits", std::to_string(n)}});
+  }
   return absl::OkStatus();
 }
 
 absl::Status LimitsFileWatcher::ReloadIfChanged() {
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
-    // A file being replaced may be missing for a moment; keep the definitions in force.
+    // Keep the definitions in force, and say so once per disappearance: a file replaced in
+    // place (not by rename) is missing for a moment, a deleted one stays missing.
+    if (!missing_) {
+      Log(LogLevel::kWarning,
+          "limits file missing; keeping the previous definitions (replace the file atomically, "
+          "by rename)",
+          {{"file", path_}});
+    }
+    missing_ = true;
     return absl::OkStatus();
   }
+  missing_ = false;
   std::stringstream buf;
   buf << in.rdbuf();
   if (loaded_once_ && buf.str() == last_bytes_) return absl::OkStatus();

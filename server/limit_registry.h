@@ -35,7 +35,9 @@ class LimitRegistry {
 
 // Keeps a LimitRegistry in step with a limits file: Load() reads it once (start-up fails on an
 // error); Start() polls it every `interval` and, when its bytes change, parses and swaps in the
-// new definitions. A file that fails to parse is logged and the previous definitions stay.
+// new definitions. A file that fails to parse is logged and the previous definitions stay; so
+// are a missing file (a warning, once) and a file without limits (a warning: requests then
+// need inline configs).
 //
 // Thread safety: Load/Start/Stop from one thread; the polling runs on its own thread.
 class LimitsFileWatcher {
@@ -62,6 +64,7 @@ class LimitsFileWatcher {
   const ReloadObserver observer_;
   std::string last_bytes_;
   bool loaded_once_ = false;
+  bool missing_ = false;  // the last poll found no file (logged once)
   PeriodicTask poller_;
 };
 

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,18 @@ ABSL_FLAG(absl::Duration, gc_interval, absl::Hours(1),
 ABSL_FLAG(std::string, port_file, "", "write the chosen port to this file once listening");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "how long in-flight calls may take to finish on SIGTERM");
+ABSL_FLAG(int32_t, max_concurrent_streams, 100,
+          "most calls in flight per gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)");
+ABSL_FLAG(int64_t, grpc_memory_limit_mb, 1024,
+          "memory gRPC may use for connection buffers, in MiB; under pressure it stops reading "
+          "and drops idle connections");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
+          "close a gRPC connection without calls after this long (GOAWAY); inf: never");
+ABSL_FLAG(absl::Duration, keepalive_min_ping_interval, absl::Seconds(10),
+          "shortest interval between a client's keepalive pings that is tolerated");
+ABSL_FLAG(int32_t, keepalive_max_ping_strikes, 2,
+          "pings faster than --keepalive_min_ping_interval before the connection is closed "
+          "(GOAWAY too_many_pings); 0: never");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the HTTP endpoint for /metrics (Prometheus) and /healthz; empty: off");
 ABSL_FLAG(std::string, metrics_port_file, "", "write the HTTP endpoint's port to this file");
@@ -102,14 +115,14 @@ absl::Status ConfigureTracing(ratelimit::ServerOptions& options) {
   options.otel_resource = {{"service.name", service},
                            {"telemetry.sdk.name", "ratelimit"},
                            {"telemetry.sdk.language", "cpp"},
-                           {"process.pid", std::to_string(getpid())}};
+                           {"process.pid", int64_t{getpid()}}};
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) == 0) options.otel_resource.push_back({"host.name", host});
   for (absl::string_view pair :
        absl::StrSplit(Env("OTEL_RESOURCE_ATTRIBUTES"), ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
     if (kv.first.empty() || kv.first == "service.name") continue;
-    options.otel_resource.push_back(kv);
+    options.otel_resource.push_back({kv.first, kv.second});
   }
   options.trace_keys = absl::GetFlag(FLAGS_trace_keys);
   return absl::OkStatus();
@@ -136,6 +149,13 @@ int main(int argc, char** argv) {
   // user: limit keys can be personal data.
   umask(077);
   absl::SetProgramUsageMessage("ratelimit-server [flags]: serves ratelimit.v1.RateLimitService");
+  // --help lists the flags of this file (absl's default looks for a file named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   // Debian builds absl with its Mutex deadlock detector on; it costs ~1.5% of CPU per decision
   // (the lock order is fixed by design and covered by tests).
@@ -170,6 +190,25 @@ int main(int argc, char** argv) {
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.envoy_config_dir = absl::GetFlag(FLAGS_envoy_config_dir);
   options.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (options.max_concurrent_streams < 1) return Fail("--max_concurrent_streams must be >= 1");
+  const int64_t memory_mb = absl::GetFlag(FLAGS_grpc_memory_limit_mb);
+  if (memory_mb < 1 || memory_mb > (int64_t{1} << 40)) {
+    return Fail("--grpc_memory_limit_mb must be between 1 and 2^40");
+  }
+  options.grpc_memory_limit_bytes = memory_mb << 20;
+  options.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  if (options.max_connection_idle <= absl::ZeroDuration()) {
+    return Fail("--max_connection_idle must be positive (inf: never)");
+  }
+  options.keepalive_min_ping_interval = absl::GetFlag(FLAGS_keepalive_min_ping_interval);
+  if (options.keepalive_min_ping_interval < absl::ZeroDuration()) {
+    return Fail("--keepalive_min_ping_interval must not be negative");
+  }
+  options.keepalive_max_ping_strikes = absl::GetFlag(FLAGS_keepalive_max_ping_strikes);
+  if (options.keepalive_max_ping_strikes < 0) {
+    return Fail("--keepalive_max_ping_strikes must not be negative");
+  }
   const std::string policy = absl::GetFlag(FLAGS_failure_policy);
   if (policy == "closed") {
     options.failure_policy = ratelimit::FailurePolicy::kClosed;

@@ -7,6 +7,7 @@
 #include "server/convert.h"
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
+#include "server/parsed_unary.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
@@ -19,10 +20,15 @@ enum class FailurePolicy {
 
 // ratelimit.v1.RateLimitService on the gRPC callback API. Each handler converts the request
 // (convert.h), asks the Limiter, converts the verdict back and finishes; it holds no state of
-// its own.
+// its own. The methods are registered raw and parsed by ServeParsed (parsed_unary.h), so that a
+// malformed body is INVALID_ARGUMENT.
 //
 // Thread safety: thread-safe; dependencies are not owned and must outlive the service.
-class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService {
+class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackMethod_Consume<
+                                       v1::RateLimitService::WithRawCallbackMethod_Check<
+                                           v1::RateLimitService::WithRawCallbackMethod_Reserve<
+                                               v1::RateLimitService::WithRawCallbackMethod_Reset<
+                                                   v1::RateLimitService::CallbackService>>>> {
  public:
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
@@ -47,6 +53,36 @@ class RateLimitServiceImpl final : public v1::RateLimitService::CallbackService 
   grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
                                   const v1::ResetRequest* request,
                                   v1::ResetResponse* response) override;
+
+  // The registered (raw) methods: parse, then the typed handlers above.
+  grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override {
+    return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return Consume(context, req, resp); });
+  }
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override {
+    return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return Check(context, req, resp); });
+  }
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override {
+    return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return Reserve(context, req, resp); });
+  }
+  grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override {
+    return ServeParsed<v1::ResetRequest, v1::ResetResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return Reset(context, req, resp); });
+  }
 
  private:
   grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,

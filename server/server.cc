@@ -1,9 +1,14 @@
 #include "server/server.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "server/log.h"
 #include "storage/limit_config.h"
 #include "storage/rocksdb_state_store.h"
@@ -18,6 +23,34 @@ std::function<void(const absl::Status&)> CountReloads(ServerMetrics& metrics, co
   return [&metrics, config](const absl::Status& st) {
     metrics.config_reloads.With({config, st.ok() ? "ok" : "failed"}).Increment();
   };
+}
+
+// Milliseconds for a gRPC channel argument; InfiniteDuration() (or more than INT_MAX ms): INT_MAX,
+// which gRPC reads as "never".
+int ChannelArgMillis(absl::Duration d) {
+  if (d >= absl::Milliseconds(std::numeric_limits<int>::max())) {
+    return std::numeric_limits<int>::max();
+  }
+  return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(d)));
+}
+
+// The per-connection limits of `options` and an exclusive port.
+void ConfigureTransport(const ServerOptions& options, grpc::ServerBuilder& builder) {
+  // gRPC sets SO_REUSEPORT by default: a second instance could then bind the same port and the
+  // kernel would split the traffic (and the limits) between the two.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             ChannelArgMillis(options.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ChannelArgMillis(options.keepalive_min_ping_interval));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options.keepalive_max_ping_strikes);
+  // Pings on a connection without calls are fine at the enforced rate (the idle timeout still
+  // closes such a connection).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  grpc::ResourceQuota quota("ratelimit");
+  quota.Resize(static_cast<size_t>(options.grpc_memory_limit_bytes));
+  builder.SetResourceQuota(quota);
 }
 }  // namespace
 
@@ -95,6 +128,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  ConfigureTransport(options, builder);
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
   // The Envoy RLS v3 API, on the same port, limiter and store.
@@ -137,6 +171,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->watcher_) s->watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   s->health_.SetServing();
+  s->started_ = true;
   Log(LogLevel::kInfo, "listening",
       {{"address", options.listen_address},
        {"port", std::to_string(s->port_)},
@@ -154,7 +189,8 @@ void RateLimitServer::RegisterEnvoyMetrics() {
       "ratelimit_envoy_rule_hits_total",
       "Hits counted per Envoy rule (the reference's per-rule stats), by result: total, "
       "over_limit (shadow included), within_limit, shadow_mode.",
-      "counter", {"rule", "result"}, [envoy] {
+      "counter", {"rule", "result"},
+      [envoy] {
         std::vector<std::pair<std::vector<std::string>, double>> out;
         for (const auto& [rule, c] : envoy->stats().Snapshot()) {
           out.push_back({{rule, "total"}, static_cast<double>(c.total_hits)});
@@ -163,7 +199,8 @@ void RateLimitServer::RegisterEnvoyMetrics() {
           out.push_back({{rule, "shadow_mode"}, static_cast<double>(c.shadow_mode)});
         }
         return out;
-      });
+      },
+      2000, "rule");
 }
 
 void RateLimitServer::RegisterStoreMetrics() {
@@ -198,7 +235,9 @@ void RateLimitServer::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  Log(LogLevel::kInfo, "shutting down: draining in-flight calls");
+  // A server that failed to start tears down quietly: its caller reports the one error.
+  const LogLevel level = started_ ? LogLevel::kInfo : LogLevel::kDebug;
+  Log(level, "shutting down: draining in-flight calls");
   health_.SetDraining();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -216,7 +255,7 @@ void RateLimitServer::Shutdown() {
     }
   }
   if (http_) http_->Stop();
-  Log(LogLevel::kInfo, "stopped");
+  Log(level, "stopped");
   absl::MutexLock lock(&mu_);
   stopped_ = true;
 }

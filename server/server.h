@@ -52,6 +52,20 @@ struct ServerOptions {
   // How long Shutdown() lets in-flight calls finish before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(5);
 
+  // Limits per gRPC connection, so that one client cannot take the server's memory:
+  // At most this many calls in flight per HTTP/2 connection (advertised in SETTINGS; further
+  // streams wait in the client).
+  int max_concurrent_streams = 100;
+  // The memory gRPC may use for its buffers (a grpc::ResourceQuota); under pressure it stops
+  // reading from connections and drops idle ones.
+  int64_t grpc_memory_limit_bytes = int64_t{1} << 30;
+  // A connection without calls for this long is closed (GOAWAY); InfiniteDuration(): never.
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  // Keepalive enforcement: a client pinging more often than this (without data) gets a strike,
+  // and is disconnected (GOAWAY "too_many_pings") after keepalive_max_ping_strikes of them.
+  absl::Duration keepalive_min_ping_interval = absl::Seconds(10);
+  int keepalive_max_ping_strikes = 2;
+
   // host:port of the HTTP endpoint serving /metrics and /healthz; port 0 picks a free port
   // (see metrics_port()). Empty: no HTTP endpoint.
   std::string metrics_listen;
@@ -67,7 +81,7 @@ struct ServerOptions {
   // Probability of sampling a trace the caller did not start (callers' sampled flag wins).
   double otel_sample_ratio = 1.0;
   // Resource attributes of the spans; service.name defaults to "ratelimit".
-  std::vector<std::pair<std::string, std::string>> otel_resource;
+  Resource otel_resource;
   // Record limit keys as span attributes (keys can be personal data).
   bool trace_keys = false;
   // Exporter tuning (defaults in OtlpExporterOptions).
@@ -149,6 +163,7 @@ class RateLimitServer {
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  bool started_ = false;  // Start() succeeded; set before it returns, never changed after
 
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -6,6 +6,7 @@
 #include "server/envoy/envoy_registry.h"
 #include "server/envoy/envoy_stats.h"
 #include "server/observability/telemetry.h"
+#include "server/parsed_unary.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
 
@@ -16,10 +17,14 @@ namespace ratelimit {
 // request (envoy_convert.h), evaluates it all-or-nothing (envoy_evaluator.h), builds the
 // response and finishes. Bad input: INVALID_ARGUMENT naming the field. Store failure:
 // UNAVAILABLE, whatever the server's failure policy, so that Envoy's failure_mode_deny decides.
+// The method is registered raw and parsed by ServeParsed (parsed_unary.h): a malformed body is
+// INVALID_ARGUMENT.
 //
 // Thread safety: thread-safe; dependencies are not owned and must outlive the service.
 class EnvoyRateLimitServiceImpl final
-    : public ::envoy::service::ratelimit::v3::RateLimitService::CallbackService {
+    : public ::envoy::service::ratelimit::v3::RateLimitService::
+          WithRawCallbackMethod_ShouldRateLimit<
+              ::envoy::service::ratelimit::v3::RateLimitService::CallbackService> {
  public:
   // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset to every response that has a
   // limited descriptor. Default off, as in the reference.
@@ -36,6 +41,15 @@ class EnvoyRateLimitServiceImpl final
       grpc::CallbackServerContext* context,
       const ::envoy::service::ratelimit::v3::RateLimitRequest* request,
       ::envoy::service::ratelimit::v3::RateLimitResponse* response) override;
+  // The registered (raw) method: parse, then the typed handler above.
+  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override {
+    return ServeParsed<::envoy::service::ratelimit::v3::RateLimitRequest,
+                       ::envoy::service::ratelimit::v3::RateLimitResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return ShouldRateLimit(context, req, resp); });
+  }
 
   const EnvoyStats& stats() const { return stats_; }
 

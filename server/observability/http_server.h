@@ -6,7 +6,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace httplib {
 class Server;
@@ -23,7 +25,10 @@ class MetricsRegistry;
 // Thread safety: Start/Stop from one thread; requests are served on httplib's threads.
 class HttpServer {
  public:
-  // Listens on `host`:`port` (port 0: any free port). The registry and reporter are not owned.
+  // Listens on `host`:`port` (port 0: any free port) and returns once the server accepts
+  // connections, so that Stop() may follow at once. UNAVAILABLE with the system's reason (e.g.
+  // "Address already in use") when the port cannot be bound. The registry and reporter are not
+  // owned.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& host, int port,
                                                            const MetricsRegistry& metrics,
                                                            const HealthReporter& health);
@@ -37,6 +42,8 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
+  absl::Mutex mu_;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // the accept loop has started
 };
 
 }  // namespace ratelimit

@@ -61,6 +61,14 @@ std::string Labels(const std::vector<std::string>& names, const std::vector<std:
   return out.empty() ? out : "{" + out + "}";
 }
 
+// The index of `label` in `labels`; -1 when empty or absent.
+int LabelIndex(const std::vector<std::string>& labels, absl::string_view label) {
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (!label.empty() && labels[i] == label) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 }  // namespace
 
 Histogram::Histogram(const std::vector<double>& bounds)
@@ -88,13 +96,24 @@ Histogram::Snapshot Histogram::Read() const {
   return s;
 }
 
+std::vector<std::string> OverflowLabels(const std::vector<std::string>& values, int capped_label) {
+  if (capped_label < 0 || capped_label >= static_cast<int>(values.size())) {
+    return std::vector<std::string>(values.size(), "_other");
+  }
+  std::vector<std::string> out = values;
+  out[capped_label] = "_other";
+  return out;
+}
+
 Family<Counter>& MetricsRegistry::AddCounter(std::string name, std::string help,
-                                             std::vector<std::string> labels, size_t max_series) {
+                                             std::vector<std::string> labels, size_t max_series,
+                                             absl::string_view capped_label) {
   Entry e;
   e.name = std::move(name);
   e.help = std::move(help);
-  e.counter = std::make_unique<Family<Counter>>(std::move(labels), max_series,
-                                                [] { return std::make_unique<Counter>(); });
+  const int capped = LabelIndex(labels, capped_label);
+  e.counter = std::make_unique<Family<Counter>>(
+      std::move(labels), max_series, [] { return std::make_unique<Counter>(); }, capped);
   entries_.push_back(std::move(e));
   return *entries_.back().counter;
 }
@@ -127,8 +146,9 @@ void MetricsRegistry::AddCounterFn(std::string name, std::string help,
 
 void MetricsRegistry::AddCollector(std::string name, std::string help, std::string type,
                                    std::vector<std::string> labels, std::function<Samples()> read,
-                                   size_t max_series) {
+                                   size_t max_series, absl::string_view capped_label) {
   Entry e;
+  e.collector_capped_label = LabelIndex(labels, capped_label);
   e.name = std::move(name);
   e.help = std::move(help);
   e.collector_type = std::move(type);
@@ -169,7 +189,7 @@ std::string MetricsRegistry::Render() const {
       std::map<std::vector<std::string>, double> series;
       for (auto& [values, v] : e.collector()) {
         if (series.size() >= e.collector_max_series && !series.count(values)) {
-          series[std::vector<std::string>(values.size(), "_other")] += v;
+          series[OverflowLabels(values, e.collector_capped_label)] += v;
         } else {
           series[values] += v;
         }

@@ -49,15 +49,24 @@ class Histogram {
   std::atomic<uint64_t> sum_micro_{0};                // sum in millionths, to stay lock-free
 };
 
-// A family of series of one metric, one per combination of label values. At most `max_series`
-// series exist; further combinations are folded into one series whose label values are all
-// "_other", so that client-chosen values (limit names) cannot blow up the cardinality.
+// The label values a new series is recorded under once a family holds its maximum number of
+// series: the value of the label at index `capped_label` (the one whose values clients choose,
+// such as limit names) becomes "_other" and the others (from small fixed sets, such as
+// outcomes) are kept; with no capped label (-1) every value becomes "_other".
+std::vector<std::string> OverflowLabels(const std::vector<std::string>& values, int capped_label);
+
+// A family of series of one metric, one per combination of label values. Once `max_series`
+// series exist, further combinations are folded per OverflowLabels, so that client-chosen values
+// (limit names) cannot blow up the cardinality while the other labels keep their meaning.
 template <typename T>
 class Family {
  public:
   Family(std::vector<std::string> label_names, size_t max_series,
-         std::function<std::unique_ptr<T>()> make)
-      : label_names_(std::move(label_names)), max_series_(max_series), make_(std::move(make)) {}
+         std::function<std::unique_ptr<T>()> make, int capped_label = -1)
+      : label_names_(std::move(label_names)),
+        max_series_(max_series),
+        capped_label_(capped_label),
+        make_(std::move(make)) {}
 
   // The series for `values` (one per label name). The reference stays valid for the family's
   // lifetime. The lookup allocates nothing when the joined values fit a short string.
@@ -72,10 +81,11 @@ class Family {
     auto it = series_.find(key);
     if (it != series_.end()) return *it->second.metric;
     if (series_.size() >= max_series_) {
-      const std::vector<absl::string_view> other(values.size(), "_other");
+      std::vector<std::string> other =
+          OverflowLabels(std::vector<std::string>(values.begin(), values.end()), capped_label_);
       Series& slot = series_[Join(other)];
       if (!slot.metric) {
-        slot.values.assign(values.size(), "_other");
+        slot.values = std::move(other);
         slot.metric = make_();
       }
       return *slot.metric;
@@ -115,6 +125,7 @@ class Family {
 
   const std::vector<std::string> label_names_;
   const size_t max_series_;
+  const int capped_label_;
   const std::function<std::unique_ptr<T>()> make_;
   mutable absl::Mutex mu_;
   std::map<std::string, Series> series_ ABSL_GUARDED_BY(mu_);
@@ -124,20 +135,22 @@ class Family {
 // recording into them and Render() are thread-safe.
 class MetricsRegistry {
  public:
+  // `capped_label`: the label folded into "_other" past `max_series` (see OverflowLabels); empty:
+  // all of them.
   Family<Counter>& AddCounter(std::string name, std::string help, std::vector<std::string> labels,
-                              size_t max_series = 1000);
+                              size_t max_series = 1000, absl::string_view capped_label = "");
   Family<Histogram>& AddHistogram(std::string name, std::string help,
                                   std::vector<std::string> labels, std::vector<double> bounds,
                                   size_t max_series = 100);
   // A gauge read when rendered.
   void AddGauge(std::string name, std::string help, std::function<double()> read);
   // Series computed when rendered: `read` returns (label values, value) pairs. `type` is
-  // "counter" or "gauge". At most `max_series` series are rendered; the rest are summed into
-  // one series whose label values are all "_other".
+  // "counter" or "gauge". At most `max_series` series are rendered as they are; the rest are
+  // summed into series folded per OverflowLabels (`capped_label` as in AddCounter).
   using Samples = std::vector<std::pair<std::vector<std::string>, double>>;
   void AddCollector(std::string name, std::string help, std::string type,
                     std::vector<std::string> labels, std::function<Samples()> read,
-                    size_t max_series = 2000);
+                    size_t max_series = 2000, absl::string_view capped_label = "");
   // A counter kept elsewhere (monotonic), read when rendered.
   void AddCounterFn(std::string name, std::string help, std::function<double()> read);
 
@@ -155,6 +168,7 @@ class MetricsRegistry {
     std::vector<std::string> collector_labels;
     std::function<Samples()> collector;
     size_t collector_max_series = 0;
+    int collector_capped_label = -1;
   };
   std::vector<Entry> entries_;
 };

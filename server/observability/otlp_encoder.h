@@ -7,18 +7,27 @@
 // opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest (proto/opentelemetry/...);
 // the tests decode it with the generated code.
 
+#include <cstdint>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 
 namespace ratelimit {
 
-// An ExportTraceServiceRequest with one ResourceSpans (`resource` attributes, all strings) and
-// one ScopeSpans (scope `scope_name`) holding `spans` (each an encoded Span message).
-std::string EncodeExportRequest(const std::vector<std::pair<std::string, std::string>>& resource,
-                                absl::string_view scope_name,
+// A resource attribute: a string (AnyValue.string_value) or an integer (AnyValue.int_value, e.g.
+// process.pid, which the OpenTelemetry conventions type as an int).
+struct ResourceAttribute {
+  std::string key;
+  std::variant<std::string, int64_t> value;
+};
+using Resource = std::vector<ResourceAttribute>;
+
+// An ExportTraceServiceRequest with one ResourceSpans (`resource` attributes) and one ScopeSpans
+// (scope `scope_name`) holding `spans` (each an encoded Span message).
+std::string EncodeExportRequest(const Resource& resource, absl::string_view scope_name,
                                 const std::vector<std::string>& spans);
 
 }  // namespace ratelimit

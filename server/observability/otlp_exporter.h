@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "server/observability/otlp_encoder.h"
 #include "server/observability/tracer.h"
 
 namespace ratelimit {
@@ -22,7 +23,7 @@ struct OtlpExporterOptions {
   // plaintext). Required.
   std::string endpoint;
   // Resource attributes; service.name should be among them.
-  std::vector<std::pair<std::string, std::string>> resource;
+  Resource resource;
   // Spans waiting to be sent; beyond this, new spans are dropped (and counted). Default 8192.
   size_t max_queue = 8192;
   // Most spans per Export call. Default 2048.

@@ -73,7 +73,7 @@ ServerMetrics::ServerMetrics(MetricsRegistry& r)
     : decisions(r.AddCounter("ratelimit_decisions_total",
                              "Limit decisions of Consume, Reserve and ShouldRateLimit, by limit "
                              "name and outcome (allowed, denied, reserved, failed_open).",
-                             {"limit", "outcome"}, 2000)),
+                             {"limit", "outcome"}, 2000, "limit")),
       rpcs(r.AddCounter("ratelimit_rpcs_total", "Finished RPCs by method and gRPC status code.",
                         {"method", "code"})),
       rpc_seconds(r.AddHistogram("ratelimit_rpc_duration_seconds",
@@ -97,7 +97,10 @@ Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, cons
     if (std::optional<std::string> tp = Metadata(context, "traceparent")) {
       parent = ParseTraceparent(*tp);
       if (parent) {
-        if (std::optional<std::string> ts = Metadata(context, "tracestate")) {
+        // A tracestate is passed on verbatim, so only a valid one (printable ASCII, W3C list
+        // syntax) is kept: one bad value would make the collector reject the whole batch.
+        if (std::optional<std::string> ts = Metadata(context, "tracestate");
+            ts && IsValidTracestate(*ts)) {
           parent->trace_state = *ts;
         }
       }

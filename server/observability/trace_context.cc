@@ -1,5 +1,10 @@
 #include "server/observability/trace_context.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+
 namespace ratelimit {
 namespace {
 
@@ -27,7 +32,69 @@ bool AllZero(const std::array<uint8_t, N>& a) {
   return true;
 }
 
+bool IsLcAlpha(char c) { return c >= 'a' && c <= 'z'; }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsKeyChar(char c) {
+  return IsLcAlpha(c) || IsDigit(c) || c == '_' || c == '-' || c == '*' || c == '/';
+}
+
+// simple-key = lcalpha 0*255(keychar); multi-tenant-key = tenant-id "@" system-id with
+// tenant-id = (lcalpha / DIGIT) 0*240(keychar) and system-id = lcalpha 0*13(keychar).
+bool IsValidKey(absl::string_view key) {
+  const size_t at = key.find('@');
+  auto chars_ok = [](absl::string_view s) {
+    for (char c : s.substr(1)) {
+      if (!IsKeyChar(c)) return false;
+    }
+    return true;
+  };
+  if (at == absl::string_view::npos) {
+    return !key.empty() && key.size() <= 256 && IsLcAlpha(key[0]) && chars_ok(key);
+  }
+  const absl::string_view tenant = key.substr(0, at), system = key.substr(at + 1);
+  return !tenant.empty() && tenant.size() <= 241 && (IsLcAlpha(tenant[0]) || IsDigit(tenant[0])) &&
+         chars_ok(tenant) && !system.empty() && system.size() <= 14 && IsLcAlpha(system[0]) &&
+         chars_ok(system);
+}
+
+// value = 0*255(chr) nblk-chr; chr = %x20 / nblk-chr; nblk-chr = %x21-7E except "," and "=".
+bool IsValidValue(absl::string_view value) {
+  if (value.empty() || value.size() > 256 || value.back() == ' ') return false;
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7e || c == ',' || c == '=') return false;
+  }
+  return true;
+}
+
+absl::string_view TrimOws(absl::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 }  // namespace
+
+bool IsValidTracestate(absl::string_view header) {
+  constexpr size_t kMaxLength = 512;
+  constexpr int kMaxMembers = 32;
+  if (header.size() > kMaxLength) return false;
+  for (char c : header) {
+    if ((c < 0x20 || c > 0x7e) && c != '\t') return false;
+  }
+  std::vector<absl::string_view> keys;
+  for (absl::string_view member : absl::StrSplit(header, ',')) {
+    member = TrimOws(member);
+    if (member.empty()) continue;  // empty list members are allowed
+    const size_t eq = member.find('=');
+    if (eq == absl::string_view::npos) return false;
+    const absl::string_view key = member.substr(0, eq);
+    if (!IsValidKey(key) || !IsValidValue(member.substr(eq + 1))) return false;
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) return false;
+    keys.push_back(key);
+    if (static_cast<int>(keys.size()) > kMaxMembers) return false;
+  }
+  return true;
+}
 
 std::string ToHex(const uint8_t* bytes, size_t n) {
   static const char kHex[] = "0123456789abcdef";

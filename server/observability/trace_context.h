@@ -28,6 +28,13 @@ struct TraceContext {
 // fields after the flags. nullopt when invalid (the span then starts a new trace).
 std::optional<TraceContext> ParseTraceparent(absl::string_view header);
 
+// True when `header` is a valid W3C `tracestate`: at most 512 characters and 32 list members,
+// printable ASCII only, each non-empty member `key=value` with a simple key (lowercase letter,
+// then up to 255 of [a-z0-9_*/-]) or a multi-tenant key (tenant@system: up to 241 and 14
+// characters), a value of 1..256 printable characters other than ',' and '=' not ending in a
+// space, and no key twice. An invalid tracestate is dropped (the traceparent is still used).
+bool IsValidTracestate(absl::string_view header);
+
 // "00-<trace id>-<span id>-<flags>".
 std::string FormatTraceparent(const TraceId& trace_id, const SpanId& span_id, uint8_t flags);
 

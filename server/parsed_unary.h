@@ -1,0 +1,46 @@
+#ifndef RATELIMIT_SERVER_PARSED_UNARY_H_
+#define RATELIMIT_SERVER_PARSED_UNARY_H_
+
+// gRPC's typed callback methods answer a request body they cannot parse with UNIMPLEMENTED and
+// an empty message, before any handler runs. The services therefore register their methods raw
+// (grpc::ByteBuffer in and out, the generated WithRawCallbackMethod_* classes) and parse here:
+// a body that is not a valid message is INVALID_ARGUMENT naming the message type.
+
+#include <string>
+
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace ratelimit {
+
+// Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
+// returns the call's reactor; then serializes the reply into `response_bytes`. A body that does
+// not parse is finished with INVALID_ARGUMENT ("request body is not a valid <type>").
+//
+// REQUIRES: `handler` finishes the call before it returns (every thin handler does). gRPC binds
+// the returned reactor, and so sends the reply, only after the method returns, by which time
+// `response_bytes` holds the reply.
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request_bytes,
+                                      grpc::ByteBuffer* response_bytes, Handler handler) {
+  Request request;
+  grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
+  if (!grpc::SerializationTraits<Request>::Deserialize(&body, &request).ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "request body is not a valid " + request.GetTypeName() + " (protobuf wire format)"));
+    return reactor;
+  }
+  Response response;
+  grpc::ServerUnaryReactor* reactor = handler(&request, &response);
+  bool own_buffer = false;
+  // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
+  (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes, &own_buffer);
+  return reactor;
+}
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_PARSED_UNARY_H_
