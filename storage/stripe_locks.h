@@ -21,9 +21,9 @@ namespace ratelimit {
 class StripeLocks {
  public:
   // REQUIRES: `stripes` outlives this object; every index is in range; indexes sorted, distinct.
-  StripeLocks(absl::Mutex* stripes, absl::Span<const size_t> indexes)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS : stripes_(stripes),
-                                       indexes_(indexes.begin(), indexes.end()) {
+  StripeLocks(absl::Mutex* stripes, absl::Span<const size_t> indexes) ABSL_NO_THREAD_SAFETY_ANALYSIS
+      : stripes_(stripes),
+        indexes_(indexes.begin(), indexes.end()) {
     for (size_t i : indexes_) stripes_[i].Lock();
   }
   StripeLocks(const StripeLocks&) = delete;

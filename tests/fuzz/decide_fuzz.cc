@@ -40,6 +40,8 @@ namespace {
 using fuzz::PickDouble;
 using fuzz::PickSeconds;
 using fuzz::PickString;
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::TempDir;
 
 // 2026-11-23T00:14:56.789012Z: on no unit boundary, so a window start is never "now".
 constexpr int64_t kStartUs = 1795392896789012;
@@ -132,8 +134,7 @@ void CheckResponse(const v1::RateLimitResponse& r) {
   }
   std::string json;
   const auto status = google::protobuf::util::MessageToJsonString(r, &json);
-  FUZZ_CHECK(status.ok(), "the response does not convert to JSON: %s",
-             status.ToString().c_str());
+  FUZZ_CHECK(status.ok(), "the response does not convert to JSON: %s", status.ToString().c_str());
 }
 
 using States = std::vector<std::optional<State>>;
@@ -150,8 +151,8 @@ States ReadStates(StateStore& store, const std::vector<StateKey>& keys) {
 
 std::string Describe(const std::optional<State>& s) {
   if (!s) return "none";
-  return "{value " + std::to_string(s->value) + ", ts " + std::to_string(s->ts_us) +
-         ", full_at " + std::to_string(s->full_at_us) + "}";
+  return "{value " + std::to_string(s->value) + ", ts " + std::to_string(s->ts_us) + ", full_at " +
+         std::to_string(s->full_at_us) + "}";
 }
 
 bool SameDecision(const Decision& a, const Decision& b) {
@@ -197,9 +198,9 @@ void CheckDecision(const LimitRequest& l, const Decision& d, Mode mode, int64_t 
     const Decision kept = Decide(l.config, id, next, l.count, Mode::kCheck, at);
     const Decision dropped = Decide(l.config, id, std::nullopt, l.count, Mode::kCheck, at);
     FUZZ_CHECK(std::fabs(kept.value - dropped.value) <= Slack(capacity),
-               "%s %s/%s: at full_at %lld the state holds %.17g, not %.17g (full)",
-               ModeName(mode), l.name.c_str(), l.key.c_str(),
-               static_cast<long long>(next.full_at_us), kept.value, dropped.value);
+               "%s %s/%s: at full_at %lld the state holds %.17g, not %.17g (full)", ModeName(mode),
+               l.name.c_str(), l.key.c_str(), static_cast<long long>(next.full_at_us), kept.value,
+               dropped.value);
   }
 }
 
@@ -285,9 +286,9 @@ void RunRequest(const v1::RateLimitRequest& request, const std::vector<Step>& st
   absl::StatusOr<std::vector<LimitRequest>> limits = ResolveRequest(request, ServerLimits());
   if (!limits.ok()) {
     const absl::Status& s = limits.status();
-    FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument ||
-                   s.code() == absl::StatusCode::kNotFound,
-               "unexpected refusal %s", s.ToString().c_str());
+    FUZZ_CHECK(
+        s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kNotFound,
+        "unexpected refusal %s", s.ToString().c_str());
     FUZZ_CHECK(absl::StartsWith(s.message(), "limits"), "refusal names no field: %s",
                s.ToString().c_str());
     return;
@@ -305,7 +306,7 @@ void RunRequest(const v1::RateLimitRequest& request, const std::vector<Step>& st
 // The structured decoder: a request of 1..4 limits (named or inline), then up to 8 steps.
 void RunStructured(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  static const std::vector<std::string> kNames = {"api",   "reserve", "window", "hashed_window",
+  static const std::vector<std::string> kNames = {"api",    "reserve", "window", "hashed_window",
                                                   "inline", "inline2", ""};
   static const std::vector<std::string> kKeys = {"", "k", "user:1", std::string(1024, 'k'),
                                                  std::string(1025, 'k')};
@@ -366,11 +367,10 @@ void RunSerialized(const uint8_t* data, size_t size) {
   if (!request.ParseFromArray(data, static_cast<int>(size)) || request.limits_size() == 0) return;
   constexpr int64_t kSecondUs = 1000000;
   const std::vector<Step> steps = {
-      {Mode::kCheck, 0},          {Mode::kConsume, 0},
-      {Mode::kConsume, 0},        {Mode::kReserve, 0},
-      {Mode::kReserve, 0},        {Mode::kCheck, 0},
-      {Mode::kConsume, kSecondUs}, {Mode::kReserve, 0},
-      {Mode::kConsume, 86400 * kSecondUs}, {Mode::kCheck, 0},
+      {Mode::kCheck, 0},           {Mode::kConsume, 0}, {Mode::kConsume, 0},
+      {Mode::kReserve, 0},         {Mode::kReserve, 0}, {Mode::kCheck, 0},
+      {Mode::kConsume, kSecondUs}, {Mode::kReserve, 0}, {Mode::kConsume, 86400 * kSecondUs},
+      {Mode::kCheck, 0},
   };
   RunRequest(request, steps);
 }

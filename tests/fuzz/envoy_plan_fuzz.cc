@@ -68,9 +68,7 @@ descriptors:
   - key: b.c
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: b
-    descriptors:
-      - key: c
-        rate_limit: {unit: minute, requests_per_unit: 2}
+    rate_limit: {unit: minute, requests_per_unit: 2}
   - key: "b#override"
     rate_limit: {unit: minute, requests_per_unit: 3}
   - key: "x|y"
@@ -144,9 +142,8 @@ void PlanAndCheck(const rlsv3::RateLimitRequest& request, Counters& counters) {
 
     const std::string owner = Owner(request, static_cast<int>(i), p);
     auto [it, inserted] = counters.try_emplace({l.name, l.key}, owner);
-    FUZZ_CHECK(inserted || it->second == owner,
-               "counter (\"%s\", \"%s\") is shared by %s and %s", l.name.c_str(), l.key.c_str(),
-               it->second.c_str(), owner.c_str());
+    FUZZ_CHECK(inserted || it->second == owner, "counter (\"%s\", \"%s\") is shared by %s and %s",
+               l.name.c_str(), l.key.c_str(), it->second.c_str(), owner.c_str());
   }
   rlsv3::RateLimitResponse response;
   BuildEnvoyResponse(*plan, outcomes, /*ratelimit_headers=*/true, &response);
@@ -170,19 +167,19 @@ void RunStructured(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   static const std::vector<std::string> kDomains = {"messaging", "a", "a.b", "unknown", ""};
   static const std::vector<std::string> kKeys = {
-      "message_type", "to_number", "vip", "blocked", "bucket", "shadow", "b.c", "b",
-      "c",            "c_v",       "b#override", "x|y", "x", ""};
+      "message_type", "to_number",  "vip", "blocked", "bucket", "shadow", "b.c", "b", "c",
+      "c_v",          "b#override", "x|y", "x",       ""};
   static const std::vector<std::string> kValues = {
       "", "marketing", "+15551234", "v", "x|y", "\\", "|", std::string(1024, 'v')};
   rlsv3::RateLimitRequest request;
   request.set_domain(PickString(in, kDomains, 300));
   if (in.ConsumeBool()) request.set_hits_addend(in.ConsumeIntegral<uint32_t>());
   const int n = in.ConsumeIntegralInRange(0, 8) == 8 ? kMaxEnvoyDescriptors + 1
-                                                      : in.ConsumeIntegralInRange(0, 4);
+                                                     : in.ConsumeIntegralInRange(0, 4);
   for (int i = 0; i < n; ++i) {
     auto* d = request.add_descriptors();
     const int entries = in.ConsumeIntegralInRange(0, 8) == 8 ? kMaxEnvoyEntries + 1
-                                                              : in.ConsumeIntegralInRange(0, 3);
+                                                             : in.ConsumeIntegralInRange(0, 3);
     for (int j = 0; j < entries; ++j) {
       auto* e = d->add_entries();
       e->set_key(PickString(in, kKeys, 64));
@@ -203,8 +200,7 @@ void RunStructured(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ratelimit::rlsv3::RateLimitRequest request;
-  if (size <= ratelimit::kMaxRequestBytes &&
-      request.ParseFromArray(data, static_cast<int>(size))) {
+  if (size <= ratelimit::kMaxRequestBytes && request.ParseFromArray(data, static_cast<int>(size))) {
     ratelimit::Run(request);
   }
   ratelimit::RunStructured(data, size);
