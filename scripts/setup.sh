@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build, the tests and the benchmarks need. Idempotent; skips
-# apt when everything is already installed.
+# Installs the Debian packages the builds (release and sanitizer), the tests, the fuzz targets and
+# the benchmarks need. Idempotent; skips apt when everything is already installed.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libyaml-cpp-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev prometheus
+  # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
+  # (ASan, UBSan, libFuzzer).
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test.
+# Sets up, builds and runs every test:
+#   1. the release build (./build) and its test suite;
+#   2. the sanitizer build (./build-asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
+#      -Wthread-safety as errors) and its test suite, which also replays each fuzz target's
+#      checked-in corpus (tests/fuzz/corpus) and then fuzzes each target for
+#      RATELIMIT_FUZZ_SECONDS seconds (default 30).
+# Environment: RATELIMIT_QUICK=1 runs step 1 only (the quick loop);
+#   RATELIMIT_FUZZ_SECONDS=N fuzzes each target N seconds (0: replay the corpora only).
+# Exits non-zero when a build or a test fails; the output ends with the last CTest summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QUICK=${RATELIMIT_QUICK:-0}
+FUZZ_SECONDS=${RATELIMIT_FUZZ_SECONDS:-30}
+JOBS=$(nproc)
+
 scripts/setup.sh
-scripts/build.sh
-cd build
-ctest --output-on-failure -j"$(nproc)" --timeout 300
+scripts/build.sh release
+(cd build && ctest --output-on-failure -j"$JOBS" --timeout 300)
+[[ $QUICK == 1 ]] && exit 0
+
+scripts/build.sh asan -DRATELIMIT_FUZZ_SECONDS="$FUZZ_SECONDS"
+# Sanitizer reports abort the test that triggers them (halt_on_error, -fno-sanitize-recover);
+# third-party leaks reported at exit are listed, each with its reason, in the suppressions file.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0}
+exclude=()
+[[ $FUZZ_SECONDS == 0 ]] && exclude=(-E '^fuzz\..*\.fuzz$')
+cd build-asan
+ctest --output-on-failure -j"$JOBS" --timeout 600 "${exclude[@]}"

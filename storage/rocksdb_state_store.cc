@@ -22,6 +22,7 @@
 #include "rocksdb/write_batch.h"
 #include "storage/key_hash.h"
 #include "storage/state_codec.h"
+#include "storage/stripe_locks.h"
 
 namespace ratelimit {
 namespace {
@@ -320,10 +321,8 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
-  for (size_t s : stripes) stripes_[s].Lock();
-  auto unlock = [&] {
-    for (auto it = stripes.rbegin(); it != stripes.rend(); ++it) stripes_[*it].Unlock();
-  };
+  StripeLocks locked(stripes_.get(), stripes);
+  auto unlock = [&] { locked.Unlock(); };
 
   absl::InlinedVector<std::optional<State>, 4> current(n);
   absl::InlinedVector<std::optional<State>, 4> writes(n);
@@ -412,9 +411,9 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
     for (const std::string& k : keys) batch.Delete(states_, k);
     rocksdb::WriteOptions wo;
     wo.sync = options_.sync;
-    for (size_t s : stripes) stripes_[s].Lock();
+    StripeLocks locked(stripes_.get(), stripes);
     rocksdb::Status s = db_->Write(wo, &batch);
-    for (auto r = stripes.rbegin(); r != stripes.rend(); ++r) stripes_[*r].Unlock();
+    locked.Unlock();
     if (!s.ok()) return WriteFailed(FromRocks(s, "delete"));
   }
   return FromRocks(it->status(), "iterate");

@@ -32,6 +32,13 @@ constexpr char kLimits[] = R"(limits:
     rate: 1
     period: 24h
     capacity: 1000000
+  # A window that ends in 2070: its value changes only by what a test takes, however long the
+  # test's calls take.
+  - name: cli
+    kind: fixed_window
+    rate: 10
+    period: 36600d
+    start: 0s
 )";
 
 // Polls `condition` every few milliseconds until it holds or `timeout` passes. Used to wait for
@@ -214,16 +221,16 @@ TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {
   auto server = Start();
   ASSERT_NE(server, nullptr);
   const std::string t = "--target=" + server->target();
-  auto [code, out] = RunCli("consume " + t + " --name=api --key=cli --count=4");
+  auto [code, out] = RunCli("consume " + t + " --name=cli --key=cli --count=4");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("ALLOWED"), std::string::npos) << out;
-  EXPECT_NE(out.find("api/cli  allowed  value=6 of 10"), std::string::npos) << out;
+  EXPECT_NE(out.find("cli/cli  allowed  value=6 of 10"), std::string::npos) << out;
 
-  std::tie(code, out) = RunCli("consume " + t + " --name=api --key=cli --count=7");
+  std::tie(code, out) = RunCli("consume " + t + " --name=cli --key=cli --count=7");
   EXPECT_EQ(code, 2) << out;
-  EXPECT_NE(out.find("DENIED by api/cli: INSUFFICIENT_TOKENS, retry in"), std::string::npos) << out;
+  EXPECT_NE(out.find("DENIED by cli/cli: INSUFFICIENT_TOKENS, retry in"), std::string::npos) << out;
 
-  std::tie(code, out) = RunCli("check " + t + " --name=api --key=cli --json");
+  std::tie(code, out) = RunCli("check " + t + " --name=cli --key=cli --json");
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"value\":6"), std::string::npos) << out;
 
@@ -233,14 +240,14 @@ TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("ALLOWED, run in 2h"), std::string::npos) << out;
 
-  std::tie(code, out) = RunCli("reset " + t + " --name=api --key=cli");
+  std::tie(code, out) = RunCli("reset " + t + " --name=cli --key=cli");
   EXPECT_EQ(code, 1) << out;  // no token
   EXPECT_NE(out.find("UNAUTHENTICATED"), std::string::npos) << out;
   std::tie(code, out) =
-      RunCli("reset " + t + " --name=api --key=cli --admin_token_file=" + dir_.File("token"));
+      RunCli("reset " + t + " --name=cli --key=cli --admin_token_file=" + dir_.File("token"));
   EXPECT_EQ(code, 0) << out;
 
-  std::tie(code, out) = RunCli("consume " + t + " --name=api --key=");
+  std::tie(code, out) = RunCli("consume " + t + " --name=cli --key=");
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("INVALID_ARGUMENT: limits[0].key: must not be empty"), std::string::npos)
       << out;

@@ -228,8 +228,14 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
   ASSERT_TRUE(Consume("u3").ok());  // failed open
   failing->Heal();
 
-  auto [status, text] = Get("/metrics");
-  ASSERT_EQ(status, 200);
+  // The health probe (every 10 ms) may have run while the store was failing: ratelimit_up is 1
+  // again from the first probe after it heals. Wait for that probe, not for an amount of time.
+  std::string text;
+  ASSERT_TRUE(Eventually([&] {
+    auto [status, body] = Get("/metrics");
+    text = body;
+    return status == 200 && text.find("ratelimit_up 1\n") != std::string::npos;
+  })) << text;
   for (const char* line : {
            "ratelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 2\n",
            "ratelimit_decisions_total{limit=\"api\",outcome=\"denied\"} 1\n",
