@@ -72,7 +72,8 @@ std::vector<std::string> WalFiles(const std::string& dir) {
 
 }  // namespace
 
-// Remembers the first write failure or background error until Health() clears it. RocksDB
+// Remembers the first write failure or background error until Health() has reopened the
+// database. RocksDB
 // calls the listener from its own threads (possibly holding its mutex): it only records.
 class RocksDbStateStore::ErrorTracker final : public rocksdb::EventListener {
  public:
@@ -84,11 +85,6 @@ class RocksDbStateStore::ErrorTracker final : public rocksdb::EventListener {
   void Set(const absl::Status& error) {
     absl::MutexLock lock(&mu_);
     if (error_.ok()) error_ = error;
-  }
-  // Clears the error if it is still `seen` (a newer one stays).
-  void ClearIf(const absl::Status& seen) {
-    absl::MutexLock lock(&mu_);
-    if (error_ == seen) error_ = absl::OkStatus();
   }
   void Reset() {
     absl::MutexLock lock(&mu_);
@@ -286,16 +282,22 @@ RocksDbStateStore::~RocksDbStateStore() { Close().IgnoreError(); }
 absl::Status RocksDbStateStore::Close() {
   absl::MutexLock lock(&db_mu_);
   closed_ = true;
-  return CloseLocked(/*flush=*/true);
+  return CloseLocked();
 }
 
-absl::Status RocksDbStateStore::CloseLocked(bool flush_memtables) {
+absl::Status RocksDbStateStore::CloseLocked() {
   if (!db_) return absl::OkStatus();
-  absl::Status result = FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
-  rocksdb::FlushOptions flush;
-  flush.wait = true;
-  if (flush_memtables) {
+  absl::Status result;
+  if (const absl::Status error = errors_->Get(); error.ok()) {
+    result = FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
+    rocksdb::FlushOptions flush;
+    flush.wait = true;
     if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); result.ok()) result = s;
+  } else {
+    // After a write error the WAL and memtables are left alone (their writer failed): the
+    // WAL holds every acknowledged write and is replayed by the next open.
+    result = error;
+    db_->SetDBOptions({{"avoid_flush_during_shutdown", "true"}}).PermitUncheckedError();
   }
   for (rocksdb::ColumnFamilyHandle* h : handles_)
     db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
@@ -439,49 +441,55 @@ absl::Status RocksDbStateStore::NotOpenLocked() {
 }
 
 absl::Status RocksDbStateStore::Health() {
-  absl::Status error;
   {
     absl::ReaderMutexLock db_lock(&db_mu_);
     if (closed_) return NotOpenLocked();
     if (db_) {
-      error = errors_->Get();
-      rocksdb::Status resumed;
-      // Leaves read-only mode once the cause is gone (RocksDB flushes the memtables to new
-      // files first, so nothing acknowledged depends on a WAL that failed).
-      if (!error.ok()) resumed = db_->Resume();
-      if (resumed.ok()) return ProbeWriteLocked(error);
-      if (resumed.severity() < rocksdb::Status::Severity::kFatalError) {
-        return absl::UnavailableError(
-            absl::StrCat(error.message(), "; resume failed: ", resumed.ToString()));
+      const absl::Status error = errors_->Get();
+      if (error.ok()) return ProbeWriteLocked();
+      // Until the disk takes writes again, keep the database open for reads.
+      if (absl::Status disk = DiskWritable(); !disk.ok()) {
+        return absl::UnavailableError(absl::StrCat(error.message(), "; ", disk.message()));
       }
-      // RocksDB will not resume from this error (e.g. a new WAL could not be created): reopen.
     }
   }
+  // Failing. Not DB::Resume(): it may keep using the WAL writer that failed, and RocksDB
+  // asserts on any later use of a failed writer. So the database is closed without touching its
+  // WAL and reopened; the reopen replays the WAL (every
+  // acknowledged write is in it) and fails while the disk is still full.
   absl::MutexLock lock(&db_mu_);
   if (closed_) return NotOpenLocked();
   if (db_ && errors_->Get().ok()) return absl::OkStatus();  // reopened meanwhile
-  CloseLocked(/*flush_memtables=*/false).IgnoreError();
+  const absl::Status error = errors_->Get();
+  CloseLocked().IgnoreError();
   if (absl::Status s = OpenDbLocked(/*after_failure=*/true); !s.ok()) {
-    CloseLocked(/*flush_memtables=*/false).IgnoreError();
-    errors_->Set(s);
-    return absl::UnavailableError(absl::StrCat("reopening the state store failed: ", s.message()));
+    CloseLocked().IgnoreError();
+    return absl::UnavailableError(
+        absl::StrCat(error.message(), "; reopening the state store failed: ", s.message()));
   }
   errors_->Reset();
-  return ProbeWriteLocked(absl::OkStatus());
+  return ProbeWriteLocked();
 }
 
-absl::Status RocksDbStateStore::ProbeWriteLocked(const absl::Status& error) {
+absl::Status RocksDbStateStore::DiskWritable() {
+  rocksdb::FileSystem& fs =
+      options_.file_system ? *options_.file_system : *rocksdb::FileSystem::Default();
+  const std::string probe = options_.path + "/DISK_PROBE.tmp";
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s = fs.NewWritableFile(probe, rocksdb::FileOptions(), &file, nullptr);
+  if (s.ok()) s = file->Append(std::string(4096, '\0'), rocksdb::IOOptions(), nullptr);
+  if (s.ok()) s = file->Sync(rocksdb::IOOptions(), nullptr);
+  if (file) file->Close(rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+  fs.DeleteFile(probe, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+  return s.ok() ? absl::OkStatus() : FromRocks(s, "disk probe");
+}
+
+absl::Status RocksDbStateStore::ProbeWriteLocked() {
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
   rocksdb::Status s =
       db_->Put(wo, meta_, kHealthProbeKey, std::to_string(options_.clock->NowMicros()));
-  if (!s.ok()) {
-    const absl::Status failed = FromRocks(s, "health probe write");
-    errors_->Set(failed);
-    return absl::UnavailableError(error.ok() ? failed.message() : error.message());
-  }
-  if (!error.ok()) errors_->ClearIf(error);
-  return absl::OkStatus();
+  return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "health probe write"));
 }
 
 absl::Status RocksDbStateStore::CollectGarbage() {

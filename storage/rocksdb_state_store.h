@@ -68,10 +68,11 @@ struct RocksDbOpenReport {
 //
 // Failures: once a write fails or RocksDB reports a background error (a full disk, an I/O
 // error), Update, Delete and DeleteAll fail at once with UNAVAILABLE without touching RocksDB,
-// and Health() reports the error. Each Health() call then tries DB::Resume() and a probe
-// write; when both succeed, writes are accepted again. When RocksDB deems the error
-// unrecoverable, Health() reopens the database instead (every call fails with UNAVAILABLE
-// until a reopen succeeds). A failed write was not applied.
+// and Health() reports the error. Each Health() call then closes the database without touching
+// its WAL and reopens it (not DB::Resume(): it may keep a failed WAL writer, on which RocksDB
+// asserts): the reopen replays the WAL, which holds every acknowledged write, and fails while the
+// disk is still full (every call fails with UNAVAILABLE meanwhile). Once it and a probe write
+// succeed, writes are accepted again. A failed write was not applied.
 //
 // Files: the data directory is created 0700; an existing one that group or others can access
 // is reported in open_report().warnings. RocksDB creates its files with the process umask
@@ -130,12 +131,14 @@ class RocksDbStateStore final : public StateStore {
   absl::Status PrepareDirectory();
   // Opens the database; `after_failure`: a reopen after RocksDB gave up on a write error.
   absl::Status OpenDbLocked(bool after_failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
-  // Closes the database (flushing the WAL, and the memtables if asked); db_ becomes null.
-  absl::Status CloseLocked(bool flush_memtables) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // Closes the database, flushing the WAL and memtables unless a write failed; db_ becomes null.
+  absl::Status CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // The error for a call made while db_ is null.
   absl::Status NotOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Writes the health probe key; clears `error` (the error being recovered from) on success.
-  absl::Status ProbeWriteLocked(const absl::Status& error) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Whether a small file can be written and synced in the data directory.
+  absl::Status DiskWritable();
+  // Writes the health probe key (a failure stops writes like any failed write).
+  absl::Status ProbeWriteLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // UNAVAILABLE while writes are stopped by an earlier failure.
   absl::Status WritesAllowed();
   // Records a failed write (stopping writes) and returns it as a status.

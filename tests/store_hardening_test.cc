@@ -154,6 +154,65 @@ TEST_F(StoreHardeningTest, FullDiskDuringSyncedWritesAndFlushesIsSurvived) {
   }
 }
 
+TEST_F(StoreHardeningTest, ConcurrentWritersThroughAFullDiskLoseNoAcknowledgedWrite) {
+  auto faulty = std::make_shared<FaultyFileSystem>();
+  const std::string path = dir_.path() + "/db";
+  auto store = Open(path, false, faulty);
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 8;
+  const int64_t full_at = clock_.NowMicros() + kMinute;
+  std::vector<std::vector<std::string>> acked(kThreads);
+  std::vector<std::atomic<int64_t>> acks(kThreads), failures(kThreads);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        const std::string key = absl::StrCat(t, "-", i);
+        absl::Status s = Put(*store, {"api", key}, State{double(i), i, full_at});
+        if (s.ok()) {
+          acked[t].push_back(key);
+          acks[t].fetch_add(1);
+        } else {
+          EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+          failures[t].fetch_add(1);
+        }
+      }
+    });
+  }
+  auto every = [&](std::vector<std::atomic<int64_t>>& counts, int64_t at_least) {
+    for (auto& c : counts) {
+      if (c.load() < at_least) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(Eventually([&] { return every(acks, 100); }));
+  faulty->SetFull(true);
+  EXPECT_TRUE(Eventually([&] { return every(failures, 500); }));
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(store->Health().ok());
+  faulty->SetFull(false);
+  EXPECT_TRUE(Eventually([&] { return store->Health().ok(); }));
+  std::vector<int64_t> before(kThreads);
+  for (int t = 0; t < kThreads; ++t) before[t] = acks[t].load();
+  EXPECT_TRUE(Eventually([&] {
+    for (int t = 0; t < kThreads; ++t) {
+      if (acks[t].load() < before[t] + 100) return false;
+    }
+    return true;
+  }));
+  stop = true;
+  for (std::thread& w : writers) w.join();
+  ASSERT_OK(store->Close());
+
+  store = Open(path);
+  ASSERT_NE(store, nullptr);
+  for (int t = 0; t < kThreads; ++t) {
+    for (const std::string& key : acked[t]) {
+      ASSERT_TRUE(GetOrDie(*store, {"api", key}).has_value()) << key;
+    }
+  }
+}
+
 // --- A corrupted WAL refuses to open unless salvaged. ---
 
 // The newest WAL file of `dir` that holds data.

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -194,6 +195,44 @@ TEST(ServerFilesTest, DataDirectoryAndRocksDbFilesAreOwnerOnly) {
   }
   EXPECT_GT(files, 3);
   EXPECT_GT(ssts, 0);
+}
+
+TEST(ServerFilesTest, ACorruptWalRefusesToStartUnlessSalvaged) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("limits.yaml"), kLimits);
+  const std::vector<std::string> args = {"--data_dir=" + dir.File("data"),
+                                         "--limits_file=" + dir.File("limits.yaml")};
+  {
+    auto server = ServerProcess::Start(args, dir.path());
+    ASSERT_OK(server);
+    auto client = RateLimitClient::Connect((*server)->target());
+    for (int i = 0; i < 50; ++i) ASSERT_OK(client->Consume(MakeRequest("api", absl::StrCat(i))));
+    (*server)->StopWith(SIGKILL);  // the decisions are in the WAL only
+  }
+  std::string wal;
+  for (const auto& e : fs::directory_iterator(dir.File("data"))) {
+    const std::string p = e.path().string();
+    if (absl::EndsWith(p, ".log") && fs::file_size(p) > 0 && p > wal) wal = p;
+  }
+  ASSERT_FALSE(wal.empty());
+  {
+    std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff middle = static_cast<std::streamoff>(fs::file_size(wal) / 2);
+    f.seekp(middle);
+    f.write("\xff\x00\xff\x00", 4);
+  }
+  auto refused = ServerProcess::Start(args, dir.path());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "Corruption")) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--salvage_wal")) << refused.status();
+
+  std::vector<std::string> salvage = args;
+  salvage.push_back("--salvage_wal");
+  auto salvaged = ServerProcess::Start(salvage, dir.path());
+  ASSERT_OK(salvaged);
+  EXPECT_TRUE(absl::StrContains((*salvaged)->Stderr(), "salvaging")) << (*salvaged)->Stderr();
+  EXPECT_TRUE(absl::StrContains((*salvaged)->Stderr(), "lost")) << (*salvaged)->Stderr();
+  EXPECT_EQ((*salvaged)->StopWith(SIGTERM), 0);
 }
 
 TEST(AdminTokenFileTest, WarnsWhenGroupOrOthersCanReadTheTokenFile) {
