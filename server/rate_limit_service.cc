@@ -123,6 +123,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
   if (s.ok()) {
     Log(LogLevel::kInfo, "reset",
         {{"peer", peer},
+         {"source", std::string(LimitSourceName(target->source))},
          {"limit", target->display_name},
          {"key", key},
          {"trace_id", rpc.TraceId()}});

@@ -210,6 +210,45 @@ TEST_F(StateIsolationTest, ResetReachesEachSourceAndOnlyIt) {
   EXPECT_THAT(stray_path.message(), HasSubstr("envoy_path"));
 }
 
+std::pair<int, std::string> RunCli(const std::string& args) {
+  const std::string cli = ::ratelimit::testing::BinaryPath("ratelimit");
+  std::string out;
+  FILE* f = popen((cli + " " + args + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST_F(StateIsolationTest, CliResetsEachSource) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), kWebRules);
+  WriteFileAtomically(dir_.File("token"), "s3cret\n");
+  Start({}, std::make_unique<MemoryStateStore>());
+  const std::string flags = "--target=127.0.0.1:" + std::to_string(server_->port()) +
+                            " --admin_token_file=" + dir_.File("token");
+  ASSERT_OK(client_->Consume(Inline("tmp", "k", 4, 10)));
+  EXPECT_EQ(EnvoyRemaining("web", "user", "a|b"), 4u);
+
+  auto [code, out] = RunCli("reset " + flags + " --source=inline --name=tmp --key=k");
+  EXPECT_EQ(code, 0) << out;
+  auto check = client_->Check(Inline("tmp", "k", 1, 10));
+  ASSERT_OK(check);
+  EXPECT_EQ(check->results(0).value(), 10);
+
+  std::tie(code, out) =
+      RunCli("reset " + flags + " --source=envoy --name=web --envoy_path=user --key='a\\|b'");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(EnvoyRemaining("web", "user", "a|b", 0), 5u);
+
+  std::tie(code, out) = RunCli("reset " + flags + " --source=redis --name=tmp --key=k");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("--source must be limits_file, inline or envoy"));
+  std::tie(code, out) = RunCli("reset " + flags + " --source=envoy --name=web --key=u1");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("INVALID_ARGUMENT: envoy_path"));
+}
+
 // Domain "a" with the rule key "b.c" and domain "a.b" with the rule key "c" have the same
 // readable name "a.b.c", and the same state key for the same value; their counters stay apart.
 TEST_F(StateIsolationTest, EnvoyDomainsWithTheSameDottedNameKeepSeparateCounters) {
