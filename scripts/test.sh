@@ -22,9 +22,11 @@ scripts/build.sh release
 scripts/build.sh asan -DRATELIMIT_FUZZ_SECONDS="$FUZZ_SECONDS"
 # Sanitizer reports abort the test that triggers them (halt_on_error, -fno-sanitize-recover);
 # third-party leaks reported at exit are listed, each with its reason, in the suppressions file.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}
+ASAN_DEFAULTS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-$ASAN_DEFAULTS}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0}
+LSAN_SUPP=$PWD/tests/sanitizer/lsan.supp
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$LSAN_SUPP:print_suppressions=0}
 exclude=()
 [[ $FUZZ_SECONDS == 0 ]] && exclude=(-E '^fuzz\..*\.fuzz$')
 cd build-asan

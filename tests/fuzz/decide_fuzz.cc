@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"
 #include "ratelimit/v1/ratelimit.pb.h"
 #include "server/convert.h"
@@ -84,8 +85,8 @@ struct RocksDb {
 };
 
 RocksDbStateStore& SharedRocksDb() {
-  static RocksDb* db = new RocksDb();  // never destroyed: libFuzzer exits without unwinding
-  return *db->store;
+  static RocksDb db;  // closed and its directory removed at exit (not after a crash)
+  return *db.store;
 }
 
 struct Step {
@@ -352,11 +353,14 @@ void RunStructured(const uint8_t* data, size_t size) {
         s.advance_us = -in.ConsumeIntegralInRange<int64_t>(0, 3600 * int64_t{1000000});
         break;
       default:
-        s.advance_us = PickSeconds(in) * 1000000 / 2;
+        s.advance_us = std::clamp<int64_t>(PickSeconds(in), 0, int64_t{1} << 32) * 500000;
         break;
     }
   }
-  RunRequest(request, steps);
+  // Only what the wire can carry: strings must be UTF-8, else the server cannot parse the call.
+  v1::RateLimitRequest sent;
+  if (!sent.ParseFromString(request.SerializeAsString())) return;
+  RunRequest(sent, steps);
 }
 
 // A serialized request, decided in a fixed sequence: Check, two Consumes, two Reserves and a
@@ -377,6 +381,12 @@ void RunSerialized(const uint8_t* data, size_t size) {
 
 }  // namespace
 }  // namespace ratelimit
+
+// Protobuf logs every string that is not UTF-8; such inputs are expected here.
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ratelimit::RunSerialized(data, size);
