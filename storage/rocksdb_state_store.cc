@@ -457,6 +457,17 @@ absl::Status RocksDbStateStore::ProbeWriteLocked() {
   return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "health probe write"));
 }
 
+absl::Status RocksDbStateStore::CompactAll() {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return NotOpenLocked();
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); !s.ok()) return s;
+  rocksdb::CompactRangeOptions compact;
+  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  return FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
+}
+
 absl::Status RocksDbStateStore::CollectGarbage() {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
