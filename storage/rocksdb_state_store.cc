@@ -418,10 +418,10 @@ absl::Status RocksDbStateStore::Health() {
       }
     }
   }
-  // Failing. Not DB::Resume(): it may keep using the WAL writer that failed, and RocksDB
-  // asserts on any later use of a failed writer. So the database is closed without touching its
-  // WAL and reopened; the reopen replays the WAL (every
-  // acknowledged write is in it) and fails while the disk is still full.
+  // The disk takes writes again. Not DB::Resume(): it never succeeds after errors RocksDB
+  // deems unrecoverable (a failed WAL switch), and RocksDB asserts if a WAL writer that failed
+  // is used again. So the database is closed without touching its WAL and reopened; the reopen
+  // replays the WAL (every acknowledged write is in it).
   absl::MutexLock lock(&db_mu_);
   if (closed_) return NotOpenLocked();
   if (db_ && errors_->Get().ok()) return absl::OkStatus();  // reopened meanwhile

@@ -69,10 +69,10 @@ struct RocksDbOpenReport {
 // error), Update, Delete and DeleteAll fail at once with UNAVAILABLE without touching RocksDB,
 // and Health() reports the error; reads go on. Once a small file can be written and synced in
 // the data directory again, Health() closes the database without touching its WAL and reopens
-// it (not DB::Resume(): it may keep using the WAL writer that failed, and RocksDB asserts on
-// any later use of a failed writer). The reopen replays the WAL, which holds every
-// acknowledged write; once it and a probe write succeed, writes are accepted again. A failed
-// write was never applied.
+// it (not DB::Resume(), which never succeeds after errors RocksDB deems unrecoverable, such as
+// a failed WAL switch; and RocksDB asserts if a WAL writer that failed is used again). The reopen
+// replays the WAL, which holds every acknowledged write; once it and a probe write succeed, writes
+// are accepted again. A failed write was never applied.
 //
 // Files: the data directory is created 0700; an existing one that group or others can access
 // is reported in open_report().warnings. RocksDB creates its files with the process umask
