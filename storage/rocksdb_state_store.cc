@@ -453,10 +453,10 @@ absl::Status RocksDbStateStore::Health() {
       }
     }
   }
-  // Failing. Not DB::Resume(): it may keep using the WAL writer that failed, and RocksDB
-  // asserts on any later use of a failed writer. So the database is closed without touching its
-  // WAL and reopened; the reopen replays the WAL (every
-  // acknowledged write is in it) and fails while the disk is still full.
+  // The disk takes writes again. Not DB::Resume(): it never succeeds after errors RocksDB
+  // deems unrecoverable (a failed WAL switch), and RocksDB asserts if a WAL writer that failed
+  // is used again. So the database is closed without touching its WAL and reopened; the reopen
+  // replays the WAL (every acknowledged write is in it).
   absl::MutexLock lock(&db_mu_);
   if (closed_) return NotOpenLocked();
   if (db_ && errors_->Get().ok()) return absl::OkStatus();  // reopened meanwhile
@@ -490,6 +490,17 @@ absl::Status RocksDbStateStore::ProbeWriteLocked() {
   rocksdb::Status s =
       db_->Put(wo, meta_, kHealthProbeKey, std::to_string(options_.clock->NowMicros()));
   return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "health probe write"));
+}
+
+absl::Status RocksDbStateStore::CompactAll() {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return NotOpenLocked();
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); !s.ok()) return s;
+  rocksdb::CompactRangeOptions compact;
+  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  return FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
 }
 
 absl::Status RocksDbStateStore::CollectGarbage() {

@@ -68,11 +68,12 @@ struct RocksDbOpenReport {
 //
 // Failures: once a write fails or RocksDB reports a background error (a full disk, an I/O
 // error), Update, Delete and DeleteAll fail at once with UNAVAILABLE without touching RocksDB,
-// and Health() reports the error. Each Health() call then closes the database without touching
-// its WAL and reopens it (not DB::Resume(): it may keep a failed WAL writer, on which RocksDB
-// asserts): the reopen replays the WAL, which holds every acknowledged write, and fails while the
-// disk is still full (every call fails with UNAVAILABLE meanwhile). Once it and a probe write
-// succeed, writes are accepted again. A failed write was not applied.
+// and Health() reports the error; reads go on. Once a small file can be written and synced in
+// the data directory again, Health() closes the database without touching its WAL and reopens
+// it (not DB::Resume(), which never succeeds after errors RocksDB deems unrecoverable, such as
+// a failed WAL switch; and RocksDB asserts if a WAL writer that failed is used again). The reopen
+// replays the WAL, which holds every acknowledged write; once it and a probe write succeed, writes
+// are accepted again. A failed write was never applied.
 //
 // Files: the data directory is created 0700; an existing one that group or others can access
 // is reported in open_report().warnings. RocksDB creates its files with the process umask
@@ -101,7 +102,8 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
-  // OK when writes go through: resumes after a background error and writes a probe key.
+  // OK when a probe write goes through; while failing, reopens the database once the disk
+  // takes writes again (see above).
   absl::Status Health() override;
   // Flushes and compacts the states column family, without blocking automatic compactions.
   absl::Status CollectGarbage() override;
@@ -129,7 +131,7 @@ class RocksDbStateStore final : public StateStore {
 
   RocksDbStateStore(const RocksDbStateStoreOptions& options);
   absl::Status PrepareDirectory();
-  // Opens the database; `after_failure`: a reopen after RocksDB gave up on a write error.
+  // Opens the database; `after_failure`: a reopen after a write or background error.
   absl::Status OpenDbLocked(bool after_failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // Closes the database, flushing the WAL and memtables unless a write failed; db_ becomes null.
   absl::Status CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
