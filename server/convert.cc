@@ -236,12 +236,12 @@ absl::StatusOr<ResetTarget> ResetFromProto(const v1::ResetRequest& request) {
       absl::StrAppend(&display, ".", e.key(), e.value().empty() ? "" : "_", e.value());
     }
     t.name = EnvoyStateName(request.name(), path, request.envoy_override());
-    t.display_name = absl::StrCat("envoy ", display, request.envoy_override() ? "#override" : "");
+    t.display_name = absl::StrCat(display, request.envoy_override() ? "#override" : "");
   } else {
     if (request.envoy_path_size() > 0) return Invalid("envoy_path", "only applies to ENVOY");
     if (request.envoy_override()) return Invalid("envoy_override", "only applies to ENVOY");
     t.name = request.name();
-    t.display_name = t.source == LimitSource::kInline ? "inline " + t.name : t.name;
+    t.display_name = t.name;
   }
   t.all_keys = request.all_keys();
   if (t.all_keys) {

@@ -59,7 +59,7 @@ struct ResetTarget {
   // Empty when all_keys.
   std::string key;
   bool all_keys = false;
-  // The limit as an operator reads it in logs ("api", "envoy web.user").
+  // The limit as an operator reads it in logs ("api"; for Envoy the dotted "web.user").
   std::string display_name;
 };
 

@@ -45,7 +45,11 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return q;
 }
 
-int64_t Mod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
+// a mod b in [0, b) for b > 0 (no intermediate product, so no overflow at the int64 edges).
+int64_t Mod(int64_t a, int64_t b) {
+  const int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
 
 // The start of the window (boundaries at `offset` + k * period, 0 <= offset < period) that
 // contains `now`. Never overflows: the result lies in (now - period, now], clamped at the
