@@ -48,8 +48,8 @@ const char* const kDocuments[] = {
     "domain: d\ndescriptors:\n  - key: k\n    replaces: [{name: [x]}]",
     "domain: d\ndescriptors:\n  - &x {key: k}\n  - *x",
     "domain: d\ndescriptors:\n  - key: k\n    value: [1]",
-    "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, "
-    "algorithm: token_bucket, burst: [2]}",
+    ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, "
+     "algorithm: token_bucket, burst: [2]}"),
 };
 
 TEST(ConfigRobustnessTest, MalformedDocumentsAreErrorsNotExceptions) {

@@ -26,7 +26,7 @@ function(ratelimit_fuzz_target name)
   file(MAKE_DIRECTORY ${work}/corpus)
   add_test(NAME fuzz.${name}.corpus COMMAND ${target} -runs=0 ${corpus})
   add_test(NAME fuzz.${name}.fuzz
-           COMMAND ${target} -max_total_time=${RATELIMIT_FUZZ_SECONDS} -timeout=10
+           COMMAND ${target} -seed=1 -max_total_time=${RATELIMIT_FUZZ_SECONDS} -timeout=10
                    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=${work}/
                    ${work}/corpus ${corpus})
   set_tests_properties(fuzz.${name}.corpus fuzz.${name}.fuzz PROPERTIES LABELS fuzz)

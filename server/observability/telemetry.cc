@@ -93,18 +93,9 @@ Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, cons
   Rpc rpc(this, method);
   if (metrics_) rpc.start_nanos_ = UnixNanosNow();
   if (tracer_) {
-    std::optional<TraceContext> parent;
-    if (std::optional<std::string> tp = Metadata(context, "traceparent")) {
-      parent = ParseTraceparent(*tp);
-      if (parent) {
-        // A tracestate is passed on verbatim, so only a valid one (printable ASCII, W3C list
-        // syntax) is kept: one bad value would make the collector reject the whole batch.
-        if (std::optional<std::string> ts = Metadata(context, "tracestate");
-            ts && IsValidTracestate(*ts)) {
-          parent->trace_state = *ts;
-        }
-      }
-    }
+    const std::optional<std::string> traceparent = Metadata(context, "traceparent");
+    const std::optional<std::string> tracestate = Metadata(context, "tracestate");
+    const std::optional<TraceContext> parent = ParseTraceContext(traceparent, tracestate);
     rpc.span_ = tracer_->StartServerSpan(span_name, parent);
     if (rpc.span_.recording()) {
       rpc.span_.SetAttribute("rpc.system", "grpc");

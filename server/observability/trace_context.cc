@@ -128,4 +128,14 @@ std::string FormatTraceparent(const TraceId& trace_id, const SpanId& span_id, ui
          ToHex(&flags, 1);
 }
 
+std::optional<TraceContext> ParseTraceContext(std::optional<absl::string_view> traceparent,
+                                              std::optional<absl::string_view> tracestate) {
+  if (!traceparent) return std::nullopt;
+  std::optional<TraceContext> context = ParseTraceparent(*traceparent);
+  if (context && tracestate && IsValidTracestate(*tracestate)) {
+    context->trace_state = std::string(*tracestate);
+  }
+  return context;
+}
+
 }  // namespace ratelimit

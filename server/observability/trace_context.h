@@ -35,6 +35,12 @@ std::optional<TraceContext> ParseTraceparent(absl::string_view header);
 // space, and no key twice. An invalid tracestate is dropped (the traceparent is still used).
 bool IsValidTracestate(absl::string_view header);
 
+// The caller's context from its `traceparent` and `tracestate` header values (either may be
+// absent): nullopt without a valid traceparent; the tracestate is kept only when valid, since it
+// is passed on verbatim and one bad value would make the collector reject a whole batch.
+std::optional<TraceContext> ParseTraceContext(std::optional<absl::string_view> traceparent,
+                                              std::optional<absl::string_view> tracestate);
+
 // "00-<trace id>-<span id>-<flags>".
 std::string FormatTraceparent(const TraceId& trace_id, const SpanId& span_id, uint8_t flags);
 

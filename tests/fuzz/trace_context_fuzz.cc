@@ -17,15 +17,6 @@
 namespace ratelimit {
 namespace {
 
-// What the server keeps of a call's trace headers: exactly what Telemetry::StartRpc
-// (server/observability/telemetry.cc) does with the "traceparent" and "tracestate" metadata.
-std::optional<TraceContext> KeptTraceContext(absl::string_view traceparent,
-                                             absl::string_view tracestate) {
-  std::optional<TraceContext> parent = ParseTraceparent(traceparent);
-  if (parent) parent->trace_state = std::string(tracestate);
-  return parent;
-}
-
 bool AllZero(const uint8_t* bytes, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (bytes[i] != 0) return false;
@@ -44,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view tracestate =
       newline == absl::string_view::npos ? absl::string_view() : input.substr(newline + 1);
 
-  std::optional<TraceContext> kept = KeptTraceContext(traceparent, tracestate);
+  // What the server keeps of a call's headers (Telemetry::StartRpc calls the same function).
+  std::optional<TraceContext> kept = ParseTraceContext(traceparent, tracestate);
   if (!kept) return 0;
   FUZZ_CHECK(!AllZero(kept->trace_id.data(), kept->trace_id.size()), "all-zero trace id kept");
   FUZZ_CHECK(!AllZero(kept->span_id.data(), kept->span_id.size()), "all-zero span id kept");
