@@ -185,7 +185,8 @@ TEST(TracestateTest, AcceptsValidLists) {
   EXPECT_TRUE(IsValidTracestate(""));
   EXPECT_TRUE(IsValidTracestate("congo=t61rcWkgMzE"));
   EXPECT_TRUE(IsValidTracestate("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
-  EXPECT_TRUE(IsValidTracestate("rojo=1 , \tcongo=2,,"));
+  EXPECT_TRUE(IsValidTracestate("rojo=1 ,  congo=2,,"));
+  EXPECT_FALSE(IsValidTracestate("rojo=1 , \tcongo=2"));  // a tab is not printable ASCII
   EXPECT_TRUE(IsValidTracestate("tenant1@vendor=x,a_b-c*d/e=value with spaces"));
   EXPECT_TRUE(IsValidTracestate("1tenant@sys=v"));
 }

@@ -87,13 +87,15 @@ TEST_F(StoreHardeningTest, FullDiskStopsWritesReportsUnhealthyAndResumesWhenSpac
   absl::Status health = store->Health();
   EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable) << health;
 
-  // Writes are refused without reaching the disk, however many come.
-  const int64_t refused = faulty->refused_writes();
+  // Writes are refused without reaching the WAL, however many come. (RocksDB's own background
+  // recovery may try a new WAL file once or twice meanwhile; a decision that wrote would add one
+  // refused WAL write each.)
+  const int64_t refused = faulty->refused_wal_writes();
   for (int i = 0; i < 2000; ++i) {
     absl::Status s = Put(*store, {"api", absl::StrCat("k", i)}, State{1, 2, 3});
     ASSERT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   }
-  EXPECT_EQ(faulty->refused_writes(), refused);
+  EXPECT_LT(faulty->refused_wal_writes() - refused, 10);
   EXPECT_EQ(store->Delete({"api", "before"}).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(store->Health().code(), absl::StatusCode::kUnavailable);  // still full
   EXPECT_EQ(GetOrDie(*store, {"api", "before"}), acknowledged);       // reads still work

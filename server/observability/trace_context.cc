@@ -67,8 +67,8 @@ bool IsValidValue(absl::string_view value) {
 }
 
 absl::string_view TrimOws(absl::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
   return s;
 }
 
@@ -79,7 +79,9 @@ bool IsValidTracestate(absl::string_view header) {
   constexpr int kMaxMembers = 32;
   if (header.size() > kMaxLength) return false;
   for (char c : header) {
-    if ((c < 0x20 || c > 0x7e) && c != '\t') return false;
+    // Printable ASCII only: W3C also allows tabs around members, but the value is passed on
+    // verbatim, so a tab-separated list is dropped rather than exported.
+    if (c < 0x20 || c > 0x7e) return false;
   }
   std::vector<absl::string_view> keys;
   for (absl::string_view member : absl::StrSplit(header, ',')) {

@@ -209,7 +209,7 @@ void CheckDecision(const LimitRequest& l, const Decision& d, Mode mode, int64_t 
 void RunScenario(const std::vector<LimitRequest>& limits, const std::vector<Step>& steps) {
   std::vector<StateKey> keys;
   for (const LimitRequest& l : limits) {
-    StateKey k{l.name, l.key};
+    StateKey k{l.name, l.key, l.source};
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(std::move(k));
   }
   // The RocksDB store is shared by all inputs: start from no state for this input's keys.
