@@ -1,0 +1,2 @@
+# Shared server components, each tested on its own.
+ratelimit_test(watched_config_test watched_config_test.cc LIBS ratelimit_server)
