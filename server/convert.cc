@@ -2,11 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/envoy/envoy_config.h"
+#include "server/grpc_convert.h"
 
 namespace ratelimit {
 namespace {
-
-constexpr int64_t kMaxDurationSeconds = 315576000000;  // google.protobuf.Duration's range
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
@@ -17,8 +16,8 @@ absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
                                        absl::string_view field) {
   const int64_t s = d.seconds();
   const int32_t n = d.nanos();
-  if (s < -kMaxDurationSeconds || s > kMaxDurationSeconds || n <= -1000000000 || n >= 1000000000 ||
-      (s > 0 && n < 0) || (s < 0 && n > 0)) {
+  if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
+      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
     return Invalid(field, "is not a valid google.protobuf.Duration");
   }
   if (s < 0 || n < 0) return Invalid(field, "must not be negative");
@@ -41,42 +40,6 @@ v1::DenyReason ReasonToProto(DenyReason r) {
 }
 
 }  // namespace
-
-void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
-  // google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
-  constexpr int64_t kMinSeconds = -62135596800;
-  constexpr int64_t kMaxSeconds = 253402300799;
-  const int64_t seconds = us / 1000000;
-  int32_t nanos = static_cast<int32_t>((us % 1000000) * 1000);
-  if (seconds > kMaxSeconds) {
-    ts->set_seconds(kMaxSeconds);
-    ts->set_nanos(999999999);
-    return;
-  }
-  if (seconds < kMinSeconds) {
-    ts->set_seconds(kMinSeconds);
-    ts->set_nanos(0);
-    return;
-  }
-  int64_t s = seconds;
-  if (nanos < 0) {  // Timestamp nanos are never negative: borrow a second
-    nanos += 1000000000;
-    --s;
-  }
-  ts->set_seconds(s);
-  ts->set_nanos(nanos);
-}
-
-void SetDuration(int64_t us, google::protobuf::Duration* d) {
-  if (us < 0) us = 0;
-  if (us / 1000000 >= kMaxDurationSeconds) {
-    d->set_seconds(kMaxDurationSeconds);
-    d->set_nanos(0);
-    return;
-  }
-  d->set_seconds(us / 1000000);
-  d->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
-}
 
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::string_view prefix) {
   LimitConfig c;

@@ -9,20 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "ratelimit/v1/ratelimit.pb.h"
+#include "server/grpc_convert.h"
 #include "server/limits_file.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
-
-// Writes a duration in microseconds into a google.protobuf.Duration. Negative values become 0,
-// and values past the type's range (315,576,000,000 s, 10,000 years) become that maximum, so the
-// message is always valid.
-void SetDuration(int64_t us, google::protobuf::Duration* d);
-
-// Writes a Unix time in microseconds into a google.protobuf.Timestamp, clamped to the type's
-// range: later than 9999-12-31T23:59:59.999999999Z becomes that instant (earlier than
-// 0001-01-01T00:00:00Z becomes that one), so the message is always valid.
-void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts);
 
 // Converts an inline config. INVALID_ARGUMENT naming `prefix` + field on any bad value.
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& config,

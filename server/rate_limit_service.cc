@@ -7,11 +7,6 @@
 
 namespace ratelimit {
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 namespace {
 constexpr char kService[] = "ratelimit.v1.RateLimitService";
 

@@ -5,6 +5,7 @@
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin_auth.h"
 #include "server/convert.h"
+#include "server/grpc_convert.h"
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
@@ -96,9 +97,6 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
   const Telemetry& telemetry_;
   const InlineLimits inline_limits_;
 };
-
-// absl::Status -> grpc::Status (the codes are the same numbers).
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace ratelimit
 

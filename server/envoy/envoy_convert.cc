@@ -6,7 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "server/convert.h"
+#include "server/grpc_convert.h"
 
 namespace ratelimit {
 namespace {
@@ -91,33 +91,6 @@ uint32_t Remaining(double value) {
 }
 
 }  // namespace
-
-LimitConfig EnvoyLimitConfig(const EnvoyRateLimit& rule) {
-  LimitConfig c;
-  c.rate = rule.requests_per_unit;
-  c.period_us = EnvoyUnitSeconds(rule.unit) * 1000000;
-  if (rule.algorithm == EnvoyAlgorithm::kFixedWindow) {
-    c.kind = LimitKind::kFixedWindow;
-    c.start_us = 0;  // windows aligned to unit boundaries, as the reference's
-  } else {
-    c.kind = LimitKind::kTokenBucket;
-    if (rule.burst) c.capacity = *rule.burst;
-  }
-  if (rule.max_reserved) c.max_reserved = *rule.max_reserved;
-  return c;
-}
-
-std::string EnvoyStateKey(absl::Span<const EnvoyEntry> entries) {
-  std::string key;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (i > 0) key.push_back('|');
-    for (char c : entries[i].value) {
-      if (c == '|' || c == '\\') key.push_back('\\');
-      key.push_back(c);
-    }
-  }
-  return key;
-}
 
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     const rlsv3::RateLimitRequest& request, const EnvoyConfig& config) {

@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "server/envoy/envoy_convert.h"
+#include "server/envoy/envoy_plan.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
 

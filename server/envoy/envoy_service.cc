@@ -2,8 +2,8 @@
 
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
+#include "server/grpc_convert.h"
 #include "server/log.h"
-#include "server/rate_limit_service.h"
 
 namespace ratelimit {
 

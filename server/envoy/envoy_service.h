@@ -3,6 +3,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_registry.h"
 #include "server/envoy/envoy_stats.h"
 #include "server/observability/telemetry.h"

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "server/envoy/envoy_convert.h"
+#include "server/envoy/envoy_plan.h"
 
 namespace ratelimit {
 
