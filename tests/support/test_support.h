@@ -80,7 +80,8 @@ class TempDir {
   std::string path_;
 };
 
-// Writes `contents` to `path` atomically (write a temporary file, then rename).
+// Writes `contents` to `path` atomically (ratelimit::WriteFileAtomically); aborts the test
+// binary when it cannot, since every test relying on it would fail for an unrelated reason.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
 // Wraps a StateStore and fails every call with `error` while failing() is set.
