@@ -14,6 +14,10 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: every function here is a pure conversion; inputs are borrowed
+// for the call, results are returned by value or written into the caller's message (not
+// retained). Safe to call from any thread.
+
 // Writes a duration in microseconds into a google.protobuf.Duration. Negative values become 0,
 // and values past the type's range (315,576,000,000 s, 10,000 years) become that maximum, so the
 // message is always valid.

@@ -102,6 +102,7 @@ class FailingStateStore final : public StateStore {
   absl::Status CollectGarbage() override;
   absl::Status Close() override { return inner_->Close(); }
   std::vector<Gauge> Gauges() override { return inner_->Gauges(); }
+  absl::string_view backend_name() const override { return inner_->backend_name(); }
 
  private:
   absl::Status Error() {
