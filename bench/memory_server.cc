@@ -45,18 +45,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "start: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::printf("memory-store server listening on %s, port %d\n", options.listen_address.c_str(),
-              (*server)->port());
-  std::fflush(stdout);
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (!ratelimit::bench::WriteFileAtomically(port_file,
-                                               std::to_string((*server)->port()) + "\n")) {
-      std::fprintf(stderr, "cannot write --port_file %s\n", port_file.c_str());
-      return 1;
-    }
+  if (!ratelimit::bench::AnnouncePort("memory-store server", options.listen_address,
+                                      (*server)->port(), absl::GetFlag(FLAGS_port_file))) {
+    return 1;
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
+  ratelimit::bench::WaitForSignal(signals);
   (*server)->Shutdown();
   return 0;
 }

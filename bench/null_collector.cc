@@ -153,27 +153,17 @@ int Run() {
 
   NullTraceService service;
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterCallbackGenericService(&service);
   // Batches of 512 spans with attributes can exceed gRPC's default 4 MiB limit.
   builder.SetMaxReceiveMessageSize(64 << 20);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    std::fprintf(stderr, "cannot listen on %s\n", address.c_str());
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = bench::ListenAndStart(builder, address, &port);
+  if (!server) return 1;
+  if (!bench::AnnouncePort("null collector", address, port, absl::GetFlag(FLAGS_port_file))) {
     return 1;
   }
-  std::printf("null collector listening on %s, port %d\n", address.c_str(), port);
-  std::fflush(stdout);
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (!bench::WriteFileAtomically(port_file, std::to_string(port) + "\n")) {
-      std::fprintf(stderr, "cannot write --port_file %s\n", port_file.c_str());
-      return 1;
-    }
-  }
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  bench::WaitForSignal(signals);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
   const uint64_t spans = service.spans();
@@ -181,8 +171,8 @@ int Run() {
   std::fprintf(stderr, "null collector: %llu spans in %llu Export calls\n",
                static_cast<unsigned long long>(spans), static_cast<unsigned long long>(calls));
   if (const std::string count_file = absl::GetFlag(FLAGS_count_file); !count_file.empty()) {
-    if (!bench::WriteFileAtomically(count_file,
-                                    std::to_string(spans) + " " + std::to_string(calls) + "\n")) {
+    if (!WriteFileAtomically(count_file, std::to_string(spans) + " " + std::to_string(calls) + "\n")
+             .ok()) {
       std::fprintf(stderr, "cannot write --count_file %s\n", count_file.c_str());
       return 1;
     }

@@ -79,27 +79,17 @@ int Run() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    std::fprintf(stderr, "cannot listen on %s\n", address.c_str());
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = bench::ListenAndStart(builder, address, &port);
+  if (!server) return 1;
+  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  if (!bench::AnnouncePort("null server", address, port, absl::GetFlag(FLAGS_port_file))) {
     return 1;
   }
-  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
-  std::printf("null server listening on %s, port %d\n", address.c_str(), port);
-  std::fflush(stdout);
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (!bench::WriteFileAtomically(port_file, std::to_string(port) + "\n")) {
-      std::fprintf(stderr, "cannot write --port_file %s\n", port_file.c_str());
-      return 1;
-    }
-  }
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  bench::WaitForSignal(signals);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }

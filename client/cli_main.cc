@@ -12,17 +12,15 @@
 #include <string>
 #include <vector>
 
-#include <cstdlib>
-#include <fstream>
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/output.h"
+#include "storage/admin_token.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
 ABSL_FLAG(std::string, name, "", "limit name");
@@ -56,19 +54,15 @@ int Error(const std::string& message) {
   return 1;
 }
 
-// The admin token: first line of --admin_token_file, else $RATELIMIT_ADMIN_TOKEN.
+// The admin token by the server's rule (storage/admin_token.h): first line of
+// --admin_token_file, else $RATELIMIT_ADMIN_TOKEN; a warning on stderr when the file is readable
+// by group or others.
 absl::StatusOr<std::string> AdminToken() {
-  const std::string file = absl::GetFlag(FLAGS_admin_token_file);
-  if (!file.empty()) {
-    std::ifstream in(file);
-    std::string line;
-    if (!in || !std::getline(in, line)) {
-      return absl::NotFoundError("cannot read --admin_token_file " + file);
-    }
-    return std::string(absl::StripAsciiWhitespace(line));
-  }
-  const char* env = std::getenv("RATELIMIT_ADMIN_TOKEN");
-  return std::string(env ? absl::StripAsciiWhitespace(env) : "");
+  absl::StatusOr<ratelimit::AdminTokenSource> source =
+      ratelimit::ReadAdminToken(absl::GetFlag(FLAGS_admin_token_file), "RATELIMIT_ADMIN_TOKEN");
+  if (!source.ok()) return source.status();
+  if (!source->warning.empty()) std::cerr << "ratelimit: warning: " << source->warning << "\n";
+  return std::move(source->token);
 }
 
 int Usage() {

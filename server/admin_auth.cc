@@ -1,14 +1,7 @@
 #include "server/admin_auth.h"
 
-#include <sys/stat.h>
-
-#include <cstdlib>
-#include <fstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "server/log.h"
 
 namespace ratelimit {
@@ -43,35 +36,11 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
   return absl::OkStatus();
 }
 
-std::string AdminTokenFileWarning(const std::string& file) {
-  struct stat st;
-  if (::stat(file.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return "";
-  return absl::StrFormat(
-      "admin token file %s has mode %04o: other local users can read the admin token; chmod "
-      "600 it",
-      file, st.st_mode & 07777);
-}
-
 absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env) {
-  if (!file.empty()) {
-    if (const std::string warning = AdminTokenFileWarning(file); !warning.empty()) {
-      Log(LogLevel::kWarning, warning);
-    }
-    std::ifstream in(file);
-    std::string line;
-    if (!in || !std::getline(in, line)) {
-      return absl::NotFoundError(absl::StrCat("cannot read admin token file ", file));
-    }
-    std::string token(absl::StripAsciiWhitespace(line));
-    if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(file, ": token is empty"));
-    return token;
-  }
-  if (env != nullptr) {
-    if (const char* v = std::getenv(env); v != nullptr) {
-      return std::string(absl::StripAsciiWhitespace(v));
-    }
-  }
-  return std::string();
+  absl::StatusOr<AdminTokenSource> source = ReadAdminToken(file, env);
+  if (!source.ok()) return source.status();
+  if (!source->warning.empty()) Log(LogLevel::kWarning, source->warning);
+  return std::move(source->token);
 }
 
 }  // namespace ratelimit

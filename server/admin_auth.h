@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "storage/admin_token.h"
 
 namespace ratelimit {
 
@@ -34,15 +35,10 @@ class AdminAuthenticator {
 // True when `a` equals `b`; the time taken depends only on the length of `b` (the secret).
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
-// The admin token: the first line of `file` when given, else the environment variable `env`,
-// else empty (administration disabled). Surrounding whitespace is trimmed. An unreadable or
-// empty file is an error: an operator who names a file means to enable administration. A file
-// that group or others may access is accepted with a logged warning (AdminTokenFileWarning).
+// The admin token by the rule of ReadAdminToken (storage/admin_token.h: first line of `file`,
+// trimmed, else the environment variable `env`, else empty = administration disabled), with its
+// warning about a group- or other-readable file logged. Errors as ReadAdminToken.
 absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env);
-
-// A warning naming `file` and its mode when group or others have any access to it; empty when
-// only its owner has (or it cannot be examined).
-std::string AdminTokenFileWarning(const std::string& file);
 
 }  // namespace ratelimit
 

@@ -3,13 +3,11 @@
 #include "absl/strings/str_cat.h"
 #include "server/envoy/envoy_config.h"
 #include "server/grpc_convert.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 namespace {
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
 
 // A google.protobuf.Duration as microseconds (truncating below 1us), validating its range.
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
@@ -18,10 +16,10 @@ absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
   const int32_t n = d.nanos();
   if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
       n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
-    return Invalid(field, "is not a valid google.protobuf.Duration");
+    return InvalidField(field, "is not a valid google.protobuf.Duration");
   }
-  if (s < 0 || n < 0) return Invalid(field, "must not be negative");
-  if (s > kMaxPeriodMicros / 1000000) return Invalid(field, "must be at most 100 years");
+  if (s < 0 || n < 0) return InvalidField(field, "must not be negative");
+  if (s > kMaxPeriodMicros / 1000000) return InvalidField(field, "must be at most 100 years");
   return s * 1000000 + n / 1000;
 }
 
@@ -51,12 +49,12 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
       c.kind = LimitKind::kFixedWindow;
       break;
     case v1::KIND_UNSPECIFIED:
-      return Invalid(absl::StrCat(prefix, "kind"), "required (TOKEN_BUCKET or FIXED_WINDOW)");
+      return InvalidField(absl::StrCat(prefix, "kind"), "required (TOKEN_BUCKET or FIXED_WINDOW)");
     default:
-      return Invalid(absl::StrCat(prefix, "kind"), absl::StrCat("unknown kind ", p.kind()));
+      return InvalidField(absl::StrCat(prefix, "kind"), absl::StrCat("unknown kind ", p.kind()));
   }
   c.rate = p.rate();
-  if (!p.has_period()) return Invalid(absl::StrCat(prefix, "period"), "required");
+  if (!p.has_period()) return InvalidField(absl::StrCat(prefix, "period"), "required");
   absl::StatusOr<int64_t> period = DurationMicros(p.period(), absl::StrCat(prefix, "period"));
   if (!period.ok()) return period.status();
   c.period_us = *period;
@@ -76,10 +74,10 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
                                                          const LimitSet& limits,
                                                          InlineLimits inline_limits) {
   const int n = request.limits_size();
-  if (n == 0) return Invalid("limits", "at least one limit is required");
+  if (n == 0) return InvalidField("limits", "at least one limit is required");
   if (n > kMaxLimitsPerRequest) {
-    return Invalid("limits",
-                   absl::StrCat("at most ", kMaxLimitsPerRequest, " limits per request, got ", n));
+    return InvalidField(
+        "limits", absl::StrCat("at most ", kMaxLimitsPerRequest, " limits per request, got ", n));
   }
   std::vector<LimitRequest> out;
   out.reserve(n);
@@ -99,10 +97,10 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
     }
     if (const LimitConfig* defined = limits.Find(l.name())) {
       if (l.has_config()) {
-        return Invalid(absl::StrCat(field, ".config"),
-                       absl::StrCat("limit \"", l.name(),
-                                    "\" is defined by the server; an inline config is not "
-                                    "allowed for it"));
+        return InvalidField(absl::StrCat(field, ".config"),
+                            absl::StrCat("limit \"", l.name(),
+                                         "\" is defined by the server; an inline config is not "
+                                         "allowed for it"));
       }
       r.config = *defined;
       r.source = LimitSource::kDefined;
@@ -177,23 +175,23 @@ absl::StatusOr<ResetTarget> ResetFromProto(const v1::ResetRequest& request) {
       t.source = LimitSource::kEnvoy;
       break;
     default:
-      return Invalid("source", absl::StrCat("unknown source ", request.source()));
+      return InvalidField("source", absl::StrCat("unknown source ", request.source()));
   }
   if (absl::Status s = ValidateName(request.name(), "name"); !s.ok()) return s;
   if (t.source == LimitSource::kEnvoy) {
     if (request.envoy_path_size() == 0) {
-      return Invalid("envoy_path", "required for source ENVOY (the rule's descriptor path)");
+      return InvalidField("envoy_path", "required for source ENVOY (the rule's descriptor path)");
     }
     std::vector<EnvoyEntry> path;
     std::string display = request.name();
     for (int i = 0; i < request.envoy_path_size(); ++i) {
       const v1::EnvoyPathEntry& e = request.envoy_path(i);
       if (e.key().empty()) {
-        return Invalid(absl::StrCat("envoy_path[", i, "].key"), "must not be empty");
+        return InvalidField(absl::StrCat("envoy_path[", i, "].key"), "must not be empty");
       }
       if (request.envoy_override() && !e.value().empty()) {
-        return Invalid(absl::StrCat("envoy_path[", i, "].value"),
-                       "must be empty for an override (its path lists keys only)");
+        return InvalidField(absl::StrCat("envoy_path[", i, "].value"),
+                            "must be empty for an override (its path lists keys only)");
       }
       path.push_back(EnvoyEntry{e.key(), e.value()});
       absl::StrAppend(&display, ".", e.key(), e.value().empty() ? "" : "_", e.value());
@@ -201,14 +199,14 @@ absl::StatusOr<ResetTarget> ResetFromProto(const v1::ResetRequest& request) {
     t.name = EnvoyStateName(request.name(), path, request.envoy_override());
     t.display_name = absl::StrCat(display, request.envoy_override() ? "#override" : "");
   } else {
-    if (request.envoy_path_size() > 0) return Invalid("envoy_path", "only applies to ENVOY");
-    if (request.envoy_override()) return Invalid("envoy_override", "only applies to ENVOY");
+    if (request.envoy_path_size() > 0) return InvalidField("envoy_path", "only applies to ENVOY");
+    if (request.envoy_override()) return InvalidField("envoy_override", "only applies to ENVOY");
     t.name = request.name();
     t.display_name = t.name;
   }
   t.all_keys = request.all_keys();
   if (t.all_keys) {
-    if (!request.key().empty()) return Invalid("key", "must be empty when all_keys is set");
+    if (!request.key().empty()) return InvalidField("key", "must be empty when all_keys is set");
     return t;
   }
   if (absl::Status s = ValidateKey(request.key(), "key"); !s.ok()) return s;

@@ -15,6 +15,10 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: every function here is a pure conversion; inputs are borrowed
+// for the call, results are returned by value or written into the caller's message (not
+// retained). Safe to call from any thread.
+
 // Converts an inline config. INVALID_ARGUMENT naming `prefix` + field on any bad value.
 absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& config,
                                             absl::string_view prefix);

@@ -1,11 +1,9 @@
 #include "server/limits_file.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/yaml_util.h"
+#include "storage/file_util.h"
 
 namespace ratelimit {
 namespace {
@@ -145,11 +143,9 @@ absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_vi
 }
 
 absl::StatusOr<LimitSet> LoadLimitsFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read limits file ", path));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return ParseLimitsYaml(buf.str(), path);
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  if (!bytes.ok()) return absl::NotFoundError(absl::StrCat("cannot read limits file ", path));
+  return ParseLimitsYaml(*bytes, path);
 }
 
 }  // namespace ratelimit

@@ -11,6 +11,9 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: a LimitSet is a value, immutable once parsed and shared
+// read-only by the registry; the functions keep no state and are safe to call from any thread.
+
 // Named limit definitions: what a request may name without an inline config.
 struct LimitSet {
   absl::flat_hash_map<std::string, LimitConfig> limits;

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -18,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "storage/file_util.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8081",
           "host:port to serve gRPC on; port 0 picks a free port");
@@ -128,15 +128,6 @@ absl::Status ConfigureTracing(ratelimit::ServerOptions& options) {
   return absl::OkStatus();
 }
 
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
 int Fail(const std::string& message) {
   ratelimit::Log(ratelimit::LogLevel::kError, "start-up failed", {{"error", message}});
   return 1;
@@ -227,7 +218,7 @@ int main(int argc, char** argv) {
   bool metrics_port_file_ok = true;
   if (const std::string f = absl::GetFlag(FLAGS_metrics_port_file); !f.empty()) {
     options.on_metrics_listening = [f, &metrics_port_file_ok](int port) {
-      metrics_port_file_ok = WritePortFile(f, port);
+      metrics_port_file_ok = ratelimit::WriteFileAtomically(f, absl::StrCat(port, "\n")).ok();
     };
   }
   if (absl::Status s = ConfigureTracing(options); !s.ok()) return Fail(std::string(s.message()));
@@ -246,7 +237,7 @@ int main(int argc, char** argv) {
   if (!metrics_port_file_ok) return Fail("cannot write --metrics_port_file");
 
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (!WritePortFile(port_file, (*server)->port())) {
+    if (!ratelimit::WriteFileAtomically(port_file, absl::StrCat((*server)->port(), "\n")).ok()) {
       return Fail(absl::StrCat("cannot write --port_file ", port_file));
     }
   }

@@ -13,6 +13,9 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: ServeParsed borrows the context and buffers for the call (gRPC
+// owns them); it keeps no state and is called on gRPC's callback threads concurrently.
+
 // Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
 // returns the call's reactor; then serializes the reply into `response_bytes`. A body that does
 // not parse is finished with INVALID_ARGUMENT ("request body is not a valid <type>").

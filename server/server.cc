@@ -11,7 +11,7 @@
 #include "grpcpp/resource_quota.h"
 #include "server/log.h"
 #include "storage/limit_config.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/state_store_factory.h"
 
 namespace ratelimit {
 namespace {
@@ -82,36 +82,37 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->exporter_ = std::make_unique<OtlpExporter>(eo);
     s->tracer_ = std::make_unique<Tracer>(TracerOptions{options.otel_sample_ratio}, *s->exporter_);
   }
-  s->telemetry_ =
-      std::make_unique<Telemetry>(s->metrics_.get(), s->tracer_.get(), options.trace_keys);
-
   const bool injected = store != nullptr;
   if (injected) {
     s->store_ = std::move(store);
   } else {
-    RocksDbStateStoreOptions ro;
-    ro.path = options.data_dir;
-    ro.sync = options.sync;
-    ro.clock = &clock;
-    ro.salvage_wal = options.salvage_wal;
-    absl::StatusOr<std::unique_ptr<RocksDbStateStore>> opened = RocksDbStateStore::Open(ro);
+    StoreOptions so;
+    so.path = options.data_dir;
+    so.sync = options.sync;
+    so.clock = &clock;
+    so.salvage_wal = options.salvage_wal;
+    absl::StatusOr<OpenedStateStore> opened = OpenStateStore(so);
     if (!opened.ok()) {
       if (opened.status().code() != absl::StatusCode::kDataLoss) return opened.status();
       return absl::DataLossError(absl::StrCat(
           opened.status().message(),
           "; back up the data directory, then start with --salvage_wal to open it anyway"));
     }
-    const RocksDbOpenReport& report = (*opened)->open_report();
+    const StoreOpenReport& report = opened->report;
     for (const std::string& warning : report.warnings) Log(LogLevel::kWarning, warning);
-    Log(report.salvaged ? LogLevel::kWarning : LogLevel::kInfo, "store recovered",
-        {{"data_dir", options.data_dir}, {"recovery", report.recovery}});
-    if (std::optional<uint64_t> moved = (*opened)->UpgradedStates()) {
+    if (!report.recovery.empty()) {
+      Log(report.salvaged ? LogLevel::kWarning : LogLevel::kInfo, "store recovered",
+          {{"data_dir", options.data_dir}, {"recovery", report.recovery}});
+    }
+    if (report.upgraded_states) {
       Log(LogLevel::kInfo, "state store upgraded to format 2",
           {{"data_dir", options.data_dir},
-           {"states_moved_to_limits_file_namespace", std::to_string(*moved)}});
+           {"states_moved_to_limits_file_namespace", std::to_string(*report.upgraded_states)}});
     }
-    s->store_ = *std::move(opened);
+    s->store_ = std::move(opened->store);
   }
+  s->telemetry_ = std::make_unique<Telemetry>(s->metrics_.get(), s->tracer_.get(),
+                                              options.trace_keys, s->store_->backend_name());
   s->RegisterStoreMetrics();
   s->limiter_ = std::make_unique<Limiter>(*s->store_, clock);
   if (!options.limits_file.empty()) {

@@ -102,7 +102,7 @@ struct ServerOptions {
 class RateLimitServer {
  public:
   // Starts a server. `clock` is not owned and must outlive the server. `store`, when given,
-  // replaces the RocksDB store opened at options.data_dir (tests inject fakes this way).
+  // replaces the store OpenStateStore opens at options.data_dir (tests inject fakes this way).
   // Fails when the store cannot be opened, the limits file is invalid or the address cannot
   // be bound.
   static absl::StatusOr<std::unique_ptr<RateLimitServer>> Start(

@@ -11,6 +11,9 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: the functions keep no state; a returned YAML::Node owns its
+// document. Safe to call from any thread; one node must not be used by two threads at once.
+
 // Parses a YAML document; a syntax error is INVALID_ARGUMENT "<source>:<line>:<column>: <why>".
 absl::StatusOr<YAML::Node> LoadYaml(absl::string_view yaml, absl::string_view source);
 

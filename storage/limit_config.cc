@@ -3,22 +3,19 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 namespace {
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
 // A finite amount in [min, kMaxAmount]; `strictly_positive` excludes zero.
 absl::Status CheckAmount(double v, bool strictly_positive, absl::string_view field) {
-  if (!std::isfinite(v)) return Invalid(field, absl::StrCat("must be finite, got ", v));
+  if (!std::isfinite(v)) return InvalidField(field, absl::StrCat("must be finite, got ", v));
   if (strictly_positive ? v <= 0 : v < 0) {
-    return Invalid(field,
-                   absl::StrCat(strictly_positive ? "must be > 0" : "must be >= 0", ", got ", v));
+    return InvalidField(
+        field, absl::StrCat(strictly_positive ? "must be > 0" : "must be >= 0", ", got ", v));
   }
-  if (v > kMaxAmount) return Invalid(field, absl::StrCat("must be <= 1e15, got ", v));
+  if (v > kMaxAmount) return InvalidField(field, absl::StrCat("must be <= 1e15, got ", v));
   return absl::OkStatus();
 }
 
@@ -39,10 +36,10 @@ absl::string_view LimitSourceName(LimitSource source) {
 absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix) {
   if (auto s = CheckAmount(c.rate, true, absl::StrCat(prefix, "rate")); !s.ok()) return s;
   if (c.period_us <= 0) {
-    return Invalid(absl::StrCat(prefix, "period"), "must be > 0 (at least 1us)");
+    return InvalidField(absl::StrCat(prefix, "period"), "must be > 0 (at least 1us)");
   }
   if (c.period_us > kMaxPeriodMicros) {
-    return Invalid(absl::StrCat(prefix, "period"), "must be at most 100 years");
+    return InvalidField(absl::StrCat(prefix, "period"), "must be at most 100 years");
   }
   if (c.capacity.has_value()) {
     if (auto s = CheckAmount(*c.capacity, false, absl::StrCat(prefix, "capacity")); !s.ok()) {
@@ -57,40 +54,40 @@ absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix)
   }
   if (c.start_us.has_value()) {
     if (c.kind != LimitKind::kFixedWindow) {
-      return Invalid(absl::StrCat(prefix, "start"), "only applies to fixed windows");
+      return InvalidField(absl::StrCat(prefix, "start"), "only applies to fixed windows");
     }
     if (*c.start_us < 0 || *c.start_us > kMaxPeriodMicros) {
-      return Invalid(absl::StrCat(prefix, "start"), "must be between 0 and 100 years");
+      return InvalidField(absl::StrCat(prefix, "start"), "must be between 0 and 100 years");
     }
   }
   if (!(c.jitter >= 0 && c.jitter <= 1)) {
-    return Invalid(absl::StrCat(prefix, "jitter"),
-                   absl::StrCat("must be in [0, 1], got ", c.jitter));
+    return InvalidField(absl::StrCat(prefix, "jitter"),
+                        absl::StrCat("must be in [0, 1], got ", c.jitter));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateName(absl::string_view name, absl::string_view field) {
-  if (name.empty()) return Invalid(field, "must not be empty");
+  if (name.empty()) return InvalidField(field, "must not be empty");
   if (name.size() > kMaxNameBytes) {
-    return Invalid(field,
-                   absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
+    return InvalidField(
+        field, absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
   }
   for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) return Invalid(field, "must not contain control characters");
+    if (c < 0x20 || c == 0x7f) return InvalidField(field, "must not contain control characters");
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateKey(absl::string_view key, absl::string_view field) {
   if (key.empty()) {
-    return Invalid(field,
-                   "must not be empty (use a fixed key such as \"global\" for a limit "
-                   "shared by all callers)");
+    return InvalidField(field,
+                        "must not be empty (use a fixed key such as \"global\" for a limit "
+                        "shared by all callers)");
   }
   if (key.size() > kMaxKeyBytes) {
-    return Invalid(field,
-                   absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
+    return InvalidField(field,
+                        absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
   }
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@ class MemoryStateStore final : public StateStore {
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
+  absl::string_view backend_name() const override { return "memory"; }
 
   // Number of stored states.
   size_t Size() const;

@@ -112,6 +112,7 @@ class RocksDbStateStore final : public StateStore {
   absl::Status Close() override;
   // Live states, compaction debt, memtable size, write stalls, SST bytes.
   std::vector<Gauge> Gauges() override;
+  absl::string_view backend_name() const override { return "rocksdb"; }
 
   const RocksDbOpenReport& open_report() const { return open_report_; }
 

@@ -41,6 +41,12 @@ class StateStore {
   // is none). It fills `writes` (same size, initially all nullopt) with the states to store;
   // nullopt leaves a key unchanged. If it returns an error, nothing is written and Update
   // returns that error.
+  //
+  // An implementation may call it more than once in one Update (e.g. a remote backend retrying
+  // after a conflicting write); only the writes of the last call are applied. It must therefore
+  // be a pure function of `current` and what it captured: no side effects, and everything it
+  // reports to its caller must be recomputed on every call. REQUIRES: it does not call back into
+  // the store.
   using DecideFn = absl::FunctionRef<absl::Status(absl::Span<const std::optional<State>> current,
                                                   absl::Span<std::optional<State>> writes)>;
 
@@ -80,6 +86,10 @@ class StateStore {
   };
   // The store's own gauges. Default: none.
   virtual std::vector<Gauge> Gauges() { return {}; }
+
+  // The backend's name as OpenTelemetry's `db.system` attribute spells it (e.g. "rocksdb"), for
+  // traces and logs. A literal; valid for the store's lifetime.
+  virtual absl::string_view backend_name() const = 0;
 };
 
 }  // namespace ratelimit

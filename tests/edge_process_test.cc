@@ -6,8 +6,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
+#include "storage/file_util.h"
 #include "tests/support/fake_collector.h"
 #include "tests/support/test_support.h"
 
@@ -65,10 +64,7 @@ Exit RunToExit(const std::string& binary, std::vector<std::string> args,
     // Polling a child's exit; there is no event to wait on with a deadline.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::ifstream in(stderr_path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  result.stderr_text = buf.str();
+  result.stderr_text = ReadFileToString(stderr_path).value_or("");
   return result;
 }
 

@@ -391,6 +391,7 @@ TEST_F(TelemetryServerTest, HealthFollowsTheStore) {
 // call held in flight.
 class GatedStore final : public StateStore {
  public:
+  absl::string_view backend_name() const override { return "gated"; }
   void CloseGate() {
     absl::MutexLock l(&mu_);
     open_ = false;

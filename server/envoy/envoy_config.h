@@ -17,6 +17,10 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: an EnvoyConfig owns its domains and rule trees; it is immutable
+// once built and shared read-only (std::shared_ptr<const EnvoyConfig>) by any number of threads.
+// The free functions are pure and safe to call from any thread.
+
 // RateLimitResponse.RateLimit.Unit / envoy.type.v3.RateLimitUnit (same numbers).
 enum class EnvoyUnit {
   kSecond = 1,

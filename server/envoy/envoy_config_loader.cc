@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
@@ -12,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/yaml_util.h"
+#include "storage/file_util.h"
 #include "storage/limit_config.h"
 #include "yaml-cpp/yaml.h"
 
@@ -349,11 +348,9 @@ absl::StatusOr<std::vector<EnvoyConfigFile>> ReadEnvoyConfigDir(const std::strin
     if (name.empty() || name[0] == '.') continue;
     if (!absl::EndsWith(name, ".yaml") && !absl::EndsWith(name, ".yml")) continue;
     if (!e.is_regular_file(ec)) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    if (!in) continue;  // removed while listing: the next poll sees the new state
-    std::stringstream buf;
-    buf << in.rdbuf();
-    files.push_back(EnvoyConfigFile{e.path().string(), buf.str()});
+    absl::StatusOr<std::string> bytes = ReadFileToString(e.path().string());
+    if (!bytes.ok()) continue;  // removed while listing: the next poll sees the new state
+    files.push_back(EnvoyConfigFile{e.path().string(), *std::move(bytes)});
   }
   std::sort(files.begin(), files.end(),
             [](const EnvoyConfigFile& a, const EnvoyConfigFile& b) { return a.path < b.path; });

@@ -33,6 +33,10 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: the functions keep no state; results are returned by value and
+// owned by the caller. Safe to call from any thread (ReadEnvoyConfigDir reads the directory as
+// it is at the time of the call).
+
 // Parses one file's contents; `source` names it in errors.
 absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::string_view source);
 

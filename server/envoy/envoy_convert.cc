@@ -7,36 +7,34 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/grpc_convert.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 namespace {
 
 using DescriptorProto = ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
 absl::Status ValidateDescriptor(const DescriptorProto& d, const std::string& field) {
-  if (d.entries_size() == 0) return Invalid(field + ".entries", "at least one entry is required");
+  if (d.entries_size() == 0)
+    return InvalidField(field + ".entries", "at least one entry is required");
   if (d.entries_size() > kMaxEnvoyEntries) {
-    return Invalid(field + ".entries",
-                   absl::StrCat("at most ", kMaxEnvoyEntries, " entries per descriptor, got ",
-                                d.entries_size()));
+    return InvalidField(field + ".entries",
+                        absl::StrCat("at most ", kMaxEnvoyEntries, " entries per descriptor, got ",
+                                     d.entries_size()));
   }
   for (int j = 0; j < d.entries_size(); ++j) {
     const std::string f = absl::StrCat(field, ".entries[", j, "]");
-    if (d.entries(j).key().empty()) return Invalid(f + ".key", "must not be empty");
-    if (d.entries(j).value().empty()) return Invalid(f + ".value", "must not be empty");
+    if (d.entries(j).key().empty()) return InvalidField(f + ".key", "must not be empty");
+    if (d.entries(j).value().empty()) return InvalidField(f + ".value", "must not be empty");
   }
   if (d.has_hits_addend() && d.hits_addend().value() > kMaxAmount) {
-    return Invalid(field + ".hits_addend",
-                   absl::StrCat("must be at most 1e15, got ", d.hits_addend().value()));
+    return InvalidField(field + ".hits_addend",
+                        absl::StrCat("must be at most 1e15, got ", d.hits_addend().value()));
   }
   if (d.has_limit()) {
     const int unit = d.limit().unit();
     if (unit < 1 || unit > 7) {
-      return Invalid(
+      return InvalidField(
           field + ".limit.unit",
           absl::StrCat("must be SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR, got ", unit));
     }
@@ -57,7 +55,7 @@ absl::StatusOr<EnvoyRateLimit> OverrideRule(absl::string_view domain, const Desc
   r.state_name = EnvoyStateName(domain, keys, /*override_limit=*/true);
   if (absl::Status s = ValidateName(r.limit_name, "the limit name made of domain and keys");
       !s.ok()) {
-    return Invalid(field + ".entries", s.message());
+    return InvalidField(field + ".entries", s.message());
   }
   r.requests_per_unit = d.limit().requests_per_unit();
   r.unit = static_cast<EnvoyUnit>(d.limit().unit());
@@ -94,13 +92,13 @@ uint32_t Remaining(double value) {
 
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     const rlsv3::RateLimitRequest& request, const EnvoyConfig& config) {
-  if (request.domain().empty()) return Invalid("domain", "must not be empty");
+  if (request.domain().empty()) return InvalidField("domain", "must not be empty");
   if (absl::Status s = ValidateName(request.domain(), "domain"); !s.ok()) return s;
   const int n = request.descriptors_size();
-  if (n == 0) return Invalid("descriptors", "at least one descriptor is required");
+  if (n == 0) return InvalidField("descriptors", "at least one descriptor is required");
   if (n > kMaxEnvoyDescriptors) {
-    return Invalid("descriptors", absl::StrCat("at most ", kMaxEnvoyDescriptors,
-                                               " descriptors per request, got ", n));
+    return InvalidField("descriptors", absl::StrCat("at most ", kMaxEnvoyDescriptors,
+                                                    " descriptors per request, got ", n));
   }
   for (int i = 0; i < n; ++i) {
     if (absl::Status s =
@@ -151,9 +149,9 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     p.request.source = LimitSource::kEnvoy;
     p.request.key = EnvoyStateKey(entries);
     if (absl::Status s = ValidateKey(p.request.key, field + ".entries"); !s.ok()) {
-      return Invalid(field + ".entries",
-                     absl::StrCat("the joined values are ", p.request.key.size(),
-                                  " bytes; at most ", kMaxKeyBytes, " are accepted"));
+      return InvalidField(field + ".entries",
+                          absl::StrCat("the joined values are ", p.request.key.size(),
+                                       " bytes; at most ", kMaxKeyBytes, " are accepted"));
     }
     p.request.config = EnvoyLimitConfig(rule);
     p.request.count = p.check_only ? 1 : static_cast<double>(p.hits);

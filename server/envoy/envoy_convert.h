@@ -18,6 +18,10 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: the functions are pure; a plan points into the configuration
+// snapshot it was made from (which must outlive it, see PlanEnvoyRequest), responses are written
+// into the caller's message. Safe to call from any thread.
+
 namespace rlsv3 = ::envoy::service::ratelimit::v3;
 
 // Documented bounds of an Envoy request (beyond them: INVALID_ARGUMENT naming the field).

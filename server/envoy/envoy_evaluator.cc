@@ -18,8 +18,10 @@ void Record(const Verdict& v, absl::Span<const size_t> index, std::vector<EnvoyO
 
 absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan) {
-  const int64_t now = clock.NowMicros();
-  std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, now});
+  // Outcomes without a transaction of their own carry the time of the request's last
+  // transaction (read by the Limiter inside it); the clock is read here only when there is none.
+  std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
+  std::optional<int64_t> transaction_now;
   bool blocked = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kBlocked) continue;
@@ -40,6 +42,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
   if (!requests.empty()) {
     absl::StatusOr<Verdict> v = limiter.Evaluate(requests, Mode::kCheck);
     if (!v.ok()) return v.status();
+    transaction_now = v->now_us;
     for (size_t j = 0; j < index.size(); ++j) {
       const size_t i = index[j];
       const Decision& d = v->decisions[j];
@@ -69,6 +72,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
     absl::StatusOr<Verdict> v = limiter.Evaluate(requests, mode);
     if (!v.ok()) return v.status();
+    transaction_now = v->now_us;
     Record(*v, active, outcomes);
     if (blocked || v->allowed) break;
     bool real_denial = false;
@@ -82,6 +86,10 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
       if (v->decisions[j].allowed) next.push_back(active[j]);
     }
     active = std::move(next);
+  }
+  const int64_t now = transaction_now ? *transaction_now : clock.NowMicros();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].kind != Kind::kLimited) outcomes[i].now_us = now;
   }
   return outcomes;
 }

@@ -11,6 +11,10 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: EvaluateEnvoyPlan borrows `limiter`, `clock` and `plan` for the
+// call and retains none of them; it is safe to call from any thread (the Limiter is
+// thread-safe and the store isolates the transactions).
+
 // Evaluates the descriptors of one ShouldRateLimit request, all-or-nothing: either every
 // kLimited descriptor that adds hits is consumed in one store transaction, or none is.
 //

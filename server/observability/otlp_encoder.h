@@ -17,6 +17,9 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: EncodeExportRequest borrows its inputs for the call and returns
+// the encoded bytes by value; it keeps no state and is safe to call from any thread.
+
 // A resource attribute: a string (AnyValue.string_value) or an integer (AnyValue.int_value, e.g.
 // process.pid, which the OpenTelemetry conventions type as an int).
 struct ResourceAttribute {

@@ -12,6 +12,9 @@
 
 namespace ratelimit::protowire {
 
+// Thread safety: stateless inline functions appending to a caller-owned string; safe to call
+// from any thread on distinct strings.
+
 inline constexpr int kVarint = 0;
 inline constexpr int kFixed64 = 1;
 inline constexpr int kLen = 2;

@@ -91,7 +91,7 @@ ServerMetrics::ServerMetrics(MetricsRegistry& r)
 Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, const char* span_name,
                                    const grpc::CallbackServerContext& context) const {
   Rpc rpc(this, method);
-  if (metrics_) rpc.start_nanos_ = UnixNanosNow();
+  if (metrics_) rpc.start_nanos_ = clock_.SteadyNanos();
   if (tracer_) {
     const std::optional<std::string> traceparent = Metadata(context, "traceparent");
     const std::optional<std::string> tracestate = Metadata(context, "tracestate");
@@ -122,15 +122,15 @@ void Telemetry::Rpc::SetLimits(absl::Span<const LimitRequest> limits) {
 }
 
 void Telemetry::Rpc::StoreStarted() {
-  if (t_->metrics_) store_start_nanos_ = UnixNanosNow();
+  if (t_->metrics_) store_start_nanos_ = t_->clock_.SteadyNanos();
   store_span_ = span_.StartChild("ratelimit.store/transaction");
-  if (store_span_.recording()) store_span_.SetAttribute("db.system", "rocksdb");
+  if (store_span_.recording()) store_span_.SetAttribute("db.system", t_->store_system_);
 }
 
 void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
   if (t_->metrics_) {
     t_->metrics_->store_seconds.With({}).Observe(
-        static_cast<double>(UnixNanosNow() - store_start_nanos_) / 1e9);
+        static_cast<double>(t_->clock_.SteadyNanos() - store_start_nanos_) / 1e9);
   }
   if (!status.ok()) store_span_.SetError(status.message());
   store_span_.End();
@@ -181,7 +181,7 @@ void Telemetry::Rpc::Finish(const grpc::Status& status) {
   if (t_->metrics_) {
     t_->metrics_->rpcs.With({method_, CodeName(status.error_code())}).Increment();
     t_->metrics_->rpc_seconds.With({method_}).Observe(
-        static_cast<double>(UnixNanosNow() - start_nanos_) / 1e9);
+        static_cast<double>(t_->clock_.SteadyNanos() - start_nanos_) / 1e9);
   }
   if (span_.recording()) {
     span_.SetAttribute("rpc.grpc.status_code", int64_t{status.error_code()});

@@ -9,6 +9,7 @@
 #include "absl/types/span.h"
 #include "grpcpp/grpcpp.h"
 #include "server/observability/metrics.h"
+#include "server/observability/telemetry_clock.h"
 #include "server/observability/tracer.h"
 #include "storage/limiter.h"
 
@@ -31,9 +32,16 @@ struct ServerMetrics {
 // Thread safety: thread-safe; Rpc objects belong to one call.
 class Telemetry {
  public:
-  // `metrics` and `tracer` may be null; neither is owned.
-  Telemetry(ServerMetrics* metrics, Tracer* tracer, bool record_keys)
-      : metrics_(metrics), tracer_(tracer), record_keys_(record_keys) {}
+  // `metrics` and `tracer` may be null; neither is owned. `store_system` is the store's
+  // backend_name(), the store spans' `db.system`. Latencies are differences of
+  // `clock.SteadyNanos()`; `clock` is not owned and must outlive the Telemetry.
+  Telemetry(ServerMetrics* metrics, Tracer* tracer, bool record_keys,
+            absl::string_view store_system, const TelemetryClock& clock = TelemetryClock::Real())
+      : metrics_(metrics),
+        tracer_(tracer),
+        record_keys_(record_keys),
+        store_system_(store_system),
+        clock_(clock) {}
 
   class Rpc {
    public:
@@ -64,8 +72,8 @@ class Telemetry {
 
     const Telemetry* t_;
     const char* method_;
-    int64_t start_nanos_ = 0;
-    int64_t store_start_nanos_ = 0;
+    int64_t start_nanos_ = 0;        // steady clock
+    int64_t store_start_nanos_ = 0;  // steady clock
     Span span_;
     Span store_span_;
     absl::Span<const LimitRequest> limits_;
@@ -83,6 +91,8 @@ class Telemetry {
   ServerMetrics* const metrics_;
   Tracer* const tracer_;
   const bool record_keys_;
+  const std::string store_system_;
+  const TelemetryClock& clock_;
 };
 
 // Finishes a unary call and its telemetry with `status`; returns `reactor` for the handler to

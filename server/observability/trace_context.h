@@ -10,6 +10,9 @@
 
 namespace ratelimit {
 
+// Ownership and thread safety: TraceContext is a value; the functions are pure and safe to call
+// from any thread.
+
 using TraceId = std::array<uint8_t, 16>;
 using SpanId = std::array<uint8_t, 8>;
 

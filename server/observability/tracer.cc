@@ -60,12 +60,6 @@ void PutAttribute(std::string& out, absl::string_view key, size_t value_size, Pu
 
 }  // namespace
 
-int64_t UnixNanosNow() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 Span::Span(Span&& other) noexcept { *this = std::move(other); }
 
 Span& Span::operator=(Span&& other) noexcept {
@@ -79,7 +73,9 @@ Span& Span::operator=(Span&& other) noexcept {
   flags_ = other.flags_;
   name_ = other.name_;
   kind_ = other.kind_;
+  clock_ = other.clock_;
   start_unix_nanos_ = other.start_unix_nanos_;
+  start_steady_nanos_ = other.start_steady_nanos_;
   error_ = other.error_;
   status_message_ = std::move(other.status_message_);
   wire_ = std::move(other.wire_);
@@ -165,13 +161,15 @@ Span Span::StartChild(const char* name) const {
   child.name_ = name;
   child.kind_ = SpanKind::kInternal;
   child.wire_.reserve(256);
-  child.start_unix_nanos_ = UnixNanosNow();
+  child.clock_ = clock_;
+  child.start_unix_nanos_ = clock_->UnixNanos();
+  child.start_steady_nanos_ = clock_->SteadyNanos();
   return child;
 }
 
 void Span::End() {
   if (!sink_) return;
-  const int64_t end = UnixNanosNow();
+  const int64_t end = start_unix_nanos_ + (clock_->SteadyNanos() - start_steady_nanos_);
   // Field order does not matter in the wire format: the attributes are already in wire_, the
   // rest is appended.
   std::string& out = wire_;
@@ -223,7 +221,9 @@ Span Tracer::StartServerSpan(const char* name, const std::optional<TraceContext>
   span.name_ = name;
   span.kind_ = SpanKind::kServer;
   span.wire_.reserve(384);
-  span.start_unix_nanos_ = UnixNanosNow();
+  span.clock_ = &clock_;
+  span.start_unix_nanos_ = clock_.UnixNanos();
+  span.start_steady_nanos_ = clock_.SteadyNanos();
   return span;
 }
 

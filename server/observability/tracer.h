@@ -7,6 +7,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "server/observability/telemetry_clock.h"
 #include "server/observability/trace_context.h"
 
 namespace ratelimit {
@@ -67,7 +68,9 @@ class Span {
   uint8_t flags_ = 0;
   const char* name_ = "";
   SpanKind kind_ = SpanKind::kInternal;
+  const TelemetryClock* clock_ = nullptr;  // the tracer's; set while recording
   int64_t start_unix_nanos_ = 0;
+  int64_t start_steady_nanos_ = 0;  // the end time is the start plus the steady time elapsed
   bool error_ = false;
   std::string status_message_;
   std::string wire_;  // attributes so far (Span field 9), encoded
@@ -82,10 +85,16 @@ struct TracerOptions {
 // Starts spans and decides sampling (parent-based, else trace-id ratio, like OpenTelemetry's
 // parentbased_traceidratio sampler).
 //
-// Thread safety: thread-safe. `sink` is not owned and must outlive the tracer and its spans.
+// Span times: the start is `clock.UnixNanos()`, the end the start plus the `SteadyNanos()`
+// elapsed, so a step of the wall clock never makes a span negative or distorts its length.
+//
+// Thread safety: thread-safe. `sink` and `clock` are not owned and must outlive the tracer and
+// its spans.
 class Tracer {
  public:
-  Tracer(TracerOptions options, SpanSink& sink) : options_(options), sink_(sink) {}
+  Tracer(TracerOptions options, SpanSink& sink,
+         const TelemetryClock& clock = TelemetryClock::Real())
+      : options_(options), sink_(sink), clock_(clock) {}
 
   // A SERVER span named `name`, joining `parent` when given. REQUIRES: `name` is a literal.
   Span StartServerSpan(const char* name, const std::optional<TraceContext>& parent);
@@ -93,9 +102,8 @@ class Tracer {
  private:
   const TracerOptions options_;
   SpanSink& sink_;
+  const TelemetryClock& clock_;
 };
-
-int64_t UnixNanosNow();
 
 }  // namespace ratelimit
 

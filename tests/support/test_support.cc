@@ -9,8 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "storage/file_util.h"
 
 namespace ratelimit::testing {
 
@@ -29,12 +30,10 @@ TempDir::~TempDir() {
 }
 
 void WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
+  if (absl::Status s = ::ratelimit::WriteFileAtomically(path, contents); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::abort();
   }
-  std::rename(tmp.c_str(), path.c_str());
 }
 
 absl::Status FailingStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
@@ -130,11 +129,6 @@ int ServerProcess::StopWith(int signal) {
   return status;
 }
 
-std::string ServerProcess::Stderr() const {
-  std::ifstream in(stderr_path_);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
+std::string ServerProcess::Stderr() const { return ReadFileToString(stderr_path_).value_or(""); }
 
 }  // namespace ratelimit::testing

@@ -80,7 +80,8 @@ class TempDir {
   std::string path_;
 };
 
-// Writes `contents` to `path` atomically (write a temporary file, then rename).
+// Writes `contents` to `path` atomically (ratelimit::WriteFileAtomically); aborts the test
+// binary when it cannot, since every test relying on it would fail for an unrelated reason.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
 // Wraps a StateStore and fails every call with `error` while failing() is set.
@@ -101,6 +102,7 @@ class FailingStateStore final : public StateStore {
   absl::Status CollectGarbage() override;
   absl::Status Close() override { return inner_->Close(); }
   std::vector<Gauge> Gauges() override { return inner_->Gauges(); }
+  absl::string_view backend_name() const override { return inner_->backend_name(); }
 
  private:
   absl::Status Error() {

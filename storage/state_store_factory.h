@@ -1,0 +1,61 @@
+#ifndef RATELIMIT_STORAGE_STATE_STORE_FACTORY_H_
+#define RATELIMIT_STORAGE_STATE_STORE_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "storage/clock.h"
+#include "storage/state_store.h"
+
+namespace ratelimit {
+
+// What the server's flags say about the store. The backend is chosen here and nowhere else: a
+// new backend is a new StateStore implementation and one more branch in OpenStateStore.
+struct StoreOptions {
+  // "rocksdb" (default): durable, in `path`. "memory": nothing survives the process (for tests
+  // and benchmarks); `path`, `sync` and `salvage_wal` are ignored.
+  std::string backend = "rocksdb";
+  // The data directory; created if missing. Required for "rocksdb".
+  std::string path;
+  // Also fsync every write (see RocksDbStateStoreOptions::sync). Default false.
+  bool sync = false;
+  // Open a store whose log does not replay cleanly, dropping what follows the damage
+  // (see RocksDbStateStoreOptions::salvage_wal). Default false.
+  bool salvage_wal = false;
+  // The clock that garbage collection compares against. Not owned; must outlive the store.
+  // Default: the system clock.
+  const Clock* clock = &SystemClock::Default();
+};
+
+// What opening found, for the operator's log; empty for a backend with nothing to say.
+struct StoreOpenReport {
+  // How the store recovered its data (e.g. the log files replayed); empty when not applicable.
+  std::string recovery;
+  // Recovery dropped writes after a damaged record (only with salvage_wal).
+  bool salvaged = false;
+  // Things the operator should fix, e.g. a data directory other local users can read.
+  std::vector<std::string> warnings;
+  // When opening upgraded the stored format: how many states it moved.
+  std::optional<uint64_t> upgraded_states;
+};
+
+struct OpenedStateStore {
+  std::unique_ptr<StateStore> store;  // never null
+  StoreOpenReport report;
+};
+
+// Opens the store `options` describe. INVALID_ARGUMENT naming `backend` for an unknown one;
+// otherwise the errors of the backend's Open (for RocksDB: DATA_LOSS for a damaged log without
+// salvage_wal, FAILED_PRECONDITION for another format version, UNAVAILABLE when it cannot open).
+// The caller owns the result.
+//
+// Thread safety: safe to call from any thread; the store it returns is thread-safe.
+absl::StatusOr<OpenedStateStore> OpenStateStore(const StoreOptions& options);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_STATE_STORE_FACTORY_H_

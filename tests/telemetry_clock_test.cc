@@ -1,0 +1,123 @@
+// Latencies, span times and the Envoy evaluator's time come from injected clocks.
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "opentelemetry/proto/trace/v1/trace.pb.h"
+#include "server/envoy/envoy_evaluator.h"
+#include "server/observability/telemetry.h"
+#include "server/observability/telemetry_clock.h"
+#include "server/observability/tracer.h"
+#include "storage/memory_state_store.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr int64_t kMs = 1000000;  // nanoseconds
+
+// Wall and steady time that move only when told to.
+class FakeTelemetryClock final : public TelemetryClock {
+ public:
+  int64_t UnixNanos() const override { return unix_.load(); }
+  int64_t SteadyNanos() const override { return steady_.load(); }
+  // Time passes: both clocks move.
+  void Advance(int64_t nanos) {
+    unix_ += nanos;
+    steady_ += nanos;
+  }
+  // The wall clock is set (e.g. by NTP): only it moves.
+  void StepWallClock(int64_t nanos) { unix_ += nanos; }
+
+ private:
+  std::atomic<int64_t> unix_{1700000000LL * 1000000000};
+  std::atomic<int64_t> steady_{42};
+};
+
+TEST(TelemetryClockTest, LatenciesAreTheSteadyTimeElapsedOnTheInjectedClock) {
+  MetricsRegistry registry;
+  ServerMetrics metrics(registry);
+  FakeTelemetryClock clock;
+  Telemetry telemetry(&metrics, nullptr, false, "memory", clock);
+  grpc::CallbackServerContext context;
+  Telemetry::Rpc rpc = telemetry.StartRpc("svc", "Consume", "svc/Consume", context);
+  clock.Advance(2 * kMs);
+  rpc.StoreStarted();
+  clock.Advance(5 * kMs);
+  clock.StepWallClock(-3600LL * 1000 * kMs);  // a wall-clock step is no latency
+  rpc.StoreFinished(absl::OkStatus());
+  clock.Advance(1 * kMs);
+  rpc.Finish(grpc::Status::OK);
+
+  const Histogram::Snapshot store = metrics.store_seconds.With({}).Read();
+  EXPECT_EQ(store.count, 1u);
+  EXPECT_DOUBLE_EQ(store.sum, 0.005);
+  const Histogram::Snapshot call = metrics.rpc_seconds.With({"Consume"}).Read();
+  EXPECT_EQ(call.count, 1u);
+  EXPECT_DOUBLE_EQ(call.sum, 0.008);
+}
+
+class KeepingSink final : public SpanSink {
+ public:
+  void Submit(std::string encoded) override { spans.push_back(std::move(encoded)); }
+  std::vector<std::string> spans;
+};
+
+TEST(TelemetryClockTest, SpanTimesComeFromTheInjectedClock) {
+  FakeTelemetryClock clock;
+  KeepingSink sink;
+  Tracer tracer(TracerOptions{1.0}, sink, clock);
+  const int64_t start = clock.UnixNanos();
+  Span span = tracer.StartServerSpan("svc/Consume", std::nullopt);
+  clock.Advance(3 * kMs);
+  Span child = span.StartChild("ratelimit.store/transaction");
+  clock.Advance(4 * kMs);
+  clock.StepWallClock(-3600LL * 1000 * kMs);  // spans keep their length across a step
+  child.End();
+  span.End();
+
+  ASSERT_EQ(sink.spans.size(), 2u);
+  ::opentelemetry::proto::trace::v1::Span c, s;
+  ASSERT_TRUE(c.ParseFromString(sink.spans[0]));
+  ASSERT_TRUE(s.ParseFromString(sink.spans[1]));
+  EXPECT_EQ(s.start_time_unix_nano(), static_cast<uint64_t>(start));
+  EXPECT_EQ(s.end_time_unix_nano(), static_cast<uint64_t>(start + 7 * kMs));
+  EXPECT_EQ(c.start_time_unix_nano(), static_cast<uint64_t>(start + 3 * kMs));
+  EXPECT_EQ(c.end_time_unix_nano(), static_cast<uint64_t>(start + 7 * kMs));
+}
+
+TEST(EnvoyEvaluatorClockTest, ReadsTheClockOnceInsideTheTransaction) {
+  MemoryStateStore store;
+  constexpr int64_t kStart = 1700000000LL * 1000000, kStep = 1000;
+  testing::TickingClock clock(kStart, kStep);  // every read is a later time
+  Limiter limiter(store, clock);
+  std::vector<EnvoyDescriptorPlan> plan(2);
+  plan[0].kind = EnvoyDescriptorPlan::Kind::kLimited;
+  plan[0].request.name = "web";
+  plan[0].request.key = "u1";
+  plan[0].request.source = LimitSource::kEnvoy;
+  plan[0].request.config.rate = 10;
+  plan[0].request.config.period_us = 1000000;
+  plan[1].kind = EnvoyDescriptorPlan::Kind::kNoLimit;
+
+  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter, clock, plan);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  EXPECT_EQ((clock.Peek() - kStart) / kStep, 1);  // one read, by the transaction
+  EXPECT_EQ((*outcomes)[0].now_us, kStart + kStep);
+  EXPECT_EQ((*outcomes)[1].now_us, (*outcomes)[0].now_us);
+}
+
+TEST(EnvoyEvaluatorClockTest, WithoutATransactionTheClockIsReadOnce) {
+  MemoryStateStore store;
+  testing::FakeClock clock;
+  Limiter limiter(store, clock);
+  std::vector<EnvoyDescriptorPlan> plan(1);  // kNoLimit
+  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter, clock, plan);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  EXPECT_EQ((*outcomes)[0].now_us, clock.NowMicros());
+}
+
+}  // namespace
+}  // namespace ratelimit
