@@ -8,7 +8,6 @@
 namespace ratelimit {
 namespace {
 
-
 // A google.protobuf.Duration as microseconds (truncating below 1us), validating its range.
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
                                        absl::string_view field) {

@@ -381,8 +381,7 @@ absl::Status RocksDbStateStore::Delete(const StateKey& key) {
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
-  rocksdb::Status s =
-      db_->Delete(wo, states_, EncodeStateKey(key.source, key.name, key.key));
+  rocksdb::Status s = db_->Delete(wo, states_, EncodeStateKey(key.source, key.name, key.key));
   return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "delete"));
 }
 
