@@ -5,7 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-mkdir -p data
 exec build/bin/ratelimit-server \
   --listen="${RATELIMIT_LISTEN:-127.0.0.1:8081}" \
   --data_dir=data \
