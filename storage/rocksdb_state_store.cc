@@ -491,18 +491,13 @@ absl::Status RocksDbStateStore::ProbeWriteLocked() {
   return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "health probe write"));
 }
 
-absl::Status RocksDbStateStore::CompactAll() {
-  absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return NotOpenLocked();
-  rocksdb::FlushOptions flush;
-  flush.wait = true;
-  if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); !s.ok()) return s;
-  rocksdb::CompactRangeOptions compact;
-  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  return FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
-}
+absl::Status RocksDbStateStore::CompactAll() { return FlushAndCompact(/*exclusive=*/true); }
 
 absl::Status RocksDbStateStore::CollectGarbage() {
+  return FlushAndCompact(/*exclusive=*/false);  // automatic compactions go on meanwhile
+}
+
+absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   // Idle states may sit in the memtable: flush them so that the compaction sees them.
@@ -511,7 +506,7 @@ absl::Status RocksDbStateStore::CollectGarbage() {
   if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); !s.ok()) return s;
   rocksdb::CompactRangeOptions compact;
   compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  compact.exclusive_manual_compaction = false;  // automatic compactions go on meanwhile
+  compact.exclusive_manual_compaction = exclusive;
   return FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
 }
 

@@ -132,6 +132,9 @@ class RocksDbStateStore final : public StateStore {
 
   RocksDbStateStore(const RocksDbStateStoreOptions& options);
   absl::Status PrepareDirectory();
+  // Flushes the states' memtable and compacts every level of the states (garbage collection runs
+  // during compaction); `exclusive`: automatic compactions wait meanwhile.
+  absl::Status FlushAndCompact(bool exclusive);
   // Opens the database; `after_failure`: a reopen after a write or background error.
   absl::Status OpenDbLocked(bool after_failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // Closes the database, flushing the WAL and memtables unless a write failed; db_ becomes null.
