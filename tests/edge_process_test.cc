@@ -120,13 +120,7 @@ TEST(EdgeProcessTest, BusyMetricsPortSaysWhy) {
 
 TEST(EdgeProcessTest, HelpListsTheFlagsOfBothBinaries) {
   auto help = [&](const std::string& binary) {
-    std::string out;
-    FILE* f = popen((BinaryPath(binary) + " --help 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    pclose(f);
-    return out;
+    return ::ratelimit::testing::RunCommand(BinaryPath(binary) + " --help").second;
   };
   const std::string server_help = help("ratelimit-server");
   for (const char* flag :

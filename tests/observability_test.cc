@@ -313,12 +313,7 @@ std::pair<int, std::string> Promtool(const std::string& text) {
   TempDir dir;
   const std::string path = dir.File("metrics.txt");
   std::ofstream(path) << text;
-  FILE* f = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[1024];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  return {pclose(f), out};
+  return ::ratelimit::testing::RunCommand("promtool check metrics < " + path);
 }
 
 TEST(MetricsTest, ExpositionPassesPromtool) {

@@ -17,6 +17,7 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
@@ -40,18 +41,6 @@ constexpr char kLimits[] = R"(limits:
     period: 36600d
     start: 0s
 )";
-
-// Polls `condition` every few milliseconds until it holds or `timeout` passes. Used to wait for
-// another process to act; the assertions are on the condition, never on the time taken.
-template <typename F>
-bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
-}
 
 class ProcessTest : public ::testing::Test {
  protected:
@@ -205,16 +194,10 @@ TEST_F(ProcessTest, InvalidLimitsFileFailsStartUpWithFileAndLine) {
       << p.status();
 }
 
-// Runs the CLI and returns (exit code, standard output).
+// Runs the CLI and returns (exit code, output).
 std::pair<int, std::string> RunCli(const std::string& args) {
-  const std::string cli = ::ratelimit::testing::BinaryPath("ratelimit");
-  std::string out;
-  FILE* f = popen((cli + " " + args + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int status = pclose(f);
-  return {WEXITSTATUS(status), out};
+  return ::ratelimit::testing::RunCommand(::ratelimit::testing::BinaryPath("ratelimit") + " " +
+                                          args);
 }
 
 TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {

@@ -210,15 +210,10 @@ TEST_F(StateIsolationTest, ResetReachesEachSourceAndOnlyIt) {
   EXPECT_THAT(stray_path.message(), HasSubstr("envoy_path"));
 }
 
+// Runs the CLI and returns (exit code, output).
 std::pair<int, std::string> RunCli(const std::string& args) {
-  const std::string cli = ::ratelimit::testing::BinaryPath("ratelimit");
-  std::string out;
-  FILE* f = popen((cli + " " + args + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int status = pclose(f);
-  return {WEXITSTATUS(status), out};
+  return ::ratelimit::testing::RunCommand(::ratelimit::testing::BinaryPath("ratelimit") + " " +
+                                          args);
 }
 
 TEST_F(StateIsolationTest, CliResetsEachSource) {

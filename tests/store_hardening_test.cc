@@ -18,6 +18,7 @@ namespace ratelimit {
 namespace {
 
 namespace fs = std::filesystem;
+using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FaultyFileSystem;
 using ::ratelimit::testing::kMinute;
@@ -34,17 +35,6 @@ std::optional<State> GetOrDie(StateStore& store, const StateKey& k) {
   auto got = store.Get(k);
   EXPECT_TRUE(got.ok()) << got.status();
   return got.ok() ? *got : std::nullopt;
-}
-
-// Polls `condition` until it holds or `timeout` passes.
-template <typename F>
-bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
 }
 
 class StoreHardeningTest : public ::testing::Test {

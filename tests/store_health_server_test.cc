@@ -24,6 +24,7 @@ namespace ratelimit {
 namespace {
 
 namespace fs = std::filesystem;
+using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FaultyFileSystem;
 using ::ratelimit::testing::kMinute;
@@ -38,16 +39,6 @@ constexpr char kLimits[] = R"(limits:
     rate: 2
     period: 1s
 )";
-
-template <typename F>
-bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
 
 class StoreHealthServerTest : public ::testing::Test {
  protected:

@@ -19,9 +19,11 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FakeCollector;
+using ::ratelimit::testing::RunCommand;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
@@ -35,16 +37,6 @@ constexpr char kLimits[] = R"(limits:
 )";
 constexpr char kTraceparent[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 constexpr char kCallerTraceId[] = "0af7651916cd43dd8448eb211c80319c";
-
-template <typename F>
-bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
 
 std::string Hex(const std::string& bytes) {
   return ToHex(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
@@ -254,12 +246,8 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
   EXPECT_EQ(text.find("u1"), std::string::npos);  // never a key as a label
   TempDir tmp;
   std::ofstream(tmp.File("scrape.txt")) << text;
-  FILE* f = popen(("promtool check metrics < " + tmp.File("scrape.txt") + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[512];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(f), 0) << out;
+  auto [status, out] = RunCommand("promtool check metrics < " + tmp.File("scrape.txt"));
+  EXPECT_EQ(status, 0) << out;
 }
 
 TEST_F(TelemetryServerTest, ConfigReloadsAndRocksDbGaugesAreExposed) {

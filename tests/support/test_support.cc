@@ -66,6 +66,19 @@ std::string BinaryPath(const std::string& name) {
   return std::string(dir ? dir : ".") + "/" + name;
 }
 
+std::pair<int, std::string> RunCommand(const std::string& command) {
+  FILE* f = popen((command + " 2>&1").c_str(), "r");
+  if (f == nullptr) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  if (status == -1) return {-1, out};
+  if (WIFSIGNALED(status)) return {128 + WTERMSIG(status), out};
+  return {WEXITSTATUS(status), out};
+}
+
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args,
                                                                     const std::string& work_dir) {
   if (std::getenv("RATELIMIT_BIN_DIR") == nullptr) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -117,6 +118,23 @@ class FailingStateStore final : public StateStore {
 // The path of one of our executables: $RATELIMIT_BIN_DIR/<name> (CTest sets the variable to
 // build/bin).
 std::string BinaryPath(const std::string& name);
+
+// Runs `command` with /bin/sh, standard error merged into standard output. Returns (exit code,
+// output); the exit code is 128 + the signal number when a signal ended it, -1 when it could not
+// be started.
+std::pair<int, std::string> RunCommand(const std::string& command);
+
+// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held. For
+// waiting on another thread or process: tests assert the condition, never the time it took.
+template <typename F>
+bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return condition();
+}
 
 // A ratelimit-server child process on port 0 (BinaryPath("ratelimit-server")).
 class ServerProcess {
