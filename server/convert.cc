@@ -114,6 +114,17 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
       absl::StatusOr<LimitConfig> c = ConfigFromProto(l.config(), absl::StrCat(field, ".config."));
       if (!c.ok()) return c.status();
       r.config = *c;
+      // One state decided under two configs in one transaction would refill at one rate and be
+      // judged against another's capacity: a request must give each state one config.
+      for (size_t j = 0; j < out.size(); ++j) {
+        const LimitRequest& earlier = out[j];
+        if (earlier.source == r.source && earlier.name == r.name && earlier.key == r.key &&
+            !(earlier.config == r.config)) {
+          return InvalidField(absl::StrCat(field, ".config"),
+                              absl::StrCat("limits[", j, "] names the same limit \"", r.name,
+                                           "\" and key with a different config"));
+        }
+      }
     } else {
       return absl::NotFoundError(absl::StrCat(field, ".name: limit \"", l.name(),
                                               "\" is not defined and has no inline config"));

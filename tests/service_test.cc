@@ -216,6 +216,12 @@ std::vector<BadCase> BadCases() {
        "limits[1].config.start"},
       {"inline config for a defined name", [](auto& r) { r.mutable_limits(1)->set_name("daily"); },
        "limits[1].config"},
+      {"same inline name and key twice with different configs",
+       [](auto& r) {
+         *r.add_limits() = r.limits(1);
+         r.mutable_limits(2)->mutable_config()->set_capacity(1);
+       },
+       "limits[2].config"},
       {"no limits", [](auto& r) { r.clear_limits(); }, "limits"},
       {"too many limits",
        [](auto& r) {
