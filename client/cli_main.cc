@@ -23,6 +23,14 @@
 #include "storage/admin_token.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
+ABSL_FLAG(bool, tls, false,
+          "connect with TLS (implied by any --tls_* flag); the server certificate must verify");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CA bundle that verifies the server (default: gRPC's root certificates)");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM client certificate chain, for mTLS");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name the server certificate must carry, when it differs from the --target host");
 ABSL_FLAG(std::string, name, "", "limit name");
 ABSL_FLAG(std::string, key, "", "limit key");
 ABSL_FLAG(double, count, 1, "tokens to take");
@@ -95,7 +103,19 @@ int main(int argc, char** argv) {
     if (!token.ok()) return Error(std::string(token.status().message()));
     options.admin_token = *token;
   }
-  auto client = ratelimit::RateLimitClient::Connect(absl::GetFlag(FLAGS_target), options);
+  ratelimit::ClientTlsOptions tls{
+      absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+      absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
+  std::unique_ptr<ratelimit::RateLimitClient> client;
+  if (absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() || !tls.cert_file.empty() ||
+      !tls.key_file.empty() || !tls.server_name.empty()) {
+    absl::StatusOr<std::unique_ptr<ratelimit::RateLimitClient>> connected =
+        ratelimit::RateLimitClient::ConnectTls(absl::GetFlag(FLAGS_target), tls, options);
+    if (!connected.ok()) return Error(std::string(connected.status().message()));
+    client = *std::move(connected);
+  } else {
+    client = ratelimit::RateLimitClient::Connect(absl::GetFlag(FLAGS_target), options);
+  }
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string key = absl::GetFlag(FLAGS_key);
 

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "server/tls_files.h"
+
 namespace ratelimit {
 namespace {
 
@@ -16,6 +18,27 @@ std::unique_ptr<RateLimitClient> RateLimitClient::Connect(const std::string& tar
                                                           ClientOptions options) {
   return std::make_unique<RateLimitClient>(
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<RateLimitClient>> RateLimitClient::ConnectTls(
+    const std::string& target, const ClientTlsOptions& tls, ClientOptions options) {
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadPemCertificates("--tls_ca_file", tls.ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+  }
+  if (!tls.cert_file.empty() || !tls.key_file.empty()) {
+    absl::StatusOr<PemKeyPair> pair =
+        ReadPemKeyPair("--tls_cert_file", tls.cert_file, "--tls_key_file", tls.key_file);
+    if (!pair.ok()) return pair.status();
+    ssl.pem_cert_chain = std::move(pair->certificate_chain);
+    ssl.pem_private_key = std::move(pair->private_key);
+  }
+  grpc::ChannelArguments args;
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  return std::make_unique<RateLimitClient>(
+      grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args), std::move(options));
 }
 
 RateLimitClient::RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)

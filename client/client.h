@@ -19,6 +19,20 @@ struct ClientOptions {
   std::string admin_token;
 };
 
+// TLS towards the server. Files are read once, when the client is created.
+struct ClientTlsOptions {
+  // PEM CA bundle that verifies the server. Empty: gRPC's default roots
+  // ($GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, else its bundled roots).
+  std::string ca_file;
+  // PEM client certificate chain and its private key, for servers that require mTLS; both or
+  // neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name the server certificate must carry, when it differs from the target's host (e.g. a
+  // target given by IP address). Empty: the target's host.
+  std::string server_name;
+};
+
 // A typed client of ratelimit.v1.RateLimitService. A gRPC error (including a deadline) comes
 // back as the absl::Status with the same code and message.
 //
@@ -28,6 +42,11 @@ class RateLimitClient {
   // Connects (lazily) to `target` ("host:port") without TLS.
   static std::unique_ptr<RateLimitClient> Connect(const std::string& target,
                                                   ClientOptions options = {});
+  // Connects (lazily) to `target` over TLS; the server's certificate must verify and name the
+  // host (or tls.server_name). INVALID_ARGUMENT naming the file when a TLS file does not load.
+  static absl::StatusOr<std::unique_ptr<RateLimitClient>> ConnectTls(const std::string& target,
+                                                                     const ClientTlsOptions& tls,
+                                                                     ClientOptions options = {});
   RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
   absl::StatusOr<v1::RateLimitResponse> Consume(const v1::RateLimitRequest& request);

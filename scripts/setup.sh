@@ -10,6 +10,8 @@ packages=(
   # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
   # (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
+  # TLS: OpenSSL headers, the openssl tool (test certificates), systemd-analyze (the unit's test).
+  libssl-dev openssl systemd
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,11 @@
 #include "server/admin_auth.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/log.h"
 
 namespace ratelimit {
@@ -26,7 +30,10 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
   }
   if (token_.empty()) {
     return absl::PermissionDeniedError(
-        "administration is disabled: the server was started without an admin token");
+        identities_.empty()
+            ? "administration is disabled: the server was started without an admin token"
+            : "administration by token is disabled: the server was started without an admin "
+              "token");
   }
   const absl::string_view presented =
       absl::StripAsciiWhitespace(authorization->substr(kScheme.size()));
@@ -34,6 +41,28 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
     return absl::PermissionDeniedError("admin token does not match");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> AdminAuthenticator::AuthorizeCall(
+    std::optional<absl::string_view> authorization,
+    absl::Span<const std::string> peer_identities) const {
+  for (const std::string& identity : peer_identities) {
+    if (std::find(identities_.begin(), identities_.end(), identity) != identities_.end()) {
+      return absl::StrCat("identity ", identity);
+    }
+  }
+  if (!authorization && !identities_.empty()) {
+    if (!peer_identities.empty()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("client certificate identity is not an admin identity: ",
+                       absl::StrJoin(peer_identities, ", ")));
+    }
+    return absl::UnauthenticatedError(
+        "admin call requires a client certificate with an admin identity or metadata "
+        "authorization: Bearer <token>");
+  }
+  if (absl::Status s = Authorize(authorization); !s.ok()) return s;
+  return std::string("token");
 }
 
 absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env) {

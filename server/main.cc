@@ -20,7 +20,25 @@
 #include "storage/file_util.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8081",
-          "host:port to serve gRPC on; port 0 picks a free port");
+          "host:port to serve gRPC on; port 0 picks a free port. TLS when --tls_cert_file is "
+          "set; plaintext only on a loopback address unless --allow_insecure_listen");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain of the server: --listen serves TLS only (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: every client must present a certificate it signed (mTLS)");
+ABSL_FLAG(absl::Duration, tls_reload_interval, absl::Minutes(1),
+          "how often the TLS files are re-read (rotation without restart); at least 1s");
+ABSL_FLAG(std::string, plaintext_listen, "",
+          "an extra plaintext gRPC host:port (same services) beside a TLS --listen, for local "
+          "sidecars and probes; loopback only unless --allow_insecure_listen; empty: none");
+ABSL_FLAG(bool, allow_insecure_listen, false,
+          "permit plaintext gRPC on addresses that are not loopback (--listen without TLS, "
+          "--plaintext_listen)");
+ABSL_FLAG(std::vector<std::string>, admin_identities, {},
+          "comma-separated URI/DNS SANs (e.g. spiffe://example.org/admin) of client "
+          "certificates allowed to call Reset; needs --tls_client_ca_file; either an identity or "
+          "the admin token suffices");
 ABSL_FLAG(std::string, data_dir, "./data", "RocksDB data directory (created if missing)");
 ABSL_FLAG(std::string, limits_file, "", "YAML file of named limits, hot-reloaded");
 ABSL_FLAG(absl::Duration, limits_reload_interval, absl::Seconds(1),
@@ -57,12 +75,21 @@ ABSL_FLAG(int32_t, keepalive_max_ping_strikes, 2,
           "(GOAWAY too_many_pings); 0: never");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the HTTP endpoint for /metrics (Prometheus) and /healthz; empty: off");
+ABSL_FLAG(std::string, metrics_tls_cert_file, "",
+          "PEM certificate chain: the metrics endpoint serves HTTPS only (with "
+          "--metrics_tls_key_file); re-read when the files change");
+ABSL_FLAG(std::string, metrics_tls_key_file, "", "PEM private key of --metrics_tls_cert_file");
 ABSL_FLAG(std::string, metrics_port_file, "", "write the HTTP endpoint's port to this file");
 ABSL_FLAG(absl::Duration, health_probe_interval, absl::Seconds(1),
           "how often the store is probed for the health status");
 ABSL_FLAG(std::string, otel_endpoint, "",
           "OTLP/gRPC trace collector host:port (else $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
-          "$OTEL_EXPORTER_OTLP_ENDPOINT); empty: tracing off");
+          "$OTEL_EXPORTER_OTLP_ENDPOINT); https://host:port is TLS, host:port or http:// "
+          "plaintext; empty: tracing off");
+ABSL_FLAG(std::string, otel_ca_file, "",
+          "PEM CA bundle verifying an https:// --otel_endpoint (else "
+          "$OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE or $OTEL_EXPORTER_OTLP_CERTIFICATE; default: "
+          "gRPC's root certificates)");
 ABSL_FLAG(double, otel_sample_ratio, -1,
           "share of new traces sampled, 0..1 (else $OTEL_TRACES_SAMPLER/_ARG; default 1); a "
           "caller's traceparent sampled flag always wins");
@@ -92,6 +119,11 @@ absl::Status ConfigureTracing(ratelimit::ServerOptions& options) {
   if (options.otel_endpoint.empty())
     options.otel_endpoint = Env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
   if (options.otel_endpoint.empty()) options.otel_endpoint = Env("OTEL_EXPORTER_OTLP_ENDPOINT");
+  options.otel_ca_file = absl::GetFlag(FLAGS_otel_ca_file);
+  if (options.otel_ca_file.empty()) {
+    options.otel_ca_file = Env("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE");
+  }
+  if (options.otel_ca_file.empty()) options.otel_ca_file = Env("OTEL_EXPORTER_OTLP_CERTIFICATE");
 
   double ratio = absl::GetFlag(FLAGS_otel_sample_ratio);
   if (ratio < 0) {
@@ -165,6 +197,15 @@ int main(int argc, char** argv) {
 
   ratelimit::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.tls.reload_interval = absl::GetFlag(FLAGS_tls_reload_interval);
+  options.plaintext_listen = absl::GetFlag(FLAGS_plaintext_listen);
+  options.allow_insecure_listen = absl::GetFlag(FLAGS_allow_insecure_listen);
+  for (const std::string& identity : absl::GetFlag(FLAGS_admin_identities)) {
+    if (!identity.empty()) options.admin_identities.push_back(identity);
+  }
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
   options.limits_file = absl::GetFlag(FLAGS_limits_file);
   options.limits_reload_interval = absl::GetFlag(FLAGS_limits_reload_interval);
@@ -213,6 +254,8 @@ int main(int argc, char** argv) {
   if (!token.ok()) return Fail(std::string(token.status().message()));
   options.admin_token = *token;
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_tls_cert_file = absl::GetFlag(FLAGS_metrics_tls_cert_file);
+  options.metrics_tls_key_file = absl::GetFlag(FLAGS_metrics_tls_key_file);
   options.health_probe_interval = absl::GetFlag(FLAGS_health_probe_interval);
   // Written as soon as the HTTP endpoint listens, so that /healthz is reachable while starting.
   bool metrics_port_file_ok = true;

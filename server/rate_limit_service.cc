@@ -2,8 +2,10 @@
 
 #include <optional>
 
+#include "absl/strings/str_join.h"
 #include "server/convert.h"
 #include "server/log.h"
+#include "server/tls.h"
 
 namespace ratelimit {
 
@@ -100,13 +102,18 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
     authorization = absl::string_view(it->second.data(), it->second.size());
   }
   const std::string peer = context->peer();
-  if (absl::Status s = admin_.Authorize(authorization); !s.ok()) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  const std::vector<std::string> identities =
+      auth ? PeerIdentities(*auth) : std::vector<std::string>();
+  absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
+  if (!admin.ok()) {
     Log(LogLevel::kWarning, "reset refused",
         {{"peer", peer},
+         {"peer_identities", absl::StrJoin(identities, ",")},
          {"limit", request->name()},
-         {"reason", std::string(s.message())},
+         {"reason", std::string(admin.status().message())},
          {"trace_id", rpc.TraceId()}});
-    return FinishRpc(reactor, rpc, ToGrpcStatus(s));
+    return FinishRpc(reactor, rpc, ToGrpcStatus(admin.status()));
   }
   absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
   if (!target.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(target.status()));
@@ -118,6 +125,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
   if (s.ok()) {
     Log(LogLevel::kInfo, "reset",
         {{"peer", peer},
+         {"authorized_by", *admin},
          {"source", std::string(LimitSourceName(target->source))},
          {"limit", target->display_name},
          {"key", key},

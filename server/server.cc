@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
@@ -10,6 +11,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "server/log.h"
+#include "server/tls_files.h"
 #include "storage/limit_config.h"
 #include "storage/state_store_factory.h"
 
@@ -52,10 +54,67 @@ void ConfigureTransport(const ServerOptions& options, grpc::ServerBuilder& build
   quota.Resize(static_cast<size_t>(options.grpc_memory_limit_bytes));
   builder.SetResourceQuota(quota);
 }
+// The credentials of the main gRPC listener, after the checks of the security options: TLS when
+// configured; plaintext only on loopback unless explicitly allowed.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
+    const ServerOptions& options) {
+  if (!options.allow_insecure_listen && !options.plaintext_listen.empty() &&
+      !IsLoopbackAddress(options.plaintext_listen)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--plaintext_listen ", options.plaintext_listen,
+        ": not a loopback address; plaintext gRPC elsewhere needs --allow_insecure_listen"));
+  }
+  if (!options.admin_identities.empty() && options.tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--admin_identities: requires --tls_client_ca_file (identities come from verified "
+        "client certificates)");
+  }
+  if (options.tls.enabled()) return MakeServerTlsCredentials(options.tls);
+  if (!options.allow_insecure_listen && !IsLoopbackAddress(options.listen_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen ", options.listen_address,
+        ": plaintext gRPC on an address that is not loopback; configure --tls_cert_file and "
+        "--tls_key_file, or pass --allow_insecure_listen"));
+  }
+  return grpc::InsecureServerCredentials();
+}
+
+// The exporter options for options.otel_endpoint, with the collector's CA when it is TLS.
+absl::StatusOr<OtlpExporterOptions> ExporterOptions(const ServerOptions& options) {
+  OtlpExporterOptions eo = options.otel_exporter;
+  eo.endpoint = options.otel_endpoint;
+  eo.resource = options.otel_resource;
+  if (!options.otel_ca_file.empty()) {
+    if (!absl::StartsWith(options.otel_endpoint, "https://")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--otel_ca_file: set, but the collector endpoint \"", options.otel_endpoint,
+                       "\" is not https:// (traces would travel in clear)"));
+    }
+    absl::StatusOr<std::string> ca = ReadPemCertificates("--otel_ca_file", options.otel_ca_file);
+    if (!ca.ok()) return ca.status();
+    eo.tls_ca_pem = *std::move(ca);
+  }
+  return eo;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     const ServerOptions& options, const Clock& clock, std::unique_ptr<StateStore> store) {
+  // Security settings are checked before anything starts, so that a bad one is the only error.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ListenerCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<OtlpExporterOptions> exporter_options = ExporterOptions(options);
+  if (!exporter_options.ok()) return exporter_options.status();
+  HttpServerTls metrics_tls{options.metrics_tls_cert_file, options.metrics_tls_key_file};
+  if (metrics_tls.enabled()) {
+    absl::StatusOr<PemKeyPair> pair =
+        ReadPemKeyPair("--metrics_tls_cert_file", metrics_tls.cert_file, "--metrics_tls_key_file",
+                       metrics_tls.key_file);
+    if (!pair.ok()) return pair.status();
+  }
+
   std::unique_ptr<RateLimitServer> s(new RateLimitServer(options));
   s->health_.SetStarting();
 
@@ -69,17 +128,15 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
       return absl::InvalidArgumentError(
           absl::StrCat("metrics_listen: expected host:port, got ", options.metrics_listen));
     }
-    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
-        options.metrics_listen.substr(0, colon), port, s->metrics_registry_, s->health_);
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        HttpServer::Start(options.metrics_listen.substr(0, colon), port, s->metrics_registry_,
+                          s->health_, metrics_tls);
     if (!http.ok()) return http.status();
     s->http_ = *std::move(http);
     if (options.on_metrics_listening) options.on_metrics_listening(s->http_->port());
   }
   if (!options.otel_endpoint.empty()) {
-    OtlpExporterOptions eo = options.otel_exporter;
-    eo.endpoint = options.otel_endpoint;
-    eo.resource = options.otel_resource;
-    s->exporter_ = std::make_unique<OtlpExporter>(eo);
+    s->exporter_ = std::make_unique<OtlpExporter>(*exporter_options);
     s->tracer_ = std::make_unique<Tracer>(TracerOptions{options.otel_sample_ratio}, *s->exporter_);
   }
   const bool injected = store != nullptr;
@@ -121,7 +178,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                                       CountReloads(*s->metrics_, "limits"));
     if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
   }
-  s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token);
+  s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token, options.admin_identities);
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
                                                        options.failure_policy, *s->telemetry_,
                                                        options.inline_limits);
@@ -130,7 +187,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   ConfigureTransport(options, builder);
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(options.listen_address, *credentials, &s->port_);
+  if (!options.plaintext_listen.empty()) {
+    builder.AddListeningPort(options.plaintext_listen, grpc::InsecureServerCredentials(),
+                             &s->plaintext_port_);
+  }
   builder.RegisterService(s->service_.get());
   // The Envoy RLS v3 API, on the same port, limiter and store.
   if (!options.envoy_config_dir.empty()) {
@@ -147,6 +208,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
+  }
+  if (!options.plaintext_listen.empty() && s->plaintext_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.plaintext_listen));
   }
   std::vector<std::string> services = {"", kServiceName};
   if (s->envoy_service_) services.push_back(kEnvoyServiceName);
@@ -173,9 +237,17 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   s->health_.SetServing();
   s->started_ = true;
+  if (!options.tls.enabled() && !IsLoopbackAddress(options.listen_address)) {
+    Log(LogLevel::kWarning, "plaintext gRPC on an address that is not loopback",
+        {{"address", options.listen_address}, {"allowed_by", "--allow_insecure_listen"}});
+  }
   Log(LogLevel::kInfo, "listening",
       {{"address", options.listen_address},
        {"port", std::to_string(s->port_)},
+       {"tls", !options.tls.enabled()               ? "off"
+               : options.tls.client_ca_file.empty() ? "tls"
+                                                    : "mtls"},
+       {"plaintext_port", s->plaintext_port_ ? std::to_string(s->plaintext_port_) : ""},
        {"metrics_port", s->http_ ? std::to_string(s->http_->port()) : ""},
        {"data_dir", injected ? std::string("(injected)") : options.data_dir},
        {"admin", s->admin_->enabled() ? "enabled" : "disabled"},

@@ -21,6 +21,7 @@
 #include "server/observability/tracer.h"
 #include "server/periodic_task.h"
 #include "server/rate_limit_service.h"
+#include "server/tls.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
 #include "storage/state_store.h"
@@ -28,16 +29,31 @@
 namespace ratelimit {
 
 struct ServerOptions {
-  // host:port to listen on; port 0 picks a free port (see RateLimitServer::port()).
+  // host:port to listen on; port 0 picks a free port (see RateLimitServer::port()). Served with
+  // TLS when `tls` is enabled; plaintext otherwise, which Start refuses on an address that is not
+  // loopback (IsLoopbackAddress) unless allow_insecure_listen is set.
   std::string listen_address = "127.0.0.1:8081";
+  // TLS (and mTLS) on listen_address; see ServerTlsOptions. Default: off.
+  ServerTlsOptions tls;
+  // A second, plaintext listener with the same services (for a sidecar or probes on the same
+  // host while listen_address is TLS); port 0 picks a free port (see plaintext_port()). Empty:
+  // none. Loopback only unless allow_insecure_listen.
+  std::string plaintext_listen;
+  // Permits plaintext gRPC on addresses other than loopback (listen_address without TLS, or
+  // plaintext_listen). Default false: such a configuration fails Start.
+  bool allow_insecure_listen = false;
   // RocksDB data directory (ignored when a store is injected).
   std::string data_dir = "./data";
   // The limits YAML file; empty: only inline configs.
   std::string limits_file;
   // How often the limits file is checked for changes.
   absl::Duration limits_reload_interval = absl::Seconds(1);
-  // Bearer token for Reset; empty disables Reset.
+  // Bearer token for Reset; empty disables Reset by token.
   std::string admin_token;
+  // URI/DNS SANs of client certificates allowed to call Reset (SPIFFE IDs are URI SANs); either
+  // a listed identity or the token suffices (see AdminAuthenticator). REQUIRES, when not empty:
+  // tls.client_ca_file (identities come only from verified client certificates).
+  std::vector<std::string> admin_identities;
   FailurePolicy failure_policy = FailurePolicy::kClosed;
   // Whether ratelimit.v1 requests may define limits inline (default: allow).
   InlineLimits inline_limits = InlineLimits::kAllow;
@@ -69,15 +85,22 @@ struct ServerOptions {
   // host:port of the HTTP endpoint serving /metrics and /healthz; port 0 picks a free port
   // (see metrics_port()). Empty: no HTTP endpoint.
   std::string metrics_listen;
+  // HTTPS for the metrics endpoint: PEM certificate chain and key, both or neither (neither:
+  // plain HTTP). Re-read on the first connection after either file changes.
+  std::string metrics_tls_cert_file;
+  std::string metrics_tls_key_file;
   // Called with the HTTP endpoint's port as soon as it listens, before the store is opened (so
   // that /healthz can be watched during start-up). May be empty.
   std::function<void(int)> on_metrics_listening;
   // How often the store is probed for the health status.
   absl::Duration health_probe_interval = absl::Seconds(1);
 
-  // OTLP/gRPC collector for traces ("host:port", an http:// prefix is ignored). Empty: tracing
-  // is off and costs nothing.
+  // OTLP/gRPC collector for traces: "https://host:port" is TLS (verified against otel_ca_file,
+  // else the system roots), "http://host:port" or "host:port" plaintext. Empty: tracing is off
+  // and costs nothing.
   std::string otel_endpoint;
+  // PEM CA bundle that verifies an https:// collector. REQUIRES, when set: an https:// endpoint.
+  std::string otel_ca_file;
   // Probability of sampling a trace the caller did not start (callers' sampled flag wins).
   double otel_sample_ratio = 1.0;
   // Resource attributes of the spans; service.name defaults to "ratelimit".
@@ -115,6 +138,8 @@ class RateLimitServer {
 
   // The port the server listens on.
   int port() const { return port_; }
+  // The port of plaintext_listen (0 when there is none).
+  int plaintext_port() const { return plaintext_port_; }
 
   // Reports NOT_SERVING, stops accepting calls, lets in-flight ones finish (up to
   // shutdown_grace), stops the reloader and the garbage collection, then flushes and closes
@@ -163,6 +188,7 @@ class RateLimitServer {
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  int plaintext_port_ = 0;
   bool started_ = false;  // Start() succeeded; set before it returns, never changed after
 
   absl::Mutex mu_;

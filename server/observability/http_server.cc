@@ -9,17 +9,34 @@
 #include "httplib.h"
 #include "server/observability/health.h"
 #include "server/observability/metrics.h"
+#include "server/observability/reloading_key_pair.h"
 
 namespace ratelimit {
 
-HttpServer::HttpServer() : server_(std::make_unique<httplib::Server>()) {}
+HttpServer::HttpServer() = default;
 
 HttpServer::~HttpServer() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, int port,
                                                               const MetricsRegistry& metrics,
-                                                              const HealthReporter& health) {
+                                                              const HealthReporter& health,
+                                                              const HttpServerTls& tls) {
   std::unique_ptr<HttpServer> s(new HttpServer());
+  if (tls.enabled()) {
+    s->key_pair_ = std::make_unique<ReloadingKeyPair>(tls.cert_file, tls.key_file);
+    if (absl::Status st = s->key_pair_->Load(); !st.ok()) return st;
+    ReloadingKeyPair* key_pair = s->key_pair_.get();
+    auto https = std::make_unique<httplib::SSLServer>([key_pair](SSL_CTX& ctx) {
+      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION);
+      key_pair->Install(&ctx);
+      return true;
+    });
+    if (!https->is_valid()) return absl::InternalError("cannot set up TLS for the HTTP endpoint");
+    s->server_ = std::move(https);
+  } else {
+    s->server_ = std::make_unique<httplib::Server>();
+  }
   s->server_->Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });

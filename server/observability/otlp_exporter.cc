@@ -23,12 +23,21 @@ std::string StripScheme(absl::string_view endpoint) {
   return std::string(endpoint);
 }
 
+// TLS for an https:// endpoint (never downgraded: a collector whose certificate does not verify
+// gets no spans), plaintext otherwise.
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const OtlpExporterOptions& options) {
+  if (!absl::StartsWith(options.endpoint, "https://")) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.tls_ca_pem;
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
 
 OtlpExporter::OtlpExporter(OtlpExporterOptions options)
     : options_(std::move(options)),
-      stub_(std::make_unique<grpc::GenericStub>(grpc::CreateChannel(
-          StripScheme(options_.endpoint), grpc::InsecureChannelCredentials()))) {
+      stub_(std::make_unique<grpc::GenericStub>(
+          grpc::CreateChannel(StripScheme(options_.endpoint), Credentials(options_)))) {
   thread_ = std::thread([this] { Run(); });
 }
 

@@ -19,9 +19,12 @@
 namespace ratelimit {
 
 struct OtlpExporterOptions {
-  // Collector address, "host:port" (an "http://" or "https://" prefix is ignored; the channel is
-  // plaintext). Required.
+  // Collector address: "https://host:port" is a TLS channel that verifies the collector's
+  // certificate (against tls_ca_pem, else the system roots) and its name; "http://host:port" or
+  // "host:port" is plaintext. Required.
   std::string endpoint;
+  // PEM CA bundle for an https:// endpoint. Empty: the system roots.
+  std::string tls_ca_pem;
   // Resource attributes; service.name should be among them.
   Resource resource;
   // Spans waiting to be sent; beyond this, new spans are dropped (and counted). Default 8192.
