@@ -149,10 +149,10 @@ TEST_F(TlsProcessTest, PlaintextOnAWildcardAddressNeedsTheExplicitFlag) {
   // SIGTERM.
   const std::string port_file = dir_.File("port");
   std::tie(code, out) = RunCommand(absl::StrCat(
-      BinaryPath("ratelimit-server"), " --data_dir=", dir_.File("data2"),
+      "(", BinaryPath("ratelimit-server"), " --data_dir=", dir_.File("data2"),
       " --metrics_listen= --listen=0.0.0.0:0 --allow_insecure_listen --port_file=", port_file,
       " & pid=$!; i=0; while [ ! -s ", port_file, " ] && [ $i -lt 300 ]; do sleep 0.1; ",
-      "i=$((i+1)); done; kill -TERM $pid; wait $pid"));
+      "i=$((i+1)); done; kill -TERM $pid; wait $pid)"));
   EXPECT_EQ(code, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "listening")) << out;
 }
