@@ -251,6 +251,25 @@ TEST_F(TlsTest, ResetByAdminIdentity) {
   EXPECT_TRUE(user->Consume(OneTokenRequest())->allowed());
 }
 
+TEST_F(TlsTest, ClientNamesABadTlsFile) {
+  ClientTlsOptions tls;
+  tls.ca_file = pki_.Cert("ca");
+  tls.cert_file = pki_.Cert("admin");
+  tls.key_file = pki_.Key("user");  // not the key of admin.pem
+  auto client = RateLimitClient::ConnectTls("127.0.0.1:1", tls);
+  ASSERT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "--tls_key_file " + pki_.Key("user")))
+      << client.status();
+  tls.key_file.clear();
+  client = RateLimitClient::ConnectTls("127.0.0.1:1", tls);
+  ASSERT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "--tls_key_file")) << client.status();
+  tls = ClientTlsOptions{dir_.File("missing.pem"), "", "", ""};
+  client = RateLimitClient::ConnectTls("127.0.0.1:1", tls);
+  ASSERT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "--tls_ca_file")) << client.status();
+}
+
 TEST(PeerIdentityTest, LoopbackAddresses) {
   for (const char* a : {"127.0.0.1:8081", "127.1.2.3:0", "localhost:1", "[::1]:8081",
                         "unix:/run/ratelimit.sock", "[::ffff:127.0.0.1]:5"}) {
