@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -64,6 +66,102 @@ int ClosedPort() {
   close(fd);
   return ntohs(addr.sin_port);
 }
+
+// A scripted stand-in for a Redis node on a loopback port: answers CLUSTER SLOTS with every slot
+// mapped to itself and every other command with what `answer` returns (raw RESP), counting the
+// commands it saw. For replies a real server gives only in rare windows (TRYAGAIN, CLUSTERDOWN).
+class ScriptedRedis {
+ public:
+  explicit ScriptedRedis(std::function<std::string(const std::vector<std::string>&, int n)> answer)
+      : answer_(std::move(answer)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    listen(listen_fd_, 16);
+    socklen_t len = sizeof addr;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~ScriptedRedis() {
+    shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (int fd : clients_) shutdown(fd, SHUT_RDWR);
+    }
+    for (std::thread& t : workers_) t.join();
+    for (int fd : clients_) close(fd);
+    close(listen_fd_);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int commands() const { return commands_.load(); }
+
+ private:
+  void AcceptLoop() {
+    while (true) {
+      const int fd = accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      std::lock_guard<std::mutex> l(mu_);
+      clients_.push_back(fd);
+      workers_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+  // Parses one RESP array of bulk strings from the front of `buf`; false if incomplete.
+  static bool Parse(std::string& buf, std::vector<std::string>* args) {
+    size_t pos = 0;
+    auto line = [&](int64_t* n) {
+      const size_t end = buf.find("\r\n", pos);
+      if (end == std::string::npos || !absl::SimpleAtoi(buf.substr(pos + 1, end - pos - 1), n)) {
+        return false;
+      }
+      pos = end + 2;
+      return true;
+    };
+    int64_t count = 0;
+    if (!line(&count)) return false;
+    args->clear();
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t len = 0;
+      if (!line(&len) || buf.size() < pos + len + 2) return false;
+      args->push_back(buf.substr(pos, len));
+      pos += len + 2;
+    }
+    buf.erase(0, pos);
+    return true;
+  }
+  void Serve(int fd) {
+    std::string buf;
+    char chunk[4096];
+    while (true) {
+      const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) return;
+      buf.append(chunk, n);
+      std::vector<std::string> args;
+      while (Parse(buf, &args)) {
+        std::string reply;
+        if (args.size() == 2 && args[0] == "CLUSTER" && args[1] == "SLOTS") {
+          reply =
+              absl::StrCat("*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:", port_, "\r\n");
+        } else {
+          reply = answer_(args, ++commands_);
+        }
+        if (send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) return;
+      }
+    }
+  }
+
+  std::function<std::string(const std::vector<std::string>&, int n)> answer_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> commands_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<int> clients_;
+  std::vector<std::thread> workers_;
+};
 
 TEST(RedisClusterClientTest, RoutesKeysToThePrimaryOfTheirSlotOnAllThreePrimaries) {
   std::unique_ptr<RedisCluster> cluster = StartCluster();
@@ -249,7 +347,9 @@ TEST(RedisClusterClientTest, FollowsMovedDuringALiveSlotMigration) {
     absl::StatusOr<Reply> r = client->ExecuteSync(key, {"GET", key});
     ASSERT_OK(r);
     int64_t v = 0;
-    if (!r->is_nil()) ASSERT_TRUE(absl::SimpleAtoi(r->str, &v)) << r->DebugString();
+    if (!r->is_nil()) {
+      ASSERT_TRUE(absl::SimpleAtoi(r->str, &v)) << r->DebugString();
+    }
     total += v;
   }
   EXPECT_EQ(total, successes.load());
@@ -502,6 +602,54 @@ TEST(RedisClusterClientTest, ConcurrentCallersGetExactTotalsAndArePipelined) {
   EXPECT_GT(m.max_pipeline_depth, 1u);
   EXPECT_LT(m.round_trips, m.commands);
   EXPECT_EQ(m.errors, 0u);
+}
+
+TEST(RedisClusterClientTest, TryagainIsRetriedUntilItSucceeds) {
+  ScriptedRedis node([](const std::vector<std::string>& args, int n) -> std::string {
+    return n <= 2 ? "-TRYAGAIN Multiple keys request during rehashing of slot\r\n" : ":7\r\n";
+  });
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie(node.address());
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->cluster_mode());
+  absl::StatusOr<Reply> r = client->ExecuteSync("k", {"INCR", "k"});
+  ASSERT_OK(r);
+  EXPECT_EQ(r->integer, 7);
+  EXPECT_EQ(node.commands(), 3);
+  EXPECT_EQ(client->Metrics().tryagain, 2u);
+}
+
+TEST(RedisClusterClientTest, ClusterdownIsRetriedABoundedNumberOfTimes) {
+  ScriptedRedis node([](const std::vector<std::string>& args, int n) -> std::string {
+    return "-CLUSTERDOWN The cluster is down\r\n";
+  });
+  RedisClusterClient::Options options;
+  options.max_redirects = 3;
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie(node.address(), options);
+  ASSERT_NE(client, nullptr);
+  absl::StatusOr<Reply> r = client->ExecuteSync("k", {"INCR", "k"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "CLUSTERDOWN")) << r.status();
+  EXPECT_EQ(node.commands(), 4);  // the first try and three retries
+  EXPECT_EQ(client->Metrics().clusterdown, 4u);
+}
+
+TEST(RedisClusterClientTest, EndlessMovedIsBounded) {
+  std::string self;
+  ScriptedRedis node([&self](const std::vector<std::string>& args, int n) -> std::string {
+    return absl::StrCat("-MOVED ", KeySlot("k"), " ", self, "\r\n");
+  });
+  self = node.address();
+  RedisClusterClient::Options options;
+  options.max_redirects = 2;
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie(node.address(), options);
+  ASSERT_NE(client, nullptr);
+  absl::StatusOr<Reply> r = client->ExecuteSync("k", {"GET", "k"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "MOVED")) << r.status();
+  EXPECT_EQ(node.commands(), 3);  // the first try and two redirections
+  EXPECT_EQ(client->Metrics().moved, 3u);
 }
 
 TEST(RedisClusterClientTest, SyncCallFromACallbackIsRefusedNotADeadlock) {

@@ -100,6 +100,12 @@ class RedisClusterClient::Loop {
       std::map<std::string, std::unique_ptr<RedisConnection>>::iterator it, SteadyTime now);
   void UpdateInterest();
   void Publish();
+  void PublishMetrics() {
+    if (!metrics_dirty_) return;
+    metrics_dirty_ = false;
+    absl::MutexLock l(&owner_.mu_);
+    owner_.metrics_ = metrics_;
+  }
   void Shutdown();
   int TimeoutMillis(SteadyTime now) const;
 
@@ -294,7 +300,8 @@ void RedisClusterClient::Loop::Finish(const std::shared_ptr<Request>& req,
     ++metrics_.commands;
     if (!result.ok()) ++metrics_.errors;
     if (result.status().code() == absl::StatusCode::kDeadlineExceeded) ++metrics_.timeouts;
-    metrics_dirty_ = true;
+    // Published before the callback runs, so that a caller who saw its reply sees it counted.
+    PublishMetrics();
   }
   RedisClusterClient::Callback done = std::move(req->done);
   req->done = nullptr;
@@ -546,11 +553,7 @@ void RedisClusterClient::Loop::Run() {
       MaybeStartRefresh(now);
     } while (!completions_.empty());
     UpdateInterest();
-    if (metrics_dirty_) {
-      metrics_dirty_ = false;
-      absl::MutexLock l(&owner_.mu_);
-      owner_.metrics_ = metrics_;
-    }
+    PublishMetrics();
     if (stopping) {
       Shutdown();
       return;

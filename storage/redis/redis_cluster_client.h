@@ -41,7 +41,7 @@ struct RedisClientMetrics {
   uint64_t tryagain = 0;
   uint64_t clusterdown = 0;
   uint64_t slot_map_refreshes = 0;
-  // TCP connections opened successfully, and attempts that failed.
+  // Connection attempts, and those that failed before the TCP connection was established.
   uint64_t connects = 0;
   uint64_t connect_failures = 0;
   // Reply latency (from the write of a command's batch to its reply) per node address.
@@ -121,6 +121,7 @@ class RedisClusterClient {
   static absl::StatusOr<std::unique_ptr<RedisClusterClient>> Connect(Options options);
 
   // Stops the I/O thread; commands still pending complete with CANCELLED first.
+  // REQUIRES: no other thread calls a method of the client during or after destruction.
   ~RedisClusterClient();
   RedisClusterClient(const RedisClusterClient&) = delete;
   RedisClusterClient& operator=(const RedisClusterClient&) = delete;
@@ -151,6 +152,7 @@ class RedisClusterClient {
   std::vector<std::string> Primaries() const;
   // The primary the current slot map assigns `slot` to ("" when none).
   std::string PrimaryForSlot(int slot) const;
+  // The counters so far; they include every command whose callback has been called.
   RedisClientMetrics Metrics() const;
 
  private:

@@ -95,6 +95,10 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
                                      "--daemonize",
                                      "no"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
+    // Everything the child needs is prepared before fork: only exec-safe calls after it.
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     const pid_t parent = getpid();
     server->pid_ = fork();
     if (server->pid_ < 0) return absl::InternalError("fork failed");
@@ -106,9 +110,6 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
         dup2(null_fd, 0);
         dup2(null_fd, 1);
       }
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       execvp("redis-server", argv.data());
       _exit(127);
     }

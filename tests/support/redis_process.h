@@ -38,9 +38,10 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
   const std::string& dir() const { return dir_.path(); }
 
-  // Runs redis-cli against this server with `args` (each passed as one argument) and returns its
-  // output with the trailing newline removed; an error if redis-cli fails or answers "(error)"
-  // / "ERR"-style errors are NOT detected here: read the output. `auth` adds -a.
+  // Runs redis-cli against this server with `args` (each one argument, no redirection following)
+  // and returns its output without the trailing newline. An error only when redis-cli itself
+  // fails (e.g. cannot connect); error replies are output ("ERR ..."): check the text.
+  // `password`, when set, is passed with -a.
   absl::StatusOr<std::string> Cli(const std::vector<std::string>& args,
                                   const std::string& password = "") const;
 
