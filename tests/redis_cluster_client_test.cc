@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -305,6 +306,11 @@ TEST(RedisClusterClientTest, FollowsMovedDuringALiveSlotMigration) {
       }
     });
   }
+  // The callers stop and are joined however the test ends.
+  absl::Cleanup join_callers = [&] {
+    stop = true;
+    for (std::thread& t : callers) t.join();
+  };
   RedisServer& from = cluster->server(*src);
   RedisServer& to = cluster->server(dst);
   ASSERT_TRUE(Eventually([&] { return successes.load() > 200; }));
@@ -337,8 +343,7 @@ TEST(RedisClusterClientTest, FollowsMovedDuringALiveSlotMigration) {
   }
   const int64_t after = successes.load();
   ASSERT_TRUE(Eventually([&] { return successes.load() > after + 200; }));
-  stop = true;
-  for (std::thread& t : callers) t.join();
+  std::move(join_callers).Invoke();
 
   EXPECT_EQ(failures.load(), 0) << first_error;
   int64_t total = 0;
