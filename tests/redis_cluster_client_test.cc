@@ -499,6 +499,33 @@ TEST(RedisClusterClientTest, PausedServerTimesOutAndTheClientRecovers) {
   EXPECT_GE(IncrOrDie(*client, "p"), 2);
 }
 
+// The server drops the client's connection (CLIENT KILL): the client notices, waits out its
+// backoff, connects again and works, without being recreated.
+TEST(RedisClusterClientTest, ReconnectsAfterTheServerDropsTheConnection) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  ASSERT_OK(server);
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie((*server)->address());
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(IncrOrDie(*client, "r"), 1);
+  ASSERT_EQ(client->Metrics().connects, 1u);
+  absl::StatusOr<std::string> killed = (*server)->Cli({"CLIENT", "KILL", "TYPE", "normal"});
+  ASSERT_OK(killed);
+  ASSERT_EQ(*killed, "1");
+  int64_t value = 0;
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<Reply> r = client->ExecuteSync("r", {"INCR", "r"});
+    if (!r.ok()) {
+      EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+      EXPECT_TRUE(absl::StrContains(r.status().message(), (*server)->address())) << r.status();
+      return false;
+    }
+    value = r->integer;
+    return true;
+  }));
+  EXPECT_EQ(value, 2);
+  EXPECT_EQ(client->Metrics().connects, 2u);
+}
+
 TEST(RedisClusterClientTest, UnreachableSeedIsAClearErrorNamingTheAddress) {
   const std::string address = absl::StrCat("127.0.0.1:", ClosedPort());
   RedisClusterClient::Options options;
