@@ -7,6 +7,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libyaml-cpp-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev prometheus
+  # The Redis store: hiredis for the protocol; redis-server (and redis-cli) for the tests.
+  libhiredis-dev redis-server
   # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
   # (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev

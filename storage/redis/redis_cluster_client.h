@@ -1,0 +1,182 @@
+#ifndef RATELIMIT_STORAGE_REDIS_REDIS_CLUSTER_CLIENT_H_
+#define RATELIMIT_STORAGE_REDIS_REDIS_CLUSTER_CLIENT_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "storage/redis/redis_reply.h"
+
+namespace ratelimit::redis {
+
+// What the client counts; a snapshot is returned by RedisClusterClient::Metrics(). Counters only
+// grow.
+struct RedisClientMetrics {
+  // Commands handed to callers' callbacks, and those among them that got a non-OK status.
+  uint64_t commands = 0;
+  uint64_t errors = 0;
+  // Commands that failed with DEADLINE_EXCEEDED.
+  uint64_t timeouts = 0;
+  // Pipelined writes: one round trip carries every command queued for a node since the previous
+  // write (at most Options::max_batch_commands).
+  uint64_t round_trips = 0;
+  // Commands per round trip: the largest seen, and a histogram with buckets 1, 2-3, 4-7, ...,
+  // 128-255, 256+ (bucket i counts depths in [2^i, 2^(i+1))).
+  uint64_t max_pipeline_depth = 0;
+  std::array<uint64_t, 9> pipeline_depth_histogram{};
+  // Cluster redirections and retries.
+  uint64_t moved = 0;
+  uint64_t ask = 0;
+  uint64_t tryagain = 0;
+  uint64_t clusterdown = 0;
+  uint64_t slot_map_refreshes = 0;
+  // Connection attempts, and those that failed before the TCP connection was established.
+  uint64_t connects = 0;
+  uint64_t connect_failures = 0;
+  // Reply latency (from the write of a command's batch to its reply) per node address.
+  struct Latency {
+    uint64_t count = 0;
+    uint64_t total_micros = 0;
+    uint64_t max_micros = 0;
+  };
+  std::map<std::string, Latency> latency_by_node;
+};
+
+// The reply of one node to a command run on every primary.
+struct NodeReply {
+  std::string address;
+  absl::StatusOr<Reply> reply;
+};
+
+// A client for Redis Cluster (or one standalone Redis server), speaking RESP through hiredis'
+// formatter and reply parser, with the cluster logic here:
+//  - Routing: a command goes to the primary serving the slot of its routing key (KeySlot, with
+//    hash tags), according to a slot map read with CLUSTER SLOTS. A server whose CLUSTER commands
+//    fail with "cluster support disabled" is standalone: every slot maps to it.
+//  - Redirections: MOVED updates the slot's owner, schedules a refresh of the whole map and
+//    resends the command there; ASK sends ASKING and the command to the named node, once;
+//    TRYAGAIN and CLUSTERDOWN are retried after a backoff. At most `max_redirects` of these per
+//    command; then UNAVAILABLE with the last answer.
+//  - Connections: one per node, opened on first use, with AUTH first when a password is set.
+//    After a connection fails, the node is not dialled again before a backoff (doubling from
+//    `reconnect_backoff_min` to `reconnect_backoff_max`, reset by a successful connect); commands
+//    for it fail at once with UNAVAILABLE meanwhile, and the slot map is refreshed.
+//  - Batching: commands queued for a node while its previous write was in progress go out in one
+//    write (a pipeline). Each command is still executed by Redis on its own, atomically.
+//  - Timeouts: every command has `command_timeout` from submission. A command not answered in
+//    time completes with DEADLINE_EXCEEDED, and its connection is closed (the commands written
+//    after it complete with UNAVAILABLE: their outcome is unknown). A written command is never
+//    resent on a new connection, since it may have run; commands not written yet are.
+//
+// Errors: UNAVAILABLE naming the address for connection trouble; DEADLINE_EXCEEDED for timeouts;
+// UNAUTHENTICATED when the password is refused or missing; CANCELLED for commands pending when the
+// client is destroyed. An error reply of Redis itself (e.g. "WRONGTYPE ...", a script error) is
+// not a failed status: it is delivered as a Reply of type kError.
+//
+// Threading: one dedicated I/O thread (an epoll loop) owns every socket. The Execute* methods
+// queue the command and wake that thread; they never block on the network. Callbacks run on the
+// I/O thread: they must be quick and must not call the *Sync methods (which then return
+// FAILED_PRECONDITION instead of deadlocking); they may call Execute*. Every public method is
+// thread-safe.
+class RedisClusterClient {
+ public:
+  struct Options {
+    // Seed nodes, "host:port[,host:port...]"; tried in order until one answers. Required.
+    std::string seeds;
+    // AUTH password (the caller reads it from its file); empty: no AUTH.
+    std::string password;
+    // Time to open a TCP connection and authenticate. Default 1 s.
+    absl::Duration connect_timeout = absl::Seconds(1);
+    // Time from submission to the reply of one command, redirections included. Default 1 s.
+    absl::Duration command_timeout = absl::Seconds(1);
+    // Redirections (MOVED, ASK) and retries (TRYAGAIN, CLUSTERDOWN) per command. Default 5.
+    int max_redirects = 5;
+    // Delay before retrying a command answered TRYAGAIN or CLUSTERDOWN (times the attempt
+    // number). Default 20 ms.
+    absl::Duration retry_backoff = absl::Milliseconds(20);
+    // Backoff between connection attempts to one node. Defaults 50 ms and 1 s.
+    absl::Duration reconnect_backoff_min = absl::Milliseconds(50);
+    absl::Duration reconnect_backoff_max = absl::Seconds(1);
+    // Bounds of one pipelined write to a node. Defaults 256 commands, 1 MiB (a single larger
+    // command is still written).
+    int max_batch_commands = 256;
+    size_t max_batch_bytes = 1 << 20;
+  };
+  using Callback = std::function<void(absl::StatusOr<Reply>)>;
+
+  // Validates `options` (INVALID_ARGUMENT naming the field), starts the I/O thread and reads the
+  // slot map from the first seed that answers. UNAVAILABLE naming every seed tried (with its
+  // error) when none answers within its timeouts; UNAUTHENTICATED when a seed refuses the password.
+  static absl::StatusOr<std::unique_ptr<RedisClusterClient>> Connect(Options options);
+
+  // Stops the I/O thread; commands still pending complete with CANCELLED first.
+  // REQUIRES: no other thread calls a method of the client during or after destruction.
+  ~RedisClusterClient();
+  RedisClusterClient(const RedisClusterClient&) = delete;
+  RedisClusterClient& operator=(const RedisClusterClient&) = delete;
+
+  // Whether the seeds are a cluster (false: one standalone server).
+  bool cluster_mode() const { return cluster_mode_; }
+
+  // Runs `args` (e.g. {"INCR", "k"}) on the primary serving the slot of `routing_key` and calls
+  // `done` once, on the I/O thread, with the reply or the error. REQUIRES: args is not empty.
+  void Execute(absl::string_view routing_key, std::vector<std::string> args, Callback done);
+  // The same, routed by an explicit slot (0..16383; outside: INVALID_ARGUMENT via `done`).
+  void ExecuteInSlot(int slot, std::vector<std::string> args, Callback done);
+  // Runs `args` on the node at `address` ("host:port"), whatever it serves; redirections are
+  // returned as error replies, not followed. For SCAN loops over one primary.
+  void ExecuteOnNode(std::string address, std::vector<std::string> args, Callback done);
+  // Runs `args` on every primary of the current slot map (no redirections followed) and calls
+  // `done` once with one NodeReply per primary, in address order.
+  void ExecuteOnEachPrimary(std::vector<std::string> args,
+                            std::function<void(std::vector<NodeReply>)> done);
+
+  // Blocking forms of the above, for start-up, administration and tests. Never call them from a
+  // callback (FAILED_PRECONDITION).
+  absl::StatusOr<Reply> ExecuteSync(absl::string_view routing_key, std::vector<std::string> args);
+  absl::StatusOr<Reply> ExecuteOnNodeSync(std::string address, std::vector<std::string> args);
+  absl::StatusOr<std::vector<NodeReply>> ExecuteOnEachPrimarySync(std::vector<std::string> args);
+
+  // The addresses of the primaries in the current slot map, sorted.
+  std::vector<std::string> Primaries() const;
+  // The primary the current slot map assigns `slot` to ("" when none).
+  std::string PrimaryForSlot(int slot) const;
+  // The counters so far; they include every command whose callback has been called.
+  RedisClientMetrics Metrics() const;
+
+ private:
+  class Loop;  // the I/O thread's state; defined in the .cc
+  explicit RedisClusterClient(Options options);
+
+  void Submit(std::function<void(Loop&)> task);
+  bool OnIoThread() const;
+
+  const Options options_;
+  bool cluster_mode_ = false;  // set once by Connect
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::function<void(Loop&)>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Published by the I/O thread after every slot map change.
+  std::vector<std::string> primaries_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> slot_owner_ ABSL_GUARDED_BY(mu_);  // index into primaries_, -1 for none
+  RedisClientMetrics metrics_ ABSL_GUARDED_BY(mu_);
+  int wake_fd_ = -1;  // eventfd that wakes the I/O thread
+};
+
+}  // namespace ratelimit::redis
+
+#endif  // RATELIMIT_STORAGE_REDIS_REDIS_CLUSTER_CLIENT_H_

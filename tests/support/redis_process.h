@@ -1,0 +1,105 @@
+#ifndef RATELIMIT_TESTS_SUPPORT_REDIS_PROCESS_H_
+#define RATELIMIT_TESTS_SUPPORT_REDIS_PROCESS_H_
+
+// Real redis-server processes for tests: one server, or a cluster built with redis-cli. Every
+// process runs on a free loopback port found at run time, in its own temporary directory, and is
+// killed (by pid) when its owner is destroyed, whatever the test's outcome; the child also dies
+// with the test binary.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit::testing {
+
+// One redis-server child process.
+class RedisServer {
+ public:
+  // Starts redis-server on 127.0.0.1 and a free port (whose cluster bus port, +10000, is free
+  // too), with `--save '' --appendonly no` and then `extra_args` (which may override them), and
+  // waits until it answers PING. An error carries the server's log when it does not start.
+  static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
+      std::vector<std::string> extra_args = {});
+  ~RedisServer();  // SIGKILL (after SIGCONT if paused) and reap, if still running
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+  const std::string& dir() const { return dir_.path(); }
+
+  // Runs redis-cli against this server with `args` (each one argument, no redirection following)
+  // and returns its output without the trailing newline. An error only when redis-cli itself
+  // fails (e.g. cannot connect); error replies are output ("ERR ..."): check the text.
+  // `password`, when set, is passed with -a.
+  absl::StatusOr<std::string> Cli(const std::vector<std::string>& args,
+                                  const std::string& password = "") const;
+
+  void Pause();   // SIGSTOP
+  void Resume();  // SIGCONT
+  void Kill9();   // SIGKILL and reap
+  std::string Log() const;
+
+ private:
+  RedisServer() = default;
+  TempDir dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool paused_ = false;
+};
+
+// A Redis Cluster of `primaries` × (1 + `replicas`) servers with cluster-node-timeout 1000 ms,
+// created with `redis-cli --cluster create ... --cluster-replicas R --cluster-yes`.
+class RedisCluster {
+ public:
+  struct Node {
+    std::string id;
+    std::string address;
+    bool primary = false;
+    bool failed = false;                     // flagged fail (or fail?) by the node asked
+    std::string primary_id;                  // for a replica
+    std::vector<std::pair<int, int>> slots;  // ranges served, for a primary
+  };
+
+  static absl::StatusOr<std::unique_ptr<RedisCluster>> Start(int primaries = 3, int replicas = 1);
+
+  int size() const { return static_cast<int>(servers_.size()); }
+  RedisServer& server(int i) { return *servers_[i]; }
+  // Every node's address, comma-separated (the client's seed list).
+  std::string seeds() const;
+  // The first node's address only.
+  std::string first_address() const { return servers_[0]->address(); }
+  // The index of the server at `address`, or -1.
+  int IndexOf(const std::string& address) const;
+
+  // The cluster as the first running node sees it (CLUSTER NODES).
+  absl::StatusOr<std::vector<Node>> Nodes() const;
+  // The index of the server that is the primary of `slot`.
+  absl::StatusOr<int> PrimaryOf(int slot) const;
+  // The index of a replica of the primary at `primary_index`.
+  absl::StatusOr<int> ReplicaOf(int primary_index) const;
+  // The node id of the server at `index`.
+  absl::StatusOr<std::string> IdOf(int index) const;
+
+  // Waits until every running node reports cluster_state:ok and all of them agree on which
+  // primary serves which slots.
+  absl::Status WaitHealthy(absl::Duration timeout = absl::Seconds(60)) const;
+
+ private:
+  RedisCluster() = default;
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+}  // namespace ratelimit::testing
+
+#endif  // RATELIMIT_TESTS_SUPPORT_REDIS_PROCESS_H_
