@@ -10,6 +10,8 @@ packages=(
   # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
   # (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
+  # The Redis backend: hiredis for the protocol; redis-server for the tests that run one.
+  redis-server libhiredis-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,218 @@
+#include "storage/redis/redis_function_library.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+std::string Exact(double x) { return absl::StrFormat("%.17g", x); }
+
+// strtod: the exact inverse of '%.17g' (absl::SimpleAtod would do too; strtod is what Lua uses).
+std::optional<double> ParseDouble(absl::string_view text) {
+  if (text.empty() || text.size() > 64) return std::nullopt;
+  const std::string s(text);
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return std::nullopt;
+  return x;
+}
+
+// A time the library printed: an integer below the horizon, or never.
+std::optional<int64_t> ParseTime(absl::string_view text) {
+  const std::optional<double> x = ParseDouble(text);
+  if (!x || *x != *x) return std::nullopt;
+  if (*x >= static_cast<double>(kRedisTimeHorizonUs)) return kNever;
+  if (*x <= -static_cast<double>(kRedisTimeHorizonUs) || *x != static_cast<int64_t>(*x)) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(*x);
+}
+
+void EscapeInto(std::string& out, absl::string_view bytes) {
+  for (char c : bytes) {
+    switch (c) {
+      case '%':
+        out += "%25";
+        break;
+      case '{':
+        out += "%7B";
+        break;
+      case '}':
+        out += "%7D";
+        break;
+      default:
+        out += c;
+    }
+  }
+}
+
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
+
+// Whether the library's stored state `lua` is the algebra's `cxx`.
+bool Agrees(const State& lua, const State& cxx) {
+  const bool full_at_agrees = cxx.full_at_us >= kRedisTimeHorizonUs
+                                  ? lua.full_at_us == kNever
+                                  : lua.full_at_us == cxx.full_at_us;
+  return SameBits(lua.value, cxx.value) && lua.ts_us == cxx.ts_us && full_at_agrees;
+}
+
+const RedisReply* FindField(const RedisReply& map, absl::string_view name) {
+  if (map.type != RedisReply::Type::kArray) return nullptr;
+  for (size_t i = 0; i + 1 < map.elements.size(); i += 2) {
+    if (map.elements[i].str == name) return &map.elements[i + 1];
+  }
+  return nullptr;
+}
+
+absl::Status ReplyError(absl::string_view what, const RedisReply& reply) {
+  return absl::InternalError(absl::StrCat(what, ": ", reply.str));
+}
+
+}  // namespace
+
+absl::Status ValidateRedisKeyPrefix(absl::string_view prefix) {
+  if (prefix.find_first_of("{}") != absl::string_view::npos) {
+    return absl::InvalidArgumentError("redis_key_prefix: must not contain '{' or '}'");
+  }
+  return absl::OkStatus();
+}
+
+std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag) {
+  std::string identity;
+  identity += static_cast<char>(key.source);
+  absl::StrAppend(&identity, key.name.size(), ":", key.name, key.key);
+  std::string out(prefix);
+  out += '{';
+  if (hash_tag.empty()) {
+    EscapeInto(out, identity);
+    out += '}';
+  } else {
+    EscapeInto(out, hash_tag);
+    out += '}';
+    out += identity;
+  }
+  return out;
+}
+
+std::string EncodeRedisState(const State& state) {
+  const double full_at = state.full_at_us >= kRedisTimeHorizonUs
+                             ? 9223372036854775808.0
+                             : static_cast<double>(state.full_at_us);
+  return absl::StrCat(Exact(state.value), " ", Exact(static_cast<double>(state.ts_us)), " ",
+                      Exact(full_at));
+}
+
+std::optional<State> DecodeRedisState(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ' ');
+  if (parts.size() != 3) return std::nullopt;
+  const std::optional<double> value = ParseDouble(parts[0]);
+  const std::optional<int64_t> ts = ParseTime(parts[1]);
+  const std::optional<int64_t> full_at = ParseTime(parts[2]);
+  if (!value || !ts || *ts == kNever || !full_at) return std::nullopt;
+  return State{*value, *ts, *full_at};
+}
+
+absl::StatusOr<bool> EnsureRedisLibrary(RedisConnection& connection) {
+  const std::string list[] = {"FUNCTION", "LIST", "LIBRARYNAME", std::string(kRedisLibraryName)};
+  absl::StatusOr<RedisReply> libraries = connection.Command(list);
+  if (!libraries.ok()) return libraries.status();
+  if (libraries->type != RedisReply::Type::kArray) {
+    return ReplyError("FUNCTION LIST", *libraries);
+  }
+  bool present = false;
+  for (const RedisReply& library : libraries->elements) {
+    const RedisReply* name = FindField(library, "library_name");
+    if (name != nullptr && name->str == kRedisLibraryName) present = true;
+  }
+  if (present) {
+    const std::string fcall[] = {"FCALL_RO", std::string(kRedisVersionFunction), "0"};
+    absl::StatusOr<RedisReply> version = connection.Command(fcall);
+    if (!version.ok()) return version.status();
+    // An error reply (no such function in an old library) means: another version.
+    if (version->type == RedisReply::Type::kString && version->str == kRedisLibraryVersion) {
+      return false;
+    }
+  }
+  const std::string load[] = {"FUNCTION", "LOAD", "REPLACE", std::string(RedisLibraryCode())};
+  absl::StatusOr<RedisReply> loaded = connection.Command(load);
+  if (!loaded.ok()) return loaded.status();
+  if (loaded->type == RedisReply::Type::kError) return ReplyError("FUNCTION LOAD", *loaded);
+  return true;
+}
+
+std::vector<std::string> RedisApplyCommand(const Operation& op, const OperationKeys& keys,
+                                           absl::Span<const std::string> redis_keys,
+                                           std::optional<int64_t> now_override_us) {
+  std::vector<std::string> argv;
+  argv.reserve(6 + redis_keys.size() + 8 * op.limits.size());
+  argv.push_back("FCALL");
+  argv.push_back(std::string(kRedisApplyFunction));
+  argv.push_back(absl::StrCat(redis_keys.size()));
+  for (const std::string& k : redis_keys) argv.push_back(k);
+  argv.push_back(op.mode == Mode::kCheck ? "c" : op.mode == Mode::kConsume ? "t" : "r");
+  argv.push_back(now_override_us ? absl::StrCat(*now_override_us) : "");
+  argv.push_back(absl::StrCat(op.limits.size()));
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    const LimitOp& l = op.limits[i];
+    const LimitConfig& c = l.config;
+    argv.push_back(absl::StrCat(keys.slot_of[i] + 1));
+    argv.push_back(c.kind == LimitKind::kTokenBucket ? "b" : "w");
+    argv.push_back(Exact(c.rate));
+    argv.push_back(absl::StrCat(c.period_us));
+    argv.push_back(Exact(c.EffectiveCapacity()));
+    argv.push_back(c.max_reserved ? Exact(*c.max_reserved) : "");
+    // The default window start hashes (name, key): computed here, where the hash lives.
+    argv.push_back(c.kind == LimitKind::kFixedWindow
+                       ? absl::StrCat(WindowStart(c, LimitId{l.key.name, l.key.key}))
+                       : "0");
+    argv.push_back(Exact(l.count));
+  }
+  return argv;
+}
+
+absl::StatusOr<Outcome> RedisApplyOutcome(const Operation& op, const OperationKeys& keys,
+                                          const RedisReply& reply) {
+  if (reply.type == RedisReply::Type::kError) return ReplyError("FCALL ratelimit_apply", reply);
+  const size_t n = keys.keys.size();
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() != 2 + 2 * n) {
+    return absl::InternalError("FCALL ratelimit_apply: malformed reply");
+  }
+  const std::optional<int64_t> now = ParseTime(reply.elements[0].str);
+  if (!now || *now == kNever || reply.elements[1].type != RedisReply::Type::kInteger) {
+    return absl::InternalError("FCALL ratelimit_apply: malformed time or verdict");
+  }
+  std::vector<std::optional<State>> read(n);
+  std::vector<std::optional<State>> written(n);
+  for (size_t k = 0; k < n; ++k) {
+    for (auto [text, into] : {std::pair{&reply.elements[2 + k].str, &read[k]},
+                              std::pair{&reply.elements[2 + n + k].str, &written[k]}}) {
+      if (text->empty()) continue;
+      *into = DecodeRedisState(*text);
+      if (!*into) return absl::InternalError("FCALL ratelimit_apply: unreadable state");
+    }
+  }
+  std::vector<std::optional<State>> writes(n);
+  Outcome outcome = DecideOperation(op, keys, read, *now, absl::MakeSpan(writes));
+  const bool lua_allowed = reply.elements[1].integer == 1;
+  bool agree = lua_allowed == outcome.allowed;
+  for (size_t k = 0; agree && k < n; ++k) {
+    agree = writes[k].has_value() == written[k].has_value() &&
+            (!writes[k] || Agrees(*written[k], *writes[k]));
+  }
+  if (!agree) {
+    return absl::InternalError(
+        "FCALL ratelimit_apply: the function library and the algebra disagree");
+  }
+  return outcome;
+}
+
+}  // namespace ratelimit
