@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "storage/apply.h"
@@ -496,6 +496,59 @@ TEST_F(RedisLuaTest, RandomOperationsDecideAndStoreExactlyAsTheAlgebra) {
   EXPECT_GT(allowed, decisions / 10);
   EXPECT_LT(allowed, decisions * 9 / 10);
   EXPECT_GT(horizon_states, 0);
+}
+
+// States placed directly (not reached by a sequence) just around every threshold the algebra
+// tests: the count, the capacity, the reservation floor, zero, each a few units of tolerance away.
+TEST_F(RedisLuaTest, StatesAroundEveryThresholdDecideExactlyAsTheAlgebra) {
+  ASSERT_OK(EnsureRedisLibrary(*redis_));
+  std::mt19937_64 rng(99);
+  const int64_t now = SystemClock::Default().NowMicros() + int64_t{365} * 86400 * kSecond;
+  const Mode modes[] = {Mode::kCheck, Mode::kConsume, Mode::kReserve};
+  int flips = 0;  // cases where the allowed answer differs from that of the neighbouring state
+  for (int i = 0; i < 4000; ++i) {
+    const LimitConfig c = RandomConfig(rng);
+    const double count = RandomCount(rng, c);
+    const double cap = c.EffectiveCapacity();
+    const double targets[] = {count, cap, count - c.max_reserved.value_or(cap), 0};
+    const double target = targets[rng() % 4];
+    const double unit = std::numeric_limits<double>::epsilon() * std::max(cap, count);
+    const double value = target + unit * (static_cast<double>(rng() % 97) / 8.0 - 6);
+    // Refill since then: none, a little, or windows.
+    const int64_t back = rng() % 2 ? 0 : static_cast<int64_t>(rng() % (2 * c.period_us + 1));
+    const State state{value, now - back, 0};
+    const StateKey key{"t", absl::StrCat(i)};
+    const LimitOp limit{key, c, count};
+    const Operation op{absl::MakeConstSpan(&limit, 1), modes[rng() % 3]};
+
+    MemoryStateStore memory;
+    State stored = state;
+    stored.full_at_us = FullAt(c, state);
+    ASSERT_OK(memory.Update(absl::MakeConstSpan(&key, 1),
+                            [&](auto, absl::Span<std::optional<State>> writes) {
+                              writes[0] = stored;
+                              return absl::OkStatus();
+                            }));
+    Call({"SET", RedisKeyFor("rl:", key, ""), EncodeRedisState(stored)});
+    FakeClock clock(now);
+    auto expected = memory.Apply(op, clock);
+    ASSERT_OK(expected);
+    auto got = ApplyInRedis(op, now);
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status();
+    ASSERT_EQ(got->allowed, expected->allowed) << i;
+    ASSERT_TRUE(SameBits(got->decisions[0].value, expected->decisions[0].value)) << i;
+    ASSERT_EQ(got->decisions[0].next, expected->decisions[0].next) << i;
+    auto in_memory = memory.Get(key);
+    ASSERT_OK(in_memory);
+    ExpectSameState(StoredInRedis(key), *in_memory, absl::StrCat("case ", i));
+
+    const Decision nudged =
+        Decide(c, LimitId{key.name, key.key}, State{std::nextafter(value, -1e300), state.ts_us, 0},
+               count, op.mode, now);
+    flips += nudged.allowed != expected->allowed;
+  }
+  // The states sat on the thresholds: some answers change with the last bit of the balance.
+  EXPECT_GT(flips, 0);
 }
 
 }  // namespace
