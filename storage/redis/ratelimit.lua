@@ -22,7 +22,7 @@
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '1'
+local LIBRARY_VERSION = '2'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -132,6 +132,21 @@ local function decode(raw, key)
   return {v = v, ts = ts, full = full}
 end
 
+-- Writes an encoded state that is full again at `full` (us), expiring at ceil(full / 1000) ms:
+-- never before, at most a millisecond after. No expiry when `full` is never.
+local function store(key, raw, full)
+  if full >= BIG then
+    redis.call('SET', key, raw)
+    return
+  end
+  local rest = math.fmod(full, 1000)
+  if rest < 0 then rest = rest + 1000 end
+  local ms = (full - rest) / 1000
+  if rest > 0 then ms = ms + 1 end
+  if ms < 1 then ms = 1 end
+  redis.call('SET', key, raw, 'PXAT', string.format('%.17g', ms))
+end
+
 local function arg_number(args, i, what)
   local x = tonumber(args[i])
   if x == nil then error('ratelimit: argument ' .. i .. ' (' .. what .. ') is not a number') end
@@ -210,28 +225,34 @@ local function apply(keys, args)
   for k = 1, #keys do
     local written = ''
     if allowed and mode ~= 'c' then
-      local s = working[k]
-      written = encode(s)
-      if s.full < BIG then
-        local rest = math.fmod(s.full, 1000)
-        if rest < 0 then rest = rest + 1000 end
-        local ms = (s.full - rest) / 1000
-        if rest > 0 then ms = ms + 1 end
-        if ms >= 1 then
-          redis.call('SET', keys[k], written, 'PXAT', string.format('%.17g', ms))
-        else
-          redis.call('SET', keys[k], written, 'PXAT', '1')
-        end
-      else
-        redis.call('SET', keys[k], written)
-      end
+      written = encode(working[k])
+      store(keys[k], written, working[k].full)
     end
     reply[#reply + 1] = written
   end
   return reply
 end
 
+-- FCALL ratelimit_compare_and_set <nkeys> <key>... <expected>... <new>...
+-- When every key holds its expected state ('' for none), stores every new state ('' leaves the
+-- key as it is) with its expiry, and returns 1; otherwise changes nothing and returns 0. The
+-- states are the library's encoding. For decisions made outside the library.
+local function compare_and_set(keys, args)
+  local n = #keys
+  if #args ~= 2 * n then error('ratelimit: wrong number of arguments') end
+  for k = 1, n do
+    if (redis.call('GET', keys[k]) or '') ~= args[k] then return 0 end
+  end
+  for k = 1, n do
+    local raw = args[n + k]
+    if raw ~= '' then store(keys[k], raw, decode(raw, keys[k]).full) end
+  end
+  return 1
+end
+
 redis.register_function('ratelimit_apply', function(keys, args) return apply(keys, args) end)
+redis.register_function('ratelimit_compare_and_set',
+                        function(keys, args) return compare_and_set(keys, args) end)
 redis.register_function{
   function_name = 'ratelimit_version',
   callback = function() return LIBRARY_VERSION end,

@@ -4,10 +4,12 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace ratelimit {
 namespace {
@@ -55,6 +57,64 @@ void EscapeInto(std::string& out, absl::string_view bytes) {
   }
 }
 
+std::optional<std::string> Unescape(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const absl::string_view code = text.substr(i + 1, 2);
+    if (code == "25") {
+      out += '%';
+    } else if (code == "7B") {
+      out += '{';
+    } else if (code == "7D") {
+      out += '}';
+    } else {
+      return std::nullopt;
+    }
+    i += 2;
+  }
+  return out;
+}
+
+std::string Identity(LimitSource source, absl::string_view name) {
+  std::string identity(1, static_cast<char>(source));
+  absl::StrAppend(&identity, name.size(), ":", name);
+  return identity;
+}
+
+std::optional<StateKey> ParseIdentity(absl::string_view identity) {
+  if (identity.empty()) return std::nullopt;
+  StateKey out;
+  out.source = static_cast<LimitSource>(identity[0]);
+  if (out.source != LimitSource::kDefined && out.source != LimitSource::kEnvoy &&
+      out.source != LimitSource::kInline) {
+    return std::nullopt;
+  }
+  const size_t colon = identity.find(':');
+  if (colon == absl::string_view::npos || colon < 2) return std::nullopt;
+  const absl::string_view digits = identity.substr(1, colon - 1);
+  uint32_t length = 0;
+  if (!absl::SimpleAtoi(digits, &length) || absl::StrCat(length) != digits ||
+      length > identity.size() - colon - 1) {
+    return std::nullopt;
+  }
+  out.name = std::string(identity.substr(colon + 1, length));
+  out.key = std::string(identity.substr(colon + 1 + length));
+  return out;
+}
+
+std::string GlobEscape(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
 
 // Whether the library's stored state `lua` is the algebra's `cxx`.
@@ -87,9 +147,7 @@ absl::Status ValidateRedisKeyPrefix(absl::string_view prefix) {
 }
 
 std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag) {
-  std::string identity;
-  identity += static_cast<char>(key.source);
-  absl::StrAppend(&identity, key.name.size(), ":", key.name, key.key);
+  const std::string identity = absl::StrCat(Identity(key.source, key.name), key.key);
   std::string out(prefix);
   out += '{';
   if (hash_tag.empty()) {
@@ -101,6 +159,27 @@ std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::str
     out += identity;
   }
   return out;
+}
+
+std::optional<StateKey> ParseRedisKey(absl::string_view prefix, absl::string_view redis_key) {
+  if (!absl::ConsumePrefix(&redis_key, prefix) || !absl::ConsumePrefix(&redis_key, "{")) {
+    return std::nullopt;
+  }
+  const size_t close = redis_key.find('}');
+  if (close == absl::string_view::npos) return std::nullopt;
+  const absl::string_view rest = redis_key.substr(close + 1);
+  if (!rest.empty()) return ParseIdentity(rest);
+  const std::optional<std::string> identity = Unescape(redis_key.substr(0, close));
+  if (!identity) return std::nullopt;
+  return ParseIdentity(*identity);
+}
+
+std::vector<std::string> RedisNamePatterns(absl::string_view prefix, LimitSource source,
+                                           absl::string_view name) {
+  std::string escaped;
+  EscapeInto(escaped, Identity(source, name));
+  return {absl::StrCat(GlobEscape(prefix), "{", GlobEscape(escaped), "*"),
+          absl::StrCat(GlobEscape(prefix), "{*}", GlobEscape(Identity(source, name)), "*")};
 }
 
 std::string EncodeRedisState(const State& state) {

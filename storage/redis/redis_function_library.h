@@ -20,9 +20,10 @@ namespace ratelimit {
 
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
 // Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "1";
+inline constexpr absl::string_view kRedisLibraryVersion = "2";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
+inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";
 
 // Every time at or past this (microseconds) is "never" in the library: doubles represent every
 // integer below it exactly. A full_at this far away is stored as never (the state gets no expiry)
@@ -42,6 +43,15 @@ absl::Status ValidateRedisKeyPrefix(absl::string_view prefix);
 // and '}' are written %25, %7B, %7D, so the first '}' always closes the tag and the encoding is
 // one-to-one. REQUIRES: ValidateRedisKeyPrefix(prefix) is OK.
 std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag);
+
+// The state a key of RedisKeyFor(prefix, ...) belongs to, whatever its tag; nullopt for any other
+// key.
+std::optional<StateKey> ParseRedisKey(absl::string_view prefix, absl::string_view redis_key);
+
+// SCAN MATCH patterns that together cover every key of (`source`, `name`): untagged keys, then
+// tagged ones. They may match other keys too: check each with ParseRedisKey.
+std::vector<std::string> RedisNamePatterns(absl::string_view prefix, LimitSource source,
+                                           absl::string_view name);
 
 // A state as the library stores it: "<value> <ts_us> <full_at_us>", each '%.17g' (exact).
 std::string EncodeRedisState(const State& state);

@@ -102,6 +102,7 @@ absl::StatusOr<RedisReply> HiredisConnection::Command(absl::Span<const std::stri
     args.push_back(a.data());
     lens.push_back(a.size());
   }
+  absl::MutexLock lock(&mu_);
   auto* reply = static_cast<redisReply*>(
       redisCommandArgv(context_, static_cast<int>(args.size()), args.data(), lens.data()));
   if (reply == nullptr) {

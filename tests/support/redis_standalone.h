@@ -8,7 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "storage/redis/redis_connection.h"
 
 struct redisContext;
@@ -18,7 +20,8 @@ namespace ratelimit::testing {
 // Whether `redis-server` is on the PATH.
 bool RedisServerInstalled();
 
-// A synchronous RedisConnection over hiredis. Not thread-safe: one caller at a time.
+// A synchronous RedisConnection over hiredis. Thread-safe: commands are serialized (a test
+// helper may hold its lock across the round trip; production clients must not).
 class HiredisConnection final : public RedisConnection {
  public:
   // Connects to host:port with a 5 s timeout; UNAVAILABLE naming the address when it cannot.
@@ -32,7 +35,8 @@ class HiredisConnection final : public RedisConnection {
 
  private:
   explicit HiredisConnection(redisContext* context) : context_(context) {}
-  redisContext* context_;
+  absl::Mutex mu_;
+  redisContext* const context_ ABSL_PT_GUARDED_BY(mu_);
 };
 
 // redis-server on 127.0.0.1 and a free port found at start, in `dir`, without persistence
