@@ -76,6 +76,29 @@ TEST(RedisKeyForTest, DistinctStatesAndTagsGiveDistinctKeys) {
   EXPECT_EQ(seen.size(), made);
 }
 
+TEST(RedisKeyForTest, ParseGivesBackTheStateWithOrWithoutTag) {
+  const std::vector<StateKey> states = {{"user", "u1"},
+                                        {"a}b", "{%}", LimitSource::kEnvoy},
+                                        {"", "", LimitSource::kInline},
+                                        {"12:3", "4:5"},
+                                        {std::string(256, 'n'), std::string(1024, '}')}};
+  for (const StateKey& k : states) {
+    for (absl::string_view tag : {"", "org7", "}{%"}) {
+      const std::optional<StateKey> back = ParseRedisKey("rl:", RedisKeyFor("rl:", k, tag));
+      ASSERT_TRUE(back.has_value()) << RedisKeyFor("rl:", k, tag);
+      EXPECT_EQ(*back, k);
+    }
+  }
+}
+
+TEST(RedisKeyForTest, ParseRejectsKeysOfAnyOtherShape) {
+  for (const char* other :
+       {"other:{d1:ab}", "rl:", "rl:{d1:ab", "rl:{x1:ab}", "rl:{d9:ab}", "rl:{d01:ab}",
+        "rl:{d+1:ab}", "rl:{d1ab}", "rl:{d1:a%41}", "rl:{t}x1:a", "rl:{}"}) {
+    EXPECT_FALSE(ParseRedisKey("rl:", other).has_value()) << other;
+  }
+}
+
 TEST(RedisKeyForTest, PrefixMustNotChooseTheSlot) {
   EXPECT_TRUE(ValidateRedisKeyPrefix("ratelimit:").ok());
   EXPECT_EQ(ValidateRedisKeyPrefix("a{b").code(), absl::StatusCode::kInvalidArgument);

@@ -38,6 +38,8 @@ struct Backend {
   std::function<absl::StatusOr<OpenedStore>(const std::string& dir, const Clock& clock)> open;
 };
 
+void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
+
 std::vector<Backend> Backends() {
   return {
       {"Memory",
