@@ -72,8 +72,9 @@ std::vector<std::string> RedisApplyCommand(const Operation& op, const OperationK
 // The Outcome of `op` from the function's reply: storage/algebra run on the states the function
 // read and the time it used, after checking that the function allowed exactly what the algebra
 // allows and wrote exactly the states the algebra gives (value and ts bit for bit; full_at equal,
-// or never when the algebra's is at or past the horizon). INTERNAL when they disagree or the
-// reply is malformed; the server's error reply as INTERNAL when the call failed.
+// or never when the algebra's is at or past the horizon). INTERNAL when they disagree (what the
+// function wrote stays written: the error reports a defect, it does not undo it) or the reply is
+// malformed; the server's error reply as INTERNAL when the call failed (nothing written then).
 absl::StatusOr<Outcome> RedisApplyOutcome(const Operation& op, const OperationKeys& keys,
                                           const RedisReply& reply);
 
