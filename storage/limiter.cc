@@ -5,64 +5,18 @@
 namespace ratelimit {
 
 absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode) {
-  // The store takes distinct keys; a (name, key) named twice maps to one slot, and the second
-  // mention decides against the state the first one left.
-  absl::InlinedVector<StateKey, 4> keys;
-  absl::InlinedVector<size_t, 4> slot_of(limits.size());
-  for (size_t i = 0; i < limits.size(); ++i) {
-    size_t slot = 0;
-    while (slot < keys.size() &&
-           !(keys[slot].source == limits[i].source && keys[slot].name == limits[i].name &&
-             keys[slot].key == limits[i].key)) {
-      ++slot;
-    }
-    if (slot == keys.size()) {
-      keys.push_back(StateKey{limits[i].name, limits[i].key, limits[i].source});
-    }
-    slot_of[i] = slot;
+  absl::InlinedVector<LimitOp, 4> ops;
+  ops.reserve(limits.size());
+  for (const LimitRequest& l : limits) {
+    ops.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
   }
+  absl::StatusOr<Outcome> outcome = store_.Apply(Operation{ops, mode}, clock_);
+  if (!outcome.ok()) return outcome.status();
 
   Verdict verdict;
-  verdict.decisions.resize(limits.size());
-  absl::Status status = store_.Update(
-      keys,
-      [&](absl::Span<const std::optional<State>> current,
-          absl::Span<std::optional<State>> writes) -> absl::Status {
-        // Read the clock inside the transaction: a decision never uses a time older than the
-        // state it reads, except when the wall clock itself steps back.
-        const int64_t now = clock_.NowMicros();
-        verdict.now_us = now;
-        absl::InlinedVector<std::optional<State>, 4> working(current.begin(), current.end());
-        bool all_allowed = true;
-        for (size_t i = 0; i < limits.size(); ++i) {
-          const LimitRequest& l = limits[i];
-          Decision d =
-              Decide(l.config, LimitId{l.name, l.key}, working[slot_of[i]], l.count, mode, now);
-          if (d.allowed && mode != Mode::kCheck) working[slot_of[i]] = d.next;
-          all_allowed = all_allowed && d.allowed;
-          verdict.decisions[i] = std::move(d);
-        }
-        verdict.allowed = all_allowed;
-        if (all_allowed) {
-          if (mode != Mode::kCheck) {
-            for (size_t s = 0; s < keys.size(); ++s) writes[s] = working[s];
-          }
-          return absl::OkStatus();
-        }
-        // Denied: report balances as they are, since nothing is taken.
-        for (size_t i = 0; i < limits.size(); ++i) {
-          Decision& d = verdict.decisions[i];
-          if (d.allowed && mode != Mode::kCheck) {
-            const Decision untouched =
-                Decide(limits[i].config, LimitId{limits[i].name, limits[i].key},
-                       current[slot_of[i]], limits[i].count, Mode::kCheck, now);
-            d.value = untouched.value;
-          }
-        }
-        return absl::OkStatus();
-      });
-  if (!status.ok()) return status;
-
+  verdict.allowed = outcome->allowed;
+  verdict.decisions = std::move(outcome->decisions);
+  verdict.now_us = outcome->now_us;
   const auto& ds = verdict.decisions;
   if (verdict.allowed) {
     for (const Decision& d : ds) {

@@ -41,7 +41,8 @@ struct Verdict {
 };
 
 // Evaluates requests of one or more limits against a StateStore, all-or-nothing: either every
-// limit is consumed in one store transaction, or nothing is written.
+// limit is consumed in one store transaction, or nothing is written. The store decides
+// (StateStore::Apply); the Limiter picks the deciding denial and the verdict's retry_at.
 //
 // Thread safety: thread-safe; the store provides the isolation.
 class Limiter {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
+#include "storage/clock.h"
 
 namespace ratelimit {
 
@@ -24,6 +25,35 @@ struct StateKey {
   LimitSource source = LimitSource::kDefined;
 
   friend bool operator==(const StateKey&, const StateKey&) = default;
+};
+
+// One limit of an Operation.
+struct LimitOp {
+  StateKey key;
+  // REQUIRES: ValidateLimitConfig(config) is OK.
+  LimitConfig config;
+  // REQUIRES: finite and > 0.
+  double count = 1;
+};
+
+// A whole request, stated declaratively so that a store can decide it where the states live.
+struct Operation {
+  // 1..N limits, in request order. The same key may appear more than once: it names one state,
+  // and each later mention decides against the state the earlier ones left.
+  absl::Span<const LimitOp> limits;
+  Mode mode = Mode::kConsume;
+};
+
+// What a store answers to an Operation.
+struct Outcome {
+  // Every limit allowed (and, unless checking, every one was taken, all in one transaction).
+  bool allowed = false;
+  // One per limit, in operation order, as storage/algebra `Decide` gives it for the state the
+  // limit saw and `now_us`. When the operation is denied, nothing is taken anywhere, and the
+  // `value` of each limit that alone would have been allowed is its balance as it is.
+  std::vector<Decision> decisions;
+  // The time the decision was made at.
+  int64_t now_us = 0;
 };
 
 // Where the (value, ts) states live. Every implementation guarantees:
@@ -54,6 +84,16 @@ class StateStore {
 
   // Reads, decides and writes `keys` as one transaction. REQUIRES: keys are distinct, 1..N.
   virtual absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) = 0;
+
+  // Decides `op` with storage/algebra and applies it, all-or-nothing, as one transaction: when
+  // every limit is allowed and the mode is not kCheck, every limit's tokens are taken; otherwise
+  // nothing is written. The time of the decision is read inside the transaction, so it is never
+  // older than a state's own time unless the clock itself steps back (the algebra's guard then
+  // applies). `clock` is that time's source, except for a store that decides inside a remote
+  // engine, which uses the engine's clock (documented by that store). `clock` need only live for
+  // the call. A store error comes back as the store's status; nothing was taken then.
+  // Default: Update with the algebra, in C++ (storage/apply.h).
+  virtual absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock);
 
   // The current state of `key`, or nullopt when it has none.
   virtual absl::StatusOr<std::optional<State>> Get(const StateKey& key) = 0;

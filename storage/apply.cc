@@ -1,0 +1,77 @@
+#include "storage/apply.h"
+
+#include "absl/container/inlined_vector.h"
+
+namespace ratelimit {
+
+OperationKeys DistinctKeys(absl::Span<const LimitOp> limits) {
+  OperationKeys out;
+  out.slot_of.resize(limits.size());
+  for (size_t i = 0; i < limits.size(); ++i) {
+    size_t slot = 0;
+    while (slot < out.keys.size() && !(out.keys[slot] == limits[i].key)) ++slot;
+    if (slot == out.keys.size()) out.keys.push_back(limits[i].key);
+    out.slot_of[i] = slot;
+  }
+  return out;
+}
+
+Outcome DecideOperation(const Operation& op, const OperationKeys& keys,
+                        absl::Span<const std::optional<State>> current, int64_t now_us,
+                        absl::Span<std::optional<State>> writes) {
+  Outcome out;
+  out.now_us = now_us;
+  out.decisions.resize(op.limits.size());
+  absl::InlinedVector<std::optional<State>, 4> working(current.begin(), current.end());
+  bool all_allowed = true;
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    const LimitOp& l = op.limits[i];
+    const size_t slot = keys.slot_of[i];
+    Decision d =
+        Decide(l.config, LimitId{l.key.name, l.key.key}, working[slot], l.count, op.mode, now_us);
+    if (d.allowed && op.mode != Mode::kCheck) working[slot] = d.next;
+    all_allowed = all_allowed && d.allowed;
+    out.decisions[i] = std::move(d);
+  }
+  out.allowed = all_allowed;
+  if (all_allowed) {
+    if (op.mode != Mode::kCheck) {
+      for (size_t s = 0; s < keys.keys.size(); ++s) writes[s] = working[s];
+    }
+    return out;
+  }
+  // Denied: report balances as they are, since nothing is taken.
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    Decision& d = out.decisions[i];
+    if (d.allowed && op.mode != Mode::kCheck) {
+      const LimitOp& l = op.limits[i];
+      d.value = Decide(l.config, LimitId{l.key.name, l.key.key}, current[keys.slot_of[i]], l.count,
+                       Mode::kCheck, now_us)
+                    .value;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Outcome> ApplyWithUpdate(StateStore& store, const Operation& op,
+                                        const Clock& clock) {
+  const OperationKeys keys = DistinctKeys(op.limits);
+  Outcome outcome;
+  absl::Status status =
+      store.Update(keys.keys,
+                   [&](absl::Span<const std::optional<State>> current,
+                       absl::Span<std::optional<State>> writes) -> absl::Status {
+                     // Read the clock inside the transaction: a decision never uses a time older
+                     // than the state it reads, except when the wall clock itself steps back.
+                     outcome = DecideOperation(op, keys, current, clock.NowMicros(), writes);
+                     return absl::OkStatus();
+                   });
+  if (!status.ok()) return status;
+  return outcome;
+}
+
+absl::StatusOr<Outcome> StateStore::Apply(const Operation& op, const Clock& clock) {
+  return ApplyWithUpdate(*this, op, clock);
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,42 @@
+#ifndef RATELIMIT_STORAGE_APPLY_H_
+#define RATELIMIT_STORAGE_APPLY_H_
+
+// How an Operation is decided with storage/algebra: the pure part every store shares (a remote
+// store re-runs it to explain what its engine decided) and the default StateStore::Apply built on
+// StateStore::Update.
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "storage/algebra.h"
+#include "storage/clock.h"
+#include "storage/state_store.h"
+
+namespace ratelimit {
+
+// The distinct states an operation touches: `keys` in order of first mention, and for each limit
+// of the operation the index in `keys` of its state.
+struct OperationKeys {
+  std::vector<StateKey> keys;
+  std::vector<size_t> slot_of;
+};
+OperationKeys DistinctKeys(absl::Span<const LimitOp> limits);
+
+// Decides `op` at `now_us` against `current` (the stored state of each of `keys.keys`, nullopt
+// when there is none). Fills `writes` (one per key, initially nullopt) with the states to store:
+// set for every key when the operation is allowed and not a check, untouched otherwise.
+// Pure: the same inputs give the same outcome, bit for bit.
+// REQUIRES: `keys` == DistinctKeys(op.limits); current.size() == writes.size() == keys.keys.size().
+Outcome DecideOperation(const Operation& op, const OperationKeys& keys,
+                        absl::Span<const std::optional<State>> current, int64_t now_us,
+                        absl::Span<std::optional<State>> writes);
+
+// The default StateStore::Apply: one `store.Update` whose callback reads `clock` and runs
+// DecideOperation.
+absl::StatusOr<Outcome> ApplyWithUpdate(StateStore& store, const Operation& op, const Clock& clock);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_APPLY_H_

@@ -1,0 +1,260 @@
+#!lua name=ratelimit
+-- The rate-limit algebra (storage/algebra.cc) as a Redis function library: one FCALL decides a
+-- whole operation on keys of one slot, atomically, and writes its states. It computes exactly
+-- what the C++ algebra computes (same IEEE operations in the same order); the server explains the
+-- decision (retry_at, reasons, jitter) by running the C++ algebra on the states and time this
+-- function returns, and checks that both agree.
+--
+-- Stored state, one string per key: "<value> <ts_us> <full_at_us>", each printed with '%.17g'
+-- (which, with tonumber, round-trips every double exactly).
+--
+-- Times are microseconds held in doubles, exact below 2^53 (year 2255). The time of a decision
+-- must lie in [0, 2^53); any computed time at or past 2^53 is "never" (stored as 2^63), so a
+-- full_at that far away keeps the state without expiry. Beyond that horizon the C++ algebra's
+-- exact answer is also at or past 2^53, so both agree that it is out of reach.
+--
+-- Expiry: a written state expires at ceil(full_at_us / 1000) ms (PXAT), never before it has
+-- refilled to capacity (a missing state is a full one); expiring early would over-grant.
+--
+-- FCALL ratelimit_apply <nkeys> <key>... <mode> <now_us or ''> <nlimits> then per limit:
+--   <key index, 1-based> <kind 'b'|'w'> <rate> <period_us> <capacity> <max_reserved or ''>
+--   <window offset_us> <count>
+-- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
+-- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
+
+local LIBRARY_VERSION = '2'
+
+local BIG = 2 ^ 53     -- the first time that is not represented exactly
+local NEVER = 2 ^ 63   -- stands for every time at or past BIG
+local TOLERANCE = 4 * 2 ^ -52  -- storage/algebra.cc kRelativeTolerance
+local UNBOUNDED_RESERVE = 2e15  -- kMaxAmount * 2
+
+local function beyond(t)
+  if t >= BIG then return NEVER end
+  return t
+end
+
+local function mod(a, b)
+  local r = math.fmod(a, b)
+  if r < 0 then r = r + b end
+  return r
+end
+
+local function min(a, b) if b < a then return b end return a end
+local function max(a, b) if a < b then return b end return a end
+
+-- t + ceil(d) for d >= 0; NEVER at or past BIG.
+local function add_ceil(t, d)
+  local c = math.ceil(d)
+  if not (c > 0) then return t end
+  if c >= BIG then return NEVER end
+  return beyond(t + c)
+end
+
+local function window_containing(now, offset, period)
+  local into = mod(now, period) - offset
+  if into < 0 then into = into + period end
+  return now - into
+end
+
+-- floor((t - ts) / p) and ts + that many periods, exactly for any t, ts below BIG in magnitude.
+local function whole_windows(t, ts, p)
+  local rt, rs = mod(t, p), mod(ts, p)
+  local qt, qs = (t - rt) / p, (ts - rs) / p
+  local w = qt - qs
+  if rt < rs then w = w - 1 end
+  return w, (qs + w) * p + rs
+end
+
+-- The balance and its time brought forward to `now`; `cur` may be nil (full).
+local function refill(l, cur, now)
+  if l.bucket then
+    if cur == nil then return l.cap, now end
+    local elapsed = max(0, now - cur.ts)
+    return min(cur.v + elapsed * l.rate / l.period, l.cap), max(now, cur.ts)
+  end
+  if cur == nil then return l.cap, window_containing(now, l.offset, l.period) end
+  local w, at = whole_windows(now, cur.ts, l.period)
+  if w <= 0 then w, at = 0, cur.ts end
+  return min(cur.v + l.rate * w, l.cap), at
+end
+
+local function covers(balance, target, tol)
+  local short_by = target - balance
+  return short_by <= 0 or short_by < tol
+end
+
+-- storage/algebra.cc RefilledAt, for FullAt: the earliest t >= ts at which `state` has refilled
+-- to capacity; NEVER when that is at or past BIG.
+local function refilled_at(l, state, ts, missing, reached)
+  local function ok(t)
+    local v = refill(l, state, t)
+    return reached(v)
+  end
+  if ok(ts) then return ts end
+  local t, step
+  if l.bucket then
+    local us = missing * l.period / l.rate
+    t = max(beyond(ts + 1), beyond(add_ceil(ts, us) - 1))
+    step = 1
+  else
+    local windows = max(1.0, math.ceil(missing / l.rate) - 1)
+    t = add_ceil(ts, windows * l.period)
+    step = l.period
+  end
+  for i = 0, 127 do
+    if t >= BIG then return NEVER end
+    if ok(t) then return t end
+    t = beyond(t + step)
+    if i >= 2 then step = step + step end
+  end
+  return NEVER
+end
+
+local function full_at(l, s)
+  if s.v >= l.cap then return s.ts end
+  local cap = l.cap
+  local at = refilled_at(l, s, s.ts, cap - s.v, function(b) return b >= cap end)
+  if at == NEVER then return NEVER end
+  return beyond(at + 1)
+end
+
+local function encode(s)
+  return string.format('%.17g %.17g %.17g', s.v, s.ts, s.full)
+end
+
+local function decode(raw, key)
+  local v, ts, full = string.match(raw, '^(%S+) (%S+) (%S+)$')
+  v, ts, full = tonumber(v), tonumber(ts), tonumber(full)
+  if v == nil or ts == nil or full == nil then
+    error('ratelimit: unreadable state at ' .. key)
+  end
+  return {v = v, ts = ts, full = full}
+end
+
+-- Writes an encoded state that is full again at `full` (us), expiring at ceil(full / 1000) ms:
+-- never before, at most a millisecond after. No expiry when `full` is never.
+local function store(key, raw, full)
+  if full >= BIG then
+    redis.call('SET', key, raw)
+    return
+  end
+  local rest = math.fmod(full, 1000)
+  if rest < 0 then rest = rest + 1000 end
+  local ms = (full - rest) / 1000
+  if rest > 0 then ms = ms + 1 end
+  if ms < 1 then ms = 1 end
+  redis.call('SET', key, raw, 'PXAT', string.format('%.17g', ms))
+end
+
+local function arg_number(args, i, what)
+  local x = tonumber(args[i])
+  if x == nil then error('ratelimit: argument ' .. i .. ' (' .. what .. ') is not a number') end
+  return x
+end
+
+local function apply(keys, args)
+  local mode = args[1]
+  if mode ~= 'c' and mode ~= 't' and mode ~= 'r' then error('ratelimit: bad mode') end
+  local now
+  if args[2] == '' then
+    local time = redis.call('TIME')
+    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  else
+    now = arg_number(args, 2, 'now')
+  end
+  if not (now >= 0 and now < BIG) or now ~= math.floor(now) then
+    error('ratelimit: time out of range')
+  end
+  local n = arg_number(args, 3, 'limits')
+  if #args ~= 3 + 8 * n then error('ratelimit: wrong number of arguments') end
+
+  local read = {}
+  local working = {}
+  for k = 1, #keys do
+    local raw = redis.call('GET', keys[k])
+    if raw then
+      read[k] = raw
+      working[k] = decode(raw, keys[k])
+    else
+      read[k] = ''
+    end
+  end
+
+  local allowed = true
+  for i = 0, n - 1 do
+    local a = 4 + 8 * i
+    local slot = arg_number(args, a, 'key index')
+    if keys[slot] == nil then error('ratelimit: bad key index') end
+    local l = {
+      bucket = args[a + 1] == 'b',
+      rate = arg_number(args, a + 2, 'rate'),
+      period = arg_number(args, a + 3, 'period'),
+      cap = arg_number(args, a + 4, 'capacity'),
+      offset = arg_number(args, a + 6, 'offset'),
+    }
+    local max_reserved = nil
+    if args[a + 5] ~= '' then max_reserved = arg_number(args, a + 5, 'max_reserved') end
+    local count = arg_number(args, a + 7, 'count')
+
+    local cur = working[slot]
+    local v, ts = refill(l, cur, now)
+    local tol = TOLERANCE * max(l.cap, count)
+    local value = v - count
+    local ok = false
+    if covers(v, count, tol) then
+      value = max(0.0, value)
+      ok = true
+    elseif mode == 'r' then
+      local room = l.cap + (max_reserved or UNBOUNDED_RESERVE)
+      if covers(room, count, tol) and
+          (max_reserved == nil or covers(value, -max_reserved, tol)) then
+        ok = true
+      end
+    end
+    if ok and mode ~= 'c' then
+      local next = {v = value, ts = ts}
+      next.full = full_at(l, next)
+      working[slot] = next
+    end
+    allowed = allowed and ok
+  end
+
+  local reply = {string.format('%.17g', now), allowed and 1 or 0}
+  for k = 1, #keys do reply[#reply + 1] = read[k] end
+  for k = 1, #keys do
+    local written = ''
+    if allowed and mode ~= 'c' then
+      written = encode(working[k])
+      store(keys[k], written, working[k].full)
+    end
+    reply[#reply + 1] = written
+  end
+  return reply
+end
+
+-- FCALL ratelimit_compare_and_set <nkeys> <key>... <expected>... <new>...
+-- When every key holds its expected state ('' for none), stores every new state ('' leaves the
+-- key as it is) with its expiry, and returns 1; otherwise changes nothing and returns 0. The
+-- states are the library's encoding. For decisions made outside the library.
+local function compare_and_set(keys, args)
+  local n = #keys
+  if #args ~= 2 * n then error('ratelimit: wrong number of arguments') end
+  for k = 1, n do
+    if (redis.call('GET', keys[k]) or '') ~= args[k] then return 0 end
+  end
+  for k = 1, n do
+    local raw = args[n + k]
+    if raw ~= '' then store(keys[k], raw, decode(raw, keys[k]).full) end
+  end
+  return 1
+end
+
+redis.register_function('ratelimit_apply', function(keys, args) return apply(keys, args) end)
+redis.register_function('ratelimit_compare_and_set',
+                        function(keys, args) return compare_and_set(keys, args) end)
+redis.register_function{
+  function_name = 'ratelimit_version',
+  callback = function() return LIBRARY_VERSION end,
+  flags = {'no-writes'},
+}
