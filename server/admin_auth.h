@@ -15,6 +15,7 @@ namespace ratelimit {
 // gRPC metadata `authorization: Bearer <token>`. The comparison takes the same time whatever
 // the presented token is, so timing does not reveal how much of it matched.
 //
+// Ownership: keeps its own copy of the token.
 // Thread safety: immutable after construction; thread-safe.
 class AdminAuthenticator {
  public:

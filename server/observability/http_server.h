@@ -22,6 +22,8 @@ class MetricsRegistry;
 // The operator's HTTP endpoint (cpp-httplib): GET /metrics (Prometheus text format) and
 // GET /healthz (200 "SERVING", else 503 with the state).
 //
+// Ownership: owns the listening socket and its accept thread; the registry and the health
+// reporter it serves are not owned and must outlive it.
 // Thread safety: Start/Stop from one thread; requests are served on httplib's threads.
 class HttpServer {
  public:
