@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
 #include "storage/rocksdb_state_store.h"
 
 namespace ratelimit {

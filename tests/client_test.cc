@@ -80,10 +80,19 @@ TEST_F(ClientTest, ReserveAndWaitWaitsForTheReservationOnly) {
   EXPECT_EQ(waits, 1);
   EXPECT_EQ(waited_until, RetryAt(*r));
   EXPECT_EQ(waited_until, absl::FromUnixMicros(clock_.NowMicros() + kSecond / 2));
-  // A reservation larger than the bucket is denied at once, without waiting.
-  auto denied = client->ReserveAndWait(MakeRequest("api", "u1", 5), sleep);
+  // A denied reservation returns at once, without waiting: an inline bucket of 1 that allows no
+  // debt, already empty.
+  v1::RateLimitRequest tight = MakeRequest("tight", "u1");
+  v1::LimitConfig* config = tight.mutable_limits(0)->mutable_config();
+  config->set_kind(v1::TOKEN_BUCKET);
+  config->set_rate(1);
+  config->mutable_period()->set_seconds(1);
+  config->set_max_reserved(0);
+  ASSERT_OK(client->Consume(tight));
+  auto denied = client->ReserveAndWait(tight, sleep);
   ASSERT_OK(denied);
   EXPECT_FALSE(denied->allowed());
+  EXPECT_EQ(denied->reason(), v1::MAX_RESERVED_EXCEEDED);
   EXPECT_EQ(waits, 1);
 }
 

@@ -2,6 +2,11 @@
 // their definitions, and a verdict to the response. Pure functions, no server.
 #include "server/convert.h"
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"

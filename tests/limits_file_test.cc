@@ -99,6 +99,24 @@ TEST(LimitsFileTest, DurationsNeedAUnit) {
   EXPECT_FALSE(ParseDurationText("xd").ok());
 }
 
+TEST(LimitsFileTest, ReadsAndLoadsAFileOrSaysWhichCannotBeRead) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("l.yaml"),
+                      "limits:\n  - {name: a, kind: token_bucket, rate: 1, "
+                      "period: 1s}\n");
+  absl::StatusOr<std::string> bytes = ReadLimitsFile(dir.File("l.yaml"));
+  ASSERT_OK(bytes);
+  EXPECT_EQ(bytes->substr(0, 7), "limits:");
+  absl::StatusOr<LimitSet> set = LoadLimitsFile(dir.File("l.yaml"));
+  ASSERT_OK(set);
+  EXPECT_NE(set->Find("a"), nullptr);
+  for (const absl::Status& missing : {ReadLimitsFile(dir.File("none.yaml")).status(),
+                                      LoadLimitsFile(dir.File("none.yaml")).status()}) {
+    EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(missing.message(), "cannot read limits file " + dir.File("none.yaml"));
+  }
+}
+
 TEST(LimitsFileWatcherTest, ReloadsChangedFilesAndKeepsTheOldOnErrors) {
   TempDir dir;
   const std::string path = dir.File("limits.yaml");

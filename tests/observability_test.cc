@@ -10,6 +10,7 @@
 #include "server/observability/otlp_exporter.h"
 #include "server/observability/trace_context.h"
 #include "server/observability/tracer.h"
+#include "tests/support/collecting_sink.h"
 #include "tests/support/fake_collector.h"
 #include "tests/support/test_support.h"
 
@@ -50,17 +51,7 @@ TEST(TraceContextTest, RejectsInvalidTraceparents) {
 }
 
 namespace otlp = ::opentelemetry::proto::trace::v1;
-
-// Keeps the spans it receives, decoded with the generated OTLP code.
-class CollectingSink final : public SpanSink {
- public:
-  void Submit(std::string encoded) override {
-    otlp::Span span;
-    EXPECT_TRUE(span.ParseFromString(encoded));
-    spans.push_back(std::move(span));
-  }
-  std::vector<otlp::Span> spans;
-};
+using ::ratelimit::testing::CollectingSink;
 
 std::string Bytes(const uint8_t* p, size_t n) {
   return std::string(reinterpret_cast<const char*>(p), n);

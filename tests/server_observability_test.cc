@@ -203,8 +203,8 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
   // The health probe (every 10 ms) may have run while the store was failing: ratelimit_up is 1
   // again from the first probe after it heals. Wait for that probe, not for an amount of time.
   ASSERT_TRUE(server_->health().AwaitState(ServingState::kServing, absl::Seconds(60)));
-  auto [status, text] = Http("/metrics");
-  ASSERT_EQ(status, 200);
+  const auto [scrape_status, text] = Http("/metrics");
+  ASSERT_EQ(scrape_status, 200);
   for (const char* line : {
            "ratelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 2\n",
            "ratelimit_decisions_total{limit=\"api\",outcome=\"denied\"} 1\n",

@@ -9,22 +9,13 @@
 #include "opentelemetry/proto/trace/v1/trace.pb.h"
 #include "server/observability/metrics.h"
 #include "server/observability/tracer.h"
+#include "tests/support/collecting_sink.h"
 
 namespace ratelimit {
 namespace {
 
 namespace otlp = ::opentelemetry::proto::trace::v1;
-
-// Keeps the spans it receives, decoded.
-class CollectingSink final : public SpanSink {
- public:
-  void Submit(std::string encoded) override {
-    otlp::Span span;
-    EXPECT_TRUE(span.ParseFromString(encoded));
-    spans.push_back(std::move(span));
-  }
-  std::vector<otlp::Span> spans;
-};
+using ::ratelimit::testing::CollectingSink;
 
 const opentelemetry::proto::common::v1::AnyValue* Attr(const otlp::Span& span,
                                                        const std::string& key) {
