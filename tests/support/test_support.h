@@ -151,7 +151,10 @@ std::string BinaryPath(const std::string& name);
 std::pair<int, std::string> RunCommand(const std::string& command);
 
 // Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held. For
-// waiting on another thread or process: tests assert the condition, never the time it took.
+// waiting on what cannot notify the test: a child process, or a background job of a library (a
+// RocksDB compaction). Work of our own threads is awaited on a condition instead (a
+// notification, HealthReporter::AwaitState, ReloadRecorder). Tests assert the condition, never
+// the time it took.
 template <typename F>
 bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
   const absl::Time deadline = absl::Now() + timeout;
