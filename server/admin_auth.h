@@ -21,6 +21,7 @@ namespace ratelimit {
 // identity is not listed and it presents no matching token. The token comparison takes the same
 // time whatever the presented token is, so timing does not reveal how much of it matched.
 //
+// Ownership: keeps its own copy of the token.
 // Thread safety: immutable after construction; thread-safe.
 class AdminAuthenticator {
  public:

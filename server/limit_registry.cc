@@ -1,9 +1,7 @@
 #include "server/limit_registry.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "server/limits_file.h"
 #include "server/log.h"
 
 namespace ratelimit {
@@ -13,13 +11,7 @@ WatchedConfigSpec<LimitSet, std::string> LimitsFileSpec(const std::string& path)
   WatchedConfigSpec<LimitSet, std::string> spec;
   spec.source_field = "file";
   spec.source_name = path;
-  spec.read = [path]() -> absl::StatusOr<std::string> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read limits file ", path));
-    std::stringstream buf;
-    buf << in.rdbuf();
-    return buf.str();
-  };
+  spec.read = [path] { return ReadLimitsFile(path); };
   spec.parse = [path](const std::string& bytes) { return ParseLimitsYaml(bytes, path); };
   spec.on_loaded = [path](const LimitSet& limits, const std::string&) {
     if (limits.limits.empty()) {

@@ -142,9 +142,15 @@ absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_vi
   return set;
 }
 
-absl::StatusOr<LimitSet> LoadLimitsFile(const std::string& path) {
+absl::StatusOr<std::string> ReadLimitsFile(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFileToString(path);
   if (!bytes.ok()) return absl::NotFoundError(absl::StrCat("cannot read limits file ", path));
+  return bytes;
+}
+
+absl::StatusOr<LimitSet> LoadLimitsFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadLimitsFile(path);
+  if (!bytes.ok()) return bytes.status();
   return ParseLimitsYaml(*bytes, path);
 }
 

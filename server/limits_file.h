@@ -41,6 +41,10 @@ struct LimitSet {
 // values are errors (INVALID_ARGUMENT) naming `source_name`, the line and column, and the field.
 absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_view source_name);
 
+// The bytes of the limits file at `path`; NOT_FOUND "cannot read limits file <path>" when it
+// cannot be read.
+absl::StatusOr<std::string> ReadLimitsFile(const std::string& path);
+
 // Reads and parses a file (NOT_FOUND / INVALID_ARGUMENT).
 absl::StatusOr<LimitSet> LoadLimitsFile(const std::string& path);
 

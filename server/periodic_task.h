@@ -12,6 +12,7 @@ namespace ratelimit {
 // Runs `task` on a thread of its own every `interval` (first run one interval after Start) until
 // Stop. Used for the configuration watchers and the store health probe.
 //
+// Ownership: owns `task` and its thread; the destructor stops and joins it.
 // Thread safety: Start and Stop from the owner's thread; `task` runs on the task's thread.
 class PeriodicTask {
  public:

@@ -20,10 +20,14 @@ namespace {
 constexpr char kServiceName[] = "ratelimit.v1.RateLimitService";
 constexpr char kEnvoyServiceName[] = "envoy.service.ratelimit.v3.RateLimitService";
 
-// A reload observer counting the outcomes of `config` ("limits", "envoy") in the metrics.
-std::function<void(const absl::Status&)> CountReloads(ServerMetrics& metrics, const char* config) {
-  return [&metrics, config](const absl::Status& st) {
+// A reload observer counting the outcomes of `config` ("limits", "envoy") in the metrics, then
+// reporting them to `hook` (ServerOptions::on_config_reload) when it is set.
+std::function<void(const absl::Status&)> CountReloads(
+    ServerMetrics& metrics, const char* config,
+    const std::function<void(absl::string_view, const absl::Status&)>& hook) {
+  return [&metrics, config, hook](const absl::Status& st) {
     metrics.config_reloads.With({config, st.ok() ? "ok" : "failed"}).Increment();
+    if (hook) hook(config, st);
   };
 }
 
@@ -173,9 +177,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->RegisterStoreMetrics();
   s->limiter_ = std::make_unique<Limiter>(*s->store_, clock);
   if (!options.limits_file.empty()) {
-    s->watcher_ = std::make_unique<LimitsFileWatcher>(options.limits_file, s->registry_,
-                                                      options.limits_reload_interval,
-                                                      CountReloads(*s->metrics_, "limits"));
+    s->watcher_ = std::make_unique<LimitsFileWatcher>(
+        options.limits_file, s->registry_, options.limits_reload_interval,
+        CountReloads(*s->metrics_, "limits", options.on_config_reload));
     if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
   }
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token, options.admin_identities);
@@ -197,7 +201,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (!options.envoy_config_dir.empty()) {
     s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
         options.envoy_config_dir, s->envoy_registry_, options.limits_reload_interval,
-        CountReloads(*s->metrics_, "envoy"));
+        CountReloads(*s->metrics_, "envoy", options.on_config_reload));
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->limiter_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);

@@ -28,6 +28,8 @@
 
 namespace ratelimit {
 
+// Everything the composition root is configured with. A plain value: RateLimitServer keeps its
+// own copy (callbacks included), read-only once started.
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see RateLimitServer::port()). Served with
   // TLS when `tls` is enabled; plaintext otherwise, which Start refuses on an address that is not
@@ -48,6 +50,10 @@ struct ServerOptions {
   std::string limits_file;
   // How often the limits file is checked for changes.
   absl::Duration limits_reload_interval = absl::Seconds(1);
+  // Called on the watcher's thread after each reload attempt of a changed configuration, with
+  // the configuration ("limits" or "envoy") and the outcome (OK, or why the previous
+  // configuration stays), once the outcome is counted in the metrics. May be empty (default).
+  std::function<void(absl::string_view config, const absl::Status& outcome)> on_config_reload;
   // Bearer token for Reset; empty disables Reset by token.
   std::string admin_token;
   // URI/DNS SANs of client certificates allowed to call Reset (SPIFFE IDs are URI SANs); either

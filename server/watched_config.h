@@ -49,7 +49,9 @@ class ConfigSnapshot {
 };
 
 // How a WatchedConfig reads, parses and reports one kind of configuration. `Source` is what one
-// read returns (the file's bytes, a directory's files); it must be equality-comparable.
+// read returns (the file's bytes, a directory's files); it must be equality-comparable. A plain
+// value, copied into the watcher; its functions are called on the watcher's threads (see
+// WatchedConfig).
 template <typename Config, typename Source>
 struct WatchedConfigSpec {
   // Where the configuration comes from, as logged: `source_field` = `source_name`

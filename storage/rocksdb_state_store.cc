@@ -17,10 +17,10 @@
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
-#include "rocksdb/listener.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "storage/key_hash.h"
+#include "storage/rocksdb_recovery.h"
 #include "storage/state_codec.h"
 #include "storage/stripe_locks.h"
 
@@ -30,14 +30,6 @@ namespace {
 constexpr char kStatesFamily[] = "states";
 constexpr char kMetaFamily[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
-constexpr char kHealthProbeKey[] = "health_probe";
-
-absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  const std::string msg = absl::StrCat("rocksdb ", what, ": ", s.ToString());
-  if (s.IsCorruption()) return absl::DataLossError(msg);
-  return absl::UnavailableError(msg);
-}
 
 // Drops states that have refilled to capacity: a missing state means "full", so they carry no
 // information. A state that does not decode is kept, for an operator to look at.
@@ -72,39 +64,11 @@ std::vector<std::string> WalFiles(const std::string& dir) {
 
 }  // namespace
 
-// Remembers the first write failure or background error until Health() has reopened the
-// database. RocksDB
-// calls the listener from its own threads (possibly holding its mutex): it only records.
-class RocksDbStateStore::ErrorTracker final : public rocksdb::EventListener {
- public:
-  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
-                         rocksdb::Status* bg_error) override {
-    if (bg_error != nullptr && !bg_error->ok()) Set(FromRocks(*bg_error, "background error"));
-  }
-
-  void Set(const absl::Status& error) {
-    absl::MutexLock lock(&mu_);
-    if (error_.ok()) error_ = error;
-  }
-  void Reset() {
-    absl::MutexLock lock(&mu_);
-    error_ = absl::OkStatus();
-  }
-  absl::Status Get() {
-    absl::MutexLock lock(&mu_);
-    return error_;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-};
-
 RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
     : options_(options),
-      errors_(std::make_shared<ErrorTracker>()),
+      errors_(std::make_shared<RocksDbErrorTracker>()),
       gc_filter_(std::make_unique<RefilledStateFilter>(*options.clock)),
-      stripes_(std::make_unique<absl::Mutex[]>(std::max<size_t>(1, options.lock_stripes))) {
+      stripes_(options.lock_stripes) {
   if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
 }
 
@@ -308,13 +272,12 @@ absl::Status RocksDbStateStore::CloseLocked() {
 }
 
 absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
-  const size_t n = keys.size();
   // Stripes to lock, in increasing order and each once, so concurrent multi-key updates cannot
   // deadlock.
   absl::InlinedVector<size_t, 4> stripes;
   absl::InlinedVector<std::string, 4> encoded;
   for (const StateKey& k : keys) {
-    stripes.push_back(StableKeyHash(k.name, k.key) % options_.lock_stripes);
+    stripes.push_back(stripes_.StripeOf(StableKeyHash(k.name, k.key)));
     encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
   }
   std::sort(stripes.begin(), stripes.end());
@@ -323,9 +286,14 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
-  StripeLocks locked(stripes_.get(), stripes);
-  auto unlock = [&] { locked.Unlock(); };
+  StripeLocks locked(stripes_, stripes);
+  return DecideLocked(keys, encoded, decide);
+}
 
+absl::Status RocksDbStateStore::DecideLocked(absl::Span<const StateKey> keys,
+                                             absl::Span<const std::string> encoded,
+                                             DecideFn& decide) {
+  const size_t n = keys.size();
   absl::InlinedVector<std::optional<State>, 4> current(n);
   absl::InlinedVector<std::optional<State>, 4> writes(n);
   rocksdb::PinnableSlice value;
@@ -333,13 +301,9 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
     value.Reset();
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_, encoded[i], &value);
     if (s.IsNotFound()) continue;
-    if (!s.ok()) {
-      unlock();
-      return FromRocks(s, "get");
-    }
+    if (!s.ok()) return FromRocks(s, "get");
     current[i] = DecodeState(absl::string_view(value.data(), value.size()));
     if (!current[i]) {
-      unlock();
       return absl::DataLossError(
           absl::StrCat("state of ", keys[i].name, " has a malformed encoding"));
     }
@@ -358,7 +322,6 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
       if (!ws.ok()) status = WriteFailed(FromRocks(ws, "write"));
     }
   }
-  unlock();
   return status;
 }
 
@@ -403,92 +366,25 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
     std::vector<size_t> stripes;
     for (; it->Valid() && keys.size() < kBatch; it->Next()) {
       keys.push_back(it->key().ToString());
-      stripes.push_back(StableKeyHash(name, absl::string_view(keys.back()).substr(begin.size())) %
-                        options_.lock_stripes);
+      stripes.push_back(stripes_.StripeOf(
+          StableKeyHash(name, absl::string_view(keys.back()).substr(begin.size()))));
     }
     std::sort(stripes.begin(), stripes.end());
     stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
     rocksdb::WriteBatch batch;
     for (const std::string& k : keys) batch.Delete(states_, k);
-    rocksdb::WriteOptions wo;
-    wo.sync = options_.sync;
-    StripeLocks locked(stripes_.get(), stripes);
-    rocksdb::Status s = db_->Write(wo, &batch);
+    StripeLocks locked(stripes_, stripes);
+    rocksdb::Status s = WriteLocked(batch);
     locked.Unlock();
     if (!s.ok()) return WriteFailed(FromRocks(s, "delete"));
   }
   return FromRocks(it->status(), "iterate");
 }
 
-absl::Status RocksDbStateStore::WritesAllowed() {
-  absl::Status error = errors_->Get();
-  if (error.ok()) return error;
-  return absl::UnavailableError(absl::StrCat(
-      "state store is failing, writes are stopped until it recovers: ", error.message()));
-}
-
-absl::Status RocksDbStateStore::WriteFailed(const absl::Status& error) {
-  errors_->Set(error);
-  return absl::UnavailableError(error.message());
-}
-
-absl::Status RocksDbStateStore::NotOpenLocked() {
-  if (closed_) return absl::UnavailableError("state store is closed");
-  return absl::UnavailableError(
-      absl::StrCat("state store is failing and not open, reopening it on the next health check: ",
-                   errors_->Get().message()));
-}
-
-absl::Status RocksDbStateStore::Health() {
-  {
-    absl::ReaderMutexLock db_lock(&db_mu_);
-    if (closed_) return NotOpenLocked();
-    if (db_) {
-      const absl::Status error = errors_->Get();
-      if (error.ok()) return ProbeWriteLocked();
-      // Until the disk takes writes again, keep the database open for reads.
-      if (absl::Status disk = DiskWritable(); !disk.ok()) {
-        return absl::UnavailableError(absl::StrCat(error.message(), "; ", disk.message()));
-      }
-    }
-  }
-  // The disk takes writes again. Not DB::Resume(): it never succeeds after errors RocksDB
-  // deems unrecoverable (a failed WAL switch), and RocksDB asserts if a WAL writer that failed
-  // is used again. So the database is closed without touching its WAL and reopened; the reopen
-  // replays the WAL (every acknowledged write is in it).
-  absl::MutexLock lock(&db_mu_);
-  if (closed_) return NotOpenLocked();
-  if (db_ && errors_->Get().ok()) return absl::OkStatus();  // reopened meanwhile
-  const absl::Status error = errors_->Get();
-  CloseLocked().IgnoreError();
-  if (absl::Status s = OpenDbLocked(/*after_failure=*/true); !s.ok()) {
-    CloseLocked().IgnoreError();
-    return absl::UnavailableError(
-        absl::StrCat(error.message(), "; reopening the state store failed: ", s.message()));
-  }
-  errors_->Reset();
-  return ProbeWriteLocked();
-}
-
-absl::Status RocksDbStateStore::DiskWritable() {
-  rocksdb::FileSystem& fs =
-      options_.file_system ? *options_.file_system : *rocksdb::FileSystem::Default();
-  const std::string probe = options_.path + "/DISK_PROBE.tmp";
-  std::unique_ptr<rocksdb::FSWritableFile> file;
-  rocksdb::IOStatus s = fs.NewWritableFile(probe, rocksdb::FileOptions(), &file, nullptr);
-  if (s.ok()) s = file->Append(std::string(4096, '\0'), rocksdb::IOOptions(), nullptr);
-  if (s.ok()) s = file->Sync(rocksdb::IOOptions(), nullptr);
-  if (file) file->Close(rocksdb::IOOptions(), nullptr).PermitUncheckedError();
-  fs.DeleteFile(probe, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
-  return s.ok() ? absl::OkStatus() : FromRocks(s, "disk probe");
-}
-
-absl::Status RocksDbStateStore::ProbeWriteLocked() {
+rocksdb::Status RocksDbStateStore::WriteLocked(rocksdb::WriteBatch& batch) {
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
-  rocksdb::Status s =
-      db_->Put(wo, meta_, kHealthProbeKey, std::to_string(options_.clock->NowMicros()));
-  return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "health probe write"));
+  return db_->Write(wo, &batch);
 }
 
 absl::Status RocksDbStateStore::CompactAll() { return FlushAndCompact(/*exclusive=*/true); }

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/clock.h"
 #include "storage/state_store.h"
+#include "storage/stripe_locks.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -18,9 +19,13 @@ class CompactionFilter;
 class DB;
 class Env;
 class FileSystem;
+class Status;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace ratelimit {
+
+class RocksDbErrorTracker;  // rocksdb_recovery.h
 
 struct RocksDbStateStoreOptions {
   // The data directory; created if missing. Required.
@@ -66,14 +71,14 @@ struct RocksDbOpenReport {
 // accumulate on disk; CollectGarbage() runs such a compaction on demand, for a store that sees
 // too few writes to compact by itself.
 //
-// Failures: once a write fails or RocksDB reports a background error (a full disk, an I/O
-// error), Update, Delete and DeleteAll fail at once with UNAVAILABLE without touching RocksDB,
-// and Health() reports the error; reads go on. Once a small file can be written and synced in
-// the data directory again, Health() closes the database without touching its WAL and reopens
-// it (not DB::Resume(), which never succeeds after errors RocksDB deems unrecoverable, such as
-// a failed WAL switch; and RocksDB asserts if a WAL writer that failed is used again). The reopen
-// replays the WAL, which holds every acknowledged write; once it and a probe write succeed, writes
-// are accepted again. A failed write was never applied.
+// Failures (handled in rocksdb_recovery.{h,cc}): once a write fails or RocksDB reports a
+// background error (a full disk, an I/O error), Update, Delete and DeleteAll fail at once with
+// UNAVAILABLE without touching RocksDB, and Health() reports the error; reads go on. Once a small
+// file can be written and synced in the data directory again, Health() closes the database without
+// touching its WAL and reopens it (not DB::Resume(), which never succeeds after errors RocksDB
+// deems unrecoverable, such as a failed WAL switch; and RocksDB asserts if a WAL writer that failed
+// is used again). The reopen replays the WAL, which holds every acknowledged write; once it and a
+// probe write succeed, writes are accepted again. A failed write was never applied.
 //
 // Files: the data directory is created 0700; an existing one that group or others can access
 // is reported in open_report().warnings. RocksDB creates its files with the process umask
@@ -128,8 +133,6 @@ class RocksDbStateStore final : public StateStore {
   uint64_t IntProperty(const std::string& property);
 
  private:
-  class ErrorTracker;
-
   RocksDbStateStore(const RocksDbStateStoreOptions& options);
   absl::Status PrepareDirectory();
   // Flushes the states' memtable and compacts every level of the states (garbage collection runs
@@ -141,10 +144,16 @@ class RocksDbStateStore final : public StateStore {
   absl::Status CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   // The error for a call made while db_ is null.
   absl::Status NotOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Whether a small file can be written and synced in the data directory.
-  absl::Status DiskWritable();
   // Writes the health probe key (a failure stops writes like any failed write).
   absl::Status ProbeWriteLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Reads the states of `keys` (stored under `encoded`), decides, and writes the decision's
+  // states in one batch: the body of Update, under the keys' stripes.
+  absl::Status DecideLocked(absl::Span<const StateKey> keys, absl::Span<const std::string> encoded,
+                            DecideFn& decide) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Writes `batch` of states under their keys' stripes.
+  rocksdb::Status WriteLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // UNAVAILABLE while writes are stopped by an earlier failure.
   absl::Status WritesAllowed();
   // Records a failed write (stopping writes) and returns it as a status.
@@ -153,10 +162,11 @@ class RocksDbStateStore final : public StateStore {
 
   const RocksDbStateStoreOptions options_;
   std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system, when one is given
-  std::shared_ptr<ErrorTracker> errors_;
+  std::shared_ptr<RocksDbErrorTracker> errors_;
   RocksDbOpenReport open_report_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;
-  std::unique_ptr<absl::Mutex[]> stripes_;
+  // Serializes decisions per key (see above); held through StripeLocks.
+  StripedMutex stripes_;
 
   // Guards the DB's lifetime (shared: in use; exclusive: Close).
   absl::Mutex db_mu_;

@@ -56,12 +56,12 @@ TEST(AdminTokenTest, GroupOrOtherReadableFileIsAcceptedWithAWarning) {
 // The CLI applies the server's rule: output of `ratelimit reset` with the given token file.
 std::string CliResetOutput(const TempDir& dir, const std::string& token_file) {
   const std::string out = dir.File("cli.out");
-  // Port 1 is never dialled: the token is read before the client connects, and a rejected
-  // token file ends the command.
-  const std::string cmd = BinaryPath("ratelimit") +
-                          " reset --target=127.0.0.1:1 --timeout=1ms --name=a --key=b "
-                          "--admin_token_file=" +
-                          token_file + " >" + out + " 2>&1";
+  // The token is read before the client connects, and a rejected token file ends the command;
+  // an accepted one dials a server that refuses the connection.
+  ::ratelimit::testing::RefusingPort server;
+  const std::string cmd = BinaryPath("ratelimit") + " reset --target=" + server.target() +
+                          " --timeout=1ms --name=a --key=b --admin_token_file=" + token_file +
+                          " >" + out + " 2>&1";
   std::system(cmd.c_str());
   return ReadFileToString(out).value_or("");
 }

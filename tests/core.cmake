@@ -8,4 +8,5 @@ ratelimit_test(service_test service_test.cc LIBS ratelimit_server ratelimit_clie
 ratelimit_test(process_test process_test.cc LIBS ratelimit_client)
 add_dependencies(process_test ratelimit-server ratelimit)
 ratelimit_test(limits_file_test limits_file_test.cc LIBS ratelimit_server)
+ratelimit_test(admin_auth_test admin_auth_test.cc LIBS ratelimit_server)
 ratelimit_test(config_robustness_test config_robustness_test.cc LIBS ratelimit_server)

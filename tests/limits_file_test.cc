@@ -2,7 +2,6 @@
 #include "server/limits_file.h"
 
 #include "gtest/gtest.h"
-#include "server/admin_auth.h"
 #include "server/limit_registry.h"
 #include "tests/support/test_support.h"
 
@@ -100,6 +99,24 @@ TEST(LimitsFileTest, DurationsNeedAUnit) {
   EXPECT_FALSE(ParseDurationText("xd").ok());
 }
 
+TEST(LimitsFileTest, ReadsAndLoadsAFileOrSaysWhichCannotBeRead) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("l.yaml"),
+                      "limits:\n  - {name: a, kind: token_bucket, rate: 1, "
+                      "period: 1s}\n");
+  absl::StatusOr<std::string> bytes = ReadLimitsFile(dir.File("l.yaml"));
+  ASSERT_OK(bytes);
+  EXPECT_EQ(bytes->substr(0, 7), "limits:");
+  absl::StatusOr<LimitSet> set = LoadLimitsFile(dir.File("l.yaml"));
+  ASSERT_OK(set);
+  EXPECT_NE(set->Find("a"), nullptr);
+  for (const absl::Status& missing : {ReadLimitsFile(dir.File("none.yaml")).status(),
+                                      LoadLimitsFile(dir.File("none.yaml")).status()}) {
+    EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(missing.message(), "cannot read limits file " + dir.File("none.yaml"));
+  }
+}
+
 TEST(LimitsFileWatcherTest, ReloadsChangedFilesAndKeepsTheOldOnErrors) {
   TempDir dir;
   const std::string path = dir.File("limits.yaml");
@@ -125,40 +142,6 @@ TEST(LimitsFileWatcherTest, ReloadsChangedFilesAndKeepsTheOldOnErrors) {
   ASSERT_EQ(outcomes.size(), 2u);
   EXPECT_TRUE(outcomes[0].ok());
   EXPECT_FALSE(outcomes[1].ok());
-}
-
-TEST(AdminAuthTest, OutcomesByCredential) {
-  AdminAuthenticator auth("s3cret");
-  EXPECT_EQ(auth.Authorize(std::nullopt).code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(auth.Authorize("Basic czNjcmV0").code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(auth.Authorize("Bearer nope").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(auth.Authorize("Bearer s3cre").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(auth.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_OK(auth.Authorize("Bearer s3cret"));
-  EXPECT_OK(auth.Authorize("bearer s3cret"));
-  AdminAuthenticator disabled("");
-  EXPECT_EQ(disabled.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
-}
-
-TEST(AdminAuthTest, ConstantTimeEquals) {
-  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("abd", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("abcabc", "abc"));  // cyclic reading must not fool it
-  EXPECT_FALSE(ConstantTimeEquals("", "abc"));
-  EXPECT_FALSE(ConstantTimeEquals("abc", ""));
-}
-
-TEST(AdminAuthTest, LoadsTheTokenFromFileOrEnvironment) {
-  TempDir dir;
-  WriteFileAtomically(dir.File("t"), "  tok-1  \nignored\n");
-  EXPECT_EQ(*LoadAdminToken(dir.File("t"), nullptr), "tok-1");
-  EXPECT_EQ(LoadAdminToken(dir.File("missing"), nullptr).status().code(),
-            absl::StatusCode::kNotFound);
-  WriteFileAtomically(dir.File("empty"), "\n");
-  EXPECT_FALSE(LoadAdminToken(dir.File("empty"), nullptr).ok());
-  setenv("RATELIMIT_TEST_TOKEN", "env-tok", 1);
-  EXPECT_EQ(*LoadAdminToken("", "RATELIMIT_TEST_TOKEN"), "env-tok");
-  EXPECT_EQ(*LoadAdminToken("", "RATELIMIT_TEST_TOKEN_UNSET"), "");
 }
 
 }  // namespace

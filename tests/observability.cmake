@@ -1,8 +1,12 @@
 # Observability tests (traces, metrics, health, logs).
 ratelimit_test(observability_test observability_test.cc LIBS ratelimit_observability)
-ratelimit_test(telemetry_server_test telemetry_server_test.cc
+ratelimit_test(telemetry_test telemetry_test.cc LIBS ratelimit_observability)
+ratelimit_test(health_test health_test.cc LIBS ratelimit_observability)
+# The same, seen from outside an in-process server, and from outside a real server process.
+ratelimit_test(server_observability_test server_observability_test.cc
                LIBS ratelimit_server ratelimit_client PkgConfig::HTTPLIB)
-add_dependencies(telemetry_server_test ratelimit-server)
+ratelimit_test(observability_process_test observability_process_test.cc LIBS ratelimit_client)
+add_dependencies(observability_process_test ratelimit-server)
 
 # The deploy/ examples must stay valid for the Prometheus they target.
 find_program(PROMTOOL promtool REQUIRED)

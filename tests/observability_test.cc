@@ -1,6 +1,7 @@
 // Trace context parsing, sampling, the OTLP exporter against an in-test collector, and the
 // Prometheus exposition (checked by promtool).
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -9,6 +10,7 @@
 #include "server/observability/otlp_exporter.h"
 #include "server/observability/trace_context.h"
 #include "server/observability/tracer.h"
+#include "tests/support/collecting_sink.h"
 #include "tests/support/fake_collector.h"
 #include "tests/support/test_support.h"
 
@@ -49,17 +51,7 @@ TEST(TraceContextTest, RejectsInvalidTraceparents) {
 }
 
 namespace otlp = ::opentelemetry::proto::trace::v1;
-
-// Keeps the spans it receives, decoded with the generated OTLP code.
-class CollectingSink final : public SpanSink {
- public:
-  void Submit(std::string encoded) override {
-    otlp::Span span;
-    EXPECT_TRUE(span.ParseFromString(encoded));
-    spans.push_back(std::move(span));
-  }
-  std::vector<otlp::Span> spans;
-};
+using ::ratelimit::testing::CollectingSink;
 
 std::string Bytes(const uint8_t* p, size_t n) {
   return std::string(reinterpret_cast<const char*>(p), n);
@@ -102,18 +94,51 @@ TEST(TracerTest, RatioSamplesNewTraces) {
   CollectingSink sink;
   Tracer none(TracerOptions{0.0}, sink), all(TracerOptions{1.0}, sink),
       tenth(TracerOptions{0.1}, sink);
-  int sampled = 0;
   for (int i = 0; i < 10000; ++i) {
     EXPECT_FALSE(none.StartServerSpan("x", std::nullopt).recording());
     Span a = all.StartServerSpan("x", std::nullopt);
     EXPECT_TRUE(a.recording());
-    sampled += tenth.StartServerSpan("x", std::nullopt).recording();
   }
-  EXPECT_GT(sampled, 800);
-  EXPECT_LT(sampled, 1200);
   // A new trace is a root span with the sampled flag.
   EXPECT_TRUE(sink.spans.back().parent_span_id().empty());
   EXPECT_EQ(sink.spans.back().flags(), 1u);
+  // Whatever ids the tracer draws, it keeps exactly the traces the ratio sampler picks.
+  sink.spans.clear();
+  for (int i = 0; i < 1000; ++i) tenth.StartServerSpan("x", std::nullopt).End();
+  for (const otlp::Span& s : sink.spans) {
+    TraceId id;
+    ASSERT_EQ(s.trace_id().size(), id.size());
+    std::memcpy(id.data(), s.trace_id().data(), id.size());
+    EXPECT_TRUE(TraceIdRatioSampled(id, 0.1)) << ToHex(id.data(), id.size());
+  }
+}
+
+TEST(TracerTest, TheRatioSamplerKeepsThatShareOfTraceIds) {
+  // 10,000 trace ids spread evenly over the low 8 bytes (the middle of each of 10,000 equal
+  // slices): a ratio keeps exactly its share.
+  auto id_at = [](uint64_t low) {
+    TraceId id{};
+    id[0] = 0xab;  // the high bytes play no part
+    for (int i = 15; i >= 8; --i, low >>= 8) id[i] = static_cast<uint8_t>(low);
+    return id;
+  };
+  const uint64_t step = ~uint64_t{0} / 10000;
+  for (double ratio : {0.0, 0.1, 0.25, 1.0}) {
+    int sampled = 0;
+    for (uint64_t i = 0; i < 10000; ++i)
+      sampled += TraceIdRatioSampled(id_at(i * step + step / 2), ratio);
+    EXPECT_EQ(sampled, static_cast<int>(ratio * 10000)) << ratio;
+  }
+  EXPECT_TRUE(TraceIdRatioSampled(id_at(0), 0.001));
+  EXPECT_FALSE(TraceIdRatioSampled(id_at(~uint64_t{0}), 0.999));
+  EXPECT_TRUE(TraceIdRatioSampled(id_at(~uint64_t{0}), 1.0));
+  EXPECT_FALSE(TraceIdRatioSampled(id_at(0), 0.0));
+  // Big-endian: the last byte is the least significant.
+  TraceId small{}, large{};
+  small[15] = 0xff;
+  large[8] = 0x01;
+  EXPECT_TRUE(TraceIdRatioSampled(small, 1e-15));
+  EXPECT_FALSE(TraceIdRatioSampled(large, 1.0 / 512));
 }
 
 TEST(TracerTest, EveryAttributeTypeAndTheErrorStatusDecode) {
@@ -238,9 +263,10 @@ TEST(OtlpExporterTest, RetriesWithBackoffWhileTheCollectorFails) {
 }
 
 TEST(OtlpExporterTest, ACollectorThatIsDownNeverBlocksSubmitAndDropsAreCounted) {
-  // Nothing listens on the endpoint: port 1 on loopback refuses connections.
+  // Nothing listens on the endpoint: a port held by the test that refuses connections.
+  ::ratelimit::testing::RefusingPort down;
   OtlpExporterOptions o;
-  o.endpoint = "127.0.0.1:1";
+  o.endpoint = down.target();
   o.max_queue = 100;
   o.max_batch = 50;
   o.batch_delay = absl::Milliseconds(5);

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/faulty_file_system.h"
+#include "tests/support/rocksdb_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -22,6 +23,8 @@ using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FaultyFileSystem;
 using ::ratelimit::testing::kMinute;
+using ::ratelimit::testing::OpenRocksDbStore;
+using ::ratelimit::testing::OpenRocksDbStoreStatus;
 using ::ratelimit::testing::TempDir;
 
 absl::Status Put(StateStore& store, const StateKey& k, State s) {
@@ -41,19 +44,12 @@ class StoreHardeningTest : public ::testing::Test {
  protected:
   std::unique_ptr<RocksDbStateStore> Open(const std::string& path, bool salvage = false,
                                           std::shared_ptr<rocksdb::FileSystem> fs = nullptr) {
-    auto opened = OpenStatus(path, salvage, std::move(fs));
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    return opened.ok() ? *std::move(opened) : nullptr;
+    return OpenRocksDbStore(path, clock_, std::move(fs), salvage);
   }
   absl::StatusOr<std::unique_ptr<RocksDbStateStore>> OpenStatus(
       const std::string& path, bool salvage = false,
       std::shared_ptr<rocksdb::FileSystem> fs = nullptr) {
-    RocksDbStateStoreOptions o;
-    o.path = path;
-    o.clock = &clock_;
-    o.salvage_wal = salvage;
-    o.file_system = std::move(fs);
-    return RocksDbStateStore::Open(o);
+    return OpenRocksDbStoreStatus(path, clock_, std::move(fs), salvage);
   }
 
   TempDir dir_;

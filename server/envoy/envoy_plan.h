@@ -4,7 +4,8 @@
 // The Envoy API's domain types: what the server does with each descriptor of a request (the
 // plan, made from the request by PlanEnvoyRequest in envoy_convert.h) and what came of it (the
 // outcome, made by EvaluateEnvoyPlan in envoy_evaluator.h). No protos: plain values, so the
-// evaluation policy is tested without gRPC. Free functions and plain structs; thread-compatible.
+// evaluation policy is tested without gRPC. Free functions and plain structs (values, owned by
+// whoever holds them); thread-compatible.
 
 #include <cstdint>
 #include <optional>

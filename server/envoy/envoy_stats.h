@@ -13,7 +13,8 @@
 namespace ratelimit {
 
 // Per-rule counters of the Envoy API, named like the reference's
-// (ratelimit.service.rate_limit.<stat key>.<counter>), each counting hits.
+// (ratelimit.service.rate_limit.<stat key>.<counter>), each counting hits. A plain value: not
+// synchronized, copied out of EnvoyStats.
 struct EnvoyRuleCounters {
   uint64_t total_hits = 0;
   uint64_t over_limit = 0;    // hits of over-limit verdicts (shadow ones included)
@@ -25,6 +26,7 @@ struct EnvoyRuleCounters {
 
 // Counters by statistics key (the rule's limit name; per value with detailed_metric).
 //
+// Ownership: owns its counters; Snapshot() returns a copy.
 // Thread safety: thread-safe.
 class EnvoyStats {
  public:

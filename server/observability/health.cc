@@ -70,6 +70,12 @@ ServingState HealthReporter::state() const {
   return state_;
 }
 
+bool HealthReporter::AwaitState(ServingState state, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto reached = [this, state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_ == state; };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
 void HealthReporter::PublishLocked() {
   if (service_ == nullptr) return;
   const bool serving = state_ == ServingState::kServing;

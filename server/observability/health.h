@@ -40,6 +40,9 @@ class HealthReporter {
   void SetStoreHealthy(bool healthy, absl::string_view reason = "");
 
   ServingState state() const;
+  // Blocks until the state is `state`; false when it is not within `timeout`. For tests and
+  // tools that must act on a change made by another thread.
+  bool AwaitState(ServingState state, absl::Duration timeout) const;
 
  private:
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -54,6 +57,10 @@ class HealthReporter {
 
 // Asks the store for its health (StateStore::Health: a probe write, and recovery when it is
 // failing) every `interval` and reports the verdict.
+//
+// Ownership: owns its polling thread (the destructor stops it); the store and the reporter are
+// not owned. Thread safety: ProbeOnce/Start/Stop from the owner's thread; the probes run on the
+// probe's own thread.
 class StoreProbe {
  public:
   // Neither argument is owned; both must outlive the probe.

@@ -33,6 +33,8 @@ struct HttpServerTls {
 // changes, and a pair that does not load (a rotation caught half-way) leaves the previous one in
 // use.
 //
+// Ownership: owns the listening socket and its accept thread; the registry and the health
+// reporter it serves are not owned and must outlive it.
 // Thread safety: Start/Stop from one thread; requests are served on httplib's threads.
 class HttpServer {
  public:

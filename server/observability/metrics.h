@@ -58,6 +58,9 @@ std::vector<std::string> OverflowLabels(const std::vector<std::string>& values, 
 // A family of series of one metric, one per combination of label values. Once `max_series`
 // series exist, further combinations are folded per OverflowLabels, so that client-chosen values
 // (limit names) cannot blow up the cardinality while the other labels keep their meaning.
+//
+// Ownership: owns its series; With() returns references that stay valid for the family's
+// lifetime. Thread safety: thread-safe.
 template <typename T>
 class Family {
  public:
@@ -131,8 +134,11 @@ class Family {
   std::map<std::string, Series> series_ ABSL_GUARDED_BY(mu_);
 };
 
-// Owns metric families and renders them. Families are added at start-up (not thread-safe);
-// recording into them and Render() are thread-safe.
+// Owns metric families and renders them; the references Add* return stay valid for the
+// registry's lifetime, and the functions given to AddGauge/AddCollector/AddCounterFn are kept
+// and called by Render() (what they read must outlive the registry or be removed with it).
+// Thread safety: families are added at start-up (not thread-safe); recording into them and
+// Render() are thread-safe.
 class MetricsRegistry {
  public:
   // `capped_label`: the label folded into "_other" past `max_series` (see OverflowLabels); empty:

@@ -18,6 +18,7 @@
 
 namespace ratelimit {
 
+// The exporter's settings: a plain value, copied into the exporter.
 struct OtlpExporterOptions {
   // Collector address: "https://host:port" is a TLS channel that verifies the collector's
   // certificate (against tls_ca_pem, else the system roots) and its name; "http://host:port" or
@@ -46,7 +47,9 @@ struct OtlpExporterOptions {
 // (opentelemetry.proto.collector.trace.v1.TraceService/Export) from a background thread, in
 // batches by size and delay. Submit never blocks on the network: a full queue drops the span.
 //
-// Thread safety: Submit is thread-safe; Shutdown is called once, by the owner.
+// Ownership: owns the queued spans, its gRPC channel and its background thread; the destructor
+// shuts it down.
+// Thread safety: Submit and stats() are thread-safe; Shutdown is called once, by the owner.
 class OtlpExporter final : public SpanSink {
  public:
   explicit OtlpExporter(OtlpExporterOptions options);

@@ -16,6 +16,9 @@
 namespace ratelimit {
 
 // The service's metric families, registered in a MetricsRegistry.
+//
+// Ownership: the families belong to the registry, which must outlive this object. Thread
+// safety: thread-safe (recording into families is).
 struct ServerMetrics {
   explicit ServerMetrics(MetricsRegistry& registry);
 

@@ -196,6 +196,14 @@ void Span::End() {
 
 std::string Span::TraceIdHex() const { return sink_ ? ToHex(trace_id_.data(), 16) : std::string(); }
 
+bool TraceIdRatioSampled(const TraceId& trace_id, double ratio) {
+  if (ratio >= 1) return true;
+  if (ratio <= 0) return false;
+  uint64_t low = 0;
+  for (int i = 8; i < 16; ++i) low = low << 8 | trace_id[i];
+  return static_cast<double>(low) < ratio * 18446744073709551616.0;
+}
+
 Span Tracer::StartServerSpan(const char* name, const std::optional<TraceContext>& parent) {
   Span span;
   if (parent) {
@@ -207,13 +215,7 @@ Span Tracer::StartServerSpan(const char* name, const std::optional<TraceContext>
   } else {
     if (options_.sample_ratio <= 0) return span;
     RandomNonZero(span.trace_id_);
-    if (options_.sample_ratio < 1) {
-      // Trace-id ratio: the low 8 bytes as an integer, compared with ratio * 2^64.
-      uint64_t low = 0;
-      for (int i = 8; i < 16; ++i) low = low << 8 | span.trace_id_[i];
-      const double bound = options_.sample_ratio * 18446744073709551616.0;
-      if (static_cast<double>(low) >= bound) return span;
-    }
+    if (!TraceIdRatioSampled(span.trace_id_, options_.sample_ratio)) return span;
     span.flags_ = 1;
   }
   RandomNonZero(span.span_id_);

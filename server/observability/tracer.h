@@ -16,6 +16,9 @@ enum class SpanKind { kInternal = 1, kServer = 2 };
 
 // Receives finished spans, each an encoded opentelemetry.proto.trace.v1.Span message. Submit
 // must not block: it is called on the request path.
+//
+// Ownership: Submit takes the span. Thread safety: implementations must be thread-safe (spans
+// end on every request thread).
 class SpanSink {
  public:
   virtual ~SpanSink() = default;
@@ -27,6 +30,9 @@ class SpanSink {
 // and End() appends the span's ids, name, kind, times and status, so the finished span is one
 // string, ready to be sent without another conversion. Move-only; End() hands it to the sink
 // once.
+//
+// Ownership: owns its attributes; the sink and clock belong to the Tracer that started it, which
+// must outlive it. Thread safety: thread-compatible (one call's thread at a time).
 class Span {
  public:
   Span() = default;  // no-op
@@ -81,6 +87,11 @@ struct TracerOptions {
   // with a traceparent follows the caller's sampled flag. Default 1.
   double sample_ratio = 1.0;
 };
+
+// The trace-id ratio sampler's decision for a new trace: sampled when the low 8 bytes of
+// `trace_id`, read as a big-endian integer, are below `ratio` * 2^64. A ratio of 1 or more samples
+// every trace, 0 or less none. Pure: the same id and ratio always give the same answer.
+bool TraceIdRatioSampled(const TraceId& trace_id, double ratio);
 
 // Starts spans and decides sampling (parent-based, else trace-id ratio, like OpenTelemetry's
 // parentbased_traceidratio sampler).

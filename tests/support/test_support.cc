@@ -1,7 +1,10 @@
 #include "tests/support/test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +38,23 @@ void WriteFileAtomically(const std::string& path, const std::string& contents) {
     std::abort();
   }
 }
+
+RefusingPort::RefusingPort() {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::perror("RefusingPort");
+    std::abort();
+  }
+  port_ = ntohs(addr.sin_port);
+}
+
+RefusingPort::~RefusingPort() { close(fd_); }
 
 absl::Status FailingStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
   if (absl::Status e = Error(); !e.ok()) return e;

@@ -42,6 +42,14 @@ absl::Status ToStatus(const absl::StatusOr<T>& s) {
 inline constexpr int64_t kSecond = 1000000;
 inline constexpr int64_t kMinute = 60 * kSecond;
 
+// A limits file defining "api": a token bucket of 2 per second.
+inline constexpr char kApiLimits[] = R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: 2
+    period: 1s
+)";
+
 // A clock that moves only when told to.
 class FakeClock final : public Clock {
  public:
@@ -85,6 +93,24 @@ class TempDir {
 // binary when it cannot, since every test relying on it would fail for an unrelated reason.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// A loopback port that refuses connections for as long as this object lives: a socket bound to
+// it (so nothing else can take the port) that never listens, so every connection attempt is
+// refused at once. For tests of a peer that is down. Aborts the test binary when it cannot bind.
+class RefusingPort {
+ public:
+  RefusingPort();
+  ~RefusingPort();
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+  // "127.0.0.1:<port>".
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // Wraps a StateStore and fails every call with `error` while failing() is set.
 class FailingStateStore final : public StateStore {
  public:
@@ -125,7 +151,10 @@ std::string BinaryPath(const std::string& name);
 std::pair<int, std::string> RunCommand(const std::string& command);
 
 // Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held. For
-// waiting on another thread or process: tests assert the condition, never the time it took.
+// waiting on what cannot notify the test: a child process, or a background job of a library (a
+// RocksDB compaction). Work of our own threads is awaited on a condition instead (a
+// notification, HealthReporter::AwaitState, ReloadRecorder). Tests assert the condition, never
+// the time it took.
 template <typename F>
 bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
   const absl::Time deadline = absl::Now() + timeout;

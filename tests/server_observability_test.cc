@@ -1,40 +1,39 @@
-// The server's traces, metrics, health and logs, observed from outside: an in-test OTLP
-// collector, scrapes of /metrics (checked exactly and by promtool), /healthz and grpc.health.v1.
+// The server's traces, metrics and health, observed from outside an in-process server: an
+// in-test OTLP collector, scrapes of /metrics (checked exactly and by promtool), /healthz and
+// grpc.health.v1. Real-process tests are in observability_process_test.cc.
 #include <cstdio>
 #include <fstream>
 #include <thread>
 
 #include <filesystem>
 
+#include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "httplib.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
 #include "tests/support/fake_collector.h"
+#include "tests/support/reload_recorder.h"
+#include "tests/support/server_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
-using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FailingStateStore;
-using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FakeCollector;
+using ::ratelimit::testing::GrpcHealth;
+using ::ratelimit::testing::HttpGet;
+using ::ratelimit::testing::InProcessServerTest;
+using ::ratelimit::testing::kApiLimits;
+using ::ratelimit::testing::RefusingPort;
+using ::ratelimit::testing::ReloadRecorder;
 using ::ratelimit::testing::RunCommand;
-using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 namespace otlp = ::opentelemetry::proto::trace::v1;
 
-constexpr char kLimits[] = R"(limits:
-  - name: api
-    kind: token_bucket
-    rate: 2
-    period: 1s
-)";
 constexpr char kTraceparent[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 constexpr char kCallerTraceId[] = "0af7651916cd43dd8448eb211c80319c";
 
@@ -50,23 +49,14 @@ const opentelemetry::proto::common::v1::AnyValue* Attr(const otlp::Span& span,
   return nullptr;
 }
 
-class TelemetryServerTest : public ::testing::Test {
+class TelemetryServerTest : public InProcessServerTest {
  protected:
   void Start(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr) {
-    WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
-    options.listen_address = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
     options.data_dir = dir_.File("data");
-    options.limits_file = dir_.File("limits.yaml");
     options.admin_token = "tok";
-    options.health_probe_interval = absl::Milliseconds(10);
     if (options.otel_resource.empty()) options.otel_resource = {{"service.name", "rl-test"}};
     options.otel_exporter.batch_delay = absl::Milliseconds(10);
-    auto server = RateLimitServer::Start(options, clock_, std::move(store));
-    ASSERT_OK(server);
-    server_ = *std::move(server);
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
-                                   grpc::InsecureChannelCredentials());
+    StartServer(std::move(options), std::move(store));
     stub_ = v1::RateLimitService::NewStub(channel_);
   }
 
@@ -81,17 +71,6 @@ class TelemetryServerTest : public ::testing::Test {
     return stub_->Consume(&ctx, MakeRequest("api", key), out ? out : &response);
   }
 
-  std::pair<int, std::string> Get(const std::string& path) {
-    httplib::Client http("127.0.0.1", server_->metrics_port());
-    auto res = http.Get(path);
-    if (!res) return {-1, ""};
-    return {res->status, res->body};
-  }
-
-  TempDir dir_;
-  FakeClock clock_;
-  std::unique_ptr<RateLimitServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
 };
 
@@ -179,8 +158,9 @@ TEST_F(TelemetryServerTest, RatioZeroSamplesNoNewTrace) {
 }
 
 TEST_F(TelemetryServerTest, RequestsKeepSucceedingWhileTheCollectorIsDown) {
+  RefusingPort down;  // the collector: refuses connections
   ServerOptions o;
-  o.otel_endpoint = "127.0.0.1:1";  // refuses connections
+  o.otel_endpoint = down.target();
   o.otel_exporter.max_queue = 64;
   o.otel_exporter.initial_backoff = absl::Seconds(30);  // the exporter is stuck retrying
   o.otel_exporter.max_attempts = 100;
@@ -191,7 +171,7 @@ TEST_F(TelemetryServerTest, RequestsKeepSucceedingWhileTheCollectorIsDown) {
   }
   // 1000 spans: at most one batch in the exporter's hands plus a full queue; the rest dropped.
   EXPECT_GE(server_->exporter()->stats().dropped, 1000u - 64 - 512);
-  const std::string metrics = Get("/metrics").second;
+  const std::string metrics = Http("/metrics").second;
   EXPECT_NE(metrics.find("ratelimit_trace_spans_dropped_total "), std::string::npos);
   EXPECT_EQ(metrics.find("ratelimit_trace_spans_dropped_total 0\n"), std::string::npos);
 }
@@ -222,12 +202,9 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
 
   // The health probe (every 10 ms) may have run while the store was failing: ratelimit_up is 1
   // again from the first probe after it heals. Wait for that probe, not for an amount of time.
-  std::string text;
-  ASSERT_TRUE(Eventually([&] {
-    auto [status, body] = Get("/metrics");
-    text = body;
-    return status == 200 && text.find("ratelimit_up 1\n") != std::string::npos;
-  })) << text;
+  ASSERT_TRUE(server_->health().AwaitState(ServingState::kServing, absl::Seconds(60)));
+  const auto [scrape_status, text] = Http("/metrics");
+  ASSERT_EQ(scrape_status, 200);
   for (const char* line : {
            "ratelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 2\n",
            "ratelimit_decisions_total{limit=\"api\",outcome=\"denied\"} 1\n",
@@ -253,23 +230,22 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
 TEST_F(TelemetryServerTest, ConfigReloadsAndRocksDbGaugesAreExposed) {
   ServerOptions o;
   o.limits_reload_interval = absl::Milliseconds(10);
+  ReloadRecorder reloads;
+  o.on_config_reload = reloads.Callback();
   Start(o);
   ASSERT_TRUE(Consume("u1").ok());
   WriteFileAtomically(dir_.File("limits.yaml"), "limits: [oops");
-  ASSERT_TRUE(Eventually([&] {
-    return Get("/metrics")
-               .second.find(
-                   "ratelimit_config_reloads_total{config=\"limits\",result=\"failed\"} 1\n") !=
-           std::string::npos;
-  }));
-  WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
-  ASSERT_TRUE(Eventually([&] {
-    return Get("/metrics")
-               .second.find(
-                   "ratelimit_config_reloads_total{config=\"limits\",result=\"ok\"} 1\n") !=
-           std::string::npos;
-  }));
-  const std::string text = Get("/metrics").second;
+  ASSERT_TRUE(reloads.WaitFor("limits", /*ok=*/false));
+  EXPECT_NE(
+      Http("/metrics")
+          .second.find("ratelimit_config_reloads_total{config=\"limits\",result=\"failed\"} 1\n"),
+      std::string::npos);
+  WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);
+  ASSERT_TRUE(reloads.WaitFor("limits", /*ok=*/true));
+  const std::string text = Http("/metrics").second;
+  EXPECT_NE(text.find("ratelimit_config_reloads_total{config=\"limits\",result=\"ok\"} 1\n"),
+            std::string::npos)
+      << text;
   for (const char* name :
        {"ratelimit_store_live_states ", "ratelimit_rocksdb_pending_compaction_bytes ",
         "ratelimit_rocksdb_memtable_bytes ", "ratelimit_rocksdb_write_stopped 0\n",
@@ -297,6 +273,8 @@ descriptors:
   o.envoy_config_dir = dir_.File("envoy");
   o.otel_endpoint = collector.target();
   o.limits_reload_interval = absl::Milliseconds(10);
+  ReloadRecorder reloads;
+  o.on_config_reload = reloads.Callback();
   Start(o);
   auto envoy = ::envoy::service::ratelimit::v3::RateLimitService::NewStub(channel_);
   auto call = [&](const char* key, const char* value) {
@@ -327,14 +305,10 @@ descriptors:
   EXPECT_EQ(Attr(spans[3], "ratelimit.decision")->string_value(), "denied");
 
   WriteFileAtomically(dir_.File("envoy/edge.yaml"), "domain: edge\nbogus: 1\n");
-  ASSERT_TRUE(Eventually([&] {
-    return Get("/metrics")
-               .second.find(
-                   "ratelimit_config_reloads_total{config=\"envoy\",result=\"failed\"} 1\n") !=
-           std::string::npos;
-  }));
-  const std::string text = Get("/metrics").second;
+  ASSERT_TRUE(reloads.WaitFor("envoy", /*ok=*/false));
+  const std::string text = Http("/metrics").second;
   for (const char* line : {
+           "ratelimit_config_reloads_total{config=\"envoy\",result=\"failed\"} 1\n",
            "ratelimit_rpcs_total{method=\"ShouldRateLimit\",code=\"OK\"} 4\n",
            "ratelimit_decisions_total{limit=\"edge.user\",outcome=\"allowed\"} 1\n",
            "ratelimit_decisions_total{limit=\"edge.user\",outcome=\"denied\"} 1\n",
@@ -349,30 +323,21 @@ descriptors:
 
 // ---- Health -------------------------------------------------------------------------------
 
-grpc::health::v1::HealthCheckResponse::ServingStatus GrpcHealth(grpc::Channel* channel) {
-  auto stub = grpc::health::v1::Health::NewStub(
-      std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
-  grpc::ClientContext ctx;
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service("ratelimit.v1.RateLimitService");
-  grpc::health::v1::HealthCheckResponse resp;
-  if (!stub->Check(&ctx, req, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  return resp.status();
-}
-
 TEST_F(TelemetryServerTest, HealthFollowsTheStore) {
   auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   FailingStateStore* failing = store.get();
   Start({}, std::move(store));
   using HS = grpc::health::v1::HealthCheckResponse;
-  EXPECT_EQ(GrpcHealth(channel_.get()), HS::SERVING);
-  EXPECT_EQ(Get("/healthz"), std::make_pair(200, std::string("SERVING\n")));
+  EXPECT_EQ(GrpcHealth(channel_), HS::SERVING);
+  EXPECT_EQ(Http("/healthz"), std::make_pair(200, std::string("SERVING\n")));
   failing->FailWith(absl::UnavailableError("disk gone"));
-  ASSERT_TRUE(Eventually([&] { return GrpcHealth(channel_.get()) == HS::NOT_SERVING; }));
-  EXPECT_EQ(Get("/healthz"), std::make_pair(503, std::string("STORE_FAILING\n")));
+  ASSERT_TRUE(server_->health().AwaitState(ServingState::kStoreFailing, absl::Seconds(60)));
+  EXPECT_EQ(GrpcHealth(channel_), HS::NOT_SERVING);
+  EXPECT_EQ(Http("/healthz"), std::make_pair(503, std::string("STORE_FAILING\n")));
   failing->Heal();
-  ASSERT_TRUE(Eventually([&] { return GrpcHealth(channel_.get()) == HS::SERVING; }));
-  EXPECT_EQ(Get("/healthz").first, 200);
+  ASSERT_TRUE(server_->health().AwaitState(ServingState::kServing, absl::Seconds(60)));
+  EXPECT_EQ(GrpcHealth(channel_), HS::SERVING);
+  EXPECT_EQ(Http("/healthz").first, 200);
 }
 
 // A store whose calls wait while its gate is closed: a store that is slow to come up, or a
@@ -400,10 +365,11 @@ class GatedStore final : public StateStore {
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
     return inner_.DeleteAll(source, name);
   }
-  // Calls waiting at the gate now.
-  int waiting() {
+  // Blocks until `n` calls wait at the gate; false when they do not within `timeout`.
+  bool AwaitWaiting(int n, absl::Duration timeout = absl::Seconds(60)) {
     absl::MutexLock l(&mu_);
-    return waiting_;
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiting_ == n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
   }
 
  private:
@@ -414,8 +380,8 @@ class GatedStore final : public StateStore {
     --waiting_;
   }
   absl::Mutex mu_;
-  bool open_ = true;
-  int waiting_ = 0;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;
   MemoryStateStore inner_;
 };
 
@@ -423,7 +389,7 @@ TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
   auto store = std::make_unique<GatedStore>();
   GatedStore* gate = store.get();
   gate->CloseGate();  // the start-up probe waits: the server is "starting"
-  WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
+  WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);
   ServerOptions o;
   o.listen_address = "127.0.0.1:0";
   o.metrics_listen = "127.0.0.1:0";
@@ -431,15 +397,15 @@ TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
   o.shutdown_grace = absl::Seconds(60);
   o.health_probe_interval = absl::Hours(1);  // only the start-up probe touches the gate
   std::atomic<int> metrics_port{0};
-  o.on_metrics_listening = [&](int port) { metrics_port = port; };
+  absl::Notification listening;
+  o.on_metrics_listening = [&](int port) {
+    metrics_port = port;
+    listening.Notify();
+  };
   absl::StatusOr<std::unique_ptr<RateLimitServer>> started;
   std::thread starter([&] { started = RateLimitServer::Start(o, clock_, std::move(store)); });
-  ASSERT_TRUE(Eventually([&] { return metrics_port.load() != 0; }));
-  auto healthz = [&] {
-    httplib::Client http("127.0.0.1", metrics_port.load());
-    auto res = http.Get("/healthz");
-    return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string());
-  };
+  ASSERT_TRUE(listening.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  auto healthz = [&] { return HttpGet(metrics_port.load(), "/healthz"); };
   EXPECT_EQ(healthz(), std::make_pair(503, std::string("STARTING\n")));
   gate->OpenGate();
   starter.join();
@@ -452,114 +418,15 @@ TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
   gate->CloseGate();
   absl::StatusOr<v1::RateLimitResponse> in_flight;
   std::thread caller([&] { in_flight = client->Consume(MakeRequest("api", "u1")); });
-  ASSERT_TRUE(Eventually([&] { return gate->waiting() == 1; }));  // inside the store
+  ASSERT_TRUE(gate->AwaitWaiting(1));  // inside the store
   std::thread stopper([&] { (*started)->Shutdown(); });
-  ASSERT_TRUE(Eventually([&] { return healthz().second == "DRAINING\n"; }));
-  EXPECT_EQ(healthz().first, 503);
+  ASSERT_TRUE((*started)->health().AwaitState(ServingState::kDraining, absl::Seconds(60)));
+  EXPECT_EQ(healthz(), std::make_pair(503, std::string("DRAINING\n")));
   gate->OpenGate();
   stopper.join();
   caller.join();
   ASSERT_OK(in_flight);
   EXPECT_TRUE(in_flight->allowed());
-}
-
-// Records what the reporter publishes to gRPC's health service.
-class RecordingHealthService final : public grpc::HealthCheckServiceInterface {
- public:
-  void SetServingStatus(const std::string& service, bool serving) override {
-    log.push_back(service + (serving ? ":SERVING" : ":NOT_SERVING"));
-  }
-  void SetServingStatus(bool serving) override { SetServingStatus("", serving); }
-  void Shutdown() override {}
-  std::vector<std::string> log;
-};
-
-TEST(HealthReporterTest, StartingServingStoreFailingDraining) {
-  RecordingHealthService grpc_health;
-  HealthReporter health;
-  health.Attach(&grpc_health, {""});
-  EXPECT_EQ(health.state(), ServingState::kStarting);
-  health.SetStoreHealthy(true);  // no effect while starting
-  EXPECT_EQ(health.state(), ServingState::kStarting);
-  health.SetServing();
-  EXPECT_EQ(health.state(), ServingState::kServing);
-  health.SetStoreHealthy(false);
-  EXPECT_EQ(health.state(), ServingState::kStoreFailing);
-  health.SetStoreHealthy(true);
-  EXPECT_EQ(health.state(), ServingState::kServing);
-  health.SetDraining();
-  EXPECT_EQ(health.state(), ServingState::kDraining);
-  health.SetServing();  // draining is final
-  health.SetStoreHealthy(true);
-  EXPECT_EQ(health.state(), ServingState::kDraining);
-  EXPECT_EQ(grpc_health.log, (std::vector<std::string>{":NOT_SERVING", ":SERVING", ":NOT_SERVING",
-                                                       ":SERVING", ":NOT_SERVING"}));
-}
-
-TEST(HealthProcessTest, DrainingIsNotServingUntilExit) {
-  // A real server: SIGTERM while a watcher streams grpc.health.v1 status: the stream reports
-  // NOT_SERVING before the process exits.
-  TempDir dir;
-  WriteFileAtomically(dir.File("limits.yaml"), kLimits);
-  auto server = ServerProcess::Start(
-      {"--data_dir=" + dir.File("data"), "--limits_file=" + dir.File("limits.yaml")}, dir.path());
-  ASSERT_OK(server);
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  grpc::health::v1::HealthCheckRequest req;
-  auto reader = stub->Watch(&ctx, req);
-  grpc::health::v1::HealthCheckResponse resp;
-  ASSERT_TRUE(reader->Read(&resp));
-  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
-  ::kill((*server)->pid(), SIGTERM);
-  std::vector<int> seen;
-  while (reader->Read(&resp)) seen.push_back(resp.status());
-  ASSERT_FALSE(seen.empty());
-  EXPECT_EQ(seen.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  (*server)->StopWith(SIGTERM);
-}
-
-// ---- Logs ---------------------------------------------------------------------------------
-
-TEST(LogProcessTest, JsonLinesCarryTheTraceIdOfRequestScopedEvents) {
-  TempDir dir;
-  WriteFileAtomically(dir.File("limits.yaml"), kLimits);
-  WriteFileAtomically(dir.File("token"), "tok\n");
-  FakeCollector collector;
-  auto server = ServerProcess::Start(
-      {"--data_dir=" + dir.File("data"), "--limits_file=" + dir.File("limits.yaml"),
-       "--admin_token_file=" + dir.File("token"), "--log_format=json",
-       "--otel_endpoint=" + collector.target()},
-      dir.path());
-  ASSERT_OK(server);
-  auto stub = v1::RateLimitService::NewStub(
-      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", "Bearer tok");
-  ctx.AddMetadata("traceparent", kTraceparent);
-  v1::ResetRequest req;
-  req.set_name("api");
-  req.set_key("u1");
-  v1::ResetResponse resp;
-  ASSERT_TRUE(stub->Reset(&ctx, req, &resp).ok());
-  const std::string log = (*server)->Stderr();
-  EXPECT_NE(log.find("\"level\":\"INFO\",\"msg\":\"listening\""), std::string::npos) << log;
-  EXPECT_NE(log.find(std::string("\"msg\":\"reset\",\"peer\":\"ipv4:127.0.0.1:")),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find(std::string("\"trace_id\":\"") + kCallerTraceId + "\""), std::string::npos)
-      << log;
-  // Every line is one JSON object.
-  size_t start = 0;
-  while (start < log.size()) {
-    const size_t end = log.find('\n', start);
-    const std::string line = log.substr(start, end - start);
-    EXPECT_EQ(line.front(), '{') << line;
-    EXPECT_EQ(line.back(), '}') << line;
-    start = end == std::string::npos ? log.size() : end + 1;
-  }
-  ASSERT_TRUE(collector.WaitForSpans(2));
 }
 
 }  // namespace

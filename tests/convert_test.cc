@@ -1,0 +1,318 @@
+// The ratelimit.v1 conversions on their own (server/convert.cc): resolving a request's limits to
+// their definitions, and a verdict to the response. Pure functions, no server.
+#include "server/convert.h"
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kSecond = ::ratelimit::testing::kSecond;
+
+LimitConfig Bucket(double rate, int64_t period_us = kSecond) {
+  LimitConfig c;
+  c.kind = LimitKind::kTokenBucket;
+  c.rate = rate;
+  c.period_us = period_us;
+  return c;
+}
+
+LimitSet Defined() {
+  LimitSet set;
+  set.limits.emplace("api", Bucket(10));
+  return set;
+}
+
+v1::LimitRequest* AddLimit(v1::RateLimitRequest& request, const std::string& name,
+                           const std::string& key) {
+  v1::LimitRequest* l = request.add_limits();
+  l->set_name(name);
+  l->set_key(key);
+  return l;
+}
+
+void SetInlineBucket(v1::LimitRequest* l, double rate, int64_t period_seconds = 1) {
+  v1::LimitConfig* c = l->mutable_config();
+  c->set_kind(v1::TOKEN_BUCKET);
+  c->set_rate(rate);
+  c->mutable_period()->set_seconds(period_seconds);
+}
+
+// ---- ResolveRequest -----------------------------------------------------------------------
+
+TEST(ResolveRequestTest, DefinedNamesTakeTheServersConfig) {
+  v1::RateLimitRequest request;
+  AddLimit(request, "api", "u1");
+  auto resolved = ResolveRequest(request, Defined());
+  ASSERT_OK(resolved);
+  ASSERT_EQ(resolved->size(), 1u);
+  const LimitRequest& r = (*resolved)[0];
+  EXPECT_EQ(r.name, "api");
+  EXPECT_EQ(r.key, "u1");
+  EXPECT_EQ(r.source, LimitSource::kDefined);
+  EXPECT_TRUE(r.config == Bucket(10));
+}
+
+TEST(ResolveRequestTest, CountDefaultsToOne) {
+  v1::RateLimitRequest request;
+  AddLimit(request, "api", "u1");
+  AddLimit(request, "api", "u2")->set_count(2.5);
+  auto resolved = ResolveRequest(request, Defined());
+  ASSERT_OK(resolved);
+  EXPECT_EQ((*resolved)[0].count, 1);
+  EXPECT_EQ((*resolved)[1].count, 2.5);
+}
+
+TEST(ResolveRequestTest, InlineNamesTakeTheirOwnConfig) {
+  v1::RateLimitRequest request;
+  SetInlineBucket(AddLimit(request, "mine", "k"), 3, 60);
+  auto resolved = ResolveRequest(request, Defined());
+  ASSERT_OK(resolved);
+  const LimitRequest& r = (*resolved)[0];
+  EXPECT_EQ(r.source, LimitSource::kInline);
+  EXPECT_TRUE(r.config == Bucket(3, 60 * kSecond));
+}
+
+TEST(ResolveRequestTest, AnInlineConfigForADefinedNameIsRefused) {
+  v1::RateLimitRequest request;
+  AddLimit(request, "api", "u1");
+  SetInlineBucket(AddLimit(request, "api", "u2"), 3);
+  auto resolved = ResolveRequest(request, Defined());
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(resolved.status().message(), HasSubstr("limits[1].config"));
+}
+
+TEST(ResolveRequestTest, UnknownNamesAreNotFound) {
+  v1::RateLimitRequest request;
+  AddLimit(request, "api", "u1");
+  AddLimit(request, "nope", "u1");
+  auto resolved = ResolveRequest(request, Defined());
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(resolved.status().message(), HasSubstr("limits[1].name"));
+  EXPECT_THAT(resolved.status().message(), HasSubstr("\"nope\""));
+}
+
+TEST(ResolveRequestTest, InlineLimitsDenyRefusesInlineConfigsOnly) {
+  v1::RateLimitRequest defined;
+  AddLimit(defined, "api", "u1");
+  EXPECT_OK(ResolveRequest(defined, Defined(), InlineLimits::kDeny));
+
+  v1::RateLimitRequest request;
+  AddLimit(request, "api", "u1");
+  SetInlineBucket(AddLimit(request, "mine", "k"), 3);
+  EXPECT_OK(ResolveRequest(request, Defined(), InlineLimits::kAllow));
+  auto denied = ResolveRequest(request, Defined(), InlineLimits::kDeny);
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(denied.status().message(), HasSubstr("limits[1].config"));
+  EXPECT_THAT(denied.status().message(), HasSubstr("--inline_limits=deny"));
+}
+
+TEST(ResolveRequestTest, TheSameInlineNameAndKeyTwiceMustCarryOneConfig) {
+  v1::RateLimitRequest same;
+  SetInlineBucket(AddLimit(same, "mine", "k"), 3);
+  SetInlineBucket(AddLimit(same, "mine", "k"), 3);
+  auto ok = ResolveRequest(same, Defined());
+  ASSERT_OK(ok);
+  EXPECT_EQ(ok->size(), 2u);
+
+  // Another key, or another name, may carry another config.
+  v1::RateLimitRequest other_key;
+  SetInlineBucket(AddLimit(other_key, "mine", "k"), 3);
+  SetInlineBucket(AddLimit(other_key, "mine", "j"), 4);
+  SetInlineBucket(AddLimit(other_key, "yours", "k"), 5);
+  EXPECT_OK(ResolveRequest(other_key, Defined()));
+
+  v1::RateLimitRequest different;
+  SetInlineBucket(AddLimit(different, "mine", "k"), 3);
+  AddLimit(different, "api", "k");
+  SetInlineBucket(AddLimit(different, "mine", "k"), 4);
+  auto refused = ResolveRequest(different, Defined());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("limits[2].config"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("limits[0]"));
+}
+
+TEST(ResolveRequestTest, BadInputIsInvalidArgumentNamingTheField) {
+  v1::RateLimitRequest empty;
+  EXPECT_EQ(ResolveRequest(empty, Defined()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ResolveRequest(empty, Defined()).status().message(), HasSubstr("limits"));
+
+  v1::RateLimitRequest too_many;
+  for (int i = 0; i <= kMaxLimitsPerRequest; ++i) AddLimit(too_many, "api", "u");
+  EXPECT_EQ(ResolveRequest(too_many, Defined()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  struct Case {
+    std::function<void(v1::RateLimitRequest&)> build;
+    const char* field;
+  };
+  const Case cases[] = {
+      {[](v1::RateLimitRequest& r) { AddLimit(r, "", "u"); }, "limits[0].name"},
+      {[](v1::RateLimitRequest& r) { AddLimit(r, "api", ""); }, "limits[0].key"},
+      {[](v1::RateLimitRequest& r) { AddLimit(r, "api", "u")->set_count(0); }, "limits[0].count"},
+      {[](v1::RateLimitRequest& r) {
+         AddLimit(r, "api", "u");
+         AddLimit(r, "api", "u")->set_count(-1);
+       },
+       "limits[1].count"},
+      {[](v1::RateLimitRequest& r) {
+         v1::LimitRequest* l = AddLimit(r, "mine", "u");
+         SetInlineBucket(l, 3);
+         l->mutable_config()->set_kind(v1::KIND_UNSPECIFIED);
+       },
+       "limits[0].config.kind"},
+      {[](v1::RateLimitRequest& r) {
+         v1::LimitRequest* l = AddLimit(r, "mine", "u");
+         SetInlineBucket(l, 3);
+         l->mutable_config()->clear_period();
+       },
+       "limits[0].config.period"},
+      {[](v1::RateLimitRequest& r) {
+         v1::LimitRequest* l = AddLimit(r, "mine", "u");
+         SetInlineBucket(l, 3);
+         l->mutable_config()->mutable_period()->set_nanos(-5);
+       },
+       "limits[0].config.period"},
+  };
+  for (const Case& c : cases) {
+    v1::RateLimitRequest request;
+    c.build(request);
+    auto resolved = ResolveRequest(request, Defined());
+    EXPECT_EQ(resolved.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(resolved.status().message(), HasSubstr(c.field));
+  }
+}
+
+// ---- VerdictToProto -----------------------------------------------------------------------
+
+std::vector<LimitRequest> TwoLimits() {
+  LimitRequest a{"a", "k1", Bucket(10), 1, LimitSource::kDefined};
+  LimitRequest b{"b", "k2", Bucket(4), 1, LimitSource::kInline};
+  b.config.capacity = 6;
+  return {a, b};
+}
+
+TEST(VerdictToProtoTest, ResultsFollowTheRequestOrder) {
+  Verdict v;
+  v.allowed = true;
+  v.now_us = 100 * kSecond;
+  v.decisions.resize(2);
+  v.decisions[0].allowed = true;
+  v.decisions[0].value = 9;
+  v.decisions[1].allowed = true;
+  v.decisions[1].value = 5.5;
+  v1::RateLimitResponse response;
+  VerdictToProto(v, TwoLimits(), &response);
+  EXPECT_TRUE(response.allowed());
+  EXPECT_EQ(response.denied_by(), -1);
+  EXPECT_EQ(response.reason(), v1::DENY_REASON_UNSPECIFIED);
+  EXPECT_FALSE(response.has_retry_at());
+  EXPECT_FALSE(response.has_retry_after());
+  ASSERT_EQ(response.results_size(), 2);
+  EXPECT_EQ(response.results(0).name(), "a");
+  EXPECT_EQ(response.results(0).key(), "k1");
+  EXPECT_TRUE(response.results(0).allowed());
+  EXPECT_EQ(response.results(0).value(), 9);
+  EXPECT_EQ(response.results(0).capacity(), 10);
+  EXPECT_FALSE(response.results(0).has_retry_at());
+  EXPECT_EQ(response.results(1).name(), "b");
+  EXPECT_EQ(response.results(1).key(), "k2");
+  EXPECT_EQ(response.results(1).value(), 5.5);
+  EXPECT_EQ(response.results(1).capacity(), 6);
+  EXPECT_FALSE(response.failed_open());
+}
+
+TEST(VerdictToProtoTest, DeniedByReasonAndRetryTimes) {
+  Verdict v;
+  v.allowed = false;
+  v.now_us = 100 * kSecond;
+  v.decisions.resize(2);
+  v.decisions[0].allowed = true;
+  v.decisions[0].value = 3;
+  v.decisions[1].allowed = false;
+  v.decisions[1].reason = DenyReason::kInsufficientTokens;
+  v.decisions[1].value = 0.25;
+  v.decisions[1].retry_at_us = 102 * kSecond + 500000;
+  v.denied_by = 1;
+  v.retry_at_us = 102 * kSecond + 500000;
+  v1::RateLimitResponse response;
+  VerdictToProto(v, TwoLimits(), &response);
+  EXPECT_FALSE(response.allowed());
+  EXPECT_EQ(response.denied_by(), 1);
+  EXPECT_EQ(response.reason(), v1::INSUFFICIENT_TOKENS);
+  EXPECT_EQ(response.retry_at().seconds(), 102);
+  EXPECT_EQ(response.retry_at().nanos(), 500000000);
+  EXPECT_EQ(response.retry_after().seconds(), 2);
+  EXPECT_EQ(response.retry_after().nanos(), 500000000);
+  EXPECT_EQ(response.results(0).reason(), v1::DENY_REASON_UNSPECIFIED);
+  EXPECT_FALSE(response.results(0).has_retry_after());
+  EXPECT_FALSE(response.results(1).allowed());
+  EXPECT_EQ(response.results(1).reason(), v1::INSUFFICIENT_TOKENS);
+  EXPECT_EQ(response.results(1).value(), 0.25);
+  EXPECT_EQ(response.results(1).retry_at().seconds(), 102);
+  EXPECT_EQ(response.results(1).retry_after().seconds(), 2);
+  EXPECT_EQ(response.results(1).retry_after().nanos(), 500000000);
+}
+
+TEST(VerdictToProtoTest, EveryDenyReasonMapsToItsProtoValue) {
+  const std::pair<DenyReason, v1::DenyReason> reasons[] = {
+      {DenyReason::kInsufficientTokens, v1::INSUFFICIENT_TOKENS},
+      {DenyReason::kCountExceedsCapacity, v1::COUNT_EXCEEDS_CAPACITY},
+      {DenyReason::kMaxReservedExceeded, v1::MAX_RESERVED_EXCEEDED},
+  };
+  for (const auto& [reason, proto] : reasons) {
+    Verdict v;
+    v.decisions.resize(2);
+    v.decisions[0].reason = reason;
+    v.denied_by = 0;
+    v1::RateLimitResponse response;
+    VerdictToProto(v, TwoLimits(), &response);
+    EXPECT_EQ(response.reason(), proto);
+    EXPECT_EQ(response.results(0).reason(), proto);
+  }
+}
+
+TEST(VerdictToProtoTest, ARetryTimeInThePastGivesAZeroRetryAfter) {
+  Verdict v;
+  v.allowed = true;  // a reservation whose time has come
+  v.now_us = 100 * kSecond;
+  v.decisions.resize(2);
+  v.decisions[0].allowed = true;
+  v.decisions[0].retry_at_us = 99 * kSecond;
+  v.decisions[1].allowed = true;
+  v.decisions[1].retry_at_us = 101 * kSecond;
+  v.retry_at_us = 99 * kSecond;
+  v1::RateLimitResponse response;
+  VerdictToProto(v, TwoLimits(), &response);
+  EXPECT_EQ(response.retry_at().seconds(), 99);
+  ASSERT_TRUE(response.has_retry_after());
+  EXPECT_EQ(response.retry_after().seconds(), 0);
+  EXPECT_EQ(response.retry_after().nanos(), 0);
+  EXPECT_EQ(response.results(0).retry_after().seconds(), 0);
+  EXPECT_EQ(response.results(0).retry_after().nanos(), 0);
+  EXPECT_EQ(response.results(1).retry_after().seconds(), 1);
+}
+
+TEST(VerdictToProtoTest, FailedOpenAllowsEveryLimit) {
+  v1::RateLimitResponse response;
+  FailedOpenToProto(TwoLimits(), &response);
+  EXPECT_TRUE(response.allowed());
+  EXPECT_TRUE(response.failed_open());
+  EXPECT_EQ(response.denied_by(), -1);
+  ASSERT_EQ(response.results_size(), 2);
+  EXPECT_EQ(response.results(1).name(), "b");
+  EXPECT_TRUE(response.results(1).allowed());
+  EXPECT_EQ(response.results(1).capacity(), 6);
+}
+
+}  // namespace
+}  // namespace ratelimit
