@@ -27,7 +27,6 @@ using ::ratelimit::testing::HiredisConnection;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisStandalone;
-using ::ratelimit::testing::TempDir;
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
@@ -152,8 +151,9 @@ TEST(RedisLibraryTest, VersionInTheCodeMatchesTheConstant) {
 class RedisLuaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisServerInstalled()) GTEST_SKIP() << "redis-server is not installed";
-    auto server = RedisStandalone::Start(dir_.path());
+    ASSERT_TRUE(RedisServerInstalled())
+        << "redis-server is required (scripts/setup.sh installs it)";
+    auto server = RedisStandalone::Start();
     ASSERT_OK(server);
     server_ = *std::move(server);
     auto connection = server_->Connect();
@@ -189,7 +189,6 @@ class RedisLuaTest : public ::testing::Test {
     return s;
   }
 
-  TempDir dir_;
   std::unique_ptr<RedisStandalone> server_;
   std::unique_ptr<HiredisConnection> redis_;
 };

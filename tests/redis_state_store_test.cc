@@ -20,7 +20,6 @@ using ::ratelimit::testing::HiredisConnection;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisStandalone;
-using ::ratelimit::testing::TempDir;
 
 LimitConfig Bucket(double rate, int64_t period_us) {
   LimitConfig c;
@@ -32,8 +31,9 @@ LimitConfig Bucket(double rate, int64_t period_us) {
 class RedisStateStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisServerInstalled()) GTEST_SKIP() << "redis-server is not installed";
-    auto server = RedisStandalone::Start(dir_.path());
+    ASSERT_TRUE(RedisServerInstalled())
+        << "redis-server is required (scripts/setup.sh installs it)";
+    auto server = RedisStandalone::Start();
     ASSERT_OK(server);
     server_ = *std::move(server);
     auto side = server_->Connect();
@@ -53,7 +53,6 @@ class RedisStateStoreTest : public ::testing::Test {
         .status();
   }
 
-  TempDir dir_;
   std::unique_ptr<RedisStandalone> server_;
   std::unique_ptr<HiredisConnection> side_;  // another client of the same server
   std::unique_ptr<RedisStateStore> store_;

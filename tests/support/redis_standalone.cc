@@ -1,11 +1,6 @@
 #include "tests/support/redis_standalone.h"
 
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <vector>
@@ -46,36 +41,6 @@ redis::Reply Convert(const redisReply& r) {
   return out;
 }
 
-// A port that was free a moment ago (the kernel's pick for port 0).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  int status = 0;
-  while (absl::Now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-}
-
 }  // namespace
 
 bool RedisServerInstalled() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
@@ -113,57 +78,10 @@ absl::StatusOr<redis::Reply> HiredisConnection::Command(absl::Span<const std::st
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<RedisStandalone>> RedisStandalone::Start(const std::string& dir) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    const int port = FreePort();
-    if (port <= 0) return absl::InternalError("no free port");
-    std::vector<std::string> args = {"redis-server",
-                                     "--port",
-                                     absl::StrCat(port),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "no",
-                                     "--dir",
-                                     dir,
-                                     "--logfile",
-                                     dir + "/redis.log",
-                                     "--daemonize",
-                                     "no"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork failed");
-    if (pid == 0) {
-      execvp("redis-server", argv.data());
-      _exit(127);
-    }
-    std::unique_ptr<RedisStandalone> server(new RedisStandalone());
-    server->pid_ = pid;
-    server->port_ = port;
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        server->pid_ = -1;  // exited (the port was taken?): try another
-        break;
-      }
-      auto connection = server->Connect();
-      if (connection.ok()) {
-        const std::string ping[] = {"PING"};
-        auto pong = (*connection)->Command(ping);
-        if (pong.ok() && pong->str == "PONG") return server;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    if (server->pid_ > 0) return absl::DeadlineExceededError("redis-server did not answer PING");
-  }
-  return absl::UnavailableError("redis-server did not start (see redis.log)");
+absl::StatusOr<std::unique_ptr<RedisStandalone>> RedisStandalone::Start() {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  if (!server.ok()) return server.status();
+  return std::unique_ptr<RedisStandalone>(new RedisStandalone(*std::move(server)));
 }
-
-RedisStandalone::~RedisStandalone() { Stop(pid_); }
 
 }  // namespace ratelimit::testing

@@ -1,7 +1,7 @@
 #ifndef RATELIMIT_TESTS_SUPPORT_REDIS_STANDALONE_H_
 #define RATELIMIT_TESTS_SUPPORT_REDIS_STANDALONE_H_
 
-// A standalone redis-server child process for tests, and a synchronous hiredis connection to it.
+// A standalone redis-server for tests, and a synchronous hiredis connection to it.
 
 #include <sys/types.h>
 
@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/redis/redis_command_runner.h"
+#include "tests/support/redis_process.h"
 
 struct redisContext;
 
@@ -39,27 +40,23 @@ class HiredisConnection final : public RedisCommandRunner {
   redisContext* const context_ ABSL_PT_GUARDED_BY(mu_);
 };
 
-// redis-server on 127.0.0.1 and a free port found at start, in `dir`, without persistence
-// (--save '' --appendonly no). Stopped (SIGTERM, then SIGKILL) by pid on destruction.
+// A standalone redis-server (a RedisServer: free loopback port, its own temporary directory,
+// no persistence, stopped by pid on destruction) and hiredis connections to it.
 class RedisStandalone {
  public:
-  // Starts the server and waits until it answers PING (30 s at most; retried on another port if
-  // the chosen one was taken meanwhile).
-  static absl::StatusOr<std::unique_ptr<RedisStandalone>> Start(const std::string& dir);
-  ~RedisStandalone();
+  static absl::StatusOr<std::unique_ptr<RedisStandalone>> Start();
   RedisStandalone(const RedisStandalone&) = delete;
   RedisStandalone& operator=(const RedisStandalone&) = delete;
 
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  int port() const { return server_->port(); }
+  pid_t pid() const { return server_->pid(); }
   absl::StatusOr<std::unique_ptr<HiredisConnection>> Connect() const {
-    return HiredisConnection::Connect("127.0.0.1", port_);
+    return HiredisConnection::Connect("127.0.0.1", server_->port());
   }
 
  private:
-  RedisStandalone() = default;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  explicit RedisStandalone(std::unique_ptr<RedisServer> server) : server_(std::move(server)) {}
+  std::unique_ptr<RedisServer> server_;
 };
 
 }  // namespace ratelimit::testing
