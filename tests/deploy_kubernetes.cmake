@@ -19,3 +19,10 @@ add_test(NAME deploy.LimitsReloadThroughConfigMapSymlinkSwap
 add_test(NAME deploy.ComposeFileIsValid
          COMMAND ${DEPLOY_PYTHON3} ${DEPLOY_TESTS}/check_compose.py
                  ${PROJECT_SOURCE_DIR}/deploy/compose/compose.yaml ${PROMTOOL})
+
+# The rocksdb overlay's container args, run by the real server (ports 0, paths in a temp dir).
+find_program(DEPLOY_OPENSSL openssl REQUIRED)
+add_test(NAME deploy.KubernetesArgsStartTheServer
+         COMMAND ${DEPLOY_PYTHON3} ${DEPLOY_TESTS}/kubernetes_args_test.py ${KUBECTL}
+                 ${PROJECT_SOURCE_DIR}/deploy/kubernetes/overlays/rocksdb
+                 $<TARGET_FILE:ratelimit-server> $<TARGET_FILE:ratelimit> ${DEPLOY_OPENSSL})
