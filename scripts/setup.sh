@@ -14,7 +14,12 @@ packages=(
   clang libclang-rt-14-dev
   # TLS: OpenSSL headers, the openssl tool (test certificates), systemd-analyze (the unit's test).
   libssl-dev openssl systemd
+  # The deploy/ checks (tests/deploy): Python with PyYAML.
+  python3 python3-yaml
 )
+# `kubectl kustomize` renders deploy/kubernetes in the tests: Debian's kubernetes-client, unless a
+# kubectl is already installed (another package's kubectl would conflict with it).
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
