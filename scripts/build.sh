@@ -2,8 +2,8 @@
 # Configures and builds everything.
 #   scripts/build.sh          ./build: the release build (RelWithDebInfo, the system compiler).
 #   scripts/build.sh asan     ./build-asan: clang with AddressSanitizer and
-#                             UndefinedBehaviorSanitizer (-O1), clang's -Wthread-safety as errors,
-#                             and the libFuzzer targets of tests/fuzz.
+#                             UndefinedBehaviorSanitizer (-O1), clang's -Wthread-safety,
+#                             every warning an error, and the libFuzzer targets of tests/fuzz.
 # Extra arguments are passed to the CMake configure step (e.g. -DRATELIMIT_FUZZ_SECONDS=60).
 set -euo pipefail
 cd "$(dirname "$0")/.."

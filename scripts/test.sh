@@ -2,9 +2,9 @@
 # Sets up, builds and runs every test:
 #   1. the release build (./build) and its test suite;
 #   2. the sanitizer build (./build-asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
-#      -Wthread-safety as errors) and its test suite, which also replays each fuzz target's
-#      checked-in corpus (tests/fuzz/corpus) and then fuzzes each target from a fixed seed for a
-#      fixed number of inputs (about 30 s each; tests/fuzz.cmake), the same run on every machine.
+#      -Wthread-safety, every warning an error) and its test suite, which also replays each fuzz
+#      target's checked-in corpus (tests/fuzz/corpus) and then fuzzes each target from a fixed
+#      seed for a fixed number of inputs (about 30 s each; tests/fuzz.cmake).
 # Environment: RATELIMIT_QUICK=1 runs step 1 only (the quick loop);
 #   RATELIMIT_FUZZ_SECONDS=N caps each fuzz run at N seconds (default 120; 0: replay the corpora
 #   only).

@@ -31,6 +31,13 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
                                                v1::RateLimitService::WithRawCallbackMethod_Reset<
                                                    v1::RateLimitService::CallbackService>>>> {
  public:
+  // The generated bases' other overloads of each method (the synchronous ones they disable),
+  // named so that the overrides below do not hide them.
+  using WithRawCallbackMethod_Consume::Consume;
+  using WithRawCallbackMethod_Check::Check;
+  using WithRawCallbackMethod_Reserve::Reserve;
+  using WithRawCallbackMethod_Reset::Reset;
+
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
                        const Telemetry& telemetry,

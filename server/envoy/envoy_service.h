@@ -27,6 +27,10 @@ class EnvoyRateLimitServiceImpl final
           WithRawCallbackMethod_ShouldRateLimit<
               ::envoy::service::ratelimit::v3::RateLimitService::CallbackService> {
  public:
+  // The generated base's other overloads of the method (the synchronous one it disables), named
+  // so that the overrides below do not hide them.
+  using WithRawCallbackMethod_ShouldRateLimit::ShouldRateLimit;
+
   // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset to every response that has a
   // limited descriptor. Default off, as in the reference.
   EnvoyRateLimitServiceImpl(Limiter& limiter, const Clock& clock,
