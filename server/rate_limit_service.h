@@ -33,8 +33,8 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
  public:
   // The generated bases' other overloads of each method (the synchronous ones they disable),
   // named so that the overrides below do not hide them.
-  using WithRawCallbackMethod_Consume::Consume;
   using WithRawCallbackMethod_Check::Check;
+  using WithRawCallbackMethod_Consume::Consume;
   using WithRawCallbackMethod_Reserve::Reserve;
   using WithRawCallbackMethod_Reset::Reset;
 
