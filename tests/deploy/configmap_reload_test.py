@@ -15,11 +15,12 @@ Usage: configmap_reload_test.py SERVER_BINARY CLI_BINARY
 """
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+from server_process import ServerProcess
 
 DEADLINE_S = 30
 
@@ -77,31 +78,11 @@ def main():
         mount = os.path.join(work, "limits")
         os.mkdir(mount)
         publish(mount, 1, 5)
-        port_file = os.path.join(work, "port")
-        log = open(os.path.join(work, "server.log"), "w")
-        proc = subprocess.Popen(
-            [server, "--listen=127.0.0.1:0", "--port_file=" + port_file,
-             "--data_dir=" + os.path.join(work, "data"), "--metrics_listen=",
-             "--limits_file=" + os.path.join(mount, "limits.yaml"),
-             "--limits_reload_interval=100ms"],
-            stdout=log, stderr=subprocess.STDOUT)
-
-        def port():
-            if proc.poll() is not None:
-                raise AssertionError("server exited with %d" % proc.returncode)
-            try:
-                with open(port_file) as f:
-                    text = f.read().strip()
-                return int(text) if text else None
-            except FileNotFoundError:
-                return None
-
-        deadline = time.monotonic() + DEADLINE_S
-        while port() is None:
-            if time.monotonic() > deadline:
-                raise AssertionError("server did not write its port")
-            time.sleep(0.05)
-        p = port()
+        proc = ServerProcess(server, [
+            "--listen=127.0.0.1:0", "--data_dir=" + os.path.join(work, "data"),
+            "--metrics_listen=", "--limits_file=" + os.path.join(mount, "limits.yaml"),
+            "--limits_reload_interval=100ms"], work)
+        p = proc.wait_for_port(DEADLINE_S)
         wait_for("capacity before the swap", lambda: cli_capacity(cli, p), 5)
         publish(mount, 2, 7)
         wait_for("capacity after the first ..data swap", lambda: cli_capacity(cli, p), 7)
@@ -111,18 +92,12 @@ def main():
         return 0
     except AssertionError as e:
         print("FAIL:", e)
-        log_path = os.path.join(work, "server.log")
-        if os.path.exists(log_path):
-            print(open(log_path).read()[-4000:])
+        if proc is not None:
+            proc.print_log_tail()
         return 1
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            proc.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

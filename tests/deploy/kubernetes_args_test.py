@@ -13,13 +13,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 import yaml
+
+from server_process import ServerProcess
 
 DEADLINE_S = 30
 
@@ -76,22 +77,12 @@ def main():
             f.write("an-admin-token-for-the-test-0123456789\n")
         os.chmod(files["admin_token_file"], 0o600)
 
-        log_path = os.path.join(work, "server.log")
-        port_file = os.path.join(work, "port")
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen([server] + args + ["--port_file=" + port_file], stdout=log,
-                                    stderr=subprocess.STDOUT)
+        proc = ServerProcess(server, args, work)
+        proc.wait_for_port(DEADLINE_S)  # fails if the server refuses the overlay's args
         deadline = time.monotonic() + DEADLINE_S
-        while not (os.path.exists(port_file) and open(port_file).read().strip()):
-            if proc.poll() is not None:
-                raise AssertionError("the server refused the overlay's args (exit %d)"
-                                     % proc.returncode)
-            if time.monotonic() > deadline:
-                raise AssertionError("the server did not start listening")
-            time.sleep(0.05)
         listening = None
         while listening is None and time.monotonic() < deadline:
-            for line in open(log_path):
+            for line in open(proc.log_path):
                 if line.startswith("{") and json.loads(line).get("msg") == "listening":
                     listening = json.loads(line)
             time.sleep(0.05)
@@ -121,19 +112,13 @@ def main():
         return 0
     except AssertionError as e:
         print("FAIL:", e)
-        if os.path.exists(os.path.join(work, "server.log")):
-            print(open(os.path.join(work, "server.log")).read()[-4000:])
+        if proc is not None:
+            proc.print_log_tail()
         return 1
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            proc.stop()
         shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())
