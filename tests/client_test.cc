@@ -1,11 +1,11 @@
 // The C++ client library (client/client.cc) against an in-process server on port 0, and the
 // command-line tool's rendering of a reply (client/output.cc).
-#include "client/client.h"
+#include "client/cpp/client.h"
 
 #include <memory>
 #include <string>
 
-#include "client/output.h"
+#include "client/cpp/output.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"

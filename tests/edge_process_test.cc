@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "storage/file_util.h"
 #include "tests/support/fake_collector.h"

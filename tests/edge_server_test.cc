@@ -15,8 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
-#include "client/client.h"
-#include "client/output.h"
+#include "client/cpp/client.h"
+#include "client/cpp/output.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"

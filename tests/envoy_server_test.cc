@@ -2,7 +2,7 @@
 // that survives a restart, and the admin Reset on Envoy limits.
 #include <filesystem>
 
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"

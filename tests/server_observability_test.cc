@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "absl/synchronization/notification.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/server.h"

@@ -1,7 +1,7 @@
 // ratelimit.v1.RateLimitService over real gRPC on port 0, in process, with a fake clock.
 #include <thread>
 
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_config.h"

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/rocksdb_state_store.h"

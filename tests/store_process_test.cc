@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
 

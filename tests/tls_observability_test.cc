@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.grpc.pb.h"

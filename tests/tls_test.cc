@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/admin_auth.h"
 #include "server/server.h"

@@ -1,8 +1,8 @@
-#include "client/output.h"
+#include "client/cpp/output.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/client.h"
+#include "client/cpp/client.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ratelimit {

@@ -1,4 +1,4 @@
-#include "client/client.h"
+#include "client/cpp/client.h"
 
 #include <chrono>
 

@@ -18,8 +18,8 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/client.h"
-#include "client/output.h"
+#include "client/cpp/client.h"
+#include "client/cpp/output.h"
 #include "storage/admin_token.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   // --help lists the flags of this file (absl's default looks for a file named after the binary).
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "client/cli_main.cc");
+    return absl::EndsWith(file, "client/cpp/cli_main.cc");
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
