@@ -103,7 +103,7 @@ EXCLUDES
   find "$rootfs/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete 2>/dev/null || true
   rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/cache/apt/*.bin \
     "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
-  tar -C "$rootfs" -c . | podman import --change 'CMD ["bash"]' - debian:bookworm-slim >/dev/null
+  tar -C "$rootfs" -c . | podman import --quiet --change 'CMD ["bash"]' - debian:bookworm-slim >/dev/null
   rm -rf "$rootfs"
 fi
 podman image exists debian:bookworm || podman tag debian:bookworm-slim debian:bookworm
@@ -133,10 +133,12 @@ free_port() {
 port=$(free_port)
 podman volume create "$volume" >/dev/null
 
-start_container() {  # NAME: starts the image on the volume, port 8081 published on $port
-  containers+=("$1")
-  podman run -d --name "$1" -v "$volume:/data" -p "127.0.0.1:$port:8081" "$image" >/dev/null ||
-    fail "podman run $1"
+start_container() {  # NAME [RUN-OPTIONS...]: the image on the volume, 8081 published on $port
+  local name=$1
+  shift
+  containers+=("$name")
+  podman run -d --name "$name" "$@" -v "$volume:/data" -p "127.0.0.1:$port:8081" "$image" \
+    >/dev/null || fail "podman run $name"
 }
 
 # The CLI: the host's build when there is one, else the one in the image.
@@ -199,12 +201,14 @@ step "stopped by SIGTERM in ${stop_seconds}s, exit code 0"
 podman rm "$first" >/dev/null
 
 second="ratelimit-test-2-$suffix"
-start_container "$second"
+# This one with a read-only root filesystem (as in deploy/kubernetes): the server writes only
+# /data.
+start_container "$second" --read-only
 wait_ready "$second"
 expect_status 2 "check of 3 tokens after the restart (state lost?)" \
   check --name=failed_logins --key="$key" --count=3
 expect_status 0 "check of 2 tokens after the restart" check --name=failed_logins --key="$key" --count=2
-step "a new container on the same volume sees the state (2 tokens left)"
+step "a new container (read-only root) on the same volume sees the state (2 tokens left)"
 
 # Non-root: the configured user, and the real uids of the running server process.
 user=$(podman inspect --format '{{.Config.User}}' "$second")
