@@ -101,8 +101,9 @@ path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
 EXCLUDES
   find "$rootfs/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete 2>/dev/null || true
+  find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
   rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/cache/apt/*.bin \
-    "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
+    "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
   tar -C "$rootfs" -c . | podman import --quiet --change 'CMD ["bash"]' - debian:bookworm-slim >/dev/null
   rm -rf "$rootfs"
 fi
@@ -137,8 +138,9 @@ start_container() {  # NAME [RUN-OPTIONS...]: the image on the volume, 8081 publ
   local name=$1
   shift
   containers+=("$name")
-  podman run -d --name "$name" "$@" -v "$volume:/data" -p "127.0.0.1:$port:8081" "$image" \
-    >/dev/null || fail "podman run $name"
+  # --health-interval=disable: no systemd timer (absent here); the healthcheck is run below.
+  podman run -d --name "$name" --health-interval=disable "$@" -v "$volume:/data" \
+    -p "127.0.0.1:$port:8081" "$image" >/dev/null || fail "podman run $name"
 }
 
 # The CLI: the host's build when there is one, else the one in the image.
