@@ -122,8 +122,10 @@ step "built in ${build_seconds}s; image size ${size_mb} MB"
 
 [ "$(podman image inspect --format '{{.Config.User}}' "$image")" = "65532:65532" ] ||
   fail "the image's user is not 65532:65532"
-podman image inspect --format '{{.Config.Healthcheck}}' "$image" | grep -q ratelimit ||
-  fail "the image has no healthcheck (build with --format docker)"
+case "$(podman image inspect --format '{{.Config.Healthcheck}}' "$image")" in
+  *ratelimit*) ;;
+  *) fail "the image has no healthcheck (build with --format docker)" ;;
+esac
 [ "$(podman image inspect --format '{{.Config.StopSignal}}' "$image")" = "SIGTERM" ] ||
   fail "the image's stop signal is not SIGTERM"
 
@@ -138,9 +140,10 @@ start_container() {  # NAME [RUN-OPTIONS...]: the image on the volume, 8081 publ
   local name=$1
   shift
   containers+=("$name")
-  # --health-interval=disable: no systemd timer (absent here); the healthcheck is run below.
-  podman run -d --name "$name" --health-interval=disable "$@" -v "$volume:/data" \
-    -p "127.0.0.1:$port:8081" "$image" >/dev/null || fail "podman run $name"
+  # podman's stderr goes to a file (without systemd it complains that it cannot schedule the
+  # healthcheck timer; the healthcheck is run by hand below); shown on failure.
+  podman run -d --name "$name" "$@" -v "$volume:/data" -p "127.0.0.1:$port:8081" "$image" \
+    >/dev/null 2>>"$work/podman.err" || { cat "$work/podman.err" >&2; fail "podman run $name"; }
 }
 
 # The CLI: the host's build when there is one, else the one in the image.
@@ -193,14 +196,15 @@ step "consumed 3 of 5 tokens through the CLI"
 # Graceful stop: SIGTERM, then the server drains, closes RocksDB and exits 0 well within podman's
 # timeout (30 s; after it podman would SIGKILL and the exit code would be 137).
 stop_start=$(date +%s)
-podman stop -t 30 "$first" >/dev/null || fail "podman stop $first"
+podman stop -t 30 "$first" >/dev/null 2>>"$work/podman.err" || fail "podman stop $first"
 stop_seconds=$(( $(date +%s) - stop_start ))
 exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$first")
 [ "$exit_code" = 0 ] || fail "$first exited with $exit_code on SIGTERM (expected 0)"
-podman logs "$first" 2>&1 | grep -q 'signal received.*SIGTERM' ||
+podman logs "$first" >"$work/first.log" 2>&1
+grep -q 'signal received.*SIGTERM' "$work/first.log" ||
   fail "$first: no 'signal received SIGTERM' in its log"
 step "stopped by SIGTERM in ${stop_seconds}s, exit code 0"
-podman rm "$first" >/dev/null
+podman rm "$first" >/dev/null 2>>"$work/podman.err"
 
 second="ratelimit-test-2-$suffix"
 # This one with a read-only root filesystem (as in deploy/kubernetes): the server writes only
@@ -234,9 +238,23 @@ health=$(podman inspect --format '{{.State.Health.Status}}' "$second" 2>/dev/nul
 [ "$health" = healthy ] || fail "health status is '$health' after a passing healthcheck"
 step "healthcheck: healthy"
 
-podman stop -t 30 "$second" >/dev/null || fail "podman stop $second"
+podman stop -t 30 "$second" >/dev/null 2>>"$work/podman.err" || fail "podman stop $second"
 [ "$(podman inspect --format '{{.State.ExitCode}}' "$second")" = 0 ] ||
   fail "$second did not exit 0 on SIGTERM"
+
+# The healthcheck fails when the server does not answer it: a server started without the probe
+# port 8082 (the main port answers, the healthcheck's target does not).
+third="ratelimit-test-3-$suffix"
+containers+=("$third")
+podman run -d --name "$third" -v "$volume:/data" -p "127.0.0.1:$port:8081" "$image" \
+  --listen=0.0.0.0:8081 --allow_insecure_listen --data_dir=/data \
+  --limits_file=/etc/ratelimit/limits/limits.yaml >/dev/null 2>>"$work/podman.err" ||
+  { cat "$work/podman.err" >&2; fail "podman run $third"; }
+wait_ready "$third"
+if podman healthcheck run "$third" >/dev/null 2>&1; then
+  fail "the healthcheck passed on a server without its probe port"
+fi
+step "healthcheck: fails on a server without the probe port 8082"
 
 total=$(( $(date +%s) - start_time ))
 echo "container-test: PASSED in ${total}s (build ${build_seconds}s): image $image," \
