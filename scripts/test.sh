@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test:
 #   1. the release build (./build) and its test suite;
-#   2. the sanitizer build (./build-asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
+#   2. the container image (scripts/container-test.sh: podman build of
+#      deploy/container/Dockerfile, then the image checked end to end);
+#   3. the sanitizer build (./build-asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
 #      -Wthread-safety, every warning an error) and its test suite, which also replays each fuzz
 #      target's checked-in corpus (tests/fuzz/corpus) and then fuzzes each target from a fixed
 #      seed for a fixed number of inputs (about 30 s each; tests/fuzz.cmake).
 # Environment: RATELIMIT_QUICK=1 runs step 1 only (the quick loop);
+#   RATELIMIT_CONTAINER_TEST=0 skips step 2 (for machines without root or podman);
 #   RATELIMIT_FUZZ_SECONDS=N caps each fuzz run at N seconds (default 120; 0: replay the corpora
 #   only).
 # Exits non-zero when a build or a test fails; the output ends with the last CTest summary.
@@ -19,6 +22,8 @@ scripts/setup.sh
 scripts/build.sh release
 (cd build && ctest --output-on-failure -j"$JOBS" --timeout 300)
 [[ $QUICK == 1 ]] && exit 0
+
+[[ ${RATELIMIT_CONTAINER_TEST:-1} == 1 ]] && scripts/container-test.sh
 
 scripts/build.sh asan -DRATELIMIT_FUZZ_SECONDS="$FUZZ_SECONDS"
 # Sanitizer reports abort the test that triggers them (halt_on_error, -fno-sanitize-recover);

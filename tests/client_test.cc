@@ -14,10 +14,13 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::BinaryPath;
+using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kApiLimits;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RefusingPort;
+using ::ratelimit::testing::RunCommand;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 
@@ -133,6 +136,46 @@ TEST_F(ClientTest, ResetSendsTheAdminToken) {
   EXPECT_EQ(Connect()->Reset("api", "u1").code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(Connect(ClientOptions{absl::Seconds(10), "wrong"})->ResetAll("api").code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+// Health() and `ratelimit health` (the container image's HEALTHCHECK) follow grpc.health.v1:
+// SERVING, NOT_SERVING while the store fails, and an error when nothing answers.
+TEST(ClientHealthTest, HealthFollowsTheServersStoreAndTheCliExitStatusSaysSo) {
+  FakeClock clock;
+  auto failing = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
+  FailingStateStore* store = failing.get();
+  ServerOptions o;
+  o.listen_address = "127.0.0.1:0";
+  o.health_probe_interval = absl::Milliseconds(20);
+  auto server = RateLimitServer::Start(o, clock, std::move(failing));
+  ASSERT_OK(server);
+  const std::string target = "127.0.0.1:" + std::to_string((*server)->port());
+  auto client = RateLimitClient::Connect(target, ClientOptions{absl::Seconds(10), ""});
+  const std::string cli = BinaryPath("ratelimit") + " health --timeout=10s --target=" + target;
+
+  EXPECT_OK(client->Health());
+  auto [serving_exit, serving_out] = RunCommand(cli);
+  EXPECT_EQ(serving_exit, 0) << serving_out;
+  EXPECT_EQ(serving_out, "SERVING\n");
+
+  store->FailWith(absl::UnavailableError("disk gone"));
+  ASSERT_TRUE((*server)->health().AwaitState(ServingState::kStoreFailing, absl::Seconds(30)));
+  absl::Status failing_status = client->Health();
+  EXPECT_EQ(failing_status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(failing_status.message(), "NOT_SERVING");
+  auto [failing_exit, failing_out] = RunCommand(cli);
+  EXPECT_EQ(failing_exit, 1) << failing_out;
+  EXPECT_NE(failing_out.find("NOT_SERVING"), std::string::npos) << failing_out;
+
+  store->Heal();
+  ASSERT_TRUE((*server)->health().AwaitState(ServingState::kServing, absl::Seconds(30)));
+  EXPECT_OK(client->Health());
+
+  RefusingPort down;
+  auto [down_exit, down_out] =
+      RunCommand(BinaryPath("ratelimit") + " health --timeout=10s --target=" + down.target());
+  EXPECT_EQ(down_exit, 1) << down_out;
+  EXPECT_NE(down_out.find("UNAVAILABLE"), std::string::npos) << down_out;
 }
 
 TEST(ClientHelpersTest, MakeRequestAndRetryAt) {

@@ -75,15 +75,16 @@ absl::StatusOr<std::string> AdminToken() {
 
 int Usage() {
   return Error(
-      "usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags]; "
-      "see --help");
+      "usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
+      "or ratelimit health; see --help");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ratelimit consume|check|reserve|reset --name=NAME --key=KEY [--count=N] [--json]");
+      "ratelimit consume|check|reserve|reset --name=NAME --key=KEY [--count=N] [--json]\n"
+      "ratelimit health: exit status 0 when the server is SERVING (grpc.health.v1), 1 otherwise");
   // --help lists the flags of this file (absl's default looks for a file named after the binary).
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view file) {
@@ -115,6 +116,12 @@ int main(int argc, char** argv) {
     client = *std::move(connected);
   } else {
     client = ratelimit::RateLimitClient::Connect(absl::GetFlag(FLAGS_target), options);
+  }
+  if (command == "health") {
+    const absl::Status s = client->Health();
+    if (!s.ok()) return Error(s.ToString());
+    std::cout << (json ? "{\"status\":\"SERVING\"}" : "SERVING") << "\n";
+    return 0;
   }
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string key = absl::GetFlag(FLAGS_key);

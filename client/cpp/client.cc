@@ -42,7 +42,9 @@ absl::StatusOr<std::unique_ptr<RateLimitClient>> RateLimitClient::ConnectTls(
 }
 
 RateLimitClient::RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
-    : stub_(v1::RateLimitService::NewStub(channel)), options_(std::move(options)) {}
+    : stub_(v1::RateLimitService::NewStub(channel)),
+      health_stub_(grpc::health::v1::Health::NewStub(channel)),
+      options_(std::move(options)) {}
 
 void RateLimitClient::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(std::chrono::system_clock::now() +
@@ -90,6 +92,22 @@ absl::Status RateLimitClient::ResetAll(const std::string& name) {
 }
 
 absl::Status RateLimitClient::Reset(const v1::ResetRequest& request) { return SendReset(request); }
+
+absl::Status RateLimitClient::Health(const std::string& service) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  if (absl::Status s = FromGrpc(health_stub_->Check(&context, request, &response)); !s.ok()) {
+    return s;
+  }
+  if (response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()));
+}
 
 absl::Status RateLimitClient::SendReset(const v1::ResetRequest& request) {
   grpc::ClientContext context;

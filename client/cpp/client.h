@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 
@@ -58,6 +59,11 @@ class RateLimitClient {
   // Any Reset: of another source (inline limits, Envoy rules; see ResetRequest.source).
   absl::Status Reset(const v1::ResetRequest& request);
 
+  // The server's grpc.health.v1 status (`service` empty: the server as a whole): OK when it is
+  // SERVING, UNAVAILABLE naming the status otherwise (NOT_SERVING while its store fails or it is
+  // shutting down), the call's error when it does not answer.
+  absl::Status Health(const std::string& service = "");
+
   // Reserves, then waits until the reservation's retry_at before returning, so that the caller
   // can run its pre-paid work as soon as it returns. A denied reservation returns at once with
   // the response (allowed = false). `sleep_until` waits for an absolute time; the default
@@ -71,6 +77,7 @@ class RateLimitClient {
   absl::Status SendReset(const v1::ResetRequest& request);
 
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
   const ClientOptions options_;
 };
 
