@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the builds (release and sanitizer), the tests, the fuzz targets and
 # the benchmarks need. Idempotent; skips apt when everything is already installed.
+#   --build-only: only what compiling ratelimit-server and the CLI needs (the container image's
+#   build stage).
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librocksdb-dev libabsl-dev libyaml-cpp-dev
-  libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev prometheus
-  # The Redis store: hiredis for the protocol; redis-server (and redis-cli) for the tests.
-  libhiredis-dev redis-server
+  librocksdb-dev libabsl-dev libyaml-cpp-dev libcpp-httplib-dev libssl-dev
+  # The Redis store's protocol library.
+  libhiredis-dev
+)
+if [ "${1:-}" != "--build-only" ]; then
+packages+=(
+  libgtest-dev libgmock-dev libbenchmark-dev prometheus
+  # The Redis store's tests: redis-server (and redis-cli).
+  redis-server
   # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
   # (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
-  # TLS: OpenSSL headers, the openssl tool (test certificates), systemd-analyze (the unit's test).
-  libssl-dev openssl systemd
+  # TLS tests: the openssl tool (test certificates), systemd-analyze (the unit's test).
+  openssl systemd
   # The deploy/ checks (tests/deploy): Python with PyYAML.
   python3 python3-yaml
 )
 # `kubectl kustomize` renders deploy/kubernetes in the tests: Debian's kubernetes-client, unless a
 # kubectl is already installed (another package's kubectl would conflict with it).
 command -v kubectl >/dev/null || packages+=(kubernetes-client)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
