@@ -276,6 +276,7 @@ local function take_held(keys, args)
       local l = first[k].l
       held[k] = {
         pre = reply[2 + k], post = post,
+        before = string.format('%.17g', first[k].v),
         taken = string.format('%.17g', first[k].v - decode(post, keys[k]).v),
         b = l.bucket and '1' or '0', rate = string.format('%.17g', l.rate),
         period = string.format('%.17g', l.period), cap = string.format('%.17g', l.cap),
@@ -290,9 +291,11 @@ end
 -- FCALL ratelimit_refund <nkeys> <key>... <hold key> <hold ttl_ms>
 -- Undoes the take recorded under the hold key and marks the request refunded for `ttl_ms` (also
 -- when its take has not arrived yet: it will do nothing). A key nobody wrote since the take gets
--- its state back exactly; a key written since gets the amount taken back, at most up to capacity
--- (a fixed window only while still in the window of the take), so it never holds more than it
--- would have without the take. Returns 1 when something was refunded, 0 otherwise.
+-- its state back exactly. A key written since gets back what the take still withholds from it,
+-- never more: the difference the take made shrinks only when the balance without it would have
+-- hit capacity, which needs at most `before + refill - capacity` of refill (a token bucket); a
+-- fixed window gets the amount back only within the window of the take. Returns 1 when a take
+-- was refunded, 0 otherwise.
 local function refund(keys, args)
   local hold = table.remove(keys)
   local ttl = arg_number(args, 1, 'hold ttl')
@@ -311,10 +314,18 @@ local function refund(keys, args)
       end
     elseif cur ~= '' then
       local s = decode(cur, keys[k])
+      local post = decode(h.post, keys[k])
       local l = {bucket = h.b == '1', rate = tonumber(h.rate), period = tonumber(h.period),
                  cap = tonumber(h.cap), offset = tonumber(h.offset)}
-      if l.bucket or s.ts == decode(h.post, keys[k]).ts then
-        local next = {v = min(s.v + tonumber(h.taken), l.cap), ts = s.ts}
+      local back = 0
+      if l.bucket then
+        local refilled = max(0, s.ts - post.ts) * l.rate / l.period
+        back = tonumber(h.taken) - max(0, tonumber(h.before) + refilled - l.cap)
+      elseif s.ts == post.ts then
+        back = tonumber(h.taken)
+      end
+      if back > 0 then
+        local next = {v = min(s.v + back, l.cap), ts = s.ts}
         next.full = full_at(l, next)
         store(keys[k], encode(next), next.full)
       end

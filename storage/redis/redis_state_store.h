@@ -24,12 +24,20 @@ struct RedisStateStoreOptions {
   absl::Duration hold_ttl = absl::Seconds(60);
 };
 
+// The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
+// the text between its first '{' and the first '}' after it, as Redis Cluster's own rule reads a
+// key; "" (the state's own slot) when there is no such pair or the text is empty. States whose keys
+// carry the same tag share a slot, whatever their limit names: a request on them all is one
+// atomic call.
+absl::string_view RedisHashTagOfKey(absl::string_view key);
+
 // A StateStore on Redis: one standalone server or a Redis Cluster. Every operation is decided
 // inside Redis by the function library (redis_function_library.h), at the clock of the primary
 // of its keys (`clock` of Apply is not used, unless options.clock_override is set), and checked
 // against storage/algebra. Idle states expire by themselves once refilled (PXAT at full_at), so
-// CollectGarbage has nothing to do. Each state has its own key (no hash tag), so on a cluster the
-// keys of one operation usually live in different slots:
+// CollectGarbage has nothing to do. Each state has its own key, in its own slot unless its
+// limit key carries a hash tag (RedisHashTagOfKey); so on a cluster the keys of one operation
+// may live in different slots:
 //  - Keys of one slot are decided and written in one atomic FCALL.
 //  - An operation whose keys span slots takes per slot, all slots in parallel, each take
 //    recorded under a hold key (the operation's random id, in that slot, for hold_ttl). When
