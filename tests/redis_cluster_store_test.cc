@@ -86,7 +86,7 @@ class RedisClusterStoreTest : public ::testing::Test {
 };
 
 TEST_F(RedisClusterStoreTest, ConcurrentRequestsAcrossSlotsNeverOverGrantAndDenialsRefundExactly) {
-  const StateKey wide{"org", "o1"};   // plenty
+  const StateKey wide{"org", "o1"};     // plenty
   const StateKey narrow{"user", "u1"};  // 5
   ASSERT_NE(SlotOf(wide), SlotOf(narrow));
   ASSERT_NE(store_->Get(wide).ok(), false);
@@ -241,8 +241,8 @@ TEST_F(RedisRefundTest, ARefundAfterOtherTakesGivesBackWhatTheTakeWithholds) {
 }
 
 TEST_F(RedisRefundTest, ARefundNeverLiftsAKeyAboveWhereCapacityWouldHaveCutIt) {
-  Take(4, t0_, "h1");       // 6 left
-  Take(1, t0_ + kSecond);   // refilled to 10 (capped), 9 left: the same as without the take
+  Take(4, t0_, "h1");      // 6 left
+  Take(1, t0_ + kSecond);  // refilled to 10 (capped), 9 left: the same as without the take
   Refund("h1");
   EXPECT_EQ(Stored().value, 9);
 }
