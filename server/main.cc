@@ -40,6 +40,18 @@ ABSL_FLAG(std::vector<std::string>, admin_identities, {},
           "certificates allowed to call Reset; needs --tls_client_ca_file; either an identity or "
           "the admin token suffices");
 ABSL_FLAG(std::string, data_dir, "./data", "RocksDB data directory (created if missing)");
+ABSL_FLAG(std::string, store, "rocksdb",
+          "state store: rocksdb (local, in --data_dir) or redis (shared by every replica: "
+          "--redis_address)");
+ABSL_FLAG(std::string, redis_address, "",
+          "--store=redis: seed nodes host:port[,host:port...] of a Redis Cluster or of one "
+          "standalone Redis server (detected at start)");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "--store=redis: file holding the Redis AUTH password; empty: no AUTH");
+ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
+          "--store=redis: time to connect to a node and for one command's round trip");
+ABSL_FLAG(std::string, redis_key_prefix,
+          "ratelimit:", "--store=redis: prefix of every Redis key (no '{' or '}')");
 ABSL_FLAG(std::string, limits_file, "", "YAML file of named limits, hot-reloaded");
 ABSL_FLAG(absl::Duration, limits_reload_interval, absl::Seconds(1),
           "how often the limits file is checked for changes");
@@ -207,6 +219,26 @@ int main(int argc, char** argv) {
     if (!identity.empty()) options.admin_identities.push_back(identity);
   }
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  options.store = absl::GetFlag(FLAGS_store);
+  options.redis_address = absl::GetFlag(FLAGS_redis_address);
+  options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
+  options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
+  options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  if (options.store == "redis") {
+    if (options.redis_address.empty()) return Fail("--store=redis requires --redis_address");
+    if (absl::GetFlag(FLAGS_sync) || absl::GetFlag(FLAGS_salvage_wal)) {
+      return Fail("--sync and --salvage_wal apply to --store=rocksdb only");
+    }
+    if (options.redis_timeout <= absl::ZeroDuration()) {
+      return Fail("--redis_timeout must be positive");
+    }
+  } else if (options.store == "rocksdb") {
+    if (!options.redis_address.empty() || !options.redis_password_file.empty()) {
+      return Fail("--redis_address and --redis_password_file require --store=redis");
+    }
+  } else {
+    return Fail("--store must be rocksdb or redis");
+  }
   options.limits_file = absl::GetFlag(FLAGS_limits_file);
   options.limits_reload_interval = absl::GetFlag(FLAGS_limits_reload_interval);
   options.sync = absl::GetFlag(FLAGS_sync);

@@ -148,6 +148,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->store_ = std::move(store);
   } else {
     StoreOptions so;
+    so.backend = options.store;
+    so.redis_address = options.redis_address;
+    so.redis_password_file = options.redis_password_file;
+    so.redis_timeout = options.redis_timeout;
+    so.redis_key_prefix = options.redis_key_prefix;
     so.path = options.data_dir;
     so.sync = options.sync;
     so.clock = &clock;

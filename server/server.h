@@ -46,6 +46,13 @@ struct ServerOptions {
   bool allow_insecure_listen = false;
   // RocksDB data directory (ignored when a store is injected).
   std::string data_dir = "./data";
+  // The state store: "rocksdb" (default, in data_dir) or "redis" (the redis_* fields; see
+  // StoreOptions). Ignored when a store is injected.
+  std::string store = "rocksdb";
+  std::string redis_address;
+  std::string redis_password_file;
+  absl::Duration redis_timeout = absl::Seconds(1);
+  std::string redis_key_prefix = "ratelimit:";
   // The limits YAML file; empty: only inline configs.
   std::string limits_file;
   // How often the limits file is checked for changes.

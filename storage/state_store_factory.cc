@@ -1,7 +1,11 @@
 #include "storage/state_store_factory.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "storage/file_util.h"
 #include "storage/memory_state_store.h"
+#include "storage/redis/redis_function_library.h"
+#include "storage/redis/redis_state_store.h"
 #include "storage/rocksdb_state_store.h"
 
 namespace ratelimit {
@@ -25,15 +29,57 @@ absl::StatusOr<OpenedStateStore> OpenRocksDb(const StoreOptions& options) {
   return result;
 }
 
+absl::StatusOr<OpenedStateStore> OpenRedis(const StoreOptions& options) {
+  if (options.redis_address.empty()) {
+    return absl::InvalidArgumentError("redis_address: required by the redis store");
+  }
+  if (options.redis_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis_timeout: must be positive");
+  }
+  if (absl::Status s = ValidateRedisKeyPrefix(options.redis_key_prefix); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("redis_key_prefix: ", s.message()));
+  }
+  redis::RedisClusterClient::Options co;
+  co.seeds = options.redis_address;
+  co.connect_timeout = options.redis_timeout;
+  co.command_timeout = options.redis_timeout;
+  if (!options.redis_password_file.empty()) {
+    absl::StatusOr<std::string> password = ReadFileToString(options.redis_password_file);
+    if (!password.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_password_file: ", password.status().message()));
+    }
+    co.password = std::string(absl::StripTrailingAsciiWhitespace(*password));
+    if (co.password.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_password_file: ", options.redis_password_file, " is empty"));
+    }
+  }
+  const auto named = [&](const absl::Status& s) {
+    return absl::Status(s.code(),
+                        absl::StrCat("redis at ", options.redis_address, ": ", s.message()));
+  };
+  absl::StatusOr<std::unique_ptr<redis::RedisClusterClient>> client =
+      redis::RedisClusterClient::Connect(co);
+  if (!client.ok()) return named(client.status());
+  RedisStateStoreOptions ro;
+  ro.key_prefix = options.redis_key_prefix;
+  absl::StatusOr<std::unique_ptr<RedisStateStore>> store =
+      RedisStateStore::Open(*std::move(client), ro);
+  if (!store.ok()) return named(store.status());
+  return OpenedStateStore{*std::move(store), StoreOpenReport{}};
+}
+
 }  // namespace
 
 absl::StatusOr<OpenedStateStore> OpenStateStore(const StoreOptions& options) {
   if (options.backend == "rocksdb") return OpenRocksDb(options);
+  if (options.backend == "redis") return OpenRedis(options);
   if (options.backend == "memory") {
     return OpenedStateStore{std::make_unique<MemoryStateStore>(), StoreOpenReport{}};
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("backend: unknown state store \"", options.backend, "\" (rocksdb or memory)"));
+  return absl::InvalidArgumentError(absl::StrCat("backend: unknown state store \"", options.backend,
+                                                 "\" (rocksdb, redis or memory)"));
 }
 
 }  // namespace ratelimit

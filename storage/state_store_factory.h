@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "storage/clock.h"
 #include "storage/state_store.h"
 
@@ -26,6 +27,16 @@ struct StoreOptions {
   // Open a store whose log does not replay cleanly, dropping what follows the damage
   // (see RocksDbStateStoreOptions::salvage_wal). Default false.
   bool salvage_wal = false;
+  // "redis": the states live in Redis (storage/redis/redis_state_store.h), a Redis Cluster or one
+  // standalone server (detected at open); `path`, `sync` and `salvage_wal` are ignored.
+  // Seed nodes "host:port[,host:port...]". Required for "redis".
+  std::string redis_address;
+  // A file holding the AUTH password (one line; a trailing newline is ignored). Empty: no AUTH.
+  std::string redis_password_file;
+  // Connecting to a node, and one command's round trip (redirections included). Default 1 s.
+  absl::Duration redis_timeout = absl::Seconds(1);
+  // Every Redis key starts with it; no '{' or '}'. Default "ratelimit:".
+  std::string redis_key_prefix = "ratelimit:";
   // The clock that garbage collection compares against. Not owned; must outlive the store.
   // Default: the system clock.
   const Clock* clock = &SystemClock::Default();
@@ -50,7 +61,9 @@ struct OpenedStateStore {
 
 // Opens the store `options` describe. INVALID_ARGUMENT naming `backend` for an unknown one;
 // otherwise the errors of the backend's Open (for RocksDB: DATA_LOSS for a damaged log without
-// salvage_wal, FAILED_PRECONDITION for another format version, UNAVAILABLE when it cannot open).
+// salvage_wal, FAILED_PRECONDITION for another format version, UNAVAILABLE when it cannot open;
+// for Redis: INVALID_ARGUMENT naming the bad field, UNAVAILABLE when no seed answers as Redis or
+// some slot is unserved, UNAUTHENTICATED for a refused password, each naming the address).
 // The caller owns the result.
 //
 // Thread safety: safe to call from any thread; the store it returns is thread-safe.

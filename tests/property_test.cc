@@ -1,11 +1,14 @@
-// Random operation sequences give identical answers from the RocksDB store and the in-memory
-// reference model.
+// Random operation sequences give identical answers from a store (RocksDB; Redis standalone and
+// cluster) and the in-memory reference model.
 #include <random>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
 #include "storage/memory_state_store.h"
 #include "storage/rocksdb_state_store.h"
+#include "tests/support/redis_test_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -13,6 +16,8 @@ namespace {
 
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::RedisTestTarget;
+using ::ratelimit::testing::RedisTopology;
 using ::ratelimit::testing::TempDir;
 
 std::vector<LimitConfig> Configs() {
@@ -54,23 +59,69 @@ void ExpectSameVerdict(const absl::StatusOr<Verdict>& a, const absl::StatusOr<Ve
   }
 }
 
-class PropertyTest : public ::testing::TestWithParam<uint32_t> {};
+enum class Backend { kRocksDb, kRedisStandalone, kRedisCluster };
 
-TEST_P(PropertyTest, RocksDbMatchesTheReferenceModel) {
-  std::mt19937 rng(GetParam());
-  TempDir dir;
-  FakeClock clock;
+struct Param {
+  Backend backend;
+  uint32_t seed;
+};
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  const char* names[] = {"RocksDb", "RedisStandalone", "RedisCluster"};
+  return absl::StrCat(names[static_cast<int>(info.param.backend)], "_", info.param.seed);
+}
+
+class PropertyTest : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    options_.path = dir_.path() + "/db";
+    options_.clock = &gc_clock_;
+    if (GetParam().backend != Backend::kRocksDb) {
+      auto target = testing::StartRedisTestTarget(GetParam().backend == Backend::kRedisStandalone
+                                                      ? RedisTopology::kStandalone
+                                                      : RedisTopology::kCluster);
+      ASSERT_OK(target);
+      redis_ = *std::move(target);
+    }
+  }
+
+  // Opens the store under test; opened again after Close, it holds the same states.
+  absl::StatusOr<std::unique_ptr<StateStore>> Open() {
+    if (GetParam().backend == Backend::kRocksDb) {
+      auto rocks = RocksDbStateStore::Open(options_);
+      if (!rocks.ok()) return rocks.status();
+      return std::unique_ptr<StateStore>(*std::move(rocks));
+    }
+    auto opened = testing::OpenRedisTestStore(redis_, &clock_);
+    if (!opened.ok()) return opened.status();
+    return std::unique_ptr<StateStore>(*std::move(opened));
+  }
+
+  absl::Status Compact(StateStore& store) {
+    if (GetParam().backend != Backend::kRocksDb) return absl::OkStatus();  // states expire
+    return static_cast<RocksDbStateStore&>(store).CompactAll();
+  }
+
+  TempDir dir_;
+  // Ahead of the real clock, so that Redis (which expires states by its own clock) keeps every
+  // state until the test's clock says it has refilled.
+  FakeClock clock_{int64_t{4102444800} * kSecond};  // 2100-01-01
   // Garbage collection runs on a clock 1 s behind the latest time the test has reached, and the
   // test never steps back further than that: a state is only dropped once every later decision
   // would find it full. (A wall clock that steps back further than the age of a dropped state
   // makes that key slightly more generous than it would have been; see README.)
-  FakeClock gc_clock(0);
+  FakeClock gc_clock_{0};
+  RocksDbStateStoreOptions options_;
+  RedisTestTarget redis_;
+};
+
+TEST_P(PropertyTest, StoreMatchesTheReferenceModel) {
+  std::mt19937 rng(GetParam().seed);
+  FakeClock& clock = clock_;
+  FakeClock& gc_clock = gc_clock_;
   int64_t high = clock.NowMicros();
   MemoryStateStore memory;
-  RocksDbStateStoreOptions options;
-  options.path = dir.path() + "/db";
-  options.clock = &gc_clock;
-  auto rocks = RocksDbStateStore::Open(options);
+  auto rocks = Open();
   ASSERT_OK(rocks);
   Limiter reference(memory, clock);
   auto rocks_limiter = std::make_unique<Limiter>(**rocks, clock);
@@ -90,7 +141,7 @@ TEST_P(PropertyTest, RocksDbMatchesTheReferenceModel) {
       clock.Advance(pick(5 * kSecond));
     high = std::max(high, clock.NowMicros());
     gc_clock.Set(high - kSecond);
-    if (step % 500 == 499) ASSERT_OK((*rocks)->CompactAll());
+    if (step % 500 == 499) ASSERT_OK(Compact(**rocks));
 
     const int op = pick(20);
     if (op == 0) {
@@ -108,7 +159,7 @@ TEST_P(PropertyTest, RocksDbMatchesTheReferenceModel) {
     if (op == 2) {  // reopen the database: the states must come back unchanged
       rocks_limiter.reset();
       ASSERT_OK((*rocks)->Close());
-      rocks = RocksDbStateStore::Open(options);
+      rocks = Open();
       ASSERT_OK(rocks);
       rocks_limiter = std::make_unique<Limiter>(**rocks, clock);
       continue;
@@ -127,7 +178,15 @@ TEST_P(PropertyTest, RocksDbMatchesTheReferenceModel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, PropertyTest, ::testing::Values(1u, 2u, 3u, 4u, 5u));
+std::vector<Param> Params() {
+  std::vector<Param> out;
+  for (Backend b : {Backend::kRocksDb, Backend::kRedisStandalone, Backend::kRedisCluster}) {
+    for (uint32_t seed : {1u, 2u, 3u, 4u, 5u}) out.push_back({b, seed});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, PropertyTest, ::testing::ValuesIn(Params()), ParamName);
 
 }  // namespace
 }  // namespace ratelimit

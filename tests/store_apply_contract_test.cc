@@ -15,6 +15,7 @@
 #include "storage/redis/redis_state_store.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/redis_standalone.h"
+#include "tests/support/redis_test_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -24,6 +25,7 @@ using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisStandalone;
+using ::ratelimit::testing::RedisTopology;
 using ::ratelimit::testing::TempDir;
 
 struct OpenedStore {
@@ -39,6 +41,18 @@ struct Backend {
 };
 
 void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
+
+// The Redis store over the production cluster client, on `topology`.
+Backend RedisBackend(std::string name, RedisTopology topology) {
+  return {std::move(name),
+          [topology](const std::string&, const Clock& clock) -> absl::StatusOr<OpenedStore> {
+            auto target = testing::StartRedisTestTarget(topology);
+            if (!target.ok()) return target.status();
+            auto opened = testing::OpenRedisTestStore(*target, &clock);
+            if (!opened.ok()) return opened.status();
+            return OpenedStore{*std::move(opened), target->servers};
+          }};
+}
 
 std::vector<Backend> Backends() {
   return {
@@ -72,6 +86,8 @@ std::vector<Backend> Backends() {
          return OpenedStore{*std::move(opened),
                             std::shared_ptr<RedisStandalone>(*std::move(server))};
        }},
+      RedisBackend("RedisStandaloneViaClusterClient", RedisTopology::kStandalone),
+      RedisBackend("RedisCluster", RedisTopology::kCluster),
   };
 }
 

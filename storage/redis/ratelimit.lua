@@ -22,7 +22,7 @@
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '2'
+local LIBRARY_VERSION = '3'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -171,6 +171,8 @@ local function apply(keys, args)
 
   local read = {}
   local working = {}
+  local first = {}  -- per key: the balance the first limit on it saw, and that limit
+
   for k = 1, #keys do
     local raw = redis.call('GET', keys[k])
     if raw then
@@ -199,6 +201,7 @@ local function apply(keys, args)
 
     local cur = working[slot]
     local v, ts = refill(l, cur, now)
+    if first[slot] == nil then first[slot] = {v = v, l = l} end
     local tol = TOLERANCE * max(l.cap, count)
     local value = v - count
     local ok = false
@@ -230,7 +233,7 @@ local function apply(keys, args)
     end
     reply[#reply + 1] = written
   end
-  return reply
+  return reply, first
 end
 
 -- FCALL ratelimit_compare_and_set <nkeys> <key>... <expected>... <new>...
@@ -250,7 +253,90 @@ local function compare_and_set(keys, args)
   return 1
 end
 
-redis.register_function('ratelimit_apply', function(keys, args) return apply(keys, args) end)
+-- Part of a request whose keys span slots: one take per slot, each remembered under the
+-- request's id so that it can be refunded, and so that a take arriving after its refund does
+-- nothing.
+--
+-- FCALL ratelimit_take_held <nkeys> <key>... <hold key> <hold ttl_ms> <ratelimit_apply's args>
+-- The hold key is in the slot of the keys. When it exists (the request was refunded, or this take
+-- already ran) nothing happens and the reply is the error "HELD". Otherwise runs ratelimit_apply
+-- on the keys and, when it took, records under the hold key for `ttl_ms` what each key was before
+-- and after, the amount taken and the limit. Same reply as ratelimit_apply.
+local function take_held(keys, args)
+  local hold = table.remove(keys)
+  local ttl = arg_number(args, 1, 'hold ttl')
+  if redis.call('EXISTS', hold) == 1 then return redis.error_reply('HELD request already settled') end
+  table.remove(args, 1)
+  local reply, first = apply(keys, args)
+  local n = #keys
+  if reply[2] == 1 and args[1] ~= 'c' then
+    local held = {}
+    for k = 1, n do
+      local post = reply[2 + n + k]
+      local l = first[k].l
+      held[k] = {
+        pre = reply[2 + k], post = post,
+        before = string.format('%.17g', first[k].v),
+        taken = string.format('%.17g', first[k].v - decode(post, keys[k]).v),
+        b = l.bucket and '1' or '0', rate = string.format('%.17g', l.rate),
+        period = string.format('%.17g', l.period), cap = string.format('%.17g', l.cap),
+        offset = string.format('%.17g', l.offset),
+      }
+    end
+    redis.call('SET', hold, cjson.encode(held), 'PX', ttl)
+  end
+  return reply
+end
+
+-- FCALL ratelimit_refund <nkeys> <key>... <hold key> <hold ttl_ms>
+-- Undoes the take recorded under the hold key and marks the request refunded for `ttl_ms` (also
+-- when its take has not arrived yet: it will do nothing). A key nobody wrote since the take gets
+-- its state back exactly. A key written since gets back what the take still withholds from it,
+-- never more: the difference the take made shrinks only when the balance without it would have
+-- hit capacity, which needs at most `before + refill - capacity` of refill (a token bucket); a
+-- fixed window gets the amount back only within the window of the take. Returns 1 when a take
+-- was refunded, 0 otherwise.
+local function refund(keys, args)
+  local hold = table.remove(keys)
+  local ttl = arg_number(args, 1, 'hold ttl')
+  local raw = redis.call('GET', hold)
+  redis.call('SET', hold, 'refunded', 'PX', ttl)
+  if not raw or raw == 'refunded' then return 0 end
+  local held = cjson.decode(raw)
+  for k = 1, #keys do
+    local h = held[k]
+    local cur = redis.call('GET', keys[k]) or ''
+    if cur == h.post then
+      if h.pre == '' then
+        redis.call('DEL', keys[k])
+      else
+        store(keys[k], h.pre, decode(h.pre, keys[k]).full)
+      end
+    elseif cur ~= '' then
+      local s = decode(cur, keys[k])
+      local post = decode(h.post, keys[k])
+      local l = {bucket = h.b == '1', rate = tonumber(h.rate), period = tonumber(h.period),
+                 cap = tonumber(h.cap), offset = tonumber(h.offset)}
+      local back = 0
+      if l.bucket then
+        local refilled = max(0, s.ts - post.ts) * l.rate / l.period
+        back = tonumber(h.taken) - max(0, tonumber(h.before) + refilled - l.cap)
+      elseif s.ts == post.ts then
+        back = tonumber(h.taken)
+      end
+      if back > 0 then
+        local next = {v = min(s.v + back, l.cap), ts = s.ts}
+        next.full = full_at(l, next)
+        store(keys[k], encode(next), next.full)
+      end
+    end
+  end
+  return 1
+end
+
+redis.register_function('ratelimit_apply', function(keys, args) return (apply(keys, args)) end)
+redis.register_function('ratelimit_take_held', function(keys, args) return take_held(keys, args) end)
+redis.register_function('ratelimit_refund', function(keys, args) return refund(keys, args) end)
 redis.register_function('ratelimit_compare_and_set',
                         function(keys, args) return compare_and_set(keys, args) end)
 redis.register_function{

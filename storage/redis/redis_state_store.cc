@@ -1,12 +1,36 @@
 #include "storage/redis/redis_state_store.h"
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "storage/apply.h"
 #include "storage/redis/redis_function_library.h"
+#include "storage/redis/redis_slot.h"
 
 namespace ratelimit {
+
+// How the store reaches Redis. Implementations are thread-safe.
+class RedisStateStore::Router {
+ public:
+  using Callback = std::function<void(absl::StatusOr<redis::Reply>)>;
+  virtual ~Router() = default;
+  // Runs `argv` on the node serving `routing_key` and calls `done` once (on any thread; it only
+  // records the reply).
+  virtual void Execute(const std::string& routing_key, std::vector<std::string> argv,
+                       Callback done) = 0;
+  // The primaries to SCAN and PING ("" for the only node of a plain connection).
+  virtual std::vector<std::string> Primaries() = 0;
+  virtual absl::StatusOr<redis::Reply> ExecuteOnNode(const std::string& node,
+                                                     std::vector<std::string> argv) = 0;
+};
+
 namespace {
 
 constexpr int kMaxUpdateAttempts = 64;
@@ -15,46 +39,319 @@ absl::Status ErrorReply(absl::string_view what, const redis::Reply& reply) {
   return absl::InternalError(absl::StrCat(what, ": ", reply.str));
 }
 
+// One synchronous connection: commands run on the caller's thread.
+class RunnerRouter final : public RedisStateStore::Router {
+ public:
+  explicit RunnerRouter(std::unique_ptr<RedisCommandRunner> runner) : runner_(std::move(runner)) {}
+  void Execute(const std::string&, std::vector<std::string> argv, Callback done) override {
+    done(runner_->Command(argv));
+  }
+  std::vector<std::string> Primaries() override { return {""}; }
+  absl::StatusOr<redis::Reply> ExecuteOnNode(const std::string&,
+                                             std::vector<std::string> argv) override {
+    return runner_->Command(argv);
+  }
+
+ private:
+  const std::unique_ptr<RedisCommandRunner> runner_;
+};
+
+// The cluster client: commands are routed by slot and run on its I/O thread.
+class ClusterRouter final : public RedisStateStore::Router {
+ public:
+  explicit ClusterRouter(std::unique_ptr<redis::RedisClusterClient> client)
+      : client_(std::move(client)) {}
+  void Execute(const std::string& routing_key, std::vector<std::string> argv,
+               Callback done) override {
+    client_->Execute(routing_key, std::move(argv), std::move(done));
+  }
+  std::vector<std::string> Primaries() override { return client_->Primaries(); }
+  absl::StatusOr<redis::Reply> ExecuteOnNode(const std::string& node,
+                                             std::vector<std::string> argv) override {
+    return client_->ExecuteOnNodeSync(node, std::move(argv));
+  }
+
+ private:
+  const std::unique_ptr<redis::RedisClusterClient> client_;
+};
+
+// A RedisCommandRunner on one node of a router (to load the library on each primary).
+class NodeRunner final : public RedisCommandRunner {
+ public:
+  NodeRunner(RedisStateStore::Router& router, std::string node)
+      : router_(router), node_(std::move(node)) {}
+  absl::StatusOr<redis::Reply> Command(absl::Span<const std::string> argv) override {
+    return router_.ExecuteOnNode(node_, std::vector<std::string>(argv.begin(), argv.end()));
+  }
+
+ private:
+  RedisStateStore::Router& router_;
+  const std::string node_;
+};
+
+// Replies of commands sent together, awaited together. The callbacks share its state, so a
+// callback finishing its unlock after the waiter returned touches nothing freed.
+class Replies {
+ public:
+  explicit Replies(size_t n) : state_(std::make_shared<Shared>(n)) {}
+  RedisStateStore::Router::Callback For(size_t i) {
+    return [state = state_, i](absl::StatusOr<redis::Reply> reply) {
+      absl::MutexLock l(&state->mu);
+      state->replies[i] = std::move(reply);
+      --state->pending;
+    };
+  }
+  // Every callback has run.
+  std::vector<absl::StatusOr<redis::Reply>>& Wait() {
+    absl::MutexLock l(&state_->mu);
+    state_->mu.Await(absl::Condition(
+        +[](size_t* pending) { return *pending == 0; }, &state_->pending));
+    return state_->replies;
+  }
+
+ private:
+  struct Shared {
+    explicit Shared(size_t n) : replies(n, absl::UnknownError("no reply")), pending(n) {}
+    absl::Mutex mu;
+    // Written by the callbacks under mu; read by the waiter once pending is 0.
+    std::vector<absl::StatusOr<redis::Reply>> replies;
+    size_t pending ABSL_GUARDED_BY(mu);
+  };
+  const std::shared_ptr<Shared> state_;
+};
+
+std::string RandomRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrCat(absl::Hex(rng(), absl::kZeroPad16), absl::Hex(rng(), absl::kZeroPad16));
+}
+
+// The states an ratelimit_apply reply says the function read, one per key.
+absl::StatusOr<std::vector<std::optional<State>>> ReadStates(const redis::Reply& reply, size_t n) {
+  std::vector<std::optional<State>> read(n);
+  if (reply.type != redis::Reply::Type::kArray || reply.elements.size() != 2 + 2 * n) {
+    return absl::InternalError("FCALL ratelimit_take_held: malformed reply");
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const std::string& text = reply.elements[2 + k].str;
+    if (text.empty()) continue;
+    read[k] = DecodeRedisState(text);
+    if (!read[k]) return absl::InternalError("FCALL ratelimit_take_held: unreadable state");
+  }
+  return read;
+}
+
 }  // namespace
+
+RedisStateStore::RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options)
+    : router_(std::move(router)), options_(std::move(options)) {}
+
+RedisStateStore::~RedisStateStore() = default;
 
 absl::StatusOr<std::unique_ptr<RedisStateStore>> RedisStateStore::Open(
     std::unique_ptr<RedisCommandRunner> connection, RedisStateStoreOptions options) {
   if (absl::Status s = ValidateRedisKeyPrefix(options.key_prefix); !s.ok()) return s;
   absl::StatusOr<bool> loaded = EnsureRedisLibrary(*connection);
   if (!loaded.ok()) return loaded.status();
-  return std::unique_ptr<RedisStateStore>(
-      new RedisStateStore(std::move(connection), std::move(options)));
+  return std::unique_ptr<RedisStateStore>(new RedisStateStore(
+      std::make_unique<RunnerRouter>(std::move(connection)), std::move(options)));
 }
 
-absl::StatusOr<redis::Reply> RedisStateStore::Command(absl::Span<const std::string> argv) {
+absl::StatusOr<std::unique_ptr<RedisStateStore>> RedisStateStore::Open(
+    std::unique_ptr<redis::RedisClusterClient> client, RedisStateStoreOptions options) {
+  if (absl::Status s = ValidateRedisKeyPrefix(options.key_prefix); !s.ok()) return s;
+  if (options.hold_ttl < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("hold_ttl: must be at least 1 ms");
+  }
+  for (int slot = 0; slot < redis::kSlotCount; ++slot) {
+    if (!client->PrimaryForSlot(slot).empty()) continue;
+    int last = slot;
+    while (last + 1 < redis::kSlotCount && client->PrimaryForSlot(last + 1).empty()) ++last;
+    return absl::UnavailableError(
+        absl::StrCat("redis cluster: slots ", slot, "-", last, " are not served by any primary"));
+  }
+  auto router = std::make_unique<ClusterRouter>(std::move(client));
+  for (const std::string& primary : router->Primaries()) {
+    NodeRunner runner(*router, primary);
+    absl::StatusOr<bool> loaded = EnsureRedisLibrary(runner);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(),
+                          absl::StrCat("redis ", primary, ": ", loaded.status().message()));
+    }
+  }
+  return std::unique_ptr<RedisStateStore>(
+      new RedisStateStore(std::move(router), std::move(options)));
+}
+
+absl::StatusOr<redis::Reply> RedisStateStore::Command(const std::string& routing_key,
+                                                      std::vector<std::string> argv) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
-  return connection_->Command(argv);
+  Replies replies(1);
+  router_->Execute(routing_key, std::move(argv), replies.For(0));
+  return std::move(replies.Wait()[0]);
+}
+
+absl::string_view RedisHashTagOfKey(absl::string_view key) {
+  const size_t open = key.find('{');
+  if (open == absl::string_view::npos) return "";
+  const size_t close = key.find('}', open + 1);
+  if (close == absl::string_view::npos) return "";
+  return key.substr(open + 1, close - open - 1);
 }
 
 std::string RedisStateStore::KeyFor(const StateKey& key) const {
-  return RedisKeyFor(options_.key_prefix, key, "");
+  return RedisKeyFor(options_.key_prefix, key, RedisHashTagOfKey(key.key));
 }
 
 absl::StatusOr<Outcome> RedisStateStore::Apply(const Operation& op, const Clock&) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
   const OperationKeys keys = DistinctKeys(op.limits);
   std::vector<std::string> redis_keys;
   redis_keys.reserve(keys.keys.size());
   for (const StateKey& k : keys.keys) redis_keys.push_back(KeyFor(k));
   std::optional<int64_t> now;
   if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
-  absl::StatusOr<redis::Reply> reply = Command(RedisApplyCommand(op, keys, redis_keys, now));
+  // The keys of each slot, in order of first mention.
+  std::vector<std::vector<size_t>> groups;
+  {
+    std::map<int, size_t> group_of_slot;
+    for (size_t k = 0; k < redis_keys.size(); ++k) {
+      const auto [it, added] = group_of_slot.emplace(redis::KeySlot(redis_keys[k]), groups.size());
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(k);
+    }
+  }
+  if (groups.size() > 1) return ApplyAcrossSlots(op, keys, redis_keys, groups, now);
+  absl::StatusOr<redis::Reply> reply =
+      Command(redis_keys[0], RedisApplyCommand(op, keys, redis_keys, now));
   if (!reply.ok()) return reply.status();
   return RedisApplyOutcome(op, keys, *reply);
+}
+
+absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
+    const Operation& op, const OperationKeys& keys, const std::vector<std::string>& redis_keys,
+    const std::vector<std::vector<size_t>>& groups, std::optional<int64_t> now) {
+  const size_t n_groups = groups.size();
+  const bool check = op.mode == Mode::kCheck;
+  const std::string request_id = RandomRequestId();
+  const std::string hold_ttl_ms = absl::StrCat(absl::ToInt64Milliseconds(options_.hold_ttl));
+  // Per group: its limits (in operation order), their positions in `op`, its keys and hold key.
+  struct Group {
+    std::vector<LimitOp> limits;
+    std::vector<size_t> limit_index;
+    OperationKeys keys;
+    std::vector<std::string> redis_keys;
+    std::string hold_key;
+  };
+  std::vector<size_t> group_of_key(keys.keys.size());
+  for (size_t g = 0; g < n_groups; ++g) {
+    for (size_t k : groups[g]) group_of_key[k] = g;
+  }
+  std::vector<Group> parts(n_groups);
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    Group& part = parts[group_of_key[keys.slot_of[i]]];
+    part.limits.push_back(op.limits[i]);
+    part.limit_index.push_back(i);
+  }
+  Replies takes(n_groups);
+  for (size_t g = 0; g < n_groups; ++g) {
+    Group& part = parts[g];
+    part.keys = DistinctKeys(part.limits);
+    for (const StateKey& k : part.keys.keys) part.redis_keys.push_back(KeyFor(k));
+    part.hold_key = absl::StrCat(options_.key_prefix, "{", redis::HashTagOf(part.redis_keys[0]),
+                                 "}hold:", request_id);
+    std::vector<std::string> argv =
+        RedisApplyCommand(Operation{part.limits, op.mode}, part.keys, part.redis_keys, now);
+    if (!check) {
+      // FCALL ratelimit_apply n keys... args... -> FCALL ratelimit_take_held n+1 keys... hold ttl
+      const size_t n = part.redis_keys.size();
+      argv[1] = std::string(kRedisTakeHeldFunction);
+      argv[2] = absl::StrCat(n + 1);
+      argv.insert(argv.begin() + 3 + n, {part.hold_key, hold_ttl_ms});
+    }
+    router_->Execute(part.redis_keys[0], std::move(argv), takes.For(g));
+  }
+  std::vector<absl::StatusOr<redis::Reply>>& replies = takes.Wait();
+
+  // What each slot answered: its outcome (checked against the algebra) and the states it read.
+  absl::Status failure;
+  bool allowed = true;
+  int64_t decided_at = 0;
+  std::vector<std::optional<Outcome>> outcomes(n_groups);
+  std::vector<std::optional<State>> read(keys.keys.size());
+  std::vector<bool> refund(n_groups, false);
+  for (size_t g = 0; g < n_groups; ++g) {
+    const Group& part = parts[g];
+    absl::StatusOr<Outcome> outcome =
+        replies[g].ok() ? RedisApplyOutcome(Operation{part.limits, op.mode}, part.keys, *replies[g])
+                        : absl::StatusOr<Outcome>(replies[g].status());
+    if (!outcome.ok()) {
+      if (failure.ok()) failure = outcome.status();
+      // The take may have run (a timeout) or not: the refund settles both.
+      refund[g] = !check;
+      allowed = false;
+      continue;
+    }
+    absl::StatusOr<std::vector<std::optional<State>>> states =
+        ReadStates(*replies[g], part.keys.keys.size());
+    if (!states.ok()) return states.status();
+    for (size_t k = 0; k < part.keys.keys.size(); ++k) (*states)[k].swap(read[groups[g][k]]);
+    decided_at = std::max(decided_at, outcome->now_us);
+    refund[g] = outcome->allowed && !check;
+    allowed = allowed && outcome->allowed;
+    outcomes[g] = *std::move(outcome);
+  }
+  if (allowed) {
+    Outcome result;
+    result.allowed = true;
+    result.now_us = decided_at;
+    result.decisions.resize(op.limits.size());
+    for (size_t g = 0; g < n_groups; ++g) {
+      for (size_t j = 0; j < parts[g].limit_index.size(); ++j) {
+        result.decisions[parts[g].limit_index[j]] = outcomes[g]->decisions[j];
+      }
+    }
+    return result;
+  }
+  // Give back what the slots that took took, and settle the unknown ones.
+  std::vector<size_t> to_refund;
+  for (size_t g = 0; g < n_groups; ++g) {
+    if (refund[g]) to_refund.push_back(g);
+  }
+  Replies refunds(to_refund.size());
+  for (size_t r = 0; r < to_refund.size(); ++r) {
+    const Group& part = parts[to_refund[r]];
+    std::vector<std::string> argv = {"FCALL", std::string(kRedisRefundFunction),
+                                     absl::StrCat(part.redis_keys.size() + 1)};
+    argv.insert(argv.end(), part.redis_keys.begin(), part.redis_keys.end());
+    argv.push_back(part.hold_key);
+    argv.push_back(hold_ttl_ms);
+    router_->Execute(part.redis_keys[0], std::move(argv), refunds.For(r));
+  }
+  // A refund that fails leaves its tokens taken until they refill (an under-grant, never more).
+  refunds.Wait();
+  if (!failure.ok()) return failure;
+  // The denial as the algebra gives it for the states the slots read (each slot's own state is
+  // exactly what its FCALL saw; the time is the latest of the slots').
+  std::vector<std::optional<State>> writes(keys.keys.size());
+  Outcome result = DecideOperation(op, keys, read, decided_at, absl::MakeSpan(writes));
+  result.allowed = false;
+  return result;
 }
 
 absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
   const size_t n = keys.size();
   std::vector<std::string> redis_keys;
   for (const StateKey& k : keys) redis_keys.push_back(KeyFor(k));
+  for (const std::string& k : redis_keys) {
+    if (redis::KeySlot(k) != redis::KeySlot(redis_keys[0])) {
+      return absl::FailedPreconditionError(
+          "the Redis store: Update of keys in different slots is not supported (use Apply)");
+    }
+  }
   for (int attempt = 0; attempt < kMaxUpdateAttempts; ++attempt) {
     std::vector<std::string> get = {"MGET"};
     get.insert(get.end(), redis_keys.begin(), redis_keys.end());
-    absl::StatusOr<redis::Reply> read = Command(get);
+    absl::StatusOr<redis::Reply> read = Command(redis_keys[0], get);
     if (!read.ok()) return read.status();
     if (read->type != redis::Reply::Type::kArray || read->elements.size() != n) {
       return ErrorReply("MGET", *read);
@@ -76,7 +373,7 @@ absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn d
     cas.insert(cas.end(), redis_keys.begin(), redis_keys.end());
     cas.insert(cas.end(), expected.begin(), expected.end());
     for (size_t i = 0; i < n; ++i) cas.push_back(writes[i] ? EncodeRedisState(*writes[i]) : "");
-    absl::StatusOr<redis::Reply> done = Command(cas);
+    absl::StatusOr<redis::Reply> done = Command(redis_keys[0], cas);
     if (!done.ok()) return done.status();
     if (done->type != redis::Reply::Type::kInteger) return ErrorReply("compare-and-set", *done);
     if (done->integer == 1) return absl::OkStatus();
@@ -85,58 +382,68 @@ absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn d
 }
 
 absl::StatusOr<std::optional<State>> RedisStateStore::Get(const StateKey& key) {
-  const std::string argv[] = {"GET", KeyFor(key)};
-  absl::StatusOr<redis::Reply> reply = Command(argv);
+  const std::string redis_key = KeyFor(key);
+  absl::StatusOr<redis::Reply> reply = Command(redis_key, {"GET", redis_key});
   if (!reply.ok()) return reply.status();
   if (reply->type == redis::Reply::Type::kNil) return std::optional<State>();
   if (reply->type != redis::Reply::Type::kString) return ErrorReply("GET", *reply);
   std::optional<State> state = DecodeRedisState(reply->str);
-  if (!state) return absl::InternalError(absl::StrCat("unreadable state at ", argv[1]));
+  if (!state) return absl::InternalError(absl::StrCat("unreadable state at ", redis_key));
   return state;
 }
 
 absl::Status RedisStateStore::Delete(const StateKey& key) {
-  const std::string argv[] = {"DEL", KeyFor(key)};
-  absl::StatusOr<redis::Reply> reply = Command(argv);
+  const std::string redis_key = KeyFor(key);
+  absl::StatusOr<redis::Reply> reply = Command(redis_key, {"DEL", redis_key});
   if (!reply.ok()) return reply.status();
   if (reply->type == redis::Reply::Type::kError) return ErrorReply("DEL", *reply);
   return absl::OkStatus();
 }
 
 absl::Status RedisStateStore::DeleteAll(LimitSource source, absl::string_view name) {
-  for (const std::string& pattern : RedisNamePatterns(options_.key_prefix, source, name)) {
-    std::string cursor = "0";
-    do {
-      const std::string scan[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
-      absl::StatusOr<redis::Reply> reply = Command(scan);
-      if (!reply.ok()) return reply.status();
-      if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
-        return ErrorReply("SCAN", *reply);
-      }
-      cursor = reply->elements[0].str;
-      std::vector<std::string> del = {"DEL"};
-      for (const redis::Reply& k : reply->elements[1].elements) {
-        const std::optional<StateKey> state = ParseRedisKey(options_.key_prefix, k.str);
-        if (state && state->source == source && state->name == name) del.push_back(k.str);
-      }
-      if (del.size() > 1) {
-        absl::StatusOr<redis::Reply> deleted = Command(del);
-        if (!deleted.ok()) return deleted.status();
-        if (deleted->type == redis::Reply::Type::kError) return ErrorReply("DEL", *deleted);
-      }
-    } while (cursor != "0");
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  for (const std::string& primary : router_->Primaries()) {
+    for (const std::string& pattern : RedisNamePatterns(options_.key_prefix, source, name)) {
+      std::string cursor = "0";
+      do {
+        absl::StatusOr<redis::Reply> reply =
+            router_->ExecuteOnNode(primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+        if (!reply.ok()) return reply.status();
+        if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
+          return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
+        }
+        cursor = reply->elements[0].str;
+        std::vector<std::string> doomed;
+        for (const redis::Reply& k : reply->elements[1].elements) {
+          const std::optional<StateKey> state = ParseRedisKey(options_.key_prefix, k.str);
+          if (state && state->source == source && state->name == name) doomed.push_back(k.str);
+        }
+        // One DEL per key: the keys of one primary may lie in different slots.
+        Replies deleted(doomed.size());
+        for (size_t i = 0; i < doomed.size(); ++i) {
+          router_->Execute(doomed[i], {"DEL", doomed[i]}, deleted.For(i));
+        }
+        for (absl::StatusOr<redis::Reply>& r : deleted.Wait()) {
+          if (!r.ok()) return r.status();
+          if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
+        }
+      } while (cursor != "0");
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status RedisStateStore::Health() {
-  const std::string ping[] = {"PING"};
-  absl::StatusOr<redis::Reply> reply = Command(ping);
-  if (!reply.ok()) return reply.status();
-  if (reply->type == redis::Reply::Type::kError) {
-    return absl::UnavailableError(absl::StrCat("redis: ", reply->str));
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  std::vector<std::string> errors;
+  for (const std::string& primary : router_->Primaries()) {
+    absl::StatusOr<redis::Reply> reply = router_->ExecuteOnNode(primary, {"PING"});
+    if (reply.ok() && reply->type != redis::Reply::Type::kError) return absl::OkStatus();
+    errors.push_back(reply.ok() ? absl::StrCat("redis ", primary, ": ", reply->str)
+                                : std::string(reply.status().message()));
   }
-  return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("no Redis primary answers: ", absl::StrJoin(errors, "; ")));
 }
 
 absl::Status RedisStateStore::Close() {

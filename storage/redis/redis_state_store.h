@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "absl/time/time.h"
+#include "storage/apply.h"
+#include "storage/redis/redis_cluster_client.h"
 #include "storage/redis/redis_command_runner.h"
 #include "storage/state_store.h"
 
@@ -16,29 +19,61 @@ struct RedisStateStoreOptions {
   std::string key_prefix = "ratelimit:";
   // Tests: the time of every decision instead of the server's TIME. Not owned; outlives the store.
   const Clock* clock_override = nullptr;
+  // How long a take of a request whose keys span slots is remembered (to refund it, and to make
+  // a take that arrives after its refund do nothing). Default 60 s.
+  absl::Duration hold_ttl = absl::Seconds(60);
 };
 
-// A StateStore on one Redis node (a standalone server): every operation is decided inside Redis
-// by the function library (redis_function_library.h) in one atomic FCALL, at the server's clock
-// (`clock` of Apply is not used, unless options.clock_override is set), and checked against
-// storage/algebra. Idle states expire by themselves once refilled (PXAT at full_at), so
-// CollectGarbage has nothing to do. Each state has its own key (no hash tag).
+// The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
+// the text between its first '{' and the first '}' after it, as Redis Cluster's own rule reads a
+// key; "" (the state's own slot) when there is no such pair or the text is empty. States whose keys
+// carry the same tag share a slot, whatever their limit names: a request on them all is one
+// atomic call.
+absl::string_view RedisHashTagOfKey(absl::string_view key);
+
+// A StateStore on Redis: one standalone server or a Redis Cluster. Every operation is decided
+// inside Redis by the function library (redis_function_library.h), at the clock of the primary
+// of its keys (`clock` of Apply is not used, unless options.clock_override is set), and checked
+// against storage/algebra. Idle states expire by themselves once refilled (PXAT at full_at), so
+// CollectGarbage has nothing to do. Each state has its own key, in its own slot unless its
+// limit key carries a hash tag (RedisHashTagOfKey); so on a cluster the keys of one operation
+// may live in different slots:
+//  - Keys of one slot are decided and written in one atomic FCALL.
+//  - An operation whose keys span slots takes per slot, all slots in parallel, each take
+//    recorded under a hold key (the operation's random id, in that slot, for hold_ttl). When
+//    every slot allowed, that is the outcome. Otherwise the slots that took (or whose answer is
+//    unknown) are refunded (ratelimit_refund), and the outcome is the denial the algebra gives
+//    for the states the slots read. Bound: never over-grants; a concurrent request may be denied
+//    by tokens held for one round trip before their refund, and a lost refund holds at most the
+//    count of each limit until it refills.
 //
-// Update (a decision made in C++) is an optimistic transaction: read the states, decide, then
-// ratelimit_compare_and_set; a conflicting write in between makes it decide again (at most 64
-// times, then ABORTED).
+// Update (a decision made in C++) is an optimistic transaction on keys of one slot: read the
+// states, decide, then ratelimit_compare_and_set; a conflicting write in between makes it decide
+// again (at most 64 times, then ABORTED). Keys spanning slots: FAILED_PRECONDITION.
 //
-// Errors: the connection's status (UNAVAILABLE, DEADLINE_EXCEEDED); INTERNAL for an error reply
-// or a disagreement between the library and the algebra; UNAVAILABLE once closed.
+// Blocking: the synchronous StateStore methods wait for their replies (a condition variable, not
+// the network: the cluster client's I/O thread does the network I/O, pipelining the commands of
+// concurrent callers); the slots of one operation are asked in parallel, so a caller waits for
+// about one round trip (two when a cross-slot operation is refunded).
 //
-// Thread safety: thread-safe if the connection is (REQUIRES: it is, when the store is shared).
+// Errors: UNAVAILABLE / DEADLINE_EXCEEDED from the connection; INTERNAL for an error reply or a
+// disagreement between the library and the algebra; UNAVAILABLE once closed.
+//
+// Thread safety: thread-safe (the connection of the RedisCommandRunner form must be, when the
+// store is shared).
 class RedisStateStore final : public StateStore {
  public:
-  // Checks the prefix, loads the function library if the server's differs (EnsureRedisLibrary).
-  // `connection` is owned.
+  // Over one connection to a standalone server. Checks the prefix, loads the function library if
+  // the server's differs (EnsureRedisLibrary). `connection` is owned.
   static absl::StatusOr<std::unique_ptr<RedisStateStore>> Open(
       std::unique_ptr<RedisCommandRunner> connection, RedisStateStoreOptions options);
+  // Over a cluster client (cluster or standalone, as the client detected). Also checks that every
+  // slot is served (UNAVAILABLE naming the first unserved range), and loads the library on every
+  // primary. `client` is owned.
+  static absl::StatusOr<std::unique_ptr<RedisStateStore>> Open(
+      std::unique_ptr<redis::RedisClusterClient> client, RedisStateStoreOptions options);
 
+  ~RedisStateStore() override;
   RedisStateStore(const RedisStateStore&) = delete;
   RedisStateStore& operator=(const RedisStateStore&) = delete;
 
@@ -46,20 +81,26 @@ class RedisStateStore final : public StateStore {
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
-  // SCANs the keys of `name` and deletes them.
+  // SCANs the keys of `name` on every primary and deletes them.
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
-  // A PING.
+  // A PING of every primary: OK when at least one answers, UNAVAILABLE naming them otherwise.
   absl::Status Health() override;
   absl::Status Close() override;
   absl::string_view backend_name() const override { return "redis"; }
 
- private:
-  RedisStateStore(std::unique_ptr<RedisCommandRunner> connection, RedisStateStoreOptions options)
-      : connection_(std::move(connection)), options_(std::move(options)) {}
-  absl::StatusOr<redis::Reply> Command(absl::Span<const std::string> argv);
-  std::string KeyFor(const StateKey& key) const;
+  class Router;  // how commands reach Redis; defined in the .cc
 
-  const std::unique_ptr<RedisCommandRunner> connection_;
+ private:
+  RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options);
+  absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
+                                       std::vector<std::string> argv);
+  std::string KeyFor(const StateKey& key) const;
+  absl::StatusOr<Outcome> ApplyAcrossSlots(const Operation& op, const OperationKeys& keys,
+                                           const std::vector<std::string>& redis_keys,
+                                           const std::vector<std::vector<size_t>>& groups,
+                                           std::optional<int64_t> now);
+
+  const std::unique_ptr<Router> router_;
   const RedisStateStoreOptions options_;
   std::atomic<bool> closed_{false};
 };
