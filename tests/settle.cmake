@@ -1,3 +1,5 @@
 # Settle, receipts and idempotent retries (request_id).
 ratelimit_test(settle_algebra_test settle_algebra_test.cc)
 ratelimit_test(settle_store_test settle_store_test.cc LIBS RocksDB::rocksdb)
+ratelimit_test(settle_service_test settle_service_test.cc
+               LIBS ratelimit_server ratelimit_client PkgConfig::HTTPLIB)
