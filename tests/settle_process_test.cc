@@ -86,5 +86,44 @@ TEST_F(SettleProcessTest, RetryAfterKillNineReturnsTheFirstAnswerAndConsumesNoth
   server->StopWith(SIGTERM);
 }
 
+std::pair<int, std::string> RunCli(const std::string& args) {
+  return ::ratelimit::testing::RunCommand(::ratelimit::testing::BinaryPath("ratelimit") + " " +
+                                          args);
+}
+
+TEST_F(SettleProcessTest, CliPrintsReceiptsSettlesThemAndRetriesByRequestId) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string t = "--target=" + server->target();
+  auto [code, out] =
+      RunCli("reserve " + t + " --name=ledger --key=cli --count=10 --request_id=job-1");
+  ASSERT_EQ(code, 0) << out;
+  const size_t at = out.find("receipt=");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string receipt = out.substr(at + 8, out.find('\n', at) - at - 8);
+
+  std::tie(code, out) =
+      RunCli("reserve " + t + " --name=ledger --key=cli --count=10 --request_id=job-1");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("replayed"), std::string::npos) << out;
+  EXPECT_NE(out.find("receipt=" + receipt), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("settle " + t + " --receipt=" + receipt + " --used=4");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ledger/cli  returned=6 charged=0 uncharged=0 value=996"), std::string::npos)
+      << out;
+  std::tie(code, out) = RunCli("settle " + t + " --receipt=" + receipt + " --used=4 --json");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("ALREADY_EXISTS"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("consume " + t + " --name=ledger --key=cli --json");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"receipt\":\""), std::string::npos) << out;
+  std::tie(code, out) = RunCli("settle " + t + " --receipt=" + receipt);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--used"), std::string::npos) << out;
+  server->StopWith(SIGTERM);
+}
+
 }  // namespace
 }  // namespace ratelimit
