@@ -201,6 +201,25 @@ TEST(RocksDbRecordTest, RecordsAndSecretSurviveReopen) {
   EXPECT_EQ(*s, secret);
 }
 
+// A store that keeps no records (as the Redis store for now) refuses both features cleanly and
+// takes nothing.
+TEST(NoRecordStoreTest, RecordsAreUnimplementedAndNothingIsTaken) {
+  FakeClock clock;
+  testing::FailingStateStore store(std::make_unique<MemoryStateStore>());
+  Limiter limiter(store, clock);
+  const LimitRequest take = Api(4);
+  Remember remember;
+  remember.record = RecordSpec{"q", clock.NowMicros() + kSecond};
+  auto v = limiter.Evaluate(std::vector<LimitRequest>{take}, Mode::kConsume, remember);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kUnimplemented) << v.status();
+  auto s = limiter.Settle(std::vector<SettleItem>{
+      SettleOf(take, 0, clock.NowMicros(), "r", clock.NowMicros() + kSecond)});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  auto state = store.Get(StateKey{"api", "u1", LimitSource::kDefined});
+  ASSERT_OK(state);
+  EXPECT_FALSE(state->has_value());
+}
+
 // Random interleavings of Consume, Reserve and Settle (refunds, charges, cancellations, repeated
 // settlements): RocksDB answers exactly as the in-memory reference, and over every interval the
 // tokens a token bucket admits (taken, minus given back, plus charged) stay within
@@ -275,6 +294,8 @@ TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
       ASSERT_NEAR(x.value, y.value, 1e-9) << "step " << step;
       ASSERT_LE(x.returned, std::max(0.0, items[i].taken - items[i].used) + 1e-9);
       ASSERT_LE(x.charged, std::max(0.0, items[i].used - items[i].taken) + 1e-9);
+      ASSERT_LE(x.value, capacity + 1e-9) << "step " << step;  // a refund never mints tokens
+      ASSERT_GE(x.value, -max_reserved - 1e-9) << "step " << step;
       if (items[i].key == "k0") admitted.emplace_back(a->now_us, x.charged - x.returned);
     }
   }
