@@ -67,7 +67,7 @@ struct Decision {
   // The state to store when the decision is applied (allowed, and not a Check).
   State next;
   // Set for a settlement (see Settle below); retry_at_us is then its paid_at_us.
-  std::optional<Settled> settled;
+  std::optional<Settled> settled = std::nullopt;
 };
 
 // Identity of the limit being decided, for the per-key defaults (fixed-window start, jitter).

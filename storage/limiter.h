@@ -41,7 +41,7 @@ struct Verdict {
   int64_t now_us = 0;
   // Set when Evaluate was given a record that was already present: the bytes remembered with
   // it. Nothing was decided then; the other fields are empty.
-  std::optional<std::string> remembered;
+  std::optional<std::string> remembered = std::nullopt;
 };
 
 // A request's answer to remember (idempotent retries): the record, and the bytes to store with

@@ -41,7 +41,7 @@ struct LimitOp {
     double used = 0;   // REQUIRES: finite and >= 0
     int64_t taken_at_us = 0;
   };
-  std::optional<Settlement> settle;
+  std::optional<Settlement> settle = std::nullopt;
 };
 
 // An idempotency record, decided atomically with an Operation: when one of an operation's
@@ -63,11 +63,11 @@ struct Operation {
   absl::Span<const LimitOp> limits;
   Mode mode = Mode::kConsume;
   // Idempotency records (none by default); see RecordSpec. Not with kCheck.
-  absl::Span<const RecordSpec> records;
+  absl::Span<const RecordSpec> records = {};
   // The bytes stored in every record of `records`, computed from the outcome inside the
   // transaction (possibly more than once: it must be a pure function of the outcome and what it
   // captured). Unset: empty bytes.
-  std::function<std::string(const Outcome&)> record_value;
+  std::function<std::string(const Outcome&)> record_value = nullptr;
 };
 
 // What a store answers to an Operation.
@@ -82,8 +82,8 @@ struct Outcome {
   int64_t now_us = 0;
   // Set when a record of the operation was already present: the index of the first such record
   // in Operation::records and its stored bytes. Nothing was decided then (`decisions` is empty).
-  std::optional<size_t> existing_record;
-  std::string existing_value;
+  std::optional<size_t> existing_record = std::nullopt;
+  std::string existing_value = std::string();
 };
 
 // Where the (value, ts) states live. Every implementation guarantees:
