@@ -86,6 +86,20 @@ TEST_F(SettleProcessTest, RetryAfterKillNineReturnsTheFirstAnswerAndConsumesNoth
   server->StopWith(SIGTERM);
 }
 
+TEST_F(SettleProcessTest, InvalidReceiptKeyFileFailsStartUp) {
+  WriteFileAtomically(dir_.File("keys"), "too-short\n");
+  auto p = ServerProcess::Start(
+      {"--data_dir=" + dir_.File("data"), "--limits_file=" + dir_.File("limits.yaml"),
+       "--receipt_key_file=" + dir_.File("keys")},
+      dir_.path());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("receipt key file line 1"), std::string::npos) << p.status();
+  auto missing = ServerProcess::Start(
+      {"--data_dir=" + dir_.File("data"), "--receipt_key_file=" + dir_.File("nope")}, dir_.path());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nope"), std::string::npos) << missing.status();
+}
+
 std::pair<int, std::string> RunCli(const std::string& args) {
   return ::ratelimit::testing::RunCommand(::ratelimit::testing::BinaryPath("ratelimit") + " " +
                                           args);
