@@ -63,6 +63,16 @@ ABSL_FLAG(std::string, failure_policy, "closed",
 ABSL_FLAG(std::string, inline_limits, "allow",
           "allow or deny limits defined inline in ratelimit.v1 requests (deny: PERMISSION_DENIED; "
           "only the limits file's limits can be used)");
+ABSL_FLAG(std::string, receipt_key_file, "",
+          "file of receipt signing keys, reloaded when it changes: first line the current key, "
+          "further lines previous keys still accepted (hex or base64, >= 32 bytes each); empty: "
+          "a key generated once and kept in the data directory");
+ABSL_FLAG(absl::Duration, receipt_ttl, absl::Hours(1),
+          "how long a receipt can be settled (Settle refuses older ones); spent receipts are "
+          "remembered this long");
+ABSL_FLAG(absl::Duration, request_id_ttl, absl::Minutes(10),
+          "how long the answer to a Consume or Reserve carrying a request_id is remembered for "
+          "retries");
 ABSL_FLAG(bool, sync, false, "fsync the WAL on every write (survives power loss; slower)");
 ABSL_FLAG(bool, salvage_wal, false,
           "open a data directory whose WAL is corrupt or truncated by recovering up to the last "
@@ -241,6 +251,16 @@ int main(int argc, char** argv) {
   }
   options.limits_file = absl::GetFlag(FLAGS_limits_file);
   options.limits_reload_interval = absl::GetFlag(FLAGS_limits_reload_interval);
+  options.receipt_key_file = absl::GetFlag(FLAGS_receipt_key_file);
+  options.receipt_ttl = absl::GetFlag(FLAGS_receipt_ttl);
+  if (options.receipt_ttl <= absl::ZeroDuration() || options.receipt_ttl > absl::Hours(24 * 366)) {
+    return Fail("--receipt_ttl must be positive and at most a year");
+  }
+  options.request_id_ttl = absl::GetFlag(FLAGS_request_id_ttl);
+  if (options.request_id_ttl <= absl::ZeroDuration() ||
+      options.request_id_ttl > absl::Hours(24 * 366)) {
+    return Fail("--request_id_ttl must be positive and at most a year");
+  }
   options.sync = absl::GetFlag(FLAGS_sync);
   options.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
   options.gc_interval = absl::GetFlag(FLAGS_gc_interval);

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/convert.h"
 #include "server/log.h"
@@ -67,13 +68,58 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   if (!resolved.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(resolved.status()));
   rpc.SetLimits(*resolved);
 
+  if (mode != Mode::kCheck) {
+    if (absl::Status st = ValidateRequestId(request); !st.ok()) {
+      return FinishRpc(reactor, rpc, ToGrpcStatus(st));
+    }
+  }
+  const std::shared_ptr<const ReceiptKeys> keys =
+      settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
+  // Receipt ids are drawn before deciding, so that the answer remembered for a request_id (built
+  // inside the store's transaction) and the answer sent are the same bytes.
+  std::vector<std::array<uint8_t, 16>> ids;
+  if (mode != Mode::kCheck && !keys->empty()) {
+    for (size_t i = 0; i < resolved->size(); ++i) ids.push_back(NewReceiptId());
+  }
+  auto to_proto = [&](const Verdict& v, v1::RateLimitResponse* out) {
+    VerdictToProto(v, *resolved, out);
+    AddReceipts(*keys, v, *resolved, mode, ids, out);
+  };
+
   rpc.StoreStarted();
-  absl::StatusOr<Verdict> verdict = limiter_.Evaluate(*resolved, mode);
+  absl::StatusOr<Verdict> verdict;
+  std::string fingerprint;
+  if (mode != Mode::kCheck && !request.request_id().empty()) {
+    fingerprint = RequestFingerprint(MethodName(mode), request);
+    Remember remember;
+    remember.record.key = RequestIdRecordKey(request.request_id());
+    remember.record.expires_at_us = settle_.clock->NowMicros() + settle_.request_id_ttl_us;
+    remember.encode = [&](const Verdict& v) {
+      v1::RateLimitResponse answer;
+      to_proto(v, &answer);
+      return RememberedAnswer(fingerprint, answer);
+    };
+    verdict = limiter_.Evaluate(*resolved, mode, remember);
+  } else {
+    verdict = limiter_.Evaluate(*resolved, mode);
+  }
   rpc.StoreFinished(verdict.status());
+  if (verdict.ok() && verdict->remembered) {
+    absl::StatusOr<v1::RateLimitResponse> replay = ReplayAnswer(*verdict->remembered, fingerprint);
+    if (!replay.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(replay.status()));
+    telemetry_.CountReplay(MethodName(mode));
+    rpc.span().SetAttribute("ratelimit.replayed", true);
+    *response = *std::move(replay);
+    rpc.SetDecision(response->allowed());
+    return FinishRpc(reactor, rpc, grpc::Status::OK);
+  }
   if (verdict.ok()) {
     rpc.SetVerdict(*verdict, mode);
-    VerdictToProto(*verdict, *resolved, response);
+    to_proto(*verdict, response);
     return FinishRpc(reactor, rpc, grpc::Status::OK);
+  }
+  if (verdict.status().code() == absl::StatusCode::kUnimplemented) {
+    return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
   }
   Log(LogLevel::kError, "store failure",
       {{"error", std::string(verdict.status().message())},
@@ -88,6 +134,67 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
       reactor, rpc,
       grpc::Status(grpc::StatusCode::UNAVAILABLE,
                    "rate-limit store unavailable: " + std::string(verdict.status().message())));
+}
+
+grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerContext* context,
+                                                       const v1::SettleRequest* request,
+                                                       v1::SettleResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kService, "Settle", "ratelimit.v1.RateLimitService/Settle", *context);
+  if (settle_.keys == nullptr) {
+    return FinishRpc(reactor, rpc,
+                     grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                  "this server issues no receipts, so there is nothing to settle"));
+  }
+  const std::shared_ptr<const ReceiptKeys> keys = settle_.keys->Current();
+  const std::shared_ptr<const LimitSet> limits = registry_.Current();
+  absl::StatusOr<std::vector<SettleItem>> items =
+      SettleFromProto(*request, *keys, *limits, settle_.receipt_ttl_us, settle_.clock->NowMicros());
+  if (!items.ok()) {
+    telemetry_.CountSettlement("rejected", request->settlements_size());
+    return FinishRpc(reactor, rpc, ToGrpcStatus(items.status()));
+  }
+  rpc.StoreStarted();
+  absl::StatusOr<SettleVerdict> verdict = limiter_.Settle(*items);
+  rpc.StoreFinished(verdict.status());
+  if (!verdict.ok()) {
+    if (verdict.status().code() == absl::StatusCode::kUnimplemented) {
+      return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
+    }
+    Log(LogLevel::kError, "store failure",
+        {{"error", std::string(verdict.status().message())}, {"trace_id", rpc.TraceId()}});
+    return FinishRpc(
+        reactor, rpc,
+        grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     "rate-limit store unavailable: " + std::string(verdict.status().message())));
+  }
+  if (verdict->already_settled) {
+    telemetry_.CountSettlement("rejected", request->settlements_size());
+    return FinishRpc(reactor, rpc,
+                     grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                                  absl::StrCat("settlements[", *verdict->already_settled,
+                                               "].receipt: already settled; nothing was settled")));
+  }
+  SettleToProto(*verdict, *items, response);
+  // One array element per settlement, in request order.
+  std::vector<absl::string_view> names;
+  std::vector<double> used, returned, charged, uncharged;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const Settled& settled = verdict->results[i];
+    telemetry_.CountSettled(settled.returned, settled.charged);
+    names.push_back((*items)[i].name);
+    used.push_back((*items)[i].used);
+    returned.push_back(settled.returned);
+    charged.push_back(settled.charged);
+    uncharged.push_back(settled.uncharged);
+  }
+  rpc.span().SetAttribute("ratelimit.limits", absl::MakeConstSpan(names));
+  rpc.span().SetAttribute("ratelimit.settle.used", absl::MakeConstSpan(used));
+  rpc.span().SetAttribute("ratelimit.settle.returned", absl::MakeConstSpan(returned));
+  rpc.span().SetAttribute("ratelimit.settle.charged", absl::MakeConstSpan(charged));
+  rpc.span().SetAttribute("ratelimit.settle.uncharged", absl::MakeConstSpan(uncharged));
+  return FinishRpc(reactor, rpc, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContext* context,

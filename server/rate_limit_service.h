@@ -9,6 +9,7 @@
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
+#include "server/settle.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
@@ -25,11 +26,13 @@ enum class FailurePolicy {
 // malformed body is INVALID_ARGUMENT.
 //
 // Thread safety: thread-safe; dependencies are not owned and must outlive the service.
-class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackMethod_Consume<
-                                       v1::RateLimitService::WithRawCallbackMethod_Check<
-                                           v1::RateLimitService::WithRawCallbackMethod_Reserve<
-                                               v1::RateLimitService::WithRawCallbackMethod_Reset<
-                                                   v1::RateLimitService::CallbackService>>>> {
+class RateLimitServiceImpl final
+    : public v1::RateLimitService::WithRawCallbackMethod_Consume<
+          v1::RateLimitService::WithRawCallbackMethod_Check<
+              v1::RateLimitService::WithRawCallbackMethod_Reserve<
+                  v1::RateLimitService::WithRawCallbackMethod_Reset<
+                      v1::RateLimitService::WithRawCallbackMethod_Settle<
+                          v1::RateLimitService::CallbackService>>>>> {
  public:
   // The generated bases' other overloads of each method (the synchronous ones they disable),
   // named so that the overrides below do not hide them.
@@ -37,17 +40,20 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
   using WithRawCallbackMethod_Consume::Consume;
   using WithRawCallbackMethod_Reserve::Reserve;
   using WithRawCallbackMethod_Reset::Reset;
+  using WithRawCallbackMethod_Settle::Settle;
 
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
                        const Telemetry& telemetry,
-                       InlineLimits inline_limits = InlineLimits::kAllow)
+                       InlineLimits inline_limits = InlineLimits::kAllow,
+                       SettleOptions settle = SettleOptions())
       : limiter_(limiter),
         registry_(registry),
         admin_(admin),
         policy_(policy),
         telemetry_(telemetry),
-        inline_limits_(inline_limits) {}
+        inline_limits_(inline_limits),
+        settle_(settle) {}
 
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
                                     const v1::RateLimitRequest* request,
@@ -61,6 +67,9 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
   grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
                                   const v1::ResetRequest* request,
                                   v1::ResetResponse* response) override;
+  grpc::ServerUnaryReactor* Settle(grpc::CallbackServerContext* context,
+                                   const v1::SettleRequest* request,
+                                   v1::SettleResponse* response) override;
 
   // The registered (raw) methods: parse, then the typed handlers above.
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
@@ -92,6 +101,14 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
         [&](auto* req, auto* resp) { return Reset(context, req, resp); });
   }
 
+  grpc::ServerUnaryReactor* Settle(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override {
+    return ServeParsed<v1::SettleRequest, v1::SettleResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return Settle(context, req, resp); });
+  }
+
  private:
   grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
                                    const v1::RateLimitRequest& request, Mode mode,
@@ -103,6 +120,7 @@ class RateLimitServiceImpl final : public v1::RateLimitService::WithRawCallbackM
   const FailurePolicy policy_;
   const Telemetry& telemetry_;
   const InlineLimits inline_limits_;
+  const SettleOptions settle_;
 };
 
 }  // namespace ratelimit

@@ -12,6 +12,7 @@
 #include "grpcpp/resource_quota.h"
 #include "server/log.h"
 #include "server/tls_files.h"
+#include "storage/file_util.h"
 #include "storage/limit_config.h"
 #include "storage/state_store_factory.h"
 
@@ -29,6 +30,30 @@ std::function<void(const absl::Status&)> CountReloads(
     metrics.config_reloads.With({config, st.ok() ? "ok" : "failed"}).Increment();
     if (hook) hook(config, st);
   };
+}
+
+// The receipt key file: read whole, parsed by ReceiptKeys::Parse; a file that stops parsing or
+// goes missing keeps the keys in force.
+WatchedConfigSpec<ReceiptKeys, std::string> ReceiptKeyFileSpec(const std::string& path) {
+  WatchedConfigSpec<ReceiptKeys, std::string> spec;
+  spec.source_field = "file";
+  spec.source_name = path;
+  spec.read = [path]() -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> bytes = ReadFileToString(path);
+    if (!bytes.ok()) {
+      return absl::Status(bytes.status().code(),
+                          absl::StrCat("receipt key file ", path, ": ", bytes.status().message()));
+    }
+    return bytes;
+  };
+  spec.parse = [](const std::string& bytes) { return ReceiptKeys::Parse(bytes); };
+  spec.on_loaded = [path](const ReceiptKeys& keys, const std::string&) {
+    Log(LogLevel::kInfo, "receipt keys loaded",
+        {{"file", path}, {"keys", std::to_string(keys.size())}});
+  };
+  spec.reload_failed_message = "receipt key reload failed; keeping the previous keys";
+  spec.missing_message = "receipt key file missing; keeping the previous keys";
+  return spec;
 }
 
 // Milliseconds for a gRPC channel argument; InfiniteDuration() (or more than INT_MAX ms): INT_MAX,
@@ -187,10 +212,33 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         CountReloads(*s->metrics_, "limits", options.on_config_reload));
     if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
   }
+  if (!options.receipt_key_file.empty()) {
+    s->receipt_watcher_ = std::make_unique<WatchedConfig<ReceiptKeys, std::string>>(
+        ReceiptKeyFileSpec(options.receipt_key_file), s->receipt_keys_,
+        options.limits_reload_interval,
+        CountReloads(*s->metrics_, "receipt_keys", options.on_config_reload));
+    if (absl::Status st = s->receipt_watcher_->Load(); !st.ok()) return st;
+  } else {
+    absl::StatusOr<std::string> key = s->store_->Secret("receipt_key", NewReceiptKey);
+    if (!key.ok()) {
+      Log(LogLevel::kWarning,
+          "the store keeps no receipt key; receipts of this process are not valid after a "
+          "restart (set --receipt_key_file)",
+          {{"reason", std::string(key.status().message())}});
+      key = NewReceiptKey();
+    }
+    s->receipt_keys_.Replace(
+        std::make_shared<const ReceiptKeys>(*std::move(key), std::vector<std::string>()));
+  }
+  SettleOptions settle;
+  settle.keys = &s->receipt_keys_;
+  settle.receipt_ttl_us = absl::ToInt64Microseconds(options.receipt_ttl);
+  settle.request_id_ttl_us = absl::ToInt64Microseconds(options.request_id_ttl);
+  settle.clock = &clock;
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token, options.admin_identities);
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
                                                        options.failure_policy, *s->telemetry_,
-                                                       options.inline_limits);
+                                                       options.inline_limits, settle);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -243,6 +291,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->gc_->Start();
   }
   if (s->watcher_) s->watcher_->Start();
+  if (s->receipt_watcher_) s->receipt_watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   s->health_.SetServing();
   s->started_ = true;
@@ -328,6 +377,7 @@ void RateLimitServer::Shutdown() {
   Log(LogLevel::kDebug, "grpc server shut down");
   if (probe_) probe_->Stop();
   if (watcher_) watcher_->Stop();
+  if (receipt_watcher_) receipt_watcher_->Stop();
   if (envoy_watcher_) envoy_watcher_->Stop();
   if (exporter_) exporter_->Shutdown(options_.shutdown_grace);
   if (gc_) gc_->Stop();

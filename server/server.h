@@ -21,7 +21,9 @@
 #include "server/observability/tracer.h"
 #include "server/periodic_task.h"
 #include "server/rate_limit_service.h"
+#include "server/receipt.h"
 #include "server/tls.h"
+#include "server/watched_config.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
 #include "storage/state_store.h"
@@ -123,6 +125,16 @@ struct ServerOptions {
   // Exporter tuning (defaults in OtlpExporterOptions).
   OtlpExporterOptions otel_exporter;
 
+  // Receipts: a file of keys (first line the current key, further lines previous keys still
+  // accepted; hex or base64, >= 32 bytes each), reloaded when it changes (checked every
+  // limits_reload_interval). Empty: a key generated once and kept in the store (RocksDB: its
+  // meta column family), so receipts survive restarts.
+  std::string receipt_key_file;
+  // A receipt older than this is refused by Settle; spent receipts are remembered this long.
+  absl::Duration receipt_ttl = absl::Hours(1);
+  // How long the answer to a Consume or Reserve carrying a request_id is remembered.
+  absl::Duration request_id_ttl = absl::Minutes(10);
+
   // Envoy RLS v3 API (envoy.service.ratelimit.v3.RateLimitService, same port): a directory of
   // envoyproxy/ratelimit YAML files, one domain per file, checked for changes every
   // limits_reload_interval. Empty: the Envoy API is not served (calls get UNIMPLEMENTED).
@@ -194,6 +206,8 @@ class RateLimitServer {
   std::unique_ptr<Limiter> limiter_;
   LimitRegistry registry_;
   std::unique_ptr<LimitsFileWatcher> watcher_;
+  ConfigSnapshot<ReceiptKeys> receipt_keys_;
+  std::unique_ptr<WatchedConfig<ReceiptKeys, std::string>> receipt_watcher_;
   std::unique_ptr<AdminAuthenticator> admin_;
   std::unique_ptr<RateLimitServiceImpl> service_;
   EnvoyConfigRegistry envoy_registry_;

@@ -188,4 +188,38 @@ Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<Sta
   return d;
 }
 
+Settled Settle(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
+               double taken, double used, int64_t taken_at_us, int64_t now) {
+  const State refilled = Refill(c, id, current, now);
+  const double capacity = c.EffectiveCapacity();
+  Settled s;
+  double value = refilled.value;
+  if (used < taken) {
+    const bool same_window =
+        c.kind == LimitKind::kTokenBucket ||
+        (taken_at_us >= refilled.ts_us && taken_at_us - refilled.ts_us < c.period_us);
+    if (same_window && value < capacity) {
+      const double target = std::min(value + (taken - used), capacity);
+      s.returned = target - value;
+      value = target;
+    }
+  } else if (used > taken) {
+    const double extra = used - taken;
+    const double floor = c.max_reserved ? -*c.max_reserved : -kMaxAmount * 2;
+    const double room = std::max(0.0, value - floor);
+    s.charged = std::min(extra, room);
+    s.uncharged = extra - s.charged;
+    value -= s.charged;
+  }
+  s.value = value;
+  s.next = State{value, refilled.ts_us, 0};
+  s.next.full_at_us = FullAt(c, s.next);
+  if (value < 0) {
+    const int64_t at =
+        RefilledAt(c, s.next, s.next, -value, [](double balance) { return balance >= 0; });
+    s.paid_at_us = at;
+  }
+  return s;
+}
+
 }  // namespace ratelimit

@@ -39,6 +39,22 @@ enum class DenyReason {
   kMaxReservedExceeded,
 };
 
+// What one settlement did to a limit (see Settle).
+struct Settled {
+  // Tokens given back (<= taken - used).
+  double returned = 0;
+  // Tokens charged for used - taken, and the part of it that could not be charged because the
+  // balance may not go below -max_reserved.
+  double charged = 0;
+  double uncharged = 0;
+  // The balance after the settlement.
+  double value = 0;
+  // Set when `value` is negative: when the balance is back to zero.
+  std::optional<int64_t> paid_at_us;
+  // The state to store.
+  State next;
+};
+
 struct Decision {
   bool allowed = false;
   DenyReason reason = DenyReason::kNone;
@@ -50,6 +66,8 @@ struct Decision {
   std::optional<int64_t> retry_at_us;
   // The state to store when the decision is applied (allowed, and not a Check).
   State next;
+  // Set for a settlement (see Settle below); retry_at_us is then its paid_at_us.
+  std::optional<Settled> settled = std::nullopt;
 };
 
 // Identity of the limit being decided, for the per-key defaults (fixed-window start, jitter).
@@ -62,6 +80,18 @@ struct LimitId {
 // `current` is the stored state, or nullopt when there is none (full).
 Decision Decide(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
                 double count, Mode mode, int64_t now_us);
+
+// Settles an earlier allowed take of `taken` tokens, made at `taken_at_us`, of which `used` were
+// really used, at `now_us`:
+//  - used < taken gives back taken - used. Token bucket: the balance refilled to now, plus the
+//    refund, capped at capacity (the bucket never holds more than it would had the take never
+//    happened). Fixed window: only while the window of the take is the current one; nothing
+//    once it has closed.
+//  - used > taken charges used - taken like a reservation: the balance may go down to
+//    -max_reserved (unbounded when unset); what does not fit is `uncharged`.
+// REQUIRES: ValidateLimitConfig(config) is OK; taken > 0 and used >= 0, both finite.
+Settled Settle(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
+               double taken, double used, int64_t taken_at_us, int64_t now_us);
 
 // When `state` will have refilled to capacity under `config` (saturates at INT64_MAX).
 int64_t FullAt(const LimitConfig& config, const State& state);

@@ -1,6 +1,7 @@
 #include "storage/apply.h"
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
 
 namespace ratelimit {
 
@@ -27,6 +28,19 @@ Outcome DecideOperation(const Operation& op, const OperationKeys& keys,
   for (size_t i = 0; i < op.limits.size(); ++i) {
     const LimitOp& l = op.limits[i];
     const size_t slot = keys.slot_of[i];
+    if (l.settle) {
+      Settled settled = Settle(l.config, LimitId{l.key.name, l.key.key}, working[slot],
+                               l.settle->taken, l.settle->used, l.settle->taken_at_us, now_us);
+      Decision d;
+      d.allowed = true;
+      d.value = settled.value;
+      d.retry_at_us = settled.paid_at_us;
+      d.next = settled.next;
+      working[slot] = settled.next;
+      d.settled = std::move(settled);
+      out.decisions[i] = std::move(d);
+      continue;
+    }
     Decision d =
         Decide(l.config, LimitId{l.key.name, l.key.key}, working[slot], l.count, op.mode, now_us);
     if (d.allowed && op.mode != Mode::kCheck) working[slot] = d.next;
@@ -68,6 +82,49 @@ absl::StatusOr<Outcome> ApplyWithUpdate(StateStore& store, const Operation& op,
                    });
   if (!status.ok()) return status;
   return outcome;
+}
+
+absl::StatusOr<Outcome> ApplyWithRecords(StateStore& store, const Operation& op,
+                                         const Clock& clock) {
+  const OperationKeys keys = DistinctKeys(op.limits);
+  Outcome outcome;
+  absl::Status status = store.UpdateWithRecords(
+      keys.keys, op.records, clock,
+      [&](absl::Span<const std::optional<State>> current,
+          absl::Span<const std::optional<std::string>> records,
+          absl::Span<std::optional<State>> writes,
+          absl::Span<std::optional<std::string>> record_writes) -> absl::Status {
+        outcome = Outcome();
+        for (size_t r = 0; r < records.size(); ++r) {
+          if (records[r]) {
+            outcome.now_us = clock.NowMicros();
+            outcome.existing_record = r;
+            outcome.existing_value = *records[r];
+            return absl::OkStatus();
+          }
+        }
+        outcome = DecideOperation(op, keys, current, clock.NowMicros(), writes);
+        if (op.mode != Mode::kCheck) {
+          const std::string value = op.record_value ? op.record_value(outcome) : std::string();
+          for (auto& w : record_writes) w = value;
+        }
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return outcome;
+}
+
+absl::Status StateStore::UpdateWithRecords(absl::Span<const StateKey> /*keys*/,
+                                           absl::Span<const RecordSpec> /*records*/,
+                                           const Clock& /*clock*/, RecordDecideFn /*decide*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", backend_name(),
+                   " store does not keep idempotency records (receipts and request_id)"));
+}
+
+absl::StatusOr<std::string> StateStore::Secret(absl::string_view /*name*/,
+                                               absl::FunctionRef<std::string()> /*generate*/) {
+  return absl::UnimplementedError(absl::StrCat("the ", backend_name(), " store keeps no secrets"));
 }
 
 absl::StatusOr<Outcome> StateStore::Apply(const Operation& op, const Clock& clock) {

@@ -24,10 +24,11 @@ struct OperationKeys {
 };
 OperationKeys DistinctKeys(absl::Span<const LimitOp> limits);
 
-// Decides `op` at `now_us` against `current` (the stored state of each of `keys.keys`, nullopt
-// when there is none). Fills `writes` (one per key, initially nullopt) with the states to store:
-// set for every key when the operation is allowed and not a check, untouched otherwise.
-// Pure: the same inputs give the same outcome, bit for bit.
+// Decides `op` at `now_us` against `current`. A limit with `settle` set is settled
+// (storage/algebra Settle) instead, and is always allowed; its Decision then carries `settled`.
+// (the stored state of each of `keys.keys`, nullopt when there is none). Fills `writes` (one per
+// key, initially nullopt) with the states to store: set for every key when the operation is allowed
+// and not a check, untouched otherwise. Pure: the same inputs give the same outcome, bit for bit.
 // REQUIRES: `keys` == DistinctKeys(op.limits); current.size() == writes.size() == keys.keys.size().
 Outcome DecideOperation(const Operation& op, const OperationKeys& keys,
                         absl::Span<const std::optional<State>> current, int64_t now_us,
@@ -36,6 +37,13 @@ Outcome DecideOperation(const Operation& op, const OperationKeys& keys,
 // The default StateStore::Apply: one `store.Update` whose callback reads `clock` and runs
 // DecideOperation.
 absl::StatusOr<Outcome> ApplyWithUpdate(StateStore& store, const Operation& op, const Clock& clock);
+
+// Applies an operation that may carry records and settlements: one `store.UpdateWithRecords`
+// whose callback returns the first present record (deciding nothing), else decides with
+// DecideOperation and, unless the mode is kCheck, writes every record with op.record_value of the
+// outcome. UNIMPLEMENTED from a store that keeps no records.
+absl::StatusOr<Outcome> ApplyWithRecords(StateStore& store, const Operation& op,
+                                         const Clock& clock);
 
 }  // namespace ratelimit
 

@@ -1,22 +1,83 @@
 #include "storage/limiter.h"
 
 #include "absl/container/inlined_vector.h"
+#include "storage/apply.h"
 
 namespace ratelimit {
 
-absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode) {
+namespace {
+
+absl::InlinedVector<LimitOp, 4> OpsOf(absl::Span<const LimitRequest> limits) {
   absl::InlinedVector<LimitOp, 4> ops;
   ops.reserve(limits.size());
   for (const LimitRequest& l : limits) {
-    ops.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
+    ops.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count, std::nullopt});
   }
-  absl::StatusOr<Outcome> outcome = store_.Apply(Operation{ops, mode}, clock_);
-  if (!outcome.ok()) return outcome.status();
+  return ops;
+}
 
-  Verdict verdict;
-  verdict.allowed = outcome->allowed;
-  verdict.decisions = std::move(outcome->decisions);
+}  // namespace
+
+absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode) {
+  absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);
+  Operation op;
+  op.limits = ops;
+  op.mode = mode;
+  absl::StatusOr<Outcome> outcome = store_.Apply(op, clock_);
+  if (!outcome.ok()) return outcome.status();
+  return VerdictOf(*std::move(outcome));
+}
+
+absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode,
+                                          const Remember& remember) {
+  absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);
+  Operation op;
+  op.limits = ops;
+  op.mode = mode;
+  op.records = absl::MakeConstSpan(&remember.record, 1);
+  op.record_value = [&remember](const Outcome& outcome) {
+    return remember.encode ? remember.encode(VerdictOf(outcome)) : std::string();
+  };
+  absl::StatusOr<Outcome> outcome = ApplyWithRecords(store_, op, clock_);
+  if (!outcome.ok()) return outcome.status();
+  if (outcome->existing_record) {
+    Verdict verdict;
+    verdict.now_us = outcome->now_us;
+    verdict.remembered = std::move(outcome->existing_value);
+    return verdict;
+  }
+  return VerdictOf(*std::move(outcome));
+}
+
+absl::StatusOr<SettleVerdict> Limiter::Settle(absl::Span<const SettleItem> items) {
+  absl::InlinedVector<LimitOp, 4> ops;
+  std::vector<RecordSpec> records;
+  for (const SettleItem& item : items) {
+    ops.push_back(LimitOp{StateKey{item.name, item.key, item.source}, item.config, item.taken,
+                          LimitOp::Settlement{item.taken, item.used, item.taken_at_us}});
+    records.push_back(item.spent);
+  }
+  Operation op;
+  op.limits = ops;
+  op.mode = Mode::kConsume;
+  op.records = records;
+  absl::StatusOr<Outcome> outcome = ApplyWithRecords(store_, op, clock_);
+  if (!outcome.ok()) return outcome.status();
+  SettleVerdict verdict;
   verdict.now_us = outcome->now_us;
+  if (outcome->existing_record) {
+    verdict.already_settled = outcome->existing_record;
+    return verdict;
+  }
+  for (Decision& d : outcome->decisions) verdict.results.push_back(*std::move(d.settled));
+  return verdict;
+}
+
+Verdict VerdictOf(Outcome outcome) {
+  Verdict verdict;
+  verdict.allowed = outcome.allowed;
+  verdict.decisions = std::move(outcome.decisions);
+  verdict.now_us = outcome.now_us;
   const auto& ds = verdict.decisions;
   if (verdict.allowed) {
     for (const Decision& d : ds) {

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_STORAGE_LIMITER_H_
 #define RATELIMIT_STORAGE_LIMITER_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,7 +39,44 @@ struct Verdict {
   std::optional<int64_t> retry_at_us;
   // The time the decision was made at.
   int64_t now_us = 0;
+  // Set when Evaluate was given a record that was already present: the bytes remembered with
+  // it. Nothing was decided then; the other fields are empty.
+  std::optional<std::string> remembered = std::nullopt;
 };
+
+// A request's answer to remember (idempotent retries): the record, and the bytes to store with
+// it for a verdict (a pure function of the verdict and what it captured; it may run more than
+// once).
+struct Remember {
+  RecordSpec record;
+  std::function<std::string(const Verdict&)> encode;
+};
+
+// One receipt to settle: what was taken and when, what was used, and the record that marks the
+// receipt as spent.
+struct SettleItem {
+  std::string name;
+  std::string key;
+  LimitSource source = LimitSource::kDefined;
+  LimitConfig config;
+  double taken = 0;  // REQUIRES: finite and > 0
+  double used = 0;   // REQUIRES: finite and >= 0
+  int64_t taken_at_us = 0;
+  RecordSpec spent;
+};
+
+// The answer to a Settle.
+struct SettleVerdict {
+  // Set when a receipt was already spent: its index. Nothing was settled then.
+  std::optional<size_t> already_settled;
+  // One per item, in order (empty when already_settled).
+  std::vector<Settled> results;
+  int64_t now_us = 0;
+};
+
+// The verdict on an outcome of Apply: picks the deciding denial and the verdict's retry_at.
+// Pure.
+Verdict VerdictOf(Outcome outcome);
 
 // Evaluates requests of one or more limits against a StateStore, all-or-nothing: either every
 // limit is consumed in one store transaction, or nothing is written. The store decides
@@ -55,6 +93,17 @@ class Limiter {
   // REQUIRES: 1 <= limits.size(), every config and count valid (see limit_config.h).
   // A store failure is returned as the store's status; nothing was consumed then.
   absl::StatusOr<Verdict> Evaluate(absl::Span<const LimitRequest> limits, Mode mode);
+
+  // Evaluate, remembering the answer under `remember.record` in the same transaction; when the
+  // record is already present, returns its bytes (Verdict::remembered) without deciding.
+  // REQUIRES: mode is not kCheck. UNIMPLEMENTED from a store that keeps no records.
+  absl::StatusOr<Verdict> Evaluate(absl::Span<const LimitRequest> limits, Mode mode,
+                                   const Remember& remember);
+
+  // Settles `items` all-or-nothing in one transaction that also marks each receipt spent (its
+  // `spent` record). REQUIRES: 1..N items with distinct records. UNIMPLEMENTED from a store that
+  // keeps no records.
+  absl::StatusOr<SettleVerdict> Settle(absl::Span<const SettleItem> items);
 
   // Deletes the state of one key / every key of `name`, in the namespace of `source`.
   absl::Status Reset(const std::string& name, const std::string& key,

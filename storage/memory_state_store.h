@@ -2,6 +2,7 @@
 #define RATELIMIT_STORAGE_MEMORY_STATE_STORE_H_
 
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +20,15 @@ class MemoryStateStore final : public StateStore {
   MemoryStateStore& operator=(const MemoryStateStore&) = delete;
 
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
+  // Records live in a map beside the states, under the same mutex; expired ones are dropped by
+  // CollectGarbage.
+  absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
+                                 absl::Span<const RecordSpec> records, const Clock& clock,
+                                 RecordDecideFn decide) override;
+  // Kept for the store's (the process's) lifetime.
+  absl::StatusOr<std::string> Secret(absl::string_view name,
+                                     absl::FunctionRef<std::string()> generate) override;
+  absl::Status CollectGarbage() override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
@@ -31,6 +41,13 @@ class MemoryStateStore final : public StateStore {
   using Key = std::tuple<LimitSource, std::string, std::string>;
   mutable absl::Mutex mu_;
   std::map<Key, State> states_ ABSL_GUARDED_BY(mu_);
+  struct Record {
+    std::string value;
+    int64_t expires_at_us = 0;
+  };
+  std::map<std::string, Record> records_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string, std::less<>> secrets_ ABSL_GUARDED_BY(mu_);
+  int64_t last_record_time_us_ ABSL_GUARDED_BY(mu_) = 0;  // for CollectGarbage
 };
 
 }  // namespace ratelimit

@@ -30,6 +30,41 @@ namespace {
 constexpr char kStatesFamily[] = "states";
 constexpr char kMetaFamily[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
+constexpr char kRecordsFamily[] = "records";
+constexpr char kSecretPrefix[] = "secret/";
+
+std::string EncodeRecord(int64_t expires_at_us, absl::string_view value) {
+  std::string out(8, '\0');
+  uint64_t v = static_cast<uint64_t>(expires_at_us);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out.append(value.data(), value.size());
+  return out;
+}
+
+// The expiry and bytes of a stored record; nullopt when malformed.
+std::optional<std::pair<int64_t, absl::string_view>> DecodeRecord(absl::string_view bytes) {
+  if (bytes.size() < 8) return std::nullopt;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  return std::make_pair(static_cast<int64_t>(v), bytes.substr(8));
+}
+
+// Drops records whose expiry has passed (they read as absent anyway).
+class ExpiredRecordFilter final : public rocksdb::CompactionFilter {
+ public:
+  explicit ExpiredRecordFilter(const Clock& clock) : clock_(clock) {}
+
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+    const auto record = DecodeRecord(absl::string_view(value.data(), value.size()));
+    return record.has_value() && record->first <= clock_.NowMicros();
+  }
+
+  const char* Name() const override { return "ratelimit.ExpiredRecordFilter"; }
+
+ private:
+  const Clock& clock_;
+};
 
 // Drops states that have refilled to capacity: a missing state means "full", so they carry no
 // information. A state that does not decode is kept, for an operator to look at.
@@ -68,6 +103,7 @@ RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
     : options_(options),
       errors_(std::make_shared<RocksDbErrorTracker>()),
       gc_filter_(std::make_unique<RefilledStateFilter>(*options.clock)),
+      record_filter_(std::make_unique<ExpiredRecordFilter>(*options.clock)),
       stripes_(options.lock_stripes) {
   if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
 }
@@ -148,10 +184,14 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   states_options.compression = rocksdb::kNoCompression;
   states_options.bottommost_compression = rocksdb::kNoCompression;
 
+  rocksdb::ColumnFamilyOptions records_options;
+  records_options.compaction_filter = record_filter_.get();
+
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {kStatesFamily, states_options},
       {kMetaFamily, rocksdb::ColumnFamilyOptions()},
+      {kRecordsFamily, records_options},
   };
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -184,6 +224,7 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   handles_ = handles;
   states_ = handles_[1];
   meta_ = handles_[2];
+  records_ = handles_[3];
 
   std::string version;
   s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatVersionKey, &version);
@@ -257,6 +298,9 @@ absl::Status RocksDbStateStore::CloseLocked() {
     rocksdb::FlushOptions flush;
     flush.wait = true;
     if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); result.ok()) result = s;
+    if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); result.ok()) {
+      result = s;
+    }
   } else {
     // After a write error the WAL and memtables are left alone (their writer failed): the
     // WAL holds every acknowledged write and is replayed by the next open.
@@ -323,6 +367,104 @@ absl::Status RocksDbStateStore::DecideLocked(absl::Span<const StateKey> keys,
     }
   }
   return status;
+}
+
+absl::Status RocksDbStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
+                                                  absl::Span<const RecordSpec> records,
+                                                  const Clock& clock, RecordDecideFn decide) {
+  absl::InlinedVector<size_t, 4> stripes;
+  absl::InlinedVector<std::string, 4> encoded;
+  for (const StateKey& k : keys) {
+    stripes.push_back(stripes_.StripeOf(StableKeyHash(k.name, k.key)));
+    encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
+  }
+  // A record's stripe serializes two operations naming the same record on different states.
+  for (const RecordSpec& r : records)
+    stripes.push_back(stripes_.StripeOf(StableKeyHash("", r.key)));
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return NotOpenLocked();
+  if (absl::Status s = WritesAllowed(); !s.ok()) return s;
+  StripeLocks locked(stripes_, stripes);
+  return DecideWithRecordsLocked(keys, encoded, records, clock, decide);
+}
+
+absl::Status RocksDbStateStore::DecideWithRecordsLocked(absl::Span<const StateKey> keys,
+                                                        absl::Span<const std::string> encoded,
+                                                        absl::Span<const RecordSpec> records,
+                                                        const Clock& clock,
+                                                        RecordDecideFn& decide) {
+  const size_t n = keys.size();
+  absl::InlinedVector<std::optional<State>, 4> current(n);
+  absl::InlinedVector<std::optional<State>, 4> writes(n);
+  absl::InlinedVector<std::optional<std::string>, 4> found(records.size());
+  absl::InlinedVector<std::optional<std::string>, 4> record_writes(records.size());
+  rocksdb::PinnableSlice value;
+  for (size_t i = 0; i < n; ++i) {
+    value.Reset();
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_, encoded[i], &value);
+    if (s.IsNotFound()) continue;
+    if (!s.ok()) return FromRocks(s, "get");
+    current[i] = DecodeState(absl::string_view(value.data(), value.size()));
+    if (!current[i]) {
+      return absl::DataLossError(
+          absl::StrCat("state of ", keys[i].name, " has a malformed encoding"));
+    }
+  }
+  const int64_t now = clock.NowMicros();
+  for (size_t r = 0; r < records.size(); ++r) {
+    value.Reset();
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, records[r].key, &value);
+    if (s.IsNotFound()) continue;
+    if (!s.ok()) return FromRocks(s, "get record");
+    const auto record = DecodeRecord(absl::string_view(value.data(), value.size()));
+    if (!record) return absl::DataLossError("idempotency record has a malformed encoding");
+    if (record->first > now) found[r] = std::string(record->second);
+  }
+
+  absl::Status status =
+      decide(current, found, absl::MakeSpan(writes), absl::MakeSpan(record_writes));
+  if (!status.ok()) return status;
+  rocksdb::WriteBatch batch;
+  for (size_t i = 0; i < n; ++i) {
+    if (writes[i]) batch.Put(states_, encoded[i], EncodeState(*writes[i]));
+  }
+  for (size_t r = 0; r < records.size(); ++r) {
+    if (record_writes[r]) {
+      batch.Put(records_, records[r].key,
+                EncodeRecord(records[r].expires_at_us, *record_writes[r]));
+    }
+  }
+  if (batch.Count() > 0) {
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    rocksdb::Status ws = db_->Write(wo, &batch);
+    if (!ws.ok()) return WriteFailed(FromRocks(ws, "write"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RocksDbStateStore::Secret(absl::string_view name,
+                                                      absl::FunctionRef<std::string()> generate) {
+  absl::MutexLock secret_lock(&secret_mu_);
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return NotOpenLocked();
+  const std::string key = absl::StrCat(kSecretPrefix, name);
+  std::string stored;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, key, &stored);
+  if (s.ok()) return stored;
+  if (!s.IsNotFound()) return FromRocks(s, "read secret");
+  if (absl::Status w = WritesAllowed(); !w.ok()) return w;
+  stored = generate();
+  rocksdb::WriteOptions sync_write;
+  sync_write.sync = true;
+  s = db_->Put(sync_write, meta_, key, stored);
+  if (!s.ok()) return WriteFailed(FromRocks(s, "write secret"));
+  // Flushed at once, like the format version: the meta family is rarely written again.
+  if (s = db_->Flush(rocksdb::FlushOptions(), meta_); !s.ok()) return FromRocks(s, "flush secret");
+  return stored;
 }
 
 absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key) {
@@ -403,7 +545,12 @@ absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
   rocksdb::CompactRangeOptions compact;
   compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   compact.exclusive_manual_compaction = exclusive;
-  return FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
+  if (absl::Status s = FromRocks(db_->CompactRange(compact, states_, nullptr, nullptr), "compact");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); !s.ok()) return s;
+  return FromRocks(db_->CompactRange(compact, records_, nullptr, nullptr), "compact records");
 }
 
 std::vector<StateStore::Gauge> RocksDbStateStore::Gauges() {

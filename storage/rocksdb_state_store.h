@@ -64,7 +64,9 @@ struct RocksDbOpenReport {
 // The production StateStore, on RocksDB.
 //
 // Layout: column family "states" holds the states (see state_codec.h); "meta" holds the format
-// version; "default" is unused. A hot key's memtable entry is updated in place. Decisions on one
+// version and the store's secrets; "records" holds idempotency records (value: expires_at_us as
+// int64 little-endian, then the record's bytes; a compaction filter drops expired ones);
+// "default" is unused. A hot key's memtable entry is updated in place. Decisions on one
 // key are serialized by a striped mutex; a multi-key Update locks its stripes in increasing order
 // (so two Updates never deadlock), reads, decides and writes one WriteBatch. A compaction filter
 // drops states whose `full_at` has passed: they are equivalent to no state, so idle keys do not
@@ -104,6 +106,14 @@ class RocksDbStateStore final : public StateStore {
   std::optional<uint64_t> UpgradedStates() const { return upgraded_states_; }
 
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
+  // Records live in the "records" column family, under the stripes of their keys, written in
+  // the same WriteBatch as the states.
+  absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
+                                 absl::Span<const RecordSpec> records, const Clock& clock,
+                                 RecordDecideFn decide) override;
+  // Kept in the "meta" column family (written with sync).
+  absl::StatusOr<std::string> Secret(absl::string_view name,
+                                     absl::FunctionRef<std::string()> generate) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
@@ -151,6 +161,12 @@ class RocksDbStateStore final : public StateStore {
   absl::Status DecideLocked(absl::Span<const StateKey> keys, absl::Span<const std::string> encoded,
                             DecideFn& decide) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // The body of UpdateWithRecords, under the stripes of the keys and the records.
+  absl::Status DecideWithRecordsLocked(absl::Span<const StateKey> keys,
+                                       absl::Span<const std::string> encoded,
+                                       absl::Span<const RecordSpec> records, const Clock& clock,
+                                       RecordDecideFn& decide) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Writes `batch` of states under their keys' stripes.
   rocksdb::Status WriteLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
@@ -165,6 +181,8 @@ class RocksDbStateStore final : public StateStore {
   std::shared_ptr<RocksDbErrorTracker> errors_;
   RocksDbOpenReport open_report_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;
+  std::unique_ptr<rocksdb::CompactionFilter> record_filter_;
+  absl::Mutex secret_mu_;  // serializes Secret's read-or-create
   // Serializes decisions per key (see above); held through StripeLocks.
   StripedMutex stripes_;
 
@@ -175,6 +193,7 @@ class RocksDbStateStore final : public StateStore {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ColumnFamilyHandle* records_ = nullptr;
   std::optional<uint64_t> upgraded_states_;
 };
 

@@ -34,7 +34,27 @@ struct LimitOp {
   LimitConfig config;
   // REQUIRES: finite and > 0.
   double count = 1;
+  // Set: this limit settles an earlier take (storage/algebra Settle) instead of being decided
+  // by the operation's mode; `count` is ignored. A settlement is always allowed.
+  struct Settlement {
+    double taken = 0;  // REQUIRES: finite and > 0
+    double used = 0;   // REQUIRES: finite and >= 0
+    int64_t taken_at_us = 0;
+  };
+  std::optional<Settlement> settle = std::nullopt;
 };
+
+// An idempotency record, decided atomically with an Operation: when one of an operation's
+// records is present (and not expired), the store returns it without deciding or writing
+// anything; when none is, the store decides and writes the states and every record together.
+struct RecordSpec {
+  // Opaque key, in one namespace shared by all records of the store. 1..256 bytes.
+  std::string key;
+  // After this time the record reads as absent and the store may drop it.
+  int64_t expires_at_us = 0;
+};
+
+struct Outcome;
 
 // A whole request, stated declaratively so that a store can decide it where the states live.
 struct Operation {
@@ -42,6 +62,12 @@ struct Operation {
   // and each later mention decides against the state the earlier ones left.
   absl::Span<const LimitOp> limits;
   Mode mode = Mode::kConsume;
+  // Idempotency records (none by default); see RecordSpec. Not with kCheck.
+  absl::Span<const RecordSpec> records = {};
+  // The bytes stored in every record of `records`, computed from the outcome inside the
+  // transaction (possibly more than once: it must be a pure function of the outcome and what it
+  // captured). Unset: empty bytes.
+  std::function<std::string(const Outcome&)> record_value = nullptr;
 };
 
 // What a store answers to an Operation.
@@ -54,6 +80,10 @@ struct Outcome {
   std::vector<Decision> decisions;
   // The time the decision was made at.
   int64_t now_us = 0;
+  // Set when a record of the operation was already present: the index of the first such record
+  // in Operation::records and its stored bytes. Nothing was decided then (`decisions` is empty).
+  std::optional<size_t> existing_record = std::nullopt;
+  std::string existing_value = std::string();
 };
 
 // Where the (value, ts) states live. Every implementation guarantees:
@@ -92,8 +122,32 @@ class StateStore {
   // applies). `clock` is that time's source, except for a store that decides inside a remote
   // engine, which uses the engine's clock (documented by that store). `clock` need only live for
   // the call. A store error comes back as the store's status; nothing was taken then.
-  // Default: Update with the algebra, in C++ (storage/apply.h).
+  // Default: Update with the algebra, in C++ (storage/apply.h). REQUIRES: `op` has no records
+  // and no settlements; those go through ApplyWithRecords (storage/apply.h), on
+  // UpdateWithRecords.
   virtual absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock);
+
+  // Called inside UpdateWithRecords with the current states (as DecideFn) and the stored value of
+  // each record (nullopt when absent or expired). It fills `writes` like DecideFn and
+  // `record_writes` (same size as the records, initially nullopt) with the values of the records
+  // to store. Same purity rules as DecideFn.
+  using RecordDecideFn = absl::FunctionRef<absl::Status(
+      absl::Span<const std::optional<State>> current,
+      absl::Span<const std::optional<std::string>> records, absl::Span<std::optional<State>> writes,
+      absl::Span<std::optional<std::string>> record_writes)>;
+
+  // Update with idempotency records: reads `keys` and `records` (a record whose expires_at_us is
+  // not after `clock`'s time reads as absent), decides and writes states and records as one
+  // transaction. REQUIRES: keys distinct, records distinct. Default: UNIMPLEMENTED (the store
+  // keeps no records).
+  virtual absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
+                                         absl::Span<const RecordSpec> records, const Clock& clock,
+                                         RecordDecideFn decide);
+
+  // A secret of the store's own, created once with `generate` and kept with the states (so it
+  // survives restarts where the states do). Default: UNIMPLEMENTED (the store keeps none).
+  virtual absl::StatusOr<std::string> Secret(absl::string_view name,
+                                             absl::FunctionRef<std::string()> generate);
 
   // The current state of `key`, or nullopt when it has none.
   virtual absl::StatusOr<std::optional<State>> Get(const StateKey& key) = 0;

@@ -2,7 +2,8 @@
 //
 //   ratelimit consume --name=api --key=user-1 [--count=2]
 //   ratelimit check   --name=api --key=user-1
-//   ratelimit reserve --name=llm --key=org-7 --count=5000 [--wait]
+//   ratelimit reserve --name=llm --key=org-7 --count=5000 [--wait] [--request_id=ID]
+//   ratelimit settle  --receipt=BASE64[,BASE64...] --used=1234
 //   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
 //   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
 //
@@ -16,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cpp/client.h"
@@ -47,6 +49,12 @@ ABSL_FLAG(bool, envoy_override, false,
           "reset --source=envoy: the limit Envoy sends in the descriptor (--envoy_path lists its "
           "keys)");
 ABSL_FLAG(bool, wait, false, "reserve: wait until the reservation's retry_at before exiting");
+ABSL_FLAG(std::string, request_id, "",
+          "consume, reserve: idempotency key (1..128 bytes); a retry with the same id and request "
+          "gets the first answer (marked replayed) instead of taking again");
+ABSL_FLAG(std::vector<std::string>, receipt, {},
+          "settle: the receipt(s) printed by consume or reserve (base64), comma-separated");
+ABSL_FLAG(double, used, -1, "settle: tokens actually used (0 cancels); required");
 ABSL_FLAG(std::string, admin_token_file, "",
           "reset: file with the admin token (else $RATELIMIT_ADMIN_TOKEN)");
 ABSL_FLAG(std::string, kind, "", "inline config: token_bucket or fixed_window");
@@ -76,7 +84,7 @@ absl::StatusOr<std::string> AdminToken() {
 int Usage() {
   return Error(
       "usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
-      "or ratelimit health; see --help");
+      "ratelimit settle --receipt=BASE64 --used=N or ratelimit health; see --help");
 }
 
 }  // namespace
@@ -84,6 +92,7 @@ int Usage() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ratelimit consume|check|reserve|reset --name=NAME --key=KEY [--count=N] [--json]\n"
+      "ratelimit settle --receipt=BASE64 --used=N [--json]\n"
       "ratelimit health: exit status 0 when the server is SERVING (grpc.health.v1), 1 otherwise");
   // --help lists the flags of this file (absl's default looks for a file named after the binary).
   absl::FlagsUsageConfig usage;
@@ -158,8 +167,35 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (command == "settle") {
+    ratelimit::v1::SettleRequest settle;
+    const double used = absl::GetFlag(FLAGS_used);
+    if (used < 0) return Error("settle: --used=N is required (>= 0; 0 cancels)");
+    if (absl::GetFlag(FLAGS_receipt).empty()) return Error("settle: --receipt is required");
+    for (const std::string& encoded : absl::GetFlag(FLAGS_receipt)) {
+      std::string receipt;
+      if (!absl::Base64Unescape(encoded, &receipt)) {
+        return Error("settle: --receipt is not base64 (copy it as consume or reserve printed it)");
+      }
+      ratelimit::v1::Settlement* s = settle.add_settlements();
+      s->set_receipt(receipt);
+      s->set_used(used);
+    }
+    absl::StatusOr<ratelimit::v1::SettleResponse> settled = client->Settle(settle);
+    if (!settled.ok()) return Error(settled.status().ToString());
+    if (json) {
+      absl::StatusOr<std::string> out = ratelimit::FormatJson(*settled);
+      if (!out.ok()) return Error(std::string(out.status().message()));
+      std::cout << *out << "\n";
+    } else {
+      std::cout << ratelimit::FormatSettleResponse(*settled);
+    }
+    return 0;
+  }
+
   ratelimit::v1::RateLimitRequest request =
       ratelimit::MakeRequest(name, key, absl::GetFlag(FLAGS_count));
+  request.set_request_id(absl::GetFlag(FLAGS_request_id));
   if (const std::string kind = absl::GetFlag(FLAGS_kind); !kind.empty()) {
     ratelimit::v1::LimitConfig* c = request.mutable_limits(0)->mutable_config();
     if (kind == "token_bucket") {

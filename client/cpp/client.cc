@@ -119,11 +119,37 @@ absl::Status RateLimitClient::SendReset(const v1::ResetRequest& request) {
   return FromGrpc(stub_->Reset(&context, request, &response));
 }
 
+absl::StatusOr<v1::SettleResponse> RateLimitClient::Settle(const v1::SettleRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::SettleResponse response;
+  if (absl::Status s = FromGrpc(stub_->Settle(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::SettleResponse> RateLimitClient::SettleAll(const v1::RateLimitResponse& response,
+                                                              double used) {
+  v1::SettleRequest request;
+  for (const v1::LimitResult& r : response.results()) {
+    if (r.receipt().empty()) continue;
+    v1::Settlement* s = request.add_settlements();
+    s->set_receipt(r.receipt());
+    s->set_used(used);
+  }
+  return Settle(request);
+}
+
 absl::StatusOr<v1::RateLimitResponse> RateLimitClient::ReserveAndWait(
-    const v1::RateLimitRequest& request, const SleepUntil& sleep_until) {
+    const v1::RateLimitRequest& request, const SleepUntil& sleep_until, absl::Time give_up_at) {
   absl::StatusOr<v1::RateLimitResponse> response = Reserve(request);
   if (!response.ok() || !response->allowed() || !response->has_retry_at()) return response;
   const absl::Time when = RetryAt(*response);
+  if (when > give_up_at) {
+    absl::StatusOr<v1::SettleResponse> cancelled = SettleAll(*response, 0);
+    if (!cancelled.ok()) return cancelled.status();
+    return absl::DeadlineExceededError(
+        "the reservation's work may only run after the caller's deadline; it was cancelled");
+  }
   if (sleep_until) {
     sleep_until(when);
   } else {

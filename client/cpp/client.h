@@ -63,14 +63,22 @@ class RateLimitClient {
   // SERVING, UNAVAILABLE naming the status otherwise (NOT_SERVING while its store fails or it is
   // shutting down), the call's error when it does not answer.
   absl::Status Health(const std::string& service = "");
+  // Settles receipts of earlier allowed calls with what was really used (see SettleRequest).
+  absl::StatusOr<v1::SettleResponse> Settle(const v1::SettleRequest& request);
+  // Settles every receipt of `response` with `used` (0: cancels what it took).
+  absl::StatusOr<v1::SettleResponse> SettleAll(const v1::RateLimitResponse& response, double used);
 
   // Reserves, then waits until the reservation's retry_at before returning, so that the caller
   // can run its pre-paid work as soon as it returns. A denied reservation returns at once with
   // the response (allowed = false). `sleep_until` waits for an absolute time; the default
-  // sleeps on the real clock (tests pass a fake).
+  // sleeps on the real clock (tests pass a fake). When the reservation's retry_at is after
+  // `give_up_at` (the caller would give up before its work may run), the reservation is
+  // cancelled at once (Settle with used = 0) and DEADLINE_EXCEEDED is returned; if the
+  // cancellation itself fails, its error is returned instead.
   using SleepUntil = std::function<void(absl::Time)>;
-  absl::StatusOr<v1::RateLimitResponse> ReserveAndWait(const v1::RateLimitRequest& request,
-                                                       const SleepUntil& sleep_until = nullptr);
+  absl::StatusOr<v1::RateLimitResponse> ReserveAndWait(
+      const v1::RateLimitRequest& request, const SleepUntil& sleep_until = nullptr,
+      absl::Time give_up_at = absl::InfiniteFuture());
 
  private:
   void Prepare(grpc::ClientContext* context) const;

@@ -1,5 +1,6 @@
 #include "client/cpp/output.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cpp/client.h"
@@ -22,6 +23,7 @@ std::string FormatResponse(const v1::RateLimitResponse& r, absl::Time /*now*/) {
     out = "ALLOWED (store failed; the server is configured to fail open)\n";
   } else if (r.allowed()) {
     out = "ALLOWED";
+    if (r.replayed()) absl::StrAppend(&out, " (replayed: the answer to an earlier request_id)");
     if (r.has_retry_at()) absl::StrAppend(&out, ", run in ", When(r.retry_after(), RetryAt(r)));
     out.push_back('\n');
   } else {
@@ -29,6 +31,7 @@ std::string FormatResponse(const v1::RateLimitResponse& r, absl::Time /*now*/) {
                                     ? &r.results(r.denied_by())
                                     : nullptr;
     absl::StrAppend(&out, "DENIED");
+    if (r.replayed()) absl::StrAppend(&out, " (replayed)");
     if (by) absl::StrAppend(&out, " by ", by->name(), "/", by->key());
     absl::StrAppend(&out, ": ", v1::DenyReason_Name(r.reason()));
     if (r.has_retry_at()) {
@@ -44,12 +47,31 @@ std::string FormatResponse(const v1::RateLimitResponse& r, absl::Time /*now*/) {
       absl::StrAppend(&out, "  value=", absl::StrFormat("%g", l.value()), " of ",
                       absl::StrFormat("%g", l.capacity()));
     }
+    if (!l.receipt().empty()) absl::StrAppend(&out, "  receipt=", absl::Base64Escape(l.receipt()));
     out.push_back('\n');
   }
   return out;
 }
 
-absl::StatusOr<std::string> FormatJson(const v1::RateLimitResponse& response) {
+std::string FormatSettleResponse(const v1::SettleResponse& response) {
+  std::string out = "SETTLED\n";
+  for (const v1::SettleResult& r : response.results()) {
+    absl::StrAppend(&out, "  ", r.name(), "/", r.key(),
+                    "  returned=", absl::StrFormat("%g", r.returned()),
+                    " charged=", absl::StrFormat("%g", r.charged()),
+                    " uncharged=", absl::StrFormat("%g", r.uncharged()),
+                    " value=", absl::StrFormat("%g", r.value()));
+    if (r.has_paid_at()) {
+      const absl::Time at =
+          absl::FromUnixSeconds(r.paid_at().seconds()) + absl::Nanoseconds(r.paid_at().nanos());
+      absl::StrAppend(&out, ", debt paid in ", When(r.paid_after(), at));
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& response) {
   google::protobuf::util::JsonPrintOptions print;
   print.always_print_primitive_fields = true;
   print.preserve_proto_field_names = true;

@@ -9,15 +9,22 @@
 
 namespace ratelimit {
 
-// Human-readable rendering of a reply, one line for the verdict and one per limit:
+// Human-readable rendering of a reply, one line for the verdict and one per limit (with its
+// receipt, base64, when the call took tokens):
 //   DENIED by api/user-1: INSUFFICIENT_TOKENS, retry in 1.5s (at 2026-11-21T10:00:01.5Z)
 //     api/user-1  denied   value=0.25 of 10
 std::string FormatResponse(const v1::RateLimitResponse& response, absl::Time now);
 
-// The reply as one line of JSON (proto field names, default values included). INVALID_ARGUMENT
+// Human-readable rendering of a Settle reply, one line per settlement:
+//   SETTLED
+//     llm/org-7  returned=1200 charged=0 uncharged=0 value=8200
+std::string FormatSettleResponse(const v1::SettleResponse& response);
+
+// A reply as one line of JSON (proto field names, default values included; bytes such as
+// receipts in base64). INVALID_ARGUMENT
 // with the converter's reason when the reply cannot be written as JSON (e.g. a Timestamp out of
 // its range), never an empty string.
-absl::StatusOr<std::string> FormatJson(const v1::RateLimitResponse& response);
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& response);
 
 }  // namespace ratelimit
 

@@ -86,7 +86,28 @@ ServerMetrics::ServerMetrics(MetricsRegistry& r)
       config_reloads(r.AddCounter("ratelimit_config_reloads_total",
                                   "Reloads of a configuration after its file changed, by "
                                   "configuration (limits, envoy) and result (ok, failed).",
-                                  {"config", "result"})) {}
+                                  {"config", "result"})),
+      settlements(r.AddCounter("ratelimit_settlements_total",
+                               "Settled receipts by outcome: returned (tokens given back), "
+                               "charged (tokens charged), unchanged, rejected (refused: invalid, "
+                               "expired or already settled).",
+                               {"outcome"})),
+      replays(r.AddCounter("ratelimit_idempotent_replays_total",
+                           "Requests answered with the remembered answer of an earlier request "
+                           "with the same request_id, by method.",
+                           {"method"})) {}
+
+void Telemetry::CountSettlement(const char* outcome, int n) const {
+  if (metrics_ && n > 0) metrics_->settlements.With({outcome}).Increment(static_cast<uint64_t>(n));
+}
+
+void Telemetry::CountSettled(double returned, double charged) const {
+  CountSettlement(returned > 0 ? "returned" : charged > 0 ? "charged" : "unchanged", 1);
+}
+
+void Telemetry::CountReplay(const char* method) const {
+  if (metrics_) metrics_->replays.With({method}).Increment();
+}
 
 Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, const char* span_name,
                                    const grpc::CallbackServerContext& context) const {

@@ -27,6 +27,9 @@ struct ServerMetrics {
   Family<Histogram>& rpc_seconds;    // {method}
   Family<Histogram>& store_seconds;  // {}
   Family<Counter>& config_reloads;   // {config, result}: result ok | failed
+  // {outcome}: returned (gave tokens back) | charged | unchanged | rejected
+  Family<Counter>& settlements;
+  Family<Counter>& replays;  // {method}: answers replayed for a retried request_id
 };
 
 // What the handlers report about each call: one SERVER span (with a child span for the store
@@ -89,6 +92,12 @@ class Telemetry {
                const grpc::CallbackServerContext& context) const;
 
   bool record_keys() const { return record_keys_; }
+
+  // Settle: `n` settlements with `outcome` ("rejected"), or one settlement by what it did.
+  void CountSettlement(const char* outcome, int n) const;
+  void CountSettled(double returned, double charged) const;
+  // An answer replayed for a retried request_id of `method` (a literal).
+  void CountReplay(const char* method) const;
 
  private:
   ServerMetrics* const metrics_;
