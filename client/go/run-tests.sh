@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds and tests the Go client offline, against Debian's packaged Go sources
+# (/usr/share/gocode: golang-google-grpc-dev, golang-google-protobuf-dev), in GOPATH mode: no
+# module proxy and no go.sum are needed. With network access, plain `go test ./...` in module
+# mode works too (after `go mod tidy`).
+#
+# Needs RATELIMIT_SERVER (absolute path of ratelimit-server); extra arguments go to `go test`
+# (e.g. -run 'Settle' -v).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+if [ -z "${RATELIMIT_SERVER:-}" ]; then
+  echo "run-tests.sh: set RATELIMIT_SERVER to the absolute path of ratelimit-server" >&2
+  exit 2
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/gopath/src/ratelimit.dev/client"
+ln -s "$here" "$work/gopath/src/ratelimit.dev/client/go"
+export GO111MODULE=off GOPROXY=off GOFLAGS="" GOPATH="$work/gopath:/usr/share/gocode"
+# The build cache is reused between runs when the user has one; else it lives in $work.
+if [ -z "${GOCACHE:-}" ] && ! go env GOCACHE >/dev/null 2>&1; then export GOCACHE="$work/cache"; fi
+cd "$work/gopath/src/ratelimit.dev/client/go"
+go vet ./...
+go test -count=1 -timeout 240s "$@" ./...
