@@ -387,9 +387,9 @@ func (c *Client) Reserve(ctx context.Context, req Request) (*Result, error) {
 	return c.decide(ctx, "Reserve", c.stub.Reserve, req)
 }
 
-// Check answers what Consume would answer now, taking nothing. Retried (up to the
-// WithCheckAttempts count, within the context and the call deadline) when the server is
-// UNAVAILABLE.
+// Check answers what Consume would answer now, taking nothing. Retried when the server is
+// UNAVAILABLE: up to WithCheckAttempts tries in all, each with its own deadline, backing off
+// 50 ms then doubling, until ctx ends.
 func (c *Client) Check(ctx context.Context, req Request) (*Result, error) {
 	backoff := c.opts.checkBackoff
 	for attempt := 1; ; attempt++ {
