@@ -2,6 +2,8 @@ package ratelimit_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"os"
 	"os/exec"
@@ -402,3 +404,52 @@ func waitForDebt(t *testing.T, c *ratelimit.Client, name, key string) {
 
 // near compares token balances, which refill a little (one token per hour) while a test runs.
 func near(got, want float64) bool { return got > want-0.01 && got < want+0.01 }
+
+func TestMutualTLSWithAClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	selfSigned := func(name, san string) (string, string) {
+		cert, key := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+		out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec",
+			"-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN="+name,
+			"-addext", "subjectAltName="+san, "-keyout", key, "-out", cert).CombinedOutput()
+		if err != nil {
+			t.Fatalf("openssl: %v: %s", err, out)
+		}
+		return cert, key
+	}
+	serverCert, serverKey := selfSigned("server", "IP:127.0.0.1")
+	clientCert, clientKey := selfSigned("client", "URI:spiffe://test/client")
+	s := startServer(t, "--tls_cert_file="+serverCert, "--tls_key_file="+serverKey,
+		"--tls_client_ca_file="+clientCert)
+
+	withCert := s.client(ratelimit.WithTLSFiles(ratelimit.TLSFiles{CAFile: serverCert,
+		CertFile: clientCert, KeyFile: clientKey}))
+	r, err := withCert.Consume(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !r.Allowed {
+		t.Fatalf("consume over mTLS: %+v", r)
+	}
+
+	// The same through WithTLS and a tls.Config.
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(serverCert)
+	must(t, err)
+	pool.AppendCertsFromPEM(pem)
+	pair, err := tls.LoadX509KeyPair(clientCert, clientKey)
+	must(t, err)
+	withConfig := s.client(ratelimit.WithTLS(&tls.Config{RootCAs: pool,
+		Certificates: []tls.Certificate{pair}}))
+	_, err = withConfig.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+
+	withoutCert := s.client(ratelimit.WithTLSFiles(ratelimit.TLSFiles{CAFile: serverCert}),
+		ratelimit.WithCheckAttempts(1))
+	if _, err := withoutCert.Check(ctx(t), one("api", "k", 1)); status.Code(err) !=
+		codes.Unavailable {
+		t.Fatalf("mTLS server, no client certificate: %v", err)
+	}
+	if _, err := ratelimit.Dial(s.addr, ratelimit.WithTLSFiles(ratelimit.TLSFiles{
+		CAFile: serverCert, CertFile: clientCert})); err == nil {
+		t.Fatal("Dial accepted a client certificate without its key")
+	}
+}
