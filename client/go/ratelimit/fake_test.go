@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ type fakeService struct {
 	pb.UnimplementedRateLimitServiceServer
 	failures int64
 	block    bool
+	// response, when set, is the answer (else: allowed).
+	response *pb.RateLimitResponse
 	checks   atomic.Int64
 	consumes atomic.Int64
 	reserves atomic.Int64
@@ -35,6 +38,9 @@ func (f *fakeService) answer(ctx context.Context, calls *atomic.Int64) (
 	}
 	if n <= f.failures {
 		return nil, status.Error(codes.Unavailable, "store unavailable")
+	}
+	if f.response != nil {
+		return f.response, nil
 	}
 	return &pb.RateLimitResponse{Allowed: true, DeniedBy: -1}, nil
 }
@@ -116,5 +122,28 @@ func TestCallsHaveADeadlineByDefault(t *testing.T) {
 	}
 	if _, err := ratelimit.Dial("127.0.0.1:1", ratelimit.WithTimeout(0)); err == nil {
 		t.Fatal("Dial accepted a zero timeout")
+	}
+}
+
+// A server started with --failure_policy=open allows without evaluating when its store fails:
+// the result says so, and the middleware lets the request through without RateLimit headers
+// (there are no values to report).
+func TestFailedOpenAnswerIsReportedAndPassesTheMiddleware(t *testing.T) {
+	f := &fakeService{response: &pb.RateLimitResponse{Allowed: true, DeniedBy: -1,
+		FailedOpen: true, Results: []*pb.LimitResult{{Name: "api", Key: "192.0.2.1",
+			Allowed: true}}}}
+	c, err := ratelimit.Dial(serveFake(t, f))
+	must(t, err)
+	defer c.Close()
+	r, err := c.Consume(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !r.Allowed || !r.FailedOpen {
+		t.Fatalf("failed-open answer: %+v", r)
+	}
+	next := &handler{}
+	rec := get(c.HTTPMiddleware(ratelimit.HTTPOptions{Limit: "api"})(next), "192.0.2.1:1")
+	if rec.Code != http.StatusOK || next.calls != 1 || rec.Header().Get("RateLimit-Limit") != "" ||
+		rec.Header().Get("RateLimit-Remaining") != "" {
+		t.Fatalf("failed-open answer through the middleware: %d %v", rec.Code, rec.Header())
 	}
 }
