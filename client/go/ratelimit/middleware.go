@@ -16,8 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Policy is what a middleware does when the rate-limit service cannot answer (unreachable,
-// deadline exceeded, or UNAVAILABLE because its store failed).
+// Policy is what a middleware does when the rate-limit service cannot answer: the call fails
+// with UNAVAILABLE (unreachable, or its store failed), DEADLINE_EXCEEDED, CANCELLED, UNKNOWN,
+// INTERNAL or RESOURCE_EXHAUSTED.
 type Policy int
 
 const (
