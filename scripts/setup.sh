@@ -23,6 +23,8 @@ packages+=(
   openssl systemd
   # The deploy/ checks (tests/deploy): Python with PyYAML.
   python3 python3-yaml
+  # The Go client (client/go): Go, gRPC and protobuf sources, protoc plugins (client/go/generate.sh).
+  golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
 )
 # `kubectl kustomize` renders deploy/kubernetes in the tests: Debian's kubernetes-client, unless a
 # kubectl is already installed (another package's kubectl would conflict with it).

@@ -1,0 +1,573 @@
+// Package ratelimit is the Go client of the ratelimit service (ratelimit.v1.RateLimitService).
+//
+// A Client is shaped like golang.org/x/time/rate's Limiter, but the limiter lives in the server
+// and is shared by every caller:
+//
+//	c, err := ratelimit.Dial("127.0.0.1:8081")
+//	ok, err := c.Allow(ctx, "api", userID)          // Consume 1 token
+//	err = c.Wait(ctx, "llm_tokens", orgID)          // Reserve 1 token and wait until it may run
+//
+// Every call carries a deadline (DefaultTimeout unless WithTimeout says otherwise, or the
+// caller's context ends earlier). Only Check is retried (on UNAVAILABLE): Consume and Reserve
+// take tokens, and a retry of a call whose answer was lost could take them twice. A Consume or
+// Reserve carrying a RequestID may be retried by the caller: the server answers the retry with
+// the remembered answer (Result.Replayed).
+//
+// A gRPC failure comes back as an *Error, which keeps the status code and the field the server
+// named (errors.As, or status.Code(err)).
+package ratelimit
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "ratelimit.dev/client/go/gen/ratelimit/v1"
+)
+
+// DefaultTimeout is the deadline of each call unless WithTimeout sets another.
+const DefaultTimeout = time.Second
+
+// DefaultCheckAttempts is how many times Check is tried (the first try included) unless
+// WithCheckAttempts sets another.
+const DefaultCheckAttempts = 3
+
+// AdminTokenEnv is the environment variable the admin token for Reset is read from when neither
+// WithAdminToken nor WithAdminTokenFile is given.
+const AdminTokenEnv = "RATELIMIT_ADMIN_TOKEN"
+
+// Kind is how a limit refills.
+type Kind int32
+
+const (
+	// TokenBucket refills continuously at Rate per Period, up to Capacity.
+	TokenBucket Kind = Kind(pb.Kind_TOKEN_BUCKET)
+	// FixedWindow adds Rate tokens at each window boundary (every Period, offset by Start).
+	FixedWindow Kind = Kind(pb.Kind_FIXED_WINDOW)
+)
+
+// DenyReason says why a limit denied.
+type DenyReason int32
+
+const (
+	// NotDenied: the limit allows.
+	NotDenied DenyReason = DenyReason(pb.DenyReason_DENY_REASON_UNSPECIFIED)
+	// InsufficientTokens: too few tokens now; retry at RetryAt.
+	InsufficientTokens DenyReason = DenyReason(pb.DenyReason_INSUFFICIENT_TOKENS)
+	// CountExceedsCapacity: the count can never fit; no retry will succeed (RetryAt is zero).
+	CountExceedsCapacity DenyReason = DenyReason(pb.DenyReason_COUNT_EXCEEDS_CAPACITY)
+	// MaxReservedExceeded: a reservation would owe more than max_reserved; retry at RetryAt.
+	MaxReservedExceeded DenyReason = DenyReason(pb.DenyReason_MAX_RESERVED_EXCEEDED)
+)
+
+func (r DenyReason) String() string { return pb.DenyReason(r).String() }
+
+// Source is the namespace a limit lives in, for Reset.
+type Source int32
+
+const (
+	// LimitsFile: the server's limits file (the default).
+	LimitsFile Source = Source(pb.LimitSource_LIMITS_FILE)
+	// Inline: inline configs of requests.
+	Inline Source = Source(pb.LimitSource_INLINE)
+	// Envoy: rules of the Envoy RLS API.
+	Envoy Source = Source(pb.LimitSource_ENVOY)
+)
+
+// Config defines a limit inline, for a name the server's limits file does not define.
+type Config struct {
+	Kind   Kind
+	Rate   float64       // tokens per Period; > 0
+	Period time.Duration // > 0
+	// Capacity is the most tokens that can accumulate; nil: Rate.
+	Capacity *float64
+	// MaxReserved is how far below zero reservations may take the balance; nil: unbounded,
+	// Ptr(0.0): no reservations.
+	MaxReserved *float64
+	// Start offsets fixed windows from the Unix epoch; nil: a per-key hash.
+	Start *time.Duration
+	// Jitter (0..1) pushes a denied caller's RetryAt later by up to Jitter*Period.
+	Jitter float64
+}
+
+// Ptr returns a pointer to v, for the optional fields of Config.
+func Ptr[T any](v T) *T { return &v }
+
+// Limit names one limit of a request.
+type Limit struct {
+	Name string
+	Key  string
+	// Count is the number of tokens to take; 0 means the server's default, 1.
+	Count float64
+	// Config defines the limit inline; nil for a limit of the server's limits file.
+	Config *Config
+}
+
+// Request is a whole request: its limits are evaluated together, all or nothing.
+type Request struct {
+	Limits []Limit
+	// RequestID (optional, up to 128 bytes) makes a Consume or Reserve idempotent: the server
+	// answers a repeat of the same request with the same answer, marked Replayed.
+	RequestID string
+}
+
+// LimitResult is the verdict on one limit of a request.
+type LimitResult struct {
+	Name    string
+	Key     string
+	Allowed bool
+	// Value is the tokens available after the decision (negative while reservations owe).
+	Value    float64
+	Capacity float64
+	// RetryAt is set when the caller must wait (zero otherwise).
+	RetryAt    time.Time
+	RetryAfter time.Duration
+	Reason     DenyReason
+	// Receipt names what an allowed Consume or Reserve took from this limit; give it to Settle.
+	Receipt []byte
+}
+
+// Result is the answer to a Consume, Check or Reserve.
+type Result struct {
+	Allowed bool
+	// Limits holds one result per requested limit, in request order.
+	Limits []LimitResult
+	// RetryAt: on denial, when a retry can succeed (zero if it never can); for an allowed
+	// reservation, when its work may run.
+	RetryAt    time.Time
+	RetryAfter time.Duration
+	Reason     DenyReason
+	// DeniedBy is the index in Limits of the limit that decided a denial; -1 when allowed.
+	DeniedBy int
+	// FailedOpen: the server's store failed and the server (--failure_policy=open) allowed
+	// without evaluating.
+	FailedOpen bool
+	// Replayed: the remembered answer to an earlier request with the same RequestID.
+	Replayed bool
+}
+
+// Settlement says what one receipt's take really used.
+type Settlement struct {
+	Receipt []byte
+	Used    float64
+}
+
+// SettleResult is the outcome of one Settlement.
+type SettleResult struct {
+	Name      string
+	Key       string
+	Returned  float64
+	Charged   float64
+	Uncharged float64
+	Value     float64
+	// PaidAt is when the limit's debt is paid off (zero when the balance is not negative).
+	PaidAt    time.Time
+	PaidAfter time.Duration
+}
+
+// EnvoyPathEntry is one level of an Envoy rule's descriptor path (Reset of Source Envoy).
+type EnvoyPathEntry struct {
+	Key   string
+	Value string
+}
+
+// ResetTarget names the state(s) a Reset deletes.
+type ResetTarget struct {
+	// Name is the limit name (the domain for Source Envoy).
+	Name string
+	// Key is the key to reset; empty with AllKeys.
+	Key           string
+	AllKeys       bool
+	Source        Source
+	EnvoyPath     []EnvoyPathEntry
+	EnvoyOverride bool
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	timeout        time.Duration
+	checkAttempts  int
+	checkBackoff   time.Duration
+	adminToken     string
+	adminTokenSet  bool
+	adminTokenFile string
+	tlsConfig      *tls.Config
+	tlsFiles       *TLSFiles
+	dialOptions    []grpc.DialOption
+}
+
+// WithTimeout sets the deadline of each call (default DefaultTimeout). A context that ends
+// earlier still wins.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithCheckAttempts sets how many times Check is tried when the server is UNAVAILABLE
+// (default DefaultCheckAttempts; 1: no retry). Consume and Reserve are never retried.
+func WithCheckAttempts(n int) Option { return func(o *options) { o.checkAttempts = n } }
+
+// WithAdminToken sets the bearer token Reset sends.
+func WithAdminToken(token string) Option {
+	return func(o *options) { o.adminToken, o.adminTokenSet = token, true }
+}
+
+// WithAdminTokenFile reads the bearer token Reset sends from a file (surrounding whitespace
+// removed), once, when the client is created.
+func WithAdminTokenFile(path string) Option { return func(o *options) { o.adminTokenFile = path } }
+
+// WithTLS connects over TLS with the given configuration.
+func WithTLS(config *tls.Config) Option { return func(o *options) { o.tlsConfig = config } }
+
+// TLSFiles are PEM files for a TLS connection; every field is optional.
+type TLSFiles struct {
+	// CAFile verifies the server; empty: the system's roots.
+	CAFile string
+	// CertFile and KeyFile are a client certificate for mTLS; both or neither.
+	CertFile string
+	KeyFile  string
+	// ServerName is the name the server certificate must carry, when it differs from the
+	// target's host (e.g. a target given by IP address).
+	ServerName string
+}
+
+// WithTLSFiles connects over TLS configured from PEM files, read when the client is created.
+func WithTLSFiles(files TLSFiles) Option { return func(o *options) { o.tlsFiles = &files } }
+
+// WithDialOptions adds gRPC dial options (interceptors, keepalive...) to Dial.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+}
+
+// Client is a client of the ratelimit service. It is safe for concurrent use; share one.
+type Client struct {
+	conn       *grpc.ClientConn // owned, closed by Close; nil for NewClient
+	stub       pb.RateLimitServiceClient
+	opts       options
+	adminToken string
+	sleep      func(ctx context.Context, d time.Duration) error
+}
+
+func buildOptions(opts []Option) (options, string, error) {
+	o := options{timeout: DefaultTimeout, checkAttempts: DefaultCheckAttempts,
+		checkBackoff: 50 * time.Millisecond}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.timeout <= 0 {
+		return o, "", fmt.Errorf("ratelimit: timeout must be > 0, got %v", o.timeout)
+	}
+	if o.checkAttempts < 1 {
+		o.checkAttempts = 1
+	}
+	token := os.Getenv(AdminTokenEnv)
+	if o.adminTokenFile != "" {
+		b, err := os.ReadFile(o.adminTokenFile)
+		if err != nil {
+			return o, "", fmt.Errorf("ratelimit: admin token file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return o, "", fmt.Errorf("ratelimit: admin token file %s is empty", o.adminTokenFile)
+		}
+	}
+	if o.adminTokenSet {
+		token = o.adminToken
+	}
+	return o, token, nil
+}
+
+// Dial connects (lazily) to target ("host:port"), in plaintext unless WithTLS or WithTLSFiles.
+func Dial(target string, opts ...Option) (*Client, error) {
+	o, token, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	creds := grpc.WithInsecure()
+	if o.tlsFiles != nil {
+		config, err := loadTLS(*o.tlsFiles)
+		if err != nil {
+			return nil, err
+		}
+		creds = grpc.WithTransportCredentials(credentials.NewTLS(config))
+	} else if o.tlsConfig != nil {
+		creds = grpc.WithTransportCredentials(credentials.NewTLS(o.tlsConfig))
+	}
+	conn, err := grpc.Dial(target, append([]grpc.DialOption{creds}, o.dialOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: dial %s: %w", target, err)
+	}
+	c := newClient(conn, o, token)
+	c.conn = conn
+	return c, nil
+}
+
+// NewClient uses an existing connection (which the caller keeps and closes).
+func NewClient(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
+	o, token, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(conn, o, token), nil
+}
+
+func newClient(conn grpc.ClientConnInterface, o options, token string) *Client {
+	return &Client{stub: pb.NewRateLimitServiceClient(conn), opts: o, adminToken: token,
+		sleep: sleepContext}
+}
+
+func loadTLS(files TLSFiles) (*tls.Config, error) {
+	config := &tls.Config{ServerName: files.ServerName, MinVersion: tls.VersionTLS12}
+	if files.CAFile != "" {
+		pem, err := os.ReadFile(files.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ratelimit: CA file %s: no PEM certificate", files.CAFile)
+		}
+		config.RootCAs = pool
+	}
+	if files.CertFile != "" || files.KeyFile != "" {
+		pair, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: client certificate: %w", err)
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return config, nil
+}
+
+// Close closes the connection Dial opened.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.opts.timeout)
+}
+
+// Allow consumes one token of (name, key) and reports whether it was allowed.
+func (c *Client) Allow(ctx context.Context, name, key string) (bool, error) {
+	return c.AllowN(ctx, name, key, 1)
+}
+
+// AllowN consumes n tokens of (name, key) and reports whether they were allowed.
+func (c *Client) AllowN(ctx context.Context, name, key string, n float64) (bool, error) {
+	r, err := c.Consume(ctx, Request{Limits: []Limit{{Name: name, Key: key, Count: n}}})
+	if err != nil {
+		return false, err
+	}
+	return r.Allowed, nil
+}
+
+// Consume takes each limit's count from every limit of the request, or from none.
+// Never retried.
+func (c *Client) Consume(ctx context.Context, req Request) (*Result, error) {
+	return c.decide(ctx, "Consume", c.stub.Consume, req)
+}
+
+// Reserve is Consume that may go into debt (down to max_reserved); an allowed reservation's
+// RetryAt is when its work may run. Never retried.
+func (c *Client) Reserve(ctx context.Context, req Request) (*Result, error) {
+	return c.decide(ctx, "Reserve", c.stub.Reserve, req)
+}
+
+// Check answers what Consume would answer now, taking nothing. Retried when the server is
+// UNAVAILABLE: up to WithCheckAttempts tries in all, each with its own deadline, backing off
+// 50 ms then doubling, until ctx ends.
+func (c *Client) Check(ctx context.Context, req Request) (*Result, error) {
+	backoff := c.opts.checkBackoff
+	for attempt := 1; ; attempt++ {
+		r, err := c.decide(ctx, "Check", c.stub.Check, req)
+		var e *Error
+		if err == nil || attempt >= c.opts.checkAttempts || !errors.As(err, &e) ||
+			e.Code != codes.Unavailable {
+			return r, err
+		}
+		if c.sleep(ctx, backoff) != nil {
+			return r, err
+		}
+		backoff *= 2
+	}
+}
+
+type decideFunc func(context.Context, *pb.RateLimitRequest, ...grpc.CallOption) (
+	*pb.RateLimitResponse, error)
+
+func (c *Client) decide(ctx context.Context, method string, call decideFunc, req Request) (
+	*Result, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	resp, err := call(ctx, toProto(req))
+	if err != nil {
+		return nil, newError(method, err)
+	}
+	return fromProto(resp), nil
+}
+
+// Wait reserves one token of (name, key) and blocks until the reservation may run.
+func (c *Client) Wait(ctx context.Context, name, key string) error {
+	return c.WaitN(ctx, name, key, 1)
+}
+
+// WaitN reserves n tokens of (name, key) and blocks until the reservation may run.
+func (c *Client) WaitN(ctx context.Context, name, key string, n float64) error {
+	_, err := c.WaitRequest(ctx, Request{Limits: []Limit{{Name: name, Key: key, Count: n}}})
+	return err
+}
+
+// WaitRequest reserves the request and blocks until its RetryAt, then returns the reservation.
+// A denied reservation returns a *DeniedError at once. When ctx ends before RetryAt (or its
+// deadline is before RetryAt, in which case WaitRequest does not wait), the reservation is
+// cancelled (Settle with used = 0 for each receipt) and the context's error is returned.
+func (c *Client) WaitRequest(ctx context.Context, req Request) (*Result, error) {
+	r, err := c.Reserve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if !r.Allowed {
+		return r, &DeniedError{Result: r}
+	}
+	wait := time.Until(r.RetryAt)
+	if r.RetryAt.IsZero() || wait <= 0 {
+		return r, nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(r.RetryAt) {
+		c.cancelReservation(r)
+		return nil, fmt.Errorf("ratelimit: reservation runs at %v, after the context's deadline: %w",
+			r.RetryAt, context.DeadlineExceeded)
+	}
+	if err := c.sleep(ctx, wait); err != nil {
+		c.cancelReservation(r)
+		return nil, err
+	}
+	return r, nil
+}
+
+// cancelReservation gives a reservation back (best effort, on its own deadline: the caller's
+// context has ended).
+func (c *Client) cancelReservation(r *Result) {
+	var settlements []Settlement
+	for _, l := range r.Limits {
+		if len(l.Receipt) > 0 {
+			settlements = append(settlements, Settlement{Receipt: l.Receipt, Used: 0})
+		}
+	}
+	if len(settlements) > 0 {
+		_, _ = c.Settle(context.Background(), settlements...)
+	}
+}
+
+// sleepContext sleeps for d or until ctx ends (returning its error).
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Settle tells the server what allowed Consume and Reserve calls really used: each receipt
+// gives back count - used, or charges used - count. All or nothing; never retried.
+func (c *Client) Settle(ctx context.Context, settlements ...Settlement) ([]SettleResult, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	req := &pb.SettleRequest{}
+	for _, s := range settlements {
+		req.Settlements = append(req.Settlements, &pb.Settlement{Receipt: s.Receipt, Used: s.Used})
+	}
+	resp, err := c.stub.Settle(ctx, req)
+	if err != nil {
+		return nil, newError("Settle", err)
+	}
+	out := make([]SettleResult, 0, len(resp.Results))
+	for _, r := range resp.Results {
+		out = append(out, SettleResult{
+			Name: r.Name, Key: r.Key, Returned: r.Returned, Charged: r.Charged,
+			Uncharged: r.Uncharged, Value: r.Value, PaidAt: timeOf(r.PaidAt),
+			PaidAfter: durationOf(r.PaidAfter),
+		})
+	}
+	return out, nil
+}
+
+// Reset deletes the state of one key of a limit of the limits file, so it is full again.
+// Administrative: sends the admin token.
+func (c *Client) Reset(ctx context.Context, name, key string) error {
+	return c.ResetTarget(ctx, ResetTarget{Name: name, Key: key})
+}
+
+// ResetAll deletes the state of every key of a limit of the limits file.
+func (c *Client) ResetAll(ctx context.Context, name string) error {
+	return c.ResetTarget(ctx, ResetTarget{Name: name, AllKeys: true})
+}
+
+// ResetTarget is any Reset: of another source (inline limits, Envoy rules).
+func (c *Client) ResetTarget(ctx context.Context, t ResetTarget) error {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	if c.adminToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.adminToken)
+	}
+	req := &pb.ResetRequest{Name: t.Name, Key: t.Key, AllKeys: t.AllKeys,
+		Source: pb.LimitSource(t.Source), EnvoyOverride: t.EnvoyOverride}
+	for _, e := range t.EnvoyPath {
+		req.EnvoyPath = append(req.EnvoyPath, &pb.EnvoyPathEntry{Key: e.Key, Value: e.Value})
+	}
+	if _, err := c.stub.Reset(ctx, req); err != nil {
+		return newError("Reset", err)
+	}
+	return nil
+}
+
+func toProto(req Request) *pb.RateLimitRequest {
+	out := &pb.RateLimitRequest{RequestId: req.RequestID}
+	for _, l := range req.Limits {
+		lr := &pb.LimitRequest{Name: l.Name, Key: l.Key}
+		if l.Count != 0 {
+			lr.Count = Ptr(l.Count)
+		}
+		if cfg := l.Config; cfg != nil {
+			lr.Config = &pb.LimitConfig{Kind: pb.Kind(cfg.Kind), Rate: cfg.Rate,
+				Period: durationpb.New(cfg.Period), Capacity: cfg.Capacity,
+				MaxReserved: cfg.MaxReserved, Jitter: cfg.Jitter}
+			if cfg.Start != nil {
+				lr.Config.Start = durationpb.New(*cfg.Start)
+			}
+		}
+		out.Limits = append(out.Limits, lr)
+	}
+	return out
+}
+
+func fromProto(resp *pb.RateLimitResponse) *Result {
+	r := &Result{Allowed: resp.Allowed, RetryAt: timeOf(resp.RetryAt),
+		RetryAfter: durationOf(resp.RetryAfter), Reason: DenyReason(resp.Reason),
+		DeniedBy: int(resp.DeniedBy), FailedOpen: resp.FailedOpen, Replayed: resp.Replayed}
+	for _, l := range resp.Results {
+		r.Limits = append(r.Limits, LimitResult{
+			Name: l.Name, Key: l.Key, Allowed: l.Allowed, Value: l.Value, Capacity: l.Capacity,
+			RetryAt: timeOf(l.RetryAt), RetryAfter: durationOf(l.RetryAfter),
+			Reason: DenyReason(l.Reason), Receipt: l.Receipt,
+		})
+	}
+	return r
+}

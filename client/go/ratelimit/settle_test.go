@@ -1,0 +1,128 @@
+//go:build !nosettle
+
+package ratelimit_test
+
+// Settle, receipts, request_id and replayed: these need a server that implements Settle.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"ratelimit.dev/client/go/ratelimit"
+)
+
+func TestSettleGivesBackWhatWasNotUsed(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	r, err := c.Consume(ctx(t), one("api", "k", 4))
+	must(t, err)
+	if !r.Allowed || len(r.Limits[0].Receipt) == 0 {
+		t.Fatalf("an allowed Consume carries a receipt: %+v", r)
+	}
+	settled, err := c.Settle(ctx(t), ratelimit.Settlement{Receipt: r.Limits[0].Receipt, Used: 1})
+	must(t, err)
+	if len(settled) != 1 || settled[0].Name != "api" || settled[0].Key != "k" ||
+		!near(settled[0].Returned, 3) || !near(settled[0].Value, 4) {
+		t.Fatalf("settle: %+v", settled)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !near(check.Limits[0].Value, 4) {
+		t.Fatalf("value after giving 3 back: %v", check.Limits[0].Value)
+	}
+	// A receipt settles once.
+	_, err = c.Settle(ctx(t), ratelimit.Settlement{Receipt: r.Limits[0].Receipt, Used: 0})
+	var e *ratelimit.Error
+	if !errors.As(err, &e) || e.Method != "Settle" || e.Code != codes.AlreadyExists ||
+		e.Field != "settlements[0].receipt" {
+		t.Fatalf("second settlement of one receipt: %v", err)
+	}
+	// Using more than was taken charges the difference.
+	r, err = c.Consume(ctx(t), one("api", "k2", 1))
+	must(t, err)
+	settled, err = c.Settle(ctx(t), ratelimit.Settlement{Receipt: r.Limits[0].Receipt, Used: 7})
+	must(t, err)
+	if !near(settled[0].Charged, 6) || !near(settled[0].Value, -2) || settled[0].PaidAt.IsZero() {
+		t.Fatalf("settling more than was taken: %+v", settled)
+	}
+}
+
+func TestSettleRequestIDReplaysTheAnswer(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	req := one("api", "k", 2)
+	req.RequestID = "order-42"
+	first, err := c.Consume(ctx(t), req)
+	must(t, err)
+	again, err := c.Consume(ctx(t), req)
+	must(t, err)
+	if first.Replayed || !again.Replayed || !again.Allowed ||
+		string(again.Limits[0].Receipt) != string(first.Limits[0].Receipt) {
+		t.Fatalf("first %+v, repeat %+v", first, again)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !near(check.Limits[0].Value, 3) {
+		t.Fatalf("a replayed Consume took tokens again: value %v", check.Limits[0].Value)
+	}
+	// The same request_id with another request is refused, naming the field.
+	other := one("api", "k", 3)
+	other.RequestID = "order-42"
+	_, err = c.Consume(ctx(t), other)
+	var e *ratelimit.Error
+	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field != "request_id" {
+		t.Fatalf("request_id reused for another request: %v", err)
+	}
+}
+
+func TestSettleCancelsTheReservationOfAnAbandonedWait(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	_, err := c.Consume(ctx(t), one("api", "k", 5))
+	must(t, err)
+	cctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Wait(cctx, "api", "k") }()
+	waitForDebt(t, c, "api", "k")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Wait: %v", err)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if check.Limits[0].Value < -0.01 {
+		t.Fatalf("the abandoned reservation still owes: value %v", check.Limits[0].Value)
+	}
+
+	// A deadline before retry_at: the reservation is given back at once.
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	if err := c.Wait(dctx, "api", "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with a deadline before retry_at: %v", err)
+	}
+	check, err = c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if check.Limits[0].Value < -0.01 {
+		t.Fatalf("the reservation refused for the deadline still owes: value %v",
+			check.Limits[0].Value)
+	}
+}
+
+func TestSettleIsImplementedByTheServer(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	_, err := c.Settle(ctx(t), ratelimit.Settlement{Receipt: []byte("not a receipt"), Used: 0})
+	if status.Code(err) == codes.Unimplemented {
+		t.Fatalf("the server does not implement Settle: %v", err)
+	}
+	var e *ratelimit.Error
+	if !errors.As(err, &e) || e.Code != codes.InvalidArgument ||
+		e.Field != "settlements[0].receipt" {
+		t.Fatalf("a forged receipt: %v (field %q)", err, e.Field)
+	}
+}
