@@ -217,14 +217,22 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
     });
 
   return async (req: Req, res: Res, next: NextFunction): Promise<void> => {
-    let result: RateLimitResult;
+    let key: string;
+    let count: number | undefined;
     try {
       if (options.skip && (await options.skip(req, res))) {
         next();
         return;
       }
-      const key = await keyGenerator(req, res);
-      const count = typeof options.count === "function" ? await options.count(req, res) : options.count;
+      key = await keyGenerator(req, res);
+      count = typeof options.count === "function" ? await options.count(req, res) : options.count;
+    } catch (e) {
+      // The application's own callbacks failed: its error, not the service's.
+      next(e);
+      return;
+    }
+    let result: RateLimitResult;
+    try {
       result = await options.client.consume(
         { name, key, ...(count !== undefined ? { count } : {}), ...(config ? { config } : {}) },
         options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : undefined,

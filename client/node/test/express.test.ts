@@ -172,6 +172,33 @@ describe("Express middleware", () => {
   });
 });
 
+describe("Express middleware, application errors", () => {
+  test("a failing keyGenerator reaches next(error), even with passOnStoreError", async () => {
+    // No server is needed: the key is never computed, so the service is never asked.
+    const client = new RateLimitClient("127.0.0.1:1");
+    const app = appWith({
+      client,
+      name: "pages",
+      passOnStoreError: true,
+      keyGenerator: () => {
+        throw new Error("no user");
+      },
+    });
+    app.use((err: Error, _req: Request, res: Response, _next: unknown) => {
+      res.status(500).json({ error: err.message });
+    });
+    const web = await serve(app);
+    try {
+      const r = await fetch(web.url);
+      assert.equal(r.status, 500);
+      assert.deepEqual(await r.json(), { error: "no user" });
+    } finally {
+      await web.close();
+      client.close();
+    }
+  });
+});
+
 describe("Express middleware with the service stopped", () => {
   test("fails closed (503) by default and open with passOnStoreError", async () => {
     const server = await startServer({ limits: LIMITS });

@@ -1,5 +1,6 @@
-// Only Check is retried: an in-process gRPC server that answers UNAVAILABLE a set number of times
-// counts the attempts each method receives.
+// An in-process gRPC server in place of ratelimit-server: it answers UNAVAILABLE a set number of
+// times and counts the attempts each method receives (only Check is retried), and it can answer
+// what a real server only answers when its store fails (failed_open).
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -8,7 +9,7 @@ import { after, before, beforeEach, describe, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 
-import { RateLimitClient, RateLimitError, status } from "@ratelimit/client";
+import { RateLimitClient, RateLimitError, rateLimit, status } from "@ratelimit/client";
 
 const protoDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "proto");
 
@@ -17,6 +18,7 @@ describe("retries", () => {
   let target: string;
   const attempts: Record<string, number> = {};
   let failures = 0;
+  let reply: Record<string, unknown> = {};
 
   before(async () => {
     const def = protoLoader.loadSync("ratelimit/v1/ratelimit.proto", { includeDirs: [protoDir], keepCase: true });
@@ -29,7 +31,12 @@ describe("retries", () => {
         callback({ code: status.UNAVAILABLE, details: "try later" } as grpc.ServiceError);
         return;
       }
-      callback(null, { allowed: true, results: [{ name: "api", key: "k", allowed: true, value: 7, capacity: 10 }], denied_by: -1 });
+      callback(null, {
+        allowed: true,
+        results: [{ name: "api", key: "k", allowed: true, value: 7, capacity: 10 }],
+        denied_by: -1,
+        ...reply,
+      });
     };
     server = new grpc.Server();
     server.addService(pkg.ratelimit.v1.RateLimitService.service, {
@@ -48,6 +55,7 @@ describe("retries", () => {
     await new Promise<void>((r) => server.tryShutdown(() => r()));
   });
   beforeEach(() => {
+    reply = {};
     for (const k of Object.keys(attempts)) delete attempts[k];
   });
 
@@ -85,6 +93,31 @@ describe("retries", () => {
       await assert.rejects(client.settle([{ receipt: new Uint8Array([1]), used: 0 }]), unavailable);
       await assert.rejects(client.reset({ name: "api", key: "k" }), unavailable);
       assert.deepEqual(attempts, { Consume: 1, Reserve: 1, Settle: 1, Reset: 1 });
+    } finally {
+      client.close();
+    }
+  });
+
+  test("failed_open and replayed reach the result; the middleware lets a failed-open request pass", async () => {
+    failures = 0;
+    reply = { failed_open: true, replayed: true, results: [] };
+    const client = new RateLimitClient(target);
+    try {
+      const r = await client.consume({ name: "api", key: "k" });
+      assert.equal(r.failedOpen, true);
+      assert.equal(r.replayed, true);
+      const headers: Record<string, unknown> = {};
+      let passed = false;
+      await rateLimit({ client, name: "api", keyGenerator: () => "k" })(
+        {},
+        { setHeader: (n: string, v: unknown) => (headers[n] = v), status: () => undefined, send: () => undefined },
+        (err?: unknown) => {
+          assert.equal(err, undefined);
+          passed = true;
+        },
+      );
+      assert.equal(passed, true);
+      assert.deepEqual(headers, {});
     } finally {
       client.close();
     }
