@@ -16,7 +16,7 @@ test("require() loads the CommonJS build, which talks to the server", async () =
   assert.equal(typeof cjs.rateLimit, "function");
   assert.equal(cjs.DEFAULT_TIMEOUT_MS, esm.DEFAULT_TIMEOUT_MS);
   const server = await startServer();
-  const client = new cjs.RateLimitClient(server.target);
+  const client = new cjs.RateLimitClient(server.target, { timeoutMs: 10_000 });
   try {
     const r = await client.consume({
       name: "cjs",

@@ -44,7 +44,7 @@ describe("RateLimitClient against a server", () => {
 
   before(async () => {
     server = await startServer({ limits: LIMITS, adminToken: "s3cret" });
-    client = new RateLimitClient(server.target);
+    client = new RateLimitClient(server.target, { timeoutMs: 10_000 });
   });
   after(async () => {
     client?.close();
@@ -125,15 +125,16 @@ describe("RateLimitClient against a server", () => {
 
   test("inline configs are sent with their durations", async () => {
     const k = key();
-    const config: LimitConfig = { kind: "FIXED_WINDOW", rate: 3, periodMs: 86_400_000, startMs: 0, capacity: 3 };
+    // 1000-day windows aligned to the epoch: no window boundary falls within the test.
+    const period = 1000 * 86_400_000;
+    const config: LimitConfig = { kind: "FIXED_WINDOW", rate: 3, periodMs: period, startMs: 0, capacity: 3 };
     const r = await client.consume({ name: "inline_daily", key: k, count: 3, config });
     assert.equal(r.allowed, true);
     assert.equal(r.results[0]!.capacity, 3);
     const denied = await client.consume({ name: "inline_daily", key: k, config });
     assert.equal(denied.allowed, false);
-    // Windows aligned to the epoch: the retry is at the next UTC midnight.
-    const midnight = Math.ceil(Date.now() / 86_400_000) * 86_400_000;
-    assert.equal(denied.retryAt!.getTime(), midnight);
+    // The retry is at the next window boundary.
+    assert.equal(denied.retryAt!.getTime(), Math.ceil(Date.now() / period) * period);
     // A sub-millisecond period goes through as well (1 µs: 1 token per µs refills at once).
     const fast = await client.consume({
       name: "inline_fast",
@@ -221,8 +222,8 @@ describe("RateLimitClient against a server", () => {
   test("reset without a token is UNAUTHENTICATED, with a wrong one PERMISSION_DENIED", async () => {
     const saved = process.env.RATELIMIT_ADMIN_TOKEN;
     delete process.env.RATELIMIT_ADMIN_TOKEN;
-    const anonymous = new RateLimitClient(server.target);
-    const wrong = new RateLimitClient(server.target, { adminToken: "nope" });
+    const anonymous = new RateLimitClient(server.target, { timeoutMs: 10_000 });
+    const wrong = new RateLimitClient(server.target, { adminToken: "nope", timeoutMs: 10_000 });
     try {
       await assert.rejects(anonymous.reset({ name: "api", key: "x" }), (e: unknown) => e instanceof RateLimitError && e.code === status.UNAUTHENTICATED);
       await assert.rejects(wrong.reset({ name: "api", key: "x" }), (e: unknown) => e instanceof RateLimitError && e.code === status.PERMISSION_DENIED);
@@ -238,10 +239,10 @@ describe("RateLimitClient against a server", () => {
     await client.consume({ name: "api", key: k, count: 5 });
     const dir = tempDir();
     writeFileSync(join(dir, "token"), "s3cret\nignored second line\n");
-    const fromFile = new RateLimitClient(server.target, { adminTokenFile: join(dir, "token") });
+    const fromFile = new RateLimitClient(server.target, { adminTokenFile: join(dir, "token"), timeoutMs: 10_000 });
     const saved = process.env.RATELIMIT_ADMIN_TOKEN;
     process.env.RATELIMIT_ADMIN_TOKEN = "s3cret";
-    const fromEnv = new RateLimitClient(server.target);
+    const fromEnv = new RateLimitClient(server.target, { timeoutMs: 10_000 });
     if (saved === undefined) delete process.env.RATELIMIT_ADMIN_TOKEN;
     else process.env.RATELIMIT_ADMIN_TOKEN = saved;
     try {
@@ -316,7 +317,10 @@ describe("TLS", () => {
       limits: LIMITS,
       args: [`--tls_cert_file=${tls.cert}`, `--tls_key_file=${tls.key}`],
     });
-    const secure = new RateLimitClient(server.target, { tls: { caFile: tls.ca, serverName: "ratelimit.test" } });
+    const secure = new RateLimitClient(server.target, {
+      tls: { caFile: tls.ca, serverName: "ratelimit.test" },
+      timeoutMs: 10_000,
+    });
     const plain = new RateLimitClient(server.target, { timeoutMs: 2000 });
     try {
       const r = await secure.consume({ name: "api", key: "tls" });

@@ -22,7 +22,7 @@ describe("settle", () => {
 
   before(async () => {
     server = await startServer();
-    client = new RateLimitClient(server.target);
+    client = new RateLimitClient(server.target, { timeoutMs: 10_000 });
   });
   after(async () => {
     client?.close();
