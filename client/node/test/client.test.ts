@@ -332,4 +332,30 @@ describe("TLS", () => {
       await server.stop();
     }
   });
+
+  test("mTLS: the client certificate and key are presented; without them the handshake fails", async () => {
+    const dir = tempDir();
+    const tls = makeTlsFiles(dir);
+    const server = await startServer({
+      dir,
+      limits: LIMITS,
+      args: [`--tls_cert_file=${tls.cert}`, `--tls_key_file=${tls.key}`, `--tls_client_ca_file=${tls.ca}`],
+    });
+    const withCert = new RateLimitClient(server.target, {
+      tls: { caFile: tls.ca, certFile: tls.clientCert, keyFile: tls.clientKey, serverName: "ratelimit.test" },
+      timeoutMs: 10_000,
+    });
+    const withoutCert = new RateLimitClient(server.target, {
+      tls: { caFile: tls.ca, serverName: "ratelimit.test" },
+      timeoutMs: 5000,
+    });
+    try {
+      assert.equal((await withCert.consume({ name: "api", key: "mtls" })).allowed, true);
+      await assert.rejects(withoutCert.consume({ name: "api", key: "mtls" }), (e: unknown) => e instanceof RateLimitError && e.unavailable);
+    } finally {
+      withCert.close();
+      withoutCert.close();
+      await server.stop();
+    }
+  });
 });

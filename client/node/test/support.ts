@@ -108,8 +108,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   return { target: `127.0.0.1:${port}`, port, dir, process: child, stop, log: () => stderr };
 }
 
-/** A CA and a server certificate for 127.0.0.1 / "ratelimit.test", made with openssl. */
-export function makeTlsFiles(dir: string): { ca: string; cert: string; key: string } {
+/**
+ * A CA, a server certificate for 127.0.0.1 / "ratelimit.test" and a client certificate, made
+ * with openssl.
+ */
+export function makeTlsFiles(dir: string): { ca: string; cert: string; key: string; clientCert: string; clientKey: string } {
   const f = (n: string) => join(dir, n);
   const run = (args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
   run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f("ca.key"), "-out", f("ca.pem"),
@@ -119,5 +122,10 @@ export function makeTlsFiles(dir: string): { ca: string; cert: string; key: stri
   writeFileSync(f("ext.cnf"), "subjectAltName=DNS:ratelimit.test,IP:127.0.0.1\n");
   run(["x509", "-req", "-in", f("server.csr"), "-CA", f("ca.pem"), "-CAkey", f("ca.key"),
     "-CAcreateserial", "-out", f("server.pem"), "-days", "2", "-extfile", f("ext.cnf")]);
-  return { ca: f("ca.pem"), cert: f("server.pem"), key: f("server.key") };
+  run(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", f("client.key"), "-out", f("client.csr"),
+    "-subj", "/CN=ratelimit test client"]);
+  writeFileSync(f("client.cnf"), "extendedKeyUsage=clientAuth\n");
+  run(["x509", "-req", "-in", f("client.csr"), "-CA", f("ca.pem"), "-CAkey", f("ca.key"),
+    "-CAcreateserial", "-out", f("client.pem"), "-days", "2", "-extfile", f("client.cnf")]);
+  return { ca: f("ca.pem"), cert: f("server.pem"), key: f("server.key"), clientCert: f("client.pem"), clientKey: f("client.key") };
 }
