@@ -29,6 +29,9 @@ packages+=(
 # `kubectl kustomize` renders deploy/kubernetes in the tests: Debian's kubernetes-client, unless a
 # kubectl is already installed (another package's kubectl would conflict with it).
 command -v kubectl >/dev/null || packages+=(kubernetes-client)
+# The TypeScript client's tests (client/node): Debian's node and npm, unless a node with npm is
+# already installed (NodeSource's nodejs brings its own npm and conflicts with Debian's).
+command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 missing=()
 for p in "${packages[@]}"; do

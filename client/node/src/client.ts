@@ -1,0 +1,321 @@
+import { readFileSync } from "node:fs";
+import {
+  ChannelCredentials,
+  Metadata,
+  credentials as grpcCredentials,
+  loadPackageDefinition,
+  status,
+  type ChannelOptions,
+  type Client,
+  type ServiceError,
+} from "@grpc/grpc-js";
+import { fromJSON } from "@grpc/proto-loader";
+
+import {
+  rateLimitResult,
+  settleResults,
+  wireRateLimitRequest,
+  wireResetRequest,
+  wireSettleRequest,
+  type WireRateLimitResponse,
+  type WireSettleResponse,
+} from "./convert.js";
+import { RateLimitError } from "./errors.js";
+import { descriptor } from "./generated/descriptor.js";
+import type {
+  LimitRequest,
+  RateLimitRequest,
+  RateLimitResult,
+  ResetRequest,
+  SettleResult,
+  Settlement,
+} from "./types.js";
+
+/** The deadline of each call when neither the client nor the call sets one: 1 second. */
+export const DEFAULT_TIMEOUT_MS = 1000;
+/** How many times a Check that found the service UNAVAILABLE is tried again, by default. */
+export const DEFAULT_CHECK_RETRIES = 2;
+
+/** TLS towards the server. Files are read once, when the client is created. */
+export interface TlsOptions {
+  /** PEM CA bundle that verifies the server (or `ca`). Neither: the default roots. */
+  caFile?: string;
+  ca?: string | Buffer;
+  /** PEM client certificate chain and private key, for servers that require mTLS. */
+  certFile?: string;
+  cert?: string | Buffer;
+  keyFile?: string;
+  key?: string | Buffer;
+  /** The name the server certificate must carry, when the target is an address. */
+  serverName?: string;
+}
+
+export interface ClientOptions {
+  /** Deadline of each call, in ms. Default DEFAULT_TIMEOUT_MS (1000). */
+  timeoutMs?: number;
+  /** TLS: `true` for the default roots, or the files to use. Default: plaintext. */
+  tls?: boolean | TlsOptions;
+  /** Channel credentials built by the caller; overrides `tls`. */
+  credentials?: ChannelCredentials;
+  /** The admin bearer token, sent with Reset only. */
+  adminToken?: string;
+  /** A file whose first line is the admin token (read once, here). */
+  adminTokenFile?: string;
+  /**
+   * Check only: how many more times a call answered UNAVAILABLE is tried. Default 2. Consume,
+   * Reserve, Settle and Reset are never retried: they change state, and a lost answer does not
+   * mean nothing was taken (use `requestId` to make retrying a Consume or Reserve safe).
+   */
+  checkRetries?: number;
+  /** First pause between Check attempts, doubled after each. Default 50 ms. */
+  retryBackoffMs?: number;
+  /** Extra gRPC channel options. */
+  channelOptions?: ChannelOptions;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** This call's deadline, in ms (overrides the client's). */
+  timeoutMs?: number;
+  /** Cancels the call; the promise then rejects with `signal.reason`. */
+  signal?: AbortSignal;
+}
+
+export interface ReserveAndWaitOptions extends CallOptions {
+  /** How to wait (default: sleepUntil, on the real clock). */
+  sleepUntil?: (when: Date, signal?: AbortSignal) => Promise<void>;
+}
+
+type Callback<T> = (err: ServiceError | null, value?: T) => void;
+type UnaryMethod = (
+  request: unknown,
+  metadata: Metadata,
+  options: { deadline: Date },
+  callback: Callback<unknown>,
+) => { cancel(): void };
+
+const LOADER_OPTIONS = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  bytes: Buffer,
+  defaults: true,
+  oneofs: false,
+};
+
+let serviceConstructor: (new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client) | undefined;
+
+function service(): new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client {
+  if (!serviceConstructor) {
+    const definition = fromJSON(descriptor as Parameters<typeof fromJSON>[0], LOADER_OPTIONS);
+    const loaded = loadPackageDefinition(definition) as unknown as {
+      ratelimit: { v1: { RateLimitService: typeof serviceConstructor } };
+    };
+    serviceConstructor = loaded.ratelimit.v1.RateLimitService;
+  }
+  return serviceConstructor!;
+}
+
+/**
+ * Resolves once the wall clock has reached `when` (never earlier), or rejects with
+ * `signal.reason` as soon as the signal aborts.
+ */
+export function sleepUntil(when: Date, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const tick = () => {
+      const left = when.getTime() - Date.now();
+      if (left <= 0) {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+        return;
+      }
+      timer = setTimeout(tick, Math.min(left, 2 ** 31 - 1));
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    tick();
+  });
+}
+
+function readTokenFile(path: string): string {
+  const first = readFileSync(path, "utf8").split(/\r?\n/, 1)[0] ?? "";
+  return first.trim();
+}
+
+function pem(value: string | Buffer | undefined, file: string | undefined): Buffer | null {
+  if (value !== undefined) return Buffer.from(value);
+  if (file !== undefined) return readFileSync(file);
+  return null;
+}
+
+function toRequest(request: RateLimitRequest | LimitRequest): RateLimitRequest {
+  return "limits" in request ? request : { limits: [request] };
+}
+
+/**
+ * A typed client of ratelimit.v1.RateLimitService. Every call has a deadline (DEFAULT_TIMEOUT_MS
+ * unless set) and rejects with a RateLimitError carrying the gRPC code and the field the server
+ * named. One client multiplexes one channel: share it.
+ */
+export class RateLimitClient {
+  private readonly client: Client;
+  private readonly timeoutMs: number;
+  private readonly adminToken: string | undefined;
+  private readonly checkRetries: number;
+  private readonly retryBackoffMs: number;
+
+  /** Connects (lazily) to `target` ("host:port"). */
+  constructor(target: string, options: ClientOptions = {}) {
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.checkRetries = options.checkRetries ?? DEFAULT_CHECK_RETRIES;
+    this.retryBackoffMs = options.retryBackoffMs ?? 50;
+    if (options.adminToken !== undefined) {
+      this.adminToken = options.adminToken;
+    } else if (options.adminTokenFile !== undefined) {
+      this.adminToken = readTokenFile(options.adminTokenFile);
+    } else {
+      this.adminToken = process.env.RATELIMIT_ADMIN_TOKEN || undefined;
+    }
+    const channelOptions: ChannelOptions = { ...options.channelOptions };
+    let creds = options.credentials;
+    if (!creds) {
+      const tls = options.tls;
+      if (tls) {
+        const t: TlsOptions = tls === true ? {} : tls;
+        creds = grpcCredentials.createSsl(
+          pem(t.ca, t.caFile),
+          pem(t.key, t.keyFile),
+          pem(t.cert, t.certFile),
+        );
+        if (t.serverName) {
+          channelOptions["grpc.ssl_target_name_override"] = t.serverName;
+          channelOptions["grpc.default_authority"] = t.serverName;
+        }
+      } else {
+        creds = grpcCredentials.createInsecure();
+      }
+    }
+    const Service = service();
+    this.client = new Service(target, creds, channelOptions);
+  }
+
+  /** Takes `count` tokens from every named limit, or from none of them. Never retried. */
+  async consume(request: RateLimitRequest | LimitRequest, options?: CallOptions): Promise<RateLimitResult> {
+    const w = await this.unary<WireRateLimitResponse>("Consume", wireRateLimitRequest(toRequest(request)), options);
+    return rateLimitResult(w);
+  }
+
+  /**
+   * What Consume would answer now; writes nothing. Retried (up to `checkRetries` times, with a
+   * doubling pause) when the service is UNAVAILABLE; each attempt has its own deadline.
+   */
+  async check(request: RateLimitRequest | LimitRequest, options?: CallOptions): Promise<RateLimitResult> {
+    const wire = wireRateLimitRequest(toRequest(request));
+    let pause = this.retryBackoffMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return rateLimitResult(await this.unary<WireRateLimitResponse>("Check", wire, options));
+      } catch (e) {
+        if (!(e instanceof RateLimitError) || e.code !== status.UNAVAILABLE || attempt >= this.checkRetries) {
+          throw e;
+        }
+      }
+      await sleepUntil(new Date(Date.now() + pause), options?.signal);
+      pause *= 2;
+    }
+  }
+
+  /**
+   * Like Consume, but a limit may go into debt down to -max_reserved; an allowed reservation's
+   * `retryAt` is when its pre-paid work may run. Never retried.
+   */
+  async reserve(request: RateLimitRequest | LimitRequest, options?: CallOptions): Promise<RateLimitResult> {
+    const w = await this.unary<WireRateLimitResponse>("Reserve", wireRateLimitRequest(toRequest(request)), options);
+    return rateLimitResult(w);
+  }
+
+  /**
+   * Reserves, then waits until the reservation's `retryAt` (never returning earlier), so that
+   * the caller can run its pre-paid work as soon as the promise resolves. A denied reservation
+   * resolves at once (allowed: false). When `signal` aborts during the wait, the reservation is
+   * cancelled (Settle with used 0, best effort: an unreachable server or one without Settle keeps
+   * it) and the promise rejects with `signal.reason`.
+   */
+  async reserveAndWait(
+    request: RateLimitRequest | LimitRequest,
+    options: ReserveAndWaitOptions = {},
+  ): Promise<RateLimitResult> {
+    const result = await this.reserve(request, options);
+    if (!result.allowed || !result.retryAt) return result;
+    try {
+      await (options.sleepUntil ?? sleepUntil)(result.retryAt, options.signal);
+    } catch (e) {
+      const receipts = result.results.flatMap((r) => (r.receipt ? [r.receipt] : []));
+      if (receipts.length > 0) {
+        await this.settle(receipts.map((receipt) => ({ receipt, used: 0 }))).catch(() => undefined);
+      }
+      throw e;
+    }
+    return result;
+  }
+
+  /**
+   * Settles what allowed Consume and Reserve calls took, once the caller knows what it used:
+   * all-or-nothing, each receipt at most once. Never retried.
+   */
+  async settle(settlements: Settlement[], options?: CallOptions): Promise<SettleResult[]> {
+    const w = await this.unary<WireSettleResponse>("Settle", wireSettleRequest(settlements), options);
+    return settleResults(w);
+  }
+
+  /**
+   * Administrative: resets one key (`key`) or every key (`allKeys: true`) of a limit. Sends the
+   * admin token (adminToken, adminTokenFile, else $RATELIMIT_ADMIN_TOKEN); without one the
+   * server answers UNAUTHENTICATED.
+   */
+  async reset(request: ResetRequest, options?: CallOptions): Promise<void> {
+    const metadata = new Metadata();
+    if (this.adminToken) metadata.set("authorization", `Bearer ${this.adminToken}`);
+    await this.unary<unknown>("Reset", wireResetRequest(request), options, metadata);
+  }
+
+  /** Closes the channel; calls in flight fail. */
+  close(): void {
+    this.client.close();
+  }
+
+  private unary<T>(
+    method: string,
+    request: unknown,
+    options: CallOptions | undefined,
+    metadata: Metadata = new Metadata(),
+  ): Promise<T> {
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const deadline = new Date(Date.now() + (options?.timeoutMs ?? this.timeoutMs));
+    const fn = (this.client as unknown as Record<string, UnaryMethod>)[method]!;
+    return new Promise<T>((resolve, reject) => {
+      let aborted = false;
+      const onAbort = () => {
+        aborted = true;
+        call.cancel();
+        reject(signal!.reason);
+      };
+      const call = fn.call(this.client, request, metadata, { deadline }, (err, value) => {
+        signal?.removeEventListener("abort", onAbort);
+        if (aborted) return;
+        if (err) reject(RateLimitError.fromServiceError(err));
+        else resolve(value as T);
+      });
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+}

@@ -1,0 +1,280 @@
+// Express middleware, with the option names of express-rate-limit where they apply.
+import type { RateLimitClient } from "./client.js";
+import { RateLimitError } from "./errors.js";
+import type { LimitConfig, RateLimitResult } from "./types.js";
+
+/** What the middleware reads of a request (an Express Request fits). */
+export interface RequestLike {
+  ip?: string | undefined;
+  socket?: { remoteAddress?: string | undefined } | undefined;
+}
+
+/** What the middleware uses of a response (an Express Response fits). */
+export interface ResponseLike {
+  setHeader(name: string, value: string | number): unknown;
+  status(code: number): unknown;
+  send(body?: unknown): unknown;
+  headersSent?: boolean;
+}
+
+export type NextFunction = (err?: unknown) => void;
+
+/** Set on the request (as `req.rateLimit` by default) once the service has answered. */
+export interface RateLimitInfo {
+  /** The limit's capacity. */
+  limit: number;
+  /** Whole tokens left (0 when denied or in debt). */
+  remaining: number;
+  /** When the limit has room again (denied) or is full again (allowed, when known). */
+  resetTime: Date | undefined;
+  /** The service's whole answer. */
+  result: RateLimitResult;
+}
+
+type Awaitable<T> = T | Promise<T>;
+
+export interface RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> {
+  /** The client that asks the service. */
+  client: RateLimitClient;
+  /**
+   * The window (period) of the limit, in ms, with `limit`: the middleware then sends an inline
+   * config of `limit` requests per `windowMs` (see `algorithm`). Omit both to use a limit of
+   * the server's limits file named `name`.
+   */
+  windowMs?: number;
+  /** Requests allowed per `windowMs` (the capacity). */
+  limit?: number;
+  /**
+   * With windowMs/limit: "fixed-window" (default; windows aligned to the epoch, like
+   * express-rate-limit's) or "token-bucket" (continuous refill, up to `limit`).
+   */
+  algorithm?: "fixed-window" | "token-bucket";
+  /** Any other inline config (instead of windowMs/limit). */
+  config?: LimitConfig;
+  /**
+   * The limit's name: required for a limit of the server's limits file. Inline: default
+   * `express:<algorithm>:<limit>/<windowMs>ms`, so that differently configured middlewares
+   * never share counters.
+   */
+  name?: string;
+  /** The key of the caller. Default: `req.ip` (else the socket's address). */
+  keyGenerator?: (req: Req, res: Res) => Awaitable<string>;
+  /** Tokens a request takes. Default 1. */
+  count?: number | ((req: Req, res: Res) => Awaitable<number>);
+  /** Requests for which it returns true are not counted. */
+  skip?: (req: Req, res: Res) => Awaitable<boolean>;
+  /** Answers a denied request. Default: `statusCode` with `message`. */
+  handler?: (req: Req, res: Res, next: NextFunction, options: ResolvedOptions) => unknown;
+  /** Status of a denial. Default 429. */
+  statusCode?: number;
+  /** Body of a denial. Default "Too many requests, please try again later.". */
+  message?: unknown | ((req: Req, res: Res) => Awaitable<unknown>);
+  /**
+   * The IETF RateLimit headers: "draft-6" (true; default: RateLimit-Limit, RateLimit-Remaining,
+   * RateLimit-Reset, RateLimit-Policy when the window is known), "draft-7" (one `RateLimit`
+   * header plus RateLimit-Policy), or false.
+   */
+  standardHeaders?: boolean | "draft-6" | "draft-7";
+  /** Also X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (epoch s). Default false. */
+  legacyHeaders?: boolean;
+  /**
+   * When the service cannot answer (unreachable, deadline, any error): true lets the request
+   * through (fail open); false (default) fails closed through `storeErrorHandler`.
+   */
+  passOnStoreError?: boolean;
+  /**
+   * Fail-closed answer. Default: 503 "Rate limit service unavailable" with Retry-After: 1 when
+   * the service is unreachable or late; any other error (a bad key, a bad config) goes to
+   * `next(error)`.
+   */
+  storeErrorHandler?: (error: unknown, req: Req, res: Res, next: NextFunction) => unknown;
+  /** Where the RateLimitInfo goes on the request. Default "rateLimit". */
+  requestPropertyName?: string;
+  /** Deadline of the service call, in ms. Default: the client's. */
+  timeoutMs?: number;
+}
+
+/** The options the handler receives, with the defaults applied. */
+export interface ResolvedOptions {
+  name: string;
+  config: LimitConfig | undefined;
+  statusCode: number;
+  message: unknown;
+  standardHeaders: false | "draft-6" | "draft-7";
+  legacyHeaders: boolean;
+  passOnStoreError: boolean;
+  requestPropertyName: string;
+}
+
+const DEFAULT_MESSAGE = "Too many requests, please try again later.";
+
+function resolveConfig(o: RateLimitMiddlewareOptions<never, never>): LimitConfig | undefined {
+  if (o.config) return o.config;
+  if (o.windowMs === undefined && o.limit === undefined) return undefined;
+  if (o.windowMs === undefined || o.limit === undefined) {
+    throw new TypeError("rateLimit: windowMs and limit go together");
+  }
+  if (o.algorithm === "token-bucket") {
+    return { kind: "TOKEN_BUCKET", rate: o.limit, periodMs: o.windowMs, capacity: o.limit };
+  }
+  return { kind: "FIXED_WINDOW", rate: o.limit, periodMs: o.windowMs, capacity: o.limit, startMs: 0 };
+}
+
+/**
+ * Seconds until the limit has room again: for a denial, its retry time; for an allowance, when
+ * the limit is full again, if the config is known (undefined otherwise).
+ */
+function resetSeconds(result: RateLimitResult, config: LimitConfig | undefined, now: number): number | undefined {
+  if (!result.allowed) {
+    return result.retryAfterMs === undefined ? undefined : Math.max(0, Math.ceil(result.retryAfterMs / 1000));
+  }
+  const r = result.results[0];
+  if (!config || !r) return undefined;
+  if (config.kind === "FIXED_WINDOW" && config.startMs !== undefined) {
+    const into = (((now - config.startMs) % config.periodMs) + config.periodMs) % config.periodMs;
+    return Math.ceil((config.periodMs - into) / 1000);
+  }
+  if (config.kind === "TOKEN_BUCKET") {
+    const missing = Math.max(0, (config.capacity ?? config.rate) - r.value);
+    return Math.ceil((missing * config.periodMs) / config.rate / 1000);
+  }
+  return undefined;
+}
+
+function setHeaders(
+  res: ResponseLike,
+  o: ResolvedOptions,
+  info: RateLimitInfo,
+  reset: number | undefined,
+): void {
+  const policy = o.config ? `${info.limit};w=${Math.max(1, Math.round(o.config.periodMs / 1000))}` : undefined;
+  if (o.standardHeaders === "draft-6") {
+    res.setHeader("RateLimit-Limit", String(info.limit));
+    res.setHeader("RateLimit-Remaining", String(info.remaining));
+    if (reset !== undefined) res.setHeader("RateLimit-Reset", String(reset));
+    if (policy) res.setHeader("RateLimit-Policy", policy);
+  } else if (o.standardHeaders === "draft-7") {
+    const parts = [`limit=${info.limit}`, `remaining=${info.remaining}`];
+    if (reset !== undefined) parts.push(`reset=${reset}`);
+    res.setHeader("RateLimit", parts.join(", "));
+    if (policy) res.setHeader("RateLimit-Policy", policy);
+  }
+  if (o.legacyHeaders) {
+    res.setHeader("X-RateLimit-Limit", String(info.limit));
+    res.setHeader("X-RateLimit-Remaining", String(info.remaining));
+    if (info.resetTime) res.setHeader("X-RateLimit-Reset", String(Math.ceil(info.resetTime.getTime() / 1000)));
+  }
+}
+
+/**
+ * Express middleware: takes `count` tokens from the caller's key for each request; a denied
+ * request is answered `statusCode` (429) with `Retry-After` and the RateLimit headers.
+ *
+ *   app.use(rateLimit({ client, windowMs: 60_000, limit: 100 }));
+ */
+export function rateLimit<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike>(
+  options: RateLimitMiddlewareOptions<Req, Res>,
+): (req: Req, res: Res, next: NextFunction) => Promise<void> {
+  const config = resolveConfig(options as RateLimitMiddlewareOptions<never, never>);
+  const algorithm = config?.kind === "TOKEN_BUCKET" ? "token-bucket" : "fixed-window";
+  const name =
+    options.name ??
+    (options.windowMs !== undefined && !options.config
+      ? `express:${algorithm}:${options.limit}/${options.windowMs}ms`
+      : undefined);
+  if (!name) throw new TypeError("rateLimit: name is required unless windowMs and limit are given");
+  const standard = options.standardHeaders ?? "draft-6";
+  const resolved: ResolvedOptions = {
+    name,
+    config,
+    statusCode: options.statusCode ?? 429,
+    message: options.message ?? DEFAULT_MESSAGE,
+    standardHeaders: standard === true ? "draft-6" : standard,
+    legacyHeaders: options.legacyHeaders ?? false,
+    passOnStoreError: options.passOnStoreError ?? false,
+    requestPropertyName: options.requestPropertyName ?? "rateLimit",
+  };
+  const keyGenerator =
+    options.keyGenerator ?? ((req: Req) => req.ip ?? req.socket?.remoteAddress ?? "unknown");
+  const handler =
+    options.handler ??
+    (async (req: Req, res: Res) => {
+      const m = options.message;
+      const body = typeof m === "function" ? await (m as (q: Req, s: Res) => Awaitable<unknown>)(req, res) : resolved.message;
+      res.status(resolved.statusCode);
+      res.send(body);
+    });
+  const storeErrorHandler =
+    options.storeErrorHandler ??
+    ((error: unknown, _req: Req, res: Res, next: NextFunction) => {
+      if (error instanceof RateLimitError && error.unavailable) {
+        res.setHeader("Retry-After", "1");
+        res.status(503);
+        res.send("Rate limit service unavailable");
+        return;
+      }
+      next(error);
+    });
+
+  return async (req: Req, res: Res, next: NextFunction): Promise<void> => {
+    let key: string;
+    let count: number | undefined;
+    try {
+      if (options.skip && (await options.skip(req, res))) {
+        next();
+        return;
+      }
+      key = await keyGenerator(req, res);
+      count = typeof options.count === "function" ? await options.count(req, res) : options.count;
+    } catch (e) {
+      // The application's own callbacks failed: its error, not the service's.
+      next(e);
+      return;
+    }
+    let result: RateLimitResult;
+    try {
+      result = await options.client.consume(
+        { name, key, ...(count !== undefined ? { count } : {}), ...(config ? { config } : {}) },
+        options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : undefined,
+      );
+    } catch (error) {
+      if (resolved.passOnStoreError) {
+        next();
+        return;
+      }
+      try {
+        await storeErrorHandler(error, req, res, next);
+      } catch (e) {
+        next(e);
+      }
+      return;
+    }
+    try {
+      if (result.failedOpen || result.results.length === 0) {
+        next();
+        return;
+      }
+      const decisive = result.results[result.allowed ? 0 : Math.max(0, result.deniedBy)]!;
+      const now = Date.now();
+      const reset = resetSeconds(result, config, now);
+      const info: RateLimitInfo = {
+        limit: decisive.capacity,
+        remaining: result.allowed ? Math.max(0, Math.floor(decisive.value + 1e-9)) : 0,
+        resetTime: !result.allowed ? result.retryAt : reset !== undefined ? new Date(now + reset * 1000) : undefined,
+        result,
+      };
+      (req as unknown as Record<string, unknown>)[resolved.requestPropertyName] = info;
+      setHeaders(res, resolved, info, reset);
+      if (result.allowed) {
+        next();
+        return;
+      }
+      if (result.retryAfterMs !== undefined) {
+        res.setHeader("Retry-After", String(Math.max(0, Math.ceil(result.retryAfterMs / 1000))));
+      }
+      await handler(req, res, next, resolved);
+    } catch (e) {
+      next(e);
+    }
+  };
+}

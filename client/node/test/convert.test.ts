@@ -1,0 +1,48 @@
+// Conversions and error parsing, without a server.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { RateLimitError, sleepUntil, status } from "@ratelimit/client";
+
+import { dateFromTimestamp, durationFromMs, msFromDuration } from "../dist/esm/convert.js";
+
+test("durations in ms keep sub-millisecond precision", () => {
+  assert.deepEqual(durationFromMs(1500, "f"), { seconds: "1", nanos: 500_000_000 });
+  assert.deepEqual(durationFromMs(0.001, "f"), { seconds: "0", nanos: 1000 });
+  assert.deepEqual(durationFromMs(3_600_000, "f"), { seconds: "3600", nanos: 0 });
+  assert.deepEqual(durationFromMs(-1500, "f"), { seconds: "-1", nanos: -500_000_000 });
+  assert.equal(msFromDuration({ seconds: "2", nanos: 250_000 }), 2000.25);
+  assert.throws(() => durationFromMs(Number.NaN, "limits[0].config.periodMs"), /^TypeError: limits\[0\]\.config\.periodMs: /);
+});
+
+test("a Timestamp becomes a Date rounded up to the millisecond, never earlier", () => {
+  assert.equal(dateFromTimestamp({ seconds: "10", nanos: 0 }).getTime(), 10_000);
+  assert.equal(dateFromTimestamp({ seconds: "10", nanos: 1 }).getTime(), 10_001);
+  assert.equal(dateFromTimestamp({ seconds: "10", nanos: 999_999_999 }).getTime(), 11_000);
+  // The protocol's "not in practice": 9999-12-31T23:59:59.999999999Z.
+  assert.equal(dateFromTimestamp({ seconds: "253402300799", nanos: 999_999_999 }).toISOString(), "+010000-01-01T00:00:00.000Z");
+});
+
+test("RateLimitError keeps the code and the field the message names", () => {
+  const e = new RateLimitError(status.INVALID_ARGUMENT, "limits[1].config.rate: must be > 0, got -5");
+  assert.ok(e instanceof Error);
+  assert.equal(e.name, "RateLimitError");
+  assert.equal(e.codeName, "INVALID_ARGUMENT");
+  assert.equal(e.field, "limits[1].config.rate");
+  assert.equal(e.message, "INVALID_ARGUMENT: limits[1].config.rate: must be > 0, got -5");
+  assert.equal(new RateLimitError(status.UNAVAILABLE, "connection refused (127.0.0.1:1)").field, undefined);
+  assert.equal(new RateLimitError(status.UNAVAILABLE, "x").unavailable, true);
+  assert.equal(new RateLimitError(status.DEADLINE_EXCEEDED, "x").unavailable, true);
+  assert.equal(new RateLimitError(status.NOT_FOUND, "x").unavailable, false);
+});
+
+test("sleepUntil resolves no earlier than the time, and at once for a past time", async () => {
+  const when = new Date(Date.now() + 50);
+  await sleepUntil(when);
+  assert.ok(Date.now() >= when.getTime());
+  await sleepUntil(new Date(0));
+  const controller = new AbortController();
+  const far = sleepUntil(new Date(Date.now() + 3_600_000), controller.signal);
+  controller.abort();
+  await assert.rejects(far, (e: Error) => e.name === "AbortError");
+});

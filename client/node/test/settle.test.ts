@@ -1,0 +1,85 @@
+// Settle, receipts, request_id and replayed: they need a server that implements Settle.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { RateLimitClient, RateLimitError, type LimitConfig } from "@ratelimit/client";
+
+import { eventually, startServer, type RunningServer } from "./support.js";
+
+const HOURLY: LimitConfig = { kind: "TOKEN_BUCKET", rate: 10, periodMs: 3_600_000, capacity: 10 };
+
+function near(actual: number, expected: number, what = "value"): void {
+  assert.ok(Math.abs(actual - expected) < 0.01, `${what}: ${actual}, expected about ${expected}`);
+}
+
+describe("settle", () => {
+  let server: RunningServer;
+  let client: RateLimitClient;
+  let n = 0;
+  const key = () => `s${++n}-${Date.now()}`;
+  const balance = async (name: string, k: string) =>
+    (await client.check({ name, key: k, config: HOURLY })).results[0]!.value;
+
+  before(async () => {
+    server = await startServer();
+    client = new RateLimitClient(server.target, { timeoutMs: 10_000 });
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+
+  test("settle gives back what a consume did not use, once", async () => {
+    const k = key();
+    const taken = await client.consume({ name: "settle", key: k, count: 4, config: HOURLY });
+    assert.equal(taken.allowed, true);
+    const receipt = taken.results[0]!.receipt;
+    assert.ok(receipt instanceof Uint8Array && receipt.length > 0, "an allowed consume carries a receipt");
+    const [settled] = await client.settle([{ receipt, used: 1 }]);
+    assert.equal(settled!.name, "settle");
+    assert.equal(settled!.key, k);
+    near(settled!.returned, 3, "returned");
+    assert.equal(settled!.charged, 0);
+    near(settled!.value, 9);
+    near(await balance("settle", k), 9);
+    await assert.rejects(
+      client.settle([{ receipt, used: 0 }]),
+      (e: unknown) => e instanceof RateLimitError && e.field === "settlements[0].receipt",
+    );
+    near(await balance("settle", k), 9, "a refused settlement changes nothing");
+  });
+
+  test("settle charges what was used beyond the count", async () => {
+    const k = key();
+    const taken = await client.consume({ name: "settle_more", key: k, count: 2, config: HOURLY });
+    const [settled] = await client.settle([{ receipt: taken.results[0]!.receipt!, used: 15 }]);
+    near(settled!.charged, 13, "charged");
+    near(settled!.value, -5);
+    assert.ok(settled!.paidAt instanceof Date && settled!.paidAt.getTime() > Date.now(), "a debt has a paidAt");
+  });
+
+  test("a retried consume with the same requestId is replayed, not taken twice", async () => {
+    const k = key();
+    const request = { limits: [{ name: "idem", key: k, count: 3, config: HOURLY }], requestId: `req-${k}` };
+    const first = await client.consume(request);
+    const again = await client.consume(request);
+    assert.equal(first.replayed, false);
+    assert.equal(again.replayed, true);
+    assert.equal(again.allowed, true);
+    near(await balance("idem", k), 7, "taken once");
+  });
+
+  test("reserveAndWait cancelled by its signal settles the reservation with used 0", async () => {
+    const k = key();
+    await client.consume({ name: "cancel_settle", key: k, count: 10, config: HOURLY });
+    const controller = new AbortController();
+    const waiting = client.reserveAndWait(
+      { name: "cancel_settle", key: k, count: 5, config: HOURLY },
+      { signal: controller.signal },
+    );
+    await eventually(async () => (await balance("cancel_settle", k)) < -4);
+    controller.abort();
+    await assert.rejects(waiting, (e: Error) => e.name === "AbortError");
+    near(await balance("cancel_settle", k), 0, "the reservation was given back");
+  });
+});
