@@ -340,6 +340,23 @@ absl::Status RocksDbStateStore::DecideLocked(absl::Span<const StateKey> keys,
   const size_t n = keys.size();
   absl::InlinedVector<std::optional<State>, 4> current(n);
   absl::InlinedVector<std::optional<State>, 4> writes(n);
+  if (absl::Status s = ReadStatesLocked(keys, encoded, absl::MakeSpan(current)); !s.ok()) return s;
+
+  absl::Status status = decide(current, absl::MakeSpan(writes));
+  if (status.ok()) {
+    rocksdb::WriteBatch batch;
+    for (size_t i = 0; i < n; ++i) {
+      if (writes[i]) batch.Put(states_, encoded[i], EncodeState(*writes[i]));
+    }
+    status = CommitLocked(batch);
+  }
+  return status;
+}
+
+absl::Status RocksDbStateStore::ReadStatesLocked(absl::Span<const StateKey> keys,
+                                                 absl::Span<const std::string> encoded,
+                                                 absl::Span<std::optional<State>> current) {
+  const size_t n = keys.size();
   rocksdb::PinnableSlice value;
   for (size_t i = 0; i < n; ++i) {
     value.Reset();
@@ -352,21 +369,13 @@ absl::Status RocksDbStateStore::DecideLocked(absl::Span<const StateKey> keys,
           absl::StrCat("state of ", keys[i].name, " has a malformed encoding"));
     }
   }
+  return absl::OkStatus();
+}
 
-  absl::Status status = decide(current, absl::MakeSpan(writes));
-  if (status.ok()) {
-    rocksdb::WriteBatch batch;
-    for (size_t i = 0; i < n; ++i) {
-      if (writes[i]) batch.Put(states_, encoded[i], EncodeState(*writes[i]));
-    }
-    if (batch.Count() > 0) {
-      rocksdb::WriteOptions wo;
-      wo.sync = options_.sync;
-      rocksdb::Status ws = db_->Write(wo, &batch);
-      if (!ws.ok()) status = WriteFailed(FromRocks(ws, "write"));
-    }
-  }
-  return status;
+absl::Status RocksDbStateStore::CommitLocked(rocksdb::WriteBatch& batch) {
+  if (batch.Count() == 0) return absl::OkStatus();
+  rocksdb::Status s = WriteLocked(batch);
+  return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "write"));
 }
 
 absl::Status RocksDbStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
@@ -401,18 +410,8 @@ absl::Status RocksDbStateStore::DecideWithRecordsLocked(absl::Span<const StateKe
   absl::InlinedVector<std::optional<State>, 4> writes(n);
   absl::InlinedVector<std::optional<std::string>, 4> found(records.size());
   absl::InlinedVector<std::optional<std::string>, 4> record_writes(records.size());
+  if (absl::Status s = ReadStatesLocked(keys, encoded, absl::MakeSpan(current)); !s.ok()) return s;
   rocksdb::PinnableSlice value;
-  for (size_t i = 0; i < n; ++i) {
-    value.Reset();
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_, encoded[i], &value);
-    if (s.IsNotFound()) continue;
-    if (!s.ok()) return FromRocks(s, "get");
-    current[i] = DecodeState(absl::string_view(value.data(), value.size()));
-    if (!current[i]) {
-      return absl::DataLossError(
-          absl::StrCat("state of ", keys[i].name, " has a malformed encoding"));
-    }
-  }
   const int64_t now = clock.NowMicros();
   for (size_t r = 0; r < records.size(); ++r) {
     value.Reset();
@@ -437,13 +436,7 @@ absl::Status RocksDbStateStore::DecideWithRecordsLocked(absl::Span<const StateKe
                 EncodeRecord(records[r].expires_at_us, *record_writes[r]));
     }
   }
-  if (batch.Count() > 0) {
-    rocksdb::WriteOptions wo;
-    wo.sync = options_.sync;
-    rocksdb::Status ws = db_->Write(wo, &batch);
-    if (!ws.ok()) return WriteFailed(FromRocks(ws, "write"));
-  }
-  return absl::OkStatus();
+  return CommitLocked(batch);
 }
 
 absl::StatusOr<std::string> RocksDbStateStore::Secret(absl::string_view name,

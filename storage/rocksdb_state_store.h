@@ -167,6 +167,14 @@ class RocksDbStateStore final : public StateStore {
                                        absl::Span<const RecordSpec> records, const Clock& clock,
                                        RecordDecideFn& decide) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Reads the stored states of `keys` (under `encoded`) into `current` (nullopt: none).
+  absl::Status ReadStatesLocked(absl::Span<const StateKey> keys,
+                                absl::Span<const std::string> encoded,
+                                absl::Span<std::optional<State>> current)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Writes a decision's `batch` (nothing when empty); a failure stops writes (WriteFailed).
+  absl::Status CommitLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Writes `batch` of states under their keys' stripes.
   rocksdb::Status WriteLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);

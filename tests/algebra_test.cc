@@ -7,38 +7,18 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::FixedWindow;
 using ::ratelimit::testing::kMinute;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::TokenBucket;
 
 constexpr int64_t kT0 = 1700000000LL * kSecond;
 constexpr LimitId kId{"api", "user-1"};
 
-LimitConfig Bucket(double rate, int64_t period_us, std::optional<double> capacity = {},
-                   std::optional<double> max_reserved = {}) {
-  LimitConfig c;
-  c.kind = LimitKind::kTokenBucket;
-  c.rate = rate;
-  c.period_us = period_us;
-  c.capacity = capacity;
-  c.max_reserved = max_reserved;
-  return c;
-}
-
-LimitConfig Window(double rate, int64_t period_us, std::optional<int64_t> start = 0,
-                   std::optional<double> capacity = {}) {
-  LimitConfig c;
-  c.kind = LimitKind::kFixedWindow;
-  c.rate = rate;
-  c.period_us = period_us;
-  c.start_us = start;
-  c.capacity = capacity;
-  return c;
-}
-
 // ---- Token bucket -------------------------------------------------------------------------
 
 TEST(TokenBucketTest, MissingStateIsFullAndConsumes) {
-  const Decision d = Decide(Bucket(10, kSecond), kId, std::nullopt, 1, Mode::kConsume, kT0);
+  const Decision d = Decide(TokenBucket(10, kSecond), kId, std::nullopt, 1, Mode::kConsume, kT0);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 9);
   EXPECT_EQ(d.next.ts_us, kT0);
@@ -49,7 +29,7 @@ TEST(TokenBucketTest, MissingStateIsFullAndConsumes) {
 TEST(TokenBucketTest, RefillsContinuouslyWithElapsedTime) {
   // 10 per second: 250 ms adds 2.5 tokens.
   const Decision d =
-      Decide(Bucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume, kT0 + kSecond / 4);
+      Decide(TokenBucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume, kT0 + kSecond / 4);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 6.5);
   EXPECT_EQ(d.next.ts_us, kT0 + kSecond / 4);
@@ -57,18 +37,19 @@ TEST(TokenBucketTest, RefillsContinuouslyWithElapsedTime) {
 
 TEST(TokenBucketTest, RefillStopsAtCapacity) {
   const Decision d =
-      Decide(Bucket(10, kSecond, 4), kId, State{1, kT0, 0}, 1, Mode::kConsume, kT0 + kMinute);
+      Decide(TokenBucket(10, kSecond, 4), kId, State{1, kT0, 0}, 1, Mode::kConsume, kT0 + kMinute);
   EXPECT_DOUBLE_EQ(d.value, 3);  // min(1 + 600, 4) - 1
 }
 
 TEST(TokenBucketTest, CapacityDefaultsToRate) {
-  const Decision d = Decide(Bucket(7, kSecond), kId, std::nullopt, 1, Mode::kConsume, kT0);
+  const Decision d = Decide(TokenBucket(7, kSecond), kId, std::nullopt, 1, Mode::kConsume, kT0);
   EXPECT_DOUBLE_EQ(d.value, 6);
 }
 
 TEST(TokenBucketTest, DeniesWithRetryAtWhenTheBalanceIsBackToCount) {
   // 0.5 tokens, need 1: 0.5 more at 10/s is 50 ms.
-  const Decision d = Decide(Bucket(10, kSecond), kId, State{0.5, kT0, 0}, 1, Mode::kConsume, kT0);
+  const Decision d =
+      Decide(TokenBucket(10, kSecond), kId, State{0.5, kT0, 0}, 1, Mode::kConsume, kT0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.reason, DenyReason::kInsufficientTokens);
   EXPECT_DOUBLE_EQ(d.value, 0.5);  // nothing taken
@@ -76,14 +57,14 @@ TEST(TokenBucketTest, DeniesWithRetryAtWhenTheBalanceIsBackToCount) {
   EXPECT_EQ(*d.retry_at_us, kT0 + 50000);
   // At retry_at the same request is allowed.
   const Decision later =
-      Decide(Bucket(10, kSecond), kId, State{0.5, kT0, 0}, 1, Mode::kConsume, *d.retry_at_us);
+      Decide(TokenBucket(10, kSecond), kId, State{0.5, kT0, 0}, 1, Mode::kConsume, *d.retry_at_us);
   EXPECT_TRUE(later.allowed);
   EXPECT_NEAR(later.value, 0, 1e-9);
 }
 
 TEST(TokenBucketTest, ClockSteppingBackRefillsNothingAndKeepsTs) {
-  const Decision d =
-      Decide(Bucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume, kT0 - 10 * kSecond);
+  const Decision d = Decide(TokenBucket(10, kSecond), kId, State{5, kT0, 0}, 1, Mode::kConsume,
+                            kT0 - 10 * kSecond);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 4);
   EXPECT_EQ(d.next.ts_us, kT0);  // ts never moves backwards
@@ -91,7 +72,7 @@ TEST(TokenBucketTest, ClockSteppingBackRefillsNothingAndKeepsTs) {
 
 TEST(TokenBucketTest, ReserveThreeTokensFiveGoesToMinusTwoAndWaitsTwoTokens) {
   // The example: 3 tokens at 1 per second, reserve 5 -> value -2, run in 2 s.
-  const LimitConfig c = Bucket(1, kSecond, 3);
+  const LimitConfig c = TokenBucket(1, kSecond, 3);
   const Decision d = Decide(c, kId, State{3, kT0, 0}, 5, Mode::kReserve, kT0);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, -2);
@@ -101,13 +82,14 @@ TEST(TokenBucketTest, ReserveThreeTokensFiveGoesToMinusTwoAndWaitsTwoTokens) {
 }
 
 TEST(TokenBucketTest, ReservationWithinBalanceRunsNow) {
-  const Decision d = Decide(Bucket(1, kSecond, 3), kId, State{3, kT0, 0}, 2, Mode::kReserve, kT0);
+  const Decision d =
+      Decide(TokenBucket(1, kSecond, 3), kId, State{3, kT0, 0}, 2, Mode::kReserve, kT0);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.retry_at_us, kT0);
 }
 
 TEST(TokenBucketTest, MaxReservedRefusesDeeperDebtAndSaysWhenItFits) {
-  const LimitConfig c = Bucket(1, kSecond, 3, /*max_reserved=*/1);
+  const LimitConfig c = TokenBucket(1, kSecond, 3, /*max_reserved=*/1);
   const Decision d = Decide(c, kId, State{2, kT0, 0}, 4, Mode::kReserve, kT0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.reason, DenyReason::kMaxReservedExceeded);
@@ -120,7 +102,7 @@ TEST(TokenBucketTest, MaxReservedRefusesDeeperDebtAndSaysWhenItFits) {
 }
 
 TEST(TokenBucketTest, MaxReservedZeroMeansNoReservations) {
-  const LimitConfig c = Bucket(1, kSecond, 3, /*max_reserved=*/0);
+  const LimitConfig c = TokenBucket(1, kSecond, 3, /*max_reserved=*/0);
   const Decision d = Decide(c, kId, State{3, kT0, 0}, 4, Mode::kReserve, kT0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.reason, DenyReason::kCountExceedsCapacity);
@@ -132,34 +114,35 @@ TEST(TokenBucketTest, MaxReservedZeroMeansNoReservations) {
 }
 
 TEST(TokenBucketTest, ConsumeNeverGoesNegative) {
-  const Decision d = Decide(Bucket(1, kSecond, 3), kId, State{2, kT0, 0}, 3, Mode::kConsume, kT0);
+  const Decision d =
+      Decide(TokenBucket(1, kSecond, 3), kId, State{2, kT0, 0}, 3, Mode::kConsume, kT0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_at_us, kT0 + kSecond);
 }
 
 TEST(TokenBucketTest, CountAboveCapacityIsDeniedWithoutARetryAt) {
-  const Decision d = Decide(Bucket(10, kSecond), kId, std::nullopt, 11, Mode::kConsume, kT0);
+  const Decision d = Decide(TokenBucket(10, kSecond), kId, std::nullopt, 11, Mode::kConsume, kT0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.reason, DenyReason::kCountExceedsCapacity);
   EXPECT_FALSE(d.retry_at_us.has_value());
 }
 
 TEST(TokenBucketTest, CountAboveCapacityPlusMaxReservedIsNeverReservable) {
-  const LimitConfig c = Bucket(10, kSecond, 10, 5);
+  const LimitConfig c = TokenBucket(10, kSecond, 10, 5);
   EXPECT_EQ(Decide(c, kId, std::nullopt, 16, Mode::kReserve, kT0).reason,
             DenyReason::kCountExceedsCapacity);
   EXPECT_TRUE(Decide(c, kId, std::nullopt, 15, Mode::kReserve, kT0).allowed);
 }
 
 TEST(TokenBucketTest, CountAboveCapacityCanBeReservedWhenUnbounded) {
-  const Decision d = Decide(Bucket(10, kSecond), kId, std::nullopt, 25, Mode::kReserve, kT0);
+  const Decision d = Decide(TokenBucket(10, kSecond), kId, std::nullopt, 25, Mode::kReserve, kT0);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, -15);
   EXPECT_EQ(d.retry_at_us, kT0 + 1500000);
 }
 
 TEST(TokenBucketTest, LaterCallersWaitBehindTheDebt) {
-  const LimitConfig c = Bucket(1, kSecond, 3);
+  const LimitConfig c = TokenBucket(1, kSecond, 3);
   // -2 at kT0; one second later the balance is -1, so 1 token is 2 s away.
   const Decision d = Decide(c, kId, State{-2, kT0, 0}, 1, Mode::kConsume, kT0 + kSecond);
   EXPECT_FALSE(d.allowed);
@@ -168,7 +151,7 @@ TEST(TokenBucketTest, LaterCallersWaitBehindTheDebt) {
 }
 
 TEST(TokenBucketTest, CheckAnswersLikeConsumeAndReportsTheCurrentValue) {
-  const LimitConfig c = Bucket(10, kSecond);
+  const LimitConfig c = TokenBucket(10, kSecond);
   const Decision allowed = Decide(c, kId, State{5, kT0, 0}, 1, Mode::kCheck, kT0);
   EXPECT_TRUE(allowed.allowed);
   EXPECT_DOUBLE_EQ(allowed.value, 5);
@@ -178,7 +161,7 @@ TEST(TokenBucketTest, CheckAnswersLikeConsumeAndReportsTheCurrentValue) {
 }
 
 TEST(TokenBucketTest, FullAtIsWhenTheBucketHasRefilled) {
-  const LimitConfig c = Bucket(10, kSecond);
+  const LimitConfig c = TokenBucket(10, kSecond);
   // The moment it is full, plus a microsecond of margin.
   EXPECT_EQ(FullAt(c, State{5, kT0, 0}), kT0 + kSecond / 2 + 1);
   EXPECT_EQ(FullAt(c, State{10, kT0, 0}), kT0);
@@ -190,7 +173,7 @@ TEST(TokenBucketTest, FullAtIsWhenTheBucketHasRefilled) {
 // ---- Jitter -------------------------------------------------------------------------------
 
 TEST(JitterTest, DeterministicPerKeyAndBoundedByTheFraction) {
-  LimitConfig c = Bucket(1, kSecond, 1);
+  LimitConfig c = TokenBucket(1, kSecond, 1);
   c.jitter = 0.5;
   const Decision a = Decide(c, {"api", "k1"}, State{0, kT0, 0}, 1, Mode::kConsume, kT0);
   const Decision again = Decide(c, {"api", "k1"}, State{0, kT0, 0}, 1, Mode::kConsume, kT0);
@@ -212,7 +195,7 @@ TEST(JitterTest, DeterministicPerKeyAndBoundedByTheFraction) {
 }
 
 TEST(JitterTest, NeverAppliedToReservations) {
-  LimitConfig c = Bucket(1, kSecond, 3);
+  LimitConfig c = TokenBucket(1, kSecond, 3);
   c.jitter = 1;
   const Decision d = Decide(c, kId, State{3, kT0, 0}, 5, Mode::kReserve, kT0);
   EXPECT_EQ(d.retry_at_us, kT0 + 2 * kSecond);
@@ -224,21 +207,21 @@ constexpr int64_t kWs = 28333333LL * kMinute;  // a minute boundary near kT0
 
 TEST(FixedWindowTest, MissingStateStartsFullInTheCurrentWindow) {
   const Decision d =
-      Decide(Window(10, kMinute), kId, std::nullopt, 1, Mode::kConsume, kWs + 30 * kSecond);
+      Decide(FixedWindow(10, kMinute), kId, std::nullopt, 1, Mode::kConsume, kWs + 30 * kSecond);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, 9);
   EXPECT_EQ(d.next.ts_us, kWs);
 }
 
 TEST(FixedWindowTest, ExhaustedWindowRetriesAtTheNextBoundary) {
-  const Decision d =
-      Decide(Window(10, kMinute), kId, State{0, kWs, 0}, 1, Mode::kConsume, kWs + 30 * kSecond);
+  const Decision d = Decide(FixedWindow(10, kMinute), kId, State{0, kWs, 0}, 1, Mode::kConsume,
+                            kWs + 30 * kSecond);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.retry_at_us, kWs + kMinute);
 }
 
 TEST(FixedWindowTest, BoundaryIsExact) {
-  const LimitConfig c = Window(10, kMinute);
+  const LimitConfig c = FixedWindow(10, kMinute);
   EXPECT_FALSE(Decide(c, kId, State{0, kWs, 0}, 1, Mode::kConsume, kWs + kMinute - 1).allowed);
   const Decision d = Decide(c, kId, State{0, kWs, 0}, 1, Mode::kConsume, kWs + kMinute);
   EXPECT_TRUE(d.allowed);
@@ -247,24 +230,24 @@ TEST(FixedWindowTest, BoundaryIsExact) {
 }
 
 TEST(FixedWindowTest, UnusedTokensAccumulateUpToCapacity) {
-  const LimitConfig c = Window(10, kMinute, 0, /*capacity=*/25);
+  const LimitConfig c = FixedWindow(10, kMinute, 0, /*capacity=*/25);
   const Decision d = Decide(c, kId, State{5, kWs, 0}, 1, Mode::kConsume, kWs + 3 * kMinute + 1);
   EXPECT_DOUBLE_EQ(d.value, 24);  // min(5 + 3*10, 25) - 1
   EXPECT_EQ(d.next.ts_us, kWs + 3 * kMinute);
 }
 
 TEST(FixedWindowTest, StartOffsetsTheBoundaries) {
-  const LimitConfig c = Window(10, kMinute, /*start=*/15 * kSecond);
+  const LimitConfig c = FixedWindow(10, kMinute, /*start=*/15 * kSecond);
   const Decision d = Decide(c, kId, std::nullopt, 1, Mode::kConsume, kWs + 10 * kSecond);
   EXPECT_EQ(d.next.ts_us, kWs - 45 * kSecond);
   // A start larger than the period is taken modulo the period.
-  const LimitConfig c2 = Window(10, kMinute, 75 * kSecond);
+  const LimitConfig c2 = FixedWindow(10, kMinute, 75 * kSecond);
   EXPECT_EQ(Decide(c2, kId, std::nullopt, 1, Mode::kConsume, kWs + 10 * kSecond).next.ts_us,
             kWs - 45 * kSecond);
 }
 
 TEST(FixedWindowTest, DefaultStartIsAStablePerKeyHash) {
-  const LimitConfig c = Window(10, kMinute, std::nullopt);
+  const LimitConfig c = FixedWindow(10, kMinute, std::nullopt);
   const int64_t a = WindowStart(c, {"api", "a"});
   EXPECT_EQ(a, WindowStart(c, {"api", "a"}));
   EXPECT_GE(a, 0);
@@ -280,27 +263,27 @@ TEST(FixedWindowTest, DefaultStartIsAStablePerKeyHash) {
 
 TEST(FixedWindowTest, ClockSteppingBackAddsNoWindow) {
   const Decision d =
-      Decide(Window(10, kMinute), kId, State{3, kWs, 0}, 1, Mode::kConsume, kWs - 2 * kMinute);
+      Decide(FixedWindow(10, kMinute), kId, State{3, kWs, 0}, 1, Mode::kConsume, kWs - 2 * kMinute);
   EXPECT_DOUBLE_EQ(d.value, 2);
   EXPECT_EQ(d.next.ts_us, kWs);
 }
 
 TEST(FixedWindowTest, ReservationRunsInTheWindowThatPaysTheDebt) {
   const Decision d =
-      Decide(Window(10, kMinute), kId, State{2, kWs, 0}, 25, Mode::kReserve, kWs + kSecond);
+      Decide(FixedWindow(10, kMinute), kId, State{2, kWs, 0}, 25, Mode::kReserve, kWs + kSecond);
   EXPECT_TRUE(d.allowed);
   EXPECT_DOUBLE_EQ(d.value, -23);
   EXPECT_EQ(d.retry_at_us, kWs + 3 * kMinute);  // ceil(23 / 10) windows
 }
 
 TEST(FixedWindowTest, CountAboveCapacityIsDeniedWithoutARetryAt) {
-  const Decision d = Decide(Window(10, kMinute), kId, std::nullopt, 11, Mode::kConsume, kWs);
+  const Decision d = Decide(FixedWindow(10, kMinute), kId, std::nullopt, 11, Mode::kConsume, kWs);
   EXPECT_EQ(d.reason, DenyReason::kCountExceedsCapacity);
   EXPECT_FALSE(d.retry_at_us.has_value());
 }
 
 TEST(FixedWindowTest, FullAtIsTheFirstBoundaryWithEnoughWindows) {
-  const LimitConfig c = Window(10, kMinute, 0, 25);
+  const LimitConfig c = FixedWindow(10, kMinute, 0, 25);
   EXPECT_EQ(FullAt(c, State{4, kWs, 0}), kWs + 3 * kMinute + 1);  // ceil(21 / 10) windows
   EXPECT_EQ(FullAt(c, State{25, kWs, 0}), kWs);
 }

@@ -27,6 +27,7 @@ using ::ratelimit::testing::HiredisConnection;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisStandalone;
+using ::ratelimit::testing::TokenBucket;
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
@@ -193,16 +194,6 @@ class RedisLuaTest : public ::testing::Test {
   std::unique_ptr<HiredisConnection> redis_;
 };
 
-LimitConfig Bucket(double rate, int64_t period_us, std::optional<double> capacity = {},
-                   std::optional<double> max_reserved = {}) {
-  LimitConfig c;
-  c.rate = rate;
-  c.period_us = period_us;
-  c.capacity = capacity;
-  c.max_reserved = max_reserved;
-  return c;
-}
-
 TEST_F(RedisLuaTest, LoadsOnceThenKeepsTheSameVersion) {
   auto first = EnsureRedisLibrary(*redis_);
   ASSERT_OK(first);
@@ -248,7 +239,7 @@ TEST_F(RedisLuaTest, ALibraryWithoutTheVersionFunctionIsReplaced) {
 
 TEST_F(RedisLuaTest, WithoutOverrideTheTimeIsTheServersClock) {
   ASSERT_OK(EnsureRedisLibrary(*redis_));
-  const LimitOp limit{StateKey{"user", "u1"}, Bucket(10, kSecond), 1};
+  const LimitOp limit{StateKey{"user", "u1"}, TokenBucket(10, kSecond), 1};
   const int64_t before = SystemClock::Default().NowMicros();
   auto out = ApplyInRedis(Operation{absl::MakeConstSpan(&limit, 1), Mode::kConsume}, {});
   const int64_t after = SystemClock::Default().NowMicros();
@@ -261,7 +252,7 @@ TEST_F(RedisLuaTest, WithoutOverrideTheTimeIsTheServersClock) {
 
 TEST_F(RedisLuaTest, ATimeAtOrPastTheHorizonIsRefusedAndWritesNothing) {
   ASSERT_OK(EnsureRedisLibrary(*redis_));
-  const LimitOp limit{StateKey{"user", "u1"}, Bucket(10, kSecond), 1};
+  const LimitOp limit{StateKey{"user", "u1"}, TokenBucket(10, kSecond), 1};
   const Operation op{absl::MakeConstSpan(&limit, 1), Mode::kConsume};
   auto out = ApplyInRedis(op, kRedisTimeHorizonUs);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInternal);
@@ -273,8 +264,8 @@ TEST_F(RedisLuaTest, ATimeAtOrPastTheHorizonIsRefusedAndWritesNothing) {
 
 TEST_F(RedisLuaTest, AnUnreadableStateFailsTheCallAndWritesNothing) {
   ASSERT_OK(EnsureRedisLibrary(*redis_));
-  const LimitOp limits[] = {{StateKey{"a", "1"}, Bucket(10, kSecond), 1},
-                            {StateKey{"b", "1"}, Bucket(10, kSecond), 1}};
+  const LimitOp limits[] = {{StateKey{"a", "1"}, TokenBucket(10, kSecond), 1},
+                            {StateKey{"b", "1"}, TokenBucket(10, kSecond), 1}};
   Call({"SET", RedisKeyFor("rl:", limits[1].key, ""), "not a state"});
   auto out = ApplyInRedis(Operation{limits, Mode::kConsume}, 1800000000 * kSecond);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInternal);
@@ -283,7 +274,7 @@ TEST_F(RedisLuaTest, AnUnreadableStateFailsTheCallAndWritesNothing) {
 
 TEST_F(RedisLuaTest, AReplyThatDisagreesWithTheAlgebraIsAnInternalError) {
   ASSERT_OK(EnsureRedisLibrary(*redis_));
-  const LimitOp limit{StateKey{"user", "u1"}, Bucket(10, kSecond), 3};
+  const LimitOp limit{StateKey{"user", "u1"}, TokenBucket(10, kSecond), 3};
   const Operation op{absl::MakeConstSpan(&limit, 1), Mode::kConsume};
   const OperationKeys keys = DistinctKeys(op.limits);
   auto reply = redis_->Command(RedisApplyCommand(op, keys, RedisKeys(keys), 1800000000 * kSecond));
@@ -314,7 +305,7 @@ TEST_F(RedisLuaTest, AnExpiredStateIsGoneAndDecidesAsAFullOne) {
   ASSERT_OK(EnsureRedisLibrary(*redis_));
   // A state that refilled ten seconds ago by the server's clock: Redis has expired it.
   const int64_t t0 = SystemClock::Default().NowMicros() - 20 * kSecond;
-  const LimitOp limit{StateKey{"user", "u1"}, Bucket(10, kSecond), 5};
+  const LimitOp limit{StateKey{"user", "u1"}, TokenBucket(10, kSecond), 5};
   const Operation op{absl::MakeConstSpan(&limit, 1), Mode::kConsume};
   auto first = ApplyInRedis(op, t0);
   ASSERT_OK(first);
@@ -340,7 +331,7 @@ TEST_F(RedisLuaTest, AnExpiredStateIsGoneAndDecidesAsAFullOne) {
 TEST_F(RedisLuaTest, AStateNotYetFullExpiresNoEarlierThanFullAt) {
   ASSERT_OK(EnsureRedisLibrary(*redis_));
   // One token per hour: the state stays for a while, by the server's own clock.
-  const LimitOp limit{StateKey{"user", "u1"}, Bucket(1, 3600 * kSecond, 5), 2};
+  const LimitOp limit{StateKey{"user", "u1"}, TokenBucket(1, 3600 * kSecond, 5), 2};
   auto out = ApplyInRedis(Operation{absl::MakeConstSpan(&limit, 1), Mode::kConsume}, {});
   ASSERT_OK(out);
   const int64_t full_at = out->decisions[0].next.full_at_us;

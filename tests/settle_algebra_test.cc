@@ -6,33 +6,15 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::FixedWindow;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::TokenBucket;
 
 constexpr int64_t kT0 = 1700000000LL * kSecond;
 constexpr LimitId kId{"llm", "tenant-1"};
 
-LimitConfig Bucket(double rate, int64_t period_us, std::optional<double> capacity = {},
-                   std::optional<double> max_reserved = {}) {
-  LimitConfig c;
-  c.kind = LimitKind::kTokenBucket;
-  c.rate = rate;
-  c.period_us = period_us;
-  c.capacity = capacity;
-  c.max_reserved = max_reserved;
-  return c;
-}
-
-LimitConfig Window(double rate, int64_t period_us) {
-  LimitConfig c;
-  c.kind = LimitKind::kFixedWindow;
-  c.rate = rate;
-  c.period_us = period_us;
-  c.start_us = 0;
-  return c;
-}
-
 TEST(SettleTest, TokenBucketRefundGivesBackTheUnusedPart) {
-  const LimitConfig c = Bucket(100, 100 * kSecond);  // 1 token/s, capacity 100
+  const LimitConfig c = TokenBucket(100, 100 * kSecond);  // 1 token/s, capacity 100
   const Decision take = Decide(c, kId, std::nullopt, 60, Mode::kConsume, kT0);
   ASSERT_TRUE(take.allowed);
   const Settled s = Settle(c, kId, take.next, 60, 20, kT0, kT0);
@@ -44,7 +26,7 @@ TEST(SettleTest, TokenBucketRefundGivesBackTheUnusedPart) {
 }
 
 TEST(SettleTest, TokenBucketRefundNeverLiftsAboveCapacity) {
-  const LimitConfig c = Bucket(100, 100 * kSecond);
+  const LimitConfig c = TokenBucket(100, 100 * kSecond);
   const Decision take = Decide(c, kId, std::nullopt, 60, Mode::kConsume, kT0);
   // 30 s later the bucket holds 70; without the take it would hold 100.
   const Settled s = Settle(c, kId, take.next, 60, 0, kT0, kT0 + 30 * kSecond);
@@ -53,7 +35,7 @@ TEST(SettleTest, TokenBucketRefundNeverLiftsAboveCapacity) {
 }
 
 TEST(SettleTest, TokenBucketRefundAfterFullRefillGainsNothing) {
-  const LimitConfig c = Bucket(100, 100 * kSecond);
+  const LimitConfig c = TokenBucket(100, 100 * kSecond);
   const Decision take = Decide(c, kId, std::nullopt, 60, Mode::kConsume, kT0);
   const Settled s = Settle(c, kId, take.next, 60, 0, kT0, kT0 + 90 * kSecond);
   EXPECT_DOUBLE_EQ(s.returned, 0);
@@ -65,7 +47,7 @@ TEST(SettleTest, TokenBucketRefundAfterFullRefillGainsNothing) {
 }
 
 TEST(SettleTest, FixedWindowRefundInSameWindow) {
-  const LimitConfig c = Window(10, 60 * kSecond);
+  const LimitConfig c = FixedWindow(10, 60 * kSecond);
   const int64_t start = (kT0 / (60 * kSecond)) * 60 * kSecond;
   const Decision take = Decide(c, kId, std::nullopt, 8, Mode::kConsume, start + kSecond);
   ASSERT_TRUE(take.allowed);
@@ -75,7 +57,7 @@ TEST(SettleTest, FixedWindowRefundInSameWindow) {
 }
 
 TEST(SettleTest, FixedWindowRefundInALaterWindowHasNoEffect) {
-  const LimitConfig c = Window(10, 60 * kSecond);
+  const LimitConfig c = FixedWindow(10, 60 * kSecond);
   const int64_t start = (kT0 / (60 * kSecond)) * 60 * kSecond;
   const Decision take = Decide(c, kId, std::nullopt, 8, Mode::kConsume, start + kSecond);
   // The next window has opened and been drawn down to 4 by another caller.
@@ -87,7 +69,7 @@ TEST(SettleTest, FixedWindowRefundInALaterWindowHasNoEffect) {
 }
 
 TEST(SettleTest, ChargeGoesIntoDebtAndSaysWhenPaid) {
-  const LimitConfig c = Bucket(10, 10 * kSecond);  // 1 token/s, capacity 10
+  const LimitConfig c = TokenBucket(10, 10 * kSecond);  // 1 token/s, capacity 10
   const Decision take = Decide(c, kId, std::nullopt, 10, Mode::kReserve, kT0);
   ASSERT_TRUE(take.allowed);
   const Settled s = Settle(c, kId, take.next, 10, 15, kT0, kT0);
@@ -99,7 +81,7 @@ TEST(SettleTest, ChargeGoesIntoDebtAndSaysWhenPaid) {
 }
 
 TEST(SettleTest, ChargePastMaxReservedIsCappedAndReportedUncharged) {
-  const LimitConfig c = Bucket(10, 10 * kSecond, std::nullopt, /*max_reserved=*/4);
+  const LimitConfig c = TokenBucket(10, 10 * kSecond, std::nullopt, /*max_reserved=*/4);
   const Decision take = Decide(c, kId, std::nullopt, 8, Mode::kConsume, kT0);  // 2 left
   const Settled s = Settle(c, kId, take.next, 8, 20, kT0, kT0);
   EXPECT_DOUBLE_EQ(s.charged, 6);  // down to -4
@@ -110,7 +92,7 @@ TEST(SettleTest, ChargePastMaxReservedIsCappedAndReportedUncharged) {
 }
 
 TEST(SettleTest, ChargeWithNoRoomChargesNothing) {
-  const LimitConfig c = Bucket(10, 10 * kSecond, std::nullopt, /*max_reserved=*/0);
+  const LimitConfig c = TokenBucket(10, 10 * kSecond, std::nullopt, /*max_reserved=*/0);
   const Settled s = Settle(c, kId, State{0, kT0, 0}, 1, 3, kT0, kT0);
   EXPECT_DOUBLE_EQ(s.charged, 0);
   EXPECT_DOUBLE_EQ(s.uncharged, 2);
@@ -118,7 +100,7 @@ TEST(SettleTest, ChargeWithNoRoomChargesNothing) {
 }
 
 TEST(SettleTest, ExactUseChangesNothing) {
-  const LimitConfig c = Bucket(10, 10 * kSecond);
+  const LimitConfig c = TokenBucket(10, 10 * kSecond);
   const Settled s = Settle(c, kId, State{3, kT0, 0}, 5, 5, kT0, kT0);
   EXPECT_DOUBLE_EQ(s.returned, 0);
   EXPECT_DOUBLE_EQ(s.charged, 0);
@@ -126,7 +108,7 @@ TEST(SettleTest, ExactUseChangesNothing) {
 }
 
 TEST(SettleTest, CancellingAReservationInDebtPaysItBack) {
-  const LimitConfig c = Bucket(10, 10 * kSecond);
+  const LimitConfig c = TokenBucket(10, 10 * kSecond);
   const Decision first = Decide(c, kId, std::nullopt, 10, Mode::kReserve, kT0);
   const Decision second = Decide(c, kId, first.next, 6, Mode::kReserve, kT0);
   ASSERT_TRUE(second.allowed);

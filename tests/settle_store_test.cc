@@ -16,20 +16,10 @@ using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::OpenRocksDbStore;
 using ::ratelimit::testing::TempDir;
-
-LimitConfig Bucket(double rate, int64_t period_us, std::optional<double> capacity = {},
-                   std::optional<double> max_reserved = {}) {
-  LimitConfig c;
-  c.kind = LimitKind::kTokenBucket;
-  c.rate = rate;
-  c.period_us = period_us;
-  c.capacity = capacity;
-  c.max_reserved = max_reserved;
-  return c;
-}
+using ::ratelimit::testing::TokenBucket;
 
 LimitRequest Api(double count, const std::string& key = "u1") {
-  return LimitRequest{"api", key, Bucket(10, 10 * kSecond), count, LimitSource::kDefined};
+  return LimitRequest{"api", key, TokenBucket(10, 10 * kSecond), count, LimitSource::kDefined};
 }
 
 SettleItem SettleOf(const LimitRequest& l, double used, int64_t taken_at, const std::string& id,
@@ -237,7 +227,7 @@ TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
   Limiter reference(memory, clock);
   Limiter limiter(*rocks, clock);
 
-  const LimitConfig config = Bucket(5, kSecond, 12, 8);
+  const LimitConfig config = TokenBucket(5, kSecond, 12, 8);
   const double capacity = 12, rate_per_us = 5.0 / kSecond, max_reserved = 8;
   struct Take {
     LimitRequest limit;

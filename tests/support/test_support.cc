@@ -164,4 +164,26 @@ int ServerProcess::StopWith(int signal) {
 
 std::string ServerProcess::Stderr() const { return ReadFileToString(stderr_path_).value_or(""); }
 
+LimitConfig TokenBucket(double rate, int64_t period_us, std::optional<double> capacity,
+                        std::optional<double> max_reserved) {
+  LimitConfig c;
+  c.kind = LimitKind::kTokenBucket;
+  c.rate = rate;
+  c.period_us = period_us;
+  c.capacity = capacity;
+  c.max_reserved = max_reserved;
+  return c;
+}
+
+LimitConfig FixedWindow(double rate, int64_t period_us, std::optional<int64_t> start_us,
+                        std::optional<double> capacity) {
+  LimitConfig c;
+  c.kind = LimitKind::kFixedWindow;
+  c.rate = rate;
+  c.period_us = period_us;
+  c.start_us = start_us;
+  c.capacity = capacity;
+  return c;
+}
+
 }  // namespace ratelimit::testing

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "storage/clock.h"
+#include "storage/limit_config.h"
 #include "storage/state_store.h"
 
 #define ASSERT_OK(expr)                                            \
@@ -110,6 +112,12 @@ class RefusingPort {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// Limit configs for tests. A fixed window's start defaults to 0: windows aligned to the epoch.
+LimitConfig TokenBucket(double rate, int64_t period_us, std::optional<double> capacity = {},
+                        std::optional<double> max_reserved = {});
+LimitConfig FixedWindow(double rate, int64_t period_us, std::optional<int64_t> start_us = 0,
+                        std::optional<double> capacity = {});
 
 // Wraps a StateStore and fails every call with `error` while failing() is set.
 class FailingStateStore final : public StateStore {
