@@ -37,7 +37,8 @@ class RateLimitMiddleware:
     `key` may be async and may return None to leave a request unlimited. `count` may be a
     function of the scope (e.g. a cost per route). Non-HTTP scopes (lifespan, websocket) pass
     through. `client` is an AsyncRateLimitClient or a target ("host:port"; the client is then
-    created on the first request, in the server's event loop).
+    created on the first request, in the server's event loop, and closed at lifespan
+    shutdown).
     """
 
     def __init__(self, app: ASGIApp, client: Union[AsyncRateLimitClient, str], name: str, *,
@@ -53,6 +54,9 @@ class RateLimitMiddleware:
                                timeout=timeout)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "lifespan":
+            await self.app(scope, self._closing_on_shutdown(receive), send)
+            return
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
@@ -75,6 +79,17 @@ class RateLimitMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    def _closing_on_shutdown(self, receive: Receive) -> Receive:
+        """Closes the client the middleware created when the server shuts down."""
+
+        async def wrapped() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                await self.limiter.aclose()
+            return message
+
+        return wrapped
 
 
 async def _respond(send: Send, status: int, body: bytes, headers: List[Tuple[str, str]]) -> None:

@@ -4,7 +4,6 @@
     @app.get("/items", dependencies=[Depends(limiter)])
 
 Needs FastAPI (`pip install client/python[fastapi]`, Debian: python3-fastapi)."""
-from __future__ import annotations
 
 from typing import Awaitable, Callable, Optional, Union
 
@@ -43,6 +42,10 @@ class RateLimit:
         self.failure_status = failure_status
         self.limiter = Limiter(client, name, config=config, failure_mode=failure_mode,
                                timeout=timeout)
+
+    async def aclose(self) -> None:
+        """Closes the client created from a target (call it at shutdown)."""
+        await self.limiter.aclose()
 
     async def __call__(self, request: Request, response: Response) -> Optional[Decision]:
         key = await _resolve(self.key(request))

@@ -109,6 +109,13 @@ class Limiter:
             self._client = AsyncRateLimitClient(self._target)
         return self._client
 
+    async def aclose(self) -> None:
+        """Closes the client this limiter created from a target (a given client is left to
+        its owner)."""
+        if self._target is not None and self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
     async def decide(self, key: Optional[str], count: Optional[float] = None) -> Outcome:
         if key is None:
             return Outcome("allowed", None, [])
