@@ -11,7 +11,7 @@ ratelimit_client.fastapi the FastAPI dependency.
 from ._common import ADMIN_TOKEN_ENV, DEFAULT_CHECK_RETRIES, DEFAULT_TIMEOUT
 from .aio import AsyncRateLimitClient
 from .client import RateLimitClient
-from .errors import (DeadlineExceededError, InvalidArgumentError, NotFoundError,
+from .errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError, NotFoundError,
                      PermissionDeniedError, RateLimitError, ReservationCancelled,
                      ResourceExhaustedError, UnauthenticatedError, UnavailableError,
                      UnimplementedError)
@@ -20,7 +20,7 @@ from .types import (Decision, DenyReason, EnvoyPathEntry, Kind, Limit, LimitConf
 
 __all__ = [
     "ADMIN_TOKEN_ENV", "DEFAULT_CHECK_RETRIES", "DEFAULT_TIMEOUT", "AsyncRateLimitClient",
-    "RateLimitClient", "DeadlineExceededError", "InvalidArgumentError", "NotFoundError",
+    "RateLimitClient", "AlreadyExistsError", "DeadlineExceededError", "InvalidArgumentError", "NotFoundError",
     "PermissionDeniedError", "RateLimitError", "ReservationCancelled", "ResourceExhaustedError",
     "UnauthenticatedError", "UnavailableError", "UnimplementedError", "Decision", "DenyReason",
     "EnvoyPathEntry", "Kind", "Limit", "LimitConfig", "LimitResult", "LimitSource",

@@ -29,6 +29,10 @@ class InvalidArgumentError(RateLimitError, ValueError):
     """INVALID_ARGUMENT: the request broke a bound; `field` names it. Nothing was changed."""
 
 
+class AlreadyExistsError(RateLimitError):
+    """ALREADY_EXISTS: e.g. a receipt that was already settled (nothing was settled)."""
+
+
 class NotFoundError(RateLimitError, LookupError):
     """NOT_FOUND: a limit name the server does not define, without an inline config."""
 
@@ -64,14 +68,19 @@ class ReservationCancelled(Exception):
     def __init__(self, settled: bool, settle_error: Optional[BaseException] = None):
         self.settled = settled
         self.settle_error = settle_error
-        super().__init__("reservation cancelled before its retry_at (%s)" %
-                         ("given back" if settled else "could not be given back: %s" %
-                          settle_error))
+        if settled:
+            outcome = "its tokens were given back"
+        elif settle_error is None:
+            outcome = "the server sent no receipt to give its tokens back with"
+        else:
+            outcome = "its tokens could not be given back: %s" % settle_error
+        super().__init__("reservation cancelled before its retry_at; " + outcome)
 
 
 _BY_CODE: Dict[grpc.StatusCode, Type[RateLimitError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
