@@ -112,6 +112,25 @@ def server(server_binary, tmp_path) -> Iterator[Server]:
 
 
 @pytest.fixture
+def start_server(server_binary, tmp_path):
+    """Starts servers with extra flags: start_server(["--flag=..."]) -> Server."""
+    started = []
+
+    def start(extra_args: List[str]) -> Server:
+        work = tmp_path / ("server%d" % len(started))
+        work.mkdir()
+        s = Server(server_binary, str(work), extra_args)
+        started.append(s)
+        return s
+
+    try:
+        yield start
+    finally:
+        for s in started:
+            s.stop()
+
+
+@pytest.fixture
 def unused_target() -> str:
     """A local address nothing listens on (a port the kernel handed out, then released)."""
     with socket.socket() as sock:
