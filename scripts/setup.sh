@@ -16,8 +16,9 @@ packages=(
   libssl-dev openssl systemd
   # The deploy/ checks (tests/deploy): Python with PyYAML.
   python3 python3-yaml
-  # The Python client (client/python): its dependencies, stub generator and tests.
-  python3-grpcio python3-protobuf python3-venv python3-pytest python3-fastapi python3-httpx
+  # The Python client (client/python): its dependencies and tests (the stubs come from protoc
+  # and grpc_python_plugin, above; mypy checks its type hints).
+  python3-grpcio python3-protobuf python3-venv python3-pytest python3-fastapi python3-httpx mypy
 )
 # `kubectl kustomize` renders deploy/kubernetes in the tests: Debian's kubernetes-client, unless a
 # kubectl is already installed (another package's kubectl would conflict with it).

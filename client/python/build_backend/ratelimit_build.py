@@ -95,8 +95,7 @@ def _protoc_command(proto_root, out):
     """The command generating the Python messages, type stubs and gRPC stubs into `out`."""
     args = ["-I" + proto_root, "--python_out=" + out, "--pyi_out=" + out]
     try:
-        import grpc_tools  # noqa: F401  (grpcio-tools bundles protoc and the well-known types)
-        from grpc_tools import protoc as _  # noqa: F401
+        import grpc_tools.protoc  # grpcio-tools bundles protoc and the well-known types
         include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
         return [sys.executable, "-m", "grpc_tools.protoc", "-I" + include] + args + [
             "--grpc_python_out=" + out, PROTO_REL]

@@ -8,7 +8,7 @@ import grpc
 import grpc.aio
 import pytest
 
-from conftest import ADMIN_TOKEN, approx
+from conftest import approx
 from ratelimit_client import (AsyncRateLimitClient, DenyReason, InvalidArgumentError, Kind,
                               Limit, LimitConfig, PermissionDeniedError, UnauthenticatedError,
                               UnavailableError)

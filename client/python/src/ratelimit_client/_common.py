@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -87,11 +87,11 @@ def to_timedelta(d: duration_pb2.Duration) -> timedelta:
         return timedelta.max
 
 
-def _opt_time(msg, name: str) -> Optional[datetime]:
+def _opt_time(msg: Any, name: str) -> Optional[datetime]:
     return to_datetime(getattr(msg, name)) if msg.HasField(name) else None
 
 
-def _opt_duration(msg, name: str) -> Optional[timedelta]:
+def _opt_duration(msg: Any, name: str) -> Optional[timedelta]:
     return to_timedelta(getattr(msg, name)) if msg.HasField(name) else None
 
 
@@ -129,7 +129,7 @@ def to_settle_results(response: pb.SettleResponse) -> Tuple[SettleResult, ...]:
 def to_reset_request(name: str, key: str, all_keys: bool, source: LimitSource,
                      envoy_path: Sequence[EnvoyPathEntry],
                      envoy_override: bool) -> pb.ResetRequest:
-    request = pb.ResetRequest(name=name, key=key, all_keys=all_keys, source=int(source),
+    request = pb.ResetRequest(name=name, key=key, all_keys=all_keys, source=source.name,
                               envoy_override=envoy_override)
     for entry in envoy_path:
         request.envoy_path.add(key=entry.key, value=entry.value)
@@ -180,4 +180,4 @@ def channel_credentials(tls: Union[bool, TlsOptions, None]
 
 def check_backoff(attempt: int) -> float:
     """Seconds to wait before retry number `attempt` (1-based) of a Check."""
-    return min(0.05 * (2 ** (attempt - 1)), 1.0)
+    return min(0.05 * 2.0 ** (attempt - 1), 1.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timezone
-from typing import Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 import grpc.aio
@@ -49,10 +49,10 @@ class AsyncRateLimitClient:
     async def __aenter__(self) -> "AsyncRateLimitClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _call(self, method: str, fn: Callable[..., Awaitable[T]], request,
+    async def _call(self, method: str, fn: Callable[..., Awaitable[T]], request: Any,
                     timeout: Optional[float],
                     metadata: Optional[List[Tuple[str, str]]] = None) -> T:
         try:

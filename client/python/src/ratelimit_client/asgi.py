@@ -2,7 +2,7 @@
 FastAPI, Quart, Django's ASGI handler...); it depends on no web framework."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
 
 from .aio import AsyncRateLimitClient
 from .http import FAIL_OPEN, Limiter, _resolve, rate_limit_headers

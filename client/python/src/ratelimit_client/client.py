@@ -5,7 +5,7 @@ import logging
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 
@@ -57,10 +57,10 @@ class RateLimitClient:
     def __enter__(self) -> "RateLimitClient":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, fn: Callable[..., T], request, timeout: Optional[float],
+    def _call(self, method: str, fn: Callable[..., T], request: Any, timeout: Optional[float],
               metadata: Optional[List[Tuple[str, str]]] = None) -> T:
         try:
             return fn(request, timeout=self._timeout if timeout is None else timeout,

@@ -3,12 +3,11 @@
 and the limiter the ASGI middleware and the FastAPI dependency share."""
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import math
 from dataclasses import dataclass
-from typing import Awaitable, Callable, List, Optional, Tuple, Union
+from typing import Awaitable, List, Optional, Tuple, TypeVar, Union, cast
 
 from .aio import AsyncRateLimitClient
 from .errors import UNREACHABLE_CODES, RateLimitError
@@ -54,9 +53,9 @@ def rate_limit_headers(decision: Decision,
                ("RateLimit-Remaining", str(max(0, int(math.floor(result.value + 1e-9)))))]
     if not decision.allowed:
         if decision.retry_after is not None:
-            seconds = str(_ceil_seconds(decision.retry_after.total_seconds()))
-            headers.append(("RateLimit-Reset", seconds))
-            headers.append(("Retry-After", seconds))
+            wait = str(_ceil_seconds(decision.retry_after.total_seconds()))
+            headers.append(("RateLimit-Reset", wait))
+            headers.append(("Retry-After", wait))
     elif config is not None and config.kind == Kind.TOKEN_BUCKET:
         missing = max(0.0, result.capacity - result.value)
         seconds = missing * config.period.total_seconds() / config.rate
@@ -75,11 +74,14 @@ class Outcome:
     headers: List[Tuple[str, str]]
 
 
-MaybeAwaitable = Union[Optional[str], Awaitable[Optional[str]]]
+T = TypeVar("T")
 
 
-async def _resolve(value):
-    return await value if inspect.isawaitable(value) else value
+async def _resolve(value: Union[T, Awaitable[T]]) -> T:
+    """The value of a key function that may be sync or async."""
+    if inspect.isawaitable(value):
+        return await cast(Awaitable[T], value)
+    return cast(T, value)
 
 
 class Limiter:
@@ -106,6 +108,7 @@ class Limiter:
 
     def client(self) -> AsyncRateLimitClient:
         if self._client is None:
+            assert self._target is not None
             self._client = AsyncRateLimitClient(self._target)
         return self._client
 
