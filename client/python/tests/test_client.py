@@ -237,3 +237,16 @@ def test_admin_token_file_must_hold_a_token(tmp_path):
     empty.write_text("\n")
     with pytest.raises(ValueError, match="first line is empty"):
         RateLimitClient("127.0.0.1:1", admin_token_file=str(empty))
+
+
+def test_wait_is_not_cut_short_by_a_clock_ahead_of_the_server():
+    from ratelimit_client import Decision
+    from ratelimit_client._common import wait_remaining
+    # This machine's clock is 5 s ahead: retry_at looks past, retry_after says 30 s more.
+    ahead = Decision(allowed=True, retry_at=now() - timedelta(seconds=5),
+                     retry_after=timedelta(seconds=30))
+    assert 29 < wait_remaining(ahead, time.monotonic()) <= 30
+    # A retry_at of year 9999 is slept a day at a time (time.sleep rejects longer sleeps).
+    far = Decision(allowed=True, retry_at=datetime.max.replace(tzinfo=timezone.utc),
+                   retry_after=timedelta.max)
+    assert wait_remaining(far, time.monotonic()) == 86400

@@ -3,6 +3,7 @@ asyncio clients share (options, credentials, the admin token)."""
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -176,6 +177,20 @@ def channel_credentials(tls: Union[bool, TlsOptions, None]
     if options.server_name:
         channel_options.append(("grpc.ssl_target_name_override", options.server_name))
     return creds, channel_options
+
+
+def wait_remaining(decision: Decision, received: float) -> float:
+    """Seconds reserve_and_wait must still wait: until retry_at by this machine's wall clock
+    and until `retry_after` has passed since the answer arrived (`received`, time.monotonic()),
+    whichever is later, so that a clock running ahead of the server's does not end the wait
+    early. Each sleep is at most a day (a far retry_at is slept in steps)."""
+    remaining = 0.0
+    if decision.retry_at is not None:
+        remaining = (decision.retry_at - datetime.now(timezone.utc)).total_seconds()
+    if decision.retry_after is not None:
+        remaining = max(remaining, received + decision.retry_after.total_seconds()
+                        - time.monotonic())
+    return min(remaining, 86400.0)
 
 
 def check_backoff(attempt: int) -> float:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timezone
+import time
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
@@ -117,8 +117,8 @@ class AsyncRateLimitClient:
                                config: Optional[LimitConfig] = None,
                                request_id: Optional[str] = None,
                                timeout: Optional[float] = None) -> Decision:
-        """Reserves, then sleeps until the reservation's retry_at (never earlier, on this
-        machine's clock). A denied reservation returns at once (allowed=False).
+        """Reserves, then sleeps until the reservation's retry_at (never earlier on this
+        machine's clock, nor before retry_after has passed since the answer). A denied reservation returns at once (allowed=False).
 
         Cancelling the task while it sleeps settles the reservation with used=0 (its tokens go
         back to the limits; a failure to do so is logged) and re-raises CancelledError. A task
@@ -126,11 +126,12 @@ class AsyncRateLimitClient:
         receipt has arrived."""
         decision = await self.reserve(limits, key, count, config=config,
                                       request_id=request_id, timeout=timeout)
+        received = time.monotonic()
         if not decision.allowed or decision.retry_at is None:
             return decision
         try:
             while True:
-                remaining = (decision.retry_at - datetime.now(timezone.utc)).total_seconds()
+                remaining = c.wait_remaining(decision, received)
                 if remaining <= 0:
                     return decision
                 # The loop's timers may fire up to its clock resolution early: sleep again

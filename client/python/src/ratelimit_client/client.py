@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timezone
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
@@ -124,17 +123,18 @@ class RateLimitClient:
                          count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
                          request_id: Optional[str] = None, timeout: Optional[float] = None,
                          cancel: Optional[threading.Event] = None) -> Decision:
-        """Reserves, then blocks until the reservation's retry_at (never earlier, on this
-        machine's clock), so the caller may run its pre-paid work when it returns. A denied
+        """Reserves, then blocks until the reservation's retry_at (never earlier on this
+        machine's clock, nor before retry_after has passed since the answer), so the caller may run its pre-paid work when it returns. A denied
         reservation returns at once (allowed=False). When `cancel` is set before retry_at, the
         reservation is settled with used=0 (its tokens given back) and ReservationCancelled is
         raised."""
         decision = self.reserve(limits, key, count, config=config, request_id=request_id,
                                 timeout=timeout)
+        received = time.monotonic()
         if not decision.allowed or decision.retry_at is None:
             return decision
         while True:
-            remaining = (decision.retry_at - datetime.now(timezone.utc)).total_seconds()
+            remaining = c.wait_remaining(decision, received)
             if remaining <= 0:
                 return decision
             if cancel is None:
