@@ -250,3 +250,13 @@ def test_wait_is_not_cut_short_by_a_clock_ahead_of_the_server():
     far = Decision(allowed=True, retry_at=datetime.max.replace(tzinfo=timezone.utc),
                    retry_after=timedelta.max)
     assert wait_remaining(far, time.monotonic()) == 86400
+
+
+def test_permission_denied_names_the_inline_config(start_server):
+    server = start_server(["--inline_limits=deny"])
+    with RateLimitClient(server.target) as client:
+        with pytest.raises(PermissionDeniedError) as info:
+            client.consume([Limit("api", "u"), Limit("job", "k", config=SLOW)])
+        assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
+        assert info.value.field == "limits[1].config"
+        assert client.check("api", "u").results[0].value == approx(3)  # nothing evaluated
