@@ -156,3 +156,9 @@ def test_inside_a_starlette_application(server):
     assert responses[2].headers["RateLimit-Remaining"] == "0"
     assert int(responses[3].headers["Retry-After"]) > 3000
     assert responses[3].headers["RateLimit-Limit"] == "3"
+
+
+def test_failure_mode_must_be_open_or_closed():
+    import pytest
+    with pytest.raises(ValueError, match="failure_mode"):
+        RateLimitMiddleware(App(), "127.0.0.1:1", "api", failure_mode="sideways")
