@@ -162,3 +162,30 @@ def test_failure_mode_must_be_open_or_closed():
     import pytest
     with pytest.raises(ValueError, match="failure_mode"):
         RateLimitMiddleware(App(), "127.0.0.1:1", "api", failure_mode="sideways")
+
+
+def test_an_answer_the_server_failed_open_passes_without_headers():
+    """A server started with --failure_policy=open whose store fails answers allowed with
+    failed_open and no values: the request runs and no RateLimit-* header is made up."""
+    from ratelimit_client import Decision, LimitResult
+    from ratelimit_client._common import to_decision
+    from ratelimit_client._pb import ratelimit_pb2 as pb
+
+    response = pb.RateLimitResponse(allowed=True, failed_open=True, denied_by=-1)
+    response.results.add(name="api", key="u", allowed=True)
+    decision = to_decision(response)
+    assert decision.failed_open and decision.allowed and decision.denied_by is None
+
+    class FailedOpenClient(AsyncRateLimitClient):
+        async def consume(self, *args, **kwargs):
+            return decision
+
+    async def main():
+        inner = App()
+        app = RateLimitMiddleware(inner, FailedOpenClient("127.0.0.1:1"), "api")
+        status, headers, _ = await request(app)
+        assert status == 200 and inner.calls == 1
+        assert not any(h.startswith("ratelimit-") for h in headers)
+        assert isinstance(decision.results[0], LimitResult) and isinstance(decision, Decision)
+
+    asyncio.run(main())
