@@ -25,6 +25,9 @@ packages+=(
   python3 python3-yaml
   # The Go client (client/go): Go, gRPC and protobuf sources, protoc plugins (client/go/generate.sh).
   golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
+  # The Python client (client/python): its dependencies and tests (the stubs come from protoc
+  # and grpc_python_plugin, above; mypy checks its type hints).
+  python3-grpcio python3-protobuf python3-venv python3-pytest python3-fastapi python3-httpx mypy
 )
 # `kubectl kustomize` renders deploy/kubernetes in the tests: Debian's kubernetes-client, unless a
 # kubectl is already installed (another package's kubectl would conflict with it).

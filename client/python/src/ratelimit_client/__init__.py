@@ -1,0 +1,28 @@
+"""Python client of the ratelimit service (ratelimit.v1.RateLimitService).
+
+    from ratelimit_client import RateLimitClient
+    with RateLimitClient("127.0.0.1:8081") as client:
+        if not client.consume("api", "user-1"):
+            ...
+
+AsyncRateLimitClient is the asyncio twin; ratelimit_client.asgi has the ASGI middleware,
+ratelimit_client.fastapi the FastAPI dependency.
+"""
+from ._common import ADMIN_TOKEN_ENV, DEFAULT_CHECK_RETRIES, DEFAULT_TIMEOUT
+from .aio import AsyncRateLimitClient
+from .client import RateLimitClient
+from .errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError, NotFoundError,
+                     PermissionDeniedError, RateLimitError, ReservationCancelled,
+                     ResourceExhaustedError, UnauthenticatedError, UnavailableError,
+                     UnimplementedError)
+from .types import (Decision, DenyReason, EnvoyPathEntry, Kind, Limit, LimitConfig,
+                    LimitResult, LimitSource, SettleResult, Settlement, TlsOptions)
+
+__all__ = [
+    "ADMIN_TOKEN_ENV", "DEFAULT_CHECK_RETRIES", "DEFAULT_TIMEOUT", "AsyncRateLimitClient",
+    "RateLimitClient", "AlreadyExistsError", "DeadlineExceededError", "InvalidArgumentError", "NotFoundError",
+    "PermissionDeniedError", "RateLimitError", "ReservationCancelled", "ResourceExhaustedError",
+    "UnauthenticatedError", "UnavailableError", "UnimplementedError", "Decision", "DenyReason",
+    "EnvoyPathEntry", "Kind", "Limit", "LimitConfig", "LimitResult", "LimitSource",
+    "SettleResult", "Settlement", "TlsOptions",
+]

@@ -1,0 +1,198 @@
+"""Conversions between the typed API and the generated messages, and what the sync and
+asyncio clients share (options, credentials, the admin token)."""
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from ._pb import ratelimit_pb2 as pb
+from .types import (Decision, DenyReason, EnvoyPathEntry, Limit, LimitConfig, LimitResult,
+                    LimitSource, SettleResult, Settlement, TlsOptions)
+
+DEFAULT_TIMEOUT = 1.0
+"""Deadline of each call, in seconds, unless the client or the call says otherwise."""
+
+DEFAULT_CHECK_RETRIES = 2
+"""Check is retried this many times on UNAVAILABLE / DEADLINE_EXCEEDED (Check writes nothing);
+Consume, Reserve, Settle and Reset are never retried."""
+
+ADMIN_TOKEN_ENV = "RATELIMIT_ADMIN_TOKEN"
+
+LimitsArg = Union[str, Limit, Sequence[Limit]]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MAX_DATETIME = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def limits_of(limits: LimitsArg, key: Optional[str], count: Optional[float],
+              config: Optional[LimitConfig]) -> List[Limit]:
+    """The limits of a call: `consume("api", "user-1", count=2)` or `consume(Limit(...))` or
+    `consume([Limit(...), ...])`."""
+    if isinstance(limits, str):
+        if key is None:
+            raise TypeError("a limit given by name needs a key")
+        return [Limit(limits, key, count, config)]
+    if key is not None or count is not None or config is not None:
+        raise TypeError("key, count and config go with a limit given by name; put them in the "
+                        "Limit objects otherwise")
+    if isinstance(limits, Limit):
+        return [limits]
+    return list(limits)
+
+
+def _duration(d: timedelta) -> duration_pb2.Duration:
+    out = duration_pb2.Duration()
+    out.FromTimedelta(d)
+    return out
+
+
+def to_request(limits: Sequence[Limit], request_id: Optional[str]) -> pb.RateLimitRequest:
+    request = pb.RateLimitRequest(request_id=request_id or "")
+    for limit in limits:
+        entry = request.limits.add(name=limit.name, key=limit.key)
+        if limit.count is not None:
+            entry.count = float(limit.count)
+        c = limit.config
+        if c is not None:
+            entry.config.kind = int(c.kind)
+            entry.config.rate = float(c.rate)
+            entry.config.period.CopyFrom(_duration(c.period))
+            if c.capacity is not None:
+                entry.config.capacity = float(c.capacity)
+            if c.max_reserved is not None:
+                entry.config.max_reserved = float(c.max_reserved)
+            if c.start is not None:
+                entry.config.start.CopyFrom(_duration(c.start))
+            entry.config.jitter = float(c.jitter)
+    return request
+
+
+def to_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
+    """A Timestamp as an aware UTC datetime (microseconds; the server's "never in practice"
+    maximum, year 9999, becomes datetime.max)."""
+    try:
+        return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+    except OverflowError:
+        return _MAX_DATETIME
+
+
+def to_timedelta(d: duration_pb2.Duration) -> timedelta:
+    try:
+        return timedelta(seconds=d.seconds, microseconds=d.nanos // 1000)
+    except OverflowError:
+        return timedelta.max
+
+
+def _opt_time(msg: Any, name: str) -> Optional[datetime]:
+    return to_datetime(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def _opt_duration(msg: Any, name: str) -> Optional[timedelta]:
+    return to_timedelta(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def to_decision(response: pb.RateLimitResponse) -> Decision:
+    results = tuple(
+        LimitResult(name=r.name, key=r.key, allowed=r.allowed, value=r.value,
+                    capacity=r.capacity, retry_at=_opt_time(r, "retry_at"),
+                    retry_after=_opt_duration(r, "retry_after"), reason=DenyReason(r.reason),
+                    receipt=bytes(r.receipt))
+        for r in response.results)
+    return Decision(allowed=response.allowed, results=results,
+                    retry_at=_opt_time(response, "retry_at"),
+                    retry_after=_opt_duration(response, "retry_after"),
+                    reason=DenyReason(response.reason),
+                    denied_by=None if response.denied_by < 0 or response.allowed
+                    else response.denied_by,
+                    failed_open=response.failed_open, replayed=response.replayed)
+
+
+def to_settle_request(settlements: Sequence[Settlement]) -> pb.SettleRequest:
+    request = pb.SettleRequest()
+    for s in settlements:
+        request.settlements.add(receipt=bytes(s.receipt), used=float(s.used))
+    return request
+
+
+def to_settle_results(response: pb.SettleResponse) -> Tuple[SettleResult, ...]:
+    return tuple(
+        SettleResult(name=r.name, key=r.key, returned=r.returned, charged=r.charged,
+                     uncharged=r.uncharged, value=r.value, paid_at=_opt_time(r, "paid_at"),
+                     paid_after=_opt_duration(r, "paid_after"))
+        for r in response.results)
+
+
+def to_reset_request(name: str, key: str, all_keys: bool, source: LimitSource,
+                     envoy_path: Sequence[EnvoyPathEntry],
+                     envoy_override: bool) -> pb.ResetRequest:
+    request = pb.ResetRequest(name=name, key=key, all_keys=all_keys, source=source.name,
+                              envoy_override=envoy_override)
+    for entry in envoy_path:
+        request.envoy_path.add(key=entry.key, value=entry.value)
+    return request
+
+
+def resolve_admin_token(admin_token: Optional[str], admin_token_file: Optional[str]) -> str:
+    """The admin token: `admin_token`, else the first line of `admin_token_file`, else
+    $RATELIMIT_ADMIN_TOKEN, else "" (Reset will be refused)."""
+    if admin_token:
+        return admin_token
+    if admin_token_file:
+        with open(admin_token_file, encoding="utf-8") as f:
+            token = f.readline().strip()
+        if not token:
+            raise ValueError("admin_token_file %s: the first line is empty" % admin_token_file)
+        return token
+    return os.environ.get(ADMIN_TOKEN_ENV, "").strip()
+
+
+def _read(path: Optional[str], what: str) -> Optional[bytes]:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError("%s %s: %s" % (what, path, e.strerror)) from e
+
+
+def channel_credentials(tls: Union[bool, TlsOptions, None]
+                        ) -> Tuple[Optional[grpc.ChannelCredentials], List[Tuple[str, str]]]:
+    """(credentials, channel options) for `tls`; (None, []) for plaintext."""
+    if not tls:
+        return None, []
+    options = tls if isinstance(tls, TlsOptions) else TlsOptions()
+    if (options.cert_file is None) != (options.key_file is None):
+        raise ValueError("tls: cert_file and key_file go together")
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=_read(options.ca_file, "tls.ca_file"),
+        private_key=_read(options.key_file, "tls.key_file"),
+        certificate_chain=_read(options.cert_file, "tls.cert_file"))
+    channel_options = []
+    if options.server_name:
+        channel_options.append(("grpc.ssl_target_name_override", options.server_name))
+    return creds, channel_options
+
+
+def wait_remaining(decision: Decision, received: float) -> float:
+    """Seconds reserve_and_wait must still wait: until retry_at by this machine's wall clock
+    and until `retry_after` has passed since the answer arrived (`received`, time.monotonic()),
+    whichever is later, so that a clock running ahead of the server's does not end the wait
+    early. Each sleep is at most a day (a far retry_at is slept in steps)."""
+    remaining = 0.0
+    if decision.retry_at is not None:
+        remaining = (decision.retry_at - datetime.now(timezone.utc)).total_seconds()
+    if decision.retry_after is not None:
+        remaining = max(remaining, received + decision.retry_after.total_seconds()
+                        - time.monotonic())
+    return min(remaining, 86400.0)
+
+
+def check_backoff(attempt: int) -> float:
+    """Seconds to wait before retry number `attempt` (1-based) of a Check."""
+    return min(0.05 * 2.0 ** (attempt - 1), 1.0)

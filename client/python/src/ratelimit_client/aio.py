@@ -1,0 +1,151 @@
+"""The asyncio client (grpc.aio)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+
+import grpc
+import grpc.aio
+
+from . import _common as c
+from ._pb import ratelimit_pb2_grpc as pb_grpc
+from .errors import UNREACHABLE_CODES, from_rpc_error
+from .types import (Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
+                    Settlement, TlsOptions)
+
+_log = logging.getLogger("ratelimit_client")
+T = TypeVar("T")
+
+
+class AsyncRateLimitClient:
+    """An asyncio client of ratelimit.v1.RateLimitService; the same calls, options, deadlines,
+    errors and retry rule (only Check) as RateLimitClient.
+
+    Create it inside the event loop that uses it (grpc.aio channels belong to one loop); close
+    it with `await client.close()` or `async with`.
+    """
+
+    def __init__(self, target: str = "127.0.0.1:8081", *, timeout: float = c.DEFAULT_TIMEOUT,
+                 tls: Union[bool, TlsOptions, None] = None, admin_token: Optional[str] = None,
+                 admin_token_file: Optional[str] = None,
+                 check_retries: int = c.DEFAULT_CHECK_RETRIES,
+                 interceptors: Optional[Sequence[grpc.aio.ClientInterceptor]] = None):
+        self._timeout = timeout
+        self._check_retries = check_retries
+        self._admin_token = c.resolve_admin_token(admin_token, admin_token_file)
+        creds, options = c.channel_credentials(tls)
+        if creds is not None:
+            self._channel = grpc.aio.secure_channel(target, creds, options,
+                                                    interceptors=interceptors)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options, interceptors=interceptors)
+        self._stub = pb_grpc.RateLimitServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncRateLimitClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, method: str, fn: Callable[..., Awaitable[T]], request: Any,
+                    timeout: Optional[float],
+                    metadata: Optional[List[Tuple[str, str]]] = None) -> T:
+        try:
+            return await fn(request, timeout=self._timeout if timeout is None else timeout,
+                            metadata=metadata)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, method) from e
+
+    async def consume(self, limits: c.LimitsArg, key: Optional[str] = None,
+                      count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+                      request_id: Optional[str] = None,
+                      timeout: Optional[float] = None) -> Decision:
+        """Takes `count` (default 1) tokens from every limit, or from none. Never retried."""
+        request = c.to_request(c.limits_of(limits, key, count, config), request_id)
+        return c.to_decision(await self._call("Consume", self._stub.Consume, request, timeout))
+
+    async def reserve(self, limits: c.LimitsArg, key: Optional[str] = None,
+                      count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+                      request_id: Optional[str] = None,
+                      timeout: Optional[float] = None) -> Decision:
+        """Like consume, but may go into debt down to -max_reserved. Never retried."""
+        request = c.to_request(c.limits_of(limits, key, count, config), request_id)
+        return c.to_decision(await self._call("Reserve", self._stub.Reserve, request, timeout))
+
+    async def check(self, limits: c.LimitsArg, key: Optional[str] = None,
+                    count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+                    timeout: Optional[float] = None) -> Decision:
+        """What consume would answer now; writes nothing, so retried on UNAVAILABLE and
+        DEADLINE_EXCEEDED (`check_retries` times, short backoff)."""
+        request = c.to_request(c.limits_of(limits, key, count, config), None)
+        attempt = 0
+        while True:
+            try:
+                return c.to_decision(await self._call("Check", self._stub.Check, request,
+                                                      timeout))
+            except Exception as e:
+                code = getattr(e, "code", None)
+                if code not in UNREACHABLE_CODES or attempt >= self._check_retries:
+                    raise
+                attempt += 1
+                await asyncio.sleep(c.check_backoff(attempt))
+
+    async def settle(self, settlements: Sequence[Settlement], *,
+                     timeout: Optional[float] = None) -> Tuple[SettleResult, ...]:
+        """Settles receipts with what was really used (used=0 cancels a reservation)."""
+        request = c.to_settle_request(settlements)
+        return c.to_settle_results(await self._call("Settle", self._stub.Settle, request,
+                                                    timeout))
+
+    async def reset(self, name: str, key: str = "", *, all_keys: bool = False,
+                    source: LimitSource = LimitSource.LIMITS_FILE,
+                    envoy_path: Sequence[EnvoyPathEntry] = (), envoy_override: bool = False,
+                    timeout: Optional[float] = None) -> None:
+        """Administrative: makes one key (or every key) of a limit full again."""
+        request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
+        metadata = ([("authorization", "Bearer " + self._admin_token)]
+                    if self._admin_token else None)
+        await self._call("Reset", self._stub.Reset, request, timeout, metadata)
+
+    async def reserve_and_wait(self, limits: c.LimitsArg, key: Optional[str] = None,
+                               count: Optional[float] = None, *,
+                               config: Optional[LimitConfig] = None,
+                               request_id: Optional[str] = None,
+                               timeout: Optional[float] = None) -> Decision:
+        """Reserves, then sleeps until the reservation's retry_at (never earlier on this
+        machine's clock, nor before retry_after has passed since the answer). A denied reservation returns at once (allowed=False).
+
+        Cancelling the task while it sleeps settles the reservation with used=0 (its tokens go
+        back to the limits; a failure to do so is logged) and re-raises CancelledError. A task
+        cancelled while the Reserve call itself is in flight cannot give anything back: no
+        receipt has arrived."""
+        decision = await self.reserve(limits, key, count, config=config,
+                                      request_id=request_id, timeout=timeout)
+        received = time.monotonic()
+        if not decision.allowed or decision.retry_at is None:
+            return decision
+        try:
+            while True:
+                remaining = c.wait_remaining(decision, received)
+                if remaining <= 0:
+                    return decision
+                # The loop's timers may fire up to its clock resolution early: sleep again
+                # until retry_at has really passed.
+                await asyncio.sleep(remaining)
+        except asyncio.CancelledError:
+            receipts = decision.receipts
+            if receipts:
+                give_back = asyncio.ensure_future(
+                    self.settle([Settlement(r, 0.0) for r in receipts], timeout=timeout))
+                try:
+                    await asyncio.shield(give_back)
+                except asyncio.CancelledError:
+                    pass  # cancelled again: the settle goes on in the background
+                except Exception as e:
+                    _log.warning("could not give back a cancelled reservation: %s", e)
+            raise

@@ -1,0 +1,100 @@
+"""ASGI middleware: rate-limits every HTTP request of any ASGI application (Starlette,
+FastAPI, Quart, Django's ASGI handler...); it depends on no web framework."""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
+
+from .aio import AsyncRateLimitClient
+from .http import FAIL_OPEN, Limiter, _resolve, rate_limit_headers
+from .types import LimitConfig
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+KeyFunc = Callable[[Scope], Union[Optional[str], Awaitable[Optional[str]]]]
+
+__all__ = ["RateLimitMiddleware", "client_ip", "rate_limit_headers"]
+
+
+def client_ip(scope: Scope) -> Optional[str]:
+    """The default key: the peer address of the connection (behind a proxy, pass a key
+    function that reads the forwarded address your proxy sets)."""
+    client = scope.get("client")
+    return client[0] if client else "unknown"
+
+
+class RateLimitMiddleware:
+    """Takes `count` tokens of the limit `name`, keyed by `key(scope)`, for every HTTP request.
+
+    - allowed: the application runs; its response gets RateLimit-Limit, RateLimit-Remaining
+      (and RateLimit-Reset when known, see rate_limit_headers).
+    - denied: 429 Too Many Requests with Retry-After and the RateLimit-* headers; the
+      application does not run.
+    - the service unreachable: failure_mode "open" (default) runs the application without
+      headers; "closed" answers `failure_status` (503).
+    `key` may be async and may return None to leave a request unlimited. `count` may be a
+    function of the scope (e.g. a cost per route). Non-HTTP scopes (lifespan, websocket) pass
+    through. `client` is an AsyncRateLimitClient or a target ("host:port"; the client is then
+    created on the first request, in the server's event loop, and closed at lifespan
+    shutdown).
+    """
+
+    def __init__(self, app: ASGIApp, client: Union[AsyncRateLimitClient, str], name: str, *,
+                 key: KeyFunc = client_ip,
+                 count: Union[float, Callable[[Scope], float]] = 1,
+                 config: Optional[LimitConfig] = None, failure_mode: str = FAIL_OPEN,
+                 failure_status: int = 503, timeout: Optional[float] = None):
+        self.app = app
+        self.key = key
+        self.count = count
+        self.failure_status = failure_status
+        self.limiter = Limiter(client, name, config=config, failure_mode=failure_mode,
+                               timeout=timeout)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "lifespan":
+            await self.app(scope, self._closing_on_shutdown(receive), send)
+            return
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        key = await _resolve(self.key(scope))
+        count = self.count(scope) if callable(self.count) else self.count
+        outcome = await self.limiter.decide(key, count)
+        if outcome.status == "denied":
+            await _respond(send, 429, b"Too Many Requests\n", outcome.headers)
+            return
+        if outcome.status == "unavailable":
+            await _respond(send, self.failure_status, b"Rate limit service unavailable\n", [])
+            return
+        extra = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                 for k, v in outcome.headers]
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start" and extra:
+                message = dict(message)
+                message["headers"] = list(message.get("headers", [])) + extra
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _closing_on_shutdown(self, receive: Receive) -> Receive:
+        """Closes the client the middleware created when the server shuts down."""
+
+        async def wrapped() -> Message:
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                await self.limiter.aclose()
+            return message
+
+        return wrapped
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: List[Tuple[str, str]]) -> None:
+    raw = [(b"content-type", b"text/plain; charset=utf-8"),
+           (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

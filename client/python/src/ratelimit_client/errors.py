@@ -1,0 +1,101 @@
+"""Exceptions: every failed call raises a RateLimitError carrying the gRPC status code, the
+server's message and, for INVALID_ARGUMENT and PERMISSION_DENIED, the field it named."""
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional, Type
+
+import grpc
+
+# The server's messages name the field first: "limits[0].key: must not be empty".
+_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
+
+
+class RateLimitError(Exception):
+    """A call failed. `code` is the grpc.StatusCode, `details` the server's message, `field`
+    the request field the message names (None when it names none)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, method: str = ""):
+        self.code = code
+        self.details = details
+        self.method = method
+        m = _FIELD.match(details or "")
+        self.field: Optional[str] = m.group(1) if m else None
+        prefix = (method + ": ") if method else ""
+        super().__init__("%s%s: %s" % (prefix, code.name, details))
+
+
+class InvalidArgumentError(RateLimitError, ValueError):
+    """INVALID_ARGUMENT: the request broke a bound; `field` names it. Nothing was changed."""
+
+
+class AlreadyExistsError(RateLimitError):
+    """ALREADY_EXISTS: e.g. a receipt that was already settled (nothing was settled)."""
+
+
+class NotFoundError(RateLimitError, LookupError):
+    """NOT_FOUND: a limit name the server does not define, without an inline config."""
+
+
+class PermissionDeniedError(RateLimitError, PermissionError):
+    """PERMISSION_DENIED: a wrong admin token, or inline configs refused by the server."""
+
+
+class UnauthenticatedError(RateLimitError, PermissionError):
+    """UNAUTHENTICATED: Reset without an admin credential."""
+
+
+class UnavailableError(RateLimitError, ConnectionError):
+    """UNAVAILABLE: the server cannot be reached, or its store failed (failure policy closed)."""
+
+
+class DeadlineExceededError(RateLimitError, TimeoutError):
+    """DEADLINE_EXCEEDED: no answer within the call's timeout."""
+
+
+class ResourceExhaustedError(RateLimitError):
+    """RESOURCE_EXHAUSTED: e.g. a request over the server's 64 KiB message limit."""
+
+
+class UnimplementedError(RateLimitError, NotImplementedError):
+    """UNIMPLEMENTED: the server does not serve this RPC."""
+
+
+class ReservationCancelled(Exception):
+    """reserve_and_wait (sync) was cancelled through its `cancel` event before retry_at; the
+    reservation was settled with used=0 when `settled` is True."""
+
+    def __init__(self, settled: bool, settle_error: Optional[BaseException] = None):
+        self.settled = settled
+        self.settle_error = settle_error
+        if settled:
+            outcome = "its tokens were given back"
+        elif settle_error is None:
+            outcome = "the server sent no receipt to give its tokens back with"
+        else:
+            outcome = "its tokens could not be given back: %s" % settle_error
+        super().__init__("reservation cancelled before its retry_at; " + outcome)
+
+
+_BY_CODE: Dict[grpc.StatusCode, Type[RateLimitError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
+}
+
+# Codes under which the service counts as unreachable (fail-open / fail-closed applies).
+UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def from_rpc_error(error: grpc.RpcError, method: str = "") -> RateLimitError:
+    """The RateLimitError (subclass by code) for a grpc.RpcError / grpc.aio.AioRpcError."""
+    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+    details = error.details() if hasattr(error, "details") else str(error)
+    cls = _BY_CODE.get(code, RateLimitError)
+    return cls(code, details or "", method)

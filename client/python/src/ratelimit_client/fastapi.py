@@ -1,0 +1,62 @@
+"""A FastAPI dependency that rate-limits an endpoint (or a router, or the whole app).
+
+    limiter = RateLimit("127.0.0.1:8081", "api", key=lambda request: request.client.host)
+    @app.get("/items", dependencies=[Depends(limiter)])
+
+Needs FastAPI (`pip install client/python[fastapi]`, Debian: python3-fastapi)."""
+
+from typing import Awaitable, Callable, Optional, Union
+
+from fastapi import HTTPException, Request, Response
+
+from .aio import AsyncRateLimitClient
+from .http import FAIL_OPEN, Limiter, _resolve
+from .types import Decision, LimitConfig
+
+KeyFunc = Callable[[Request], Union[Optional[str], Awaitable[Optional[str]]]]
+
+__all__ = ["RateLimit", "request_ip"]
+
+
+def request_ip(request: Request) -> Optional[str]:
+    """The default key: the peer address of the connection."""
+    return request.client.host if request.client else "unknown"
+
+
+class RateLimit:
+    """A dependency taking `count` tokens of the limit `name`, keyed by `key(request)`.
+
+    Allowed: the endpoint runs, its response carries the RateLimit-* headers, and the
+    dependency's value is the Decision (None when the request was not evaluated). Denied:
+    HTTPException 429 with Retry-After and the RateLimit-* headers. Service unreachable:
+    failure_mode "open" (default) lets the request through, "closed" raises HTTPException
+    `failure_status` (503)."""
+
+    def __init__(self, client: Union[AsyncRateLimitClient, str], name: str, *,
+                 key: KeyFunc = request_ip,
+                 count: Union[float, Callable[[Request], float]] = 1,
+                 config: Optional[LimitConfig] = None, failure_mode: str = FAIL_OPEN,
+                 failure_status: int = 503, timeout: Optional[float] = None):
+        self.key = key
+        self.count = count
+        self.failure_status = failure_status
+        self.limiter = Limiter(client, name, config=config, failure_mode=failure_mode,
+                               timeout=timeout)
+
+    async def aclose(self) -> None:
+        """Closes the client created from a target (call it at shutdown)."""
+        await self.limiter.aclose()
+
+    async def __call__(self, request: Request, response: Response) -> Optional[Decision]:
+        key = await _resolve(self.key(request))
+        count = self.count(request) if callable(self.count) else self.count
+        outcome = await self.limiter.decide(key, count)
+        if outcome.status == "denied":
+            raise HTTPException(status_code=429, detail="Too Many Requests",
+                                headers=dict(outcome.headers))
+        if outcome.status == "unavailable":
+            raise HTTPException(status_code=self.failure_status,
+                                detail="Rate limit service unavailable")
+        for name, value in outcome.headers:
+            response.headers[name] = value
+        return outcome.decision

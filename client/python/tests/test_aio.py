@@ -1,0 +1,110 @@
+"""The asyncio client against a real server."""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import grpc.aio
+import pytest
+
+from conftest import approx
+from ratelimit_client import (AsyncRateLimitClient, DenyReason, InvalidArgumentError, Kind,
+                              Limit, LimitConfig, PermissionDeniedError, UnauthenticatedError,
+                              UnavailableError)
+
+FAST = LimitConfig(Kind.TOKEN_BUCKET, rate=20, period=timedelta(seconds=1), capacity=1)
+SLOW = LimitConfig(Kind.TOKEN_BUCKET, rate=1, period=timedelta(hours=1), capacity=5)
+
+
+def test_every_call(server, monkeypatch):
+    monkeypatch.delenv("RATELIMIT_ADMIN_TOKEN", raising=False)
+
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            d = await client.consume("api", "u", 2)
+            assert d.allowed and d.results[0].value == approx(1)
+            d = await client.check("api", "u")
+            assert d.allowed and d.results[0].value == approx(1)
+            d = await client.reserve("api", "u", 2)
+            assert d.allowed and d.results[0].value == approx(-1)
+            assert d.retry_at > datetime.now(timezone.utc)
+            d = await client.consume([Limit("other", "u"), Limit("api", "u")])
+            assert not d.allowed and d.denied_by == 1
+            assert d.reason == DenyReason.INSUFFICIENT_TOKENS and d.retry_at is not None
+            assert (await client.check("other", "u")).results[0].value == approx(10)
+            with pytest.raises(InvalidArgumentError) as info:
+                await client.check("api", "u", 0)
+            assert info.value.field == "limits[0].count"
+            assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            with pytest.raises(UnauthenticatedError):
+                await client.reset("api", "u")
+        async with AsyncRateLimitClient(server.target, admin_token="wrong") as client:
+            with pytest.raises(PermissionDeniedError):
+                await client.reset("api", "u")
+        async with AsyncRateLimitClient(server.target,
+                                        admin_token_file=server.token_file) as client:
+            await client.reset("api", "u")
+            assert (await client.check("api", "u")).results[0].value == approx(3)
+
+    asyncio.run(main())
+
+
+def test_reserve_and_wait_returns_no_earlier_than_retry_at(server):
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            await client.consume("fast", "k", config=FAST)
+            d = await client.reserve_and_wait("fast", "k", config=FAST)
+            returned = datetime.now(timezone.utc)
+            assert d.allowed and d.results[0].value < 0
+            assert returned >= d.retry_at
+
+    asyncio.run(main())
+
+
+def test_cancelling_reserve_and_wait_raises_cancelled_error(server):
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            await client.consume("job", "k", 5, config=SLOW)
+            task = asyncio.ensure_future(client.reserve_and_wait("job", "k", config=SLOW))
+            # Wait until the reservation is taken (the task then sleeps for about an hour).
+            for _ in range(1000):
+                if (await client.check("job", "k", config=SLOW)).results[0].value < -0.5:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the reservation was not taken")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+            assert task.cancelled()
+
+    asyncio.run(main())
+
+
+class _Counter(grpc.aio.UnaryUnaryClientInterceptor):
+    def __init__(self):
+        self.calls = {}
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        method = details.method
+        method = (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[-1]
+        self.calls[method] = self.calls.get(method, 0) + 1
+        return await continuation(details, request)
+
+
+def test_only_check_is_retried(unused_target):
+    counter = _Counter()
+
+    async def main():
+        async with AsyncRateLimitClient(unused_target, interceptors=[counter],
+                                        check_retries=3) as client:
+            with pytest.raises(UnavailableError):
+                await client.check("api", "k")
+            with pytest.raises(UnavailableError):
+                await client.consume("api", "k")
+            with pytest.raises(UnavailableError):
+                await client.reserve("api", "k")
+
+    asyncio.run(main())
+    assert counter.calls == {"Check": 4, "Consume": 1, "Reserve": 1}
