@@ -178,6 +178,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     so.redis_password_file = options.redis_password_file;
     so.redis_timeout = options.redis_timeout;
     so.redis_key_prefix = options.redis_key_prefix;
+    so.redis_wait_replicas = options.redis_wait_replicas;
     so.path = options.data_dir;
     so.sync = options.sync;
     so.clock = &clock;

@@ -58,8 +58,13 @@ class RedisServer {
   bool paused_ = false;
 };
 
-// A Redis Cluster of `primaries` × (1 + `replicas`) servers with cluster-node-timeout 1000 ms,
-// created with `redis-cli --cluster create ... --cluster-replicas R --cluster-yes`.
+// The cluster-node-timeout of every RedisCluster.
+inline constexpr absl::Duration kClusterNodeTimeout = absl::Milliseconds(1000);
+
+// A Redis Cluster of `primaries` × (1 + `replicas`) servers with cluster-node-timeout
+// kClusterNodeTimeout and diskless replication without delay, created with
+// `redis-cli --cluster create ... --cluster-replicas R --cluster-yes`. Start() returns once the
+// cluster is healthy and every replica has completed its first sync.
 class RedisCluster {
  public:
   struct Node {
@@ -94,6 +99,8 @@ class RedisCluster {
   // Waits until every running node reports cluster_state:ok and all of them agree on which
   // primary serves which slots.
   absl::Status WaitHealthy(absl::Duration timeout = absl::Seconds(60)) const;
+  // Waits until every running replica reports its link to its primary up (master_link_status).
+  absl::Status WaitReplicasInSync(absl::Duration timeout = absl::Seconds(60)) const;
 
  private:
   RedisCluster() = default;
