@@ -342,6 +342,10 @@ void RateLimitServer::RegisterStoreMetrics() {
   for (StateStore::Gauge& g : store_->Gauges()) {
     r.AddGauge(absl::StrCat("ratelimit_", g.name), g.help, std::move(g.read));
   }
+  for (StateStore::MetricFamily& f : store_->MetricFamilies()) {
+    r.AddCollector(absl::StrCat("ratelimit_", f.name), f.help, f.type, std::move(f.labels),
+                   std::move(f.read));
+  }
   OtlpExporter* exporter = exporter_.get();
   auto stat = [exporter](uint64_t OtlpExporter::Stats::*field) {
     return [exporter, field] {
