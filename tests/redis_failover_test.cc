@@ -26,6 +26,7 @@
 #include "storage/redis/redis_cluster_client.h"
 #include "storage/redis/redis_slot.h"
 #include "tests/support/redis_process.h"
+#include "tests/support/server_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -118,6 +119,7 @@ struct FailoverRun {
   double quota_taken = 0;     // what the quota's state says was taken, after the failover
   int acked_last_second = 0;  // allowed answers in the second before the kill
   int in_flight_at_kill = 0;  // calls sent before the kill and answered after it
+  std::string metrics;        // the server's /metrics after the run
 };
 
 constexpr double kCapacity = 10;
@@ -243,6 +245,7 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   out->in_flight_at_kill = in_flight_at_kill.load();
   auto balance = clients[0]->Check(MakeRequest("quota", key));
   ASSERT_OK(balance);
+  out->metrics = testing::HttpGet((*server)->metrics_port(), "/metrics").second;
   // The quota refills 1 a day: well under 0.5 in a run, so the rounded balance counts the takes.
   out->quota_taken = std::llround(kQuota - balance->results(0).value());
 }
@@ -265,6 +268,14 @@ TEST(RedisFailoverTest, APrimaryKilledUnderLoadFailsOverAndLosesAtMostItsReplica
   // (well under a second here), and the over-grant is at most the tokens they gave back.
   EXPECT_LE(lost, run.acked_last_second + run.in_flight_at_kill);
   EXPECT_LE(run.allowed, kCapacity + kRate * run.elapsed_s + lost);
+  // The server's metrics saw the failover: failed connections to the dead primary, and a new
+  // slot map; no WAIT was sent.
+  EXPECT_TRUE(absl::StrContains(run.metrics, "ratelimit_redis_round_trips_total ")) << run.metrics;
+  EXPECT_FALSE(
+      absl::StrContains(run.metrics, "ratelimit_redis_connects_total{outcome=\"failed\"} 0\n"))
+      << run.metrics;
+  EXPECT_TRUE(absl::StrContains(run.metrics, "ratelimit_redis_waits_total{outcome=\"enough\"} 0\n"))
+      << run.metrics;
 }
 
 TEST(RedisFailoverTest, WithWaitForOneReplicaAFailoverLosesNothingAcknowledged) {
@@ -279,6 +290,12 @@ TEST(RedisFailoverTest, WithWaitForOneReplicaAFailoverLosesNothingAcknowledged) 
   // Every acknowledged grant reached a replica, and the promoted one (the most up to date) has it.
   EXPECT_GE(run.quota_taken, run.acked_quota);
   EXPECT_LE(run.allowed, kCapacity + kRate * run.elapsed_s);
+  // Every batch waited: the metrics count the WAITs.
+  EXPECT_FALSE(
+      absl::StrContains(run.metrics, "ratelimit_redis_waits_total{outcome=\"enough\"} 0\n"))
+      << run.metrics;
+  EXPECT_TRUE(absl::StrContains(run.metrics, "ratelimit_redis_waits_total{outcome=\"enough\"} "))
+      << run.metrics;
 }
 
 }  // namespace
