@@ -39,8 +39,9 @@ int BindLoopback(int port) {
   return fd;
 }
 
-// A port that is free on loopback, and whose cluster bus port (+10000) is free too.
-int FreePort() {
+}  // namespace
+
+int FreeRedisPort() {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = BindLoopback(0);
     if (fd < 0) continue;
@@ -57,6 +58,8 @@ int FreePort() {
   }
   return -1;
 }
+
+namespace {
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
@@ -77,7 +80,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   std::string last_log;
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto server = std::unique_ptr<RedisServer>(new RedisServer());
-    server->port_ = FreePort();
+    server->port_ = FreeRedisPort();
     if (server->port_ < 0) return absl::UnavailableError("no free loopback port");
     std::vector<std::string> args = {"redis-server",
                                      "--port",

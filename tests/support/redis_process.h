@@ -20,6 +20,10 @@
 
 namespace ratelimit::testing {
 
+// A port that is free on loopback now, and whose cluster bus port (+10000) is free too; -1 when
+// none was found.
+int FreeRedisPort();
+
 // One redis-server child process.
 class RedisServer {
  public:
