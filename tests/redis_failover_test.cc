@@ -271,6 +271,12 @@ TEST(RedisFailoverTest, APrimaryKilledUnderLoadFailsOverAndLosesAtMostItsReplica
   // The server's metrics saw the failover: failed connections to the dead primary, and a new
   // slot map; no WAIT was sent.
   EXPECT_TRUE(absl::StrContains(run.metrics, "ratelimit_redis_round_trips_total ")) << run.metrics;
+  // The exposition, Redis families included, passes promtool's checks.
+  TempDir dir;
+  WriteFileAtomically(dir.File("metrics.txt"), run.metrics);
+  const auto [code, lint] =
+      testing::RunCommand("promtool check metrics < " + dir.File("metrics.txt"));
+  EXPECT_EQ(code, 0) << lint;
   EXPECT_FALSE(
       absl::StrContains(run.metrics, "ratelimit_redis_connects_total{outcome=\"failed\"} 0\n"))
       << run.metrics;
