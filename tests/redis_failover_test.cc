@@ -109,6 +109,22 @@ TEST(RedisWaitTest, AWriteNoReplicaAcknowledgesIsUnavailable) {
   (*replica)->Resume();
 }
 
+TEST(RedisWaitFlagTest, ANegativeCountOrOneWithoutTheRedisStoreIsRefused) {
+  TempDir dir;
+  const std::string server = absl::StrCat(
+      "timeout -s KILL 60 ", testing::BinaryPath("ratelimit-server"),
+      " --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --data_dir=", dir.File("data"));
+  const auto [c1, o1] = testing::RunCommand(
+      server + " --store=redis --redis_address=127.0.0.1:1 --redis_wait_replicas=-1 2>&1");
+  EXPECT_NE(c1, 0);
+  EXPECT_TRUE(absl::StrContains(o1, "--redis_wait_replicas must not be negative")) << o1;
+  const auto [c2, o2] = testing::RunCommand(server + " --redis_wait_replicas=1 2>&1");
+  EXPECT_NE(c2, 0);
+  EXPECT_TRUE(absl::StrContains(o2, "--redis_wait_replicas require --store=redis")) << o2;
+  const auto [c3, o3] = testing::RunCommand(server + " --helpfull 2>&1");
+  EXPECT_TRUE(absl::StrContains(o3, "-redis_wait_replicas")) << o3;
+}
+
 // ---- Failover of a primary under load, through the server ---------------------------------
 
 struct FailoverRun {
