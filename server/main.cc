@@ -52,6 +52,10 @@ ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
           "--store=redis: time to connect to a node and for one command's round trip");
 ABSL_FLAG(std::string, redis_key_prefix,
           "ratelimit:", "--store=redis: prefix of every Redis key (no '{' or '}')");
+ABSL_FLAG(int, redis_wait_replicas, 0,
+          "--store=redis: replicas that must acknowledge each pipelined batch of writes to a "
+          "primary (one WAIT per batch) before its decisions are answered; fewer within "
+          "--redis_timeout: UNAVAILABLE (--failure_policy applies). 0: no WAIT");
 ABSL_FLAG(std::string, limits_file, "", "YAML file of named limits, hot-reloaded");
 ABSL_FLAG(absl::Duration, limits_reload_interval, absl::Seconds(1),
           "how often the limits file is checked for changes");
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
   options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  options.redis_wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
   if (options.store == "redis") {
     if (options.redis_address.empty()) return Fail("--store=redis requires --redis_address");
     if (absl::GetFlag(FLAGS_sync) || absl::GetFlag(FLAGS_salvage_wal)) {
@@ -242,9 +247,13 @@ int main(int argc, char** argv) {
     if (options.redis_timeout <= absl::ZeroDuration()) {
       return Fail("--redis_timeout must be positive");
     }
+    if (options.redis_wait_replicas < 0) return Fail("--redis_wait_replicas must not be negative");
   } else if (options.store == "rocksdb") {
-    if (!options.redis_address.empty() || !options.redis_password_file.empty()) {
-      return Fail("--redis_address and --redis_password_file require --store=redis");
+    if (!options.redis_address.empty() || !options.redis_password_file.empty() ||
+        options.redis_wait_replicas != 0) {
+      return Fail(
+          "--redis_address, --redis_password_file and --redis_wait_replicas require "
+          "--store=redis");
     }
   } else {
     return Fail("--store must be rocksdb or redis");

@@ -178,6 +178,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     so.redis_password_file = options.redis_password_file;
     so.redis_timeout = options.redis_timeout;
     so.redis_key_prefix = options.redis_key_prefix;
+    so.redis_wait_replicas = options.redis_wait_replicas;
     so.path = options.data_dir;
     so.sync = options.sync;
     so.clock = &clock;
@@ -340,6 +341,10 @@ void RateLimitServer::RegisterStoreMetrics() {
              [this] { return health_.state() == ServingState::kServing ? 1.0 : 0.0; });
   for (StateStore::Gauge& g : store_->Gauges()) {
     r.AddGauge(absl::StrCat("ratelimit_", g.name), g.help, std::move(g.read));
+  }
+  for (StateStore::MetricFamily& f : store_->MetricFamilies()) {
+    r.AddCollector(absl::StrCat("ratelimit_", f.name), f.help, f.type, std::move(f.labels),
+                   std::move(f.read));
   }
   OtlpExporter* exporter = exporter_.get();
   auto stat = [exporter](uint64_t OtlpExporter::Stats::*field) {

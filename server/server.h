@@ -55,6 +55,8 @@ struct ServerOptions {
   std::string redis_password_file;
   absl::Duration redis_timeout = absl::Seconds(1);
   std::string redis_key_prefix = "ratelimit:";
+  // Replicas that must acknowledge each pipelined write (Redis WAIT); 0: no WAIT.
+  int redis_wait_replicas = 0;
   // The limits YAML file; empty: only inline configs.
   std::string limits_file;
   // How often the limits file is checked for changes.

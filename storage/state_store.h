@@ -181,6 +181,19 @@ class StateStore {
   // The store's own gauges. Default: none.
   virtual std::vector<Gauge> Gauges() { return {}; }
 
+  // A labelled metric the store reports, read when metrics are scraped: one sample per label
+  // value tuple (e.g. per Redis primary).
+  struct MetricFamily {
+    std::string name;  // without the "ratelimit_" prefix, e.g. "redis_round_trips_total"
+    std::string help;
+    std::string type;                 // "counter" or "gauge"
+    std::vector<std::string> labels;  // label names; may be empty
+    using Samples = std::vector<std::pair<std::vector<std::string>, double>>;
+    std::function<Samples()> read;  // valid while the store lives
+  };
+  // The store's labelled metrics. Default: none.
+  virtual std::vector<MetricFamily> MetricFamilies() { return {}; }
+
   // The backend's name as OpenTelemetry's `db.system` attribute spells it (e.g. "rocksdb"), for
   // traces and logs. A literal; valid for the store's lifetime.
   virtual absl::string_view backend_name() const = 0;

@@ -39,7 +39,11 @@ absl::StatusOr<OpenedStateStore> OpenRedis(const StoreOptions& options) {
   if (absl::Status s = ValidateRedisKeyPrefix(options.redis_key_prefix); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("redis_key_prefix: ", s.message()));
   }
+  if (options.redis_wait_replicas < 0) {
+    return absl::InvalidArgumentError("redis_wait_replicas: must not be negative");
+  }
   redis::RedisClusterClient::Options co;
+  co.wait_replicas = options.redis_wait_replicas;
   co.seeds = options.redis_address;
   co.connect_timeout = options.redis_timeout;
   co.command_timeout = options.redis_timeout;

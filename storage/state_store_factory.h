@@ -37,6 +37,9 @@ struct StoreOptions {
   absl::Duration redis_timeout = absl::Seconds(1);
   // Every Redis key starts with it; no '{' or '}'. Default "ratelimit:".
   std::string redis_key_prefix = "ratelimit:";
+  // Replicas that must acknowledge each pipelined batch of writes to a primary (one WAIT per
+  // batch) before its decisions are answered; fewer: UNAVAILABLE. Default 0: no WAIT.
+  int redis_wait_replicas = 0;
   // The clock that garbage collection compares against. Not owned; must outlive the store.
   // Default: the system clock.
   const Clock* clock = &SystemClock::Default();

@@ -42,6 +42,9 @@ absl::StatusOr<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Connect(
   if (options.max_batch_commands < 1) {
     return absl::InvalidArgumentError("redis max_batch_commands: must be at least 1");
   }
+  if (options.wait_replicas < 0) {
+    return absl::InvalidArgumentError("redis wait_replicas: must not be negative");
+  }
   if (options.reconnect_backoff_min <= absl::ZeroDuration() ||
       options.reconnect_backoff_max < options.reconnect_backoff_min) {
     return absl::InvalidArgumentError(
@@ -147,6 +150,7 @@ void RedisClusterClient::ExecuteInSlot(int slot, std::vector<std::string> args, 
   auto req = std::make_shared<Request>();
   req->wire = FormatCommand(args);
   req->slot = slot;
+  req->wait = options_.wait_replicas > 0;
   req->done = std::move(done);
   req->deadline = Now() + ToChrono(options_.command_timeout);
   Submit([req](Loop& loop) mutable { loop.Route(std::move(req)); });

@@ -44,6 +44,9 @@ struct RedisClientMetrics {
   // Connection attempts, and those that failed before the TCP connection was established.
   uint64_t connects = 0;
   uint64_t connect_failures = 0;
+  // WAITs answered (Options::wait_replicas > 0), and those with fewer replicas than required.
+  uint64_t waits = 0;
+  uint64_t wait_shortfalls = 0;
   // Reply latency (from the write of a command's batch to its reply) per node address.
   struct Latency {
     uint64_t count = 0;
@@ -74,6 +77,11 @@ struct NodeReply {
 //    for it fail at once with UNAVAILABLE meanwhile, and the slot map is refreshed.
 //  - Batching: commands queued for a node while its previous write was in progress go out in one
 //    write (a pipeline). Each command is still executed by Redis on its own, atomically.
+//  - Replication: with `wait_replicas` N > 0, every pipelined write to a node that carries
+//    slot-routed commands (Execute, ExecuteInSlot) ends with one `WAIT N <ms>`; those commands'
+//    replies are delivered only once the WAIT answered ≥ N, else they complete with UNAVAILABLE
+//    (the command ran on the primary, but a failover may lose it). Error replies are delivered at
+//    once. Commands sent to a named node (ExecuteOnNode, ExecuteOnEachPrimary) are not waited for.
 //  - Timeouts: every command has `command_timeout` from submission. A command not answered in
 //    time completes with DEADLINE_EXCEEDED, and its connection is closed (the commands written
 //    after it complete with UNAVAILABLE: their outcome is unknown). A written command is never
@@ -112,6 +120,9 @@ class RedisClusterClient {
     // command is still written).
     int max_batch_commands = 256;
     size_t max_batch_bytes = 1 << 20;
+    // Replicas that must acknowledge each pipelined write of slot-routed commands (WAIT, see
+    // above). Default 0: none, no WAIT.
+    int wait_replicas = 0;
   };
   using Callback = std::function<void(absl::StatusOr<Reply>)>;
 

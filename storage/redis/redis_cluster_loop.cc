@@ -137,7 +137,7 @@ void RedisClusterClient::Loop::Dispatch(std::shared_ptr<Request> req, const std:
   (*conn)->Enqueue(
       {std::move(wire),
        [this, req, address](absl::StatusOr<Reply> r) { OnReply(req, address, std::move(r)); },
-       deadline});
+       deadline, req->wait});
 }
 
 void RedisClusterClient::Loop::OnReply(const std::shared_ptr<Request>& req,
@@ -247,8 +247,15 @@ absl::StatusOr<RedisConnection*> RedisClusterClient::Loop::ConnectionTo(
     l.max_micros = std::max<uint64_t>(l.max_micros, static_cast<uint64_t>(micros));
     metrics_dirty_ = true;
   };
+  observer.on_wait = [this](bool enough) {
+    ++metrics_.waits;
+    if (!enough) ++metrics_.wait_shortfalls;
+    metrics_dirty_ = true;
+  };
   auto conn = std::make_unique<RedisConnection>(
-      address, RedisConnection::Limits{options_.max_batch_commands, options_.max_batch_bytes},
+      address,
+      RedisConnection::Limits{options_.max_batch_commands, options_.max_batch_bytes,
+                              options_.wait_replicas},
       std::move(observer));
   conn->Start(options_.password, now + ToChrono(options_.connect_timeout));
   ++metrics_.connects;

@@ -32,6 +32,7 @@ struct Request {
   SteadyTime deadline;
   int attempts = 0;
   bool internal = false;  // the client's own command: not counted in the metrics
+  bool wait = false;      // its reply waits for Options::wait_replicas replicas (WAIT)
 };
 
 // Everything the I/O thread owns. Only that thread touches it (no locks), except for the

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -208,6 +209,22 @@ void RedisConnection::ReadAvailable(SteadyTime now, std::vector<Completion>* don
       observer_.on_latency(
           std::chrono::duration_cast<std::chrono::microseconds>(now - entry.sent).count());
     }
+    if (entry.is_wait) {
+      const bool enough =
+          reply.type == Reply::Type::kInteger && reply.integer >= limits_.wait_replicas;
+      if (observer_.on_wait) observer_.on_wait(enough);
+      for (Completion& c : held_) {
+        if (!enough) {
+          c.result = Unavailable(absl::StrCat(
+              "write acknowledged by ",
+              reply.type == Reply::Type::kInteger ? absl::StrCat(reply.integer) : reply.str,
+              " replicas, ", limits_.wait_replicas, " required (WAIT); it may be lost"));
+        }
+        done->push_back(std::move(c));
+      }
+      held_.clear();
+      continue;
+    }
     if (entry.auth) {
       if (reply.is_error()) {
         Fail(absl::UnauthenticatedError(
@@ -217,7 +234,12 @@ void RedisConnection::ReadAvailable(SteadyTime now, std::vector<Completion>* don
       }
       continue;
     }
-    if (entry.handler) done->push_back(Completion{std::move(entry.handler), std::move(reply)});
+    if (!entry.handler) continue;
+    if (entry.wait && !reply.is_error()) {
+      held_.push_back(Completion{std::move(entry.handler), std::move(reply)});
+    } else {
+      done->push_back(Completion{std::move(entry.handler), std::move(reply)});
+    }
   }
   if (eof) Fail(Unavailable("connection closed by the server"), now, done);
 }
@@ -232,6 +254,7 @@ void RedisConnection::WriteAvailable(SteadyTime now, std::vector<Completion>* do
     out_.clear();
     out_offset_ = 0;
     int depth = 0;
+    std::optional<SteadyTime> wait_deadline;
     while (!unsent_.empty() && depth < limits_.max_batch_commands &&
            (depth == 0 || out_.size() + unsent_.front().wire.size() <= limits_.max_batch_bytes)) {
       Command c = std::move(unsent_.front());
@@ -239,8 +262,22 @@ void RedisConnection::WriteAvailable(SteadyTime now, std::vector<Completion>* do
       out_ += c.wire;
       const bool auth = auth_pending_;
       auth_pending_ = false;
-      inflight_.push_back(InFlight{std::move(c.handler), c.deadline, now, auth});
+      const bool wait = c.wait && limits_.wait_replicas > 0 && c.handler != nullptr;
+      if (wait && (!wait_deadline || c.deadline < *wait_deadline)) wait_deadline = c.deadline;
+      InFlight entry{std::move(c.handler), c.deadline, now, auth};
+      entry.wait = wait;
+      inflight_.push_back(std::move(entry));
       ++depth;
+    }
+    if (wait_deadline) {
+      const int64_t left_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*wait_deadline - now).count();
+      const int64_t timeout_ms = std::max<int64_t>(1, left_ms * 3 / 4);
+      out_ += FormatCommand(
+          {"WAIT", std::to_string(limits_.wait_replicas), std::to_string(timeout_ms)});
+      InFlight entry{nullptr, *wait_deadline, now, false};
+      entry.is_wait = true;
+      inflight_.push_back(std::move(entry));
     }
     if (observer_.on_batch) observer_.on_batch(depth);
   }
@@ -305,6 +342,13 @@ void RedisConnection::Fail(absl::Status error, SteadyTime now, std::vector<Compl
     unsent_.pop_front();
     auth_pending_ = false;
   }
+  // Replies held for a WAIT that will not answer: the writes ran, their replication is unknown.
+  for (Completion& c : held_) {
+    done->push_back(
+        Completion{std::move(c.handler),
+                   Unavailable("connection closed before WAIT answered; the write may be lost")});
+  }
+  held_.clear();
   for (InFlight& c : inflight_) {
     if (c.auth || !c.handler) continue;
     absl::Status status = error;

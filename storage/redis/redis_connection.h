@@ -31,6 +31,13 @@ std::string FormatCommand(const std::vector<std::string>& args);
 // and a queue of those not written yet. Commands queued between two writes go out in one write
 // (a pipeline), bounded by `max_batch_commands` and `max_batch_bytes`.
 //
+// Replication acknowledgement: with `wait_replicas` N > 0, a batch holding commands marked
+// `wait` ends with one `WAIT N <ms>` (ms: three quarters of the time left to the batch's
+// earliest deadline, at least 1). The replies of those commands are held until the WAIT answers:
+// released as they are when at least N replicas acknowledged, else each completes with
+// UNAVAILABLE (the write ran on the primary but may be lost if it fails). Error replies (MOVED,
+// script errors: nothing was written) are released at once.
+//
 // Nothing here calls back into its owner: finished commands are appended to a completion list
 // that the owner runs afterwards, so a handler may queue new commands or drop this connection.
 //
@@ -47,6 +54,7 @@ class RedisConnection {
     std::string wire;  // FormatCommand(...) output
     Handler handler;   // may be empty: the reply is dropped
     SteadyTime deadline;
+    bool wait = false;  // a write whose reply waits for Limits::wait_replicas replicas
   };
   struct Completion {
     Handler handler;
@@ -55,11 +63,13 @@ class RedisConnection {
   struct Limits {
     int max_batch_commands = 256;
     size_t max_batch_bytes = 1 << 20;
+    int wait_replicas = 0;  // 0: no WAIT
   };
   // Observers called synchronously on the owner's thread.
   struct Observer {
     std::function<void(int depth)> on_batch;         // a batch of `depth` commands was written
     std::function<void(int64_t micros)> on_latency;  // one reply, micros after its write
+    std::function<void(bool enough)> on_wait;        // a WAIT answered (enough replicas or not)
   };
 
   RedisConnection(std::string address, Limits limits, Observer observer);
@@ -104,7 +114,9 @@ class RedisConnection {
     Handler handler;
     SteadyTime deadline;
     SteadyTime sent;
-    bool auth = false;  // the AUTH of Start(): an error reply closes the connection
+    bool auth = false;     // the AUTH of Start(): an error reply closes the connection
+    bool wait = false;     // its reply is held until the batch's WAIT answers
+    bool is_wait = false;  // the batch's WAIT
   };
   void ReadAvailable(SteadyTime now, std::vector<Completion>* done);
   void WriteAvailable(SteadyTime now, std::vector<Completion>* done);
@@ -123,7 +135,8 @@ class RedisConnection {
   std::deque<InFlight> inflight_;  // written or in the current batch, in order
   std::string out_;                // the current batch
   size_t out_offset_ = 0;
-  bool auth_pending_ = false;  // the first unsent command is Start()'s AUTH
+  bool auth_pending_ = false;     // the first unsent command is Start()'s AUTH
+  std::vector<Completion> held_;  // replies waiting for their batch's WAIT
 };
 
 }  // namespace ratelimit::redis

@@ -13,6 +13,7 @@
 #include "storage/apply.h"
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_slot.h"
+#include "storage/redis/redis_store_metrics.h"
 
 namespace ratelimit {
 
@@ -29,6 +30,8 @@ class RedisStateStore::Router {
   virtual std::vector<std::string> Primaries() = 0;
   virtual absl::StatusOr<redis::Reply> ExecuteOnNode(const std::string& node,
                                                      std::vector<std::string> argv) = 0;
+  // The client's counters; nullptr when there is no cluster client. Valid while the router lives.
+  virtual const redis::RedisClusterClient* client() const { return nullptr; }
 };
 
 namespace {
@@ -70,6 +73,7 @@ class ClusterRouter final : public RedisStateStore::Router {
                                              std::vector<std::string> argv) override {
     return client_->ExecuteOnNodeSync(node, std::move(argv));
   }
+  const redis::RedisClusterClient* client() const override { return client_.get(); }
 
  private:
   const std::unique_ptr<redis::RedisClusterClient> client_;
@@ -449,6 +453,12 @@ absl::Status RedisStateStore::Health() {
 absl::Status RedisStateStore::Close() {
   closed_.store(true);
   return absl::OkStatus();
+}
+
+std::vector<StateStore::MetricFamily> RedisStateStore::MetricFamilies() {
+  const redis::RedisClusterClient* client = router_->client();
+  if (client == nullptr) return {};
+  return RedisClientMetricFamilies([client] { return client->Metrics(); });
 }
 
 }  // namespace ratelimit

@@ -86,6 +86,8 @@ class RedisStateStore final : public StateStore {
   // A PING of every primary: OK when at least one answers, UNAVAILABLE naming them otherwise.
   absl::Status Health() override;
   absl::Status Close() override;
+  // The cluster client's counters (redis_store_metrics.h); none over a plain connection.
+  std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "redis"; }
 
   class Router;  // how commands reach Redis; defined in the .cc

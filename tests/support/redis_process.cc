@@ -39,8 +39,9 @@ int BindLoopback(int port) {
   return fd;
 }
 
-// A port that is free on loopback, and whose cluster bus port (+10000) is free too.
-int FreePort() {
+}  // namespace
+
+int FreeRedisPort() {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = BindLoopback(0);
     if (fd < 0) continue;
@@ -57,6 +58,8 @@ int FreePort() {
   }
   return -1;
 }
+
+namespace {
 
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
@@ -77,7 +80,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   std::string last_log;
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto server = std::unique_ptr<RedisServer>(new RedisServer());
-    server->port_ = FreePort();
+    server->port_ = FreeRedisPort();
     if (server->port_ < 0) return absl::UnavailableError("no free loopback port");
     std::vector<std::string> args = {"redis-server",
                                      "--port",
@@ -181,9 +184,10 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries,
   auto cluster = std::unique_ptr<RedisCluster>(new RedisCluster());
   std::vector<std::string> addresses;
   for (int i = 0; i < primaries * (1 + replicas); ++i) {
-    absl::StatusOr<std::unique_ptr<RedisServer>> server =
-        RedisServer::Start({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                            "--cluster-node-timeout", "1000"});
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
+        {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+         "--cluster-node-timeout", std::to_string(absl::ToInt64Milliseconds(kClusterNodeTimeout)),
+         "--repl-diskless-sync-delay", "0"});
     if (!server.ok()) return server.status();
     addresses.push_back((*server)->address());
     cluster->servers_.push_back(std::move(*server));
@@ -196,6 +200,7 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries,
     return absl::InternalError(absl::StrCat("redis-cli --cluster create failed: ", out));
   }
   if (absl::Status s = cluster->WaitHealthy(); !s.ok()) return s;
+  if (absl::Status s = cluster->WaitReplicasInSync(); !s.ok()) return s;
   return cluster;
 }
 
@@ -280,6 +285,30 @@ absl::StatusOr<std::string> RedisCluster::IdOf(int index) const {
   absl::StatusOr<std::string> id = servers_[index]->Cli({"CLUSTER", "MYID"});
   if (!id.ok()) return id.status();
   return *id;
+}
+
+absl::Status RedisCluster::WaitReplicasInSync(absl::Duration timeout) const {
+  std::string last;
+  const bool ok = Eventually(
+      [&] {
+        for (const auto& s : servers_) {
+          if (!s->running()) continue;
+          absl::StatusOr<std::string> info = s->Cli({"INFO", "replication"});
+          if (!info.ok()) {
+            last = absl::StrCat(s->address(), ": ", info.status().ToString());
+            return false;
+          }
+          if (absl::StrContains(*info, "role:slave") &&
+              !absl::StrContains(*info, "master_link_status:up")) {
+            last = absl::StrCat(s->address(), " not in sync: ", *info);
+            return false;
+          }
+        }
+        return true;
+      },
+      timeout);
+  if (!ok) return absl::DeadlineExceededError("replicas not in sync: " + last);
+  return absl::OkStatus();
 }
 
 absl::Status RedisCluster::WaitHealthy(absl::Duration timeout) const {

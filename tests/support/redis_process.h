@@ -20,6 +20,10 @@
 
 namespace ratelimit::testing {
 
+// A port that is free on loopback now, and whose cluster bus port (+10000) is free too; -1 when
+// none was found.
+int FreeRedisPort();
+
 // One redis-server child process.
 class RedisServer {
  public:
@@ -58,8 +62,13 @@ class RedisServer {
   bool paused_ = false;
 };
 
-// A Redis Cluster of `primaries` × (1 + `replicas`) servers with cluster-node-timeout 1000 ms,
-// created with `redis-cli --cluster create ... --cluster-replicas R --cluster-yes`.
+// The cluster-node-timeout of every RedisCluster.
+inline constexpr absl::Duration kClusterNodeTimeout = absl::Milliseconds(1000);
+
+// A Redis Cluster of `primaries` × (1 + `replicas`) servers with cluster-node-timeout
+// kClusterNodeTimeout and diskless replication without delay, created with
+// `redis-cli --cluster create ... --cluster-replicas R --cluster-yes`. Start() returns once the
+// cluster is healthy and every replica has completed its first sync.
 class RedisCluster {
  public:
   struct Node {
@@ -94,6 +103,8 @@ class RedisCluster {
   // Waits until every running node reports cluster_state:ok and all of them agree on which
   // primary serves which slots.
   absl::Status WaitHealthy(absl::Duration timeout = absl::Seconds(60)) const;
+  // Waits until every running replica reports its link to its primary up (master_link_status).
+  absl::Status WaitReplicasInSync(absl::Duration timeout = absl::Seconds(60)) const;
 
  private:
   RedisCluster() = default;
