@@ -4,8 +4,10 @@
 // receipt settled on one and refused on the other, one receipt key for both.
 #include <signal.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -123,6 +125,59 @@ TEST_F(RedisClusterRecordTest, AReceiptSpentWithOthersOfItsSlotIsSpentForEveryon
   ASSERT_OK(alone);
   ASSERT_TRUE(alone->already_settled.has_value());
   EXPECT_DOUBLE_EQ(Value(kb), 5);  // not given back twice
+}
+
+// A record is a key of the states' slot that Redis drops by itself at the record's expiry.
+TEST_F(RedisClusterRecordTest, ARecordExpiresInRedisAtItsExpiry) {
+  Remember remember;
+  const int64_t expires_at = clock_.NowMicros() + 90 * kSecond + 1;  // not a whole millisecond
+  remember.record = RecordSpec{"q-expiry", expires_at};
+  ASSERT_OK(limiter_->Evaluate(std::vector<LimitRequest>{Api(1, "u1")}, Mode::kConsume, remember));
+  const std::string record = RedisRecordKey(
+      target_.key_prefix, redis::SlotTag(redis::KeySlot(RedisKeyOf("u1"))), "q-expiry");
+  redis::RedisClusterClient::Options options;
+  options.seeds = target_.seeds;
+  auto client = redis::RedisClusterClient::Connect(options);
+  ASSERT_OK(client);
+  auto at = (*client)->ExecuteSync(record, {"PEXPIRETIME", record});
+  ASSERT_OK(at);
+  ASSERT_EQ(at->type, redis::Reply::Type::kInteger) << at->str;
+  EXPECT_EQ(at->integer, expires_at / 1000 + 1);  // never before the record's expiry
+}
+
+// Concurrent requests with request ids (decided in C++, committed if nothing changed) and
+// without (decided by the library) on one key: no update is lost, no retry takes again.
+TEST_F(RedisClusterRecordTest, ConcurrentRecordedAndPlainTakesLoseNothing) {
+  constexpr int kThreads = 8, kEach = 25;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::vector<LimitRequest> req{
+          LimitRequest{"api", "hot", TokenBucket(1000, 1000 * kSecond), 1, LimitSource::kDefined}};
+      for (int i = 0; i < kEach; ++i) {
+        if (t % 2 == 0) {
+          if (!limiter_->Evaluate(req, Mode::kConsume).ok()) ++failures;
+          continue;
+        }
+        Remember remember;
+        remember.record = RecordSpec{absl::StrCat("q-", t, "-", i), clock_.NowMicros() + kSecond};
+        remember.encode = [](const Verdict& v) { return std::to_string(v.allowed); };
+        for (int attempt = 0; attempt < 2; ++attempt) {  // the second is a retry
+          auto v = limiter_->Evaluate(req, Mode::kConsume, remember);
+          if (!v.ok() || v->remembered.has_value() != (attempt == 1)) ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto v = limiter_->Evaluate(
+      std::vector<LimitRequest>{
+          LimitRequest{"api", "hot", TokenBucket(1000, 1000 * kSecond), 1, LimitSource::kDefined}},
+      Mode::kCheck);
+  ASSERT_OK(v);
+  EXPECT_DOUBLE_EQ(v->decisions[0].value, 1000 - kThreads * kEach);  // the clock stands still
 }
 
 constexpr char kLimits[] = R"(limits:
