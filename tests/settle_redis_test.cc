@@ -270,5 +270,51 @@ TEST_F(RedisReplicasSettleTest, AReceiptSettledOnOneReplicaIsRefusedOnTheOther) 
   EXPECT_NEAR(Value(*clients_[1]), 996, 0.01);  // given back once
 }
 
+// Through the server: limits of different slots with a request_id, or their receipts settled
+// together, are FAILED_PRECONDITION (the caller's to change; not a store failure, so no
+// fail-open) and change nothing; with one hash tag, or settled one by one, they work.
+TEST_F(RedisReplicasSettleTest, RecordsOnLimitsOfDifferentSlotsAreRefusedThroughTheServer) {
+  auto slot_of = [&](const std::string& key) {
+    return redis::KeySlot(RedisKeyFor(target_.key_prefix,
+                                      StateKey{"ledger", key, LimitSource::kDefined},
+                                      RedisHashTagOfKey(key)));
+  };
+  ASSERT_NE(slot_of("acct"), slot_of("acct2"));
+  v1::RateLimitRequest req = MakeRequest("ledger", "acct", 3);
+  *req.add_limits() = MakeRequest("ledger", "acct2", 3).limits(0);
+  req.set_request_id("cross-1");
+  auto refused = clients_[0]->Consume(req);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NEAR(Value(*clients_[1]), 1000, 0.01);
+
+  req.clear_request_id();
+  auto taken = clients_[0]->Consume(req);
+  ASSERT_OK(taken);
+  ASSERT_TRUE(taken->allowed());
+  ASSERT_EQ(taken->results_size(), 2);
+  auto together = clients_[1]->SettleAll(*taken, 0);
+  EXPECT_EQ(together.status().code(), absl::StatusCode::kFailedPrecondition) << together.status();
+  EXPECT_NEAR(Value(*clients_[1]), 997, 0.01);
+  for (int i = 0; i < 2; ++i) {
+    v1::SettleRequest one;
+    v1::Settlement* s = one.add_settlements();
+    s->set_receipt(taken->results(i).receipt());
+    s->set_used(0);
+    ASSERT_OK(clients_[i]->Settle(one));
+  }
+  EXPECT_NEAR(Value(*clients_[0]), 1000, 0.01);
+
+  v1::RateLimitRequest tagged = MakeRequest("ledger", "{t}acct", 3);
+  *tagged.add_limits() = MakeRequest("ledger", "{t}acct2", 3).limits(0);
+  tagged.set_request_id("tagged-1");
+  auto first = clients_[0]->Consume(tagged);
+  ASSERT_OK(first);
+  EXPECT_TRUE(first->allowed());
+  auto retry = clients_[1]->Consume(tagged);
+  ASSERT_OK(retry);
+  EXPECT_TRUE(retry->replayed());
+  ASSERT_OK(clients_[1]->SettleAll(*first, 1));
+}
+
 }  // namespace
 }  // namespace ratelimit
