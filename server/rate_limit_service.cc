@@ -118,7 +118,9 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
     to_proto(*verdict, response);
     return FinishRpc(reactor, rpc, grpc::Status::OK);
   }
-  if (verdict.status().code() == absl::StatusCode::kUnimplemented) {
+  // A request the store cannot take as asked (on a Redis Cluster: a request_id on limits of
+  // different slots) is the caller's to change, not a store failure: no fail-open.
+  if (verdict.status().code() == absl::StatusCode::kFailedPrecondition) {
     return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
   }
   Log(LogLevel::kError, "store failure",
@@ -159,7 +161,8 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerConte
   absl::StatusOr<SettleVerdict> verdict = limiter_.Settle(*items);
   rpc.StoreFinished(verdict.status());
   if (!verdict.ok()) {
-    if (verdict.status().code() == absl::StatusCode::kUnimplemented) {
+    // Receipts of limits in different slots of a Redis Cluster: the caller's to split.
+    if (verdict.status().code() == absl::StatusCode::kFailedPrecondition) {
       return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
     }
     Log(LogLevel::kError, "store failure",

@@ -1,11 +1,15 @@
-// Idempotency records decided with the states (memory and RocksDB), Limiter::Settle, and random
-// interleavings of Consume, Reserve and Settle against the in-memory reference.
+// Idempotency records decided with the states (memory, RocksDB, Redis standalone and Redis
+// Cluster), Limiter::Settle, and random interleavings of Consume, Reserve and Settle against the
+// in-memory reference.
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
 #include "storage/memory_state_store.h"
 #include "storage/rocksdb_state_store.h"
+#include "tests/support/redis_test_store.h"
 #include "tests/support/rocksdb_test_support.h"
 #include "tests/support/test_support.h"
 
@@ -15,6 +19,8 @@ namespace {
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::OpenRocksDbStore;
+using ::ratelimit::testing::RedisTestTarget;
+using ::ratelimit::testing::RedisTopology;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::TokenBucket;
 
@@ -36,15 +42,32 @@ SettleItem SettleOf(const LimitRequest& l, double used, int64_t taken_at, const 
   return item;
 }
 
+// A store of `backend` ("memory", "rocksdb", "redis_standalone", "redis_cluster") deciding at
+// `clock`'s time; `redis` keeps the Redis servers of a Redis store alive.
+std::unique_ptr<StateStore> OpenBackend(const std::string& backend, const TempDir& dir,
+                                        const Clock& clock, RedisTestTarget& redis) {
+  if (backend == "memory") return std::make_unique<MemoryStateStore>();
+  if (backend == "rocksdb") return OpenRocksDbStore(dir.File("db"), clock);
+  auto target = testing::StartRedisTestTarget(
+      backend == "redis_cluster" ? RedisTopology::kCluster : RedisTopology::kStandalone);
+  EXPECT_TRUE(target.ok()) << target.status();
+  if (!target.ok()) return nullptr;
+  redis = *std::move(target);
+  auto store = testing::OpenRedisTestStore(redis, &clock);
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return nullptr;
+  return *std::move(store);
+}
+
+// Ahead of the real clock, so that Redis (which expires states and records by its own clock)
+// keeps everything the test writes.
+constexpr int64_t kYear2100 = int64_t{4102444800} * kSecond;
+
 class RecordStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "memory") {
-      store_ = std::make_unique<MemoryStateStore>();
-    } else {
-      store_ = OpenRocksDbStore(dir_.File("db"), clock_);
-      ASSERT_NE(store_, nullptr);
-    }
+    store_ = OpenBackend(GetParam(), dir_, clock_, redis_);
+    ASSERT_NE(store_, nullptr);
     limiter_ = std::make_unique<Limiter>(*store_, clock_);
   }
 
@@ -64,7 +87,8 @@ class RecordStoreTest : public ::testing::TestWithParam<std::string> {
   }
 
   TempDir dir_;
-  FakeClock clock_;
+  FakeClock clock_{kYear2100};
+  RedisTestTarget redis_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<Limiter> limiter_;
 };
@@ -129,24 +153,26 @@ TEST_P(RecordStoreTest, SettleSpendsTheReceiptOnce) {
 }
 
 TEST_P(RecordStoreTest, SettleIsAllOrNothing) {
-  const LimitRequest a = Api(5, "a"), b = Api(5, "b");
+  // One hash tag: on a Redis Cluster both states (and so the receipts' records) share a slot.
+  const std::string ka = "{ab}a", kb = "{ab}b";
+  const LimitRequest a = Api(5, ka), b = Api(5, kb);
   ASSERT_OK(limiter_->Evaluate(std::vector<LimitRequest>{a, b}, Mode::kConsume));
   const int64_t t = clock_.NowMicros();
   const int64_t exp = t + 3600 * kSecond;
   ASSERT_OK(limiter_->Settle(std::vector<SettleItem>{SettleOf(b, 0, t, "rb", exp)}));
-  ASSERT_DOUBLE_EQ(Value("b"), 10);
+  ASSERT_DOUBLE_EQ(Value(kb), 10);
   // a's receipt is fresh but b's is spent: nothing is settled.
   auto both = limiter_->Settle(
       std::vector<SettleItem>{SettleOf(a, 0, t, "ra", exp), SettleOf(b, 0, t, "rb", exp)});
   ASSERT_OK(both);
   ASSERT_TRUE(both->already_settled.has_value());
   EXPECT_EQ(*both->already_settled, 1u);
-  EXPECT_DOUBLE_EQ(Value("a"), 5);
+  EXPECT_DOUBLE_EQ(Value(ka), 5);
   // And a's receipt was not spent by the refused request.
   auto a_alone = limiter_->Settle(std::vector<SettleItem>{SettleOf(a, 0, t, "ra", exp)});
   ASSERT_OK(a_alone);
   EXPECT_FALSE(a_alone->already_settled.has_value());
-  EXPECT_DOUBLE_EQ(Value("a"), 10);
+  EXPECT_DOUBLE_EQ(Value(ka), 10);
 }
 
 TEST_P(RecordStoreTest, SecretIsCreatedOnce) {
@@ -160,7 +186,9 @@ TEST_P(RecordStoreTest, SecretIsCreatedOnce) {
   EXPECT_EQ(generated, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, RecordStoreTest, ::testing::Values("memory", "rocksdb"));
+INSTANTIATE_TEST_SUITE_P(Stores, RecordStoreTest,
+                         ::testing::Values("memory", "rocksdb", "redis_standalone",
+                                           "redis_cluster"));
 
 TEST(RocksDbRecordTest, RecordsAndSecretSurviveReopen) {
   TempDir dir;
@@ -191,8 +219,7 @@ TEST(RocksDbRecordTest, RecordsAndSecretSurviveReopen) {
   EXPECT_EQ(*s, secret);
 }
 
-// A store that keeps no records (as the Redis store for now) refuses both features cleanly and
-// takes nothing.
+// A store that keeps no records refuses both features cleanly and takes nothing.
 TEST(NoRecordStoreTest, RecordsAreUnimplementedAndNothingIsTaken) {
   FakeClock clock;
   testing::FailingStateStore store(std::make_unique<MemoryStateStore>());
@@ -211,18 +238,19 @@ TEST(NoRecordStoreTest, RecordsAreUnimplementedAndNothingIsTaken) {
 }
 
 // Random interleavings of Consume, Reserve and Settle (refunds, charges, cancellations, repeated
-// settlements): RocksDB answers exactly as the in-memory reference, and over every interval the
-// tokens a token bucket admits (taken, minus given back, plus charged) stay within
-// capacity + rate*T/period + max_reserved.
-class SettlePropertyTest : public ::testing::TestWithParam<uint32_t> {};
+// settlements): RocksDB and Redis (standalone, cluster) answer exactly as the in-memory reference,
+// and over every interval the tokens a token bucket admits (taken, minus given back, plus
+// charged) stay within capacity + rate*T/period + max_reserved.
+class SettlePropertyTest : public ::testing::TestWithParam<std::tuple<std::string, uint32_t>> {};
 
 TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
-  std::mt19937 rng(GetParam());
+  std::mt19937 rng(std::get<1>(GetParam()));
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   TempDir dir;
-  FakeClock clock;
+  FakeClock clock{kYear2100};
   MemoryStateStore memory;
-  auto rocks = OpenRocksDbStore(dir.File("db"), clock);
+  RedisTestTarget redis;
+  auto rocks = OpenBackend(std::get<0>(GetParam()), dir, clock, redis);
   ASSERT_NE(rocks, nullptr);
   Limiter reference(memory, clock);
   Limiter limiter(*rocks, clock);
@@ -243,7 +271,8 @@ TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
     if (pick(3) == 0) clock.Advance(pick(600000));
     const int op = pick(10);
     if (op < 6 || takes.empty()) {
-      LimitRequest l{"llm", "k" + std::to_string(pick(2)), config, 0.5 + pick(12),
+      // One hash tag: a Settle of two takes is one slot on a Redis Cluster.
+      LimitRequest l{"llm", "{k}" + std::to_string(pick(2)), config, 0.5 + pick(12),
                      LimitSource::kInline};
       const Mode mode = op < 3 ? Mode::kConsume : Mode::kReserve;
       auto a = reference.Evaluate(std::vector<LimitRequest>{l}, mode);
@@ -254,7 +283,7 @@ TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
       ASSERT_NEAR(a->decisions[0].value, b->decisions[0].value, 1e-9) << "step " << step;
       if (a->allowed) {
         takes.push_back(Take{l, a->now_us, std::to_string(ids++)});
-        if (l.key == "k0") admitted.emplace_back(a->now_us, l.count);
+        if (l.key == "{k}0") admitted.emplace_back(a->now_us, l.count);
       }
       continue;
     }
@@ -286,7 +315,7 @@ TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
       ASSERT_LE(x.charged, std::max(0.0, items[i].used - items[i].taken) + 1e-9);
       ASSERT_LE(x.value, capacity + 1e-9) << "step " << step;  // a refund never mints tokens
       ASSERT_GE(x.value, -max_reserved - 1e-9) << "step " << step;
-      if (items[i].key == "k0") admitted.emplace_back(a->now_us, x.charged - x.returned);
+      if (items[i].key == "{k}0") admitted.emplace_back(a->now_us, x.charged - x.returned);
     }
   }
   ASSERT_GT(admitted.size(), 100u);
@@ -303,7 +332,13 @@ TEST_P(SettlePropertyTest, MatchesReferenceAndNeverAdmitsMoreThanTheBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, SettlePropertyTest, ::testing::Values(1u, 2u, 3u));
+INSTANTIATE_TEST_SUITE_P(
+    Seeds, SettlePropertyTest,
+    ::testing::Combine(::testing::Values("rocksdb", "redis_standalone", "redis_cluster"),
+                       ::testing::Values(1u, 2u, 3u)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, uint32_t>>& info) {
+      return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace ratelimit

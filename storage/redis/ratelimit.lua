@@ -22,7 +22,7 @@
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '3'
+local LIBRARY_VERSION = '4'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -253,6 +253,38 @@ local function compare_and_set(keys, args)
   return 1
 end
 
+-- FCALL ratelimit_commit <nkeys> <state key>... <record key>... <nstates> <expected state>...
+--   <new state>... <expected record>... <new record>... <record expiry ms>...
+-- compare_and_set with idempotency records: when every state and every record holds its expected
+-- bytes ('' for none), stores every new state ('' leaves it) with its expiry and every new record
+-- ('' leaves it) with PXAT at its expiry (ms), and returns 1; otherwise changes nothing and
+-- returns 0. For decisions made outside the library together with their records.
+local function commit(keys, args)
+  local n = arg_number(args, 1, 'states')
+  local m = #keys - n
+  if n < 0 or m < 0 or #args ~= 1 + 2 * n + 3 * m then
+    error('ratelimit: wrong number of arguments')
+  end
+  for k = 1, n do
+    if (redis.call('GET', keys[k]) or '') ~= args[1 + k] then return 0 end
+  end
+  for r = 1, m do
+    if (redis.call('GET', keys[n + r]) or '') ~= args[1 + 2 * n + r] then return 0 end
+  end
+  for k = 1, n do
+    local raw = args[1 + n + k]
+    if raw ~= '' then store(keys[k], raw, decode(raw, keys[k]).full) end
+  end
+  for r = 1, m do
+    local raw = args[1 + 2 * n + m + r]
+    if raw ~= '' then
+      local at = arg_number(args, 1 + 2 * n + 2 * m + r, 'record expiry')
+      redis.call('SET', keys[n + r], raw, 'PXAT', string.format('%.17g', max(1, at)))
+    end
+  end
+  return 1
+end
+
 -- Part of a request whose keys span slots: one take per slot, each remembered under the
 -- request's id so that it can be refunded, and so that a take arriving after its refund does
 -- nothing.
@@ -337,6 +369,7 @@ end
 redis.register_function('ratelimit_apply', function(keys, args) return (apply(keys, args)) end)
 redis.register_function('ratelimit_take_held', function(keys, args) return take_held(keys, args) end)
 redis.register_function('ratelimit_refund', function(keys, args) return refund(keys, args) end)
+redis.register_function('ratelimit_commit', function(keys, args) return commit(keys, args) end)
 redis.register_function('ratelimit_compare_and_set',
                         function(keys, args) return compare_and_set(keys, args) end)
 redis.register_function{

@@ -161,6 +161,18 @@ std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::str
   return out;
 }
 
+std::string RedisRecordKey(absl::string_view prefix, absl::string_view hash_tag,
+                           absl::string_view record_key) {
+  return absl::StrCat(prefix, "{", hash_tag, "}rec:", record_key);
+}
+
+std::string RedisSecretKey(absl::string_view prefix, absl::string_view name) {
+  std::string out = absl::StrCat(prefix, "{secret:");
+  EscapeInto(out, name);
+  out += '}';
+  return out;
+}
+
 std::optional<StateKey> ParseRedisKey(absl::string_view prefix, absl::string_view redis_key) {
   if (!absl::ConsumePrefix(&redis_key, prefix) || !absl::ConsumePrefix(&redis_key, "{")) {
     return std::nullopt;

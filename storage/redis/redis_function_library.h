@@ -20,10 +20,11 @@ namespace ratelimit {
 
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
 // Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "3";
+inline constexpr absl::string_view kRedisLibraryVersion = "4";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
 inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";
+inline constexpr absl::string_view kRedisCommitFunction = "ratelimit_commit";
 inline constexpr absl::string_view kRedisTakeHeldFunction = "ratelimit_take_held";
 inline constexpr absl::string_view kRedisRefundFunction = "ratelimit_refund";
 
@@ -45,6 +46,16 @@ absl::Status ValidateRedisKeyPrefix(absl::string_view prefix);
 // and '}' are written %25, %7B, %7D, so the first '}' always closes the tag and the encoding is
 // one-to-one. REQUIRES: ValidateRedisKeyPrefix(prefix) is OK.
 std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag);
+
+// The Redis key of an idempotency record (RecordSpec::key): `prefix` "{" hash_tag "}rec:" key. The
+// tag places it: a record lives in the slot of the states it guards. REQUIRES:
+// ValidateRedisKeyPrefix(prefix) is OK; `hash_tag` has no '}'.
+std::string RedisRecordKey(absl::string_view prefix, absl::string_view hash_tag,
+                           absl::string_view record_key);
+
+// The Redis key of the store's secret `name` (StateStore::Secret): `prefix` "{secret:" name "}",
+// the name escaped as in RedisKeyFor. REQUIRES: ValidateRedisKeyPrefix(prefix) is OK.
+std::string RedisSecretKey(absl::string_view prefix, absl::string_view name);
 
 // The state a key of RedisKeyFor(prefix, ...) belongs to, whatever its tag; nullopt for any other
 // key.

@@ -1,6 +1,10 @@
 #include "storage/redis/redis_slot.h"
 
 #include <array>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace ratelimit::redis {
 namespace {
@@ -39,5 +43,21 @@ absl::string_view HashTagOf(absl::string_view key) {
 }
 
 int KeySlot(absl::string_view key) { return Crc16(HashTagOf(key)) & (kSlotCount - 1); }
+
+absl::string_view SlotTag(int slot) {
+  static const std::vector<std::string>* const tags = [] {
+    auto* out = new std::vector<std::string>(kSlotCount);
+    int missing = kSlotCount;
+    for (uint64_t n = 0; missing > 0; ++n) {
+      std::string tag = absl::StrCat(n);
+      std::string& at = (*out)[Crc16(tag) & (kSlotCount - 1)];
+      if (!at.empty()) continue;
+      at = std::move(tag);
+      --missing;
+    }
+    return out;
+  }();
+  return (*tags)[slot];
+}
 
 }  // namespace ratelimit::redis

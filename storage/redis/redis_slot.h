@@ -23,6 +23,11 @@ int KeySlot(absl::string_view key);
 // The part of `key` that KeySlot hashes (the hash tag, or the whole key).
 absl::string_view HashTagOf(absl::string_view key);
 
+// A short hash tag that lands in `slot`: the smallest decimal number n with KeySlot("{n}") ==
+// slot, so "{" + SlotTag(slot) + "}anything" is a key of `slot`. Computed once, on first use.
+// REQUIRES: 0 <= slot < kSlotCount. Thread-safe.
+absl::string_view SlotTag(int slot);
+
 }  // namespace ratelimit::redis
 
 #endif  // RATELIMIT_STORAGE_REDIS_REDIS_SLOT_H_

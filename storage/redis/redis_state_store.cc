@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -32,6 +33,9 @@ class RedisStateStore::Router {
                                                      std::vector<std::string> argv) = 0;
   // The client's counters; nullptr when there is no cluster client. Valid while the router lives.
   virtual const redis::RedisClusterClient* client() const { return nullptr; }
+  // Whether every key lives on one server (a standalone one): keys of different slots may then
+  // meet in one command.
+  virtual bool SingleNode() const = 0;
 };
 
 namespace {
@@ -54,6 +58,7 @@ class RunnerRouter final : public RedisStateStore::Router {
                                              std::vector<std::string> argv) override {
     return runner_->Command(argv);
   }
+  bool SingleNode() const override { return true; }
 
  private:
   const std::unique_ptr<RedisCommandRunner> runner_;
@@ -74,6 +79,7 @@ class ClusterRouter final : public RedisStateStore::Router {
     return client_->ExecuteOnNodeSync(node, std::move(argv));
   }
   const redis::RedisClusterClient* client() const override { return client_.get(); }
+  bool SingleNode() const override { return !client_->cluster_mode(); }
 
  private:
   const std::unique_ptr<redis::RedisClusterClient> client_;
@@ -142,6 +148,30 @@ absl::StatusOr<std::vector<std::optional<State>>> ReadStates(const redis::Reply&
     if (!read[k]) return absl::InternalError("FCALL ratelimit_take_held: unreadable state");
   }
   return read;
+}
+
+// A record as stored: "<expires_at_us> <value>".
+std::string EncodeRecord(int64_t expires_at_us, absl::string_view value) {
+  return absl::StrCat(expires_at_us, " ", value);
+}
+
+// The value of a stored record, nullopt when it has expired at `now_us`; an error when `raw` is
+// not a record.
+absl::StatusOr<std::optional<std::string>> DecodeRecord(absl::string_view raw, int64_t now_us,
+                                                        absl::string_view redis_key) {
+  const size_t space = raw.find(' ');
+  int64_t expires_at_us = 0;
+  if (space == absl::string_view::npos || !absl::SimpleAtoi(raw.substr(0, space), &expires_at_us)) {
+    return absl::InternalError(absl::StrCat("unreadable record at ", redis_key));
+  }
+  if (expires_at_us <= now_us) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(raw.substr(space + 1)));
+}
+
+// The millisecond at which Redis may drop a record that expires at `expires_at_us`: never before.
+int64_t RecordExpiryMs(int64_t expires_at_us) {
+  if (expires_at_us <= 0) return 1;
+  return expires_at_us / 1000 + (expires_at_us % 1000 != 0 ? 1 : 0);
 }
 
 }  // namespace
@@ -383,6 +413,114 @@ absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn d
     if (done->integer == 1) return absl::OkStatus();
   }
   return absl::AbortedError("the Redis store: too many conflicting writes");
+}
+
+absl::Status RedisStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
+                                                absl::Span<const RecordSpec> records,
+                                                const Clock& clock, RecordDecideFn decide) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  const size_t n = keys.size();
+  const size_t m = records.size();
+  std::vector<std::string> redis_keys;
+  redis_keys.reserve(n + m);
+  for (const StateKey& k : keys) redis_keys.push_back(KeyFor(k));
+  const bool single_node = router_->SingleNode();
+  const int slot = redis::KeySlot(redis_keys[0]);
+  if (!single_node) {
+    for (const std::string& k : redis_keys) {
+      if (redis::KeySlot(k) != slot) {
+        return absl::FailedPreconditionError(
+            "the Redis store: on a Redis Cluster, a request with a request_id or a Settle must "
+            "name limits whose keys share a hash slot (give their keys one hash tag, e.g. "
+            "\"{org7}user42\" and \"{org7}\")");
+      }
+    }
+  }
+  // On a cluster a record lives in the slot of the states it guards, under that slot's canonical
+  // tag, so every operation on those states finds it; one server holds every key anyway.
+  const absl::string_view tag = single_node ? absl::string_view() : redis::SlotTag(slot);
+  for (const RecordSpec& r : records) {
+    redis_keys.push_back(RedisRecordKey(options_.key_prefix, tag, r.key));
+  }
+  for (int attempt = 0; attempt < kMaxUpdateAttempts; ++attempt) {
+    std::vector<std::string> get = {"MGET"};
+    get.insert(get.end(), redis_keys.begin(), redis_keys.end());
+    absl::StatusOr<redis::Reply> read = Command(redis_keys[0], get);
+    if (!read.ok()) return read.status();
+    if (read->type != redis::Reply::Type::kArray || read->elements.size() != n + m) {
+      return ErrorReply("MGET", *read);
+    }
+    const int64_t now_us = clock.NowMicros();
+    std::vector<std::optional<State>> current(n);
+    std::vector<std::optional<std::string>> present(m);
+    std::vector<std::string> expected(n + m);
+    for (size_t i = 0; i < n + m; ++i) {
+      const redis::Reply& r = read->elements[i];
+      if (r.type != redis::Reply::Type::kString) continue;
+      expected[i] = r.str;
+      if (i < n) {
+        current[i] = DecodeRedisState(r.str);
+        if (!current[i]) {
+          return absl::InternalError(absl::StrCat("unreadable state at ", redis_keys[i]));
+        }
+        continue;
+      }
+      absl::StatusOr<std::optional<std::string>> value = DecodeRecord(r.str, now_us, redis_keys[i]);
+      if (!value.ok()) return value.status();
+      present[i - n] = *std::move(value);
+    }
+    std::vector<std::optional<State>> writes(n);
+    std::vector<std::optional<std::string>> record_writes(m);
+    if (absl::Status s =
+            decide(current, present, absl::MakeSpan(writes), absl::MakeSpan(record_writes));
+        !s.ok()) {
+      return s;
+    }
+    const bool writes_any =
+        std::any_of(writes.begin(), writes.end(), [](const auto& w) { return w.has_value(); }) ||
+        std::any_of(record_writes.begin(), record_writes.end(),
+                    [](const auto& w) { return w.has_value(); });
+    // What was read was one snapshot (MGET is atomic): a decision that writes nothing stands.
+    if (!writes_any) return absl::OkStatus();
+    std::vector<std::string> commit = {"FCALL", std::string(kRedisCommitFunction),
+                                       absl::StrCat(n + m)};
+    commit.insert(commit.end(), redis_keys.begin(), redis_keys.end());
+    commit.push_back(absl::StrCat(n));
+    commit.insert(commit.end(), expected.begin(), expected.begin() + n);
+    for (size_t i = 0; i < n; ++i) {
+      commit.push_back(writes[i] ? EncodeRedisState(*writes[i]) : "");
+    }
+    commit.insert(commit.end(), expected.begin() + n, expected.end());
+    for (size_t r = 0; r < m; ++r) {
+      commit.push_back(record_writes[r] ? EncodeRecord(records[r].expires_at_us, *record_writes[r])
+                                        : "");
+    }
+    for (size_t r = 0; r < m; ++r) {
+      commit.push_back(absl::StrCat(RecordExpiryMs(records[r].expires_at_us)));
+    }
+    absl::StatusOr<redis::Reply> done = Command(redis_keys[0], commit);
+    if (!done.ok()) return done.status();
+    if (done->type != redis::Reply::Type::kInteger)
+      return ErrorReply("FCALL ratelimit_commit", *done);
+    if (done->integer == 1) return absl::OkStatus();
+  }
+  return absl::AbortedError("the Redis store: too many conflicting writes");
+}
+
+absl::StatusOr<std::string> RedisStateStore::Secret(absl::string_view name,
+                                                    absl::FunctionRef<std::string()> generate) {
+  const std::string key = RedisSecretKey(options_.key_prefix, name);
+  absl::StatusOr<redis::Reply> got = Command(key, {"GET", key});
+  if (!got.ok()) return got.status();
+  if (got->type == redis::Reply::Type::kString) return got->str;
+  if (got->type != redis::Reply::Type::kNil) return ErrorReply("GET", *got);
+  std::string fresh = generate();
+  // NX: when another process created it in between, its secret wins and is returned (GET).
+  absl::StatusOr<redis::Reply> set = Command(key, {"SET", key, fresh, "NX", "GET"});
+  if (!set.ok()) return set.status();
+  if (set->type == redis::Reply::Type::kString) return set->str;
+  if (set->type != redis::Reply::Type::kNil) return ErrorReply("SET NX", *set);
+  return fresh;
 }
 
 absl::StatusOr<std::optional<State>> RedisStateStore::Get(const StateKey& key) {

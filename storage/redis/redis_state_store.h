@@ -79,6 +79,21 @@ class RedisStateStore final : public StateStore {
 
   absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock) override;
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
+  // Records (RecordSpec) are Redis keys expiring by themselves (PXAT at expires_at), each in the
+  // slot of the states of its operation (the slot's canonical tag, redis::SlotTag). Like Update,
+  // an optimistic transaction: one MGET reads the states and records, `decide` runs in C++ (with
+  // `clock`'s time: the record values, such as signed receipts, are made there), and one FCALL
+  // ratelimit_commit writes states and records only if none of them changed since (else it
+  // decides again, at most 64 times, then ABORTED). A decision that writes nothing (a present
+  // record) stands on the MGET snapshot. On a cluster the states must share a slot:
+  // FAILED_PRECONDITION otherwise (a standalone server takes any keys).
+  absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
+                                 absl::Span<const RecordSpec> records, const Clock& clock,
+                                 RecordDecideFn decide) override;
+  // Kept in Redis without expiry; created with SET NX, so every replica sharing the store agrees
+  // on one secret.
+  absl::StatusOr<std::string> Secret(absl::string_view name,
+                                     absl::FunctionRef<std::string()> generate) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::Status Delete(const StateKey& key) override;
   // SCANs the keys of `name` on every primary and deletes them.
