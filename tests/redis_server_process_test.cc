@@ -121,21 +121,22 @@ TEST_F(RedisServerStartTest, AClusterWithUnservedSlotsIsRefused) {
 }
 
 TEST_F(RedisServerStartTest, BadCombinationsOfFlagsAreRefused) {
+  // Refused before any connection; a refusing port in case one were attempted.
+  RefusingPort nobody;
+  const std::string address = "--redis_address=" + nobody.target();
   const auto [c1, o1] = RunRefused(dir_, {"--store=redis"});
   EXPECT_NE(c1, 0);
   EXPECT_TRUE(absl::StrContains(o1, "--store=redis requires --redis_address")) << o1;
-  const auto [c2, o2] = RunRefused(dir_, {"--redis_address=127.0.0.1:6379"});
+  const auto [c2, o2] = RunRefused(dir_, {address});
   EXPECT_NE(c2, 0);
   EXPECT_TRUE(absl::StrContains(o2, "require --store=redis")) << o2;
   const auto [c3, o3] = RunRefused(dir_, {"--store=etcd"});
   EXPECT_NE(c3, 0);
   EXPECT_TRUE(absl::StrContains(o3, "--store must be rocksdb or redis")) << o3;
-  const auto [c4, o4] =
-      RunRefused(dir_, {"--store=redis", "--redis_address=127.0.0.1:6379", "--sync"});
+  const auto [c4, o4] = RunRefused(dir_, {"--store=redis", address, "--sync"});
   EXPECT_NE(c4, 0);
   EXPECT_TRUE(absl::StrContains(o4, "--store=rocksdb only")) << o4;
-  const auto [c5, o5] = RunRefused(
-      dir_, {"--store=redis", "--redis_address=127.0.0.1:6379", "--redis_key_prefix=a{b}"});
+  const auto [c5, o5] = RunRefused(dir_, {"--store=redis", address, "--redis_key_prefix=a{b}"});
   EXPECT_NE(c5, 0);
   EXPECT_TRUE(absl::StrContains(o5, "redis_key_prefix")) << o5;
 }
