@@ -131,4 +131,12 @@ absl::StatusOr<Outcome> StateStore::Apply(const Operation& op, const Clock& cloc
   return ApplyWithUpdate(*this, op, clock);
 }
 
+std::vector<absl::StatusOr<Outcome>> StateStore::ApplyBatch(absl::Span<const Operation> ops,
+                                                            const Clock& clock) {
+  std::vector<absl::StatusOr<Outcome>> results;
+  results.reserve(ops.size());
+  for (const Operation& op : ops) results.push_back(Apply(op, clock));
+  return results;
+}
+
 }  // namespace ratelimit

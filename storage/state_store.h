@@ -127,6 +127,16 @@ class StateStore {
   // UpdateWithRecords.
   virtual absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock);
 
+  // Applies independent operations, as Apply would one after the other in order: each is
+  // all-or-nothing on its own and sees the effect of the earlier ones of the batch; one result per
+  // operation, in order (an operation's store error fails that operation only). A store may
+  // decide and write the whole batch together (RocksDB: one WAL write), so a batch costs far less
+  // than its operations one by one; every result is returned only once its operation is as
+  // durable as Apply makes it. REQUIRES: the operations carry no records and no settlements.
+  // Default: Apply for each operation, in order.
+  virtual std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
+                                                          const Clock& clock);
+
   // Called inside UpdateWithRecords with the current states (as DecideFn) and the stored value of
   // each record (nullopt when absent or expired). It fills `writes` like DecideFn and
   // `record_writes` (same size as the records, initially nullopt) with the values of the records
