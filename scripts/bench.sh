@@ -21,13 +21,21 @@
 #      collector that counts and discards spans, pinned with the load generator); rounds
 #      alternate the three settings. Reports the spans the collector received and the server's
 #      ratelimit_trace_spans_dropped_total (from its /metrics).
+#   6. The server's own cost per request (h2load, whose cost per request is far below a gRPC
+#      client's, so the server's one core is the bottleneck): the empty handler
+#      (bench/null_server.cc), v1 Consume on one hot key (ratelimit-server, RocksDB), and Envoy's
+#      ShouldRateLimit with 1 and with 3 descriptors, every one with the same h2load flags
+#      (H2LOAD_FLAGS), the server on CPU 0 and h2load on CPU 1; H2LOAD_ROUNDS rounds alternating
+#      the targets, medians, and each target's ratio to the empty handler.
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
 #
 # Usage: scripts/bench.sh [> results.md]
+#        SECTIONS=h2load scripts/bench.sh   # section 6 only (about 2 minutes once built)
 # Environment (defaults): BUILD_DIR (build-bench), DURATION (10s), WARMUP (1s), CONCURRENCY (64),
 #   ROUNDS (2), DISK_KEYS (1000000), LOADGEN_FLAGS (--threads=2 --channels=1),
 #   STORE_BENCH_FLAGS (none; e.g. --benchmark_filter=hot_key), SKIP_BUILD (0),
-#   H2LOAD (1 if h2load is installed), H2LOAD_DURATION (5s), TRACE_ROUNDS (3), SKIP_SETUP (0).
+#   H2LOAD (1 if h2load is installed), H2LOAD_DURATION (5s), TRACE_ROUNDS (3), SKIP_SETUP (0),
+#   SECTIONS (all; or h2load), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3).
 # Needs Debian: first runs scripts/setup.sh (the build's packages) and installs jq and
 # nghttp2-client (h2load) with apt-get when they are missing (SKIP_SETUP=1: neither); taskset
 # (util-linux) if available. Takes about 5 minutes once built (2 cores). Sends traffic to
@@ -47,6 +55,10 @@ SKIP_BUILD=${SKIP_BUILD:-0}
 H2LOAD_DURATION=${H2LOAD_DURATION:-5s}
 TRACE_ROUNDS=${TRACE_ROUNDS:-3}
 SKIP_SETUP=${SKIP_SETUP:-0}
+SECTIONS=${SECTIONS:-all}
+H2LOAD_FLAGS=${H2LOAD_FLAGS:--c 8 -m 32 -t 1}
+H2LOAD_ROUNDS=${H2LOAD_ROUNDS:-3}
+[[ $SECTIONS == all || $SECTIONS == h2load ]] || { echo "SECTIONS must be all or h2load" >&2; exit 2; }
 
 # Tracing is on only where section 5 turns it on, whatever this environment says.
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_SAMPLER \
@@ -145,16 +157,18 @@ else
   PINNING="not pinned"
 fi
 
-# --- 1. in process -----------------------------------------------------------------------------
-log "store benchmark (about a minute)"
-# shellcheck disable=SC2086  # STORE_BENCH_FLAGS is a list of flags
-TMPDIR=$WORK "$STORE_BENCH" --benchmark_out="$WORK/store.json" --benchmark_out_format=json \
-  $STORE_BENCH_FLAGS >&2
+if [[ $SECTIONS == all ]]; then
+  # --- 1. in process ---------------------------------------------------------------------------
+  log "store benchmark (about a minute)"
+  # shellcheck disable=SC2086  # STORE_BENCH_FLAGS is a list of flags
+  TMPDIR=$WORK "$STORE_BENCH" --benchmark_out="$WORK/store.json" --benchmark_out_format=json \
+    $STORE_BENCH_FLAGS >&2
 
-# --- 2. disk usage -----------------------------------------------------------------------------
-log "disk usage, $DISK_KEYS keys"
-TMPDIR=$WORK "$DISK_USAGE" --keys="$DISK_KEYS" --json >"$WORK/disk.json"
-cat "$WORK/disk.json" >&2
+  # --- 2. disk usage ---------------------------------------------------------------------------
+  log "disk usage, $DISK_KEYS keys"
+  TMPDIR=$WORK "$DISK_USAGE" --keys="$DISK_KEYS" --json >"$WORK/disk.json"
+  cat "$WORK/disk.json" >&2
+fi
 
 # --- 3. end to end -----------------------------------------------------------------------------
 "$LOADGEN" --write_request="$WORK/request.bin"  # the body h2load sends
@@ -257,6 +271,128 @@ check_idle() {
   if ((busy > MAX_BUSY)); then MAX_BUSY=$busy; fi
   if ((busy > 10)); then log "warning: the machine is ${busy}% busy with other work"; fi
 }
+
+# --- 6. h2load: the server's own cost per request ---------------------------------------------
+# h2load_target OUT PATH BODY: h2load with H2LOAD_FLAGS against SERVER_PORT, posting BODY (a
+# gRPC-framed request) to PATH; "rps mean_us failed" to OUT.
+h2load_target() {
+  local out=$1 path=$2 body=$3
+  # shellcheck disable=SC2086  # H2LOAD_FLAGS is a list of flags
+  "${PIN_CLIENT[@]}" h2load --warm-up-time="$WARMUP" -D "$H2LOAD_DURATION" $H2LOAD_FLAGS \
+    -d "$body" -H 'content-type: application/grpc' -H 'te: trailers' \
+    "http://127.0.0.1:$SERVER_PORT$path" >"$out.raw" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  wait "$pid" || die "h2load failed: $(cat "$out.raw")"
+  grep -E 'finished in|^requests:' "$out.raw" >&2
+  awk '/finished in/ { rps = $4 } /^requests:/ { failed = $10 + $12 }
+       /^time for request:/ { mean = $6
+         if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0;
+         else mean = mean * 1e6 }
+       END { printf "%s %s %s\n", rps, mean, failed }' "$out.raw" >"$out"
+}
+
+# h2load_checked OUT PATH BODY [LOADGEN FLAG...]: first (round 1 only) one second of the load
+# generator with the same request, which checks every gRPC status (h2load sees HTTP statuses
+# only), then h2load_target.
+h2load_checked() {
+  local out=$1 path=$2 body=$3
+  shift 3
+  if [[ $round == 1 ]]; then
+    "${PIN_CLIENT[@]}" "$LOADGEN" --target="127.0.0.1:$SERVER_PORT" --concurrency=8 \
+      --duration=1s --warmup=0s --keys=1 --json "$@" >"$out.check" ||
+      die "load generator failed: $(cat "$out.check")"
+    [[ $(jq -r .errors "$out.check") == 0 ]] || die "$path answered errors: $(cat "$out.check")"
+  fi
+  h2load_target "$out" "$path" "$body"
+}
+
+H2_TARGETS=(null consume envoy1 envoy3)
+if [[ $H2LOAD == 1 ]]; then
+  "$LOADGEN" --api=envoy --descriptors=1 --write_request="$WORK/envoy1.bin"
+  "$LOADGEN" --api=envoy --descriptors=3 --write_request="$WORK/envoy3.bin"
+  for ((round = 1; round <= H2LOAD_ROUNDS; round++)); do
+    for ((j = 0; j < ${#H2_TARGETS[@]}; j++)); do
+      # Each round starts one target later than the previous one: none is always first.
+      target=${H2_TARGETS[(j + round - 1) % ${#H2_TARGETS[@]}]}
+      check_idle
+      log "h2load, round $round/$H2LOAD_ROUNDS: $target"
+      case $target in
+        null)
+          start_server null "$WORK/h2.null.log"
+          h2load_checked "$WORK/h2s.null.$round" /ratelimit.v1.RateLimitService/Consume \
+            "$WORK/request.bin"
+          ;;
+        consume)
+          start_server real "$WORK/h2.consume.log"
+          h2load_checked "$WORK/h2s.consume.$round" /ratelimit.v1.RateLimitService/Consume \
+            "$WORK/request.bin"
+          ;;
+        envoy*)
+          n=${target#envoy}
+          start_server real "$WORK/h2.$target.log" --envoy_config_dir="$ENVOY_DIR"
+          h2load_checked "$WORK/h2s.$target.$round" \
+            /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit "$WORK/envoy$n.bin" \
+            --api=envoy --descriptors="$n"
+          ;;
+      esac
+      stop_server
+    done
+  done
+  {
+    echo "### h2load: the server's own cost per request"
+    echo
+    echo "h2load \`$H2LOAD_FLAGS\` (the same for every target), $H2LOAD_DURATION after $WARMUP" \
+      "warm-up; $PINNING; $H2LOAD_ROUNDS rounds, the targets alternating (each round starts" \
+      "with the next one). Empty handler: bench/null_server.cc (Consume answers at once)." \
+      "Consume: ratelimit-server (RocksDB), one hot key. ShouldRateLimit: ratelimit-server with" \
+      "\`--envoy_config_dir\` (section 4's configuration), 1 or 3 descriptors, one hot key each." \
+      "Median requests/s of the rounds; ratio: median over the empty handler's median."
+    echo
+    echo "| target | requests/s (median) | rounds (min–max) | mean µs (median) | failed | vs empty handler |"
+    echo "|---|---|---|---|---|---|"
+    # h2_column TARGET N: column N of the target's result in every round, one a line.
+    h2_column() {
+      local r
+      for ((r = 1; r <= H2LOAD_ROUNDS; r++)); do awk -v c="$2" '{ print $c }' "$WORK/h2s.$1.$r"; done
+    }
+    median() {
+      sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+    }
+    null_median=$(h2_column null 1 | median)
+    for target in "${H2_TARGETS[@]}"; do
+      case $target in
+        null) label="empty handler" ;;
+        consume) label="Consume, hot key (RocksDB)" ;;
+        envoy1) label="ShouldRateLimit, 1 descriptor" ;;
+        envoy3) label="ShouldRateLimit, 3 descriptors" ;;
+      esac
+      rps=$(h2_column "$target" 1 | median)
+      mean=$(h2_column "$target" 2 | median)
+      range=$(h2_column "$target" 1 | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
+        END { printf "%.0f–%.0f", lo, hi }')
+      failed=$(h2_column "$target" 3 | awk '{ f += $1 } END { print f + 0 }')
+      awk -v l="$label" -v rps="$rps" -v m="$mean" -v r="$range" -v f="$failed" -v n="$null_median" \
+        'BEGIN { printf "| %s | %.0f | %s | %.0f | %s | %.1f%% |\n", l, rps, r, m, f, 100 * rps / n }'
+    done
+    echo
+  } >"$WORK/h2load.md"
+  cat "$WORK/h2load.md" >&2
+fi
+if [[ $SECTIONS == h2load ]]; then
+  [[ $H2LOAD == 1 ]] || die "h2load is not installed (apt-get install nghttp2-client)"
+  echo "## Benchmark results (h2load section)"
+  echo
+  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
+    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=h2load scripts/bench.sh\`."
+  if ((MAX_BUSY > 10)); then
+    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
+  fi
+  echo
+  cat "$WORK/h2load.md"
+  log "done"
+  exit 0
+fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
   check_idle
@@ -516,6 +652,8 @@ for n in 1 3; do
   echo "ShouldRateLimit, $n descriptor(s), rounds pooled: $RATIO% of v1 Consume's requests/s."
   echo
 done
+
+if [[ $H2LOAD == 1 ]]; then cat "$WORK/h2load.md"; fi
 
 echo "### Tracing: v1 Consume (hot key) with tracing off, sampling 1%, sampling 100%"
 echo

@@ -28,6 +28,15 @@ namespace ratelimit {
 //     shadow mode, they are left out and the others are tried again: a shadow rule never denies
 //     a request, and never drains the others.
 //
+// Store transactions (Limiter::Evaluate calls) per request:
+//  - one when no descriptor needs a check (no hits 0, no max_reserved) and no shadow rule is over
+//    its limit: the common case;
+//  - one when a check or a blocked descriptor blocks the request (the check transaction also
+//    checks the descriptors that add hits), and one when every descriptor only checks;
+//  - one for the checks plus one for the consume when the checks pass;
+//  - plus one per retry without shadow rules found over their limit (one in the absence of
+//    concurrent requests on the same keys).
+//
 // Returns one outcome per descriptor of `plan` (kNoLimit and kUnlimited ones carry only the
 // time). A store failure is returned as the store's status; nothing was consumed then.
 absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
