@@ -15,6 +15,7 @@
 //
 // Usage: ratelimit_scale_bench [--keys=10000,1000000,10000000] [--limits=1,3,16] [--seconds=5]
 //          [--block_cache_mb=64] [--json]
+#include <malloc.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -179,22 +180,30 @@ int RunKeys(int64_t n, const std::vector<int64_t>& limits, const std::string& pa
     } while (elapsed < seconds);
     const double rps = requests / elapsed;
     const int64_t rss_kib = StatusKib("VmRSS");
+    // What the allocator keeps without using it: RSS once free pages are handed back.
+    malloc_trim(0);
+    const int64_t rss_trimmed_kib = StatusKib("VmRSS");
     const uint64_t memtables = (*store)->IntProperty("rocksdb.cur-size-all-mem-tables");
     const uint64_t cache = (*store)->IntProperty("rocksdb.block-cache-usage");
+    const uint64_t pinned = (*store)->IntProperty("rocksdb.block-cache-pinned-usage");
+    const uint64_t readers = (*store)->IntProperty("rocksdb.estimate-table-readers-mem");
     if (json) {
       std::printf(
           "{\"keys\": %lld, \"limits\": %lld, \"requests_per_s\": %.0f, \"decisions_per_s\": "
-          "%.0f, \"rss_mib\": %.1f, \"rss_populated_mib\": %.1f, \"rss_start_mib\": %.1f, "
-          "\"memtables_mib\": %.1f, \"block_cache_mib\": %.1f, \"populate_keys_per_s\": %.0f}\n",
+          "%.0f, \"rss_mib\": %.1f, \"rss_trimmed_mib\": %.1f, \"rss_populated_mib\": %.1f, "
+          "\"rss_start_mib\": %.1f, "
+          "\"memtables_mib\": %.1f, \"block_cache_mib\": %.1f, \"block_cache_pinned_mib\": %.1f, "
+          "\"table_readers_mib\": %.1f, \"populate_keys_per_s\": %.0f}\n",
           static_cast<long long>(n), static_cast<long long>(l), rps, rps * width, rss_kib / 1024.0,
-          rss_populated_kib / 1024.0, rss_start_kib / 1024.0, MiB(memtables), MiB(cache),
-          n / populate_s);
+          rss_trimmed_kib / 1024.0, rss_populated_kib / 1024.0, rss_start_kib / 1024.0,
+          MiB(memtables), MiB(cache), MiB(pinned), MiB(readers), n / populate_s);
     } else {
       std::printf(
           "keys %lld, %lld limits/request: %.0f requests/s, %.0f limits/s; RSS %.0f MiB "
-          "(memtables %.0f MiB, block cache %.0f MiB)\n",
+          "(memtables %.0f MiB, block cache %.0f MiB, of it pinned %.0f MiB, table readers "
+          "%.0f MiB)\n",
           static_cast<long long>(n), static_cast<long long>(l), rps, rps * width, rss_kib / 1024.0,
-          MiB(memtables), MiB(cache));
+          MiB(memtables), MiB(cache), MiB(pinned), MiB(readers));
     }
     std::fflush(stdout);
   }

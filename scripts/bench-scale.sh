@@ -40,12 +40,14 @@ for n in $KEYS; do
     --block_cache_mb="$BLOCK_CACHE_MB" --dir="$WORK" --json | tee -a "$WORK/scale.jsonl" >&2
 done
 
-echo "| distinct keys | limits/request | requests/s | limit decisions/s | RSS after populating (MiB) | RSS after the runs (MiB) | memtables (MiB) | block cache (MiB) | disk bytes/key, flushed | disk bytes/key, compacted |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-jq -r -s '(map(select(.disk_bytes_per_key_flushed != null)) |
-           map({key: (.keys | tostring), value: .}) | from_entries) as $disk |
+echo "| distinct keys | limits/request | requests/s | limit decisions/s | RSS after populating (MiB) | RSS after the run (MiB) | RSS after malloc_trim (MiB) | memtables (MiB) | block cache (MiB) | disk bytes/key, flushed | disk bytes/key, compacted |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+jq -r -s 'def r: if . == null then "-" else round end;
+  (map(select(.disk_bytes_per_key_flushed != null)) |
+   map({key: (.keys | tostring), value: .}) | from_entries) as $disk |
   .[] | select(.limits != null) |
-  "| \(.keys) | \(.limits) | \(.requests_per_s | round) | \(.decisions_per_s | round) | " +
-  "\(.rss_populated_mib | round) | \(.rss_mib | round) | \(.memtables_mib | round) | " +
-  "\(.block_cache_mib | round) | \($disk[.keys | tostring].disk_bytes_per_key_flushed) | " +
+  "| \(.keys) | \(.limits) | \(.requests_per_s | r) | \(.decisions_per_s | r) | " +
+  "\(.rss_populated_mib | r) | \(.rss_mib | r) | \(.rss_trimmed_mib | r) | " +
+  "\(.memtables_mib | r) | \(.block_cache_mib | r) | " +
+  "\($disk[.keys | tostring].disk_bytes_per_key_flushed) | " +
   "\($disk[.keys | tostring].disk_bytes_per_key_compacted) |"' "$WORK/scale.jsonl"
