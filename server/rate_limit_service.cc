@@ -157,21 +157,25 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContex
   for (const BatchEntryPlan& plan : *plans) {
     if (plan.error.ok()) items.push_back(BatchItem{plan.limits, plan.mode});
   }
-  rpc.StoreStarted();
-  std::vector<absl::StatusOr<Verdict>> verdicts = limiter_.EvaluateBatch(items);
+  std::vector<absl::StatusOr<Verdict>> verdicts;
   absl::Status store_status;
-  for (const absl::StatusOr<Verdict>& v : verdicts) {
-    if (!v.ok()) {
-      store_status = v.status();
-      break;
+  if (!items.empty()) {  // every entry invalid: no store call
+    rpc.StoreStarted();
+    verdicts = limiter_.EvaluateBatch(items);
+    for (const absl::StatusOr<Verdict>& v : verdicts) {
+      if (!v.ok()) {
+        store_status = v.status();
+        break;
+      }
     }
+    rpc.StoreFinished(store_status);
   }
-  rpc.StoreFinished(store_status);
 
   const std::shared_ptr<const ReceiptKeys> keys =
       settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
   std::vector<std::array<uint8_t, 16>> ids;
   int store_failures = 0;
+  absl::Status first_failure;  // for the log
   size_t next = 0;
   response->mutable_results()->Reserve(static_cast<int>(plans->size()));
   for (const BatchEntryPlan& plan : *plans) {
@@ -201,7 +205,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContex
       EntryErrorToProto(verdict.status(), result);
       continue;
     }
-    ++store_failures;
+    if (++store_failures == 1) first_failure = verdict.status();
     if (policy_ == FailurePolicy::kOpen) {
       for (const LimitRequest& l : plan.limits) rpc.RecordDecision(l.name, "failed_open");
       FailedOpenToProto(plan.limits, result->mutable_response());
@@ -213,7 +217,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContex
   }
   if (store_failures > 0) {
     Log(LogLevel::kError, "store failure",
-        {{"error", std::string(store_status.message())},
+        {{"error", std::string(first_failure.message())},
          {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
          {"batch_entries_failed", absl::StrCat(store_failures)},
          {"trace_id", rpc.TraceId()}});

@@ -464,6 +464,30 @@ TEST_F(BatchTest, StoreFailureFollowsThePolicyForEachEntryOnItsOwn) {
                    5);  // the failed entry took nothing
 }
 
+TEST_F(BatchTest, OneStoreBatchPerCallAndNoneWhenEveryEntryIsInvalid) {
+  auto store =
+      std::make_unique<SelectiveFailingStore>(std::make_unique<MemoryStateStore>(), "broken");
+  SelectiveFailingStore* counting = store.get();
+  StartServer({}, std::move(store));
+  v1::BatchRequest batch;
+  for (int i = 0; i < 30; ++i) {
+    AddBatchEntry(&batch, v1::BatchEntry::CONSUME, MakeRequest("api", absl::StrCat("k", i % 4)));
+  }
+  AddBatchEntry(&batch, v1::BatchEntry::CONSUME, MakeRequest("api", "k", -1));  // invalid
+  auto r = client_->Batch(batch);
+  ASSERT_OK(r);
+  EXPECT_EQ(counting->batches(), 1);
+  EXPECT_EQ(counting->operations(), 30);  // the invalid entry never reaches the store
+
+  auto invalid = client_->Batch(Batch({{v1::BatchEntry::CONSUME, MakeRequest("api", "k", -1)},
+                                       {v1::BatchEntry::CHECK, MakeRequest("nope", "k")}}));
+  ASSERT_OK(invalid);
+  ASSERT_EQ(invalid->results_size(), 2);
+  EXPECT_EQ(invalid->results(0).error().code(), kInvalidArgument);
+  EXPECT_EQ(invalid->results(1).error().code(), kNotFound);
+  EXPECT_EQ(counting->batches(), 1);
+}
+
 TEST_F(BatchTest, FailedStoreClosedAnswersUnavailablePerEntry) {
   auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   FailingStateStore* failing = store.get();
