@@ -1,5 +1,6 @@
 // ratelimit_loadgen: closed-loop load generator for ratelimit.v1.RateLimitService/Consume
-// (--api=v1) or envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (--api=envoy).
+// (--api=v1), ratelimit.v1.RateLimitService/Batch (--api=v1 --batch=N) or
+// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (--api=envoy).
 //
 // Keeps --concurrency calls in flight, spread over --channels channels (each its own HTTP/2
 // connection) and --threads threads (each draining its own CompletionQueue): whenever a call
@@ -13,6 +14,11 @@
 // default) it carries a TOKEN_BUCKET config of capacity --capacity refilled at one token per
 // hour, so every call is allowed and writes; without it the server must define --name. A call
 // whose response says not allowed is counted as "denied".
+//
+// With --batch=N (N >= 1) each call is a Batch of N Consume entries, each the request above;
+// with --keys=N > 1 every entry of a call has a key of its own. Decisions are counted per entry
+// ("decisions", "decisions_per_s"; a denied entry counts in "denied", an entry with an error in
+// "entry_errors"), calls as "requests".
 //
 // With --api=envoy each request is for domain --domain with --descriptors descriptors; descriptor
 // i has one entry {key: "d<i>", value: "hot" or "key-<k>"} (every descriptor of one request has
@@ -59,9 +65,11 @@ ABSL_FLAG(bool, inline_config, true,
           "token/hour) so every call is allowed; false: the server must define --name");
 ABSL_FLAG(double, capacity, 1e12, "--api=v1: capacity of the inline config");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
+ABSL_FLAG(int, batch, 0,
+          "--api=v1: 0 = Consume calls; N >= 1 = Batch calls of N Consume entries (1..1000)");
 ABSL_FLAG(std::string, write_request, "",
-          "write the request of --api (hot key), gRPC-framed, to this file and exit: a body "
-          "for h2load -d, to compare with another client");
+          "write the request of --api and --batch (hot key), gRPC-framed, to this file and exit: "
+          "a body for h2load -d, to compare with another client");
 
 namespace ratelimit {
 namespace {
@@ -82,10 +90,14 @@ struct V1Api {
       grpc::CompletionQueue* cq) {
     return stub->PrepareAsyncConsume(context, request, cq);
   }
-  static void SetKey(Request& request, const std::string& key) {
+  template <typename NextKey>
+  static void SetKeys(Request& request, NextKey next_key) {
+    const std::string key = next_key();
     for (v1::LimitRequest& limit : *request.mutable_limits()) limit.set_key(key);
   }
-  static bool Denied(const Response& response) { return !response.allowed(); }
+  static int64_t Decisions(const Response&) { return 1; }
+  static int64_t Denied(const Response& response) { return response.allowed() ? 0 : 1; }
+  static int64_t EntryErrors(const Response&) { return 0; }
 
   static Request Prototype() {
     Request request;
@@ -113,14 +125,18 @@ struct EnvoyApi {
       grpc::CompletionQueue* cq) {
     return stub->PrepareAsyncShouldRateLimit(context, request, cq);
   }
-  static void SetKey(Request& request, const std::string& key) {
+  template <typename NextKey>
+  static void SetKeys(Request& request, NextKey next_key) {
+    const std::string key = next_key();
     for (auto& descriptor : *request.mutable_descriptors()) {
       descriptor.mutable_entries(0)->set_value(key);
     }
   }
-  static bool Denied(const Response& response) {
-    return response.overall_code() == Response::OVER_LIMIT;
+  static int64_t Decisions(const Response&) { return 1; }
+  static int64_t Denied(const Response& response) {
+    return response.overall_code() == Response::OVER_LIMIT ? 1 : 0;
   }
+  static int64_t EntryErrors(const Response&) { return 0; }
 
   static Request Prototype() {
     Request request;
@@ -130,6 +146,49 @@ struct EnvoyApi {
       auto* entry = request.add_descriptors()->add_entries();
       entry->set_key(absl::StrCat("d", i));
       entry->set_value(kHotKey);
+    }
+    return request;
+  }
+};
+
+// Batch calls of --batch Consume entries, each V1Api's request.
+struct BatchApi {
+  using Service = v1::RateLimitService;
+  using Request = v1::BatchRequest;
+  using Response = v1::BatchResponse;
+
+  static std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> Prepare(
+      Service::Stub* stub, grpc::ClientContext* context, const Request& request,
+      grpc::CompletionQueue* cq) {
+    return stub->PrepareAsyncBatch(context, request, cq);
+  }
+  template <typename NextKey>
+  static void SetKeys(Request& request, NextKey next_key) {
+    for (v1::BatchEntry& entry : *request.mutable_entries()) {
+      V1Api::SetKeys(*entry.mutable_request(), next_key);
+    }
+  }
+  static int64_t Decisions(const Response& response) { return response.results_size(); }
+  static int64_t Denied(const Response& response) {
+    int64_t n = 0;
+    for (const v1::BatchResult& r : response.results()) {
+      if (r.has_response() && !r.response().allowed()) ++n;
+    }
+    return n;
+  }
+  static int64_t EntryErrors(const Response& response) {
+    int64_t n = 0;
+    for (const v1::BatchResult& r : response.results()) n += r.has_error() ? 1 : 0;
+    return n;
+  }
+
+  static Request Prototype() {
+    Request request;
+    const v1::RateLimitRequest one = V1Api::Prototype();
+    for (int i = 0; i < absl::GetFlag(FLAGS_batch); ++i) {
+      v1::BatchEntry* entry = request.add_entries();
+      entry->set_method(v1::BatchEntry::CONSUME);
+      *entry->mutable_request() = one;
     }
     return request;
   }
@@ -145,6 +204,8 @@ struct Settings {
 // What one thread saw in the measured window (and the errors outside it, for the record).
 struct Tally {
   int64_t ok = 0;
+  int64_t decisions = 0;     // one per call, one per entry of a Batch
+  int64_t entry_errors = 0;  // Batch entries answered with an error
   int64_t denied = 0;
   int64_t errors = 0;
   int64_t errors_outside_window = 0;
@@ -208,9 +269,11 @@ class Worker {
   void Start(int slot) {
     Request& request = requests_[slot];
     if (settings_.keys > 1) {
-      // A scattered walk over the keys: consecutive calls touch unrelated keys.
-      const uint64_t index = (key_counter_++ * 0x9E3779B97F4A7C15ull) % settings_.keys;
-      Api::SetKey(request, absl::StrCat("key-", index));
+      // A scattered walk over the keys: consecutive calls (and entries) touch unrelated keys.
+      Api::SetKeys(request, [this] {
+        const uint64_t index = (key_counter_++ * 0x9E3779B97F4A7C15ull) % settings_.keys;
+        return absl::StrCat("key-", index);
+      });
     }
     auto call = std::make_unique<Call<Api>>();
     call->slot = slot;
@@ -235,7 +298,9 @@ class Worker {
     }
     if (!in_window) return;
     ++tally_.ok;
-    if (Api::Denied(call.response)) ++tally_.denied;
+    tally_.decisions += Api::Decisions(call.response);
+    tally_.denied += Api::Denied(call.response);
+    tally_.entry_errors += Api::EntryErrors(call.response);
     tally_.latencies_ns.push_back(end_ns - call.start_ns);
   }
 
@@ -287,6 +352,8 @@ Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const
   for (auto& w : workers) {
     Tally& t = w->tally();
     total.ok += t.ok;
+    total.decisions += t.decisions;
+    total.entry_errors += t.entry_errors;
     total.denied += t.denied;
     total.errors += t.errors;
     total.errors_outside_window += t.errors_outside_window;
@@ -309,9 +376,15 @@ int Run() {
     std::fprintf(stderr, "--descriptors must be >= 1, and 1 unless --api=envoy\n");
     return 2;
   }
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch < 0 || batch > 1000 || (envoy && batch != 0)) {
+    std::fprintf(stderr, "--batch must be 0..1000, and 0 with --api=envoy\n");
+    return 2;
+  }
   if (const std::string path = absl::GetFlag(FLAGS_write_request); !path.empty()) {
-    const bool written = envoy ? WriteFramedRequest(path, EnvoyApi::Prototype())
-                               : WriteFramedRequest(path, V1Api::Prototype());
+    const bool written = envoy       ? WriteFramedRequest(path, EnvoyApi::Prototype())
+                         : batch > 0 ? WriteFramedRequest(path, BatchApi::Prototype())
+                                     : WriteFramedRequest(path, V1Api::Prototype());
     if (written) return 0;
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
     return 1;
@@ -349,12 +422,14 @@ int Run() {
   settings.measure_end = settings.measure_begin + duration;
   settings.deadline = absl::GetFlag(FLAGS_deadline);
   settings.keys = absl::GetFlag(FLAGS_keys);
-  Tally total = envoy ? RunLoad<EnvoyApi>(channels, settings, concurrency, num_threads)
-                      : RunLoad<V1Api>(channels, settings, concurrency, num_threads);
+  Tally total = envoy       ? RunLoad<EnvoyApi>(channels, settings, concurrency, num_threads)
+                : batch > 0 ? RunLoad<BatchApi>(channels, settings, concurrency, num_threads)
+                            : RunLoad<V1Api>(channels, settings, concurrency, num_threads);
 
   const LatencySummary latency = Summarize(total.latencies_ns);
   const double seconds = absl::ToDoubleSeconds(duration);
   const double rps = static_cast<double>(total.ok) / seconds;
+  const double dps = static_cast<double>(total.decisions) / seconds;
 
   if (absl::GetFlag(FLAGS_json)) {
     std::printf(
@@ -363,12 +438,14 @@ int Run() {
         "\"seconds\": %.1f, \"requests\": %lld, \"rps\": %.1f, \"denied\": %lld, "
         "\"errors\": %lld, \"errors_outside_window\": %lld, \"mean_us\": %.1f, "
         "\"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, "
-        "\"max_us\": %.1f}\n",
+        "\"max_us\": %.1f, \"batch\": %d, \"decisions\": %lld, \"decisions_per_s\": %.1f, "
+        "\"entry_errors\": %lld}\n",
         target.c_str(), api.c_str(), descriptors, concurrency, num_channels, num_threads, seconds,
         static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
         static_cast<long long>(total.errors), static_cast<long long>(total.errors_outside_window),
         latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
-        latency.max_us);
+        latency.max_us, batch, static_cast<long long>(total.decisions), dps,
+        static_cast<long long>(total.entry_errors));
   } else {
     std::printf(
         "target %s, api %s (%d descriptors): %d in flight over %d channels, %d threads; %.1f s "
@@ -379,6 +456,11 @@ int Run() {
                 static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
                 static_cast<long long>(total.errors),
                 static_cast<long long>(total.errors_outside_window));
+    if (batch > 0) {
+      std::printf("batch %d: decisions %lld  decisions/s %.1f  entry errors %lld\n", batch,
+                  static_cast<long long>(total.decisions), dps,
+                  static_cast<long long>(total.entry_errors));
+    }
     std::printf("latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
                 latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
                 latency.max_us);
@@ -394,8 +476,8 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ratelimit_loadgen --target=HOST:PORT [--api=v1|envoy] [flags]: closed-loop load on "
-      "ratelimit.v1.RateLimitService/Consume or "
+      "ratelimit_loadgen --target=HOST:PORT [--api=v1|envoy] [--batch=N] [flags]: closed-loop "
+      "load on ratelimit.v1.RateLimitService/Consume, .../Batch (--batch=N) or "
       "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
   absl::ParseCommandLine(argc, argv);
   return ratelimit::Run();

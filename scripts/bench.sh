@@ -699,4 +699,85 @@ echo
 jq -r -s "$TRACE_POOL"'pool("off") |
   "Noise: with tracing off, the rounds'"'"' requests/s spread over \((.max / .min - 1) * 1000 | round / 10)%" +
   " (max/min − 1); an overhead well under that is not resolved by this run."' "$WORK/trace.jsonl"
+# --- 6. Batch of 100 ---------------------------------------------------------------------------
+# Batch RPCs of BATCH_SIZE (100) Consume entries against ratelimit-server (RocksDB): the load
+# generator (--batch, one hot key and a key per entry out of 1M) and h2load with the same Batch
+# body (written by `ratelimit_loadgen --batch=N --write_request=FILE`). Decisions/s = entries
+# answered per second. BATCH_CONCURRENCY (16) calls in flight; pinning as above.
+BATCH_SIZE=${BATCH_SIZE:-100}
+BATCH_CONCURRENCY=${BATCH_CONCURRENCY:-16}
+"$LOADGEN" --batch="$BATCH_SIZE" --write_request="$WORK/batch.bin"
+run_batch_load() {
+  local out=$1 keys=$2
+  # shellcheck disable=SC2086  # LOADGEN_FLAGS is a list of flags
+  "${PIN_CLIENT[@]}" "$LOADGEN" --target="127.0.0.1:$SERVER_PORT" --batch="$BATCH_SIZE" \
+    --concurrency="$BATCH_CONCURRENCY" --duration="$DURATION" --warmup="$WARMUP" --keys="$keys" \
+    --json $LOADGEN_FLAGS >"$out" &
+  local pid=$!
+  PIDS+=("$pid")
+  wait "$pid" || die "load generator failed: $(cat "$out")"
+  cat "$out" >&2
+}
+# run_h2load_batch OUT: "calls/s mean_us failed" of h2load sending the Batch body.
+run_h2load_batch() {
+  local out=$1 streams=$((BATCH_CONCURRENCY / 4 > 0 ? BATCH_CONCURRENCY / 4 : 1))
+  "${PIN_CLIENT[@]}" h2load --warm-up-time="$WARMUP" -D "$H2LOAD_DURATION" -c 4 -m "$streams" \
+    -t 1 -d "$WORK/batch.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+    "http://127.0.0.1:$SERVER_PORT/ratelimit.v1.RateLimitService/Batch" >"$out.raw" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  wait "$pid" || die "h2load failed: $(cat "$out.raw")"
+  grep -E 'finished in|^requests:|^time for request' "$out.raw" >&2
+  awk '/finished in/ { rps = $4 } /^requests:/ { failed = $10 + $12 }
+       /^time for request:/ { mean = $6
+         if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0;
+         else mean = mean * 1e6 }
+       END { printf "%s %s %s\n", rps, mean, failed }' "$out.raw" >"$out"
+}
+for ((round = 1; round <= ROUNDS; round++)); do
+  check_idle
+  log "batch of $BATCH_SIZE, round $round/$ROUNDS: ratelimit-server, hot key, 1M keys, h2load"
+  start_server real "$WORK/server.batch.log"
+  run_batch_load "$WORK/batch.hot.$round.json" 1
+  run_batch_load "$WORK/batch.1m.$round.json" 1000000
+  if [[ $H2LOAD == 1 ]]; then run_h2load_batch "$WORK/h2.batch.$round"; fi
+  stop_server
+done
+echo
+echo "### Batch of $BATCH_SIZE: Consume entries in one Batch RPC, decisions/s"
+echo
+echo "ratelimit-server (RocksDB). Load generator: \`ratelimit_loadgen --batch=$BATCH_SIZE" \
+  "--concurrency=$BATCH_CONCURRENCY\` ($LOADGEN_FLAGS), hot key (every entry the same key) or a" \
+  "key per entry out of 1M; h2load: 4 connections × $((BATCH_CONCURRENCY / 4)) streams, the" \
+  "hot-key Batch body. Decisions/s = entries answered per second (calls/s × $BATCH_SIZE for" \
+  "h2load, which checks HTTP statuses only; the load generator counts entries and their errors)." \
+  "Same pinning, $DURATION ($H2LOAD_DURATION for h2load) after $WARMUP warm-up."
+echo
+echo "| client | keys | round | calls/s | decisions/s | p50 µs (call) | p99 µs (call) | errors |"
+echo "|---|---|---|---|---|---|---|---|"
+for ((round = 1; round <= ROUNDS; round++)); do
+  for kind in hot 1m; do
+    if [[ $kind == hot ]]; then keys="one hot key"; else keys="1M distinct"; fi
+    jq -r --arg k "$keys" --arg r "$round" \
+      '"| loadgen | \($k) | \($r) | \(.rps | round) | \(.decisions_per_s | round) | " +
+       "\(.p50_us) | \(.p99_us) | \(.errors + .entry_errors) |"' "$WORK/batch.$kind.$round.json"
+  done
+  if [[ $H2LOAD == 1 ]]; then
+    read -r rps mean failed <"$WORK/h2.batch.$round"
+    awk -v r="$round" -v rps="$rps" -v m="$mean" -v f="$failed" -v n="$BATCH_SIZE" \
+      'BEGIN { printf "| h2load | one hot key | %s | %.0f | %.0f | mean %.0f | | %s |\n",
+               r, rps, rps * n, m, f }'
+  fi
+done
+BATCH_DPS=$(cat "$WORK"/batch.hot.*.json | jq -s 'map(.decisions_per_s) | add / length')
+if [[ $H2LOAD == 1 ]]; then
+  BATCH_DPS=$(for ((round = 1; round <= ROUNDS; round++)); do cat "$WORK/h2.batch.$round"; done |
+    awk -v n="$BATCH_SIZE" '{ s += $1 * n; c++ } END { printf "%.0f", s / c }')
+  BATCH_BY="h2load, rounds' mean"
+else
+  BATCH_BY="load generator, rounds' mean"
+fi
+echo
+echo "Target Batch of $BATCH_SIZE ≥ 1M decisions/s end to end (hot key, $BATCH_BY):" \
+  "$(fmt_k "$BATCH_DPS") ($(met "$BATCH_DPS" 1000000))."
 log "done"

@@ -134,6 +134,66 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
   return out;
 }
 
+absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest& request,
+                                                         const LimitSet& limits,
+                                                         InlineLimits inline_limits) {
+  const int n = request.entries_size();
+  if (n == 0) return InvalidField("entries", "at least one entry is required");
+  if (n > kMaxBatchEntries) {
+    return InvalidField("entries",
+                        absl::StrCat("at most ", kMaxBatchEntries, " entries per batch, got ", n));
+  }
+  int64_t total = 0;
+  for (const v1::BatchEntry& e : request.entries()) total += e.request().limits_size();
+  if (total > kMaxBatchLimits) {
+    return InvalidField("entries", absl::StrCat("at most ", kMaxBatchLimits,
+                                                " limits over all entries, got ", total));
+  }
+  std::vector<BatchEntryPlan> plans(n);
+  for (int i = 0; i < n; ++i) {
+    const v1::BatchEntry& e = request.entries(i);
+    BatchEntryPlan& plan = plans[i];
+    const std::string field = absl::StrCat("entries[", i, "]");
+    switch (e.method()) {
+      case v1::BatchEntry::CONSUME:
+        plan.mode = Mode::kConsume;
+        break;
+      case v1::BatchEntry::CHECK:
+        plan.mode = Mode::kCheck;
+        break;
+      case v1::BatchEntry::RESERVE:
+        plan.mode = Mode::kReserve;
+        break;
+      default:
+        plan.error = InvalidField(absl::StrCat(field, ".method"),
+                                  absl::StrCat("unknown method ", static_cast<int>(e.method())));
+        continue;
+    }
+    if (!e.request().request_id().empty()) {
+      plan.error = InvalidField(absl::StrCat(field, ".request_id"),
+                                "not allowed in a batch (send an idempotent request by itself "
+                                "with Consume or Reserve)");
+      continue;
+    }
+    absl::StatusOr<std::vector<LimitRequest>> resolved =
+        ResolveRequest(e.request(), limits, inline_limits);
+    if (!resolved.ok()) {
+      // Every error of ResolveRequest starts with the field it names.
+      plan.error = absl::Status(resolved.status().code(),
+                                absl::StrCat(field, ".", resolved.status().message()));
+      continue;
+    }
+    plan.limits = *std::move(resolved);
+  }
+  return plans;
+}
+
+void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result) {
+  v1::EntryError* e = result->mutable_error();
+  e->set_code(static_cast<int32_t>(error.code()));
+  e->set_message(std::string(error.message()));
+}
+
 void VerdictToProto(const Verdict& v, const std::vector<LimitRequest>& limits,
                     v1::RateLimitResponse* response) {
   response->set_allowed(v.allowed);

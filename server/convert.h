@@ -38,6 +38,30 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(
     const v1::RateLimitRequest& request, const LimitSet& limits,
     InlineLimits inline_limits = InlineLimits::kAllow);
 
+// Batch bounds: entries per call, and limits over all its entries.
+inline constexpr int kMaxBatchEntries = 1000;
+inline constexpr int kMaxBatchLimits = 4096;
+
+// One entry of a Batch, validated and resolved on its own: either `error` (the entry's own
+// error, its fields named `entries[i]...`) or `limits` to decide with `mode`.
+struct BatchEntryPlan {
+  Mode mode = Mode::kConsume;
+  absl::Status error;
+  std::vector<LimitRequest> limits;
+};
+
+// Validates a Batch: the whole call (INVALID_ARGUMENT naming `entries` when it has no entries,
+// more than kMaxBatchEntries, or more than kMaxBatchLimits limits in all), then each entry as
+// ResolveRequest would its request, with errors naming `entries[i].` + the field; an entry
+// carrying a request_id is INVALID_ARGUMENT naming `entries[i].request_id`; an unknown method
+// INVALID_ARGUMENT naming `entries[i].method`. One plan per entry, in order.
+absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(
+    const v1::BatchRequest& request, const LimitSet& limits,
+    InlineLimits inline_limits = InlineLimits::kAllow);
+
+// Writes `error` (not OK) as the result of one Batch entry.
+void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result);
+
 // Fills `response` from a verdict on `limits`.
 void VerdictToProto(const Verdict& verdict, const std::vector<LimitRequest>& limits,
                     v1::RateLimitResponse* response);

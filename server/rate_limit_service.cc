@@ -138,6 +138,94 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
                    "rate-limit store unavailable: " + std::string(verdict.status().message())));
 }
 
+grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContext* context,
+                                                      const v1::BatchRequest* request,
+                                                      v1::BatchResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kService, "Batch", "ratelimit.v1.RateLimitService/Batch", *context);
+  if (rpc.span().recording()) {
+    rpc.span().SetAttribute("ratelimit.batch.entries", int64_t{request->entries_size()});
+  }
+  const std::shared_ptr<const LimitSet> limits = registry_.Current();
+  absl::StatusOr<std::vector<BatchEntryPlan>> plans =
+      ResolveBatch(*request, *limits, inline_limits_);
+  if (!plans.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(plans.status()));
+
+  std::vector<BatchItem> items;
+  items.reserve(plans->size());
+  for (const BatchEntryPlan& plan : *plans) {
+    if (plan.error.ok()) items.push_back(BatchItem{plan.limits, plan.mode});
+  }
+  std::vector<absl::StatusOr<Verdict>> verdicts;
+  absl::Status store_status;
+  if (!items.empty()) {  // every entry invalid: no store call
+    rpc.StoreStarted();
+    verdicts = limiter_.EvaluateBatch(items);
+    for (const absl::StatusOr<Verdict>& v : verdicts) {
+      if (!v.ok()) {
+        store_status = v.status();
+        break;
+      }
+    }
+    rpc.StoreFinished(store_status);
+  }
+
+  const std::shared_ptr<const ReceiptKeys> keys =
+      settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
+  std::vector<std::array<uint8_t, 16>> ids;
+  int store_failures = 0;
+  absl::Status first_failure;  // for the log
+  size_t next = 0;
+  response->mutable_results()->Reserve(static_cast<int>(plans->size()));
+  for (const BatchEntryPlan& plan : *plans) {
+    v1::BatchResult* result = response->add_results();
+    if (!plan.error.ok()) {
+      EntryErrorToProto(plan.error, result);
+      continue;
+    }
+    absl::StatusOr<Verdict>& verdict = verdicts[next++];
+    if (verdict.ok()) {
+      if (plan.mode != Mode::kCheck) {
+        const char* outcome = !verdict->allowed             ? "denied"
+                              : plan.mode == Mode::kReserve ? "reserved"
+                                                            : "allowed";
+        for (const LimitRequest& l : plan.limits) rpc.RecordDecision(l.name, outcome);
+      }
+      VerdictToProto(*verdict, plan.limits, result->mutable_response());
+      if (verdict->allowed && plan.mode != Mode::kCheck && !keys->empty()) {
+        ids.clear();
+        for (size_t i = 0; i < plan.limits.size(); ++i) ids.push_back(NewReceiptId());
+        AddReceipts(*keys, *verdict, plan.limits, plan.mode, ids, result->mutable_response());
+      }
+      continue;
+    }
+    // As for Consume: a request the store cannot take as asked is the caller's to change.
+    if (verdict.status().code() == absl::StatusCode::kFailedPrecondition) {
+      EntryErrorToProto(verdict.status(), result);
+      continue;
+    }
+    if (++store_failures == 1) first_failure = verdict.status();
+    if (policy_ == FailurePolicy::kOpen) {
+      for (const LimitRequest& l : plan.limits) rpc.RecordDecision(l.name, "failed_open");
+      FailedOpenToProto(plan.limits, result->mutable_response());
+    } else {
+      EntryErrorToProto(absl::UnavailableError(absl::StrCat("rate-limit store unavailable: ",
+                                                            verdict.status().message())),
+                        result);
+    }
+  }
+  if (store_failures > 0) {
+    Log(LogLevel::kError, "store failure",
+        {{"error", std::string(first_failure.message())},
+         {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
+         {"batch_entries_failed", absl::StrCat(store_failures)},
+         {"trace_id", rpc.TraceId()}});
+    if (policy_ == FailurePolicy::kOpen) rpc.span().SetAttribute("ratelimit.failed_open", true);
+  }
+  return FinishRpc(reactor, rpc, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerContext* context,
                                                        const v1::SettleRequest* request,
                                                        v1::SettleResponse* response) {

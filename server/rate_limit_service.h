@@ -32,10 +32,12 @@ class RateLimitServiceImpl final
               v1::RateLimitService::WithRawCallbackMethod_Reserve<
                   v1::RateLimitService::WithRawCallbackMethod_Reset<
                       v1::RateLimitService::WithRawCallbackMethod_Settle<
-                          v1::RateLimitService::CallbackService>>>>> {
+                          v1::RateLimitService::WithRawCallbackMethod_Batch<
+                              v1::RateLimitService::CallbackService>>>>>> {
  public:
   // The generated bases' other overloads of each method (the synchronous ones they disable),
   // named so that the overrides below do not hide them.
+  using WithRawCallbackMethod_Batch::Batch;
   using WithRawCallbackMethod_Check::Check;
   using WithRawCallbackMethod_Consume::Consume;
   using WithRawCallbackMethod_Reserve::Reserve;
@@ -70,6 +72,11 @@ class RateLimitServiceImpl final
   grpc::ServerUnaryReactor* Settle(grpc::CallbackServerContext* context,
                                    const v1::SettleRequest* request,
                                    v1::SettleResponse* response) override;
+  // Each entry exactly as its method would decide it (Decide), all with one store call
+  // (Limiter::EvaluateBatch); per-entry errors and failure policy in the entry's result.
+  grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
+                                  const v1::BatchRequest* request,
+                                  v1::BatchResponse* response) override;
 
   // The registered (raw) methods: parse, then the typed handlers above.
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
@@ -107,6 +114,13 @@ class RateLimitServiceImpl final
     return ServeParsed<v1::SettleRequest, v1::SettleResponse>(
         context, request, response,
         [&](auto* req, auto* resp) { return Settle(context, req, resp); });
+  }
+  grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override {
+    return ServeParsed<v1::BatchRequest, v1::BatchResponse>(
+        context, request, response,
+        [&](auto* req, auto* resp) { return Batch(context, req, resp); });
   }
 
  private:

@@ -49,6 +49,38 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
   return VerdictOf(*std::move(outcome));
 }
 
+std::vector<absl::StatusOr<Verdict>> Limiter::EvaluateBatch(absl::Span<const BatchItem> items) {
+  std::vector<absl::StatusOr<Verdict>> verdicts;
+  if (items.empty()) return verdicts;
+  size_t total = 0;
+  for (const BatchItem& item : items) total += item.limits.size();
+  // Every item's limits in one array (reserved up front, so the spans into it stay valid).
+  std::vector<LimitOp> limit_ops;
+  limit_ops.reserve(total);
+  std::vector<Operation> ops(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const size_t first = limit_ops.size();
+    for (const LimitRequest& l : items[i].limits) {
+      limit_ops.push_back(
+          LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count, std::nullopt});
+    }
+    ops[i].limits = absl::MakeConstSpan(limit_ops.data() + first, items[i].limits.size());
+    ops[i].mode = items[i].mode;
+  }
+  std::vector<absl::StatusOr<Outcome>> outcomes = store_.ApplyBatch(ops, clock_);
+  verdicts.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i >= outcomes.size()) {
+      verdicts.push_back(absl::InternalError("the store answered fewer operations than given"));
+    } else if (!outcomes[i].ok()) {
+      verdicts.push_back(outcomes[i].status());
+    } else {
+      verdicts.push_back(VerdictOf(*std::move(outcomes[i])));
+    }
+  }
+  return verdicts;
+}
+
 absl::StatusOr<SettleVerdict> Limiter::Settle(absl::Span<const SettleItem> items) {
   absl::InlinedVector<LimitOp, 4> ops;
   std::vector<RecordSpec> records;

@@ -74,6 +74,14 @@ struct SettleVerdict {
   int64_t now_us = 0;
 };
 
+// One request of a batch (Limiter::EvaluateBatch): its limits and how to decide them.
+struct BatchItem {
+  // REQUIRES: 1..N limits, every config and count valid (see limit_config.h). Borrowed: must
+  // outlive the EvaluateBatch call.
+  absl::Span<const LimitRequest> limits;
+  Mode mode = Mode::kConsume;
+};
+
 // The verdict on an outcome of Apply: picks the deciding denial and the verdict's retry_at.
 // Pure.
 Verdict VerdictOf(Outcome outcome);
@@ -99,6 +107,14 @@ class Limiter {
   // REQUIRES: mode is not kCheck. UNIMPLEMENTED from a store that keeps no records.
   absl::StatusOr<Verdict> Evaluate(absl::Span<const LimitRequest> limits, Mode mode,
                                    const Remember& remember);
+
+  // Evaluates independent requests with one call of StateStore::ApplyBatch (so a store that
+  // writes a batch together, as RocksDB does, writes them all at once): each item exactly as
+  // Evaluate(item.limits, item.mode) would, one after the other in order, each all-or-nothing on
+  // its own and seeing the effect of the earlier ones. One result per item, in order; a store
+  // failure fails the items it concerns only (nothing was consumed for them). Empty `items`:
+  // empty result, no store call.
+  std::vector<absl::StatusOr<Verdict>> EvaluateBatch(absl::Span<const BatchItem> items);
 
   // Settles `items` all-or-nothing in one transaction that also marks each receipt spent (its
   // `spent` record). REQUIRES: 1..N items with distinct records. UNIMPLEMENTED from a store that

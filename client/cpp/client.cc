@@ -77,6 +77,21 @@ absl::StatusOr<v1::RateLimitResponse> RateLimitClient::Reserve(
   return response;
 }
 
+absl::StatusOr<v1::BatchResponse> RateLimitClient::Batch(const v1::BatchRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::BatchResponse response;
+  if (absl::Status s = FromGrpc(stub_->Batch(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
+void AddBatchEntry(v1::BatchRequest* batch, v1::BatchEntry::Method method,
+                   const v1::RateLimitRequest& request) {
+  v1::BatchEntry* entry = batch->add_entries();
+  entry->set_method(method);
+  *entry->mutable_request() = request;
+}
+
 absl::Status RateLimitClient::Reset(const std::string& name, const std::string& key) {
   v1::ResetRequest request;
   request.set_name(name);

@@ -53,6 +53,11 @@ class RateLimitClient {
   absl::StatusOr<v1::RateLimitResponse> Consume(const v1::RateLimitRequest& request);
   absl::StatusOr<v1::RateLimitResponse> Check(const v1::RateLimitRequest& request);
   absl::StatusOr<v1::RateLimitResponse> Reserve(const v1::RateLimitRequest& request);
+  // Many independent Consume/Check/Reserve requests in one call (see BatchRequest): one result
+  // per entry, in order, each the entry's response or its own error (BatchResult.error). The
+  // returned status is the call's: an error only when the whole call failed (no entries, batch
+  // bounds, transport, deadline).
+  absl::StatusOr<v1::BatchResponse> Batch(const v1::BatchRequest& request);
   // Resets one key of `name` / every key of `name` (administrative; needs admin_token).
   absl::Status Reset(const std::string& name, const std::string& key);
   absl::Status ResetAll(const std::string& name);
@@ -91,6 +96,10 @@ class RateLimitClient {
 
 // One-limit request, for the common case.
 v1::RateLimitRequest MakeRequest(const std::string& name, const std::string& key, double count = 1);
+
+// Appends an entry of `method` for `request` to `batch`.
+void AddBatchEntry(v1::BatchRequest* batch, v1::BatchEntry::Method method,
+                   const v1::RateLimitRequest& request);
 
 // The retry_at of a response as an absl::Time (InfinitePast when unset).
 absl::Time RetryAt(const v1::RateLimitResponse& response);

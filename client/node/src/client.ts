@@ -12,17 +12,22 @@ import {
 import { fromJSON } from "@grpc/proto-loader";
 
 import {
+  batchResults,
   rateLimitResult,
   settleResults,
+  wireBatchRequest,
   wireRateLimitRequest,
   wireResetRequest,
   wireSettleRequest,
+  type WireBatchResponse,
   type WireRateLimitResponse,
   type WireSettleResponse,
 } from "./convert.js";
 import { RateLimitError } from "./errors.js";
 import { descriptor } from "./generated/descriptor.js";
 import type {
+  BatchEntry,
+  BatchResult,
   LimitRequest,
   RateLimitRequest,
   RateLimitResult,
@@ -274,6 +279,18 @@ export class RateLimitClient {
   async settle(settlements: Settlement[], options?: CallOptions): Promise<SettleResult[]> {
     const w = await this.unary<WireSettleResponse>("Settle", wireSettleRequest(settlements), options);
     return settleResults(w);
+  }
+
+  /**
+   * Sends independent Consume/Check/Reserve requests in one call. The server decides them in
+   * order (a later entry sees the effect of the earlier ones), each all-or-nothing on its own,
+   * and answers each on its own: one BatchResult per entry, in order, with its `result` or its
+   * own `error` (not thrown). Rejects only for the whole call (no entries, over the server's
+   * bounds, unreachable). Never retried.
+   */
+  async batch(entries: BatchEntry[], options?: CallOptions): Promise<BatchResult[]> {
+    const wire = wireBatchRequest(entries.map((e) => ({ method: e.method, request: toRequest(e.request) })));
+    return batchResults(await this.unary<WireBatchResponse>("Batch", wire, options));
   }
 
   /**

@@ -1,6 +1,8 @@
 // Conversions between the typed API (types.ts) and the wire objects of @grpc/proto-loader
 // (keepCase, longs as strings, enums as strings, bytes as Buffers).
+import { RateLimitError } from "./errors.js";
 import type {
+  BatchResult,
   DenyReason,
   LimitRequest,
   LimitResult,
@@ -75,6 +77,14 @@ export function wireRateLimitRequest(request: RateLimitRequest): Record<string, 
   return {
     limits: (request.limits ?? []).map(wireLimit),
     request_id: request.requestId ?? "",
+  };
+}
+
+export function wireBatchRequest(
+  entries: { method?: string; request: RateLimitRequest }[],
+): Record<string, unknown> {
+  return {
+    entries: entries.map((e) => ({ method: e.method ?? "CONSUME", request: wireRateLimitRequest(e.request) })),
   };
 }
 
@@ -184,5 +194,16 @@ export function settleResults(w: WireSettleResponse): SettleResult[] {
     if (present(s.paid_at)) r.paidAt = dateFromTimestamp(s.paid_at);
     if (present(s.paid_after)) r.paidAfterMs = msFromDuration(s.paid_after);
     return r;
+  });
+}
+
+export interface WireBatchResponse {
+  results: { response?: WireRateLimitResponse | null; error?: { code: number; message: string } | null }[];
+}
+
+export function batchResults(w: WireBatchResponse): BatchResult[] {
+  return (w.results ?? []).map((r): BatchResult => {
+    if (present(r.error)) return { error: new RateLimitError(Number(r.error.code), r.error.message ?? "") };
+    return { result: rateLimitResult(r.response ?? ({ results: [] } as unknown as WireRateLimitResponse)) };
   });
 }

@@ -2,6 +2,8 @@
 // proto/ratelimit/v1/ratelimit.proto; durations are milliseconds (fractions allowed, down to the
 // protocol's nanoseconds) and instants are Dates.
 
+import type { RateLimitError } from "./errors.js";
+
 /** How a limit refills. */
 export type LimitKind = "TOKEN_BUCKET" | "FIXED_WINDOW";
 
@@ -137,3 +139,21 @@ export interface SettleResult {
   paidAt?: Date;
   paidAfterMs?: number;
 }
+
+/** What an entry of a batch asks for. */
+export type BatchMethod = "CONSUME" | "CHECK" | "RESERVE";
+
+/** One request of a batch. Its requestId must be unset (the server refuses an entry carrying one). */
+export interface BatchEntry {
+  /** Default "CONSUME". */
+  method?: BatchMethod;
+  request: RateLimitRequest | LimitRequest;
+}
+
+/**
+ * The answer to one entry of a batch: its result, or its own error (a RateLimitError whose
+ * `field` names the entry, e.g. "entries[2].limits[0].count").
+ */
+export type BatchResult =
+  | { result: RateLimitResult; error?: undefined }
+  | { result?: undefined; error: RateLimitError };

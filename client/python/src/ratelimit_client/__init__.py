@@ -8,15 +8,15 @@
 AsyncRateLimitClient is the asyncio twin; ratelimit_client.asgi has the ASGI middleware,
 ratelimit_client.fastapi the FastAPI dependency.
 """
-from ._common import ADMIN_TOKEN_ENV, DEFAULT_CHECK_RETRIES, DEFAULT_TIMEOUT
+from ._common import ADMIN_TOKEN_ENV, DEFAULT_CHECK_RETRIES, DEFAULT_TIMEOUT, BatchResult
 from .aio import AsyncRateLimitClient
 from .client import RateLimitClient
 from .errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError, NotFoundError,
                      PermissionDeniedError, RateLimitError, ReservationCancelled,
                      ResourceExhaustedError, UnauthenticatedError, UnavailableError,
                      UnimplementedError)
-from .types import (Decision, DenyReason, EnvoyPathEntry, Kind, Limit, LimitConfig,
-                    LimitResult, LimitSource, SettleResult, Settlement, TlsOptions)
+from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Kind, Limit, LimitConfig,
+                    LimitResult, LimitSource, Method, SettleResult, Settlement, TlsOptions)
 
 __all__ = [
     "ADMIN_TOKEN_ENV", "DEFAULT_CHECK_RETRIES", "DEFAULT_TIMEOUT", "AsyncRateLimitClient",
@@ -24,5 +24,5 @@ __all__ = [
     "PermissionDeniedError", "RateLimitError", "ReservationCancelled", "ResourceExhaustedError",
     "UnauthenticatedError", "UnavailableError", "UnimplementedError", "Decision", "DenyReason",
     "EnvoyPathEntry", "Kind", "Limit", "LimitConfig", "LimitResult", "LimitSource",
-    "SettleResult", "Settlement", "TlsOptions",
+    "SettleResult", "Settlement", "TlsOptions", "BatchEntry", "BatchResult", "Method",
 ]

@@ -11,8 +11,9 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from ._pb import ratelimit_pb2 as pb
-from .types import (Decision, DenyReason, EnvoyPathEntry, Limit, LimitConfig, LimitResult,
-                    LimitSource, SettleResult, Settlement, TlsOptions)
+from .errors import RateLimitError, from_status
+from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Limit, LimitConfig,
+                    LimitResult, LimitSource, SettleResult, Settlement, TlsOptions)
 
 DEFAULT_TIMEOUT = 1.0
 """Deadline of each call, in seconds, unless the client or the call says otherwise."""
@@ -196,3 +197,22 @@ def wait_remaining(decision: Decision, received: float) -> float:
 def check_backoff(attempt: int) -> float:
     """Seconds to wait before retry number `attempt` (1-based) of a Check."""
     return min(0.05 * 2.0 ** (attempt - 1), 1.0)
+
+
+BatchResult = Union[Decision, RateLimitError]
+"""The answer to one entry of a batch: its Decision, or its own error (not raised)."""
+
+
+def to_batch_request(entries: Sequence[BatchEntry]) -> pb.BatchRequest:
+    request = pb.BatchRequest()
+    for e in entries:
+        entry = request.entries.add(method=int(e.method))
+        entry.request.CopyFrom(to_request(e.limits, None))
+    return request
+
+
+def to_batch_results(response: pb.BatchResponse) -> Tuple[BatchResult, ...]:
+    return tuple(
+        from_status(r.error.code, r.error.message, "Batch") if r.HasField("error")
+        else to_decision(r.response)
+        for r in response.results)

@@ -12,7 +12,7 @@ import grpc.aio
 from . import _common as c
 from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .errors import UNREACHABLE_CODES, from_rpc_error
-from .types import (Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
+from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
                     Settlement, TlsOptions)
 
 _log = logging.getLogger("ratelimit_client")
@@ -101,6 +101,18 @@ class AsyncRateLimitClient:
         request = c.to_settle_request(settlements)
         return c.to_settle_results(await self._call("Settle", self._stub.Settle, request,
                                                     timeout))
+
+    async def batch(self, entries: Sequence[BatchEntry], *,
+                    timeout: Optional[float] = None) -> Tuple[c.BatchResult, ...]:
+        """Sends independent Consume/Check/Reserve requests in one call. The server decides
+        them in order (a later entry sees the effect of the earlier ones), each all-or-nothing
+        on its own. Returns one result per entry, in order: its Decision, or its own
+        RateLimitError (returned, not raised; `field` names the entry, e.g.
+        "entries[2].limits[0].count"). Raises only for the whole call (no entries, over the
+        server's bounds, unreachable). Never retried."""
+        request = c.to_batch_request(entries)
+        return c.to_batch_results(await self._call("Batch", self._stub.Batch, request,
+                                                   timeout))
 
     async def reset(self, name: str, key: str = "", *, all_keys: bool = False,
                     source: LimitSource = LimitSource.LIMITS_FILE,

@@ -89,6 +89,12 @@ _BY_CODE: Dict[grpc.StatusCode, Type[RateLimitError]] = {
     grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
 }
 
+def from_status(code: int, details: str, method: str = "") -> RateLimitError:
+    """The RateLimitError for a status given as its numeric code (a batch entry's error)."""
+    status = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    return _BY_CODE.get(status, RateLimitError)(status, details, method)
+
+
 # Codes under which the service counts as unreachable (fail-open / fail-closed applies).
 UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 

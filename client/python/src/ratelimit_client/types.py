@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 
 class Kind(enum.IntEnum):
@@ -96,6 +96,22 @@ class Decision:
     def receipts(self) -> Tuple[bytes, ...]:
         """The non-empty receipts of the results (what an allowed Consume/Reserve took)."""
         return tuple(r.receipt for r in self.results if r.receipt)
+
+
+class Method(enum.IntEnum):
+    """What an entry of a batch asks for (ratelimit.v1.BatchEntry.Method)."""
+
+    CONSUME = 0
+    CHECK = 1
+    RESERVE = 2
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One request of a batch: its limits, decided as `method` would decide them."""
+
+    limits: Sequence[Limit]
+    method: Method = Method.CONSUME
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,13 @@ type RateLimitServiceClient interface {
 	// settles at most once. All-or-nothing: a request with one invalid or already settled receipt
 	// settles none. `used = 0` cancels a reservation.
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// Many independent requests in one call, for gateways and sidecars that aggregate decisions.
+	// Each entry is exactly the Consume, Check or Reserve it names: validated on its own,
+	// all-or-nothing on its own, decided in order (a later entry sees the effect of the earlier
+	// ones) and answered in order, each with its own response or its own error. An invalid entry
+	// changes nothing and does not stop the others. The whole call fails (INVALID_ARGUMENT naming
+	// `entries`) only when it has no entries or breaks the batch bounds.
+	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error)
 }
 
 type rateLimitServiceClient struct {
@@ -90,6 +97,15 @@ func (c *rateLimitServiceClient) Settle(ctx context.Context, in *SettleRequest, 
 	return out, nil
 }
 
+func (c *rateLimitServiceClient) Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error) {
+	out := new(BatchResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.RateLimitService/Batch", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimitServiceServer is the server API for RateLimitService service.
 // All implementations must embed UnimplementedRateLimitServiceServer
 // for forward compatibility
@@ -112,6 +128,13 @@ type RateLimitServiceServer interface {
 	// settles at most once. All-or-nothing: a request with one invalid or already settled receipt
 	// settles none. `used = 0` cancels a reservation.
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
+	// Many independent requests in one call, for gateways and sidecars that aggregate decisions.
+	// Each entry is exactly the Consume, Check or Reserve it names: validated on its own,
+	// all-or-nothing on its own, decided in order (a later entry sees the effect of the earlier
+	// ones) and answered in order, each with its own response or its own error. An invalid entry
+	// changes nothing and does not stop the others. The whole call fails (INVALID_ARGUMENT naming
+	// `entries`) only when it has no entries or breaks the batch bounds.
+	Batch(context.Context, *BatchRequest) (*BatchResponse, error)
 	mustEmbedUnimplementedRateLimitServiceServer()
 }
 
@@ -133,6 +156,9 @@ func (UnimplementedRateLimitServiceServer) Reset(context.Context, *ResetRequest)
 }
 func (UnimplementedRateLimitServiceServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Settle not implemented")
+}
+func (UnimplementedRateLimitServiceServer) Batch(context.Context, *BatchRequest) (*BatchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Batch not implemented")
 }
 func (UnimplementedRateLimitServiceServer) mustEmbedUnimplementedRateLimitServiceServer() {}
 
@@ -237,6 +263,24 @@ func _RateLimitService_Settle_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimitService_Batch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).Batch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.RateLimitService/Batch",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).Batch(ctx, req.(*BatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ratelimit.v1.RateLimitService",
 	HandlerType: (*RateLimitServiceServer)(nil),
@@ -260,6 +304,10 @@ var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settle",
 			Handler:    _RateLimitService_Settle_Handler,
+		},
+		{
+			MethodName: "Batch",
+			Handler:    _RateLimitService_Batch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
