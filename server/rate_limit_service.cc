@@ -187,9 +187,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContex
     absl::StatusOr<Verdict>& verdict = verdicts[next++];
     if (verdict.ok()) {
       if (plan.mode != Mode::kCheck) {
-        const char* outcome = !verdict->allowed             ? "denied"
-                              : plan.mode == Mode::kReserve ? "reserved"
-                                                            : "allowed";
+        const char* outcome = Telemetry::Rpc::DecisionOutcome(*verdict, plan.mode);
         for (const LimitRequest& l : plan.limits) rpc.RecordDecision(l.name, outcome);
       }
       VerdictToProto(*verdict, plan.limits, result->mutable_response());

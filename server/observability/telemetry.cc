@@ -159,7 +159,7 @@ void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
 
 void Telemetry::Rpc::SetVerdict(const Verdict& v, Mode mode) {
   if (t_->metrics_ && mode != Mode::kCheck) {
-    const char* outcome = !v.allowed ? "denied" : mode == Mode::kReserve ? "reserved" : "allowed";
+    const char* outcome = DecisionOutcome(v, mode);
     for (size_t i = 0; i < v.decisions.size() && i < limits_.size(); ++i) {
       t_->metrics_->decisions.With({limits_[i].name, outcome}).Increment();
     }
@@ -188,6 +188,10 @@ void Telemetry::Rpc::SetFailedOpen() {
 
 void Telemetry::Rpc::SetLimitNames(absl::Span<const absl::string_view> names) {
   span_.SetAttribute("ratelimit.limits", names);
+}
+
+const char* Telemetry::Rpc::DecisionOutcome(const Verdict& verdict, Mode mode) {
+  return !verdict.allowed ? "denied" : mode == Mode::kReserve ? "reserved" : "allowed";
 }
 
 void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcome) {

@@ -65,6 +65,9 @@ class Telemetry {
     // decision metric per limit, and the overall decision as a span attribute.
     void SetLimitNames(absl::Span<const absl::string_view> names);
     void RecordDecision(const std::string& limit, const char* outcome);
+    // The decision metric's outcome label of a verdict taken in `mode` (not kCheck):
+    // "denied", "reserved" or "allowed".
+    static const char* DecisionOutcome(const Verdict& verdict, Mode mode);
     void SetDecision(bool allowed);
     // Ends the span and records the RPC count and latency. Call once.
     void Finish(const grpc::Status& status);
