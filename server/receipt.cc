@@ -1,6 +1,7 @@
 #include "server/receipt.h"
 
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -82,11 +83,70 @@ class Reader {
   bool ok_ = true;
 };
 
+// HMAC-SHA256 contexts, one per (thread, key), keyed once and re-initialised per MAC: a
+// re-initialisation copies the keyed inner state instead of hashing the key again, and nothing is
+// fetched, parsed or allocated per MAC (the one-shot HMAC() did all three each time).
+class MacContexts {
+ public:
+  MacContexts() = default;
+  MacContexts(const MacContexts&) = delete;
+  MacContexts& operator=(const MacContexts&) = delete;
+  ~MacContexts() {
+    for (Slot& slot : slots_) EVP_MAC_CTX_free(slot.ctx);
+  }
+
+  // A context ready for EVP_MAC_update with `key`, or nullptr when OpenSSL fails.
+  EVP_MAC_CTX* For(absl::string_view key) {
+    for (Slot& slot : slots_) {
+      if (slot.ctx != nullptr && slot.key == key) {
+        return EVP_MAC_init(slot.ctx, nullptr, 0, nullptr) == 1 ? slot.ctx : nullptr;
+      }
+    }
+    // A key set holds the current key and a few previous ones: a small round-robin cache.
+    Slot& slot = slots_[next_++ % slots_.size()];
+    EVP_MAC_CTX_free(slot.ctx);
+    slot.ctx = nullptr;
+    slot.key.clear();
+    EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(Hmac());
+    if (ctx == nullptr) return nullptr;
+    char digest[] = "SHA256";
+    const OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
+    if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(),
+                     params) != 1) {
+      EVP_MAC_CTX_free(ctx);
+      return nullptr;
+    }
+    slot.ctx = ctx;
+    slot.key = std::string(key);
+    return ctx;
+  }
+
+ private:
+  static EVP_MAC* Hmac() {
+    static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    return mac;
+  }
+  struct Slot {
+    std::string key;
+    EVP_MAC_CTX* ctx = nullptr;
+  };
+  std::array<Slot, 4> slots_;
+  size_t next_ = 0;
+};
+
 std::array<uint8_t, kMacBytes> Mac(absl::string_view key, absl::string_view data) {
+  thread_local MacContexts contexts;
   std::array<uint8_t, kMacBytes> out{};
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
+  size_t len = 0;
+  EVP_MAC_CTX* ctx = contexts.For(key);
+  // A MAC that cannot be computed must not yield a receipt (nor verify one): as for the CSPRNG
+  // below, an OpenSSL that fails here is unusable.
+  if (ctx == nullptr ||
+      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1 ||
+      EVP_MAC_final(ctx, out.data(), &len, out.size()) != 1 || len != out.size()) {
+    std::abort();
+  }
   return out;
 }
 
@@ -146,6 +206,7 @@ absl::StatusOr<ReceiptKeys> ReceiptKeys::Parse(absl::string_view file) {
 
 std::string ReceiptKeys::Sign(const Receipt& r) const {
   std::string out;
+  out.reserve(64 + r.name.size() + r.key.size() + (r.config ? 60 : 0) + kMacBytes);
   out.push_back(static_cast<char>(kVersion));
   out.append(reinterpret_cast<const char*>(keys_[0].id.data()), keys_[0].id.size());
   out.push_back(static_cast<char>(r.source));
@@ -235,8 +296,21 @@ absl::StatusOr<Receipt> ReceiptKeys::Verify(absl::string_view bytes,
 }
 
 std::array<uint8_t, 16> NewReceiptId() {
+  // 8 bytes from the CSPRNG, drawn once per thread, then a per-thread counter: unique without a
+  // CSPRNG call per receipt (two threads share a prefix with probability about 2^-64 per pair).
+  // Receipt ids need to be unique, not secret: the MAC is what makes a receipt unforgeable.
+  struct Stream {
+    Stream() {
+      if (RAND_bytes(prefix.data(), static_cast<int>(prefix.size())) != 1) std::abort();
+    }
+    std::array<uint8_t, 8> prefix{};
+    uint64_t counter = 0;
+  };
+  thread_local Stream stream;
   std::array<uint8_t, 16> id{};
-  if (RAND_bytes(id.data(), static_cast<int>(id.size())) != 1) std::abort();
+  std::memcpy(id.data(), stream.prefix.data(), stream.prefix.size());
+  const uint64_t n = ++stream.counter;
+  for (int i = 0; i < 8; ++i) id[8 + i] = static_cast<uint8_t>(n >> (8 * i));
   return id;
 }
 

@@ -80,7 +80,8 @@ class ReceiptKeys {
   std::vector<Key> keys_;  // current first
 };
 
-// A fresh random receipt id (from the OS's CSPRNG).
+// A fresh receipt id, unique across threads and restarts: a per-thread prefix drawn from the OS's
+// CSPRNG once, then a per-thread counter.
 std::array<uint8_t, 16> NewReceiptId();
 
 // 32 random bytes, for a generated key.

@@ -1,6 +1,12 @@
 // Receipt encoding, signing and the receipt key file (server/receipt.h).
 #include "server/receipt.h"
 
+#include <openssl/hmac.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
@@ -63,6 +69,73 @@ TEST(ReceiptTest, ReceiptIdsAreUnique) {
   EXPECT_NE(NewReceiptId(), NewReceiptId());
   EXPECT_NE(NewReceiptKey(), NewReceiptKey());
   EXPECT_EQ(NewReceiptKey().size(), 32u);
+}
+
+TEST(ReceiptTest, ReceiptIdsAreUniqueAcrossThreads) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 20000;
+  std::vector<std::vector<std::array<uint8_t, 16>>> drawn(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&drawn, t] {
+      for (int i = 0; i < kPerThread; ++i) drawn[t].push_back(NewReceiptId());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<std::array<uint8_t, 16>> all;
+  for (const auto& ids : drawn) all.insert(ids.begin(), ids.end());
+  EXPECT_EQ(all.size(), size_t{kThreads} * kPerThread);
+}
+
+// The receipt's last 32 bytes are HMAC-SHA256(key, everything before), computed here with
+// OpenSSL's one-shot HMAC as an independent reference.
+std::string ReferenceMac(const std::string& key, absl::string_view body) {
+  unsigned char out[32];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(body.data()), body.size(), out, &len);
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+TEST(ReceiptTest, SignatureIsHmacSha256UnderTheCurrentKeyForEveryKeyInTurn) {
+  // More keys than a thread keeps keyed contexts for, signed in turn, twice round: every
+  // signature must be the MAC under its own key, whichever contexts were reused or replaced.
+  std::vector<std::string> secrets;
+  std::vector<ReceiptKeys> key_sets;
+  for (char c = 'a'; c < 'a' + 7; ++c) {
+    secrets.emplace_back(32, c);
+    key_sets.emplace_back(secrets.back(), std::vector<std::string>{});
+  }
+  Receipt r = Inline();
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < key_sets.size(); ++i) {
+      ++r.decided_at_us;
+      const std::string signed_receipt = key_sets[i].Sign(r);
+      ASSERT_GT(signed_receipt.size(), 32u);
+      const absl::string_view body(signed_receipt.data(), signed_receipt.size() - 32);
+      EXPECT_EQ(signed_receipt.substr(body.size()), ReferenceMac(secrets[i], body))
+          << "key " << i << " round " << round;
+      ASSERT_OK(key_sets[i].Verify(signed_receipt, "receipt"));
+      // Signed under another key: refused by every other key set.
+      const ReceiptKeys& other = key_sets[(i + 1) % key_sets.size()];
+      EXPECT_FALSE(other.Verify(signed_receipt, "receipt").ok());
+    }
+  }
+}
+
+TEST(ReceiptTest, APreviousKeyVerifiesWhatItSignedAfterRotation) {
+  const std::string old_key(32, 'o'), new_key(32, 'n');
+  const ReceiptKeys before(old_key, {});
+  const ReceiptKeys after(new_key, {old_key});
+  const std::string old_receipt = before.Sign(Inline());
+  const std::string new_receipt = after.Sign(Inline());
+  ASSERT_OK(after.Verify(old_receipt, "receipt"));
+  ASSERT_OK(after.Verify(new_receipt, "receipt"));
+  EXPECT_FALSE(before.Verify(new_receipt, "receipt").ok());
+  // An altered byte anywhere fails the signature check under either key.
+  std::string altered = old_receipt;
+  altered[altered.size() / 2] ^= 1;
+  EXPECT_FALSE(after.Verify(altered, "receipt").ok());
 }
 
 TEST(ReceiptKeyFileTest, ParsesHexAndBase64WithCommentsAndPreviousKeys) {

@@ -5,4 +5,4 @@ ratelimit_test(settle_service_test settle_service_test.cc
                LIBS ratelimit_server ratelimit_client PkgConfig::HTTPLIB)
 ratelimit_test(settle_process_test settle_process_test.cc LIBS ratelimit_client)
 add_dependencies(settle_process_test ratelimit-server)
-ratelimit_test(receipt_test receipt_test.cc LIBS ratelimit_server)
+ratelimit_test(receipt_test receipt_test.cc LIBS ratelimit_server OpenSSL::Crypto)
