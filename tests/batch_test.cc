@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
+#include "tests/support/client_server_test_support.h"
 #include "tests/support/selective_store.h"
 #include "tests/support/server_test_support.h"
 #include "tests/support/test_support.h"
@@ -26,13 +27,16 @@ namespace ratelimit {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::ratelimit::testing::CheckedBalance;
 using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::HttpGet;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::SelectiveFailingStore;
+using ::ratelimit::testing::ServerAndClient;
 using ::ratelimit::testing::ServerProcess;
+using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 
@@ -65,33 +69,22 @@ v1::BatchRequest Batch(
   return batch;
 }
 
-// One in-process server on its own data directory (RocksDB unless a store is given).
-struct Instance {
-  std::unique_ptr<RateLimitServer> server;
-  std::unique_ptr<RateLimitClient> client;
-};
-
 class BatchTest : public ::testing::Test {
  protected:
+  // The server processes started here read the same limits file.
   void SetUp() override { WriteFileAtomically(dir_.File("limits.yaml"), kLimits); }
 
-  Instance StartInstance(const std::string& data, ServerOptions options = {},
-                         std::unique_ptr<StateStore> store = nullptr) {
-    options.listen_address = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    options.data_dir = dir_.File(data);
-    options.limits_file = dir_.File("limits.yaml");
-    auto server = RateLimitServer::Start(options, clock_, std::move(store));
-    EXPECT_TRUE(server.ok()) << server.status();
-    if (!server.ok()) return {};
-    Instance i;
-    i.server = *std::move(server);
-    i.client = RateLimitClient::Connect("127.0.0.1:" + std::to_string(i.server->port()),
-                                        ClientOptions{absl::Seconds(20), ""});
-    return i;
+  // One in-process server on its own data directory (RocksDB unless a store is given).
+  ServerAndClient StartInstance(const std::string& data, ServerOptions options = {},
+                                std::unique_ptr<StateStore> store = nullptr) {
+    auto started = StartServerAndClient(std::move(options), dir_, kLimits, clock_,
+                                        std::move(store), ClientOptions{absl::Seconds(20), ""},
+                                        data);
+    EXPECT_TRUE(started.ok()) << started.status();
+    return started.ok() ? *std::move(started) : ServerAndClient{};
   }
   void StartServer(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr) {
-    Instance i = StartInstance("data", options, std::move(store));
+    ServerAndClient i = StartInstance("data", std::move(options), std::move(store));
     ASSERT_NE(i.server, nullptr);
     server_ = std::move(i.server);
     client_ = std::move(i.client);
@@ -102,9 +95,7 @@ class BatchTest : public ::testing::Test {
     return ValueOn(*client_, name, key);
   }
   static double ValueOn(RateLimitClient& client, const std::string& name, const std::string& key) {
-    auto r = client.Check(MakeRequest(name, key));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->results(0).value() : -1e300;
+    return CheckedBalance(client, name, key, -1e300);
   }
 
   TempDir dir_;
@@ -304,8 +295,8 @@ TEST_F(BatchTest, NotAValidBatchRequestIsInvalidArgument) {
 // Random batches against one server, the same requests as single calls against another: every
 // answer is the same (receipts aside, which carry random ids), and so are the final balances.
 TEST_F(BatchTest, BatchEqualsTheSameCallsOneByOne) {
-  Instance batched = StartInstance("batched");
-  Instance single = StartInstance("single");
+  ServerAndClient batched = StartInstance("batched");
+  ServerAndClient single = StartInstance("single");
   ASSERT_NE(batched.server, nullptr);
   ASSERT_NE(single.server, nullptr);
   std::mt19937 rng(20261123);
@@ -364,7 +355,7 @@ TEST_F(BatchTest, BatchEqualsTheSameCallsOneByOne) {
     clock_.Advance(pick(300) * kSecond / 1000);  // 0..0.3 s between batches
   }
   EXPECT_GT(compared, 300);
-  for (const std::string& name : {"api", "daily"}) {
+  for (const char* name : {"api", "daily"}) {
     for (const std::string& key : keys) {
       EXPECT_DOUBLE_EQ(ValueOn(*batched.client, name, key), ValueOn(*single.client, name, key))
           << name << "/" << key;

@@ -5,14 +5,17 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
+#include "tests/support/client_server_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::CheckedBalance;
 using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::TickingClock;
 using ::ratelimit::testing::WriteFileAtomically;
@@ -33,24 +36,18 @@ class ServiceTest : public ::testing::Test {
  protected:
   void StartServer(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr,
                    const Clock* clock = nullptr) {
-    WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
-    options.listen_address = "127.0.0.1:0";
-    options.data_dir = dir_.File("data");
-    options.limits_file = dir_.File("limits.yaml");
     if (options.admin_token.empty()) options.admin_token = "s3cret";
-    auto server = RateLimitServer::Start(options, clock ? *clock : clock_, std::move(store));
-    ASSERT_OK(server);
-    server_ = *std::move(server);
+    auto started = StartServerAndClient(std::move(options), dir_, kLimits,
+                                        clock ? *clock : clock_, std::move(store),
+                                        ClientOptions{absl::Seconds(10), "s3cret"});
+    ASSERT_OK(started);
+    server_ = std::move(started->server);
+    client_ = std::move(started->client);
     target_ = "127.0.0.1:" + std::to_string(server_->port());
-    client_ = RateLimitClient::Connect(target_, ClientOptions{absl::Seconds(10), "s3cret"});
   }
 
   // The current balance of api/<key> as Check reports it.
-  double ApiValue(const std::string& key) {
-    auto r = client_->Check(MakeRequest("api", key));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->results(0).value() : -1;
-  }
+  double ApiValue(const std::string& key) { return CheckedBalance(*client_, "api", key); }
 
   TempDir dir_;
   FakeClock clock_;

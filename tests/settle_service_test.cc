@@ -4,6 +4,7 @@
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/support/client_server_test_support.h"
 #include "tests/support/reload_recorder.h"
 #include "tests/support/server_test_support.h"
 #include "tests/support/test_support.h"
@@ -11,9 +12,11 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::CheckedBalance;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::ReloadRecorder;
+using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 
@@ -34,24 +37,16 @@ const std::string kKey2(64, 'b');
 class SettleServiceTest : public ::testing::Test {
  protected:
   void StartServer(ServerOptions options = {}) {
-    WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
-    options.listen_address = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    options.data_dir = dir_.File("data");
-    options.limits_file = dir_.File("limits.yaml");
     options.limits_reload_interval = absl::Milliseconds(10);
     options.on_config_reload = reloads_.Callback();
-    auto server = RateLimitServer::Start(options, clock_);
-    ASSERT_OK(server);
-    server_ = *std::move(server);
-    client_ = RateLimitClient::Connect("127.0.0.1:" + std::to_string(server_->port()),
-                                       ClientOptions{absl::Seconds(10), ""});
+    auto started = StartServerAndClient(std::move(options), dir_, kLimits, clock_);
+    ASSERT_OK(started);
+    server_ = std::move(started->server);
+    client_ = std::move(started->client);
   }
 
   double Value(const std::string& name, const std::string& key) {
-    auto r = client_->Check(MakeRequest(name, key));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->results(0).value() : -1;
+    return CheckedBalance(*client_, name, key);
   }
 
   std::string Take(const std::string& name, const std::string& key, double count) {
