@@ -117,8 +117,7 @@ TEST_F(RedisTraceTest, ConsumeOnStandaloneRedisHasAClientSpanUnderTheStoreSpan) 
   EXPECT_EQ(Attr(fcall, "db.operation")->string_value(), "FCALL ratelimit_apply");
   EXPECT_EQ(Attr(fcall, "server.address")->string_value(), "127.0.0.1");
   const std::string seeds = target_.seeds;
-  EXPECT_EQ(Attr(fcall, "server.port")->int_value(),
-            std::stoi(seeds.substr(seeds.rfind(':') + 1)));
+  EXPECT_EQ(Attr(fcall, "server.port")->int_value(), std::stoi(seeds.substr(seeds.rfind(':') + 1)));
   ASSERT_NE(Attr(fcall, "db.redis.slot"), nullptr);
   EXPECT_GE(Attr(fcall, "db.redis.slot")->int_value(), 0);
   EXPECT_LT(Attr(fcall, "db.redis.slot")->int_value(), redis::kSlotCount);
@@ -162,8 +161,7 @@ TEST_F(RedisTraceTest, AnErrorReplyMarksTheSpanAsAnError) {
   EXPECT_FALSE(Consume(MakeRequest("api", "u1"), kSampled).ok());
   ASSERT_TRUE(collector_.WaitForSpans(3));
   server_->Shutdown();
-  const std::vector<otlp::Span> clients =
-      OfKind(collector_.Spans(), otlp::Span::SPAN_KIND_CLIENT);
+  const std::vector<otlp::Span> clients = OfKind(collector_.Spans(), otlp::Span::SPAN_KIND_CLIENT);
   ASSERT_EQ(clients.size(), 1u);
   EXPECT_EQ(clients[0].name(), "redis/FCALL ratelimit_apply");
   EXPECT_EQ(clients[0].status().code(), otlp::Status::STATUS_CODE_ERROR);

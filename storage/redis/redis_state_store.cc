@@ -95,8 +95,8 @@ class ClusterRouter final : public RedisStateStore::Router {
                Callback done) override {
     client_->Execute(routing_key, std::move(argv), std::move(done));
   }
-  void ExecuteWithInfo(const std::string& routing_key, std::vector<std::string> argv,
-                       Callback done, std::shared_ptr<redis::CommandInfo> info) override {
+  void ExecuteWithInfo(const std::string& routing_key, std::vector<std::string> argv, Callback done,
+                       std::shared_ptr<redis::CommandInfo> info) override {
     client_->Execute(routing_key, std::move(argv), std::move(done), std::move(info));
   }
   std::vector<std::string> Primaries() override { return client_->Primaries(); }
