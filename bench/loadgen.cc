@@ -15,6 +15,16 @@
 // hour, so every call is allowed and writes; without it the server must define --name. A call
 // whose response says not allowed is counted as "denied".
 //
+// With --limits=N (N > 1, v1) each request names N limits, "<name>-0".."<name>-<N-1>", every one
+// with the same key (and its own inline config): on a Redis Cluster their states live in
+// different slots, unless --hash_tag wraps the key in braces ("{hot}", "{key-7}"), which puts
+// every state of a request in the slot of that tag.
+//
+// With --rate=R (open loop) calls start at R per second in total, spread evenly over the
+// threads, whatever the latency, as long as a slot (--concurrency) is free; a call's latency is
+// measured from the time it was due, so time spent waiting for a free slot counts. Without it
+// (closed loop) every slot starts its next call as soon as its previous one completes.
+//
 // With --batch=N (N >= 1) each call is a Batch of N Consume entries, each the request above;
 // with --keys=N > 1 every entry of a call has a key of its own. Decisions are counted per entry
 // ("decisions", "decisions_per_s"; a denied entry counts in "denied", an entry with an error in
@@ -29,6 +39,7 @@
 //        [--concurrency=64] [--duration=10s] ...
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -67,6 +78,14 @@ ABSL_FLAG(double, capacity, 1e12, "--api=v1: capacity of the inline config");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(int, batch, 0,
           "--api=v1: 0 = Consume calls; N >= 1 = Batch calls of N Consume entries (1..1000)");
+ABSL_FLAG(int, limits, 1,
+          "--api=v1: limits per request (1..100); N > 1 names <name>-0..<name>-<N-1>, same key");
+ABSL_FLAG(bool, hash_tag, false,
+          "--api=v1: wrap the key in braces ({hot}, {key-7}): every limit of a request in one "
+          "Redis Cluster slot");
+ABSL_FLAG(double, rate, 0,
+          "open loop: start calls at this many per second in total (0: closed loop); latency is "
+          "measured from when a call was due");
 ABSL_FLAG(std::string, write_request, "",
           "write the request of --api and --batch (hot key), gRPC-framed, to this file and exit: "
           "a body for h2load -d, to compare with another client");
@@ -92,24 +111,32 @@ struct V1Api {
   }
   template <typename NextKey>
   static void SetKeys(Request& request, NextKey next_key) {
-    const std::string key = next_key();
+    const std::string key = Key(next_key());
     for (v1::LimitRequest& limit : *request.mutable_limits()) limit.set_key(key);
   }
   static int64_t Decisions(const Response&) { return 1; }
   static int64_t Denied(const Response& response) { return response.allowed() ? 0 : 1; }
   static int64_t EntryErrors(const Response&) { return 0; }
 
+  static std::string Key(const std::string& key) {
+    return absl::GetFlag(FLAGS_hash_tag) ? absl::StrCat("{", key, "}") : key;
+  }
+
   static Request Prototype() {
     Request request;
-    v1::LimitRequest* limit = request.add_limits();
-    limit->set_name(absl::GetFlag(FLAGS_name));
-    limit->set_key(kHotKey);
-    if (absl::GetFlag(FLAGS_inline_config)) {
-      v1::LimitConfig* config = limit->mutable_config();
-      config->set_kind(v1::TOKEN_BUCKET);
-      config->set_rate(1);
-      config->mutable_period()->set_seconds(3600);
-      config->set_capacity(absl::GetFlag(FLAGS_capacity));
+    const int n = absl::GetFlag(FLAGS_limits);
+    for (int i = 0; i < n; ++i) {
+      v1::LimitRequest* limit = request.add_limits();
+      limit->set_name(n == 1 ? absl::GetFlag(FLAGS_name)
+                             : absl::StrCat(absl::GetFlag(FLAGS_name), "-", i));
+      limit->set_key(Key(kHotKey));
+      if (absl::GetFlag(FLAGS_inline_config)) {
+        v1::LimitConfig* config = limit->mutable_config();
+        config->set_kind(v1::TOKEN_BUCKET);
+        config->set_rate(1);
+        config->mutable_period()->set_seconds(3600);
+        config->set_capacity(absl::GetFlag(FLAGS_capacity));
+      }
     }
     return request;
   }
@@ -199,6 +226,9 @@ struct Settings {
   absl::Time measure_end;
   absl::Duration deadline;
   int64_t keys = 1;
+  double rate_per_thread = 0;  // calls per second each thread starts; 0: closed loop
+  int thread_index = 0;        // staggers the open-loop schedules of the threads
+  int num_threads = 1;
 };
 
 // What one thread saw in the measured window (and the errors outside it, for the record).
@@ -241,6 +271,10 @@ class Worker {
     const absl::Duration window = settings_.measure_end - settings_.measure_begin;
     tally_.latencies_ns.reserve(
         static_cast<size_t>(std::min(50e6, 200000.0 * absl::ToDoubleSeconds(window) + 1024)));
+    if (settings_.rate_per_thread > 0) {
+      RunPaced();
+      return;
+    }
     int in_flight = 0;
     for (int slot = 0; slot < static_cast<int>(stubs_.size()); ++slot) {
       Start(slot);
@@ -266,7 +300,48 @@ class Worker {
   Tally& tally() { return tally_; }
 
  private:
-  void Start(int slot) {
+  // Open loop: a call is due every 1/rate_per_thread seconds; it starts when due, or as soon as
+  // a slot frees up when every slot is busy (its latency still counts from when it was due).
+  void RunPaced() {
+    const int64_t interval_ns = static_cast<int64_t>(1e9 / settings_.rate_per_thread);
+    int64_t due_ns =
+        MonotonicNanos() + interval_ns * settings_.thread_index / settings_.num_threads;
+    std::vector<int> free_slots;
+    for (int slot = static_cast<int>(stubs_.size()) - 1; slot >= 0; --slot) {
+      free_slots.push_back(slot);
+    }
+    int in_flight = 0;
+    while (true) {
+      const bool starting = absl::Now() < settings_.measure_end;
+      int64_t now_ns = MonotonicNanos();
+      while (starting && !free_slots.empty() && now_ns >= due_ns) {
+        Start(free_slots.back(), due_ns);
+        free_slots.pop_back();
+        ++in_flight;
+        due_ns += interval_ns;
+      }
+      if (!starting && in_flight == 0) break;
+      // Wake for the next due call, or for a completion (at most 100 ms, to notice the end).
+      int64_t wait_ns = 100000000;
+      if (starting && !free_slots.empty()) wait_ns = std::max<int64_t>(0, due_ns - now_ns);
+      void* tag = nullptr;
+      bool ok = false;
+      const auto status = cq_.AsyncNext(
+          &tag, &ok, std::chrono::system_clock::now() + std::chrono::nanoseconds(wait_ns));
+      if (status == grpc::CompletionQueue::SHUTDOWN) break;
+      if (status != grpc::CompletionQueue::GOT_EVENT) continue;
+      std::unique_ptr<Call<Api>> call(static_cast<Call<Api>*>(tag));
+      Record(*call, MonotonicNanos(), absl::Now());
+      free_slots.push_back(call->slot);
+      --in_flight;
+    }
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) delete static_cast<Call<Api>*>(tag);
+  }
+
+  void Start(int slot, int64_t due_ns = 0) {
     Request& request = requests_[slot];
     if (settings_.keys > 1) {
       // A scattered walk over the keys: consecutive calls (and entries) touch unrelated keys.
@@ -278,7 +353,7 @@ class Worker {
     auto call = std::make_unique<Call<Api>>();
     call->slot = slot;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + settings_.deadline));
-    call->start_ns = MonotonicNanos();
+    call->start_ns = due_ns > 0 ? due_ns : MonotonicNanos();
     call->reader = Api::Prepare(stubs_[slot], &call->context, request, &cq_);
     call->reader->StartCall();
     // The completion queue holds the call until Run() takes it back from the tag.
@@ -341,7 +416,10 @@ Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const
     for (int s = t; s < concurrency; s += num_threads) {
       slot_stubs.push_back(stubs[s % stubs.size()].get());
     }
-    workers.push_back(std::make_unique<Worker<Api>>(settings, prototype, std::move(slot_stubs),
+    Settings own = settings;
+    own.thread_index = t;
+    own.num_threads = num_threads;
+    workers.push_back(std::make_unique<Worker<Api>>(own, prototype, std::move(slot_stubs),
                                                     uint64_t{1000003} * t));
   }
   std::vector<std::thread> threads;
@@ -374,6 +452,16 @@ int Run() {
   }
   if (descriptors < 1 || (!envoy && descriptors != 1)) {
     std::fprintf(stderr, "--descriptors must be >= 1, and 1 unless --api=envoy\n");
+    return 2;
+  }
+  const int limits = absl::GetFlag(FLAGS_limits);
+  if (limits < 1 || limits > 100 || (envoy && (limits != 1 || absl::GetFlag(FLAGS_hash_tag)))) {
+    std::fprintf(stderr, "--limits must be 1..100, and 1 (without --hash_tag) with --api=envoy\n");
+    return 2;
+  }
+  const double rate = absl::GetFlag(FLAGS_rate);
+  if (!(rate >= 0) || rate > 1e7) {
+    std::fprintf(stderr, "--rate must be 0 (closed loop) or a rate up to 1e7 per second\n");
     return 2;
   }
   const int batch = absl::GetFlag(FLAGS_batch);
@@ -422,6 +510,7 @@ int Run() {
   settings.measure_end = settings.measure_begin + duration;
   settings.deadline = absl::GetFlag(FLAGS_deadline);
   settings.keys = absl::GetFlag(FLAGS_keys);
+  settings.rate_per_thread = rate / num_threads;
   Tally total = envoy       ? RunLoad<EnvoyApi>(channels, settings, concurrency, num_threads)
                 : batch > 0 ? RunLoad<BatchApi>(channels, settings, concurrency, num_threads)
                             : RunLoad<V1Api>(channels, settings, concurrency, num_threads);
@@ -439,13 +528,14 @@ int Run() {
         "\"errors\": %lld, \"errors_outside_window\": %lld, \"mean_us\": %.1f, "
         "\"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, "
         "\"max_us\": %.1f, \"batch\": %d, \"decisions\": %lld, \"decisions_per_s\": %.1f, "
-        "\"entry_errors\": %lld}\n",
+        "\"entry_errors\": %lld, \"limits\": %d, \"hash_tag\": %s, \"rate\": %.1f}\n",
         target.c_str(), api.c_str(), descriptors, concurrency, num_channels, num_threads, seconds,
         static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
         static_cast<long long>(total.errors), static_cast<long long>(total.errors_outside_window),
         latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
         latency.max_us, batch, static_cast<long long>(total.decisions), dps,
-        static_cast<long long>(total.entry_errors));
+        static_cast<long long>(total.entry_errors), limits,
+        absl::GetFlag(FLAGS_hash_tag) ? "true" : "false", rate);
   } else {
     std::printf(
         "target %s, api %s (%d descriptors): %d in flight over %d channels, %d threads; %.1f s "

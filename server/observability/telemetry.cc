@@ -67,6 +67,33 @@ const char* ModeName(Mode mode) {
   return "consume";
 }
 
+// A store round trip as a CLIENT span.
+class StoreClientSpan final : public StoreSpan {
+ public:
+  explicit StoreClientSpan(Span span) : span_(std::move(span)) {}
+  void SetAttribute(const char* key, absl::string_view value) override {
+    span_.SetAttribute(key, value);
+  }
+  void SetAttribute(const char* key, int64_t value) override { span_.SetAttribute(key, value); }
+  void SetError(absl::string_view message) override { span_.SetError(message); }
+  void End() override { span_.End(); }
+
+ private:
+  Span span_;
+};
+
+// Starts the round-trip spans of one store call as children of its span.
+class StoreSpanTracer final : public StoreTracer {
+ public:
+  explicit StoreSpanTracer(const Span& parent) : parent_(parent) {}
+  std::unique_ptr<StoreSpan> StartClientSpan(const char* name) override {
+    return std::make_unique<StoreClientSpan>(parent_.StartChild(name, SpanKind::kClient));
+  }
+
+ private:
+  const Span& parent_;
+};
+
 }  // namespace
 
 ServerMetrics::ServerMetrics(MetricsRegistry& r)
@@ -145,14 +172,22 @@ void Telemetry::Rpc::SetLimits(absl::Span<const LimitRequest> limits) {
 void Telemetry::Rpc::StoreStarted() {
   if (t_->metrics_) store_start_nanos_ = t_->clock_.SteadyNanos();
   store_span_ = span_.StartChild("ratelimit.store/transaction");
-  if (store_span_.recording()) store_span_.SetAttribute("db.system", t_->store_system_);
+  if (store_span_.recording()) {
+    store_span_.SetAttribute("db.system", t_->store_system_);
+    store_tracer_ = std::make_unique<StoreSpanTracer>(store_span_);
+    store_tracer_scope_ = std::make_unique<ScopedStoreTracer>(store_tracer_.get());
+  }
 }
+
+Telemetry::Rpc::~Rpc() { store_tracer_scope_.reset(); }
 
 void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
   if (t_->metrics_) {
     t_->metrics_->store_seconds.With({}).Observe(
         static_cast<double>(t_->clock_.SteadyNanos() - store_start_nanos_) / 1e9);
   }
+  store_tracer_scope_.reset();
+  store_tracer_.reset();
   if (!status.ok()) store_span_.SetError(status.message());
   store_span_.End();
 }

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_SERVER_OBSERVABILITY_TELEMETRY_H_
 #define RATELIMIT_SERVER_OBSERVABILITY_TELEMETRY_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "server/observability/telemetry_clock.h"
 #include "server/observability/tracer.h"
 #include "storage/limiter.h"
+#include "storage/store_trace.h"
 
 namespace ratelimit {
 
@@ -52,10 +54,14 @@ class Telemetry {
   class Rpc {
    public:
     Rpc(Rpc&&) = default;
+    ~Rpc();
     // Limits of the request (names, and keys when enabled, as span attributes). `limits` must
     // stay alive until the verdict is recorded.
     void SetLimits(absl::Span<const LimitRequest> limits);
-    // Brackets the store transaction: a child span and the store latency histogram.
+    // Brackets the store transaction: a child span and the store latency histogram. While the
+    // call is traced, a StoreTracer is installed on the calling thread (store_trace.h) until
+    // StoreFinished, so the store's round trips become CLIENT children of the store span.
+    // REQUIRES: both on the same thread; the Rpc is not moved in between.
     void StoreStarted();
     void StoreFinished(const absl::Status& status);
     // The outcome: decision metrics by limit name and span attributes.
@@ -85,6 +91,9 @@ class Telemetry {
     int64_t store_start_nanos_ = 0;  // steady clock
     Span span_;
     Span store_span_;
+    // While the store span records: the tracer of its round trips and its installation.
+    std::unique_ptr<StoreTracer> store_tracer_;
+    std::unique_ptr<ScopedStoreTracer> store_tracer_scope_;
     absl::Span<const LimitRequest> limits_;
   };
 

@@ -149,7 +149,7 @@ void Span::SetError(absl::string_view message) {
   status_message_ = std::string(message);
 }
 
-Span Span::StartChild(const char* name) const {
+Span Span::StartChild(const char* name, SpanKind kind) const {
   Span child;
   if (!sink_) return child;
   child.sink_ = sink_;
@@ -159,7 +159,7 @@ Span Span::StartChild(const char* name) const {
   child.trace_state_ = trace_state_;
   child.flags_ = flags_;
   child.name_ = name;
-  child.kind_ = SpanKind::kInternal;
+  child.kind_ = kind;
   child.wire_.reserve(256);
   child.clock_ = clock_;
   child.start_unix_nanos_ = clock_->UnixNanos();

@@ -12,7 +12,7 @@
 
 namespace ratelimit {
 
-enum class SpanKind { kInternal = 1, kServer = 2 };
+enum class SpanKind { kInternal = 1, kServer = 2, kClient = 3 };
 
 // Receives finished spans, each an encoded opentelemetry.proto.trace.v1.Span message. Submit
 // must not block: it is called on the request path.
@@ -56,8 +56,9 @@ class Span {
   void SetAttribute(const char* key, absl::Span<const double> values);
 
   void SetError(absl::string_view message);
-  // Starts a child span (kind INTERNAL) in the same trace. REQUIRES: `name` is a literal.
-  Span StartChild(const char* name) const;
+  // Starts a child span (kind INTERNAL unless given) in the same trace. REQUIRES: `name` is a
+  // literal.
+  Span StartChild(const char* name, SpanKind kind = SpanKind::kInternal) const;
   void End();
 
   // The trace id in hex, or empty when not recording (for request-scoped log lines).

@@ -138,7 +138,17 @@ void RedisClusterClient::Execute(absl::string_view routing_key, std::vector<std:
   ExecuteInSlot(KeySlot(routing_key), std::move(args), std::move(done));
 }
 
+void RedisClusterClient::Execute(absl::string_view routing_key, std::vector<std::string> args,
+                                 Callback done, std::shared_ptr<CommandInfo> info) {
+  ExecuteRouted(KeySlot(routing_key), std::move(args), std::move(done), std::move(info));
+}
+
 void RedisClusterClient::ExecuteInSlot(int slot, std::vector<std::string> args, Callback done) {
+  ExecuteRouted(slot, std::move(args), std::move(done), nullptr);
+}
+
+void RedisClusterClient::ExecuteRouted(int slot, std::vector<std::string> args, Callback done,
+                                       std::shared_ptr<CommandInfo> info) {
   if (slot < 0 || slot >= kSlotCount) {
     done(absl::InvalidArgumentError(absl::StrCat("slot: ", slot, " is not in 0..16383")));
     return;
@@ -151,6 +161,8 @@ void RedisClusterClient::ExecuteInSlot(int slot, std::vector<std::string> args, 
   req->wire = FormatCommand(args);
   req->slot = slot;
   req->wait = options_.wait_replicas > 0;
+  if (info != nullptr) info->wait_replicas = options_.wait_replicas;
+  req->info = std::move(info);
   req->done = std::move(done);
   req->deadline = Now() + ToChrono(options_.command_timeout);
   Submit([req](Loop& loop) mutable { loop.Route(std::move(req)); });

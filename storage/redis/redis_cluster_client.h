@@ -56,6 +56,15 @@ struct RedisClientMetrics {
   std::map<std::string, Latency> latency_by_node;
 };
 
+// How one slot-routed command went, for its trace span: filled on the I/O thread before the
+// command's callback runs, and read by that callback.
+struct CommandInfo {
+  std::string address;     // the node that gave the final answer ("" if none was reached)
+  int redirects = 0;       // MOVED / ASK followed, TRYAGAIN / CLUSTERDOWN retried
+  int pipeline_depth = 0;  // commands in the write that carried it last (0: never written)
+  int wait_replicas = 0;   // replicas the write's WAIT asked for (0: no WAIT)
+};
+
 // The reply of one node to a command run on every primary.
 struct NodeReply {
   std::string address;
@@ -143,6 +152,9 @@ class RedisClusterClient {
   // Runs `args` (e.g. {"INCR", "k"}) on the primary serving the slot of `routing_key` and calls
   // `done` once, on the I/O thread, with the reply or the error. REQUIRES: args is not empty.
   void Execute(absl::string_view routing_key, std::vector<std::string> args, Callback done);
+  // The same, also filling `*info` (may be null; kept alive until `done` ran) before `done`.
+  void Execute(absl::string_view routing_key, std::vector<std::string> args, Callback done,
+               std::shared_ptr<CommandInfo> info);
   // The same, routed by an explicit slot (0..16383; outside: INVALID_ARGUMENT via `done`).
   void ExecuteInSlot(int slot, std::vector<std::string> args, Callback done);
   // Runs `args` on the node at `address` ("host:port"), whatever it serves; redirections are
@@ -170,6 +182,8 @@ class RedisClusterClient {
   class Loop;  // the I/O thread's state; defined in the .cc
   explicit RedisClusterClient(Options options);
 
+  void ExecuteRouted(int slot, std::vector<std::string> args, Callback done,
+                     std::shared_ptr<CommandInfo> info);
   void Submit(std::function<void(Loop&)> task);
   bool OnIoThread() const;
 

@@ -134,10 +134,16 @@ void RedisClusterClient::Loop::Dispatch(std::shared_ptr<Request> req, const std:
   if (asking) (*conn)->Enqueue({FormatCommand({"ASKING"}), nullptr, req->deadline});
   const SteadyTime deadline = req->deadline;
   std::string wire = req->wire;
+  int* depth = nullptr;
+  if (req->info) {
+    req->info->address = address;
+    req->info->redirects = req->attempts;
+    depth = &req->info->pipeline_depth;
+  }
   (*conn)->Enqueue(
       {std::move(wire),
        [this, req, address](absl::StatusOr<Reply> r) { OnReply(req, address, std::move(r)); },
-       deadline, req->wait});
+       deadline, req->wait, depth});
 }
 
 void RedisClusterClient::Loop::OnReply(const std::shared_ptr<Request>& req,

@@ -33,6 +33,8 @@ struct Request {
   int attempts = 0;
   bool internal = false;  // the client's own command: not counted in the metrics
   bool wait = false;      // its reply waits for Options::wait_replicas replicas (WAIT)
+  // When set, filled for the caller's trace span before `done` runs.
+  std::shared_ptr<CommandInfo> info;
 };
 
 // Everything the I/O thread owns. Only that thread touches it (no locks), except for the

@@ -266,8 +266,12 @@ void RedisConnection::WriteAvailable(SteadyTime now, std::vector<Completion>* do
       if (wait && (!wait_deadline || c.deadline < *wait_deadline)) wait_deadline = c.deadline;
       InFlight entry{std::move(c.handler), c.deadline, now, auth};
       entry.wait = wait;
+      entry.batch_depth = c.batch_depth;
       inflight_.push_back(std::move(entry));
       ++depth;
+    }
+    for (auto it = inflight_.end() - depth; it != inflight_.end(); ++it) {
+      if (it->batch_depth != nullptr) *it->batch_depth = depth;
     }
     if (wait_deadline) {
       const int64_t left_ms =

@@ -55,6 +55,9 @@ class RedisConnection {
     Handler handler;   // may be empty: the reply is dropped
     SteadyTime deadline;
     bool wait = false;  // a write whose reply waits for Limits::wait_replicas replicas
+    // When set, receives the number of commands of the write that carries it; must stay valid
+    // while `handler` lives (it is set before the handler runs, on the same thread).
+    int* batch_depth = nullptr;
   };
   struct Completion {
     Handler handler;
@@ -117,6 +120,7 @@ class RedisConnection {
     bool auth = false;     // the AUTH of Start(): an error reply closes the connection
     bool wait = false;     // its reply is held until the batch's WAIT answers
     bool is_wait = false;  // the batch's WAIT
+    int* batch_depth = nullptr;
   };
   void ReadAvailable(SteadyTime now, std::vector<Completion>* done);
   void WriteAvailable(SteadyTime now, std::vector<Completion>* done);

@@ -15,6 +15,7 @@
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_slot.h"
 #include "storage/redis/redis_store_metrics.h"
+#include "storage/store_trace.h"
 
 namespace ratelimit {
 
@@ -27,6 +28,15 @@ class RedisStateStore::Router {
   // records the reply).
   virtual void Execute(const std::string& routing_key, std::vector<std::string> argv,
                        Callback done) = 0;
+  // Execute, and while a store tracer is installed on the calling thread (store_trace.h), one
+  // CLIENT span for the round trip, ended when the reply arrives.
+  void Send(const std::string& routing_key, std::vector<std::string> argv, Callback done) {
+    if (StoreTracer* tracer = CurrentStoreTracer(); tracer != nullptr) {
+      SendTraced(*tracer, routing_key, std::move(argv), std::move(done));
+      return;
+    }
+    Execute(routing_key, std::move(argv), std::move(done));
+  }
   // The primaries to SCAN and PING ("" for the only node of a plain connection).
   virtual std::vector<std::string> Primaries() = 0;
   virtual absl::StatusOr<redis::Reply> ExecuteOnNode(const std::string& node,
@@ -36,6 +46,18 @@ class RedisStateStore::Router {
   // Whether every key lives on one server (a standalone one): keys of different slots may then
   // meet in one command.
   virtual bool SingleNode() const = 0;
+
+ protected:
+  // Execute, filling `info` (not null) before `done` runs when the router knows the details.
+  virtual void ExecuteWithInfo(const std::string& routing_key, std::vector<std::string> argv,
+                               Callback done, std::shared_ptr<redis::CommandInfo> info) {
+    (void)info;
+    Execute(routing_key, std::move(argv), std::move(done));
+  }
+
+ private:
+  void SendTraced(StoreTracer& tracer, const std::string& routing_key,
+                  std::vector<std::string> argv, Callback done);
 };
 
 namespace {
@@ -72,6 +94,10 @@ class ClusterRouter final : public RedisStateStore::Router {
   void Execute(const std::string& routing_key, std::vector<std::string> argv,
                Callback done) override {
     client_->Execute(routing_key, std::move(argv), std::move(done));
+  }
+  void ExecuteWithInfo(const std::string& routing_key, std::vector<std::string> argv, Callback done,
+                       std::shared_ptr<redis::CommandInfo> info) override {
+    client_->Execute(routing_key, std::move(argv), std::move(done), std::move(info));
   }
   std::vector<std::string> Primaries() override { return client_->Primaries(); }
   absl::StatusOr<redis::Reply> ExecuteOnNode(const std::string& node,
@@ -174,7 +200,63 @@ int64_t RecordExpiryMs(int64_t expires_at_us) {
   return expires_at_us / 1000 + (expires_at_us % 1000 != 0 ? 1 : 0);
 }
 
+// The span name of a command: "redis/<command>", with the function's name for an FCALL.
+const char* RedisSpanName(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "redis/command";
+  const std::string& command = argv[0];
+  if (command == "FCALL" && argv.size() > 1) {
+    const std::string& function = argv[1];
+    if (function == kRedisApplyFunction) return "redis/FCALL ratelimit_apply";
+    if (function == kRedisTakeHeldFunction) return "redis/FCALL ratelimit_take_held";
+    if (function == kRedisRefundFunction) return "redis/FCALL ratelimit_refund";
+    if (function == kRedisCompareAndSetFunction) return "redis/FCALL ratelimit_compare_and_set";
+    if (function == kRedisCommitFunction) return "redis/FCALL ratelimit_commit";
+    return "redis/FCALL";
+  }
+  if (command == "MGET") return "redis/MGET";
+  if (command == "GET") return "redis/GET";
+  if (command == "SET") return "redis/SET";
+  if (command == "DEL") return "redis/DEL";
+  return "redis/command";
+}
+
 }  // namespace
+
+void RedisStateStore::Router::SendTraced(StoreTracer& tracer, const std::string& routing_key,
+                                         std::vector<std::string> argv, Callback done) {
+  const char* name = RedisSpanName(argv);
+  std::shared_ptr<StoreSpan> span = tracer.StartClientSpan(name);
+  span->SetAttribute("db.system", "redis");
+  span->SetAttribute("db.operation", absl::string_view(name).substr(6));  // after "redis/"
+  span->SetAttribute("db.redis.slot", int64_t{redis::KeySlot(routing_key)});
+  auto info = std::make_shared<redis::CommandInfo>();
+  Callback traced = [span, info, done = std::move(done)](absl::StatusOr<redis::Reply> reply) {
+    if (!info->address.empty()) {
+      const size_t colon = info->address.rfind(':');
+      int64_t port = 0;
+      span->SetAttribute("server.address", absl::string_view(info->address).substr(0, colon));
+      if (colon != std::string::npos &&
+          absl::SimpleAtoi(absl::string_view(info->address).substr(colon + 1), &port)) {
+        span->SetAttribute("server.port", port);
+      }
+      span->SetAttribute("db.redis.redirects", int64_t{info->redirects});
+      if (info->pipeline_depth > 0) {
+        span->SetAttribute("db.redis.pipeline_depth", int64_t{info->pipeline_depth});
+      }
+      if (info->wait_replicas > 0) {
+        span->SetAttribute("db.redis.wait_replicas", int64_t{info->wait_replicas});
+      }
+    }
+    if (!reply.ok()) {
+      span->SetError(reply.status().message());
+    } else if (reply->is_error()) {
+      span->SetError(reply->str);
+    }
+    span->End();
+    done(std::move(reply));
+  };
+  ExecuteWithInfo(routing_key, std::move(argv), std::move(traced), std::move(info));
+}
 
 RedisStateStore::RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options)
     : router_(std::move(router)), options_(std::move(options)) {}
@@ -220,7 +302,7 @@ absl::StatusOr<redis::Reply> RedisStateStore::Command(const std::string& routing
                                                       std::vector<std::string> argv) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
   Replies replies(1);
-  router_->Execute(routing_key, std::move(argv), replies.For(0));
+  router_->Send(routing_key, std::move(argv), replies.For(0));
   return std::move(replies.Wait()[0]);
 }
 
@@ -302,7 +384,7 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
       argv[2] = absl::StrCat(n + 1);
       argv.insert(argv.begin() + 3 + n, {part.hold_key, hold_ttl_ms});
     }
-    router_->Execute(part.redis_keys[0], std::move(argv), takes.For(g));
+    router_->Send(part.redis_keys[0], std::move(argv), takes.For(g));
   }
   std::vector<absl::StatusOr<redis::Reply>>& replies = takes.Wait();
 
@@ -359,7 +441,7 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
     argv.insert(argv.end(), part.redis_keys.begin(), part.redis_keys.end());
     argv.push_back(part.hold_key);
     argv.push_back(hold_ttl_ms);
-    router_->Execute(part.redis_keys[0], std::move(argv), refunds.For(r));
+    router_->Send(part.redis_keys[0], std::move(argv), refunds.For(r));
   }
   // A refund that fails leaves its tokens taken until they refill (an under-grant, never more).
   refunds.Wait();
@@ -563,7 +645,7 @@ absl::Status RedisStateStore::DeleteAll(LimitSource source, absl::string_view na
         // One DEL per key: the keys of one primary may lie in different slots.
         Replies deleted(doomed.size());
         for (size_t i = 0; i < doomed.size(); ++i) {
-          router_->Execute(doomed[i], {"DEL", doomed[i]}, deleted.For(i));
+          router_->Send(doomed[i], {"DEL", doomed[i]}, deleted.For(i));
         }
         for (absl::StatusOr<redis::Reply>& r : deleted.Wait()) {
           if (!r.ok()) return r.status();
