@@ -118,9 +118,13 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
     to_proto(*verdict, response);
     return FinishRpc(reactor, rpc, grpc::Status::OK);
   }
-  // A request the store cannot take as asked (on a Redis Cluster: a request_id on limits of
-  // different slots) is the caller's to change, not a store failure: no fail-open.
-  if (verdict.status().code() == absl::StatusCode::kFailedPrecondition) {
+  // A request the store cannot take as asked is the caller's to change, not a store failure: no
+  // fail-open. Nor for a request_id in progress elsewhere (ABORTED: retry) or used for another
+  // request (INVALID_ARGUMENT): answering "allowed" would decide it twice.
+  const absl::StatusCode code = verdict.status().code();
+  if (code == absl::StatusCode::kFailedPrecondition ||
+      (!request.request_id().empty() &&
+       (code == absl::StatusCode::kAborted || code == absl::StatusCode::kInvalidArgument))) {
     return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
   }
   Log(LogLevel::kError, "store failure",

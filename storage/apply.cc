@@ -122,6 +122,10 @@ absl::Status StateStore::UpdateWithRecords(absl::Span<const StateKey> /*keys*/,
                    " store does not keep idempotency records (receipts and request_id)"));
 }
 
+absl::StatusOr<Outcome> StateStore::ApplyRecorded(const Operation& op, const Clock& clock) {
+  return ApplyWithRecords(*this, op, clock);
+}
+
 absl::StatusOr<std::string> StateStore::Secret(absl::string_view /*name*/,
                                                absl::FunctionRef<std::string()> /*generate*/) {
   return absl::UnimplementedError(absl::StrCat("the ", backend_name(), " store keeps no secrets"));

@@ -38,7 +38,7 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
   op.record_value = [&remember](const Outcome& outcome) {
     return remember.encode ? remember.encode(VerdictOf(outcome)) : std::string();
   };
-  absl::StatusOr<Outcome> outcome = ApplyWithRecords(store_, op, clock_);
+  absl::StatusOr<Outcome> outcome = store_.ApplyRecorded(op, clock_);
   if (!outcome.ok()) return outcome.status();
   if (outcome->existing_record) {
     Verdict verdict;
@@ -93,7 +93,7 @@ absl::StatusOr<SettleVerdict> Limiter::Settle(absl::Span<const SettleItem> items
   op.limits = ops;
   op.mode = Mode::kConsume;
   op.records = records;
-  absl::StatusOr<Outcome> outcome = ApplyWithRecords(store_, op, clock_);
+  absl::StatusOr<Outcome> outcome = store_.ApplyRecorded(op, clock_);
   if (!outcome.ok()) return outcome.status();
   SettleVerdict verdict;
   verdict.now_us = outcome->now_us;

@@ -154,6 +154,13 @@ class StateStore {
                                          absl::Span<const RecordSpec> records, const Clock& clock,
                                          RecordDecideFn decide);
 
+  // Applies an operation that may carry records and settlements, with the guarantees of
+  // storage/apply.h ApplyWithRecords: a present record is returned (nothing decided), else the
+  // operation is decided and its records written. A store whose keys may not meet in one
+  // transaction (a Redis Cluster) overrides it with a protocol of its own (documented there).
+  // Default: ApplyWithRecords on UpdateWithRecords.
+  virtual absl::StatusOr<Outcome> ApplyRecorded(const Operation& op, const Clock& clock);
+
   // A secret of the store's own, created once with `generate` and kept with the states (so it
   // survives restarts where the states do). Default: UNIMPLEMENTED (the store keeps none).
   virtual absl::StatusOr<std::string> Secret(absl::string_view name,

@@ -68,6 +68,7 @@ absl::StatusOr<OpenedStateStore> OpenRedis(const StoreOptions& options) {
   if (!client.ok()) return named(client.status());
   RedisStateStoreOptions ro;
   ro.key_prefix = options.redis_key_prefix;
+  ro.claim_lease = 2 * options.redis_timeout;
   absl::StatusOr<std::unique_ptr<RedisStateStore>> store =
       RedisStateStore::Open(*std::move(client), ro);
   if (!store.ok()) return named(store.status());

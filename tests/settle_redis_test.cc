@@ -78,23 +78,23 @@ class RedisClusterRecordTest : public ::testing::Test {
   std::unique_ptr<Limiter> limiter_;
 };
 
-// Keys "a" and "b" hash to different slots (checked), so no one call can decide them atomically
-// with a record: the request is refused as a precondition, and nothing is taken or remembered.
-TEST_F(RedisClusterRecordTest, ARequestIdOnLimitsInDifferentSlotsIsRefusedAndTakesNothing) {
+// Keys "a" and "b" hash to different slots (checked): a request_id on both is decided across
+// the slots (settle_cross_slot_test has the details), taken once and remembered.
+TEST_F(RedisClusterRecordTest, ARequestIdOnLimitsInDifferentSlotsIsTakenOnceAndRemembered) {
   ASSERT_NE(redis::KeySlot(RedisKeyOf("a")), redis::KeySlot(RedisKeyOf("b")));
   Remember remember;
   remember.record = RecordSpec{"q-cross", clock_.NowMicros() + 60 * kSecond};
-  auto v = limiter_->Evaluate(std::vector<LimitRequest>{Api(3, "a"), Api(3, "b")}, Mode::kConsume,
-                              remember);
-  EXPECT_EQ(v.status().code(), absl::StatusCode::kFailedPrecondition) << v.status();
-  EXPECT_NE(v.status().message().find("hash tag"), std::string::npos) << v.status();
-  EXPECT_DOUBLE_EQ(Value("a"), 10);
-  EXPECT_DOUBLE_EQ(Value("b"), 10);
-  // Without the record the same request is decided across slots as usual.
-  auto plain =
-      limiter_->Evaluate(std::vector<LimitRequest>{Api(3, "a"), Api(3, "b")}, Mode::kConsume);
-  ASSERT_OK(plain);
-  EXPECT_TRUE(plain->allowed);
+  const std::vector<LimitRequest> req{Api(3, "a"), Api(3, "b")};
+  auto v = limiter_->Evaluate(req, Mode::kConsume, remember);
+  ASSERT_OK(v);
+  EXPECT_TRUE(v->allowed);
+  EXPECT_DOUBLE_EQ(Value("a"), 7);
+  EXPECT_DOUBLE_EQ(Value("b"), 7);
+  auto retry = limiter_->Evaluate(req, Mode::kConsume, remember);
+  ASSERT_OK(retry);
+  EXPECT_TRUE(retry->remembered.has_value());
+  EXPECT_DOUBLE_EQ(Value("a"), 7);
+  EXPECT_DOUBLE_EQ(Value("b"), 7);
 }
 
 // A record written by one operation is found by every later operation on the same states,
@@ -270,50 +270,45 @@ TEST_F(RedisReplicasSettleTest, AReceiptSettledOnOneReplicaIsRefusedOnTheOther) 
   EXPECT_NEAR(Value(*clients_[1]), 996, 0.01);  // given back once
 }
 
-// Through the server: limits of different slots with a request_id, or their receipts settled
-// together, are FAILED_PRECONDITION (the caller's to change; not a store failure, so no
-// fail-open) and change nothing; with one hash tag, or settled one by one, they work.
-TEST_F(RedisReplicasSettleTest, RecordsOnLimitsOfDifferentSlotsAreRefusedThroughTheServer) {
+// Through the servers: a request_id on limits of different slots is decided once and replayed
+// by the other replica, refused with another body; its receipts settle together once.
+TEST_F(RedisReplicasSettleTest, RecordsOnLimitsOfDifferentSlotsWorkThroughTheServers) {
   auto slot_of = [&](const std::string& key) {
     return redis::KeySlot(RedisKeyFor(target_.key_prefix,
                                       StateKey{"ledger", key, LimitSource::kDefined},
                                       RedisHashTagOfKey(key)));
   };
   ASSERT_NE(slot_of("acct"), slot_of("acct2"));
+  auto value_of = [&](RateLimitClient& client, const std::string& key) {
+    auto r = client.Check(MakeRequest("ledger", key));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->results(0).value() : -1;
+  };
   v1::RateLimitRequest req = MakeRequest("ledger", "acct", 3);
   *req.add_limits() = MakeRequest("ledger", "acct2", 3).limits(0);
   req.set_request_id("cross-1");
-  auto refused = clients_[0]->Consume(req);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
-  EXPECT_NEAR(Value(*clients_[1]), 1000, 0.01);
-
-  req.clear_request_id();
   auto taken = clients_[0]->Consume(req);
   ASSERT_OK(taken);
   ASSERT_TRUE(taken->allowed());
+  ASSERT_FALSE(taken->replayed());
   ASSERT_EQ(taken->results_size(), 2);
-  auto together = clients_[1]->SettleAll(*taken, 0);
-  EXPECT_EQ(together.status().code(), absl::StatusCode::kFailedPrecondition) << together.status();
-  EXPECT_NEAR(Value(*clients_[1]), 997, 0.01);
-  for (int i = 0; i < 2; ++i) {
-    v1::SettleRequest one;
-    v1::Settlement* s = one.add_settlements();
-    s->set_receipt(taken->results(i).receipt());
-    s->set_used(0);
-    ASSERT_OK(clients_[i]->Settle(one));
-  }
-  EXPECT_NEAR(Value(*clients_[0]), 1000, 0.01);
-
-  v1::RateLimitRequest tagged = MakeRequest("ledger", "{t}acct", 3);
-  *tagged.add_limits() = MakeRequest("ledger", "{t}acct2", 3).limits(0);
-  tagged.set_request_id("tagged-1");
-  auto first = clients_[0]->Consume(tagged);
-  ASSERT_OK(first);
-  EXPECT_TRUE(first->allowed());
-  auto retry = clients_[1]->Consume(tagged);
+  auto retry = clients_[1]->Consume(req);
   ASSERT_OK(retry);
   EXPECT_TRUE(retry->replayed());
-  ASSERT_OK(clients_[1]->SettleAll(*first, 1));
+  EXPECT_EQ(retry->results(1).receipt(), taken->results(1).receipt());
+  EXPECT_NEAR(value_of(*clients_[0], "acct"), 997, 0.01);
+  EXPECT_NEAR(value_of(*clients_[0], "acct2"), 997, 0.01);
+
+  v1::RateLimitRequest other = req;
+  other.mutable_limits(1)->set_count(4);
+  EXPECT_EQ(clients_[1]->Consume(other).status().code(), absl::StatusCode::kInvalidArgument);
+
+  ASSERT_OK(clients_[1]->SettleAll(*taken, 0));
+  EXPECT_NEAR(value_of(*clients_[1], "acct"), 1000, 0.01);
+  EXPECT_NEAR(value_of(*clients_[1], "acct2"), 1000, 0.01);
+  auto again = clients_[0]->SettleAll(*taken, 0);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+  EXPECT_NEAR(value_of(*clients_[0], "acct"), 1000, 0.01);
 }
 
 }  // namespace

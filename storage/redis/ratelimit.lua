@@ -22,7 +22,7 @@
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '4'
+local LIBRARY_VERSION = '5'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -294,11 +294,10 @@ end
 -- already ran) nothing happens and the reply is the error "HELD". Otherwise runs ratelimit_apply
 -- on the keys and, when it took, records under the hold key for `ttl_ms` what each key was before
 -- and after, the amount taken and the limit. Same reply as ratelimit_apply.
-local function take_held(keys, args)
-  local hold = table.remove(keys)
-  local ttl = arg_number(args, 1, 'hold ttl')
-  if redis.call('EXISTS', hold) == 1 then return redis.error_reply('HELD request already settled') end
-  table.remove(args, 1)
+-- Runs ratelimit_apply (its args in `args`) on the keys and, when it took, records under `hold`
+-- for `ttl` ms what each key was before and after, the amount taken and the limit (and, with
+-- `keep_reply`, the reply itself, in the first key's entry). Returns ratelimit_apply's reply.
+local function take_into_hold(keys, args, hold, ttl, keep_reply)
   local reply, first = apply(keys, args)
   local n = #keys
   if reply[2] == 1 and args[1] ~= 'c' then
@@ -315,14 +314,57 @@ local function take_held(keys, args)
         offset = string.format('%.17g', l.offset),
       }
     end
+    if keep_reply then held[1].reply = cjson.encode(reply) end
     redis.call('SET', hold, cjson.encode(held), 'PX', ttl)
   end
   return reply
 end
 
--- FCALL ratelimit_refund <nkeys> <key>... <hold key> <hold ttl_ms>
+local function take_held(keys, args)
+  local hold = table.remove(keys)
+  local ttl = arg_number(args, 1, 'hold ttl')
+  if redis.call('EXISTS', hold) == 1 then return redis.error_reply('HELD request already settled') end
+  table.remove(args, 1)
+  return take_into_hold(keys, args, hold, ttl, false)
+end
+
+-- Part of a request with a request_id whose keys span slots: take_held under a hold key derived
+-- from the request, so that a re-run of the request (its first run died before its answer was
+-- recorded) finds the take and re-uses its answer instead of taking again.
+--
+-- FCALL ratelimit_take_recorded <nkeys> <key>... <hold key> <hold ttl_ms> <generation>
+--   <ratelimit_apply's args>
+-- When the hold records a take, returns that take's reply again (nothing is taken). When it says
+-- "refunded:<g>": with g >= generation (a late take of a run the refund already settled) nothing
+-- happens and the reply is the error "REFUNDED"; with g < generation (a later run of the request)
+-- it takes afresh. Otherwise takes, remembering the reply with the take. Same reply as
+-- ratelimit_apply.
+local function take_recorded(keys, args)
+  local hold = table.remove(keys)
+  local ttl = arg_number(args, 1, 'hold ttl')
+  local generation = arg_number(args, 2, 'generation')
+  local raw = redis.call('GET', hold)
+  if raw then
+    local refunded = string.match(raw, '^refunded:(%d+)$')
+    if refunded == nil then
+      if string.sub(raw, 1, 8) == 'refunded' then
+        return redis.error_reply('REFUNDED request already refunded')
+      end
+      return cjson.decode(cjson.decode(raw)[1].reply)
+    end
+    if tonumber(refunded) >= generation then
+      return redis.error_reply('REFUNDED request already refunded')
+    end
+  end
+  table.remove(args, 1)
+  table.remove(args, 1)
+  return take_into_hold(keys, args, hold, ttl, true)
+end
+
+-- FCALL ratelimit_refund <nkeys> <key>... <hold key> <hold ttl_ms> [<generation>]
 -- Undoes the take recorded under the hold key and marks the request refunded for `ttl_ms` (also
--- when its take has not arrived yet: it will do nothing). A key nobody wrote since the take gets
+-- when its take has not arrived yet: it will do nothing); with a generation (a take of
+-- ratelimit_take_recorded) the mark is "refunded:<generation>". A key nobody wrote since the take gets
 -- its state back exactly. A key written since gets back what the take still withholds from it,
 -- never more: the difference the take made shrinks only when the balance without it would have
 -- hit capacity, which needs at most `before + refill - capacity` of refill (a token bucket); a
@@ -332,8 +374,10 @@ local function refund(keys, args)
   local hold = table.remove(keys)
   local ttl = arg_number(args, 1, 'hold ttl')
   local raw = redis.call('GET', hold)
-  redis.call('SET', hold, 'refunded', 'PX', ttl)
-  if not raw or raw == 'refunded' then return 0 end
+  local mark = 'refunded'
+  if args[2] then mark = 'refunded:' .. args[2] end
+  redis.call('SET', hold, mark, 'PX', ttl)
+  if not raw or string.sub(raw, 1, 8) == 'refunded' then return 0 end
   local held = cjson.decode(raw)
   for k = 1, #keys do
     local h = held[k]
@@ -368,6 +412,8 @@ end
 
 redis.register_function('ratelimit_apply', function(keys, args) return (apply(keys, args)) end)
 redis.register_function('ratelimit_take_held', function(keys, args) return take_held(keys, args) end)
+redis.register_function('ratelimit_take_recorded',
+                        function(keys, args) return take_recorded(keys, args) end)
 redis.register_function('ratelimit_refund', function(keys, args) return refund(keys, args) end)
 redis.register_function('ratelimit_commit', function(keys, args) return commit(keys, args) end)
 redis.register_function('ratelimit_compare_and_set',

@@ -20,13 +20,14 @@ namespace ratelimit {
 
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
 // Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "4";
+inline constexpr absl::string_view kRedisLibraryVersion = "5";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
 inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";
 inline constexpr absl::string_view kRedisCommitFunction = "ratelimit_commit";
 inline constexpr absl::string_view kRedisTakeHeldFunction = "ratelimit_take_held";
 inline constexpr absl::string_view kRedisRefundFunction = "ratelimit_refund";
+inline constexpr absl::string_view kRedisTakeRecordedFunction = "ratelimit_take_recorded";
 
 // Every time at or past this (microseconds) is "never" in the library: doubles represent every
 // integer below it exactly. A full_at this far away is stored as never (the state gets no expiry)

@@ -2,6 +2,7 @@
 #define RATELIMIT_STORAGE_REDIS_REDIS_STATE_STORE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,13 @@ struct RedisStateStoreOptions {
   // How long a take of a request whose keys span slots is remembered (to refund it, and to make
   // a take that arrives after its refund do nothing). Default 60 s.
   absl::Duration hold_ttl = absl::Seconds(60);
+  // How long a request with a request_id whose keys span slots owns its request_id before another
+  // server may take it over (ApplyRecorded). The server sets 2 x --redis_timeout.
+  absl::Duration claim_lease = absl::Seconds(2);
+  // Tests: called by such a request once its takes are answered; returning true makes the request
+  // stop there (as if its server died), leaving its claim and takes as they are, and fail with
+  // UNAVAILABLE.
+  std::function<bool()> stop_after_takes_for_tests = nullptr;
 };
 
 // The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
@@ -86,10 +94,31 @@ class RedisStateStore final : public StateStore {
   // ratelimit_commit writes states and records only if none of them changed since (else it
   // decides again, at most 64 times, then ABORTED). A decision that writes nothing (a present
   // record) stands on the MGET snapshot. On a cluster the states must share a slot:
-  // FAILED_PRECONDITION otherwise (a standalone server takes any keys).
+  // FAILED_PRECONDITION otherwise (a standalone server takes any keys; ApplyRecorded spans slots).
   absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override;
+  // On one server, or when the keys share a slot: ApplyWithRecords (one UpdateWithRecords). On a
+  // cluster with keys in several slots:
+  //  - A Settle (every limit settles, one record per limit): each receipt's record lives in the
+  //    slot of its state. Every slot's states and records are read in parallel (MGET); any
+  //    record present refuses the whole operation (existing_record), nothing written. Else each
+  //    slot is decided in C++ and committed with ratelimit_commit, slots in parallel; a slot
+  //    whose commit conflicts (or fails) is re-read and decided again alone (at most 64 times,
+  //    then ABORTED). Records carry this call's random id, so a re-read recognises its own
+  //    commit. A re-read finding a record of another call (two Settles racing on one receipt)
+  //    returns that record as existing_record while the slots already committed stay committed:
+  //    a receipt still settles at most once, but such a Settle is not all-or-nothing.
+  //  - One record, no settlements (a request_id): the record lives in the slot of the first
+  //    state. It is claimed first (SET NX GET) with a pending marker leased for claim_lease: a
+  //    final record is returned as existing_record; a pending one within its lease is ABORTED
+  //    ("in progress"); an expired one is taken over with the next generation (CAS). Then the
+  //    slots take as in Apply, under holds named after the request and kept as long as the
+  //    record, which remember each take's reply: a later generation re-running the request
+  //    re-uses a take instead of taking again. Finally the record replaces the marker (CAS on
+  //    the marker, so an owner that lost its claim writes nothing: ABORTED). A denial refunds
+  //    the slots that took. A store error releases the claim (its lease ends at once).
+  absl::StatusOr<Outcome> ApplyRecorded(const Operation& op, const Clock& clock) override;
   // Kept in Redis without expiry; created with SET NX, so every replica sharing the store agrees
   // on one secret.
   absl::StatusOr<std::string> Secret(absl::string_view name,
@@ -116,6 +145,15 @@ class RedisStateStore final : public StateStore {
                                            const std::vector<std::string>& redis_keys,
                                            const std::vector<std::vector<size_t>>& groups,
                                            std::optional<int64_t> now);
+
+  absl::StatusOr<Outcome> SettleAcrossSlots(const Operation& op, const OperationKeys& keys,
+                                            const std::vector<std::string>& redis_keys,
+                                            const std::vector<std::vector<size_t>>& groups,
+                                            const Clock& clock);
+  absl::StatusOr<Outcome> RecordedAcrossSlots(const Operation& op, const OperationKeys& keys,
+                                              const std::vector<std::string>& redis_keys,
+                                              const std::vector<std::vector<size_t>>& groups,
+                                              const Clock& clock);
 
   const std::unique_ptr<Router> router_;
   const RedisStateStoreOptions options_;

@@ -50,16 +50,21 @@ absl::StatusOr<RedisTestTarget> StartRedisTestTarget(RedisTopology topology) {
 
 absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(const RedisTestTarget& target,
                                                                     const Clock* clock_override) {
+  RedisStateStoreOptions o;
+  o.clock_override = clock_override;
+  return OpenRedisTestStore(target, std::move(o));
+}
+
+absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(const RedisTestTarget& target,
+                                                                    RedisStateStoreOptions options) {
   redis::RedisClusterClient::Options co;
   co.seeds = target.seeds;
   co.command_timeout = absl::Seconds(5);
   absl::StatusOr<std::unique_ptr<redis::RedisClusterClient>> client =
       redis::RedisClusterClient::Connect(co);
   if (!client.ok()) return client.status();
-  RedisStateStoreOptions o;
-  o.key_prefix = target.key_prefix;
-  o.clock_override = clock_override;
-  return RedisStateStore::Open(*std::move(client), o);
+  options.key_prefix = target.key_prefix;
+  return RedisStateStore::Open(*std::move(client), std::move(options));
 }
 
 }  // namespace ratelimit::testing

@@ -32,6 +32,9 @@ absl::StatusOr<RedisTestTarget> StartRedisTestTarget(RedisTopology topology);
 // `clock_override`: see RedisStateStoreOptions; not owned, may be null.
 absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(const RedisTestTarget& target,
                                                                     const Clock* clock_override);
+// The same with every other option as given (its key_prefix is the target's).
+absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(const RedisTestTarget& target,
+                                                                    RedisStateStoreOptions options);
 
 }  // namespace ratelimit::testing
 
