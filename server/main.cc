@@ -56,6 +56,10 @@ ABSL_FLAG(int, redis_wait_replicas, 0,
           "--store=redis: replicas that must acknowledge each pipelined batch of writes to a "
           "primary (one WAIT per batch) before its decisions are answered; fewer within "
           "--redis_timeout: UNAVAILABLE (--failure_policy applies). 0: no WAIT");
+ABSL_FLAG(int, store_threads, -1,
+          "threads the RPC handlers run their store transactions on, so that a store waiting "
+          "for the network (Redis) does not park gRPC's callback threads; 0: on gRPC's threads; "
+          "-1: 64 for --store=redis, 0 for rocksdb");
 ABSL_FLAG(std::string, limits_file, "", "YAML file of named limits, hot-reloaded");
 ABSL_FLAG(absl::Duration, limits_reload_interval, absl::Seconds(1),
           "how often the limits file is checked for changes");
@@ -239,6 +243,10 @@ int main(int argc, char** argv) {
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.redis_wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
+  options.store_threads = absl::GetFlag(FLAGS_store_threads);
+  if (options.store_threads < -1 || options.store_threads > 4096) {
+    return Fail("--store_threads must be -1 (automatic) or 0 to 4096");
+  }
   if (options.store == "redis") {
     if (options.redis_address.empty()) return Fail("--store=redis requires --redis_address");
     if (absl::GetFlag(FLAGS_sync) || absl::GetFlag(FLAGS_salvage_wal)) {

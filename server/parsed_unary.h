@@ -10,6 +10,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "server/store_executor.h"
 
 namespace ratelimit {
 
@@ -17,30 +18,41 @@ namespace ratelimit {
 // owns them); it keeps no state and is called on gRPC's callback threads concurrently.
 
 // Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
-// returns the call's reactor; then serializes the reply into `response_bytes`. A body that does
-// not parse is finished with INVALID_ARGUMENT ("request body is not a valid <type>").
+// fills the response and returns the call's status; serializes the reply into `response_bytes`,
+// then finishes the call with that status. A body that does not parse is finished with
+// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, all of it runs on
+// one of the executor's threads and this returns at once (the reply is sent from that thread);
+// without, it runs here, before returning.
 //
-// REQUIRES: `handler` finishes the call before it returns (every thin handler does). gRPC binds
-// the returned reactor, and so sends the reply, only after the method returns, by which time
-// `response_bytes` holds the reply.
+// REQUIRES: `handler` is copyable and stays valid until it has run; it must not finish the call
+// itself.
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request_bytes,
-                                      grpc::ByteBuffer* response_bytes, Handler handler) {
-  Request request;
-  grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
-  if (!grpc::SerializationTraits<Request>::Deserialize(&body, &request).ok()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        "request body is not a valid " + request.GetTypeName() + " (protobuf wire format)"));
-    return reactor;
+                                      grpc::ByteBuffer* response_bytes, Handler handler,
+                                      StoreExecutor* executor = nullptr) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto serve = [reactor, request_bytes, response_bytes, handler]() {
+    Request request;
+    grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
+    if (!grpc::SerializationTraits<Request>::Deserialize(&body, &request).ok()) {
+      reactor->Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          "request body is not a valid " + request.GetTypeName() + " (protobuf wire format)"));
+      return;
+    }
+    Response response;
+    const grpc::Status status = handler(&request, &response);
+    bool own_buffer = false;
+    // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
+    (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes, &own_buffer);
+    reactor->Finish(status);
+  };
+  if (executor != nullptr) {
+    executor->Run(std::move(serve));
+  } else {
+    serve();
   }
-  Response response;
-  grpc::ServerUnaryReactor* reactor = handler(&request, &response);
-  bool own_buffer = false;
-  // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
-  (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes, &own_buffer);
   return reactor;
 }
 

@@ -39,38 +39,37 @@ const char* MethodName(Mode mode) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Consume(grpc::CallbackServerContext* context,
-                                                        const v1::RateLimitRequest* request,
-                                                        v1::RateLimitResponse* response) {
+grpc::Status RateLimitServiceImpl::HandleConsume(grpc::CallbackServerContext* context,
+                                                 const v1::RateLimitRequest* request,
+                                                 v1::RateLimitResponse* response) {
   return Decide(context, *request, Mode::kConsume, response);
 }
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Check(grpc::CallbackServerContext* context,
-                                                      const v1::RateLimitRequest* request,
-                                                      v1::RateLimitResponse* response) {
+grpc::Status RateLimitServiceImpl::HandleCheck(grpc::CallbackServerContext* context,
+                                               const v1::RateLimitRequest* request,
+                                               v1::RateLimitResponse* response) {
   return Decide(context, *request, Mode::kCheck, response);
 }
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Reserve(grpc::CallbackServerContext* context,
-                                                        const v1::RateLimitRequest* request,
-                                                        v1::RateLimitResponse* response) {
+grpc::Status RateLimitServiceImpl::HandleReserve(grpc::CallbackServerContext* context,
+                                                 const v1::RateLimitRequest* request,
+                                                 v1::RateLimitResponse* response) {
   return Decide(context, *request, Mode::kReserve, response);
 }
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerContext* context,
-                                                       const v1::RateLimitRequest& request,
-                                                       Mode mode, v1::RateLimitResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+grpc::Status RateLimitServiceImpl::Decide(grpc::CallbackServerContext* context,
+                                          const v1::RateLimitRequest& request, Mode mode,
+                                          v1::RateLimitResponse* response) {
   Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), *context);
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
   absl::StatusOr<std::vector<LimitRequest>> resolved =
       ResolveRequest(request, *limits, inline_limits_);
-  if (!resolved.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(resolved.status()));
+  if (!resolved.ok()) return FinishRpc(rpc, ToGrpcStatus(resolved.status()));
   rpc.SetLimits(*resolved);
 
   if (mode != Mode::kCheck) {
     if (absl::Status st = ValidateRequestId(request); !st.ok()) {
-      return FinishRpc(reactor, rpc, ToGrpcStatus(st));
+      return FinishRpc(rpc, ToGrpcStatus(st));
     }
   }
   const std::shared_ptr<const ReceiptKeys> keys =
@@ -106,17 +105,17 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   rpc.StoreFinished(verdict.status());
   if (verdict.ok() && verdict->remembered) {
     absl::StatusOr<v1::RateLimitResponse> replay = ReplayAnswer(*verdict->remembered, fingerprint);
-    if (!replay.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(replay.status()));
+    if (!replay.ok()) return FinishRpc(rpc, ToGrpcStatus(replay.status()));
     telemetry_.CountReplay(MethodName(mode));
     rpc.span().SetAttribute("ratelimit.replayed", true);
     *response = *std::move(replay);
     rpc.SetDecision(response->allowed());
-    return FinishRpc(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(rpc, grpc::Status::OK);
   }
   if (verdict.ok()) {
     rpc.SetVerdict(*verdict, mode);
     to_proto(*verdict, response);
-    return FinishRpc(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(rpc, grpc::Status::OK);
   }
   // A request the store cannot take as asked is the caller's to change, not a store failure: no
   // fail-open. Nor for a request_id in progress elsewhere (ABORTED: retry) or used for another
@@ -125,7 +124,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   if (code == absl::StatusCode::kFailedPrecondition ||
       (!request.request_id().empty() &&
        (code == absl::StatusCode::kAborted || code == absl::StatusCode::kInvalidArgument))) {
-    return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
+    return FinishRpc(rpc, ToGrpcStatus(verdict.status()));
   }
   Log(LogLevel::kError, "store failure",
       {{"error", std::string(verdict.status().message())},
@@ -134,18 +133,16 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Decide(grpc::CallbackServerConte
   if (policy_ == FailurePolicy::kOpen) {
     rpc.SetFailedOpen();
     FailedOpenToProto(*resolved, response);
-    return FinishRpc(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(rpc, grpc::Status::OK);
   }
-  return FinishRpc(
-      reactor, rpc,
-      grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                   "rate-limit store unavailable: " + std::string(verdict.status().message())));
+  return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                     "rate-limit store unavailable: " +
+                                         std::string(verdict.status().message())));
 }
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContext* context,
-                                                      const v1::BatchRequest* request,
-                                                      v1::BatchResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* context,
+                                               const v1::BatchRequest* request,
+                                               v1::BatchResponse* response) {
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kService, "Batch", "ratelimit.v1.RateLimitService/Batch", *context);
   if (rpc.span().recording()) {
@@ -154,7 +151,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContex
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
   absl::StatusOr<std::vector<BatchEntryPlan>> plans =
       ResolveBatch(*request, *limits, inline_limits_);
-  if (!plans.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(plans.status()));
+  if (!plans.ok()) return FinishRpc(rpc, ToGrpcStatus(plans.status()));
 
   std::vector<BatchItem> items;
   items.reserve(plans->size());
@@ -225,17 +222,16 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Batch(grpc::CallbackServerContex
          {"trace_id", rpc.TraceId()}});
     if (policy_ == FailurePolicy::kOpen) rpc.span().SetAttribute("ratelimit.failed_open", true);
   }
-  return FinishRpc(reactor, rpc, grpc::Status::OK);
+  return FinishRpc(rpc, grpc::Status::OK);
 }
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerContext* context,
-                                                       const v1::SettleRequest* request,
-                                                       v1::SettleResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+grpc::Status RateLimitServiceImpl::HandleSettle(grpc::CallbackServerContext* context,
+                                                const v1::SettleRequest* request,
+                                                v1::SettleResponse* response) {
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kService, "Settle", "ratelimit.v1.RateLimitService/Settle", *context);
   if (settle_.keys == nullptr) {
-    return FinishRpc(reactor, rpc,
+    return FinishRpc(rpc,
                      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                   "this server issues no receipts, so there is nothing to settle"));
   }
@@ -245,7 +241,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerConte
       SettleFromProto(*request, *keys, *limits, settle_.receipt_ttl_us, settle_.clock->NowMicros());
   if (!items.ok()) {
     telemetry_.CountSettlement("rejected", request->settlements_size());
-    return FinishRpc(reactor, rpc, ToGrpcStatus(items.status()));
+    return FinishRpc(rpc, ToGrpcStatus(items.status()));
   }
   rpc.StoreStarted();
   absl::StatusOr<SettleVerdict> verdict = limiter_.Settle(*items);
@@ -253,18 +249,17 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerConte
   if (!verdict.ok()) {
     // Receipts of limits in different slots of a Redis Cluster: the caller's to split.
     if (verdict.status().code() == absl::StatusCode::kFailedPrecondition) {
-      return FinishRpc(reactor, rpc, ToGrpcStatus(verdict.status()));
+      return FinishRpc(rpc, ToGrpcStatus(verdict.status()));
     }
     Log(LogLevel::kError, "store failure",
         {{"error", std::string(verdict.status().message())}, {"trace_id", rpc.TraceId()}});
-    return FinishRpc(
-        reactor, rpc,
-        grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                     "rate-limit store unavailable: " + std::string(verdict.status().message())));
+    return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                       "rate-limit store unavailable: " +
+                                           std::string(verdict.status().message())));
   }
   if (verdict->already_settled) {
     telemetry_.CountSettlement("rejected", request->settlements_size());
-    return FinishRpc(reactor, rpc,
+    return FinishRpc(rpc,
                      grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                                   absl::StrCat("settlements[", *verdict->already_settled,
                                                "].receipt: already settled; nothing was settled")));
@@ -287,13 +282,12 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Settle(grpc::CallbackServerConte
   rpc.span().SetAttribute("ratelimit.settle.returned", absl::MakeConstSpan(returned));
   rpc.span().SetAttribute("ratelimit.settle.charged", absl::MakeConstSpan(charged));
   rpc.span().SetAttribute("ratelimit.settle.uncharged", absl::MakeConstSpan(uncharged));
-  return FinishRpc(reactor, rpc, grpc::Status::OK);
+  return FinishRpc(rpc, grpc::Status::OK);
 }
 
-grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContext* context,
-                                                      const v1::ResetRequest* request,
-                                                      v1::ResetResponse* /*response*/) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+grpc::Status RateLimitServiceImpl::HandleReset(grpc::CallbackServerContext* context,
+                                               const v1::ResetRequest* request,
+                                               v1::ResetResponse* /*response*/) {
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", *context);
   std::optional<absl::string_view> authorization;
@@ -313,10 +307,10 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
          {"limit", request->name()},
          {"reason", std::string(admin.status().message())},
          {"trace_id", rpc.TraceId()}});
-    return FinishRpc(reactor, rpc, ToGrpcStatus(admin.status()));
+    return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   }
   absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
-  if (!target.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(target.status()));
+  if (!target.ok()) return FinishRpc(rpc, ToGrpcStatus(target.status()));
   rpc.StoreStarted();
   absl::Status s = target->all_keys ? limiter_.ResetAll(target->name, target->source)
                                     : limiter_.Reset(target->name, target->key, target->source);
@@ -330,7 +324,7 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
          {"limit", target->display_name},
          {"key", key},
          {"trace_id", rpc.TraceId()}});
-    return FinishRpc(reactor, rpc, grpc::Status::OK);
+    return FinishRpc(rpc, grpc::Status::OK);
   }
   Log(LogLevel::kError, "reset failed",
       {{"peer", peer},
@@ -338,9 +332,8 @@ grpc::ServerUnaryReactor* RateLimitServiceImpl::Reset(grpc::CallbackServerContex
        {"key", key},
        {"error", std::string(s.message())},
        {"trace_id", rpc.TraceId()}});
-  return FinishRpc(reactor, rpc,
-                   grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                "rate-limit store unavailable: " + std::string(s.message())));
+  return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                     "rate-limit store unavailable: " + std::string(s.message())));
 }
 
 }  // namespace ratelimit

@@ -10,6 +10,7 @@
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
 #include "server/settle.h"
+#include "server/store_executor.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
@@ -57,26 +58,9 @@ class RateLimitServiceImpl final
         inline_limits_(inline_limits),
         settle_(settle) {}
 
-  grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
-                                    const v1::RateLimitRequest* request,
-                                    v1::RateLimitResponse* response) override;
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
-                                  const v1::RateLimitRequest* request,
-                                  v1::RateLimitResponse* response) override;
-  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
-                                    const v1::RateLimitRequest* request,
-                                    v1::RateLimitResponse* response) override;
-  grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
-                                  const v1::ResetRequest* request,
-                                  v1::ResetResponse* response) override;
-  grpc::ServerUnaryReactor* Settle(grpc::CallbackServerContext* context,
-                                   const v1::SettleRequest* request,
-                                   v1::SettleResponse* response) override;
-  // Each entry exactly as its method would decide it (Decide), all with one store call
-  // (Limiter::EvaluateBatch); per-entry errors and failure policy in the entry's result.
-  grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
-                                  const v1::BatchRequest* request,
-                                  v1::BatchResponse* response) override;
+  // Where the handlers run (store_executor.h); null: inline on gRPC's callback thread. Set
+  // before the service is registered; not owned, outlives the gRPC server.
+  void set_executor(StoreExecutor* executor) { executor_ = executor; }
 
   // The registered (raw) methods: parse, then the typed handlers above.
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
@@ -84,28 +68,32 @@ class RateLimitServiceImpl final
                                     grpc::ByteBuffer* response) override {
     return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return Consume(context, req, resp); });
+        [this, context](auto* req, auto* resp) { return HandleConsume(context, req, resp); },
+        executor_);
   }
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override {
     return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return Check(context, req, resp); });
+        [this, context](auto* req, auto* resp) { return HandleCheck(context, req, resp); },
+        executor_);
   }
   grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override {
     return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return Reserve(context, req, resp); });
+        [this, context](auto* req, auto* resp) { return HandleReserve(context, req, resp); },
+        executor_);
   }
   grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override {
     return ServeParsed<v1::ResetRequest, v1::ResetResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return Reset(context, req, resp); });
+        [this, context](auto* req, auto* resp) { return HandleReset(context, req, resp); },
+        executor_);
   }
 
   grpc::ServerUnaryReactor* Settle(grpc::CallbackServerContext* context,
@@ -113,22 +101,41 @@ class RateLimitServiceImpl final
                                    grpc::ByteBuffer* response) override {
     return ServeParsed<v1::SettleRequest, v1::SettleResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return Settle(context, req, resp); });
+        [this, context](auto* req, auto* resp) { return HandleSettle(context, req, resp); },
+        executor_);
   }
   grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override {
     return ServeParsed<v1::BatchRequest, v1::BatchResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return Batch(context, req, resp); });
+        [this, context](auto* req, auto* resp) { return HandleBatch(context, req, resp); },
+        executor_);
   }
 
  private:
-  grpc::ServerUnaryReactor* Decide(grpc::CallbackServerContext* context,
-                                   const v1::RateLimitRequest& request, Mode mode,
-                                   v1::RateLimitResponse* response);
+  // The typed handlers, run by ServeParsed (on the store executor when there is one); each
+  // fills the response and returns the call's status.
+  grpc::Status HandleConsume(grpc::CallbackServerContext* context,
+                             const v1::RateLimitRequest* request, v1::RateLimitResponse* response);
+  grpc::Status HandleCheck(grpc::CallbackServerContext* context,
+                           const v1::RateLimitRequest* request, v1::RateLimitResponse* response);
+  grpc::Status HandleReserve(grpc::CallbackServerContext* context,
+                             const v1::RateLimitRequest* request, v1::RateLimitResponse* response);
+  grpc::Status HandleReset(grpc::CallbackServerContext* context, const v1::ResetRequest* request,
+                           v1::ResetResponse* response);
+  grpc::Status HandleSettle(grpc::CallbackServerContext* context, const v1::SettleRequest* request,
+                            v1::SettleResponse* response);
+  // Each entry exactly as its method would decide it (Decide), all with one store call
+  // (Limiter::EvaluateBatch); per-entry errors and failure policy in the entry's result.
+  grpc::Status HandleBatch(grpc::CallbackServerContext* context, const v1::BatchRequest* request,
+                           v1::BatchResponse* response);
+
+  grpc::Status Decide(grpc::CallbackServerContext* context, const v1::RateLimitRequest& request,
+                      Mode mode, v1::RateLimitResponse* response);
 
   Limiter& limiter_;
+  StoreExecutor* executor_ = nullptr;
   const LimitRegistry& registry_;
   const AdminAuthenticator& admin_;
   const FailurePolicy policy_;

@@ -240,6 +240,12 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
                                                        options.failure_policy, *s->telemetry_,
                                                        options.inline_limits, settle);
+  const int store_threads = options.store_threads >= 0 ? options.store_threads
+                            : options.store == "redis" ? 64
+                                                       : 0;
+  s->executor_ = std::make_unique<StoreExecutor>(store_threads);
+  StoreExecutor* executor = store_threads > 0 ? s->executor_.get() : nullptr;
+  s->service_->set_executor(executor);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -259,6 +265,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->limiter_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);
+    s->envoy_service_->set_executor(executor);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
   }

@@ -21,6 +21,7 @@
 #include "server/observability/tracer.h"
 #include "server/periodic_task.h"
 #include "server/rate_limit_service.h"
+#include "server/store_executor.h"
 #include "server/receipt.h"
 #include "server/tls.h"
 #include "server/watched_config.h"
@@ -51,6 +52,10 @@ struct ServerOptions {
   // The state store: "rocksdb" (default, in data_dir) or "redis" (the redis_* fields; see
   // StoreOptions). Ignored when a store is injected.
   std::string store = "rocksdb";
+  // Threads the RPC handlers run their store transactions on (server/store_executor.h), so that
+  // a store waiting for the network does not park gRPC's few callback threads: 0 runs them on
+  // gRPC's threads; negative (default) picks 0 for the embedded stores and 64 for "redis".
+  int store_threads = -1;
   std::string redis_address;
   std::string redis_password_file;
   absl::Duration redis_timeout = absl::Seconds(1);
@@ -206,6 +211,9 @@ class RateLimitServer {
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<PeriodicTask> gc_;  // null when gc_interval is not positive
   std::unique_ptr<Limiter> limiter_;
+  // After the limiter and store (its tasks use them), before the services and the gRPC server
+  // (it outlives the calls they run on it).
+  std::unique_ptr<StoreExecutor> executor_;
   LimitRegistry registry_;
   std::unique_ptr<LimitsFileWatcher> watcher_;
   ConfigSnapshot<ReceiptKeys> receipt_keys_;

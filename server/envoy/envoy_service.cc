@@ -13,17 +13,16 @@ constexpr char kEnvoyService[] = "envoy.service.ratelimit.v3.RateLimitService";
 
 }  // namespace
 
-grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
+grpc::Status EnvoyRateLimitServiceImpl::HandleShouldRateLimit(
     grpc::CallbackServerContext* context, const rlsv3::RateLimitRequest* request,
     rlsv3::RateLimitResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
                           "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", *context);
   // Held until the reply is built: the plan points into this snapshot.
   const std::shared_ptr<const EnvoyConfig> config = registry_.Current();
   absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(*request, *config);
-  if (!plan.ok()) return FinishRpc(reactor, rpc, ToGrpcStatus(plan.status()));
+  if (!plan.ok()) return FinishRpc(rpc, ToGrpcStatus(plan.status()));
   if (rpc.span().recording()) {
     rpc.span().SetAttribute("ratelimit.domain", request->domain());
     std::vector<absl::string_view> names;
@@ -41,10 +40,9 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
         {{"domain", request->domain()},
          {"error", std::string(outcomes.status().message())},
          {"trace_id", rpc.TraceId()}});
-    return FinishRpc(
-        reactor, rpc,
-        grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                     "rate-limit store unavailable: " + std::string(outcomes.status().message())));
+    return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                       "rate-limit store unavailable: " +
+                                           std::string(outcomes.status().message())));
   }
   BuildEnvoyResponse(*plan, *outcomes, ratelimit_headers_, response);
   stats_.Record(*plan, *outcomes);
@@ -61,7 +59,7 @@ grpc::ServerUnaryReactor* EnvoyRateLimitServiceImpl::ShouldRateLimit(
         p.kind == EnvoyDescriptorPlan::Kind::kLimited ? p.rule()->limit_name : p.stat_key, outcome);
   }
   rpc.SetDecision(response->overall_code() == rlsv3::RateLimitResponse::OK);
-  return FinishRpc(reactor, rpc, grpc::Status::OK);
+  return FinishRpc(rpc, grpc::Status::OK);
 }
 
 }  // namespace ratelimit

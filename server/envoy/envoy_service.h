@@ -8,6 +8,7 @@
 #include "server/envoy/envoy_stats.h"
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
+#include "server/store_executor.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
 
@@ -42,24 +43,33 @@ class EnvoyRateLimitServiceImpl final
         ratelimit_headers_(ratelimit_headers),
         telemetry_(telemetry) {}
 
-  grpc::ServerUnaryReactor* ShouldRateLimit(
-      grpc::CallbackServerContext* context,
-      const ::envoy::service::ratelimit::v3::RateLimitRequest* request,
-      ::envoy::service::ratelimit::v3::RateLimitResponse* response) override;
-  // The registered (raw) method: parse, then the typed handler above.
+  // Where the handler runs (store_executor.h); null: inline on gRPC's callback thread. Set
+  // before the service is registered; not owned, outlives the gRPC server.
+  void set_executor(StoreExecutor* executor) { executor_ = executor; }
+
+  // The registered (raw) method: parse, then the typed handler below.
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override {
     return ServeParsed<::envoy::service::ratelimit::v3::RateLimitRequest,
                        ::envoy::service::ratelimit::v3::RateLimitResponse>(
         context, request, response,
-        [&](auto* req, auto* resp) { return ShouldRateLimit(context, req, resp); });
+        [this, context](auto* req, auto* resp) {
+          return HandleShouldRateLimit(context, req, resp);
+        },
+        executor_);
   }
 
   const EnvoyStats& stats() const { return stats_; }
 
  private:
+  grpc::Status HandleShouldRateLimit(
+      grpc::CallbackServerContext* context,
+      const ::envoy::service::ratelimit::v3::RateLimitRequest* request,
+      ::envoy::service::ratelimit::v3::RateLimitResponse* response);
+
   Limiter& limiter_;
+  StoreExecutor* executor_ = nullptr;
   const Clock& clock_;
   const EnvoyConfigRegistry& registry_;
   const bool ratelimit_headers_;

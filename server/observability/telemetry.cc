@@ -250,11 +250,9 @@ void Telemetry::Rpc::Finish(const grpc::Status& status) {
   }
 }
 
-grpc::ServerUnaryReactor* FinishRpc(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
-                                    const grpc::Status& status) {
+grpc::Status FinishRpc(Telemetry::Rpc& rpc, const grpc::Status& status) {
   rpc.Finish(status);
-  reactor->Finish(status);
-  return reactor;
+  return status;
 }
 
 }  // namespace ratelimit

@@ -119,10 +119,9 @@ class Telemetry {
   const TelemetryClock& clock_;
 };
 
-// Finishes a unary call and its telemetry with `status`; returns `reactor` for the handler to
-// return.
-grpc::ServerUnaryReactor* FinishRpc(grpc::ServerUnaryReactor* reactor, Telemetry::Rpc& rpc,
-                                    const grpc::Status& status);
+// Finishes a unary call's telemetry with `status`; returns `status`, for the handler to return
+// (ServeParsed then sends the reply with it).
+grpc::Status FinishRpc(Telemetry::Rpc& rpc, const grpc::Status& status);
 
 }  // namespace ratelimit
 
