@@ -71,12 +71,10 @@ void StateCache::EvictLocked(Shard& shard) {
       ++scanned;  // queued and not written yet: it must stay
       continue;
     }
-    it = [&] {
-      auto next = std::next(it);
-      EraseLocked(shard, it);
-      evictions_.fetch_add(1, std::memory_order_relaxed);
-      return next;
-    }();
+    auto next = std::next(it);
+    EraseLocked(shard, it);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    it = next;
   }
 }
 
