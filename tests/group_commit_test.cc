@@ -251,5 +251,17 @@ TEST(GroupCommitProcessTest, KillNineUnderManyConcurrentCallersLosesNoAcknowledg
   EXPECT_EQ((*restarted)->StopWith(SIGTERM), 0);
 }
 
+TEST(GroupCommitProcessTest, ANegativeStateCacheBoundIsRefused) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("limits.yaml"), kLedgerLimits);
+  auto server = ServerProcess::Start({"--data_dir=" + dir.File("data"),
+                                      "--limits_file=" + dir.File("limits.yaml"),
+                                      "--state_cache_mb=-1"},
+                                     dir.path());
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("--state_cache_mb"), std::string::npos)
+      << server.status();
+}
+
 }  // namespace
 }  // namespace ratelimit
