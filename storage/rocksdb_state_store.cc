@@ -687,6 +687,9 @@ absl::Status RocksDbStateStore::CollectGarbage() {
 absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
+  // The cache forgets refilled states first, so that no read returns one from the cache once the
+  // compaction has dropped it from RocksDB (and again below, for any cached meanwhile).
+  cache_->DropRefilled(options_.clock->NowMicros());
   // Idle states may sit in the memtable: flush them so that the compaction sees them.
   rocksdb::FlushOptions flush;
   flush.wait = true;
@@ -698,7 +701,6 @@ absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
       !s.ok()) {
     return s;
   }
-  // The cache forgets what the compaction dropped (equivalent to no state either way).
   cache_->DropRefilled(options_.clock->NowMicros());
   if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); !s.ok()) return s;
   return FromRocks(db_->CompactRange(compact, records_, nullptr, nullptr), "compact records");
