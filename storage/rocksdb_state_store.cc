@@ -595,12 +595,12 @@ absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key)
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   const std::string encoded = EncodeStateKey(key.source, key.name, key.key);
-  // The latest decided state, once it is in the WAL. (A miss is not cached: without the key's
-  // stripe, a decision could queue a newer state meanwhile.)
+  // A state queued for the WAL is waited for, then read from RocksDB like any other: RocksDB is
+  // the truth (garbage collection may have dropped a refilled state the cache still holds). A
+  // read is not cached: without the key's stripe, a decision could queue a newer state meanwhile.
   const uint64_t epoch = group_.epoch();
   if (std::optional<StateCache::Entry> hit = cache_->Lookup(encoded, epoch)) {
     if (absl::Status s = WaitLocked(Pending{hit->ticket, epoch}); !s.ok()) return s;
-    return std::move(hit->state);
   }
   rocksdb::PinnableSlice value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_, encoded, &value);
