@@ -164,7 +164,10 @@ TEST_F(GroupCommitTest, AFailedWriteFailsEveryQueuedDecisionAndItsStatesAreNever
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
   EXPECT_EQ(other.status().code(), absl::StatusCode::kUnavailable) << other.status();
 
-  // Nothing was written, and nothing queued is read back: not while failing...
+  // The queued states are gone from the cache at once (a decision still in flight cannot read
+  // them)...
+  EXPECT_EQ(store_->state_cache().entries(), 0u);
+  // ...nothing was written, and nothing queued is read back: not while failing...
   for (const char* key : {"hot", "other"}) {
     auto state = store_->Get(StateKey{"gc", key});
     ASSERT_OK(state);
