@@ -82,6 +82,9 @@ ABSL_FLAG(absl::Duration, request_id_ttl, absl::Minutes(10),
           "how long the answer to a Consume or Reserve carrying a request_id is remembered for "
           "retries");
 ABSL_FLAG(bool, sync, false, "fsync the WAL on every write (survives power loss; slower)");
+ABSL_FLAG(int64_t, state_cache_mb, 256,
+          "memory bound of the cache of hot states in MiB (--store=rocksdb); 0: every decision "
+          "reads RocksDB");
 ABSL_FLAG(bool, salvage_wal, false,
           "open a data directory whose WAL is corrupt or truncated by recovering up to the last "
           "consistent record, losing the writes after it (default: refuse to start)");
@@ -280,6 +283,11 @@ int main(int argc, char** argv) {
   }
   options.sync = absl::GetFlag(FLAGS_sync);
   options.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
+  const int64_t cache_mb = absl::GetFlag(FLAGS_state_cache_mb);
+  if (cache_mb < 0 || cache_mb > (int64_t{1} << 30)) {
+    return Fail("--state_cache_mb must be between 0 and 2^30");
+  }
+  options.state_cache_bytes = static_cast<size_t>(cache_mb) << 20;
   options.gc_interval = absl::GetFlag(FLAGS_gc_interval);
   if (const std::string v = absl::GetFlag(FLAGS_inline_limits); v == "allow") {
     options.inline_limits = ratelimit::InlineLimits::kAllow;

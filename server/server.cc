@@ -181,6 +181,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     so.redis_wait_replicas = options.redis_wait_replicas;
     so.path = options.data_dir;
     so.sync = options.sync;
+    so.state_cache_bytes = options.state_cache_bytes;
     so.clock = &clock;
     so.salvage_wal = options.salvage_wal;
     absl::StatusOr<OpenedStateStore> opened = OpenStateStore(so);

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_SERVER_SERVER_H_
 #define RATELIMIT_SERVER_SERVER_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -81,6 +82,9 @@ struct ServerOptions {
   InlineLimits inline_limits = InlineLimits::kAllow;
   // fsync the WAL on every write group (power-loss durability).
   bool sync = false;
+  // Memory bound of the RocksDB store's cache of hot states, in bytes; 0: only decisions waiting
+  // for the WAL are kept. Default 256 MiB.
+  size_t state_cache_bytes = size_t{256} << 20;
   // Open a data directory whose WAL does not replay cleanly, dropping the writes after the
   // corruption point (default: refuse to start).
   bool salvage_wal = false;

@@ -19,6 +19,7 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
+#include "storage/apply.h"
 #include "storage/key_hash.h"
 #include "storage/rocksdb_recovery.h"
 #include "storage/state_codec.h"
@@ -104,7 +105,8 @@ RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
       errors_(std::make_shared<RocksDbErrorTracker>()),
       gc_filter_(std::make_unique<RefilledStateFilter>(*options.clock)),
       record_filter_(std::make_unique<ExpiredRecordFilter>(*options.clock)),
-      stripes_(options.lock_stripes) {
+      stripes_(options.lock_stripes),
+      cache_(std::make_unique<StateCache>(options.state_cache_bytes, group_.resolved_counter())) {
   if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
 }
 
@@ -175,7 +177,14 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   // DeleteRange, so DeleteAll deletes key by key.
   states_options.inplace_update_support = true;
   rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
+  // Shards of at least 8 MiB: an LRU cache shard cannot hold a block larger than itself, and the
+  // default (64 shards: 1 MiB each for 64 MiB) evicts a large SST's full Bloom filter (10 bits
+  // per key: 1.2 MiB per million keys) as soon as it is read, so every lookup re-read it.
+  int shard_bits = 0;
+  while (shard_bits < 6 && (options_.block_cache_bytes >> (shard_bits + 1)) >= (size_t{8} << 20)) {
+    ++shard_bits;
+  }
+  table.block_cache = rocksdb::NewLRUCache(options_.block_cache_bytes, shard_bits);
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   table.whole_key_filtering = true;
   table.cache_index_and_filter_blocks = true;
@@ -221,6 +230,11 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   }
 
   db_.reset(raw);
+  if (after_failure) {
+    // Nothing queued before the failure may be read again: the reopened RocksDB is the truth.
+    group_.Invalidate();
+    cache_->Clear();
+  }
   handles_ = handles;
   states_ = handles_[1];
   meta_ = handles_[2];
@@ -315,67 +329,178 @@ absl::Status RocksDbStateStore::CloseLocked() {
   return result;
 }
 
+namespace {
+
+// The stripes of `keys` (and of `records`), sorted and distinct, and the keys' stored names.
+void StripesAndNames(const StripedMutex& stripes, absl::Span<const StateKey> keys,
+                     absl::Span<const RecordSpec> records, absl::InlinedVector<size_t, 4>& out,
+                     absl::InlinedVector<std::string, 4>& encoded) {
+  for (const StateKey& k : keys) {
+    out.push_back(stripes.StripeOf(StableKeyHash(k.name, k.key)));
+    encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
+  }
+  // A record's stripe serializes two operations naming the same record on different states.
+  for (const RecordSpec& r : records) out.push_back(stripes.StripeOf(StableKeyHash("", r.key)));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+}  // namespace
+
 absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
   // Stripes to lock, in increasing order and each once, so concurrent multi-key updates cannot
   // deadlock.
   absl::InlinedVector<size_t, 4> stripes;
   absl::InlinedVector<std::string, 4> encoded;
-  for (const StateKey& k : keys) {
-    stripes.push_back(stripes_.StripeOf(StableKeyHash(k.name, k.key)));
-    encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
-  }
-  std::sort(stripes.begin(), stripes.end());
-  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  StripesAndNames(stripes_, keys, {}, stripes, encoded);
 
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
-  StripeLocks locked(stripes_, stripes);
-  return DecideLocked(keys, encoded, decide);
+  absl::StatusOr<Pending> pending;
+  {
+    StripeLocks locked(stripes_, stripes);
+    pending = DecideLocked(keys, encoded, decide);
+  }
+  // The stripes are free again: later decisions on these keys read the queued states from the
+  // cache while this one waits for the WAL.
+  if (!pending.ok()) return pending.status();
+  return WaitLocked(*pending);
 }
 
-absl::Status RocksDbStateStore::DecideLocked(absl::Span<const StateKey> keys,
-                                             absl::Span<const std::string> encoded,
-                                             DecideFn& decide) {
+std::vector<absl::StatusOr<Outcome>> RocksDbStateStore::ApplyBatch(
+    absl::Span<const Operation> ops, const Clock& clock) {
+  std::vector<absl::StatusOr<Outcome>> results;
+  results.reserve(ops.size());
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked();
+  if (!refused.ok()) {
+    results.assign(ops.size(), refused);
+    return results;
+  }
+  // Decide and queue every operation, each under its own stripes, then wait: the operations
+  // queued meanwhile usually go to the WAL in one write.
+  std::vector<Pending> pending(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Operation& op = ops[i];
+    const OperationKeys keys = DistinctKeys(op.limits);
+    absl::InlinedVector<size_t, 4> stripes;
+    absl::InlinedVector<std::string, 4> encoded;
+    StripesAndNames(stripes_, keys.keys, {}, stripes, encoded);
+    Outcome outcome;
+    auto decide = [&](absl::Span<const std::optional<State>> current,
+                      absl::Span<std::optional<State>> writes) -> absl::Status {
+      outcome = DecideOperation(op, keys, current, clock.NowMicros(), writes);
+      return absl::OkStatus();
+    };
+    DecideFn decide_fn(decide);
+    absl::StatusOr<Pending> queued;
+    {
+      StripeLocks locked(stripes_, stripes);
+      queued = DecideLocked(keys.keys, encoded, decide_fn);
+    }
+    if (!queued.ok()) {
+      results.push_back(queued.status());
+    } else {
+      pending[i] = *queued;
+      results.push_back(std::move(outcome));
+    }
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!results[i].ok()) continue;
+    if (absl::Status s = WaitLocked(pending[i]); !s.ok()) results[i] = s;
+  }
+  return results;
+}
+
+absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLocked(
+    absl::Span<const StateKey> keys, absl::Span<const std::string> encoded, DecideFn& decide) {
   const size_t n = keys.size();
+  Pending pending;
+  pending.epoch = group_.epoch();
   absl::InlinedVector<std::optional<State>, 4> current(n);
   absl::InlinedVector<std::optional<State>, 4> writes(n);
-  if (absl::Status s = ReadStatesLocked(keys, encoded, absl::MakeSpan(current)); !s.ok()) return s;
-
-  absl::Status status = decide(current, absl::MakeSpan(writes));
-  if (status.ok()) {
-    rocksdb::WriteBatch batch;
-    for (size_t i = 0; i < n; ++i) {
-      if (writes[i]) batch.Put(states_, encoded[i], EncodeState(*writes[i]));
-    }
-    status = CommitLocked(batch);
+  if (absl::Status s = ReadStatesLocked(keys, encoded, pending.epoch, absl::MakeSpan(current),
+                                        &pending.ticket);
+      !s.ok()) {
+    return s;
   }
-  return status;
+  if (absl::Status s = decide(current, absl::MakeSpan(writes)); !s.ok()) return s;
+  absl::StatusOr<uint64_t> ticket =
+      QueueLocked(pending.epoch, encoded, writes, [](rocksdb::WriteBatch&) {});
+  if (!ticket.ok()) return ticket.status();
+  pending.ticket = std::max(pending.ticket, *ticket);
+  return pending;
+}
+
+absl::StatusOr<uint64_t> RocksDbStateStore::QueueLocked(
+    uint64_t epoch, absl::Span<const std::string> encoded,
+    absl::Span<const std::optional<State>> writes,
+    absl::FunctionRef<void(rocksdb::WriteBatch&)> fill_more) {
+  // Encoded outside the group's lock, which every reactor's decisions share.
+  absl::InlinedVector<std::string, 4> values(writes.size());
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (writes[i]) values[i] = EncodeState(*writes[i]);
+  }
+  absl::StatusOr<uint64_t> ticket = group_.Append(epoch, [&](rocksdb::WriteBatch& batch) {
+    for (size_t i = 0; i < writes.size(); ++i) {
+      if (writes[i]) batch.Put(states_, encoded[i], values[i]).PermitUncheckedError();
+    }
+    fill_more(batch);
+  });
+  if (!ticket.ok() || *ticket == 0) return ticket;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (writes[i]) cache_->Put(encoded[i], StateCache::Entry{writes[i], *ticket}, epoch);
+  }
+  return ticket;
+}
+
+absl::Status RocksDbStateStore::WaitLocked(const Pending& pending) {
+  if (pending.ticket == 0) return absl::OkStatus();
+  // Written already, and no write failed since this decision read its states.
+  if (group_.resolved() >= pending.ticket && group_.epoch() == pending.epoch) {
+    return absl::OkStatus();
+  }
+  rocksdb::DB* const db = db_.get();  // open while the caller holds db_mu_
+  return group_.Wait(pending.ticket, [&](rocksdb::WriteBatch& batch) -> absl::Status {
+    if (options_.before_group_write) options_.before_group_write();
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    rocksdb::Status s = db->Write(wo, &batch);
+    if (s.ok()) return absl::OkStatus();
+    // Nothing of the group was applied: the queued states in the cache are dropped (the group
+    // commit's epoch moves on, so none of them is read again) and writes stop.
+    cache_->Clear();
+    return WriteFailed(FromRocks(s, "write"));
+  });
 }
 
 absl::Status RocksDbStateStore::ReadStatesLocked(absl::Span<const StateKey> keys,
                                                  absl::Span<const std::string> encoded,
-                                                 absl::Span<std::optional<State>> current) {
+                                                 uint64_t epoch,
+                                                 absl::Span<std::optional<State>> current,
+                                                 uint64_t* depends_on) {
   const size_t n = keys.size();
   rocksdb::PinnableSlice value;
   for (size_t i = 0; i < n; ++i) {
+    if (std::optional<StateCache::Entry> hit = cache_->Lookup(encoded[i], epoch)) {
+      current[i] = std::move(hit->state);
+      *depends_on = std::max(*depends_on, hit->ticket);
+      continue;
+    }
     value.Reset();
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_, encoded[i], &value);
-    if (s.IsNotFound()) continue;
-    if (!s.ok()) return FromRocks(s, "get");
-    current[i] = DecodeState(absl::string_view(value.data(), value.size()));
-    if (!current[i]) {
-      return absl::DataLossError(
-          absl::StrCat("state of ", keys[i].name, " has a malformed encoding"));
+    if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "get");
+    if (s.ok()) {
+      current[i] = DecodeState(absl::string_view(value.data(), value.size()));
+      if (!current[i]) {
+        return absl::DataLossError(
+            absl::StrCat("state of ", keys[i].name, " has a malformed encoding"));
+      }
     }
+    cache_->Put(encoded[i], StateCache::Entry{current[i], 0}, epoch);
   }
   return absl::OkStatus();
-}
-
-absl::Status RocksDbStateStore::CommitLocked(rocksdb::WriteBatch& batch) {
-  if (batch.Count() == 0) return absl::OkStatus();
-  rocksdb::Status s = WriteLocked(batch);
-  return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "write"));
 }
 
 absl::Status RocksDbStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
@@ -383,15 +508,7 @@ absl::Status RocksDbStateStore::UpdateWithRecords(absl::Span<const StateKey> key
                                                   const Clock& clock, RecordDecideFn decide) {
   absl::InlinedVector<size_t, 4> stripes;
   absl::InlinedVector<std::string, 4> encoded;
-  for (const StateKey& k : keys) {
-    stripes.push_back(stripes_.StripeOf(StableKeyHash(k.name, k.key)));
-    encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
-  }
-  // A record's stripe serializes two operations naming the same record on different states.
-  for (const RecordSpec& r : records)
-    stripes.push_back(stripes_.StripeOf(StableKeyHash("", r.key)));
-  std::sort(stripes.begin(), stripes.end());
-  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  StripesAndNames(stripes_, keys, records, stripes, encoded);
 
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
@@ -406,11 +523,17 @@ absl::Status RocksDbStateStore::DecideWithRecordsLocked(absl::Span<const StateKe
                                                         const Clock& clock,
                                                         RecordDecideFn& decide) {
   const size_t n = keys.size();
+  Pending pending;
+  pending.epoch = group_.epoch();
   absl::InlinedVector<std::optional<State>, 4> current(n);
   absl::InlinedVector<std::optional<State>, 4> writes(n);
   absl::InlinedVector<std::optional<std::string>, 4> found(records.size());
   absl::InlinedVector<std::optional<std::string>, 4> record_writes(records.size());
-  if (absl::Status s = ReadStatesLocked(keys, encoded, absl::MakeSpan(current)); !s.ok()) return s;
+  if (absl::Status s = ReadStatesLocked(keys, encoded, pending.epoch, absl::MakeSpan(current),
+                                        &pending.ticket);
+      !s.ok()) {
+    return s;
+  }
   rocksdb::PinnableSlice value;
   const int64_t now = clock.NowMicros();
   for (size_t r = 0; r < records.size(); ++r) {
@@ -426,17 +549,25 @@ absl::Status RocksDbStateStore::DecideWithRecordsLocked(absl::Span<const StateKe
   absl::Status status =
       decide(current, found, absl::MakeSpan(writes), absl::MakeSpan(record_writes));
   if (!status.ok()) return status;
-  rocksdb::WriteBatch batch;
-  for (size_t i = 0; i < n; ++i) {
-    if (writes[i]) batch.Put(states_, encoded[i], EncodeState(*writes[i]));
-  }
+  absl::InlinedVector<std::string, 4> record_values(records.size());
   for (size_t r = 0; r < records.size(); ++r) {
     if (record_writes[r]) {
-      batch.Put(records_, records[r].key,
-                EncodeRecord(records[r].expires_at_us, *record_writes[r]));
+      record_values[r] = EncodeRecord(records[r].expires_at_us, *record_writes[r]);
     }
   }
-  return CommitLocked(batch);
+  absl::StatusOr<uint64_t> ticket =
+      QueueLocked(pending.epoch, encoded, writes, [&](rocksdb::WriteBatch& batch) {
+        for (size_t r = 0; r < records.size(); ++r) {
+          if (record_writes[r]) {
+            batch.Put(records_, records[r].key, record_values[r]).PermitUncheckedError();
+          }
+        }
+      });
+  if (!ticket.ok()) return ticket.status();
+  pending.ticket = std::max(pending.ticket, *ticket);
+  // Records are read from RocksDB only, so the stripes (the records' too) stay held until the
+  // write is in the WAL: a retry naming the same record then finds it.
+  return WaitLocked(pending);
 }
 
 absl::StatusOr<std::string> RocksDbStateStore::Secret(absl::string_view name,
@@ -463,9 +594,16 @@ absl::StatusOr<std::string> RocksDbStateStore::Secret(absl::string_view name,
 absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
+  const std::string encoded = EncodeStateKey(key.source, key.name, key.key);
+  // A state queued for the WAL is waited for, then read from RocksDB like any other: RocksDB is
+  // the truth (garbage collection may have dropped a refilled state the cache still holds). A
+  // read is not cached: without the key's stripe, a decision could queue a newer state meanwhile.
+  const uint64_t epoch = group_.epoch();
+  if (std::optional<StateCache::Entry> hit = cache_->Lookup(encoded, epoch)) {
+    if (absl::Status s = WaitLocked(Pending{hit->ticket, epoch}); !s.ok()) return s;
+  }
   rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_,
-                               EncodeStateKey(key.source, key.name, key.key), &value);
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), states_, encoded, &value);
   if (s.IsNotFound()) return std::optional<State>();
   if (!s.ok()) return FromRocks(s, "get");
   std::optional<State> state = DecodeState(absl::string_view(value.data(), value.size()));
@@ -474,13 +612,26 @@ absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key)
 }
 
 absl::Status RocksDbStateStore::Delete(const StateKey& key) {
+  const size_t stripe = stripes_.StripeOf(StableKeyHash(key.name, key.key));
+  const std::string encoded = EncodeStateKey(key.source, key.name, key.key);
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
-  rocksdb::WriteOptions wo;
-  wo.sync = options_.sync;
-  rocksdb::Status s = db_->Delete(wo, states_, EncodeStateKey(key.source, key.name, key.key));
-  return s.ok() ? absl::OkStatus() : WriteFailed(FromRocks(s, "delete"));
+  Pending pending;
+  {
+    // Through the group like a decision, so that it lands after every decision queued before it
+    // and before every later one.
+    StripeLocks locked(stripes_, absl::MakeConstSpan(&stripe, 1));
+    pending.epoch = group_.epoch();
+    absl::StatusOr<uint64_t> ticket =
+        group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
+          batch.Delete(states_, encoded).PermitUncheckedError();
+        });
+    if (!ticket.ok()) return ticket.status();
+    pending.ticket = *ticket;
+    cache_->Put(encoded, StateCache::Entry{std::nullopt, *ticket}, pending.epoch);
+  }
+  return WaitLocked(pending);
 }
 
 absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view name) {
@@ -488,7 +639,9 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   // Key by key, in batches, each batch under its keys' stripe locks (in increasing order), so
-  // that a concurrent decision on a key lands either before its reset or after it.
+  // that a concurrent decision on a key lands either before its reset or after it. A decision
+  // acknowledged before the call is in RocksDB (every decision waits for the WAL), so the
+  // iteration sees its key.
   constexpr size_t kBatch = 256;
   const std::string begin = NameRangeBegin(source, name), end = NameRangeEnd(source, name);
   rocksdb::Slice upper(end);
@@ -506,20 +659,23 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
     }
     std::sort(stripes.begin(), stripes.end());
     stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
-    rocksdb::WriteBatch batch;
-    for (const std::string& k : keys) batch.Delete(states_, k);
-    StripeLocks locked(stripes_, stripes);
-    rocksdb::Status s = WriteLocked(batch);
-    locked.Unlock();
-    if (!s.ok()) return WriteFailed(FromRocks(s, "delete"));
+    Pending pending;
+    {
+      StripeLocks locked(stripes_, stripes);
+      pending.epoch = group_.epoch();
+      absl::StatusOr<uint64_t> ticket =
+          group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
+            for (const std::string& k : keys) batch.Delete(states_, k).PermitUncheckedError();
+          });
+      if (!ticket.ok()) return ticket.status();
+      pending.ticket = *ticket;
+      for (const std::string& k : keys) {
+        cache_->Put(k, StateCache::Entry{std::nullopt, *ticket}, pending.epoch);
+      }
+    }
+    if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
   }
   return FromRocks(it->status(), "iterate");
-}
-
-rocksdb::Status RocksDbStateStore::WriteLocked(rocksdb::WriteBatch& batch) {
-  rocksdb::WriteOptions wo;
-  wo.sync = options_.sync;
-  return db_->Write(wo, &batch);
 }
 
 absl::Status RocksDbStateStore::CompactAll() { return FlushAndCompact(/*exclusive=*/true); }
@@ -531,6 +687,9 @@ absl::Status RocksDbStateStore::CollectGarbage() {
 absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
+  // The cache forgets refilled states first, so that no read returns one from the cache once the
+  // compaction has dropped it from RocksDB (and again below, for any cached meanwhile).
+  cache_->DropRefilled(options_.clock->NowMicros());
   // Idle states may sit in the memtable: flush them so that the compaction sees them.
   rocksdb::FlushOptions flush;
   flush.wait = true;
@@ -542,6 +701,7 @@ absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
       !s.ok()) {
     return s;
   }
+  cache_->DropRefilled(options_.clock->NowMicros());
   if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); !s.ok()) return s;
   return FromRocks(db_->CompactRange(compact, records_, nullptr, nullptr), "compact records");
 }
@@ -566,6 +726,32 @@ std::vector<StateStore::Gauge> RocksDbStateStore::Gauges() {
        property("rocksdb.actual-delayed-write-rate")},
       {"rocksdb_live_sst_bytes", "Bytes of SST files of the states.",
        property("rocksdb.live-sst-files-size")},
+      {"state_cache_entries", "States held in the cache of hot states.",
+       [this] { return static_cast<double>(cache_->entries()); }},
+      {"state_cache_bytes", "Memory charged to the cache of hot states.",
+       [this] { return static_cast<double>(cache_->bytes()); }},
+  };
+}
+
+std::vector<StateStore::MetricFamily> RocksDbStateStore::MetricFamilies() {
+  auto counter = [](const char* name, const char* help, std::function<double()> read) {
+    return MetricFamily{name, help, "counter", {}, [read = std::move(read)] {
+                          return MetricFamily::Samples{{{}, read()}};
+                        }};
+  };
+  return {
+      counter("state_cache_hits_total", "State reads answered by the cache of hot states.",
+              [this] { return static_cast<double>(cache_->hits()); }),
+      counter("state_cache_misses_total", "State reads the cache of hot states sent to RocksDB.",
+              [this] { return static_cast<double>(cache_->misses()); }),
+      counter("state_cache_evictions_total", "States evicted from the cache of hot states.",
+              [this] { return static_cast<double>(cache_->evictions()); }),
+      counter("rocksdb_group_writes_total",
+              "WAL writes of decision groups (one write carries every decision queued meanwhile).",
+              [this] { return static_cast<double>(group_.stats().writes); }),
+      counter("rocksdb_group_decisions_total",
+              "Decisions and resets queued for a WAL write (at most one write each).",
+              [this] { return static_cast<double>(group_.stats().tickets); }),
   };
 }
 

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_STORAGE_ROCKSDB_STATE_STORE_H_
 #define RATELIMIT_STORAGE_ROCKSDB_STATE_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/clock.h"
+#include "storage/group_commit.h"
+#include "storage/state_cache.h"
 #include "storage/state_store.h"
 #include "storage/stripe_locks.h"
 
@@ -41,6 +44,9 @@ struct RocksDbStateStoreOptions {
   size_t lock_stripes = 4096;
   // Block cache for the states column family. Default 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
+  // Memory bound of the cache of hot states (storage/state_cache.h), in bytes. Default 256 MiB.
+  // 0: no state is kept in memory beyond the decisions waiting for their WAL write.
+  size_t state_cache_bytes = size_t{256} << 20;
   // false (default): a WAL that does not replay cleanly (a truncated or corrupted record) makes
   // Open fail with DATA_LOSS, since acknowledged decisions would be lost. true: Open then
   // recovers up to the last consistent record (point-in-time recovery) and drops the rest;
@@ -49,6 +55,9 @@ struct RocksDbStateStoreOptions {
   // The file system RocksDB uses. Default (null): the operating system's. Tests inject
   // wrappers that fail on command.
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // Called by the thread about to write a group of decisions to the WAL, before it writes (tests
+  // hold a write back with it). Default: none.
+  std::function<void()> before_group_write;
 };
 
 // What Open found and did, for the operator's log.
@@ -68,7 +77,14 @@ struct RocksDbOpenReport {
 // int64 little-endian, then the record's bytes; a compaction filter drops expired ones);
 // "default" is unused. A hot key's memtable entry is updated in place. Decisions on one
 // key are serialized by a striped mutex; a multi-key Update locks its stripes in increasing order
-// (so two Updates never deadlock), reads, decides and writes one WriteBatch. A compaction filter
+// (so two Updates never deadlock), reads the states (from the cache of hot states, else
+// RocksDB), decides, queues its writes for the next group write (storage/group_commit.h) and
+// puts its new states into the cache, where later decisions on the keys see them at once; it then
+// releases the stripes and returns once its group is in the WAL (and once every state it read
+// is). Decisions made meanwhile by other threads share one WAL write. A failed group write fails
+// every decision queued until then and invalidates the whole cache, so a state that was never
+// written is never read again. UpdateWithRecords keeps its stripes until its write is in the
+// WAL (records are not cached: a retry must find the record in RocksDB). A compaction filter
 // drops states whose `full_at` has passed: they are equivalent to no state, so idle keys do not
 // accumulate on disk; CollectGarbage() runs such a compaction on demand, for a store that sees
 // too few writes to compact by itself.
@@ -125,9 +141,21 @@ class RocksDbStateStore final : public StateStore {
   // Flushes memtables and the WAL and closes the database. Later calls of any method fail with
   // UNAVAILABLE. Idempotent.
   absl::Status Close() override;
-  // Live states, compaction debt, memtable size, write stalls, SST bytes.
+  // Live states, compaction debt, memtable size, write stalls, SST bytes, the state cache's
+  // entries and bytes.
   std::vector<Gauge> Gauges() override;
+  // Counters: the state cache's hits, misses and evictions; group commit's WAL writes and the
+  // decisions they carried.
+  std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "rocksdb"; }
+  // One pass under each operation's stripes, then one wait: the whole batch usually goes to the
+  // WAL in one write.
+  std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
+                                                  const Clock& clock) override;
+
+  // Group commit counters (WAL writes vs decisions) and the state cache, for tests and metrics.
+  GroupCommit::Stats group_commit_stats() const { return group_.stats(); }
+  const StateCache& state_cache() const { return *cache_; }
 
   const RocksDbOpenReport& open_report() const { return open_report_; }
 
@@ -156,28 +184,39 @@ class RocksDbStateStore final : public StateStore {
   absl::Status NotOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Writes the health probe key (a failure stops writes like any failed write).
   absl::Status ProbeWriteLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Reads the states of `keys` (stored under `encoded`), decides, and writes the decision's
-  // states in one batch: the body of Update, under the keys' stripes.
-  absl::Status DecideLocked(absl::Span<const StateKey> keys, absl::Span<const std::string> encoded,
-                            DecideFn& decide) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // A decision queued for the WAL: what its reply waits for (ticket 0: nothing) and the
+  // group-commit epoch it read its states in.
+  struct Pending {
+    uint64_t ticket = 0;
+    uint64_t epoch = 0;
+  };
+  // Reads the states of `keys` (stored under `encoded`), decides, and queues the decision's
+  // states: the body of Update, under the keys' stripes.
+  absl::StatusOr<Pending> DecideLocked(absl::Span<const StateKey> keys,
+                                       absl::Span<const std::string> encoded, DecideFn& decide)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Appends `writes` (states under `encoded`; `fill_more` adds further entries, e.g. records) to
+  // the pending group and puts the states into the cache as queued. Returns the ticket (0:
+  // nothing to write).
+  absl::StatusOr<uint64_t> QueueLocked(uint64_t epoch, absl::Span<const std::string> encoded,
+                                       absl::Span<const std::optional<State>> writes,
+                                       absl::FunctionRef<void(rocksdb::WriteBatch&)> fill_more)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Waits until `pending` is in the WAL, writing groups when no other thread is.
+  absl::Status WaitLocked(const Pending& pending) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // The body of UpdateWithRecords, under the stripes of the keys and the records.
   absl::Status DecideWithRecordsLocked(absl::Span<const StateKey> keys,
                                        absl::Span<const std::string> encoded,
                                        absl::Span<const RecordSpec> records, const Clock& clock,
                                        RecordDecideFn& decide) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
-  // Reads the stored states of `keys` (under `encoded`) into `current` (nullopt: none).
+  // Reads the latest states of `keys` (under `encoded`) into `current` (nullopt: none): from
+  // the cache, else from RocksDB (then cached). `*depends_on`: the largest ticket of a queued
+  // state read.
   absl::Status ReadStatesLocked(absl::Span<const StateKey> keys,
-                                absl::Span<const std::string> encoded,
-                                absl::Span<std::optional<State>> current)
+                                absl::Span<const std::string> encoded, uint64_t epoch,
+                                absl::Span<std::optional<State>> current, uint64_t* depends_on)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
-  // Writes a decision's `batch` (nothing when empty); a failure stops writes (WriteFailed).
-  absl::Status CommitLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
-  // Writes `batch` of states under their keys' stripes.
-  rocksdb::Status WriteLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // UNAVAILABLE while writes are stopped by an earlier failure.
   absl::Status WritesAllowed();
   // Records a failed write (stopping writes) and returns it as a status.
@@ -193,6 +232,9 @@ class RocksDbStateStore final : public StateStore {
   absl::Mutex secret_mu_;  // serializes Secret's read-or-create
   // Serializes decisions per key (see above); held through StripeLocks.
   StripedMutex stripes_;
+  // The pending WAL group, and the hot states (entries made under the keys' stripes).
+  GroupCommit group_;
+  std::unique_ptr<StateCache> cache_;
 
   // Guards the DB's lifetime (shared: in use; exclusive: Close).
   absl::Mutex db_mu_;

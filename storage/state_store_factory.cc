@@ -15,6 +15,7 @@ absl::StatusOr<OpenedStateStore> OpenRocksDb(const StoreOptions& options) {
   RocksDbStateStoreOptions ro;
   ro.path = options.path;
   ro.sync = options.sync;
+  ro.state_cache_bytes = options.state_cache_bytes;
   ro.clock = options.clock;
   ro.salvage_wal = options.salvage_wal;
   absl::StatusOr<std::unique_ptr<RocksDbStateStore>> opened = RocksDbStateStore::Open(ro);

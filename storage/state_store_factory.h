@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_STORAGE_STATE_STORE_FACTORY_H_
 #define RATELIMIT_STORAGE_STATE_STORE_FACTORY_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +28,9 @@ struct StoreOptions {
   // Open a store whose log does not replay cleanly, dropping what follows the damage
   // (see RocksDbStateStoreOptions::salvage_wal). Default false.
   bool salvage_wal = false;
+  // Memory bound of the RocksDB store's cache of hot states, in bytes (see
+  // RocksDbStateStoreOptions::state_cache_bytes). Default 256 MiB.
+  size_t state_cache_bytes = size_t{256} << 20;
   // "redis": the states live in Redis (storage/redis/redis_state_store.h), a Redis Cluster or one
   // standalone server (detected at open); `path`, `sync` and `salvage_wal` are ignored.
   // Seed nodes "host:port[,host:port...]". Required for "redis".

@@ -1,0 +1,102 @@
+#include "storage/group_commit.h"
+
+#include <utility>
+
+#include "rocksdb/write_batch.h"
+
+namespace ratelimit {
+namespace {
+
+// Failed ranges kept for waiters that have not looked at their outcome yet.
+constexpr size_t kMaxFailedRanges = 1024;
+
+}  // namespace
+
+GroupCommit::GroupCommit() : pending_(std::make_unique<rocksdb::WriteBatch>()) {}
+
+GroupCommit::~GroupCommit() = default;
+
+absl::StatusOr<uint64_t> GroupCommit::Append(uint64_t epoch,
+                                             absl::FunctionRef<void(rocksdb::WriteBatch&)> fill) {
+  absl::MutexLock lock(&mu_);
+  if (epoch_.load(std::memory_order_relaxed) != epoch) {
+    return absl::UnavailableError(
+        "state store write failed while this decision was made; nothing was taken");
+  }
+  const uint32_t before = pending_->Count();
+  fill(*pending_);
+  if (pending_->Count() == before) return uint64_t{0};
+  return ++last_;
+}
+
+bool GroupCommit::ReadyOrIdle(Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Called by absl::Mutex with mu_ held.
+  return w->self->resolved_.load(std::memory_order_relaxed) >= w->ticket || !w->self->writing_;
+}
+
+absl::Status GroupCommit::Wait(uint64_t ticket, WriteFn write) {
+  if (ticket == 0) return absl::OkStatus();
+  Waiter waiter{this, ticket};
+  mu_.Lock();
+  while (true) {
+    mu_.Await(absl::Condition(&ReadyOrIdle, &waiter));
+    if (resolved_.load(std::memory_order_relaxed) >= ticket) break;
+    // No write in progress and our ticket is pending: lead. Everything appended so far (tickets
+    // taken_ + 1 .. last_) goes in one write.
+    writing_ = true;
+    std::unique_ptr<rocksdb::WriteBatch> batch =
+        std::exchange(pending_, std::make_unique<rocksdb::WriteBatch>());
+    const uint64_t first = taken_ + 1;
+    const uint64_t last = last_;
+    taken_ = last;
+    ++writes_;
+    mu_.Unlock();
+    absl::Status status = write(*batch);
+    mu_.Lock();
+    writing_ = false;
+    if (status.ok()) {
+      resolved_.store(last, std::memory_order_release);
+    } else {
+      ++failed_writes_;
+      FailPendingLocked(first, status);
+    }
+  }
+  absl::Status outcome = OutcomeLocked(ticket);
+  mu_.Unlock();
+  return outcome;
+}
+
+void GroupCommit::FailPendingLocked(uint64_t first, const absl::Status& error) {
+  if (last_ >= first) failed_.push_back(Failed{first, last_, error});
+  if (failed_.size() > kMaxFailedRanges) failed_.erase(failed_.begin());
+  taken_ = last_;
+  pending_->Clear();
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  resolved_.store(last_, std::memory_order_release);
+}
+
+absl::Status GroupCommit::OutcomeLocked(uint64_t ticket) const {
+  for (auto it = failed_.rbegin(); it != failed_.rend(); ++it) {
+    if (ticket > it->last) break;
+    if (ticket >= it->first) return it->error;
+  }
+  return absl::OkStatus();
+}
+
+void GroupCommit::Invalidate() {
+  absl::MutexLock lock(&mu_);
+  FailPendingLocked(taken_ + 1,
+                    absl::UnavailableError("state store reopened before this decision was written"));
+}
+
+GroupCommit::Stats GroupCommit::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.writes = writes_;
+  s.tickets = last_;
+  s.failed_writes = failed_writes_;
+  s.pending = last_ - taken_;
+  return s;
+}
+
+}  // namespace ratelimit

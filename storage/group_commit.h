@@ -1,0 +1,115 @@
+#ifndef RATELIMIT_STORAGE_GROUP_COMMIT_H_
+#define RATELIMIT_STORAGE_GROUP_COMMIT_H_
+
+// Group commit for the RocksDB store: decisions made concurrently append their writes to one
+// pending WriteBatch and are written to the WAL together, by one DB::Write.
+//
+// A decision, under its keys' stripe locks, appends its writes (Append) and gets a ticket, a
+// number increasing in append order; it releases its locks, then waits for its ticket (Wait).
+// The first waiter that finds no write in progress becomes the leader: it takes the whole
+// pending batch, writes it with one call, and marks every ticket in it resolved, in order; the
+// others wake up. So a ticket is durable only once every earlier ticket is, and a decision that
+// read the not-yet-written state of an earlier one (same key: it was appended earlier) is never
+// acknowledged before that one is written.
+//
+// A failed write fails its group and every ticket appended before the failure was handled, and
+// bumps the epoch: state derived from anything appended before it (the store's cache) must not be
+// used again, and an Append made with an older epoch fails instead of queueing a write computed
+// from such state.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace rocksdb {
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace ratelimit {
+
+// Thread safety: all methods are thread-safe.
+class GroupCommit {
+ public:
+  // Writes one group; its status decides every ticket of the group.
+  using WriteFn = absl::FunctionRef<absl::Status(rocksdb::WriteBatch& batch)>;
+
+  GroupCommit();
+  ~GroupCommit();
+  GroupCommit(const GroupCommit&) = delete;
+  GroupCommit& operator=(const GroupCommit&) = delete;
+
+  // The current epoch. A decision reads it before it reads any state.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  // Appends what `fill` adds to the pending batch (called under the group's lock: it must only
+  // add to the batch) and returns its ticket, or 0 when `fill` added nothing. UNAVAILABLE, with
+  // nothing appended, when the epoch is no longer `epoch` (a write failed since the caller read
+  // its states).
+  absl::StatusOr<uint64_t> Append(uint64_t epoch, absl::FunctionRef<void(rocksdb::WriteBatch&)> fill);
+
+  // Waits until `ticket` is resolved, writing groups with `write` when no other caller is; OK
+  // when it was written, the error of its group's write otherwise. Ticket 0: OK at once.
+  // REQUIRES: `write` stays usable for the call (the caller keeps the database open).
+  absl::Status Wait(uint64_t ticket, WriteFn write);
+
+  // Every ticket up to this one is resolved (written, or failed).
+  uint64_t resolved() const { return resolved_.load(std::memory_order_acquire); }
+  // The resolved counter itself, for a cache that must not evict unresolved entries.
+  const std::atomic<uint64_t>& resolved_counter() const { return resolved_; }
+
+  // Fails every ticket appended and not yet written and bumps the epoch (the store was reopened:
+  // nothing derived from earlier appends may be used). REQUIRES: no write in progress (the caller
+  // excludes every writer, e.g. holds the database lock exclusively).
+  void Invalidate();
+
+  struct Stats {
+    uint64_t writes = 0;         // DB writes made (groups), successful or not
+    uint64_t tickets = 0;        // tickets handed out (decisions with writes)
+    uint64_t failed_writes = 0;  // groups whose write failed
+    uint64_t pending = 0;        // tickets appended and not yet taken by a leader
+  };
+  Stats stats() const;
+
+ private:
+  struct Waiter {
+    GroupCommit* self;
+    uint64_t ticket;
+  };
+  static bool ReadyOrIdle(Waiter* w);
+  // Fails tickets first..last_ (everything appended) with `error` and bumps the epoch.
+  void FailPendingLocked(uint64_t first, const absl::Status& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outcome of resolved `ticket`.
+  absl::Status OutcomeLocked(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<rocksdb::WriteBatch> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;       // the last ticket handed out
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;      // the last ticket taken by a leader
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;    // a leader is writing a group
+  // Ticket ranges [first, last] that failed and their error, oldest first (a failure needs a disk
+  // error, so there are few; the oldest are dropped past a bound, long after their waiters woke).
+  struct Failed {
+    uint64_t first = 0;
+    uint64_t last = 0;
+    absl::Status error;
+  };
+  std::vector<Failed> failed_ ABSL_GUARDED_BY(mu_);
+  uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> resolved_{0};
+  std::atomic<uint64_t> epoch_{1};
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_GROUP_COMMIT_H_
