@@ -29,6 +29,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/bench-lib.sh
+source "$ROOT/scripts/bench-lib.sh"
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-1s}
@@ -79,24 +81,9 @@ SERVER=$BUILD_DIR/bin/ratelimit-server
 for bin in "$LOADGEN" "$SERVER"; do [[ -x $bin ]] || die "$bin was not built"; done
 
 # --- machine -----------------------------------------------------------------------------------
-CPUS=$(nproc)
-CPU_MODEL=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-MEM_GIB=$(awk '/^MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then COMMIT="$COMMIT (+ local changes)"; fi
+read_machine_facts
 REDIS_VERSION=$(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
 
-# Percentage of CPU time not idle over one second, all CPUs: other work skews every figure.
-busy_percent() {
-  local a b
-  read -r -a a < <(head -1 /proc/stat)
-  sleep 1
-  read -r -a b < <(head -1 /proc/stat)
-  local total=0 i
-  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
-  local idle=$((b[4] - a[4] + b[5] - a[5]))
-  echo $(((100 * (total - idle)) / (total > 0 ? total : 1)))
-}
 MAX_BUSY=$(busy_percent)
 check_idle() {
   local busy
@@ -105,15 +92,7 @@ check_idle() {
   if ((busy > 10)); then log "warning: the machine is ${busy}% busy with other work"; fi
 }
 
-if [[ $CPUS -ge 2 ]] && command -v taskset >/dev/null; then
-  PIN_SERVER=(taskset -c 0)
-  PIN_CLIENT=(taskset -c 1)
-  PINNING="servers pinned to CPU 0, load generators to CPU 1 (taskset); Redis nodes unpinned"
-else
-  PIN_SERVER=()
-  PIN_CLIENT=()
-  PINNING="not pinned"
-fi
+set_pinning "servers pinned to CPU 0, load generators to CPU 1 (taskset); Redis nodes unpinned"
 
 # --- the cluster -------------------------------------------------------------------------------
 # Six ports p such that neither p nor its cluster bus port p + 10000 is listening.

@@ -43,6 +43,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/bench-lib.sh
+source "$ROOT/scripts/bench-lib.sh"
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-1s}
@@ -125,37 +127,14 @@ for bin in "$STORE_BENCH" "$DISK_USAGE" "$LOADGEN" "$NULL_SERVER" "$MEMORY_SERVE
 done
 
 # --- machine -----------------------------------------------------------------------------------
-CPUS=$(nproc)
-CPU_MODEL=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-MEM_GIB=$(awk '/^MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then COMMIT="$COMMIT (+ local changes)"; fi
+read_machine_facts
 
-# Percentage of CPU time not idle over one second, all CPUs: other work skews every figure.
-busy_percent() {
-  local a b
-  read -r -a a < <(head -1 /proc/stat)
-  sleep 1
-  read -r -a b < <(head -1 /proc/stat)
-  local total=0 i
-  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
-  local idle=$((b[4] - a[4] + b[5] - a[5]))
-  echo $(((100 * (total - idle)) / (total > 0 ? total : 1)))
-}
 BUSY_BEFORE=$(busy_percent)
 if ((BUSY_BEFORE > 10)); then
   log "warning: the machine is ${BUSY_BEFORE}% busy before the benchmarks start; figures will be low"
 fi
 
-if [[ $CPUS -ge 2 ]] && command -v taskset >/dev/null; then
-  PIN_SERVER=(taskset -c 0)
-  PIN_CLIENT=(taskset -c 1)
-  PINNING="server pinned to CPU 0, load generator to CPU 1 (taskset)"
-else
-  PIN_SERVER=()
-  PIN_CLIENT=()
-  PINNING="not pinned"
-fi
+set_pinning "server pinned to CPU 0, load generator to CPU 1 (taskset)"
 
 if [[ $SECTIONS == all ]]; then
   # --- 1. in process ---------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+# Shared by scripts/bench.sh and scripts/bench-redis.sh (sourced, not run).
+
+# The machine, for the report's header: CPUS, CPU_MODEL, MEM_GIB, and COMMIT (ROOT's commit,
+# marked when the tree has local changes).
+read_machine_facts() {
+  CPUS=$(nproc)
+  CPU_MODEL=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+  MEM_GIB=$(awk '/^MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)
+  COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  if [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]]; then
+    COMMIT="$COMMIT (+ local changes)"
+  fi
+}
+
+# Percentage of CPU time not idle over one second, all CPUs: other work skews every figure.
+busy_percent() {
+  local a b
+  read -r -a a < <(head -1 /proc/stat)
+  sleep 1
+  read -r -a b < <(head -1 /proc/stat)
+  local total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  local idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $(((100 * (total - idle)) / (total > 0 ? total : 1)))
+}
+
+# set_pinning DESCRIPTION: on 2+ CPUs with taskset, PIN_SERVER pins to CPU 0 and PIN_CLIENT to
+# CPU 1, and PINNING is DESCRIPTION; otherwise both are empty and PINNING is "not pinned".
+set_pinning() {
+  if [[ $CPUS -ge 2 ]] && command -v taskset >/dev/null; then
+    PIN_SERVER=(taskset -c 0)
+    PIN_CLIENT=(taskset -c 1)
+    PINNING=$1
+  else
+    PIN_SERVER=()
+    PIN_CLIENT=()
+    PINNING="not pinned"
+  fi
+}
