@@ -620,8 +620,9 @@ absl::Status RedisStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
       }
     }
   }
-  // On a cluster a record lives in the slot of the states it guards, under that slot's canonical
-  // tag, so every operation on those states finds it; one server holds every key anyway.
+  // On a cluster a record lives here in the slot of the states it guards (a request_id's record
+  // comes here only when its own slot is that one), under that slot's canonical tag, so every
+  // operation on those states finds it; one server holds every key anyway.
   const absl::string_view tag = single_node ? absl::string_view() : redis::SlotTag(slot);
   for (const RecordSpec& r : records) {
     redis_keys.push_back(RedisRecordKey(options_.key_prefix, tag, r.key));
@@ -707,16 +708,26 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyRecorded(const Operation& op, cons
       groups[it->second].push_back(k);
     }
   }
-  if (groups.size() == 1) return ApplyWithRecords(*this, op, clock);
   const size_t settles = static_cast<size_t>(std::count_if(
       op.limits.begin(), op.limits.end(), [](const LimitOp& l) { return l.settle.has_value(); }));
+  // A request_id's record lives in the slot of its own key, so that every request with the id
+  // meets it whatever its limits; a spent receipt's record lives with its state.
+  const bool request_id = settles == 0 && op.records.size() == 1 && op.mode != Mode::kCheck;
+  if (groups.size() == 1) {
+    // One slot overall: one optimistic transaction (UpdateWithRecords names the record by the
+    // slot's canonical tag, the same key as RedisRequestRecordKey).
+    if (!request_id ||
+        redis::KeySlot(RedisRequestRecordKey(options_.key_prefix, op.records[0].key)) ==
+            redis::KeySlot(redis_keys[0])) {
+      return ApplyWithRecords(*this, op, clock);
+    }
+    return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
+  }
   if (settles == op.limits.size() && op.records.size() == op.limits.size() &&
       op.mode != Mode::kCheck) {
     return SettleAcrossSlots(op, keys, redis_keys, groups, clock);
   }
-  if (settles == 0 && op.records.size() == 1 && op.mode != Mode::kCheck) {
-    return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
-  }
+  if (request_id) return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
   return absl::FailedPreconditionError(
       "the Redis store: on a Redis Cluster, an operation with records whose keys span slots must "
       "be a Settle (one record per settlement) or carry one record (a request_id)");
@@ -853,10 +864,10 @@ absl::StatusOr<Outcome> RedisStateStore::SettleAcrossSlots(
 absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
     const Operation& op, const OperationKeys& keys, const std::vector<std::string>& redis_keys,
     const std::vector<std::vector<size_t>>& groups, const Clock& clock) {
+  (void)redis_keys;
   const RecordSpec& record = op.records[0];
-  // The record lives in the slot of the first state.
-  const std::string record_key = RedisRecordKey(
-      options_.key_prefix, redis::SlotTag(redis::KeySlot(redis_keys[0])), record.key);
+  // The record lives in the slot of its own key, whatever the slots of the states.
+  const std::string record_key = RedisRequestRecordKey(options_.key_prefix, record.key);
   const std::string expiry_ms = absl::StrCat(RecordExpiryMs(record.expires_at_us));
   const std::string owner = RandomRequestId();
   const int64_t now_us = clock.NowMicros();
