@@ -230,24 +230,30 @@ const char* RedisSpanName(const std::vector<std::string>& argv) {
 }
 
 // A claim on the record of a request_id (ApplyRecorded across slots), stored in the record's
-// place until the answer replaces it: "P<generation> <lease_until_us> <owner>".
+// place until the answer replaces it: "P<generation> <lease_until_us> <owner> <incarnation>".
+// The incarnation is the owner of generation 1, kept by takeovers: it names the holds of this
+// use of the id, so that a new use after the record expired never re-uses an old use's takes.
+// (A claim of three fields has an empty incarnation.)
 struct Claim {
   int64_t generation = 0;
   int64_t lease_until_us = 0;
+  std::string incarnation;
 };
 
-std::string EncodeClaim(int64_t generation, int64_t lease_until_us, absl::string_view owner) {
-  return absl::StrCat("P", generation, " ", lease_until_us, " ", owner);
+std::string EncodeClaim(int64_t generation, int64_t lease_until_us, absl::string_view owner,
+                        absl::string_view incarnation) {
+  return absl::StrCat("P", generation, " ", lease_until_us, " ", owner, " ", incarnation);
 }
 
 std::optional<Claim> ParseClaim(absl::string_view raw) {
   if (!absl::StartsWith(raw, "P")) return std::nullopt;
   std::vector<absl::string_view> parts = absl::StrSplit(raw.substr(1), ' ');
   Claim claim;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &claim.generation) ||
+  if ((parts.size() != 3 && parts.size() != 4) || !absl::SimpleAtoi(parts[0], &claim.generation) ||
       !absl::SimpleAtoi(parts[1], &claim.lease_until_us)) {
     return std::nullopt;
   }
+  if (parts.size() == 4) claim.incarnation = std::string(parts[3]);
   return claim;
 }
 
@@ -888,7 +894,8 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
 
   // 1. Claim the request_id.
   int64_t generation = 1;
-  std::string claim = EncodeClaim(generation, lease_until_us, owner);
+  std::string incarnation = owner;
+  std::string claim = EncodeClaim(generation, lease_until_us, owner, incarnation);
   absl::StatusOr<redis::Reply> got =
       Command(record_key, {"SET", record_key, claim, "NX", "GET", "PXAT", expiry_ms});
   if (!got.ok()) return got.status();
@@ -897,6 +904,7 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
     if (std::optional<Claim> pending = ParseClaim(old)) {
       if (pending->lease_until_us > now_us) return in_progress;
       generation = pending->generation + 1;  // its owner is gone: take over
+      incarnation = pending->incarnation;
     } else {
       absl::StatusOr<std::optional<std::string>> value = DecodeRecord(old, now_us, record_key);
       if (!value.ok()) return value.status();
@@ -908,7 +916,7 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
         return existing;
       }
     }
-    claim = EncodeClaim(generation, lease_until_us, owner);
+    claim = EncodeClaim(generation, lease_until_us, owner, incarnation);
     absl::StatusOr<bool> swapped = swap(old, claim);
     if (!swapped.ok()) return swapped.status();
     if (!*swapped) return in_progress;
@@ -917,11 +925,12 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
   }
   // Ends the lease at once, so that a retry takes over without waiting (the holds stay).
   auto release = [&](absl::Status error) {
-    (void)swap(claim, EncodeClaim(generation, 0, owner));
+    (void)swap(claim, EncodeClaim(generation, 0, owner, incarnation));
     return error;
   };
 
-  // 2. Take per slot under holds named after the request (its record key and its limits).
+  // 2. Take per slot under holds named after the request (its record key, its limits and the
+  // claim's incarnation).
   std::string body = absl::StrCat(static_cast<int>(op.mode));
   for (const LimitOp& l : op.limits) {
     absl::StrAppend(&body, "|", static_cast<int>(l.key.source), ":", l.key.name.size(), ":",
@@ -929,7 +938,8 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
   }
   const std::string hold_name =
       absl::StrCat("hold:r", absl::BytesToHexString(record.key), ":",
-                   absl::Hex(StableKeyHash(record.key, body), absl::kZeroPad16));
+                   absl::Hex(StableKeyHash(record.key, body), absl::kZeroPad16),
+                   incarnation.empty() ? "" : ":", incarnation);
   const std::string hold_ttl_ms =
       absl::StrCat(std::max<int64_t>(1, RecordExpiryMs(record.expires_at_us) - now_us / 1000));
   const std::string generation_arg = absl::StrCat(generation);
