@@ -89,9 +89,9 @@ class CrossSlotRecordTest : public ::testing::Test {
       if (RecordSlotOf(id) != SlotOf(key)) return id;
     }
   }
-  Remember RememberAs(const std::string& id) {
+  Remember RememberAs(const std::string& id, int64_t ttl_us = 3600 * kSecond) {
     Remember r;
-    r.record = RecordSpec{id, clock_.NowMicros() + 3600 * kSecond};
+    r.record = RecordSpec{id, clock_.NowMicros() + ttl_us};
     r.encode = [](const Verdict& v) {
       std::string out = v.allowed ? "allowed" : "denied";
       for (const Decision& d : v.decisions) absl::StrAppend(&out, " ", d.value);
@@ -375,6 +375,22 @@ TEST_F(CrossSlotRecordTest, ARequestIdOfOneSlotWithItsRecordElsewhereIsReplayedO
   ASSERT_TRUE(retry->remembered.has_value());
   EXPECT_EQ(*retry->remembered, remember.encode(*first));
   EXPECT_DOUBLE_EQ(Value("a"), 997);
+}
+
+// Once a request_id's answer expired, a new use of the id is a new request: it takes afresh, even
+// while the holds of the first use are still in Redis.
+TEST_F(CrossSlotRecordTest, ARequestIdUsedAgainAfterItsAnswerExpiredTakesAfresh) {
+  const std::vector<LimitRequest> req{Take("a", 3), Take("b", 5)};
+  auto first = limiter_->Evaluate(req, Mode::kConsume, RememberAs("q-expired", kSecond));
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->allowed);
+  clock_.Advance(kSecond);
+  auto again = limiter_->Evaluate(req, Mode::kConsume, RememberAs("q-expired", kSecond));
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->remembered.has_value());
+  EXPECT_TRUE(again->allowed);
+  EXPECT_NEAR(Value("a"), 994, 1e-3);
+  EXPECT_NEAR(Value("b"), 990, 1e-3);
 }
 
 }  // namespace

@@ -116,11 +116,11 @@ class RedisStateStore final : public StateStore {
   //    pending marker leased for claim_lease: a final record is returned as existing_record; a
   //    pending one within its lease is ABORTED ("in progress"); an expired one is taken over
   //    with the next generation (CAS). Then the slots take as in Apply, under holds named after
-  //    the request and kept as long as the record, which remember each take's reply: a later
-  //    generation re-running the request re-uses a take instead of taking again. Finally the
-  //    record replaces the marker (CAS on the marker, so an owner that lost its claim writes
-  //    nothing: ABORTED). A denial refunds the slots that took. A store error releases the claim
-  //    (its lease ends at once).
+  //    the request and the claim's incarnation (kept by takeovers) and kept as long as the
+  //    record, which remember each take's reply: a later generation re-running the request
+  //    re-uses a take instead of taking again. Finally the record replaces the marker (CAS on
+  //    the marker, so an owner that lost its claim writes nothing: ABORTED). A denial refunds
+  //    the slots that took. A store error releases the claim (its lease ends at once).
   absl::StatusOr<Outcome> ApplyRecorded(const Operation& op, const Clock& clock) override;
   // Kept in Redis without expiry; created with SET NX, so every replica sharing the store agrees
   // on one secret.
