@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
+#include "storage/redis/redis_cluster_client.h"
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_slot.h"
 #include "storage/redis/redis_state_store.h"
@@ -77,9 +78,20 @@ class CrossSlotRecordTest : public ::testing::Test {
     s.spent = RecordSpec{id, clock_.NowMicros() + 3600 * kSecond};
     return s;
   }
-  Remember RememberAs(const std::string& id) {
+  // The slot of the record of request_id `id` (its own slot, whatever the limits).
+  int RecordSlotOf(const std::string& id) {
+    return redis::KeySlot(RedisRequestRecordKey(target_.key_prefix, id));
+  }
+  // An id with `prefix` whose record lives in another slot than the state of `key`.
+  std::string IdOutsideSlotOf(const std::string& prefix, const std::string& key) {
+    for (int i = 0;; ++i) {
+      std::string id = absl::StrCat(prefix, i);
+      if (RecordSlotOf(id) != SlotOf(key)) return id;
+    }
+  }
+  Remember RememberAs(const std::string& id, int64_t ttl_us = 3600 * kSecond) {
     Remember r;
-    r.record = RecordSpec{id, clock_.NowMicros() + 3600 * kSecond};
+    r.record = RecordSpec{id, clock_.NowMicros() + ttl_us};
     r.encode = [](const Verdict& v) {
       std::string out = v.allowed ? "allowed" : "denied";
       for (const Decision& d : v.decisions) absl::StrAppend(&out, " ", d.value);
@@ -303,6 +315,82 @@ TEST_F(CrossSlotRecordTest, ConcurrentRequestsWithOneIdTakeExactlyOnce) {
   EXPECT_DOUBLE_EQ(Value("a"), 997);
   EXPECT_DOUBLE_EQ(Value("b"), 995);
   EXPECT_DOUBLE_EQ(Value("c"), 993);
+}
+
+// The same request_id with limits of another slot meets the first request's record: its answer
+// is replayed (the server answers INVALID_ARGUMENT when the body differs) and nothing is taken.
+TEST_F(CrossSlotRecordTest, ARequestIdReusedWithALimitOfAnotherSlotIsRecognisedAndTakesNothing) {
+  const Remember remember = RememberAs("q-reused");
+  auto first =
+      limiter_->Evaluate(std::vector<LimitRequest>{Take("a", 3)}, Mode::kConsume, remember);
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->allowed);
+  auto reused =
+      limiter_->Evaluate(std::vector<LimitRequest>{Take("b", 5)}, Mode::kConsume, remember);
+  ASSERT_OK(reused);
+  ASSERT_TRUE(reused->remembered.has_value());
+  EXPECT_EQ(*reused->remembered, remember.encode(*first));
+  EXPECT_DOUBLE_EQ(Value("a"), 997);
+  EXPECT_DOUBLE_EQ(Value("b"), 1000);
+}
+
+TEST_F(CrossSlotRecordTest, ARequestIdReusedWithAnotherFirstSlotIsRecognisedAndTakesNothing) {
+  const Remember remember = RememberAs("q-reordered");
+  auto first = limiter_->Evaluate(std::vector<LimitRequest>{Take("a", 3), Take("b", 5)},
+                                  Mode::kConsume, remember);
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->allowed);
+  auto reused = limiter_->Evaluate(std::vector<LimitRequest>{Take("b", 5), Take("a", 3)},
+                                   Mode::kConsume, remember);
+  ASSERT_OK(reused);
+  ASSERT_TRUE(reused->remembered.has_value());
+  EXPECT_EQ(*reused->remembered, remember.encode(*first));
+  EXPECT_DOUBLE_EQ(Value("a"), 997);
+  EXPECT_DOUBLE_EQ(Value("b"), 995);
+}
+
+// Limits of one slot whose request_id's record lives in another slot: the record is written in
+// its own slot, and a retry replays the answer without taking again.
+TEST_F(CrossSlotRecordTest, ARequestIdOfOneSlotWithItsRecordElsewhereIsReplayedOnRetry) {
+  const std::string id = IdOutsideSlotOf("q-single-", "a");
+  ASSERT_NE(RecordSlotOf(id), SlotOf("a"));
+  const Remember remember = RememberAs(id);
+  const std::vector<LimitRequest> req{Take("a", 3)};
+  auto first = limiter_->Evaluate(req, Mode::kConsume, remember);
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->allowed);
+  ASSERT_FALSE(first->remembered.has_value());
+  EXPECT_DOUBLE_EQ(Value("a"), 997);
+  redis::RedisClusterClient::Options options;
+  options.seeds = target_.seeds;
+  auto client = redis::RedisClusterClient::Connect(options);
+  ASSERT_OK(client);
+  const std::string record = RedisRequestRecordKey(target_.key_prefix, id);
+  auto exists = (*client)->ExecuteSync(record, {"EXISTS", record});
+  ASSERT_OK(exists);
+  ASSERT_EQ(exists->type, redis::Reply::Type::kInteger) << exists->str;
+  EXPECT_EQ(exists->integer, 1);  // in the record's own slot
+  auto retry = limiter_->Evaluate(req, Mode::kConsume, remember);
+  ASSERT_OK(retry);
+  ASSERT_TRUE(retry->remembered.has_value());
+  EXPECT_EQ(*retry->remembered, remember.encode(*first));
+  EXPECT_DOUBLE_EQ(Value("a"), 997);
+}
+
+// Once a request_id's answer expired, a new use of the id is a new request: it takes afresh, even
+// while the holds of the first use are still in Redis.
+TEST_F(CrossSlotRecordTest, ARequestIdUsedAgainAfterItsAnswerExpiredTakesAfresh) {
+  const std::vector<LimitRequest> req{Take("a", 3), Take("b", 5)};
+  auto first = limiter_->Evaluate(req, Mode::kConsume, RememberAs("q-expired", kSecond));
+  ASSERT_OK(first);
+  ASSERT_TRUE(first->allowed);
+  clock_.Advance(kSecond);
+  auto again = limiter_->Evaluate(req, Mode::kConsume, RememberAs("q-expired", kSecond));
+  ASSERT_OK(again);
+  EXPECT_FALSE(again->remembered.has_value());
+  EXPECT_TRUE(again->allowed);
+  EXPECT_NEAR(Value("a"), 994, 1e-3);
+  EXPECT_NEAR(Value("b"), 990, 1e-3);
 }
 
 }  // namespace

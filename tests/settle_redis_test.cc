@@ -127,14 +127,13 @@ TEST_F(RedisClusterRecordTest, AReceiptSpentWithOthersOfItsSlotIsSpentForEveryon
   EXPECT_DOUBLE_EQ(Value(kb), 5);  // not given back twice
 }
 
-// A record is a key of the states' slot that Redis drops by itself at the record's expiry.
+// A request_id's record is a key of its own slot that Redis drops by itself at its expiry.
 TEST_F(RedisClusterRecordTest, ARecordExpiresInRedisAtItsExpiry) {
   Remember remember;
   const int64_t expires_at = clock_.NowMicros() + 90 * kSecond + 1;  // not a whole millisecond
   remember.record = RecordSpec{"q-expiry", expires_at};
   ASSERT_OK(limiter_->Evaluate(std::vector<LimitRequest>{Api(1, "u1")}, Mode::kConsume, remember));
-  const std::string record = RedisRecordKey(
-      target_.key_prefix, redis::SlotTag(redis::KeySlot(RedisKeyOf("u1"))), "q-expiry");
+  const std::string record = RedisRequestRecordKey(target_.key_prefix, "q-expiry");
   redis::RedisClusterClient::Options options;
   options.seeds = target_.seeds;
   auto client = redis::RedisClusterClient::Connect(options);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "storage/redis/redis_slot.h"
 
 namespace ratelimit {
 namespace {
@@ -164,6 +165,11 @@ std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::str
 std::string RedisRecordKey(absl::string_view prefix, absl::string_view hash_tag,
                            absl::string_view record_key) {
   return absl::StrCat(prefix, "{", hash_tag, "}rec:", record_key);
+}
+
+std::string RedisRequestRecordKey(absl::string_view prefix, absl::string_view record_key) {
+  const int slot = redis::KeySlot(RedisRecordKey(prefix, "", record_key));
+  return RedisRecordKey(prefix, redis::SlotTag(slot), record_key);
 }
 
 std::string RedisSecretKey(absl::string_view prefix, absl::string_view name) {

@@ -49,10 +49,17 @@ absl::Status ValidateRedisKeyPrefix(absl::string_view prefix);
 std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag);
 
 // The Redis key of an idempotency record (RecordSpec::key): `prefix` "{" hash_tag "}rec:" key. The
-// tag places it: a record lives in the slot of the states it guards. REQUIRES:
-// ValidateRedisKeyPrefix(prefix) is OK; `hash_tag` has no '}'.
+// tag places it: a spent receipt lives in the slot of its state, a request_id's record in a slot of
+// its own (RedisRequestRecordKey). REQUIRES: ValidateRedisKeyPrefix(prefix) is OK; `hash_tag` has
+// no '}'.
 std::string RedisRecordKey(absl::string_view prefix, absl::string_view hash_tag,
                            absl::string_view record_key);
+
+// The Redis key of a request_id's record on a Redis Cluster: in the slot of the record key itself
+// (the slot of its standalone key, RedisRecordKey(prefix, "", record_key)), under that slot's
+// canonical tag (redis::SlotTag). Every request with the id meets that record, whatever the slots
+// of its limits. REQUIRES: ValidateRedisKeyPrefix(prefix) is OK.
+std::string RedisRequestRecordKey(absl::string_view prefix, absl::string_view record_key);
 
 // The Redis key of the store's secret `name` (StateStore::Secret): `prefix` "{secret:" name "}",
 // the name escaped as in RedisKeyFor. REQUIRES: ValidateRedisKeyPrefix(prefix) is OK.

@@ -230,24 +230,30 @@ const char* RedisSpanName(const std::vector<std::string>& argv) {
 }
 
 // A claim on the record of a request_id (ApplyRecorded across slots), stored in the record's
-// place until the answer replaces it: "P<generation> <lease_until_us> <owner>".
+// place until the answer replaces it: "P<generation> <lease_until_us> <owner> <incarnation>".
+// The incarnation is the owner of generation 1, kept by takeovers: it names the holds of this
+// use of the id, so that a new use after the record expired never re-uses an old use's takes.
+// (A claim of three fields has an empty incarnation.)
 struct Claim {
   int64_t generation = 0;
   int64_t lease_until_us = 0;
+  std::string incarnation;
 };
 
-std::string EncodeClaim(int64_t generation, int64_t lease_until_us, absl::string_view owner) {
-  return absl::StrCat("P", generation, " ", lease_until_us, " ", owner);
+std::string EncodeClaim(int64_t generation, int64_t lease_until_us, absl::string_view owner,
+                        absl::string_view incarnation) {
+  return absl::StrCat("P", generation, " ", lease_until_us, " ", owner, " ", incarnation);
 }
 
 std::optional<Claim> ParseClaim(absl::string_view raw) {
   if (!absl::StartsWith(raw, "P")) return std::nullopt;
   std::vector<absl::string_view> parts = absl::StrSplit(raw.substr(1), ' ');
   Claim claim;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &claim.generation) ||
+  if ((parts.size() != 3 && parts.size() != 4) || !absl::SimpleAtoi(parts[0], &claim.generation) ||
       !absl::SimpleAtoi(parts[1], &claim.lease_until_us)) {
     return std::nullopt;
   }
+  if (parts.size() == 4) claim.incarnation = std::string(parts[3]);
   return claim;
 }
 
@@ -620,8 +626,9 @@ absl::Status RedisStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
       }
     }
   }
-  // On a cluster a record lives in the slot of the states it guards, under that slot's canonical
-  // tag, so every operation on those states finds it; one server holds every key anyway.
+  // On a cluster a record lives here in the slot of the states it guards (a request_id's record
+  // comes here only when its own slot is that one), under that slot's canonical tag, so every
+  // operation on those states finds it; one server holds every key anyway.
   const absl::string_view tag = single_node ? absl::string_view() : redis::SlotTag(slot);
   for (const RecordSpec& r : records) {
     redis_keys.push_back(RedisRecordKey(options_.key_prefix, tag, r.key));
@@ -707,16 +714,26 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyRecorded(const Operation& op, cons
       groups[it->second].push_back(k);
     }
   }
-  if (groups.size() == 1) return ApplyWithRecords(*this, op, clock);
   const size_t settles = static_cast<size_t>(std::count_if(
       op.limits.begin(), op.limits.end(), [](const LimitOp& l) { return l.settle.has_value(); }));
+  // A request_id's record lives in the slot of its own key, so that every request with the id
+  // meets it whatever its limits; a spent receipt's record lives with its state.
+  const bool request_id = settles == 0 && op.records.size() == 1 && op.mode != Mode::kCheck;
+  if (groups.size() == 1) {
+    // One slot overall: one optimistic transaction (UpdateWithRecords names the record by the
+    // slot's canonical tag, the same key as RedisRequestRecordKey).
+    if (!request_id ||
+        redis::KeySlot(RedisRequestRecordKey(options_.key_prefix, op.records[0].key)) ==
+            redis::KeySlot(redis_keys[0])) {
+      return ApplyWithRecords(*this, op, clock);
+    }
+    return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
+  }
   if (settles == op.limits.size() && op.records.size() == op.limits.size() &&
       op.mode != Mode::kCheck) {
     return SettleAcrossSlots(op, keys, redis_keys, groups, clock);
   }
-  if (settles == 0 && op.records.size() == 1 && op.mode != Mode::kCheck) {
-    return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
-  }
+  if (request_id) return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
   return absl::FailedPreconditionError(
       "the Redis store: on a Redis Cluster, an operation with records whose keys span slots must "
       "be a Settle (one record per settlement) or carry one record (a request_id)");
@@ -853,10 +870,10 @@ absl::StatusOr<Outcome> RedisStateStore::SettleAcrossSlots(
 absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
     const Operation& op, const OperationKeys& keys, const std::vector<std::string>& redis_keys,
     const std::vector<std::vector<size_t>>& groups, const Clock& clock) {
+  (void)redis_keys;
   const RecordSpec& record = op.records[0];
-  // The record lives in the slot of the first state.
-  const std::string record_key = RedisRecordKey(
-      options_.key_prefix, redis::SlotTag(redis::KeySlot(redis_keys[0])), record.key);
+  // The record lives in the slot of its own key, whatever the slots of the states.
+  const std::string record_key = RedisRequestRecordKey(options_.key_prefix, record.key);
   const std::string expiry_ms = absl::StrCat(RecordExpiryMs(record.expires_at_us));
   const std::string owner = RandomRequestId();
   const int64_t now_us = clock.NowMicros();
@@ -877,7 +894,8 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
 
   // 1. Claim the request_id.
   int64_t generation = 1;
-  std::string claim = EncodeClaim(generation, lease_until_us, owner);
+  std::string incarnation = owner;
+  std::string claim = EncodeClaim(generation, lease_until_us, owner, incarnation);
   absl::StatusOr<redis::Reply> got =
       Command(record_key, {"SET", record_key, claim, "NX", "GET", "PXAT", expiry_ms});
   if (!got.ok()) return got.status();
@@ -886,6 +904,7 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
     if (std::optional<Claim> pending = ParseClaim(old)) {
       if (pending->lease_until_us > now_us) return in_progress;
       generation = pending->generation + 1;  // its owner is gone: take over
+      incarnation = pending->incarnation;
     } else {
       absl::StatusOr<std::optional<std::string>> value = DecodeRecord(old, now_us, record_key);
       if (!value.ok()) return value.status();
@@ -897,7 +916,7 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
         return existing;
       }
     }
-    claim = EncodeClaim(generation, lease_until_us, owner);
+    claim = EncodeClaim(generation, lease_until_us, owner, incarnation);
     absl::StatusOr<bool> swapped = swap(old, claim);
     if (!swapped.ok()) return swapped.status();
     if (!*swapped) return in_progress;
@@ -906,11 +925,12 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
   }
   // Ends the lease at once, so that a retry takes over without waiting (the holds stay).
   auto release = [&](absl::Status error) {
-    (void)swap(claim, EncodeClaim(generation, 0, owner));
+    (void)swap(claim, EncodeClaim(generation, 0, owner, incarnation));
     return error;
   };
 
-  // 2. Take per slot under holds named after the request (its record key and its limits).
+  // 2. Take per slot under holds named after the request (its record key, its limits and the
+  // claim's incarnation).
   std::string body = absl::StrCat(static_cast<int>(op.mode));
   for (const LimitOp& l : op.limits) {
     absl::StrAppend(&body, "|", static_cast<int>(l.key.source), ":", l.key.name.size(), ":",
@@ -918,7 +938,8 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
   }
   const std::string hold_name =
       absl::StrCat("hold:r", absl::BytesToHexString(record.key), ":",
-                   absl::Hex(StableKeyHash(record.key, body), absl::kZeroPad16));
+                   absl::Hex(StableKeyHash(record.key, body), absl::kZeroPad16),
+                   incarnation.empty() ? "" : ":", incarnation);
   const std::string hold_ttl_ms =
       absl::StrCat(std::max<int64_t>(1, RecordExpiryMs(record.expires_at_us) - now_us / 1000));
   const std::string generation_arg = absl::StrCat(generation);

@@ -88,7 +88,8 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock) override;
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   // Records (RecordSpec) are Redis keys expiring by themselves (PXAT at expires_at), each in the
-  // slot of the states of its operation (the slot's canonical tag, redis::SlotTag). Like Update,
+  // slot of the states of its operation (the slot's canonical tag, redis::SlotTag; ApplyRecorded
+  // calls it for a request_id only when its record's own slot is that slot). Like Update,
   // an optimistic transaction: one MGET reads the states and records, `decide` runs in C++ (with
   // `clock`'s time: the record values, such as signed receipts, are made there), and one FCALL
   // ratelimit_commit writes states and records only if none of them changed since (else it
@@ -98,8 +99,8 @@ class RedisStateStore final : public StateStore {
   absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override;
-  // On one server, or when the keys share a slot: ApplyWithRecords (one UpdateWithRecords). On a
-  // cluster with keys in several slots:
+  // On one server, or when the keys share a slot (and, for a request_id, its record's slot is
+  // theirs): ApplyWithRecords (one UpdateWithRecords). On a cluster otherwise:
   //  - A Settle (every limit settles, one record per limit): each receipt's record lives in the
   //    slot of its state. Every slot's states and records are read in parallel (MGET); any
   //    record present refuses the whole operation (existing_record), nothing written. Else each
@@ -109,11 +110,13 @@ class RedisStateStore final : public StateStore {
   //    commit. A re-read finding a record of another call (two Settles racing on one receipt)
   //    returns that record as existing_record while the slots already committed stay committed:
   //    a receipt still settles at most once, but such a Settle is not all-or-nothing.
-  //  - One record, no settlements (a request_id): the record lives in the slot of the first
-  //    state. It is claimed first (SET NX GET) with a pending marker leased for claim_lease: a
-  //    final record is returned as existing_record; a pending one within its lease is ABORTED
-  //    ("in progress"); an expired one is taken over with the next generation (CAS). Then the
-  //    slots take as in Apply, under holds named after the request and kept as long as the
+  //  - One record, no settlements (a request_id): the record lives in the slot of its own key
+  //    (RedisRequestRecordKey), so every request with the id meets it whatever its limits, also
+  //    when they share a slot other than the record's. It is claimed first (SET NX GET) with a
+  //    pending marker leased for claim_lease: a final record is returned as existing_record; a
+  //    pending one within its lease is ABORTED ("in progress"); an expired one is taken over
+  //    with the next generation (CAS). Then the slots take as in Apply, under holds named after
+  //    the request and the claim's incarnation (kept by takeovers) and kept as long as the
   //    record, which remember each take's reply: a later generation re-running the request
   //    re-uses a take instead of taking again. Finally the record replaces the marker (CAS on
   //    the marker, so an owner that lost its claim writes nothing: ABORTED). A denial refunds
