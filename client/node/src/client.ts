@@ -79,6 +79,9 @@ export interface ClientOptions {
 }
 
 /** Per-call options. */
+/** The deadline of the Settle (used = 0) that gives back an abandoned reservation. */
+const CANCEL_SETTLE_TIMEOUT_MS = 5000;
+
 export interface CallOptions {
   /** This call's deadline, in ms (overrides the client's). */
   timeoutMs?: number;
@@ -265,7 +268,12 @@ export class RateLimitClient {
     } catch (e) {
       const receipts = result.results.flatMap((r) => (r.receipt ? [r.receipt] : []));
       if (receipts.length > 0) {
-        await this.settle(receipts.map((receipt) => ({ receipt, used: 0 }))).catch(() => undefined);
+        // Best effort, with a deadline of its own: the caller's signal has fired, and a slow
+        // server should still get the reserved tokens back.
+        await this.settle(
+          receipts.map((receipt) => ({ receipt, used: 0 })),
+          { timeoutMs: CANCEL_SETTLE_TIMEOUT_MS },
+        ).catch(() => undefined);
       }
       throw e;
     }
