@@ -6,6 +6,7 @@
 // (grpc::ByteBuffer in and out, the generated WithRawCallbackMethod_* classes) and parse here:
 // a body that is not a valid message is INVALID_ARGUMENT naming the message type.
 
+#include <memory>
 #include <string>
 
 #include "grpcpp/grpcpp.h"
@@ -47,6 +48,60 @@ grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* context,
     // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
     (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes, &own_buffer);
     reactor->Finish(status);
+  };
+  if (executor != nullptr) {
+    executor->Run(std::move(serve));
+  } else {
+    serve();
+  }
+  return reactor;
+}
+
+// A parsed call whose answer comes later: the request, the response to fill, and the finish.
+template <typename Request, typename Response>
+class PendingUnary {
+ public:
+  PendingUnary(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response_bytes)
+      : reactor_(reactor), response_bytes_(response_bytes) {}
+  PendingUnary(const PendingUnary&) = delete;
+  PendingUnary& operator=(const PendingUnary&) = delete;
+
+  Request request;
+  Response response;
+
+  // Serializes `response` and finishes the call with `status`, from any thread. Call once.
+  void Finish(const grpc::Status& status) {
+    bool own_buffer = false;
+    // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
+    (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes_, &own_buffer);
+    reactor_->Finish(status);
+  }
+
+ private:
+  grpc::ServerUnaryReactor* const reactor_;
+  grpc::ByteBuffer* const response_bytes_;
+};
+
+// ServeParsed for a handler that answers later: parses the body into a new PendingUnary and
+// passes it to `handler(std::unique_ptr<PendingUnary<Request, Response>>)`, which must call its
+// Finish exactly once, on any thread, before releasing it. A body that does not parse is
+// finished as by ServeParsed. With an `executor`, the handler runs on one of its threads.
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request_bytes,
+                                           grpc::ByteBuffer* response_bytes, Handler handler,
+                                           StoreExecutor* executor = nullptr) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto serve = [reactor, request_bytes, response_bytes, handler]() {
+    auto call = std::make_unique<PendingUnary<Request, Response>>(reactor, response_bytes);
+    grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
+    if (!grpc::SerializationTraits<Request>::Deserialize(&body, &call->request).ok()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                   "request body is not a valid " +
+                                       call->request.GetTypeName() + " (protobuf wire format)"));
+      return;
+    }
+    handler(std::move(call));
   };
   if (executor != nullptr) {
     executor->Run(std::move(serve));

@@ -39,72 +39,92 @@ const char* MethodName(Mode mode) {
 
 }  // namespace
 
-grpc::Status RateLimitServiceImpl::HandleConsume(grpc::CallbackServerContext* context,
-                                                 const v1::RateLimitRequest* request,
-                                                 v1::RateLimitResponse* response) {
-  return Decide(context, *request, Mode::kConsume, response);
-}
-
-grpc::Status RateLimitServiceImpl::HandleCheck(grpc::CallbackServerContext* context,
-                                               const v1::RateLimitRequest* request,
-                                               v1::RateLimitResponse* response) {
-  return Decide(context, *request, Mode::kCheck, response);
-}
-
-grpc::Status RateLimitServiceImpl::HandleReserve(grpc::CallbackServerContext* context,
-                                                 const v1::RateLimitRequest* request,
-                                                 v1::RateLimitResponse* response) {
-  return Decide(context, *request, Mode::kReserve, response);
-}
-
-grpc::Status RateLimitServiceImpl::Decide(grpc::CallbackServerContext* context,
-                                          const v1::RateLimitRequest& request, Mode mode,
-                                          v1::RateLimitResponse* response) {
-  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), *context);
-  const std::shared_ptr<const LimitSet> limits = registry_.Current();
-  absl::StatusOr<std::vector<LimitRequest>> resolved =
-      ResolveRequest(request, *limits, inline_limits_);
-  if (!resolved.ok()) return FinishRpc(rpc, ToGrpcStatus(resolved.status()));
-  rpc.SetLimits(*resolved);
-
-  if (mode != Mode::kCheck) {
-    if (absl::Status st = ValidateRequestId(request); !st.ok()) {
-      return FinishRpc(rpc, ToGrpcStatus(st));
-    }
-  }
-  const std::shared_ptr<const ReceiptKeys> keys =
-      settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
-  // Receipt ids are drawn before deciding, so that the answer remembered for a request_id (built
+// One Consume, Check or Reserve between its store call and its answer.
+struct RateLimitServiceImpl::DecideState {
+  DecideState(Telemetry::Rpc r, Mode m) : rpc(std::move(r)), mode(m) {}
+  Telemetry::Rpc rpc;
+  const Mode mode;
+  std::vector<LimitRequest> limits;  // the request's, resolved and validated
+  std::shared_ptr<const ReceiptKeys> keys;
+  // Receipt ids, drawn before deciding, so that the answer remembered for a request_id (built
   // inside the store's transaction) and the answer sent are the same bytes.
   std::vector<std::array<uint8_t, 16>> ids;
-  if (mode != Mode::kCheck && !keys->empty()) {
-    for (size_t i = 0; i < resolved->size(); ++i) ids.push_back(NewReceiptId());
-  }
-  auto to_proto = [&](const Verdict& v, v1::RateLimitResponse* out) {
-    VerdictToProto(v, *resolved, out);
-    AddReceipts(*keys, v, *resolved, mode, ids, out);
-  };
+  std::string fingerprint;  // of a request with a request_id
+};
 
-  rpc.StoreStarted();
-  absl::StatusOr<Verdict> verdict;
-  std::string fingerprint;
+void RateLimitServiceImpl::ServeDecide(grpc::CallbackServerContext* context,
+                                       std::unique_ptr<DecideCall> call, Mode mode) {
+  auto state = std::make_unique<DecideState>(
+      telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), *context), mode);
+  const v1::RateLimitRequest& request = call->request;
+  if (std::optional<grpc::Status> refused = Prepare(request, *state)) {
+    call->Finish(FinishRpc(state->rpc, *refused));
+    return;
+  }
+  state->rpc.StoreStarted();
   if (mode != Mode::kCheck && !request.request_id().empty()) {
-    fingerprint = RequestFingerprint(MethodName(mode), request);
+    // The answer is remembered in the decision's own transaction, which keeps its keys locked
+    // until it is written: decided here, on this thread.
+    state->fingerprint = RequestFingerprint(MethodName(mode), request);
     Remember remember;
     remember.record.key = RequestIdRecordKey(request.request_id());
     remember.record.expires_at_us = settle_.clock->NowMicros() + settle_.request_id_ttl_us;
     remember.encode = [&](const Verdict& v) {
       v1::RateLimitResponse answer;
-      to_proto(v, &answer);
-      return RememberedAnswer(fingerprint, answer);
+      ToProto(*state, v, &answer);
+      return RememberedAnswer(state->fingerprint, answer);
     };
-    verdict = limiter_.Evaluate(*resolved, mode, remember);
-  } else {
-    verdict = limiter_.Evaluate(*resolved, mode);
+    absl::StatusOr<Verdict> verdict = limiter_.Evaluate(state->limits, mode, remember);
+    state->rpc.StoreFinished(verdict.status());
+    call->Finish(Answer(*state, request, std::move(verdict), &call->response));
+    return;
   }
-  rpc.StoreFinished(verdict.status());
+  // The store answers once the decision is durable, possibly on its own thread: this thread goes
+  // on serving other calls meanwhile (their decisions then share one WAL write). The store
+  // tracer stays installed on this thread for the store's part here only.
+  std::unique_ptr<ScopedStoreTracer> tracing = state->rpc.TakeStoreTracerScope();
+  DecideState& s = *state;
+  limiter_.EvaluateAsync(
+      s.limits, mode,
+      [this, state = std::move(state), call = std::move(call)](
+          absl::StatusOr<Verdict> verdict) mutable {
+        state->rpc.StoreFinished(verdict.status());
+        call->Finish(Answer(*state, call->request, std::move(verdict), &call->response));
+      });
+}
+
+std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitRequest& request,
+                                                          DecideState& state) const {
+  const std::shared_ptr<const LimitSet> limits = registry_.Current();
+  absl::StatusOr<std::vector<LimitRequest>> resolved =
+      ResolveRequest(request, *limits, inline_limits_);
+  if (!resolved.ok()) return ToGrpcStatus(resolved.status());
+  state.limits = *std::move(resolved);
+  state.rpc.SetLimits(state.limits);
+  if (state.mode != Mode::kCheck) {
+    if (absl::Status st = ValidateRequestId(request); !st.ok()) return ToGrpcStatus(st);
+  }
+  state.keys = settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
+  if (state.mode != Mode::kCheck && !state.keys->empty()) {
+    for (size_t i = 0; i < state.limits.size(); ++i) state.ids.push_back(NewReceiptId());
+  }
+  return std::nullopt;
+}
+
+void RateLimitServiceImpl::ToProto(const DecideState& state, const Verdict& verdict,
+                                   v1::RateLimitResponse* out) {
+  VerdictToProto(verdict, state.limits, out);
+  AddReceipts(*state.keys, verdict, state.limits, state.mode, state.ids, out);
+}
+
+grpc::Status RateLimitServiceImpl::Answer(DecideState& state, const v1::RateLimitRequest& request,
+                                          absl::StatusOr<Verdict> verdict,
+                                          v1::RateLimitResponse* response) const {
+  Telemetry::Rpc& rpc = state.rpc;
+  const Mode mode = state.mode;
   if (verdict.ok() && verdict->remembered) {
-    absl::StatusOr<v1::RateLimitResponse> replay = ReplayAnswer(*verdict->remembered, fingerprint);
+    absl::StatusOr<v1::RateLimitResponse> replay =
+        ReplayAnswer(*verdict->remembered, state.fingerprint);
     if (!replay.ok()) return FinishRpc(rpc, ToGrpcStatus(replay.status()));
     telemetry_.CountReplay(MethodName(mode));
     rpc.span().SetAttribute("ratelimit.replayed", true);
@@ -114,7 +134,7 @@ grpc::Status RateLimitServiceImpl::Decide(grpc::CallbackServerContext* context,
   }
   if (verdict.ok()) {
     rpc.SetVerdict(*verdict, mode);
-    to_proto(*verdict, response);
+    ToProto(state, *verdict, response);
     return FinishRpc(rpc, grpc::Status::OK);
   }
   // A request the store cannot take as asked is the caller's to change, not a store failure: no
@@ -132,7 +152,7 @@ grpc::Status RateLimitServiceImpl::Decide(grpc::CallbackServerContext* context,
        {"trace_id", rpc.TraceId()}});
   if (policy_ == FailurePolicy::kOpen) {
     rpc.SetFailedOpen();
-    FailedOpenToProto(*resolved, response);
+    FailedOpenToProto(state.limits, response);
     return FinishRpc(rpc, grpc::Status::OK);
   }
   return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,

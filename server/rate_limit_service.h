@@ -1,6 +1,9 @@
 #ifndef RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_
 #define RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_
 
+#include <memory>
+#include <optional>
+
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin_auth.h"
@@ -66,25 +69,31 @@ class RateLimitServiceImpl final
   grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override {
-    return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
+    return ServeParsedAsync<v1::RateLimitRequest, v1::RateLimitResponse>(
         context, request, response,
-        [this, context](auto* req, auto* resp) { return HandleConsume(context, req, resp); },
+        [this, context](std::unique_ptr<DecideCall> call) {
+          ServeDecide(context, std::move(call), Mode::kConsume);
+        },
         executor_);
   }
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override {
-    return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
+    return ServeParsedAsync<v1::RateLimitRequest, v1::RateLimitResponse>(
         context, request, response,
-        [this, context](auto* req, auto* resp) { return HandleCheck(context, req, resp); },
+        [this, context](std::unique_ptr<DecideCall> call) {
+          ServeDecide(context, std::move(call), Mode::kCheck);
+        },
         executor_);
   }
   grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override {
-    return ServeParsed<v1::RateLimitRequest, v1::RateLimitResponse>(
+    return ServeParsedAsync<v1::RateLimitRequest, v1::RateLimitResponse>(
         context, request, response,
-        [this, context](auto* req, auto* resp) { return HandleReserve(context, req, resp); },
+        [this, context](std::unique_ptr<DecideCall> call) {
+          ServeDecide(context, std::move(call), Mode::kReserve);
+        },
         executor_);
   }
   grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
@@ -116,12 +125,6 @@ class RateLimitServiceImpl final
  private:
   // The typed handlers, run by ServeParsed (on the store executor when there is one); each
   // fills the response and returns the call's status.
-  grpc::Status HandleConsume(grpc::CallbackServerContext* context,
-                             const v1::RateLimitRequest* request, v1::RateLimitResponse* response);
-  grpc::Status HandleCheck(grpc::CallbackServerContext* context,
-                           const v1::RateLimitRequest* request, v1::RateLimitResponse* response);
-  grpc::Status HandleReserve(grpc::CallbackServerContext* context,
-                             const v1::RateLimitRequest* request, v1::RateLimitResponse* response);
   grpc::Status HandleReset(grpc::CallbackServerContext* context, const v1::ResetRequest* request,
                            v1::ResetResponse* response);
   grpc::Status HandleSettle(grpc::CallbackServerContext* context, const v1::SettleRequest* request,
@@ -131,8 +134,20 @@ class RateLimitServiceImpl final
   grpc::Status HandleBatch(grpc::CallbackServerContext* context, const v1::BatchRequest* request,
                            v1::BatchResponse* response);
 
-  grpc::Status Decide(grpc::CallbackServerContext* context, const v1::RateLimitRequest& request,
-                      Mode mode, v1::RateLimitResponse* response);
+  // Consume, Check and Reserve: validates, decides (answered by the store once the decision is
+  // durable, possibly on a store thread; with a request_id, on this thread) and finishes `call`.
+  using DecideCall = PendingUnary<v1::RateLimitRequest, v1::RateLimitResponse>;
+  struct DecideState;
+  void ServeDecide(grpc::CallbackServerContext* context, std::unique_ptr<DecideCall> call,
+                   Mode mode);
+  // Resolves and validates the request into `state`; the refusal to answer, if any.
+  std::optional<grpc::Status> Prepare(const v1::RateLimitRequest& request,
+                                      DecideState& state) const;
+  // The reply for `verdict` (receipts included), and the call's status; finishes the telemetry.
+  grpc::Status Answer(DecideState& state, const v1::RateLimitRequest& request,
+                      absl::StatusOr<Verdict> verdict, v1::RateLimitResponse* response) const;
+  static void ToProto(const DecideState& state, const Verdict& verdict,
+                      v1::RateLimitResponse* out);
 
   Limiter& limiter_;
   StoreExecutor* executor_ = nullptr;

@@ -135,6 +135,10 @@ absl::StatusOr<Outcome> StateStore::Apply(const Operation& op, const Clock& cloc
   return ApplyWithUpdate(*this, op, clock);
 }
 
+void StateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
+  std::move(done)(Apply(op, clock));
+}
+
 std::vector<absl::StatusOr<Outcome>> StateStore::ApplyBatch(absl::Span<const Operation> ops,
                                                             const Clock& clock) {
   std::vector<absl::StatusOr<Outcome>> results;

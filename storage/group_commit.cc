@@ -37,33 +37,89 @@ bool GroupCommit::ReadyOrIdle(Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
 absl::Status GroupCommit::Wait(uint64_t ticket, WriteFn write) {
   if (ticket == 0) return absl::OkStatus();
   Waiter waiter{this, ticket};
-  mu_.Lock();
+  absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(&ReadyOrIdle, &waiter));
     if (resolved_.load(std::memory_order_relaxed) >= ticket) break;
-    // No write in progress and our ticket is pending: lead. Everything appended so far (tickets
-    // taken_ + 1 .. last_) goes in one write.
-    writing_ = true;
-    std::unique_ptr<rocksdb::WriteBatch> batch =
-        std::exchange(pending_, std::make_unique<rocksdb::WriteBatch>());
-    const uint64_t first = taken_ + 1;
-    const uint64_t last = last_;
-    taken_ = last;
-    ++writes_;
-    mu_.Unlock();
-    absl::Status status = write(*batch);
-    mu_.Lock();
-    writing_ = false;
-    if (status.ok()) {
-      resolved_.store(last, std::memory_order_release);
-    } else {
-      ++failed_writes_;
-      FailPendingLocked(first, status);
-    }
+    // No write in progress and our ticket is pending: lead.
+    LeadLocked(write);
   }
-  absl::Status outcome = OutcomeLocked(ticket);
+  return OutcomeLocked(ticket);
+}
+
+void GroupCommit::LeadLocked(WriteFn write) {
+  // Everything appended so far (tickets taken_ + 1 .. last_) goes in one write.
+  writing_ = true;
+  std::unique_ptr<rocksdb::WriteBatch> batch =
+      std::exchange(pending_, std::make_unique<rocksdb::WriteBatch>());
+  const uint64_t first = taken_ + 1;
+  const uint64_t last = last_;
+  taken_ = last;
+  ++writes_;
   mu_.Unlock();
-  return outcome;
+  absl::Status status = write(*batch);
+  mu_.Lock();
+  writing_ = false;
+  if (status.ok()) {
+    resolved_.store(last, std::memory_order_release);
+  } else {
+    ++failed_writes_;
+    FailPendingLocked(first, status);
+  }
+  TakeResolvedLocked();
+}
+
+void GroupCommit::TakeResolvedLocked() {
+  const uint64_t resolved = resolved_.load(std::memory_order_relaxed);
+  auto end = done_.upper_bound(resolved);
+  for (auto it = done_.begin(); it != end; ++it) {
+    ready_.emplace_back(std::move(it->second), OutcomeLocked(it->first));
+  }
+  done_.erase(done_.begin(), end);
+}
+
+void GroupCommit::OnResolved(uint64_t ticket, Done done) {
+  absl::Status outcome;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ticket > resolved_.load(std::memory_order_relaxed)) {
+      done_.emplace(ticket, std::move(done));
+      return;
+    }
+    if (ticket != 0) outcome = OutcomeLocked(ticket);
+  }
+  std::move(done)(std::move(outcome));
+}
+
+bool GroupCommit::AsyncWorkOrStopping() const {
+  // A completion waits for a ticket that no write has taken yet (the earliest one decides).
+  const bool to_write = !done_.empty() && !writing_ && done_.begin()->first > taken_;
+  return to_write || !ready_.empty() || (stopping_ && done_.empty());
+}
+
+bool GroupCommit::AwaitAsyncWork() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &GroupCommit::AsyncWorkOrStopping));
+  return !done_.empty() || !ready_.empty();
+}
+
+void GroupCommit::WritePending(WriteFn write) {
+  absl::MutexLock lock(&mu_);
+  if (!writing_ && last_ > taken_) LeadLocked(write);
+}
+
+void GroupCommit::RunReady() {
+  std::vector<std::pair<Done, absl::Status>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ready.swap(ready_);
+  }
+  for (auto& [done, status] : ready) std::move(done)(std::move(status));
+}
+
+void GroupCommit::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
 }
 
 void GroupCommit::FailPendingLocked(uint64_t first, const absl::Status& error) {
@@ -87,6 +143,7 @@ void GroupCommit::Invalidate() {
   absl::MutexLock lock(&mu_);
   FailPendingLocked(taken_ + 1,
                     absl::UnavailableError("state store reopened before this decision was written"));
+  TakeResolvedLocked();
 }
 
 GroupCommit::Stats GroupCommit::stats() const {

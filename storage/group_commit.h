@@ -16,15 +16,23 @@
 // bumps the epoch: state derived from anything appended before it (the store's cache) must not be
 // used again, and an Append made with an older epoch fails instead of queueing a write computed
 // from such state.
+//
+// A caller that must not block (a gRPC handler: its thread serves other calls meanwhile) does not
+// Wait: it registers a completion with OnResolved and returns. Such tickets are written by a
+// writer thread of the store's (AwaitAsyncWork, then WritePending), in one group with whatever
+// was appended meanwhile, so the decisions of every call a server thread handles in a row share
+// one WAL write instead of one each; each completion runs once its ticket is resolved.
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,6 +69,29 @@ class GroupCommit {
   // REQUIRES: `write` stays usable for the call (the caller keeps the database open).
   absl::Status Wait(uint64_t ticket, WriteFn write);
 
+  // Called once with a ticket's outcome (OK: written; else its group's write error).
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
+
+  // Calls `done` with the outcome of `ticket` once it is resolved: before returning when it is
+  // already (ticket 0: OK), else on the writer thread (RunReady), outside every lock, so `done`
+  // may use the store again.
+  void OnResolved(uint64_t ticket, Done done);
+
+  // For the writer thread: blocks until there is work, then returns true: a ticket with a
+  // completion pending with no write in progress (WritePending), or completions to run
+  // (RunReady). Returns false once Stop() was called and no completion is left.
+  bool AwaitAsyncWork();
+
+  // Writes every pending ticket as one group with `write`, unless nothing is pending or another
+  // write is in progress. REQUIRES: as for Wait.
+  void WritePending(WriteFn write);
+
+  // Runs the completions of resolved tickets, on the calling thread (the writer thread).
+  void RunReady();
+
+  // Makes AwaitAsyncWork return false once no completion is left.
+  void Stop();
+
   // Every ticket up to this one is resolved (written, or failed).
   uint64_t resolved() const { return resolved_.load(std::memory_order_acquire); }
   // The resolved counter itself, for a cache that must not evict unresolved entries.
@@ -85,6 +116,12 @@ class GroupCommit {
     uint64_t ticket;
   };
   static bool ReadyOrIdle(Waiter* w);
+  bool AsyncWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leads one group write of everything pending (REQUIRES: something pending, no write in
+  // progress); releases mu_ while writing.
+  void LeadLocked(WriteFn write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the completions of resolved tickets to ready_.
+  void TakeResolvedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails tickets first..last_ (everything appended) with `error` and bumps the epoch.
   void FailPendingLocked(uint64_t first, const absl::Status& error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -104,6 +141,11 @@ class GroupCommit {
     absl::Status error;
   };
   std::vector<Failed> failed_ ABSL_GUARDED_BY(mu_);
+  // Completions of unresolved tickets, by ticket.
+  std::multimap<uint64_t, Done> done_ ABSL_GUARDED_BY(mu_);
+  // Completions of resolved tickets with their outcomes, for the writer thread to run.
+  std::vector<std::pair<Done, absl::Status>> ready_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_writes_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> resolved_{0};

@@ -28,6 +28,21 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
   return VerdictOf(*std::move(outcome));
 }
 
+void Limiter::EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, VerdictDone done) {
+  absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);
+  Operation op;
+  op.limits = ops;
+  op.mode = mode;
+  store_.ApplyAsync(op, clock_,
+                    [done = std::move(done)](absl::StatusOr<Outcome> outcome) mutable {
+                      if (!outcome.ok()) {
+                        std::move(done)(outcome.status());
+                      } else {
+                        std::move(done)(VerdictOf(*std::move(outcome)));
+                      }
+                    });
+}
+
 absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode,
                                           const Remember& remember) {
   absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
@@ -101,6 +102,13 @@ class Limiter {
   // REQUIRES: 1 <= limits.size(), every config and count valid (see limit_config.h).
   // A store failure is returned as the store's status; nothing was consumed then.
   absl::StatusOr<Verdict> Evaluate(absl::Span<const LimitRequest> limits, Mode mode);
+
+  // Called once with the verdict of EvaluateAsync.
+  using VerdictDone = absl::AnyInvocable<void(absl::StatusOr<Verdict>) &&>;
+  // Evaluate, answered through `done` (StateStore::ApplyAsync): the calling thread does not wait
+  // for the store's write; `done` may run before this returns or later on a store thread (outside
+  // the store's locks). `limits` need only live for the call.
+  void EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, VerdictDone done);
 
   // Evaluate, remembering the answer under `remember.record` in the same transaction; when the
   // record is already present, returns its bytes (Verdict::remembered) without deciding.

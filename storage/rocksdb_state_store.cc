@@ -117,7 +117,24 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   if (absl::Status s = store->PrepareDirectory(); !s.ok()) return s;
   absl::MutexLock lock(&store->db_mu_);
   if (absl::Status s = store->OpenDbLocked(/*after_failure=*/false); !s.ok()) return s;
+  absl::MutexLock writer_lock(&store->writer_mu_);
+  store->writer_ = std::thread(&RocksDbStateStore::WriterLoop, store.get());
   return store;
+}
+
+void RocksDbStateStore::WriterLoop() {
+  while (group_.AwaitAsyncWork()) {
+    {
+      absl::ReaderMutexLock lock(&db_mu_);
+      // Without a database nothing is queued: CloseLocked wrote or failed every queued decision.
+      if (db_) {
+        group_.WritePending([this](rocksdb::WriteBatch& batch) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return WriteGroupLocked(batch);  // db_mu_ is held (above)
+        });
+      }
+    }
+    group_.RunReady();  // the answers, outside every lock
+  }
 }
 
 absl::Status RocksDbStateStore::PrepareDirectory() {
@@ -299,13 +316,29 @@ absl::Status RocksDbStateStore::UpgradeFromV1Locked() {
 RocksDbStateStore::~RocksDbStateStore() { Close().IgnoreError(); }
 
 absl::Status RocksDbStateStore::Close() {
-  absl::MutexLock lock(&db_mu_);
-  closed_ = true;
-  return CloseLocked();
+  absl::Status result;
+  {
+    absl::MutexLock lock(&db_mu_);
+    closed_ = true;
+    result = CloseLocked();
+  }
+  group_.Stop();
+  absl::MutexLock writer_lock(&writer_mu_);
+  if (writer_.joinable()) writer_.join();
+  return result;
 }
 
 absl::Status RocksDbStateStore::CloseLocked() {
   if (!db_) return absl::OkStatus();
+  // Decisions queued by callers that did not wait are written first (or fail with the write);
+  // whatever is left, after an earlier failure, fails now, so no caller waits for a database
+  // that is gone.
+  if (errors_->Get().ok()) {
+    group_.WritePending([this](rocksdb::WriteBatch& batch) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return WriteGroupLocked(batch);  // db_mu_ is held exclusively by the caller
+    });
+  }
+  group_.Invalidate();
   absl::Status result;
   if (const absl::Status error = errors_->Get(); error.ok()) {
     result = FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
@@ -382,23 +415,8 @@ std::vector<absl::StatusOr<Outcome>> RocksDbStateStore::ApplyBatch(
   // queued meanwhile usually go to the WAL in one write.
   std::vector<Pending> pending(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
-    const Operation& op = ops[i];
-    const OperationKeys keys = DistinctKeys(op.limits);
-    absl::InlinedVector<size_t, 4> stripes;
-    absl::InlinedVector<std::string, 4> encoded;
-    StripesAndNames(stripes_, keys.keys, {}, stripes, encoded);
     Outcome outcome;
-    auto decide = [&](absl::Span<const std::optional<State>> current,
-                      absl::Span<std::optional<State>> writes) -> absl::Status {
-      outcome = DecideOperation(op, keys, current, clock.NowMicros(), writes);
-      return absl::OkStatus();
-    };
-    DecideFn decide_fn(decide);
-    absl::StatusOr<Pending> queued;
-    {
-      StripeLocks locked(stripes_, stripes);
-      queued = DecideLocked(keys.keys, encoded, decide_fn);
-    }
+    absl::StatusOr<Pending> queued = DecideOperationLocked(ops[i], clock, outcome);
     if (!queued.ok()) {
       results.push_back(queued.status());
     } else {
@@ -411,6 +429,51 @@ std::vector<absl::StatusOr<Outcome>> RocksDbStateStore::ApplyBatch(
     if (absl::Status s = WaitLocked(pending[i]); !s.ok()) results[i] = s;
   }
   return results;
+}
+
+absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideOperationLocked(
+    const Operation& op, const Clock& clock, Outcome& outcome) {
+  const OperationKeys keys = DistinctKeys(op.limits);
+  absl::InlinedVector<size_t, 4> stripes;
+  absl::InlinedVector<std::string, 4> encoded;
+  StripesAndNames(stripes_, keys.keys, {}, stripes, encoded);
+  auto decide = [&](absl::Span<const std::optional<State>> current,
+                    absl::Span<std::optional<State>> writes) -> absl::Status {
+    outcome = DecideOperation(op, keys, current, clock.NowMicros(), writes);
+    return absl::OkStatus();
+  };
+  DecideFn decide_fn(decide);
+  StripeLocks locked(stripes_, stripes);
+  return DecideLocked(keys.keys, encoded, decide_fn);
+}
+
+void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
+  Outcome outcome;
+  absl::StatusOr<Pending> queued;
+  {
+    absl::ReaderMutexLock db_lock(&db_mu_);
+    absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked();
+    if (!refused.ok()) {
+      queued = refused;
+    } else {
+      queued = DecideOperationLocked(op, clock, outcome);
+      if (queued.ok() && DurableLocked(*queued)) queued->ticket = 0;
+    }
+  }
+  if (!queued.ok()) {
+    std::move(done)(queued.status());
+    return;
+  }
+  // The stripes are free: the writer thread writes this decision with whatever else is queued
+  // meanwhile, then answers.
+  group_.OnResolved(queued->ticket, [outcome = std::move(outcome),
+                                     done = std::move(done)](absl::Status written) mutable {
+    if (written.ok()) {
+      std::move(done)(std::move(outcome));
+    } else {
+      std::move(done)(std::move(written));
+    }
+  });
 }
 
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLocked(
@@ -455,24 +518,30 @@ absl::StatusOr<uint64_t> RocksDbStateStore::QueueLocked(
   return ticket;
 }
 
+bool RocksDbStateStore::DurableLocked(const Pending& pending) {
+  return pending.ticket == 0 ||
+         (group_.resolved() >= pending.ticket && group_.epoch() == pending.epoch);
+}
+
 absl::Status RocksDbStateStore::WaitLocked(const Pending& pending) {
-  if (pending.ticket == 0) return absl::OkStatus();
   // Written already, and no write failed since this decision read its states.
-  if (group_.resolved() >= pending.ticket && group_.epoch() == pending.epoch) {
-    return absl::OkStatus();
-  }
-  rocksdb::DB* const db = db_.get();  // open while the caller holds db_mu_
-  return group_.Wait(pending.ticket, [&](rocksdb::WriteBatch& batch) -> absl::Status {
-    if (options_.before_group_write) options_.before_group_write();
-    rocksdb::WriteOptions wo;
-    wo.sync = options_.sync;
-    rocksdb::Status s = db->Write(wo, &batch);
-    if (s.ok()) return absl::OkStatus();
-    // Nothing of the group was applied: the queued states in the cache are dropped (the group
-    // commit's epoch moves on, so none of them is read again) and writes stop.
-    cache_->Clear();
-    return WriteFailed(FromRocks(s, "write"));
-  });
+  if (DurableLocked(pending)) return absl::OkStatus();
+  return group_.Wait(pending.ticket, [this](rocksdb::WriteBatch& batch)
+                                         ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                           return WriteGroupLocked(batch);  // db_mu_ is held
+                                         });
+}
+
+absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
+  if (options_.before_group_write) options_.before_group_write();
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  rocksdb::Status s = db_->Write(wo, &batch);
+  if (s.ok()) return absl::OkStatus();
+  // Nothing of the group was applied: the queued states in the cache are dropped (the group
+  // commit's epoch moves on, so none of them is read again) and writes stop.
+  cache_->Clear();
+  return WriteFailed(FromRocks(s, "write"));
 }
 
 absl::Status RocksDbStateStore::ReadStatesLocked(absl::Span<const StateKey> keys,

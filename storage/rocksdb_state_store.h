@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -152,6 +153,10 @@ class RocksDbStateStore final : public StateStore {
   // WAL in one write.
   std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
                                                   const Clock& clock) override;
+  // Decides and queues the operation under its stripes, then returns without waiting for the
+  // WAL: the store's writer thread writes it, in one group with the decisions queued meanwhile,
+  // and calls `done` once it is written (or with the error of its failed write).
+  void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override;
 
   // Group commit counters (WAL writes vs decisions) and the state cache, for tests and metrics.
   GroupCommit::Stats group_commit_stats() const { return group_.stats(); }
@@ -204,6 +209,16 @@ class RocksDbStateStore final : public StateStore {
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Waits until `pending` is in the WAL, writing groups when no other thread is.
   absl::Status WaitLocked(const Pending& pending) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Whether `pending` needs no wait: nothing to write, or written with no failure since.
+  bool DurableLocked(const Pending& pending) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Writes one group to the WAL (the group commit's WriteFn); a failure stops writes.
+  absl::Status WriteGroupLocked(rocksdb::WriteBatch& batch) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Decides `op` under its stripes into `outcome` and queues its writes.
+  absl::StatusOr<Pending> DecideOperationLocked(const Operation& op, const Clock& clock,
+                                                Outcome& outcome)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // The writer thread: writes the groups of decisions whose callers did not wait (ApplyAsync).
+  void WriterLoop();
   // The body of UpdateWithRecords, under the stripes of the keys and the records.
   absl::Status DecideWithRecordsLocked(absl::Span<const StateKey> keys,
                                        absl::Span<const std::string> encoded,
@@ -245,6 +260,10 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   rocksdb::ColumnFamilyHandle* records_ = nullptr;
   std::optional<uint64_t> upgraded_states_;
+
+  // The writer thread (WriterLoop), started by Open, stopped and joined by Close.
+  absl::Mutex writer_mu_;
+  std::thread writer_ ABSL_GUARDED_BY(writer_mu_);
 };
 
 }  // namespace ratelimit

@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -126,6 +127,19 @@ class StateStore {
   // and no settlements; those go through ApplyWithRecords (storage/apply.h), on
   // UpdateWithRecords.
   virtual absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock);
+
+  // Called once with the result of ApplyAsync.
+  using ApplyDone = absl::AnyInvocable<void(absl::StatusOr<Outcome>) &&>;
+
+  // Apply, answered through `done` instead of a return value, for a caller whose thread must not
+  // wait for a write (a server thread that handles other calls meanwhile). `done` gets what Apply
+  // would return, once the decision is as durable as Apply makes it: before ApplyAsync returns,
+  // or later on a thread of the store's (RocksDB: the thread that wrote the decision's WAL group,
+  // shared with the decisions queued meanwhile; Redis: the client's I/O thread), outside the
+  // store's locks. `done` must not wait for the store (on the store's I/O thread that would wait
+  // forever); it may hand further store work to another thread. `op` and `clock` need only live
+  // for the call. REQUIRES: as for Apply. Default: done(Apply(op, clock)) before returning.
+  virtual void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done);
 
   // Applies independent operations, as Apply would one after the other in order: each is
   // all-or-nothing on its own and sees the effect of the earlier ones of the batch; one result per

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
@@ -196,6 +197,145 @@ TEST_F(GroupCommitTest, ABatchIsDecidedInOrderAndWrittenTogether) {
     EXPECT_DOUBLE_EQ(verdicts[i]->decisions[0].value, 9 - i / 10) << i;
   }
   EXPECT_EQ(store_->group_commit_stats().writes - writes_before, 1u);
+}
+
+// The answers of EvaluateAsync calls, by index, as they arrive.
+class AsyncAnswers {
+ public:
+  explicit AsyncAnswers(size_t n) : answers_(n) {}
+
+  Limiter::VerdictDone Slot(size_t i) {
+    return [this, i](absl::StatusOr<Verdict> v) {
+      absl::MutexLock lock(&mu_);
+      answers_[i] = std::move(v);
+      ++count_;
+    };
+  }
+  size_t count() {
+    absl::MutexLock lock(&mu_);
+    return count_;
+  }
+  // Waits (with a deadline) until `n` answers have arrived.
+  bool WaitFor(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Seconds(30));
+  }
+  absl::StatusOr<Verdict> operator[](size_t i) {
+    absl::MutexLock lock(&mu_);
+    return answers_[i].value_or(absl::InternalError("no answer"));
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::optional<absl::StatusOr<Verdict>>> answers_ ABSL_GUARDED_BY(mu_);
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(GroupCommitTest, AsyncDecisionsReturnAtOnceShareOneWalWriteAndAreAnsweredOnceWritten) {
+  Open();
+  constexpr size_t kCalls = 16;
+  AsyncAnswers answers(kCalls + 1);
+  // The first decision's write (by the store's writer thread) is held back.
+  limiter_->EvaluateAsync({Request("first")}, Mode::kConsume, answers.Slot(0));
+  gate_.WaitUntilHeld();
+  // Each call returns without waiting for the WAL: all from this one thread, as a server
+  // thread handles one call after another.
+  for (size_t i = 1; i <= kCalls; ++i) {
+    limiter_->EvaluateAsync({Request(absl::StrCat("k", i))}, Mode::kConsume, answers.Slot(i));
+  }
+  WaitForPending(kCalls);
+  EXPECT_EQ(answers.count(), 0u) << "answered before the decision was written";
+  gate_.Release();
+  ASSERT_TRUE(answers.WaitFor(kCalls + 1));
+
+  for (size_t i = 0; i <= kCalls; ++i) {
+    ASSERT_OK(answers[i]);
+    EXPECT_TRUE(answers[i]->allowed);
+    EXPECT_DOUBLE_EQ(answers[i]->decisions[0].value, 9);
+  }
+  const GroupCommit::Stats stats = store_->group_commit_stats();
+  EXPECT_EQ(stats.tickets, uint64_t{kCalls + 1});
+  EXPECT_EQ(stats.writes, 2u) << "one write for the first decision, one for the other "
+                              << kCalls;
+}
+
+TEST_F(GroupCommitTest, AnAsyncDecisionSeesAnEarlierQueuedOneAndIsAnsweredOnlyAfterItsWrite) {
+  Open();
+  AsyncAnswers answers(3);
+  limiter_->EvaluateAsync({Request("hot", 4)}, Mode::kConsume, answers.Slot(0));
+  gate_.WaitUntilHeld();
+  limiter_->EvaluateAsync({Request("hot", 4)}, Mode::kConsume, answers.Slot(1));
+  // A Check writes nothing, but what it read is not yet written: it waits for that write too.
+  limiter_->EvaluateAsync({Request("hot", 1)}, Mode::kCheck, answers.Slot(2));
+  WaitForPending(1);
+  EXPECT_EQ(answers.count(), 0u) << "answered on a state that is not yet written";
+  gate_.Release();
+  ASSERT_TRUE(answers.WaitFor(3));
+  ASSERT_OK(answers[0]);
+  ASSERT_OK(answers[1]);
+  ASSERT_OK(answers[2]);
+  EXPECT_DOUBLE_EQ(answers[0]->decisions[0].value, 6);
+  EXPECT_DOUBLE_EQ(answers[1]->decisions[0].value, 2) << "the second did not see the first";
+  EXPECT_TRUE(answers[2]->allowed);
+  // A Check reports the current value: the second Consume's, not yet written when it was read.
+  EXPECT_DOUBLE_EQ(answers[2]->decisions[0].value, 2);
+  // A denial writes nothing and waits for nothing more than what it read.
+  absl::StatusOr<Verdict> denied = limiter_->Evaluate({Request("hot", 3)}, Mode::kConsume);
+  ASSERT_OK(denied);
+  EXPECT_FALSE(denied->allowed);
+}
+
+TEST_F(GroupCommitTest, AFailedGroupWriteFailsEveryAsyncDecisionQueuedWithIt) {
+  auto fs = std::make_shared<FaultyFileSystem>();
+  Open(fs);
+  AsyncAnswers answers(3);
+  limiter_->EvaluateAsync({Request("hot", 3)}, Mode::kConsume, answers.Slot(0));
+  gate_.WaitUntilHeld();
+  limiter_->EvaluateAsync({Request("hot", 2)}, Mode::kConsume, answers.Slot(1));
+  limiter_->EvaluateAsync({Request("other", 1)}, Mode::kConsume, answers.Slot(2));
+  WaitForPending(2);
+  fs->SetFull(true);
+  gate_.Release();
+  ASSERT_TRUE(answers.WaitFor(3));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(answers[i].status().code(), absl::StatusCode::kUnavailable) << answers[i].status();
+  }
+  for (const char* key : {"hot", "other"}) {
+    auto state = store_->Get(StateKey{"gc", key});
+    ASSERT_OK(state);
+    EXPECT_FALSE(state->has_value()) << key << " reads a state that was never written";
+  }
+  // While writes are stopped, an async decision is refused at once.
+  AsyncAnswers refused(1);
+  limiter_->EvaluateAsync({Request("hot", 1)}, Mode::kConsume, refused.Slot(0));
+  ASSERT_EQ(refused.count(), 1u);
+  EXPECT_EQ(refused[0].status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(GroupCommitTest, CloseWritesTheQueuedAsyncDecisionsBeforeItReturns) {
+  Open();
+  constexpr size_t kCalls = 8;
+  AsyncAnswers answers(kCalls + 1);
+  limiter_->EvaluateAsync({Request("first")}, Mode::kConsume, answers.Slot(0));
+  gate_.WaitUntilHeld();
+  for (size_t i = 1; i <= kCalls; ++i) {
+    limiter_->EvaluateAsync({Request("queued", 1)}, Mode::kConsume, answers.Slot(i));
+  }
+  WaitForPending(kCalls);
+  std::thread closer([&] { EXPECT_OK(store_->Close()); });
+  gate_.Release();
+  closer.join();
+  // Close returned: every decision was answered, and every one answered OK is on disk.
+  ASSERT_EQ(answers.count(), kCalls + 1);
+  for (size_t i = 0; i <= kCalls; ++i) ASSERT_OK(answers[i]);
+  store_.reset();
+  limiter_.reset();
+  Open();  // the gate was released: writes go through
+  auto state = store_->Get(StateKey{"gc", "queued"});
+  ASSERT_OK(state);
+  ASSERT_TRUE(state->has_value());
+  EXPECT_DOUBLE_EQ((*state)->value, 10 - static_cast<double>(kCalls));
 }
 
 constexpr char kLedgerLimits[] = R"(limits:

@@ -3,12 +3,15 @@
 // and that the outcome and the stored states are exactly what storage/algebra gives for the states
 // the operation saw. Each backend is one entry of Backends(); a backend whose engine keeps its own
 // clock is given the test's clock as its override.
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "storage/apply.h"
 #include "storage/memory_state_store.h"
@@ -122,6 +125,22 @@ class StoreApplyContractTest : public ::testing::TestWithParam<Backend> {
   absl::StatusOr<Outcome> Apply(const std::vector<LimitOp>& limits, Mode mode) {
     return store_->Apply(Operation{limits, mode}, clock_);
   }
+
+  // ApplyAsync, waiting for its answer.
+  absl::StatusOr<Outcome> ApplyAsyncAndWait(const std::vector<LimitOp>& limits, Mode mode) {
+    absl::Notification answered;
+    absl::StatusOr<Outcome> result = absl::UnknownError("not answered");
+    store_->ApplyAsync(Operation{limits, mode}, clock_, [&](absl::StatusOr<Outcome> outcome) {
+      result = std::move(outcome);
+      answered.Notify();
+    });
+    answered.WaitForNotification();
+    return result;
+  }
+
+  // Random operations over a few keys, each checked against storage/algebra on the states it saw;
+  // through ApplyAsync when `async`.
+  void RandomOperationsMatchTheAlgebra(bool async);
 
   std::optional<State> Stored(const StateKey& key) {
     auto s = store_->Get(key);
@@ -253,7 +272,7 @@ TEST_P(StoreApplyContractTest, SourcesAreSeparateNamespaces) {
 
 // Random operations: every outcome and every stored state is exactly what DecideOperation gives
 // for the states read just before and the clock's time.
-TEST_P(StoreApplyContractTest, RandomOperationsMatchTheAlgebraExactly) {
+void StoreApplyContractTest::RandomOperationsMatchTheAlgebra(bool async) {
   std::mt19937_64 rng(20261123);
   const std::vector<StateKey> keys = {{"a", "1"}, {"a", "2"}, {"b", "1"}, {"w", "1"}};
   auto config_for = [&](size_t k) {
@@ -286,7 +305,7 @@ TEST_P(StoreApplyContractTest, RandomOperationsMatchTheAlgebraExactly) {
     std::vector<std::optional<State>> writes(distinct.keys.size());
     const Outcome expected = DecideOperation(Operation{limits, mode}, distinct, before,
                                              clock_.NowMicros(), absl::MakeSpan(writes));
-    auto got = Apply(limits, mode);
+    auto got = async ? ApplyAsyncAndWait(limits, mode) : Apply(limits, mode);
     ASSERT_OK(got);
     ASSERT_EQ(got->allowed, expected.allowed) << "step " << step;
     ASSERT_EQ(got->now_us, expected.now_us);
@@ -303,6 +322,53 @@ TEST_P(StoreApplyContractTest, RandomOperationsMatchTheAlgebraExactly) {
       ASSERT_EQ(Stored(distinct.keys[s]), writes[s] ? writes[s] : before[s]) << "step " << step;
     }
   }
+}
+
+TEST_P(StoreApplyContractTest, RandomOperationsMatchTheAlgebraExactly) {
+  RandomOperationsMatchTheAlgebra(/*async=*/false);
+}
+
+TEST_P(StoreApplyContractTest, RandomAsyncOperationsMatchTheAlgebraExactly) {
+  RandomOperationsMatchTheAlgebra(/*async=*/true);
+}
+
+TEST_P(StoreApplyContractTest, AsyncOperationsInFlightTogetherEachSeeTheEarlierOnes) {
+  // 50 takes of one from a bucket of 30, all started before any is answered: exactly 30 are
+  // allowed, the balance ends at 0, and every answer reports the balance its take left.
+  const StateKey key{"async", "k"};
+  const std::vector<LimitOp> take = {LimitOp{key, Bucket(1e-6, 30), 1}};
+  constexpr int kCalls = 50;
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<Outcome>> answers;
+  for (int i = 0; i < kCalls; ++i) {
+    store_->ApplyAsync(Operation{take, Mode::kConsume}, clock_,
+                       [&](absl::StatusOr<Outcome> outcome) {
+                         absl::MutexLock lock(&mu);
+                         answers.push_back(std::move(outcome));
+                       });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](std::vector<absl::StatusOr<Outcome>>* a) { return a->size() == kCalls; }, &answers));
+  }
+  int allowed = 0;
+  std::vector<double> values;
+  for (const absl::StatusOr<Outcome>& a : answers) {
+    ASSERT_OK(a);
+    if (a->allowed) {
+      ++allowed;
+      values.push_back(a->decisions[0].value);
+    }
+  }
+  EXPECT_EQ(allowed, 30);
+  std::sort(values.begin(), values.end());
+  for (int i = 0; i < static_cast<int>(values.size()); ++i) {
+    EXPECT_NEAR(values[i], i, 1e-6) << "two takes saw the same balance";
+  }
+  std::optional<State> stored = Stored(key);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_NEAR(stored->value, 0, 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreApplyContractTest, ::testing::ValuesIn(Backends()),

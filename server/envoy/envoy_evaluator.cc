@@ -1,6 +1,8 @@
 #include "server/envoy/envoy_evaluator.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace ratelimit {
 namespace {
@@ -20,6 +22,51 @@ void FillTimes(absl::Span<const EnvoyDescriptorPlan> plan, int64_t now,
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kLimited) outcomes[i].now_us = now;
   }
+}
+
+// The requests of one consume transaction over the descriptors `active`.
+std::vector<LimitRequest> ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan,
+                                          absl::Span<const size_t> active, bool reserve) {
+  std::vector<LimitRequest> requests;
+  requests.reserve(active.size());
+  for (size_t i : active) {
+    requests.push_back(plan[i].request);
+    if (reserve && !plan[i].overdraft()) requests.back().config.max_reserved = 0;
+  }
+  return requests;
+}
+
+// Records the verdict `v` of a consume transaction over `active`. Returns true when the
+// descriptors are decided; false when only shadow rules denied, after narrowing `active` to the
+// others, which are tried again without them (the outcome of a left-out one stays "over").
+bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v, bool blocked,
+                   std::vector<size_t>& active, std::vector<EnvoyOutcome>& outcomes) {
+  Record(v, active, outcomes);
+  if (blocked || v.allowed) return true;
+  for (size_t j = 0; j < active.size(); ++j) {
+    if (!v.decisions[j].allowed && !plan[active[j]].shadow()) return true;  // a real denial
+  }
+  std::vector<size_t> next;
+  for (size_t j = 0; j < active.size(); ++j) {
+    if (v.decisions[j].allowed) next.push_back(active[j]);
+  }
+  active = std::move(next);
+  return active.empty();
+}
+
+// Consume transactions over `active` until they are decided (RecordConsume).
+absl::Status ConsumeUntilDecided(Limiter& limiter, absl::Span<const EnvoyDescriptorPlan> plan,
+                                 std::vector<size_t> active, bool reserve, bool blocked,
+                                 std::vector<EnvoyOutcome>& outcomes,
+                                 std::optional<int64_t>& transaction_now) {
+  while (!active.empty()) {
+    const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
+    absl::StatusOr<Verdict> v = limiter.Evaluate(ConsumeRequests(plan, active, reserve), mode);
+    if (!v.ok()) return v.status();
+    transaction_now = v->now_us;
+    if (RecordConsume(plan, *v, blocked, active, outcomes)) break;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -95,32 +142,52 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     active.push_back(i);
     reserve = reserve || plan[i].overdraft();
   }
-  while (!active.empty()) {
-    requests.clear();
-    for (size_t i : active) {
-      requests.push_back(plan[i].request);
-      if (reserve && !plan[i].overdraft()) requests.back().config.max_reserved = 0;
-    }
-    const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
-    absl::StatusOr<Verdict> v = limiter.Evaluate(requests, mode);
-    if (!v.ok()) return v.status();
-    transaction_now = v->now_us;
-    Record(*v, active, outcomes);
-    if (blocked || v->allowed) break;
-    bool real_denial = false;
-    for (size_t j = 0; j < active.size(); ++j) {
-      if (!v->decisions[j].allowed && !plan[active[j]].shadow()) real_denial = true;
-    }
-    if (real_denial) break;
-    // Only shadow rules denied: leave them out (their outcome stays "over") and retry.
-    std::vector<size_t> next;
-    for (size_t j = 0; j < active.size(); ++j) {
-      if (v->decisions[j].allowed) next.push_back(active[j]);
-    }
-    active = std::move(next);
+  if (absl::Status st = ConsumeUntilDecided(limiter, plan, std::move(active), reserve, blocked,
+                                            outcomes, transaction_now);
+      !st.ok()) {
+    return st;
   }
   FillTimes(plan, transaction_now ? *transaction_now : clock.NowMicros(), outcomes);
   return outcomes;
+}
+
+void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
+                            absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done) {
+  std::vector<size_t> active;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const EnvoyDescriptorPlan& p = plan[i];
+    // A check, a reservation, or a shadow rule (whose denial retries without it): evaluated
+    // here, as EvaluateEnvoyPlan does, so `done` never has to call the store.
+    const bool not_one_consume =
+        p.kind == Kind::kBlocked ||
+        (p.kind == Kind::kLimited && (p.check_only || p.overdraft() || p.shadow()));
+    if (not_one_consume) {
+      std::move(done)(EvaluateEnvoyPlan(limiter, clock, plan));
+      return;
+    }
+    if (p.kind == Kind::kLimited) active.push_back(i);
+  }
+  if (active.empty()) {  // no store transaction at all
+    std::move(done)(EvaluateEnvoyPlan(limiter, clock, plan));
+    return;
+  }
+  // The common case: one consume transaction, answered once it is durable (possibly on a store
+  // thread).
+  const std::vector<LimitRequest> requests = ConsumeRequests(plan, active, /*reserve=*/false);
+  limiter.EvaluateAsync(
+      requests, Mode::kConsume,
+      [plan, active = std::move(active),
+       done = std::move(done)](absl::StatusOr<Verdict> v) mutable {
+        if (!v.ok()) {
+          std::move(done)(v.status());
+          return;
+        }
+        std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
+        // No shadow rule: this transaction decides every descriptor.
+        RecordConsume(plan, *v, /*blocked=*/false, active, outcomes);
+        FillTimes(plan, v->now_us, outcomes);
+        std::move(done)(std::move(outcomes));
+      });
 }
 
 }  // namespace ratelimit

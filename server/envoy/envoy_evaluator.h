@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/envoy/envoy_plan.h"
@@ -41,6 +42,18 @@ namespace ratelimit {
 // time). A store failure is returned as the store's status; nothing was consumed then.
 absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan);
+
+// Called once with the outcomes of EvaluateEnvoyPlanAsync (or the store's error).
+using EnvoyDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<EnvoyOutcome>>) &&>;
+
+// EvaluateEnvoyPlan, answered through `done`. The common case (one consume transaction: no
+// descriptor needs a check, a reservation or a shadow rule, none is blocked) uses
+// Limiter::EvaluateAsync, so the calling thread does not wait for the store's write; `done` then
+// runs once the decision is durable, possibly on a store thread. Every other plan is evaluated
+// synchronously, before returning. Same outcomes and transactions as EvaluateEnvoyPlan.
+// REQUIRES: `limiter` and `plan` (and what it points into) live until `done` has run.
+void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
+                            absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done);
 
 }  // namespace ratelimit
 

@@ -13,41 +13,72 @@ constexpr char kEnvoyService[] = "envoy.service.ratelimit.v3.RateLimitService";
 
 }  // namespace
 
-grpc::Status EnvoyRateLimitServiceImpl::HandleShouldRateLimit(
-    grpc::CallbackServerContext* context, const rlsv3::RateLimitRequest* request,
-    rlsv3::RateLimitResponse* response) {
-  Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
-                          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", *context);
+// One ShouldRateLimit between its store call and its answer.
+struct EnvoyRateLimitServiceImpl::Evaluation {
+  explicit Evaluation(Telemetry::Rpc r) : rpc(std::move(r)) {}
+  Telemetry::Rpc rpc;
+  std::string domain;
   // Held until the reply is built: the plan points into this snapshot.
-  const std::shared_ptr<const EnvoyConfig> config = registry_.Current();
-  absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(*request, *config);
-  if (!plan.ok()) return FinishRpc(rpc, ToGrpcStatus(plan.status()));
+  std::shared_ptr<const EnvoyConfig> config;
+  std::vector<EnvoyDescriptorPlan> plan;
+};
+
+void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
+                                      std::unique_ptr<Call> call) {
+  auto evaluation = std::make_unique<Evaluation>(
+      telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
+                          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", *context));
+  Telemetry::Rpc& rpc = evaluation->rpc;
+  const rlsv3::RateLimitRequest& request = call->request;
+  evaluation->domain = request.domain();
+  evaluation->config = registry_.Current();
+  absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan =
+      PlanEnvoyRequest(request, *evaluation->config);
+  if (!plan.ok()) {
+    call->Finish(FinishRpc(rpc, ToGrpcStatus(plan.status())));
+    return;
+  }
+  evaluation->plan = *std::move(plan);
   if (rpc.span().recording()) {
-    rpc.span().SetAttribute("ratelimit.domain", request->domain());
+    rpc.span().SetAttribute("ratelimit.domain", request.domain());
     std::vector<absl::string_view> names;
-    for (const EnvoyDescriptorPlan& p : *plan) {
+    for (const EnvoyDescriptorPlan& p : evaluation->plan) {
       if (p.kind == EnvoyDescriptorPlan::Kind::kLimited) names.push_back(p.rule()->limit_name);
     }
     rpc.SetLimitNames(names);
   }
 
   rpc.StoreStarted();
-  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter_, clock_, *plan);
-  rpc.StoreFinished(outcomes.status());
+  // The store tracer stays installed on this thread for the store's part here only.
+  std::unique_ptr<ScopedStoreTracer> tracing = rpc.TakeStoreTracerScope();
+  Evaluation& e = *evaluation;
+  EvaluateEnvoyPlanAsync(
+      limiter_, clock_, e.plan,
+      [this, evaluation = std::move(evaluation), call = std::move(call)](
+          absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
+        evaluation->rpc.StoreFinished(outcomes.status());
+        call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
+      });
+}
+
+grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
+                                               absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
+                                               rlsv3::RateLimitResponse* response) {
+  Telemetry::Rpc& rpc = evaluation.rpc;
+  const std::vector<EnvoyDescriptorPlan>& plan = evaluation.plan;
   if (!outcomes.ok()) {
     Log(LogLevel::kError, "store failure (envoy api)",
-        {{"domain", request->domain()},
+        {{"domain", evaluation.domain},
          {"error", std::string(outcomes.status().message())},
          {"trace_id", rpc.TraceId()}});
     return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                        "rate-limit store unavailable: " +
                                            std::string(outcomes.status().message())));
   }
-  BuildEnvoyResponse(*plan, *outcomes, ratelimit_headers_, response);
-  stats_.Record(*plan, *outcomes);
-  for (size_t i = 0; i < plan->size(); ++i) {
-    const EnvoyDescriptorPlan& p = (*plan)[i];
+  BuildEnvoyResponse(plan, *outcomes, ratelimit_headers_, response);
+  stats_.Record(plan, *outcomes);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const EnvoyDescriptorPlan& p = plan[i];
     if (p.kind != EnvoyDescriptorPlan::Kind::kLimited &&
         p.kind != EnvoyDescriptorPlan::Kind::kBlocked) {
       continue;

@@ -1,9 +1,13 @@
 #ifndef RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
 #define RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
 
+#include <memory>
+#include <vector>
+
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/envoy/envoy_convert.h"
+#include "server/envoy/envoy_plan.h"
 #include "server/envoy/envoy_registry.h"
 #include "server/envoy/envoy_stats.h"
 #include "server/observability/telemetry.h"
@@ -51,22 +55,26 @@ class EnvoyRateLimitServiceImpl final
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) override {
-    return ServeParsed<::envoy::service::ratelimit::v3::RateLimitRequest,
-                       ::envoy::service::ratelimit::v3::RateLimitResponse>(
+    return ServeParsedAsync<::envoy::service::ratelimit::v3::RateLimitRequest,
+                            ::envoy::service::ratelimit::v3::RateLimitResponse>(
         context, request, response,
-        [this, context](auto* req, auto* resp) {
-          return HandleShouldRateLimit(context, req, resp);
-        },
+        [this, context](std::unique_ptr<Call> call) { Serve(context, std::move(call)); },
         executor_);
   }
 
   const EnvoyStats& stats() const { return stats_; }
 
  private:
-  grpc::Status HandleShouldRateLimit(
-      grpc::CallbackServerContext* context,
-      const ::envoy::service::ratelimit::v3::RateLimitRequest* request,
-      ::envoy::service::ratelimit::v3::RateLimitResponse* response);
+  using Call = PendingUnary<::envoy::service::ratelimit::v3::RateLimitRequest,
+                            ::envoy::service::ratelimit::v3::RateLimitResponse>;
+  struct Evaluation;
+  // Plans the request, evaluates it (EvaluateEnvoyPlanAsync: in the common case answered once
+  // the decision is durable, possibly on a store thread) and finishes `call`.
+  void Serve(grpc::CallbackServerContext* context, std::unique_ptr<Call> call);
+  // The reply and the call's status for the evaluation's outcomes; finishes the telemetry.
+  grpc::Status Answer(Evaluation& evaluation,
+                      absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
+                      ::envoy::service::ratelimit::v3::RateLimitResponse* response);
 
   Limiter& limiter_;
   StoreExecutor* executor_ = nullptr;

@@ -61,8 +61,15 @@ class Telemetry {
     // Brackets the store transaction: a child span and the store latency histogram. While the
     // call is traced, a StoreTracer is installed on the calling thread (store_trace.h) until
     // StoreFinished, so the store's round trips become CLIENT children of the store span.
-    // REQUIRES: both on the same thread; the Rpc is not moved in between.
+    // REQUIRES: both on the same thread; the Rpc is not moved in between (unless the tracer's
+    // installation was taken: TakeStoreTracerScope).
     void StoreStarted();
+    // Hands the installation of the store tracer on this thread (null when untraced) to the
+    // caller, who ends it on this thread once the store's work on this thread is over; the store
+    // span stays open, and StoreFinished may then run on any thread. After StoreStarted.
+    std::unique_ptr<ScopedStoreTracer> TakeStoreTracerScope() {
+      return std::move(store_tracer_scope_);
+    }
     void StoreFinished(const absl::Status& status);
     // The outcome: decision metrics by limit name and span attributes.
     void SetVerdict(const Verdict& verdict, Mode mode);

@@ -28,8 +28,8 @@ class RedisStateStore::Router {
  public:
   using Callback = std::function<void(absl::StatusOr<redis::Reply>)>;
   virtual ~Router() = default;
-  // Runs `argv` on the node serving `routing_key` and calls `done` once (on any thread; it only
-  // records the reply).
+  // Runs `argv` on the node serving `routing_key` and calls `done` once (on any thread, often
+  // the client's I/O thread: `done` must not wait for Redis).
   virtual void Execute(const std::string& routing_key, std::vector<std::string> argv,
                        Callback done) = 0;
   // Execute, and while a store tracer is installed on the calling thread (store_trace.h), one
@@ -449,6 +449,46 @@ absl::StatusOr<Outcome> RedisStateStore::Apply(const Operation& op, const Clock&
       Command(redis_keys[0], RedisApplyCommand(op, keys, redis_keys, now));
   if (!reply.ok()) return reply.status();
   return RedisApplyOutcome(op, keys, *reply);
+}
+
+void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
+  if (closed_.load()) {
+    std::move(done)(absl::UnavailableError("the Redis store is closed"));
+    return;
+  }
+  // What the reply is checked against, owned until it arrives.
+  struct Call {
+    std::vector<LimitOp> limits;
+    Mode mode;
+    OperationKeys keys;
+    ApplyDone done;
+  };
+  auto call = std::make_shared<Call>();
+  call->keys = DistinctKeys(op.limits);
+  std::vector<std::string> redis_keys;
+  redis_keys.reserve(call->keys.keys.size());
+  for (const StateKey& k : call->keys.keys) redis_keys.push_back(KeyFor(k));
+  const int slot = redis::KeySlot(redis_keys[0]);
+  for (const std::string& key : redis_keys) {
+    if (redis::KeySlot(key) != slot || !op.records.empty()) {  // one take per slot, with holds and refunds: Apply
+      std::move(done)(Apply(op, clock));
+      return;
+    }
+  }
+  std::optional<int64_t> now;
+  if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
+  call->limits.assign(op.limits.begin(), op.limits.end());
+  call->mode = op.mode;
+  call->done = std::move(done);
+  std::vector<std::string> argv = RedisApplyCommand(op, call->keys, redis_keys, now);
+  router_->Send(redis_keys[0], std::move(argv), [call](absl::StatusOr<redis::Reply> reply) {
+    if (!reply.ok()) {
+      std::move(call->done)(reply.status());
+      return;
+    }
+    std::move(call->done)(
+        RedisApplyOutcome(Operation{call->limits, call->mode}, call->keys, *reply));
+  });
 }
 
 absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(

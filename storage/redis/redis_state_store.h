@@ -86,6 +86,10 @@ class RedisStateStore final : public StateStore {
   RedisStateStore& operator=(const RedisStateStore&) = delete;
 
   absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock) override;
+  // Apply without waiting for Redis when every key is in one slot (one FCALL): `done` runs on
+  // the client's I/O thread once the reply arrives. Other operations are applied before
+  // returning, as Apply.
+  void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override;
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   // Records (RecordSpec) are Redis keys expiring by themselves (PXAT at expires_at), each in the
   // slot of the states of its operation (the slot's canonical tag, redis::SlotTag; ApplyRecorded
