@@ -18,45 +18,6 @@ namespace ratelimit {
 // Ownership and thread safety: ServeParsed borrows the context and buffers for the call (gRPC
 // owns them); it keeps no state and is called on gRPC's callback threads concurrently.
 
-// Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
-// fills the response and returns the call's status; serializes the reply into `response_bytes`,
-// then finishes the call with that status. A body that does not parse is finished with
-// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, all of it runs on
-// one of the executor's threads and this returns at once (the reply is sent from that thread);
-// without, it runs here, before returning.
-//
-// REQUIRES: `handler` is copyable and stays valid until it has run; it must not finish the call
-// itself.
-template <typename Request, typename Response, typename Handler>
-grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* context,
-                                      const grpc::ByteBuffer* request_bytes,
-                                      grpc::ByteBuffer* response_bytes, Handler handler,
-                                      StoreExecutor* executor = nullptr) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto serve = [reactor, request_bytes, response_bytes, handler]() {
-    Request request;
-    grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
-    if (!grpc::SerializationTraits<Request>::Deserialize(&body, &request).ok()) {
-      reactor->Finish(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          "request body is not a valid " + request.GetTypeName() + " (protobuf wire format)"));
-      return;
-    }
-    Response response;
-    const grpc::Status status = handler(&request, &response);
-    bool own_buffer = false;
-    // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
-    (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes, &own_buffer);
-    reactor->Finish(status);
-  };
-  if (executor != nullptr) {
-    executor->Run(std::move(serve));
-  } else {
-    serve();
-  }
-  return reactor;
-}
-
 // A parsed call whose answer comes later: the request, the response to fill, and the finish.
 template <typename Request, typename Response>
 class PendingUnary {
@@ -82,10 +43,11 @@ class PendingUnary {
   grpc::ByteBuffer* const response_bytes_;
 };
 
-// ServeParsed for a handler that answers later: parses the body into a new PendingUnary and
-// passes it to `handler(std::unique_ptr<PendingUnary<Request, Response>>)`, which must call its
-// Finish exactly once, on any thread, before releasing it. A body that does not parse is
-// finished as by ServeParsed. With an `executor`, the handler runs on one of its threads.
+// For a handler that answers later: parses the body into a new PendingUnary and passes it to
+// `handler(std::unique_ptr<PendingUnary<Request, Response>>)`, which must call its Finish
+// exactly once, on any thread, before releasing it. A body that does not parse is finished with
+// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, the handler runs
+// on one of its threads and this returns at once; without, it runs here.
 template <typename Request, typename Response, typename Handler>
 grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request_bytes,
@@ -109,6 +71,28 @@ grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
     serve();
   }
   return reactor;
+}
+
+// Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
+// fills the response and returns the call's status; serializes the reply into `response_bytes`,
+// then finishes the call with that status. A body that does not parse is finished with
+// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, all of it runs on
+// one of the executor's threads and this returns at once (the reply is sent from that thread);
+// without, it runs here, before returning.
+//
+// REQUIRES: `handler` is copyable and stays valid until it has run; it must not finish the call
+// itself.
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request_bytes,
+                                      grpc::ByteBuffer* response_bytes, Handler handler,
+                                      StoreExecutor* executor = nullptr) {
+  return ServeParsedAsync<Request, Response>(
+      context, request_bytes, response_bytes,
+      [handler](std::unique_ptr<PendingUnary<Request, Response>> call) {
+        call->Finish(handler(&call->request, &call->response));
+      },
+      executor);
 }
 
 }  // namespace ratelimit
