@@ -59,8 +59,8 @@ grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
     grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
     if (!grpc::SerializationTraits<Request>::Deserialize(&body, &call->request).ok()) {
       reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   "request body is not a valid " +
-                                       call->request.GetTypeName() + " (protobuf wire format)"));
+                                   "request body is not a valid " + call->request.GetTypeName() +
+                                       " (protobuf wire format)"));
       return;
     }
     handler(std::move(call));

@@ -86,8 +86,8 @@ void RateLimitServiceImpl::ServeDecide(grpc::CallbackServerContext* context,
   DecideState& s = *state;
   limiter_.EvaluateAsync(
       s.limits, mode,
-      [this, state = std::move(state), call = std::move(call)](
-          absl::StatusOr<Verdict> verdict) mutable {
+      [this, state = std::move(state),
+       call = std::move(call)](absl::StatusOr<Verdict> verdict) mutable {
         state->rpc.StoreFinished(verdict.status());
         call->Finish(Answer(*state, call->request, std::move(verdict), &call->response));
       });

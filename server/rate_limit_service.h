@@ -146,8 +146,7 @@ class RateLimitServiceImpl final
   // The reply for `verdict` (receipts included), and the call's status; finishes the telemetry.
   grpc::Status Answer(DecideState& state, const v1::RateLimitRequest& request,
                       absl::StatusOr<Verdict> verdict, v1::RateLimitResponse* response) const;
-  static void ToProto(const DecideState& state, const Verdict& verdict,
-                      v1::RateLimitResponse* out);
+  static void ToProto(const DecideState& state, const Verdict& verdict, v1::RateLimitResponse* out);
 
   Limiter& limiter_;
   StoreExecutor* executor_ = nullptr;

@@ -141,8 +141,8 @@ absl::Status GroupCommit::OutcomeLocked(uint64_t ticket) const {
 
 void GroupCommit::Invalidate() {
   absl::MutexLock lock(&mu_);
-  FailPendingLocked(taken_ + 1,
-                    absl::UnavailableError("state store reopened before this decision was written"));
+  FailPendingLocked(
+      taken_ + 1, absl::UnavailableError("state store reopened before this decision was written"));
   TakeResolvedLocked();
 }
 

@@ -62,7 +62,8 @@ class GroupCommit {
   // add to the batch) and returns its ticket, or 0 when `fill` added nothing. UNAVAILABLE, with
   // nothing appended, when the epoch is no longer `epoch` (a write failed since the caller read
   // its states).
-  absl::StatusOr<uint64_t> Append(uint64_t epoch, absl::FunctionRef<void(rocksdb::WriteBatch&)> fill);
+  absl::StatusOr<uint64_t> Append(uint64_t epoch,
+                                  absl::FunctionRef<void(rocksdb::WriteBatch&)> fill);
 
   // Waits until `ticket` is resolved, writing groups with `write` when no other caller is; OK
   // when it was written, the error of its group's write otherwise. Ticket 0: OK at once.
@@ -130,9 +131,9 @@ class GroupCommit {
 
   mutable absl::Mutex mu_;
   std::unique_ptr<rocksdb::WriteBatch> pending_ ABSL_GUARDED_BY(mu_);
-  uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;       // the last ticket handed out
-  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;      // the last ticket taken by a leader
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;    // a leader is writing a group
+  uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;     // the last ticket handed out
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;    // the last ticket taken by a leader
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a leader is writing a group
   // Ticket ranges [first, last] that failed and their error, oldest first (a failure needs a disk
   // error, so there are few; the oldest are dropped past a bound, long after their waiters woke).
   struct Failed {

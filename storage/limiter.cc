@@ -33,14 +33,13 @@ void Limiter::EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, Ve
   Operation op;
   op.limits = ops;
   op.mode = mode;
-  store_.ApplyAsync(op, clock_,
-                    [done = std::move(done)](absl::StatusOr<Outcome> outcome) mutable {
-                      if (!outcome.ok()) {
-                        std::move(done)(outcome.status());
-                      } else {
-                        std::move(done)(VerdictOf(*std::move(outcome)));
-                      }
-                    });
+  store_.ApplyAsync(op, clock_, [done = std::move(done)](absl::StatusOr<Outcome> outcome) mutable {
+    if (!outcome.ok()) {
+      std::move(done)(outcome.status());
+    } else {
+      std::move(done)(VerdictOf(*std::move(outcome)));
+    }
+  });
 }
 
 absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode,

@@ -401,8 +401,8 @@ absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn
   return WaitLocked(*pending);
 }
 
-std::vector<absl::StatusOr<Outcome>> RocksDbStateStore::ApplyBatch(
-    absl::Span<const Operation> ops, const Clock& clock) {
+std::vector<absl::StatusOr<Outcome>> RocksDbStateStore::ApplyBatch(absl::Span<const Operation> ops,
+                                                                   const Clock& clock) {
   std::vector<absl::StatusOr<Outcome>> results;
   results.reserve(ops.size());
   absl::ReaderMutexLock db_lock(&db_mu_);
@@ -483,8 +483,8 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLocked(
   pending.epoch = group_.epoch();
   absl::InlinedVector<std::optional<State>, 4> current(n);
   absl::InlinedVector<std::optional<State>, 4> writes(n);
-  if (absl::Status s = ReadStatesLocked(keys, encoded, pending.epoch, absl::MakeSpan(current),
-                                        &pending.ticket);
+  if (absl::Status s =
+          ReadStatesLocked(keys, encoded, pending.epoch, absl::MakeSpan(current), &pending.ticket);
       !s.ok()) {
     return s;
   }
@@ -526,10 +526,10 @@ bool RocksDbStateStore::DurableLocked(const Pending& pending) {
 absl::Status RocksDbStateStore::WaitLocked(const Pending& pending) {
   // Written already, and no write failed since this decision read its states.
   if (DurableLocked(pending)) return absl::OkStatus();
-  return group_.Wait(pending.ticket, [this](rocksdb::WriteBatch& batch)
-                                         ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                           return WriteGroupLocked(batch);  // db_mu_ is held
-                                         });
+  return group_.Wait(pending.ticket,
+                     [this](rocksdb::WriteBatch& batch) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                       return WriteGroupLocked(batch);  // db_mu_ is held
+                     });
 }
 
 absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
@@ -598,8 +598,8 @@ absl::Status RocksDbStateStore::DecideWithRecordsLocked(absl::Span<const StateKe
   absl::InlinedVector<std::optional<State>, 4> writes(n);
   absl::InlinedVector<std::optional<std::string>, 4> found(records.size());
   absl::InlinedVector<std::optional<std::string>, 4> record_writes(records.size());
-  if (absl::Status s = ReadStatesLocked(keys, encoded, pending.epoch, absl::MakeSpan(current),
-                                        &pending.ticket);
+  if (absl::Status s =
+          ReadStatesLocked(keys, encoded, pending.epoch, absl::MakeSpan(current), &pending.ticket);
       !s.ok()) {
     return s;
   }
@@ -692,10 +692,9 @@ absl::Status RocksDbStateStore::Delete(const StateKey& key) {
     // and before every later one.
     StripeLocks locked(stripes_, absl::MakeConstSpan(&stripe, 1));
     pending.epoch = group_.epoch();
-    absl::StatusOr<uint64_t> ticket =
-        group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
-          batch.Delete(states_, encoded).PermitUncheckedError();
-        });
+    absl::StatusOr<uint64_t> ticket = group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
+      batch.Delete(states_, encoded).PermitUncheckedError();
+    });
     if (!ticket.ok()) return ticket.status();
     pending.ticket = *ticket;
     cache_->Put(encoded, StateCache::Entry{std::nullopt, *ticket}, pending.epoch);

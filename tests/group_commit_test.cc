@@ -112,8 +112,7 @@ TEST_F(GroupCommitTest, ConcurrentDecisionsShareOneWalWrite) {
   EXPECT_EQ(allowed.load(), kCallers + 1);
   const GroupCommit::Stats stats = store_->group_commit_stats();
   EXPECT_EQ(stats.tickets, uint64_t{kCallers + 1});
-  EXPECT_EQ(stats.writes, 2u) << "one write for the first decision, one for the other "
-                              << kCallers;
+  EXPECT_EQ(stats.writes, 2u) << "one write for the first decision, one for the other " << kCallers;
   for (int i = 0; i < kCallers; ++i) {
     auto state = store_->Get(StateKey{"gc", absl::StrCat("k", i)});
     ASSERT_OK(state);
@@ -256,8 +255,7 @@ TEST_F(GroupCommitTest, AsyncDecisionsReturnAtOnceShareOneWalWriteAndAreAnswered
   }
   const GroupCommit::Stats stats = store_->group_commit_stats();
   EXPECT_EQ(stats.tickets, uint64_t{kCalls + 1});
-  EXPECT_EQ(stats.writes, 2u) << "one write for the first decision, one for the other "
-                              << kCalls;
+  EXPECT_EQ(stats.writes, 2u) << "one write for the first decision, one for the other " << kCalls;
 }
 
 TEST_F(GroupCommitTest, AnAsyncDecisionSeesAnEarlierQueuedOneAndIsAnsweredOnlyAfterItsWrite) {
@@ -382,7 +380,8 @@ TEST(GroupCommitProcessTest, KillNineUnderManyConcurrentCallersLosesNoAcknowledg
 
   auto restarted = ServerProcess::Start(args, dir.path());
   ASSERT_OK(restarted);
-  auto client = RateLimitClient::Connect((*restarted)->target(), ClientOptions{absl::Seconds(5), ""});
+  auto client =
+      RateLimitClient::Connect((*restarted)->target(), ClientOptions{absl::Seconds(5), ""});
   for (int k = 0; k < kKeys; ++k) {
     auto r = client->Check(MakeRequest("ledger", absl::StrCat("acct", k)));
     ASSERT_OK(r);
@@ -397,10 +396,10 @@ TEST(GroupCommitProcessTest, KillNineUnderManyConcurrentCallersLosesNoAcknowledg
 TEST(GroupCommitProcessTest, ANegativeStateCacheBoundIsRefused) {
   TempDir dir;
   WriteFileAtomically(dir.File("limits.yaml"), kLedgerLimits);
-  auto server = ServerProcess::Start({"--data_dir=" + dir.File("data"),
-                                      "--limits_file=" + dir.File("limits.yaml"),
-                                      "--state_cache_mb=-1"},
-                                     dir.path());
+  auto server =
+      ServerProcess::Start({"--data_dir=" + dir.File("data"),
+                            "--limits_file=" + dir.File("limits.yaml"), "--state_cache_mb=-1"},
+                           dir.path());
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.status().message().find("--state_cache_mb"), std::string::npos)
       << server.status();

@@ -52,13 +52,12 @@ void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
   // The store tracer stays installed on this thread for the store's part here only.
   std::unique_ptr<ScopedStoreTracer> tracing = rpc.TakeStoreTracerScope();
   Evaluation& e = *evaluation;
-  EvaluateEnvoyPlanAsync(
-      limiter_, clock_, e.plan,
-      [this, evaluation = std::move(evaluation), call = std::move(call)](
-          absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
-        evaluation->rpc.StoreFinished(outcomes.status());
-        call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
-      });
+  EvaluateEnvoyPlanAsync(limiter_, clock_, e.plan,
+                         [this, evaluation = std::move(evaluation), call = std::move(call)](
+                             absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
+                           evaluation->rpc.StoreFinished(outcomes.status());
+                           call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
+                         });
 }
 
 grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,

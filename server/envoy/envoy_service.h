@@ -72,8 +72,7 @@ class EnvoyRateLimitServiceImpl final
   // the decision is durable, possibly on a store thread) and finishes `call`.
   void Serve(grpc::CallbackServerContext* context, std::unique_ptr<Call> call);
   // The reply and the call's status for the evaluation's outcomes; finishes the telemetry.
-  grpc::Status Answer(Evaluation& evaluation,
-                      absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
+  grpc::Status Answer(Evaluation& evaluation, absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
                       ::envoy::service::ratelimit::v3::RateLimitResponse* response);
 
   Limiter& limiter_;

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -470,7 +470,8 @@ void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyD
   for (const StateKey& k : call->keys.keys) redis_keys.push_back(KeyFor(k));
   const int slot = redis::KeySlot(redis_keys[0]);
   for (const std::string& key : redis_keys) {
-    if (redis::KeySlot(key) != slot || !op.records.empty()) {  // one take per slot, with holds and refunds: Apply
+    if (redis::KeySlot(key) != slot ||
+        !op.records.empty()) {  // one take per slot, with holds and refunds: Apply
       std::move(done)(Apply(op, clock));
       return;
     }
@@ -920,9 +921,9 @@ absl::StatusOr<Outcome> RedisStateStore::RecordedAcrossSlots(
   const int64_t lease_until_us = now_us + absl::ToInt64Microseconds(options_.claim_lease);
   // Replaces the record's bytes `from` by `to` when it still holds `from` (ratelimit_commit).
   auto swap = [&](const std::string& from, const std::string& to) -> absl::StatusOr<bool> {
-    absl::StatusOr<redis::Reply> done =
-        Command(record_key, {"FCALL", std::string(kRedisCommitFunction), "1", record_key, "0",
-                             from, to, expiry_ms});
+    absl::StatusOr<redis::Reply> done = Command(
+        record_key,
+        {"FCALL", std::string(kRedisCommitFunction), "1", record_key, "0", from, to, expiry_ms});
     if (!done.ok()) return done.status();
     if (done->type != redis::Reply::Type::kInteger) {
       return ErrorReply("FCALL ratelimit_commit", *done);
