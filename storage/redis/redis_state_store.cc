@@ -456,6 +456,10 @@ void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyD
     std::move(done)(absl::UnavailableError("the Redis store is closed"));
     return;
   }
+  if (!op.records.empty()) {  // records are not one FCALL: Apply
+    std::move(done)(Apply(op, clock));
+    return;
+  }
   // What the reply is checked against, owned until it arrives.
   struct Call {
     std::vector<LimitOp> limits;
@@ -470,8 +474,7 @@ void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyD
   for (const StateKey& k : call->keys.keys) redis_keys.push_back(KeyFor(k));
   const int slot = redis::KeySlot(redis_keys[0]);
   for (const std::string& key : redis_keys) {
-    if (redis::KeySlot(key) != slot ||
-        !op.records.empty()) {  // one take per slot, with holds and refunds: Apply
+    if (redis::KeySlot(key) != slot) {  // one take per slot, with holds and refunds: Apply
       std::move(done)(Apply(op, clock));
       return;
     }
