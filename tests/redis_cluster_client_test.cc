@@ -458,6 +458,52 @@ TEST(RedisClusterClientTest, RecoversAfterAPrimaryIsKilledAndItsReplicaPromoted)
   EXPECT_GE(client->Metrics().slot_map_refreshes, 2u);
 }
 
+// A command routed to a primary that is gone (its connection refused, the node in reconnect
+// backoff) was never sent: the client refreshes the slot map and sends it to the new owner
+// instead of failing it. Here the client's map is stale on purpose: read before the primary died
+// and its replica took over, with nothing since that would have refreshed it.
+TEST(RedisClusterClientTest, ACommandForAPrimaryThatIsGoneIsSentToTheNewOwner) {
+  std::unique_ptr<RedisCluster> cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  RedisClusterClient::Options options;
+  options.command_timeout = absl::Seconds(2);
+  const std::string key = "takeover:counter";
+  const int slot = KeySlot(key);
+  {
+    std::unique_ptr<RedisClusterClient> writer = ConnectOrDie(cluster->seeds(), options);
+    ASSERT_NE(writer, nullptr);
+    ASSERT_EQ(IncrOrDie(*writer, key), 1);
+    ASSERT_TRUE(Eventually([&] {
+      absl::StatusOr<Reply> acked = writer->ExecuteSync(key, {"WAIT", "1", "200"});
+      return acked.ok() && acked->integer == 1;
+    }));
+  }
+  absl::StatusOr<int> primary = cluster->PrimaryOf(slot);
+  ASSERT_OK(primary);
+  absl::StatusOr<int> replica = cluster->ReplicaOf(*primary);
+  ASSERT_OK(replica);
+  // Connected (slot map read from the replica) while the primary serves the slot, but never
+  // talked to it: nothing tells this client that the primary died.
+  std::unique_ptr<RedisClusterClient> client =
+      ConnectOrDie(cluster->server(*replica).address(), options);
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(client->PrimaryForSlot(slot), cluster->server(*primary).address());
+
+  cluster->server(*primary).Kill9();
+  ASSERT_OK(cluster->server(*replica).Cli({"CLUSTER", "FAILOVER", "TAKEOVER"}));
+  ASSERT_OK(cluster->WaitHealthy());
+  ASSERT_EQ(client->PrimaryForSlot(slot), cluster->server(*primary).address());
+  const uint64_t refreshes = client->Metrics().slot_map_refreshes;
+
+  absl::StatusOr<Reply> r = client->ExecuteSync(key, {"INCR", key});
+  ASSERT_OK(r);
+  EXPECT_EQ(r->integer, 2) << r->DebugString();
+  EXPECT_EQ(client->PrimaryForSlot(slot), cluster->server(*replica).address());
+  const redis::RedisClientMetrics m = client->Metrics();
+  EXPECT_GE(m.unreachable_retries, 1u);
+  EXPECT_GT(m.slot_map_refreshes, refreshes);
+}
+
 // A stopped (SIGSTOP) server: commands fail with a timeout instead of hanging, and the client
 // works again once the server continues.
 TEST(RedisClusterClientTest, PausedServerTimesOutAndTheClientRecovers) {

@@ -40,6 +40,8 @@ struct RedisClientMetrics {
   uint64_t ask = 0;
   uint64_t tryagain = 0;
   uint64_t clusterdown = 0;
+  // Slot-routed commands resent because the node the map named could not be reached.
+  uint64_t unreachable_retries = 0;
   uint64_t slot_map_refreshes = 0;
   // Connection attempts, and those that failed before the TCP connection was established.
   uint64_t connects = 0;
@@ -82,8 +84,12 @@ struct NodeReply {
 //    command; then UNAVAILABLE with the last answer.
 //  - Connections: one per node, opened on first use, with AUTH first when a password is set.
 //    After a connection fails, the node is not dialled again before a backoff (doubling from
-//    `reconnect_backoff_min` to `reconnect_backoff_max`, reset by a successful connect); commands
-//    for it fail at once with UNAVAILABLE meanwhile, and the slot map is refreshed.
+//    `reconnect_backoff_min` to `reconnect_backoff_max`, reset by a successful connect), and the
+//    slot map is refreshed. In cluster mode a slot-routed command that was not written (its node
+//    could not be reached, or the connection failed before the write) is routed again on the
+//    refreshed map, at least 100 ms apart, within `max_redirects` and its timeout, then fails with
+//    UNAVAILABLE: after a failover the map may still name the dead primary. Commands sent to a
+//    named node, and every command of a standalone server, fail at once with UNAVAILABLE.
 //  - Batching: commands queued for a node while its previous write was in progress go out in one
 //    write (a pipeline). Each command is still executed by Redis on its own, atomically.
 //  - Replication: with `wait_replicas` N > 0, every pipelined write to a node that carries

@@ -127,11 +127,12 @@ void RedisClusterClient::Loop::Dispatch(std::shared_ptr<Request> req, const std:
   }
   absl::StatusOr<RedisConnection*> conn = ConnectionTo(address);
   if (!conn.ok()) {
-    if (cluster_mode_) RequestRefresh();
-    Finish(req, conn.status());
+    OnNotSent(req, conn.status());
     return;
   }
-  if (asking) (*conn)->Enqueue({FormatCommand({"ASKING"}), nullptr, req->deadline});
+  if (asking) {
+    (*conn)->Enqueue({FormatCommand({"ASKING"}), nullptr, req->deadline, false, nullptr, nullptr});
+  }
   const SteadyTime deadline = req->deadline;
   std::string wire = req->wire;
   int* depth = nullptr;
@@ -143,7 +144,27 @@ void RedisClusterClient::Loop::Dispatch(std::shared_ptr<Request> req, const std:
   (*conn)->Enqueue(
       {std::move(wire),
        [this, req, address](absl::StatusOr<Reply> r) { OnReply(req, address, std::move(r)); },
-       deadline, req->wait, depth});
+       deadline, req->wait, depth,
+       [this, req](absl::StatusOr<Reply> r) { OnNotSent(req, r.status()); }});
+}
+
+void RedisClusterClient::Loop::OnNotSent(const std::shared_ptr<Request>& req, absl::Status error) {
+  if (cluster_mode_) {
+    RequestRefresh();
+    // Nothing was written, so a slot-routed command can safely go again, to whichever node the
+    // refreshed map names: after a failover the map may still name the dead primary (read before
+    // the promotion, or from a node that had not heard of it yet). Not sooner than the next
+    // refresh can run; Dispatch ends it at its deadline.
+    if (req->node.empty() && ++req->attempts <= options_.max_redirects) {
+      ++metrics_.unreachable_retries;
+      metrics_dirty_ = true;
+      timers_.emplace(Now() + ToChrono(std::max(options_.retry_backoff * req->attempts,
+                                                absl::FromChrono(kMinRefreshInterval))),
+                      [this, req]() { Route(req); });
+      return;
+    }
+  }
+  Finish(req, std::move(error));
 }
 
 void RedisClusterClient::Loop::OnReply(const std::shared_ptr<Request>& req,
@@ -378,7 +399,11 @@ std::map<std::string, std::unique_ptr<RedisConnection>>::iterator RedisClusterCl
         absl::StrCat("redis ", conn.address(), ": connection closed after a command timed out"));
   }
   for (RedisConnection::Command& c : conn.TakeUnsent()) {
-    if (c.handler) completions_.push_back({std::move(c.handler), error});
+    if (c.not_sent) {
+      completions_.push_back({std::move(c.not_sent), error});
+    } else if (c.handler) {
+      completions_.push_back({std::move(c.handler), error});
+    }
   }
   if (!conn.connected()) ++metrics_.connect_failures;
   metrics_dirty_ = true;

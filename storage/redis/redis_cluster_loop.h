@@ -56,6 +56,9 @@ class RedisClusterClient::Loop {
 
  private:
   void Dispatch(std::shared_ptr<Request> req, const std::string& address, bool asking);
+  // `req` could not be sent to `address` (no connection, or the connection failed before its
+  // command was written): routed again on a refreshed map when that is safe, else finished.
+  void OnNotSent(const std::shared_ptr<Request>& req, absl::Status error);
   void OnReply(const std::shared_ptr<Request>& req, const std::string& address,
                absl::StatusOr<Reply> result);
   void Finish(const std::shared_ptr<Request>& req, absl::StatusOr<Reply> result);

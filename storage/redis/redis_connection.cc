@@ -126,7 +126,8 @@ void RedisConnection::Start(const std::string& password, SteadyTime connect_dead
   connected_ = (rc == 0);
   reader_ = redisReaderCreate();
   if (!password.empty()) {
-    unsent_.push_front(Command{FormatCommand({"AUTH", password}), nullptr, connect_deadline});
+    unsent_.push_front(Command{FormatCommand({"AUTH", password}), nullptr, connect_deadline, false,
+                               nullptr, nullptr});
     auth_pending_ = true;
   }
 }

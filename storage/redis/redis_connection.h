@@ -58,6 +58,9 @@ class RedisConnection {
     // When set, receives the number of commands of the write that carries it; must stay valid
     // while `handler` lives (it is set before the handler runs, on the same thread).
     int* batch_depth = nullptr;
+    // When set, receives the error instead of `handler` if the command is taken back unsent
+    // (TakeUnsent), so that the owner may send it elsewhere: it cannot have run.
+    Handler not_sent;
   };
   struct Completion {
     Handler handler;

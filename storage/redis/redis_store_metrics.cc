@@ -62,12 +62,14 @@ std::vector<StateStore::MetricFamily> RedisClientMetricFamilies(std::function<Me
         return Samples{{{}, D(m.max_pipeline_depth)}};
       });
   add("redis_redirects_total",
-      "Redis Cluster redirections and retries: MOVED, ASK, TRYAGAIN, CLUSTERDOWN answers.",
+      "Redis Cluster redirections and retries: MOVED, ASK, TRYAGAIN, CLUSTERDOWN answers, and "
+      "commands resent because their node was unreachable.",
       "counter", {"kind"}, [](const Metrics& m) {
         return Samples{{{"moved"}, D(m.moved)},
                        {{"ask"}, D(m.ask)},
                        {{"tryagain"}, D(m.tryagain)},
-                       {{"clusterdown"}, D(m.clusterdown)}};
+                       {{"clusterdown"}, D(m.clusterdown)},
+                       {{"unreachable"}, D(m.unreachable_retries)}};
       });
   add("redis_slot_map_refreshes_total", "Slot maps read from the cluster (CLUSTER SLOTS).",
       "counter", {}, [](const Metrics& m) {
