@@ -198,6 +198,21 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
   int store_failures = 0;
   absl::Status first_failure;  // for the log
   size_t next = 0;
+  // Decisions are counted per run of one (limit, outcome): a batch is mostly the same few limits,
+  // and each count is a lookup in the metric family.
+  const std::string* run_limit = nullptr;
+  const char* run_outcome = nullptr;
+  uint64_t run_length = 0;
+  auto record = [&](const std::string& limit, const char* outcome) {
+    if (run_limit != nullptr && *run_limit == limit && run_outcome == outcome) {
+      ++run_length;
+      return;
+    }
+    if (run_limit != nullptr) rpc.RecordDecision(*run_limit, run_outcome, run_length);
+    run_limit = &limit;
+    run_outcome = outcome;
+    run_length = 1;
+  };
   response->mutable_results()->Reserve(static_cast<int>(plans->size()));
   for (const BatchEntryPlan& plan : *plans) {
     v1::BatchResult* result = response->add_results();
@@ -209,7 +224,7 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
     if (verdict.ok()) {
       if (plan.mode != Mode::kCheck) {
         const char* outcome = Telemetry::Rpc::DecisionOutcome(*verdict, plan.mode);
-        for (const LimitRequest& l : plan.limits) rpc.RecordDecision(l.name, outcome);
+        for (const LimitRequest& l : plan.limits) record(l.name, outcome);
       }
       VerdictToProto(*verdict, plan.limits, result->mutable_response());
       if (verdict->allowed && plan.mode != Mode::kCheck && !keys->empty()) {
@@ -226,7 +241,7 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
     }
     if (++store_failures == 1) first_failure = verdict.status();
     if (policy_ == FailurePolicy::kOpen) {
-      for (const LimitRequest& l : plan.limits) rpc.RecordDecision(l.name, "failed_open");
+      for (const LimitRequest& l : plan.limits) record(l.name, "failed_open");
       FailedOpenToProto(plan.limits, result->mutable_response());
     } else {
       EntryErrorToProto(absl::UnavailableError(absl::StrCat("rate-limit store unavailable: ",
@@ -234,6 +249,7 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
                         result);
     }
   }
+  if (run_limit != nullptr) rpc.RecordDecision(*run_limit, run_outcome, run_length);
   if (store_failures > 0) {
     Log(LogLevel::kError, "store failure",
         {{"error", std::string(first_failure.message())},

@@ -19,7 +19,9 @@ constexpr uint8_t kVersion = 1;
 constexpr size_t kMacBytes = 32;
 
 void PutU64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out.append(bytes, sizeof bytes);  // one append, not eight push_backs
 }
 void PutI64(std::string& out, int64_t v) { PutU64(out, static_cast<uint64_t>(v)); }
 void PutDouble(std::string& out, double v) {
@@ -110,10 +112,10 @@ class MacContexts {
     EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(Hmac());
     if (ctx == nullptr) return nullptr;
     char digest[] = "SHA256";
-    const OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
-    if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(),
-                     params) != 1) {
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                 OSSL_PARAM_END};
+    if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) !=
+        1) {
       EVP_MAC_CTX_free(ctx);
       return nullptr;
     }

@@ -517,6 +517,11 @@ TEST_F(BatchTest, FailedStoreOpenAllowsEachEntryFailedOpen) {
     EXPECT_TRUE(r->results(i).response().failed_open());
   }
   EXPECT_EQ(r->results(1).error().code(), kInvalidArgument);  // bad input is never let through
+  const auto [status, text] = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_TRUE(absl::StrContains(
+      text, "ratelimit_decisions_total{limit=\"api\",outcome=\"failed_open\"} 2\n"))
+      << text;
 }
 
 TEST_F(BatchTest, DecisionsAreCountedPerEntryAndTheCallOnce) {
@@ -524,13 +529,15 @@ TEST_F(BatchTest, DecisionsAreCountedPerEntryAndTheCallOnce) {
   auto r = client_->Batch(Batch({{v1::BatchEntry::CONSUME, MakeRequest("api", "u1", 6)},
                                  {v1::BatchEntry::CONSUME, MakeRequest("api", "u1", 6)},
                                  {v1::BatchEntry::CONSUME, MakeRequest("api", "u2", 6)},
+                                 {v1::BatchEntry::CONSUME, MakeRequest("api", "u4", 1)},
                                  {v1::BatchEntry::RESERVE, MakeRequest("api", "u3", 1)},
                                  {v1::BatchEntry::CHECK, MakeRequest("api", "u3", 1)}}));
   ASSERT_OK(r);
   const auto [status, text] = HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_EQ(status, 200);
+  // Runs of one outcome (u2 and u4 allowed in a row) are counted whole.
   for (const char* line : {
-           "ratelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 2\n",
+           "ratelimit_decisions_total{limit=\"api\",outcome=\"allowed\"} 3\n",
            "ratelimit_decisions_total{limit=\"api\",outcome=\"denied\"} 1\n",
            "ratelimit_decisions_total{limit=\"api\",outcome=\"reserved\"} 1\n",
            "ratelimit_rpcs_total{method=\"Batch\",code=\"OK\"} 1\n",

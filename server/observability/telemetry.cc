@@ -229,8 +229,8 @@ const char* Telemetry::Rpc::DecisionOutcome(const Verdict& verdict, Mode mode) {
   return !verdict.allowed ? "denied" : mode == Mode::kReserve ? "reserved" : "allowed";
 }
 
-void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcome) {
-  if (t_->metrics_) t_->metrics_->decisions.With({limit, outcome}).Increment();
+void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcome, uint64_t n) {
+  if (t_->metrics_ && n > 0) t_->metrics_->decisions.With({limit, outcome}).Increment(n);
 }
 
 void Telemetry::Rpc::SetDecision(bool allowed) {

@@ -77,7 +77,8 @@ class Telemetry {
     // For APIs that do not use Verdict (Envoy): the limit names as a span attribute, one
     // decision metric per limit, and the overall decision as a span attribute.
     void SetLimitNames(absl::Span<const absl::string_view> names);
-    void RecordDecision(const std::string& limit, const char* outcome);
+    // Counts `n` decisions of `limit` with `outcome` in the decision metric.
+    void RecordDecision(const std::string& limit, const char* outcome, uint64_t n = 1);
     // The decision metric's outcome label of a verdict taken in `mode` (not kCheck):
     // "denied", "reserved" or "allowed".
     static const char* DecisionOutcome(const Verdict& verdict, Mode mode);
