@@ -77,9 +77,8 @@ class BatchTest : public ::testing::Test {
   // One in-process server on its own data directory (RocksDB unless a store is given).
   ServerAndClient StartInstance(const std::string& data, ServerOptions options = {},
                                 std::unique_ptr<StateStore> store = nullptr) {
-    auto started = StartServerAndClient(std::move(options), dir_, kLimits, clock_,
-                                        std::move(store), ClientOptions{absl::Seconds(20), ""},
-                                        data);
+    auto started = StartServerAndClient(std::move(options), dir_, kLimits, clock_, std::move(store),
+                                        ClientOptions{absl::Seconds(20), ""}, data);
     EXPECT_TRUE(started.ok()) << started.status();
     return started.ok() ? *std::move(started) : ServerAndClient{};
   }
