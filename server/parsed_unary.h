@@ -12,6 +12,7 @@
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "server/grpc_thread_hop.h"
 #include "server/store_executor.h"
 
 namespace ratelimit {
@@ -51,11 +52,18 @@ class PendingUnary {
   Response& response;
 
   // Serializes `response` and finishes the call with `status`, from any thread. Call once.
+  // Called off a handler's thread (a store's own thread), the reply is serialized here and the
+  // call finished on a gRPC thread, with the others finished meanwhile (grpc_thread_hop.h); the
+  // call may be released as soon as this returns either way.
   void Finish(const grpc::Status& status) {
     bool own_buffer = false;
     // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
     (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes_, &own_buffer);
-    reactor_->Finish(status);
+    if (GrpcThreadHop::OnHandlerThread()) {
+      reactor_->Finish(status);
+    } else {
+      GrpcThreadHop::Default().Post([reactor = reactor_, status] { reactor->Finish(status); });
+    }
   }
 
  private:
@@ -83,6 +91,7 @@ grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
                                        " (protobuf wire format)"));
       return;
     }
+    GrpcThreadHop::HandlerScope on_handler_thread;
     handler(std::move(call));
   };
   if (executor != nullptr) {

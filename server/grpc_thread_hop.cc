@@ -1,0 +1,68 @@
+#include "server/grpc_thread_hop.h"
+
+#include <utility>
+
+#include "grpc/support/time.h"
+#include "grpcpp/alarm.h"
+
+namespace ratelimit {
+
+namespace {
+
+thread_local bool on_handler_thread = false;
+
+// Runs `drain` on one of gRPC's threads: the callback of an alarm set for now. The alarm owns
+// itself and is deleted by its callback (gRPC keeps the alarm's state alive until the callback
+// has returned).
+void ScheduleOnGrpcThread(std::function<void()> drain) {
+  auto* alarm = new grpc::Alarm();
+  alarm->Set(gpr_now(GPR_CLOCK_MONOTONIC), [alarm, drain = std::move(drain)](bool /*fired*/) {
+    drain();
+    delete alarm;
+  });
+}
+
+}  // namespace
+
+GrpcThreadHop& GrpcThreadHop::Default() {
+  static GrpcThreadHop* const hop = new GrpcThreadHop(ScheduleOnGrpcThread);
+  return *hop;
+}
+
+GrpcThreadHop::GrpcThreadHop(Scheduler schedule) : schedule_(std::move(schedule)) {}
+
+bool GrpcThreadHop::OnHandlerThread() { return on_handler_thread; }
+
+GrpcThreadHop::HandlerScope::HandlerScope() : outer_(on_handler_thread) {
+  on_handler_thread = true;
+}
+
+GrpcThreadHop::HandlerScope::~HandlerScope() { on_handler_thread = outer_; }
+
+void GrpcThreadHop::Post(Task task) {
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(task));
+    ++stats_.posted;
+    if (queue_.size() > 1) return;  // a drain is scheduled and has not taken the queue yet
+    ++stats_.drains;
+  }
+  schedule_([this] { Drain(); });
+}
+
+void GrpcThreadHop::Drain() {
+  std::vector<Task> tasks;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks.swap(queue_);
+  }
+  HandlerScope scope;
+  for (Task& task : tasks) std::move(task)();
+}
+
+GrpcThreadHop::Stats GrpcThreadHop::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace ratelimit

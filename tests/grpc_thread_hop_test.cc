@@ -1,0 +1,160 @@
+// The hop that finishes calls answered on a store's own thread on one of gRPC's threads, in
+// groups (server/grpc_thread_hop.h), and that the server uses it exactly for those calls.
+#include "server/grpc_thread_hop.h"
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "client/cpp/client.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "storage/memory_state_store.h"
+#include "tests/support/client_server_test_support.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::StartServerAndClient;
+using ::ratelimit::testing::TempDir;
+
+// A hop whose drains are kept until the test runs them.
+struct HeldDrains {
+  std::vector<std::function<void()>> drains;
+  GrpcThreadHop::Scheduler scheduler() {
+    return [this](std::function<void()> drain) { drains.push_back(std::move(drain)); };
+  }
+};
+
+TEST(GrpcThreadHopTest, TasksPostedBeforeTheDrainRunsShareOneDrainInOrder) {
+  HeldDrains held;
+  GrpcThreadHop hop(held.scheduler());
+  std::vector<int> ran;
+  for (int i = 0; i < 100; ++i) hop.Post([&ran, i] { ran.push_back(i); });
+  ASSERT_EQ(held.drains.size(), 1u);
+  EXPECT_TRUE(ran.empty());
+  held.drains[0]();
+  ASSERT_EQ(ran.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(ran[i], i);
+  EXPECT_EQ(hop.stats().posted, 100u);
+  EXPECT_EQ(hop.stats().drains, 1u);
+}
+
+TEST(GrpcThreadHopTest, ATaskPostedAfterADrainTookTheQueueSchedulesAnother) {
+  HeldDrains held;
+  GrpcThreadHop hop(held.scheduler());
+  int ran = 0;
+  hop.Post([&] { ++ran; });
+  held.drains[0]();
+  hop.Post([&] { ++ran; });
+  hop.Post([&] { ++ran; });
+  ASSERT_EQ(held.drains.size(), 2u);
+  held.drains[1]();
+  EXPECT_EQ(ran, 3);
+}
+
+TEST(GrpcThreadHopTest, ATaskPostedByATaskRunsInTheNextDrain) {
+  HeldDrains held;
+  GrpcThreadHop hop(held.scheduler());
+  bool inner = false;
+  hop.Post([&] { hop.Post([&] { inner = true; }); });
+  held.drains[0]();
+  EXPECT_FALSE(inner);
+  ASSERT_EQ(held.drains.size(), 2u);
+  held.drains[1]();
+  EXPECT_TRUE(inner);
+}
+
+TEST(GrpcThreadHopTest, TasksRunAsHandlersAndOnlyInsideTheScope) {
+  HeldDrains held;
+  GrpcThreadHop hop(held.scheduler());
+  EXPECT_FALSE(GrpcThreadHop::OnHandlerThread());
+  bool inside = false;
+  hop.Post([&] { inside = GrpcThreadHop::OnHandlerThread(); });
+  held.drains[0]();
+  EXPECT_TRUE(inside);
+  EXPECT_FALSE(GrpcThreadHop::OnHandlerThread());
+  {
+    GrpcThreadHop::HandlerScope outer;
+    {
+      GrpcThreadHop::HandlerScope nested;
+      EXPECT_TRUE(GrpcThreadHop::OnHandlerThread());
+    }
+    EXPECT_TRUE(GrpcThreadHop::OnHandlerThread());
+  }
+  EXPECT_FALSE(GrpcThreadHop::OnHandlerThread());
+}
+
+TEST(GrpcThreadHopTest, TheProcessHopRunsTasksOnAnotherThread) {
+  GrpcThreadHop& hop = GrpcThreadHop::Default();
+  constexpr int kTasks = 50;
+  std::vector<std::thread::id> ran_on(kTasks);
+  std::vector<bool> as_handler(kTasks);
+  absl::Notification all_ran;
+  int ran = 0;  // touched by the drains only, which run one task at a time in order
+  std::thread poster([&] {
+    for (int i = 0; i < kTasks; ++i) {
+      hop.Post([&, i] {
+        ran_on[i] = std::this_thread::get_id();
+        as_handler[i] = GrpcThreadHop::OnHandlerThread();
+        if (++ran == kTasks) all_ran.Notify();
+      });
+    }
+  });
+  const std::thread::id poster_id = poster.get_id();
+  poster.join();
+  ASSERT_TRUE(all_ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_NE(ran_on[i], poster_id) << i;
+    EXPECT_NE(ran_on[i], std::this_thread::get_id()) << i;
+    EXPECT_TRUE(as_handler[i]) << i;
+  }
+}
+
+constexpr char kLimits[] = R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: 1000
+    period: 1s
+)";
+
+// The RocksDB store answers a Consume from its WAL writer thread once the decision is written:
+// the server finishes that call through the hop. The in-memory store answers before the handler
+// returns: finished inline, nothing posted.
+TEST(GrpcThreadHopServerTest, ConsumesAnsweredByTheWalWriterAreFinishedThroughTheHop) {
+  TempDir dir;
+  FakeClock clock;
+  auto started = StartServerAndClient(ServerOptions{}, dir, kLimits, clock);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const uint64_t before = GrpcThreadHop::Default().stats().posted;
+  constexpr int kCalls = 20;
+  for (int i = 0; i < kCalls; ++i) {
+    auto r = started->client->Consume(MakeRequest("api", "k"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->allowed());
+  }
+  EXPECT_EQ(GrpcThreadHop::Default().stats().posted - before, uint64_t{kCalls});
+  EXPECT_EQ(testing::CheckedBalance(*started->client, "api", "k"), 1000 - kCalls);
+}
+
+TEST(GrpcThreadHopServerTest, ConsumesAnsweredInlineAreNotPosted) {
+  TempDir dir;
+  FakeClock clock;
+  auto started = StartServerAndClient(ServerOptions{}, dir, kLimits, clock,
+                                      std::make_unique<MemoryStateStore>());
+  ASSERT_TRUE(started.ok()) << started.status();
+  const uint64_t before = GrpcThreadHop::Default().stats().posted;
+  for (int i = 0; i < 20; ++i) {
+    auto r = started->client->Consume(MakeRequest("api", "k"));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  EXPECT_EQ(GrpcThreadHop::Default().stats().posted, before);
+}
+
+}  // namespace
+}  // namespace ratelimit
