@@ -74,32 +74,54 @@ class PendingUnary {
 // For a handler that answers later: parses the body into a new PendingUnary and passes it to
 // `handler(std::unique_ptr<PendingUnary<Request, Response>>)`, which must call its Finish
 // exactly once, on any thread, before releasing it. A body that does not parse is finished with
-// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, the handler runs
-// on one of its threads and this returns at once; without, it runs here.
-template <typename Request, typename Response, typename Handler>
+// INVALID_ARGUMENT ("request body is not a valid <type>"). Without an `executor` the handler runs
+// here. With one, the body is parsed here, and the handler runs here too when
+// `runs_inline(request)` says it never waits (it answers through the store's asynchronous
+// path), else on one of the executor's threads, this returning at once.
+template <typename Request, typename Response, typename Handler, typename RunsInline>
 grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request_bytes,
                                            grpc::ByteBuffer* response_bytes, Handler handler,
-                                           StoreExecutor* executor = nullptr) {
+                                           StoreExecutor* executor, RunsInline runs_inline) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto serve = [reactor, request_bytes, response_bytes, handler]() {
+  auto parse = [reactor, request_bytes, response_bytes]() {
     auto call = std::make_unique<PendingUnary<Request, Response>>(reactor, response_bytes);
     grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
     if (!grpc::SerializationTraits<Request>::Deserialize(&body, &call->request).ok()) {
       reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                    "request body is not a valid " + call->request.GetTypeName() +
                                        " (protobuf wire format)"));
-      return;
+      call.reset();
     }
+    return call;
+  };
+  auto serve = [handler](std::unique_ptr<PendingUnary<Request, Response>> call) {
     GrpcThreadHop::HandlerScope on_handler_thread;
     handler(std::move(call));
   };
-  if (executor != nullptr) {
-    executor->Run(std::move(serve));
+  if (executor == nullptr) {
+    if (auto call = parse()) serve(std::move(call));
+    return reactor;
+  }
+  auto call = parse();
+  if (call == nullptr) return reactor;
+  if (runs_inline(static_cast<const Request&>(call->request))) {
+    serve(std::move(call));
   } else {
-    serve();
+    executor->Run([serve, call = std::move(call)]() mutable { serve(std::move(call)); });
   }
   return reactor;
+}
+
+// As above, every handler on the executor when there is one.
+template <typename Request, typename Response, typename Handler>
+grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request_bytes,
+                                           grpc::ByteBuffer* response_bytes, Handler handler,
+                                           StoreExecutor* executor = nullptr) {
+  return ServeParsedAsync<Request, Response>(context, request_bytes, response_bytes,
+                                             std::move(handler), executor,
+                                             [](const Request&) { return false; });
 }
 
 // Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which

@@ -74,7 +74,8 @@ class RateLimitServiceImpl final
         [this, context](std::unique_ptr<DecideCall> call) {
           ServeDecide(context, std::move(call), Mode::kConsume);
         },
-        executor_);
+        executor_,
+        [this](const v1::RateLimitRequest& r) { return DecidesInline(r, Mode::kConsume); });
   }
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
@@ -84,7 +85,8 @@ class RateLimitServiceImpl final
         [this, context](std::unique_ptr<DecideCall> call) {
           ServeDecide(context, std::move(call), Mode::kCheck);
         },
-        executor_);
+        executor_,
+        [this](const v1::RateLimitRequest& r) { return DecidesInline(r, Mode::kCheck); });
   }
   grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
@@ -94,7 +96,8 @@ class RateLimitServiceImpl final
         [this, context](std::unique_ptr<DecideCall> call) {
           ServeDecide(context, std::move(call), Mode::kReserve);
         },
-        executor_);
+        executor_,
+        [this](const v1::RateLimitRequest& r) { return DecidesInline(r, Mode::kReserve); });
   }
   grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
@@ -134,6 +137,12 @@ class RateLimitServiceImpl final
   grpc::Status HandleBatch(grpc::CallbackServerContext* context, const v1::BatchRequest* request,
                            v1::BatchResponse* response);
 
+  // Whether ServeDecide answers `request` without waiting on the calling thread: through the
+  // store's asynchronous path (no request_id to remember) on a store whose asynchronous path never
+  // waits for its peer. Such calls skip the store executor.
+  bool DecidesInline(const v1::RateLimitRequest& request, Mode mode) const {
+    return limiter_.AsyncNeverWaits() && (mode == Mode::kCheck || request.request_id().empty());
+  }
   // Consume, Check and Reserve: validates, decides (answered by the store once the decision is
   // durable, possibly on a store thread; with a request_id, on this thread) and finishes `call`.
   using DecideCall = PendingUnary<v1::RateLimitRequest, v1::RateLimitResponse>;

@@ -109,6 +109,8 @@ class Limiter {
   // for the store's write; `done` may run before this returns or later on a store thread (outside
   // the store's locks). `limits` need only live for the call.
   void EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, VerdictDone done);
+  // Whether EvaluateAsync never waits for the store's peer on the calling thread.
+  bool AsyncNeverWaits() const { return !store_.ApplyAsyncMayWait(); }
 
   // Evaluate, remembering the answer under `remember.record` in the same transaction; when the
   // record is already present, returns its bytes (Verdict::remembered) without deciding.

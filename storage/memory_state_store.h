@@ -33,6 +33,7 @@ class MemoryStateStore final : public StateStore {
   absl::Status Delete(const StateKey& key) override;
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
   absl::string_view backend_name() const override { return "memory"; }
+  bool ApplyAsyncMayWait() const override { return false; }
 
   // Number of stored states.
   size_t Size() const;

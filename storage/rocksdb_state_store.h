@@ -157,6 +157,8 @@ class RocksDbStateStore final : public StateStore {
   // WAL: the store's writer thread writes it, in one group with the decisions queued meanwhile,
   // and calls `done` once it is written (or with the error of its failed write).
   void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override;
+  // A local store: ApplyAsync waits for no peer (at most for a read of its own disk).
+  bool ApplyAsyncMayWait() const override { return false; }
 
   // Group commit counters (WAL writes vs decisions) and the state cache, for tests and metrics.
   GroupCommit::Stats group_commit_stats() const { return group_.stats(); }

@@ -140,6 +140,10 @@ class StateStore {
   // forever); it may hand further store work to another thread. `op` and `clock` need only live
   // for the call. REQUIRES: as for Apply. Default: done(Apply(op, clock)) before returning.
   virtual void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done);
+  // Whether ApplyAsync of an operation without records can wait on the calling thread for a peer
+  // (a network round trip): a server then calls it from a thread of its own, not from one of
+  // gRPC's few threads. Default (ApplyAsync is Apply): true.
+  virtual bool ApplyAsyncMayWait() const { return true; }
 
   // Applies independent operations, as Apply would one after the other in order: each is
   // all-or-nothing on its own and sees the effect of the earlier ones of the batch; one result per

@@ -8,6 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "storage/apply.h"
 #include "storage/redis/redis_function_library.h"
@@ -112,6 +114,69 @@ TEST_F(RedisClusterStoreTest, ConcurrentRequestsAcrossSlotsNeverOverGrantAndDeni
   EXPECT_EQ(allowed.load(), 5);
   EXPECT_EQ(Value(narrow), 0);
   EXPECT_EQ(Value(wide), 95);
+}
+
+// The same through ApplyAsync: the takes and refunds chain through their replies on the client's
+// I/O thread, with the same bound.
+TEST_F(RedisClusterStoreTest, AsyncRequestsAcrossSlotsNeverOverGrantAndDenialsRefundExactly) {
+  const StateKey wide{"org", "o1"};
+  const StateKey narrow{"user", "u1"};
+  ASSERT_NE(SlotOf(wide), SlotOf(narrow));
+  const std::vector<LimitOp> op = {{wide, Bucket(1, 100), 1}, {narrow, Bucket(1, 5), 1}};
+  constexpr int kRequests = 96;
+  absl::Mutex mu;
+  int answered = 0, allowed = 0, errors = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRequests / 32; ++i) {
+        store_->ApplyAsync(Operation{op, Mode::kConsume}, clock_, [&](absl::StatusOr<Outcome> out) {
+          absl::MutexLock lock(&mu);
+          ++answered;
+          if (!out.ok()) {
+            ++errors;
+          } else if (out->allowed) {
+            ++allowed;
+          }
+        });
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n == kRequests; }, &answered),
+                                    absl::Seconds(60)));
+    EXPECT_EQ(errors, 0);
+    EXPECT_EQ(allowed, 5);
+  }
+  EXPECT_EQ(Value(narrow), 0);
+  EXPECT_EQ(Value(wide), 95);
+}
+
+TEST_F(RedisClusterStoreTest, ApplyAsyncAcrossSlotsReturnsBeforeRedisAnswers) {
+  const StateKey a{"user", "u1"};
+  const StateKey b{"org", "o1"};
+  ASSERT_NE(SlotOf(a), SlotOf(b));
+  // Writes (and so our functions) wait on every primary until CLIENT UNPAUSE.
+  auto paused = client_->ExecuteOnEachPrimarySync({"CLIENT", "PAUSE", "20000", "WRITE"});
+  ASSERT_OK(paused);
+  absl::Notification done;
+  absl::StatusOr<Outcome> result = absl::UnknownError("unanswered");
+  const std::vector<LimitOp> op = {{a, Bucket(1, 10), 1}, {b, Bucket(1, 10), 1}};
+  store_->ApplyAsync(Operation{op, Mode::kConsume}, clock_, [&](absl::StatusOr<Outcome> out) {
+    result = std::move(out);
+    done.Notify();
+  });
+  // Returned while Redis cannot have run the takes.
+  EXPECT_FALSE(done.HasBeenNotified());
+  ASSERT_OK(client_->ExecuteOnEachPrimarySync({"CLIENT", "UNPAUSE"}));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_OK(result);
+  EXPECT_TRUE(result->allowed);
+  EXPECT_EQ(Value(a), 9);
+  EXPECT_EQ(Value(b), 9);
 }
 
 TEST_F(RedisClusterStoreTest, ADeniedRequestLeavesTheOtherSlotsStateAsItWas) {

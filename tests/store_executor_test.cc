@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
@@ -75,15 +76,9 @@ TEST(StoreExecutorTest, WithoutThreadsRunsInlineOnTheCaller) {
   EXPECT_EQ(executor.threads(), 0);
 }
 
-// A store whose transactions each wait until `n` of them are in flight at once: what a store
-// that waits on a peer looks like to the server when n callers are waiting for it.
-class RendezvousStore final : public StateStore {
+// The parts of a test store that the in-memory store does as usual.
+class MemoryBackedStore : public StateStore {
  public:
-  explicit RendezvousStore(int n) : rendezvous_(n) {}
-  absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override {
-    if (!rendezvous_.Arrive()) return absl::UnavailableError("the transactions never overlapped");
-    return inner_.Update(keys, decide);
-  }
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override { return inner_.Get(key); }
   absl::Status Delete(const StateKey& key) override { return inner_.Delete(key); }
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
@@ -93,11 +88,24 @@ class RendezvousStore final : public StateStore {
                                      absl::FunctionRef<std::string()> generate) override {
     return inner_.Secret(name, generate);
   }
+
+ protected:
+  MemoryStateStore inner_;
+};
+
+// A store whose transactions each wait until `n` of them are in flight at once: what a store
+// that waits on a peer looks like to the server when n callers are waiting for it.
+class RendezvousStore final : public MemoryBackedStore {
+ public:
+  explicit RendezvousStore(int n) : rendezvous_(n) {}
+  absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override {
+    if (!rendezvous_.Arrive()) return absl::UnavailableError("the transactions never overlapped");
+    return inner_.Update(keys, decide);
+  }
   absl::string_view backend_name() const override { return "rendezvous"; }
 
  private:
   Rendezvous rendezvous_;
-  MemoryStateStore inner_;
 };
 
 constexpr char kLimits[] = R"(limits:
@@ -132,6 +140,64 @@ TEST(StoreThreadsTest, TheServerKeepsMoreDecisionsInFlightThanGrpcHasCallbackThr
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(allowed.load(), kCallers);
+}
+
+// A store whose recorded transactions (a Consume with a request_id) wait until the test opens
+// its gate, while its asynchronous path answers at once and says it never waits: a Redis store
+// with one transaction stuck on a slow peer.
+class GatedRecordsStore final : public MemoryBackedStore {
+ public:
+  absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override {
+    return inner_.Update(keys, decide);
+  }
+  absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
+                                 absl::Span<const RecordSpec> records, const Clock& clock,
+                                 RecordDecideFn decide) override {
+    waiting_.Notify();
+    if (!gate_.WaitForNotificationWithTimeout(absl::Seconds(60))) {
+      return absl::UnavailableError("the gate never opened");
+    }
+    return inner_.UpdateWithRecords(keys, records, clock, decide);
+  }
+  void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override {
+    std::move(done)(inner_.Apply(op, clock));
+  }
+  bool ApplyAsyncMayWait() const override { return false; }
+  absl::string_view backend_name() const override { return "gated"; }
+
+  absl::Notification waiting_;  // a recorded transaction reached the gate
+  absl::Notification gate_;
+};
+
+TEST(StoreThreadsTest, ACallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
+  TempDir dir;
+  FakeClock clock;
+  ServerOptions options;
+  options.store_threads = 1;  // one thread, taken by the stuck transaction
+  auto owned = std::make_unique<GatedRecordsStore>();
+  GatedRecordsStore& store = *owned;
+  auto started = StartServerAndClient(options, dir, kLimits, clock, std::move(owned),
+                                      ClientOptions{absl::Seconds(60), ""});
+  ASSERT_OK(started);
+  const std::string target = "127.0.0.1:" + std::to_string(started->server->port());
+  std::thread stuck([&] {
+    auto client = RateLimitClient::Connect(target, ClientOptions{absl::Seconds(60), ""});
+    v1::RateLimitRequest request = MakeRequest("api", "a");
+    request.set_request_id("stuck-1");
+    auto r = client->Consume(request);
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  ASSERT_TRUE(store.waiting_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // The executor's only thread waits at the gate: a Consume without a request_id still answers,
+  // on the thread that received it.
+  auto quick = RateLimitClient::Connect(target, ClientOptions{absl::Seconds(10), ""});
+  auto r = quick->Consume(MakeRequest("api", "b"));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) {
+    EXPECT_TRUE(r->allowed());
+  }
+  store.gate_.Notify();
+  stuck.join();
 }
 
 }  // namespace

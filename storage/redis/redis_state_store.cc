@@ -35,7 +35,13 @@ class RedisStateStore::Router {
   // Execute, and while a store tracer is installed on the calling thread (store_trace.h), one
   // CLIENT span for the round trip, ended when the reply arrives.
   void Send(const std::string& routing_key, std::vector<std::string> argv, Callback done) {
-    if (StoreTracer* tracer = CurrentStoreTracer(); tracer != nullptr) {
+    SendVia(CurrentStoreTracer(), routing_key, std::move(argv), std::move(done));
+  }
+  // Send, traced by `tracer` (null: untraced) rather than the calling thread's: for a command
+  // sent from a reply's callback on behalf of a traced call.
+  void SendVia(StoreTracer* tracer, const std::string& routing_key, std::vector<std::string> argv,
+               Callback done) {
+    if (tracer != nullptr) {
       SendTraced(*tracer, routing_key, std::move(argv), std::move(done));
       return;
     }
@@ -159,6 +165,18 @@ class Replies {
   };
   const std::shared_ptr<Shared> state_;
 };
+
+// The indices of `redis_keys` in each slot, slots in order of first mention.
+std::vector<std::vector<size_t>> SlotGroups(const std::vector<std::string>& redis_keys) {
+  std::vector<std::vector<size_t>> groups;
+  std::map<int, size_t> group_of_slot;
+  for (size_t k = 0; k < redis_keys.size(); ++k) {
+    const auto [it, added] = group_of_slot.emplace(redis::KeySlot(redis_keys[k]), groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(k);
+  }
+  return groups;
+}
 
 std::string RandomRequestId() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -434,16 +452,7 @@ absl::StatusOr<Outcome> RedisStateStore::Apply(const Operation& op, const Clock&
   for (const StateKey& k : keys.keys) redis_keys.push_back(KeyFor(k));
   std::optional<int64_t> now;
   if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
-  // The keys of each slot, in order of first mention.
-  std::vector<std::vector<size_t>> groups;
-  {
-    std::map<int, size_t> group_of_slot;
-    for (size_t k = 0; k < redis_keys.size(); ++k) {
-      const auto [it, added] = group_of_slot.emplace(redis::KeySlot(redis_keys[k]), groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(k);
-    }
-  }
+  const std::vector<std::vector<size_t>> groups = SlotGroups(redis_keys);
   if (groups.size() > 1) return ApplyAcrossSlots(op, keys, redis_keys, groups, now);
   absl::StatusOr<redis::Reply> reply =
       Command(redis_keys[0], RedisApplyCommand(op, keys, redis_keys, now));
@@ -472,15 +481,16 @@ void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyD
   std::vector<std::string> redis_keys;
   redis_keys.reserve(call->keys.keys.size());
   for (const StateKey& k : call->keys.keys) redis_keys.push_back(KeyFor(k));
+  std::optional<int64_t> now;
+  if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
   const int slot = redis::KeySlot(redis_keys[0]);
   for (const std::string& key : redis_keys) {
-    if (redis::KeySlot(key) != slot) {  // one take per slot, with holds and refunds: Apply
-      std::move(done)(Apply(op, clock));
+    if (redis::KeySlot(key) != slot) {  // one take per slot, with holds and refunds
+      ApplyAcrossSlotsAsync(op, call->keys, redis_keys, SlotGroups(redis_keys), now,
+                            std::move(done));
       return;
     }
   }
-  std::optional<int64_t> now;
-  if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
   call->limits.assign(op.limits.begin(), op.limits.end());
   call->mode = op.mode;
   call->done = std::move(done);
@@ -495,14 +505,10 @@ void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyD
   });
 }
 
-absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
-    const Operation& op, const OperationKeys& keys, const std::vector<std::string>& redis_keys,
-    const std::vector<std::vector<size_t>>& groups, std::optional<int64_t> now) {
-  const size_t n_groups = groups.size();
-  const bool check = op.mode == Mode::kCheck;
-  const std::string request_id = RandomRequestId();
-  const std::string hold_ttl_ms = absl::StrCat(absl::ToInt64Milliseconds(options_.hold_ttl));
-  // Per group: its limits (in operation order), their positions in `op`, its keys and hold key.
+// One request across slots between its takes and its answer (ApplyAcrossSlotsAsync).
+struct RedisStateStore::CrossSlotCall {
+  // Per slot: its limits (in operation order), their positions in the operation, its keys and
+  // its hold key.
   struct Group {
     std::vector<LimitOp> limits;
     std::vector<size_t> limit_index;
@@ -510,48 +516,112 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
     std::vector<std::string> redis_keys;
     std::string hold_key;
   };
+  std::vector<LimitOp> limits;
+  Mode mode = Mode::kConsume;
+  OperationKeys keys;
+  std::vector<std::vector<size_t>> groups;  // key indices of each slot
+  std::vector<Group> parts;
+  std::string hold_ttl_ms;
+  StoreTracer* tracer = nullptr;  // of the caller's thread; lives until `done` has run
+  ApplyDone done;
+  // Each take's reply is written by its own callback; the last one to arrive (pending reaching
+  // 0, acquire-release) reads them all.
+  std::vector<absl::StatusOr<redis::Reply>> takes;
+  std::atomic<size_t> pending{0};
+  // After the takes, when some slot took and the request is denied: the answer, sent once every
+  // refund has been answered.
+  absl::StatusOr<Outcome> answer = absl::UnknownError("unanswered");
+  std::atomic<size_t> refunds_pending{0};
+};
+
+absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
+    const Operation& op, const OperationKeys& keys, const std::vector<std::string>& redis_keys,
+    const std::vector<std::vector<size_t>>& groups, std::optional<int64_t> now) {
+  absl::Notification answered;
+  absl::StatusOr<Outcome> result = absl::UnknownError("unanswered");
+  ApplyAcrossSlotsAsync(op, keys, redis_keys, groups, now, [&](absl::StatusOr<Outcome> outcome) {
+    result = std::move(outcome);
+    answered.Notify();
+  });
+  answered.WaitForNotification();  // every command has a deadline: it is answered
+  return result;
+}
+
+void RedisStateStore::ApplyAcrossSlotsAsync(const Operation& op, const OperationKeys& keys,
+                                            const std::vector<std::string>& redis_keys,
+                                            const std::vector<std::vector<size_t>>& groups,
+                                            std::optional<int64_t> now, ApplyDone done) {
+  auto call = std::make_shared<CrossSlotCall>();
+  const size_t n_groups = groups.size();
+  call->limits.assign(op.limits.begin(), op.limits.end());
+  call->mode = op.mode;
+  call->keys = keys;
+  call->groups = groups;
+  call->hold_ttl_ms = absl::StrCat(absl::ToInt64Milliseconds(options_.hold_ttl));
+  call->tracer = CurrentStoreTracer();
+  call->done = std::move(done);
+  call->takes.assign(n_groups, absl::UnknownError("no reply"));
+  call->pending.store(n_groups, std::memory_order_relaxed);
+  const std::string request_id = RandomRequestId();
   std::vector<size_t> group_of_key(keys.keys.size());
   for (size_t g = 0; g < n_groups; ++g) {
     for (size_t k : groups[g]) group_of_key[k] = g;
   }
-  std::vector<Group> parts(n_groups);
+  call->parts.resize(n_groups);
   for (size_t i = 0; i < op.limits.size(); ++i) {
-    Group& part = parts[group_of_key[keys.slot_of[i]]];
+    CrossSlotCall::Group& part = call->parts[group_of_key[keys.slot_of[i]]];
     part.limits.push_back(op.limits[i]);
     part.limit_index.push_back(i);
   }
-  Replies takes(n_groups);
+  std::vector<std::vector<std::string>> commands(n_groups);
   for (size_t g = 0; g < n_groups; ++g) {
-    Group& part = parts[g];
+    CrossSlotCall::Group& part = call->parts[g];
     part.keys = DistinctKeys(part.limits);
     for (const StateKey& k : part.keys.keys) part.redis_keys.push_back(KeyFor(k));
     part.hold_key = absl::StrCat(options_.key_prefix, "{", redis::HashTagOf(part.redis_keys[0]),
                                  "}hold:", request_id);
-    std::vector<std::string> argv =
+    commands[g] =
         RedisApplyCommand(Operation{part.limits, op.mode}, part.keys, part.redis_keys, now);
-    if (!check) {
+    if (op.mode != Mode::kCheck) {
       // FCALL ratelimit_apply n keys... args... -> FCALL ratelimit_take_held n+1 keys... hold ttl
+      std::vector<std::string>& argv = commands[g];
       const size_t n = part.redis_keys.size();
       argv[1] = std::string(kRedisTakeHeldFunction);
       argv[2] = absl::StrCat(n + 1);
-      argv.insert(argv.begin() + 3 + n, {part.hold_key, hold_ttl_ms});
+      argv.insert(argv.begin() + 3 + n, {part.hold_key, call->hold_ttl_ms});
     }
-    router_->Send(part.redis_keys[0], std::move(argv), takes.For(g));
   }
-  std::vector<absl::StatusOr<redis::Reply>>& replies = takes.Wait();
+  // Every command is built before the first is sent: a reply may arrive (and finish the call)
+  // before the last Send returns.
+  for (size_t g = 0; g < n_groups; ++g) {
+    const std::string routing_key = call->parts[g].redis_keys[0];
+    router_->SendVia(call->tracer, routing_key, std::move(commands[g]),
+                     [this, call, g](absl::StatusOr<redis::Reply> reply) {
+                       call->takes[g] = std::move(reply);
+                       if (call->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                         OnCrossSlotTakes(std::move(call));
+                       }
+                     });
+  }
+}
 
+void RedisStateStore::OnCrossSlotTakes(std::shared_ptr<CrossSlotCall> call) {
+  const size_t n_groups = call->parts.size();
+  const bool check = call->mode == Mode::kCheck;
+  const Operation op{call->limits, call->mode};
   // What each slot answered: its outcome (checked against the algebra) and the states it read.
   absl::Status failure;
   bool allowed = true;
   int64_t decided_at = 0;
   std::vector<std::optional<Outcome>> outcomes(n_groups);
-  std::vector<std::optional<State>> read(keys.keys.size());
+  std::vector<std::optional<State>> read(call->keys.keys.size());
   std::vector<bool> refund(n_groups, false);
   for (size_t g = 0; g < n_groups; ++g) {
-    const Group& part = parts[g];
+    const CrossSlotCall::Group& part = call->parts[g];
+    const absl::StatusOr<redis::Reply>& reply = call->takes[g];
     absl::StatusOr<Outcome> outcome =
-        replies[g].ok() ? RedisApplyOutcome(Operation{part.limits, op.mode}, part.keys, *replies[g])
-                        : absl::StatusOr<Outcome>(replies[g].status());
+        reply.ok() ? RedisApplyOutcome(Operation{part.limits, call->mode}, part.keys, *reply)
+                   : absl::StatusOr<Outcome>(reply.status());
     if (!outcome.ok()) {
       if (failure.ok()) failure = outcome.status();
       // The take may have run (a timeout) or not: the refund settles both.
@@ -560,9 +630,17 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
       continue;
     }
     absl::StatusOr<std::vector<std::optional<State>>> states =
-        ReadStates(*replies[g], part.keys.keys.size());
-    if (!states.ok()) return states.status();
-    for (size_t k = 0; k < part.keys.keys.size(); ++k) (*states)[k].swap(read[groups[g][k]]);
+        ReadStates(*reply, part.keys.keys.size());
+    if (!states.ok()) {
+      // Not a reply of ours: whatever it took is settled by the refund, as for a failure.
+      if (failure.ok()) failure = states.status();
+      refund[g] = !check;
+      allowed = false;
+      continue;
+    }
+    for (size_t k = 0; k < part.keys.keys.size(); ++k) {
+      (*states)[k].swap(read[call->groups[g][k]]);
+    }
     decided_at = std::max(decided_at, outcome->now_us);
     refund[g] = outcome->allowed && !check;
     allowed = allowed && outcome->allowed;
@@ -572,38 +650,56 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyAcrossSlots(
     Outcome result;
     result.allowed = true;
     result.now_us = decided_at;
-    result.decisions.resize(op.limits.size());
+    result.decisions.resize(call->limits.size());
     for (size_t g = 0; g < n_groups; ++g) {
-      for (size_t j = 0; j < parts[g].limit_index.size(); ++j) {
-        result.decisions[parts[g].limit_index[j]] = outcomes[g]->decisions[j];
+      for (size_t j = 0; j < call->parts[g].limit_index.size(); ++j) {
+        result.decisions[call->parts[g].limit_index[j]] = outcomes[g]->decisions[j];
       }
     }
-    return result;
+    std::move(call->done)(std::move(result));
+    return;
   }
-  // Give back what the slots that took took, and settle the unknown ones.
+  if (!failure.ok()) {
+    call->answer = failure;
+  } else {
+    // The denial as the algebra gives it for the states the slots read (each slot's own state is
+    // exactly what its FCALL saw; the time is the latest of the slots').
+    std::vector<std::optional<State>> writes(call->keys.keys.size());
+    Outcome result = DecideOperation(op, call->keys, read, decided_at, absl::MakeSpan(writes));
+    result.allowed = false;
+    call->answer = std::move(result);
+  }
+  // Give back what the slots that took took, and settle the unknown ones; answer once every
+  // refund is answered. A refund that fails leaves its tokens taken until they refill (an
+  // under-grant, never more).
   std::vector<size_t> to_refund;
   for (size_t g = 0; g < n_groups; ++g) {
     if (refund[g]) to_refund.push_back(g);
   }
-  Replies refunds(to_refund.size());
-  for (size_t r = 0; r < to_refund.size(); ++r) {
-    const Group& part = parts[to_refund[r]];
+  if (to_refund.empty()) {
+    std::move(call->done)(std::move(call->answer));
+    return;
+  }
+  call->refunds_pending.store(to_refund.size(), std::memory_order_relaxed);
+  std::vector<std::vector<std::string>> commands;
+  for (size_t g : to_refund) {
+    const CrossSlotCall::Group& part = call->parts[g];
     std::vector<std::string> argv = {"FCALL", std::string(kRedisRefundFunction),
                                      absl::StrCat(part.redis_keys.size() + 1)};
     argv.insert(argv.end(), part.redis_keys.begin(), part.redis_keys.end());
     argv.push_back(part.hold_key);
-    argv.push_back(hold_ttl_ms);
-    router_->Send(part.redis_keys[0], std::move(argv), refunds.For(r));
+    argv.push_back(call->hold_ttl_ms);
+    commands.push_back(std::move(argv));
   }
-  // A refund that fails leaves its tokens taken until they refill (an under-grant, never more).
-  refunds.Wait();
-  if (!failure.ok()) return failure;
-  // The denial as the algebra gives it for the states the slots read (each slot's own state is
-  // exactly what its FCALL saw; the time is the latest of the slots').
-  std::vector<std::optional<State>> writes(keys.keys.size());
-  Outcome result = DecideOperation(op, keys, read, decided_at, absl::MakeSpan(writes));
-  result.allowed = false;
-  return result;
+  for (size_t r = 0; r < to_refund.size(); ++r) {
+    const std::string routing_key = call->parts[to_refund[r]].redis_keys[0];
+    router_->SendVia(call->tracer, routing_key, std::move(commands[r]),
+                     [call](absl::StatusOr<redis::Reply>) {
+                       if (call->refunds_pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                         std::move(call->done)(std::move(call->answer));
+                       }
+                     });
+  }
 }
 
 absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
@@ -749,15 +845,7 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyRecorded(const Operation& op, cons
   std::vector<std::string> redis_keys;
   redis_keys.reserve(keys.keys.size());
   for (const StateKey& k : keys.keys) redis_keys.push_back(KeyFor(k));
-  std::vector<std::vector<size_t>> groups;
-  {
-    std::map<int, size_t> group_of_slot;
-    for (size_t k = 0; k < redis_keys.size(); ++k) {
-      const auto [it, added] = group_of_slot.emplace(redis::KeySlot(redis_keys[k]), groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(k);
-    }
-  }
+  const std::vector<std::vector<size_t>> groups = SlotGroups(redis_keys);
   const size_t settles = static_cast<size_t>(std::count_if(
       op.limits.begin(), op.limits.end(), [](const LimitOp& l) { return l.settle.has_value(); }));
   // A request_id's record lives in the slot of its own key, so that every request with the id

@@ -86,10 +86,13 @@ class RedisStateStore final : public StateStore {
   RedisStateStore& operator=(const RedisStateStore&) = delete;
 
   absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock) override;
-  // Apply without waiting for Redis when every key is in one slot (one FCALL): `done` runs on
-  // the client's I/O thread once the reply arrives. Other operations are applied before
+  // Apply without waiting for Redis: one FCALL when every key is in one slot, else the takes of
+  // each slot (and the refunds of a denial) chained through their replies; `done` runs on the
+  // client's I/O thread once the answer is known. An operation with records is applied before
   // returning, as Apply.
   void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override;
+  // ApplyAsync sends its commands and returns (for operations without records).
+  bool ApplyAsyncMayWait() const override { return false; }
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   // Records (RecordSpec) are Redis keys expiring by themselves (PXAT at expires_at), each in the
   // slot of the states of its operation (the slot's canonical tag, redis::SlotTag; ApplyRecorded
@@ -148,10 +151,21 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);
   std::string KeyFor(const StateKey& key) const;
+  // A request whose keys are in several slots (`groups`: the key indices of each): one take per
+  // slot, in parallel, each recording a hold under one request id; if any slot denies or fails,
+  // the slots that took (or may have) are refunded before the answer. The async form answers
+  // through `done` from the client's I/O thread and never waits; the other waits for it.
   absl::StatusOr<Outcome> ApplyAcrossSlots(const Operation& op, const OperationKeys& keys,
                                            const std::vector<std::string>& redis_keys,
                                            const std::vector<std::vector<size_t>>& groups,
                                            std::optional<int64_t> now);
+  void ApplyAcrossSlotsAsync(const Operation& op, const OperationKeys& keys,
+                             const std::vector<std::string>& redis_keys,
+                             const std::vector<std::vector<size_t>>& groups,
+                             std::optional<int64_t> now, ApplyDone done);
+  // The takes of an ApplyAcrossSlotsAsync have all been answered: decide, refund, answer.
+  struct CrossSlotCall;
+  void OnCrossSlotTakes(std::shared_ptr<CrossSlotCall> call);
 
   absl::StatusOr<Outcome> SettleAcrossSlots(const Operation& op, const OperationKeys& keys,
                                             const std::vector<std::string>& redis_keys,
