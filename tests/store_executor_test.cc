@@ -5,6 +5,7 @@
 #include "server/store_executor.h"
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "server/server.h"
 #include "storage/memory_state_store.h"
 #include "tests/support/client_server_test_support.h"
+#include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -142,21 +144,19 @@ TEST(StoreThreadsTest, TheServerKeepsMoreDecisionsInFlightThanGrpcHasCallbackThr
   EXPECT_EQ(allowed.load(), kCallers);
 }
 
-// A store whose recorded transactions (a Consume with a request_id) wait until the test opens
-// its gate, while its asynchronous path answers at once and says it never waits: a Redis store
-// with one transaction stuck on a slow peer.
-class GatedRecordsStore final : public MemoryBackedStore {
+// A store whose synchronous transactions (a Consume with a request_id; an Envoy plan with a
+// shadow rule) wait until the test opens its gate, while its asynchronous path answers at once
+// and says it never waits: a Redis store with one transaction stuck on a slow peer.
+class GatedSyncStore final : public MemoryBackedStore {
  public:
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override {
+    if (absl::Status s = AwaitGate(); !s.ok()) return s;
     return inner_.Update(keys, decide);
   }
   absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override {
-    waiting_.Notify();
-    if (!gate_.WaitForNotificationWithTimeout(absl::Seconds(60))) {
-      return absl::UnavailableError("the gate never opened");
-    }
+    if (absl::Status s = AwaitGate(); !s.ok()) return s;
     return inner_.UpdateWithRecords(keys, records, clock, decide);
   }
   void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override {
@@ -165,8 +165,17 @@ class GatedRecordsStore final : public MemoryBackedStore {
   bool ApplyAsyncMayWait() const override { return false; }
   absl::string_view backend_name() const override { return "gated"; }
 
-  absl::Notification waiting_;  // a recorded transaction reached the gate
+  absl::Notification waiting_;  // a synchronous transaction reached the gate
   absl::Notification gate_;
+
+ private:
+  absl::Status AwaitGate() {
+    if (!waiting_.HasBeenNotified()) waiting_.Notify();
+    if (!gate_.WaitForNotificationWithTimeout(absl::Seconds(60))) {
+      return absl::UnavailableError("the gate never opened");
+    }
+    return absl::OkStatus();
+  }
 };
 
 TEST(StoreThreadsTest, ACallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
@@ -174,8 +183,8 @@ TEST(StoreThreadsTest, ACallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
   FakeClock clock;
   ServerOptions options;
   options.store_threads = 1;  // one thread, taken by the stuck transaction
-  auto owned = std::make_unique<GatedRecordsStore>();
-  GatedRecordsStore& store = *owned;
+  auto owned = std::make_unique<GatedSyncStore>();
+  GatedSyncStore& store = *owned;
   auto started = StartServerAndClient(options, dir, kLimits, clock, std::move(owned),
                                       ClientOptions{absl::Seconds(60), ""});
   ASSERT_OK(started);
@@ -195,6 +204,43 @@ TEST(StoreThreadsTest, ACallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
   EXPECT_TRUE(r.ok()) << r.status();
   if (r.ok()) {
     EXPECT_TRUE(r->allowed());
+  }
+  store.gate_.Notify();
+  stuck.join();
+}
+
+TEST(StoreThreadsTest, AnEnvoyCallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
+  TempDir dir;
+  FakeClock clock;
+  std::filesystem::create_directories(dir.File("envoy"));
+  testing::WriteFileAtomically(dir.File("envoy/config.yaml"), R"(domain: web
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+)");
+  ServerOptions options;
+  options.store_threads = 1;  // one thread, taken by the stuck transaction
+  options.envoy_config_dir = dir.File("envoy");
+  auto owned = std::make_unique<GatedSyncStore>();
+  GatedSyncStore& store = *owned;
+  auto started = StartServerAndClient(options, dir, kLimits, clock, std::move(owned));
+  ASSERT_OK(started);
+  const std::string target = "127.0.0.1:" + std::to_string(started->server->port());
+  std::thread stuck([&] {
+    // A shadow rule is decided by synchronous transactions: on the store thread.
+    testing::EnvoyClient client(target);
+    auto r = client.ShouldRateLimit(testing::EnvoyRequest("web", {{{{"trial", "t1"}}}}));
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  ASSERT_TRUE(store.waiting_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  testing::EnvoyClient quick(target);
+  auto r = quick.ShouldRateLimit(testing::EnvoyRequest("web", {{{{"user", "u1"}}}}));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) {
+    EXPECT_EQ(r->overall_code(), testing::rls::RateLimitResponse::OK);
   }
   store.gate_.Notify();
   stuck.join();

@@ -152,7 +152,8 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
 }
 
 void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
-                            absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done) {
+                            absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done,
+                            EnvoyBlockingRunner run_blocking) {
   std::vector<size_t> active;
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
@@ -162,7 +163,9 @@ void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
         p.kind == Kind::kBlocked ||
         (p.kind == Kind::kLimited && (p.check_only || p.overdraft() || p.shadow()));
     if (not_one_consume) {
-      std::move(done)(EvaluateEnvoyPlan(limiter, clock, plan));
+      run_blocking([&limiter, &clock, plan, done = std::move(done)]() mutable {
+        std::move(done)(EvaluateEnvoyPlan(limiter, clock, plan));
+      });
       return;
     }
     if (p.kind == Kind::kLimited) active.push_back(i);

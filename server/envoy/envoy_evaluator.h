@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/envoy/envoy_plan.h"
@@ -46,14 +47,21 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
 // Called once with the outcomes of EvaluateEnvoyPlanAsync (or the store's error).
 using EnvoyDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<EnvoyOutcome>>) &&>;
 
+// Runs work that waits for the store: on a thread that may wait (a store thread), or inline.
+using EnvoyBlockingRunner = absl::FunctionRef<void(absl::AnyInvocable<void() &&> work)>;
+
 // EvaluateEnvoyPlan, answered through `done`. The common case (one consume transaction: no
 // descriptor needs a check, a reservation or a shadow rule, none is blocked) uses
 // Limiter::EvaluateAsync, so the calling thread does not wait for the store's write; `done` then
 // runs once the decision is durable, possibly on a store thread. Every other plan is evaluated
-// synchronously, before returning. Same outcomes and transactions as EvaluateEnvoyPlan.
-// REQUIRES: `limiter` and `plan` (and what it points into) live until `done` has run.
-void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
-                            absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done);
+// synchronously (EvaluateEnvoyPlan and then `done`) by `run_blocking`, here by default. Same
+// outcomes and transactions as EvaluateEnvoyPlan.
+// REQUIRES: `limiter`, `clock` and `plan` (and what it points into) live until `done` has run.
+void EvaluateEnvoyPlanAsync(
+    Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan,
+    EnvoyDone done, EnvoyBlockingRunner run_blocking = [](absl::AnyInvocable<void() &&> work) {
+      std::move(work)();
+    });
 
 }  // namespace ratelimit
 

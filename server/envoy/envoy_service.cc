@@ -3,7 +3,9 @@
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
 #include "server/grpc_convert.h"
+#include "server/grpc_thread_hop.h"
 #include "server/log.h"
+#include "storage/store_trace.h"
 
 namespace ratelimit {
 
@@ -52,12 +54,28 @@ void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
   // The store tracer stays installed on this thread for the store's part here only.
   std::unique_ptr<ScopedStoreTracer> tracing = rpc.TakeStoreTracerScope();
   Evaluation& e = *evaluation;
-  EvaluateEnvoyPlanAsync(limiter_, clock_, e.plan,
-                         [this, evaluation = std::move(evaluation), call = std::move(call)](
-                             absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
-                           evaluation->rpc.StoreFinished(outcomes.status());
-                           call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
-                         });
+  // Serve runs on gRPC's thread when the store's asynchronous path never waits (see
+  // ShouldRateLimit): work that waits goes to a store thread then.
+  const bool offload = executor_ != nullptr && limiter_.AsyncNeverWaits();
+  EvaluateEnvoyPlanAsync(
+      limiter_, clock_, e.plan,
+      [this, evaluation = std::move(evaluation),
+       call = std::move(call)](absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
+        evaluation->rpc.StoreFinished(outcomes.status());
+        call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
+      },
+      [this, offload](absl::AnyInvocable<void() &&> work) {
+        if (!offload) {
+          std::move(work)();
+          return;
+        }
+        // The store's round trips stay children of this call's store span on that thread.
+        executor_->Run([work = std::move(work), tracer = CurrentStoreTracer()]() mutable {
+          GrpcThreadHop::HandlerScope on_handler_thread;
+          ScopedStoreTracer tracing(tracer);
+          std::move(work)();
+        });
+      });
 }
 
 grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,

@@ -58,8 +58,8 @@ class EnvoyRateLimitServiceImpl final
     return ServeParsedAsync<::envoy::service::ratelimit::v3::RateLimitRequest,
                             ::envoy::service::ratelimit::v3::RateLimitResponse>(
         context, request, response,
-        [this, context](std::unique_ptr<Call> call) { Serve(context, std::move(call)); },
-        executor_);
+        [this, context](std::unique_ptr<Call> call) { Serve(context, std::move(call)); }, executor_,
+        [this](const auto&) { return limiter_.AsyncNeverWaits(); });
   }
 
   const EnvoyStats& stats() const { return stats_; }
@@ -69,7 +69,9 @@ class EnvoyRateLimitServiceImpl final
                             ::envoy::service::ratelimit::v3::RateLimitResponse>;
   struct Evaluation;
   // Plans the request, evaluates it (EvaluateEnvoyPlanAsync: in the common case answered once
-  // the decision is durable, possibly on a store thread) and finishes `call`.
+  // the decision is durable, possibly on a store thread) and finishes `call`. On a store whose
+  // asynchronous path never waits it runs on gRPC's thread, and a plan that needs synchronous
+  // transactions (checks, reservations, shadow rules) is handed to the store threads, if any.
   void Serve(grpc::CallbackServerContext* context, std::unique_ptr<Call> call);
   // The reply and the call's status for the evaluation's outcomes; finishes the telemetry.
   grpc::Status Answer(Evaluation& evaluation, absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
