@@ -127,9 +127,9 @@ grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
 // Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
 // fills the response and returns the call's status; serializes the reply into `response_bytes`,
 // then finishes the call with that status. A body that does not parse is finished with
-// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, all of it runs on
-// one of the executor's threads and this returns at once (the reply is sent from that thread);
-// without, it runs here, before returning.
+// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, the body is
+// parsed here and the handler runs on one of the executor's threads, this returning at once (the
+// reply is sent from that thread); without, everything runs here, before returning.
 //
 // REQUIRES: `handler` is copyable and stays valid until it has run; it must not finish the call
 // itself.
