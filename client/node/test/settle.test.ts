@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 
 import { RateLimitClient, RateLimitError, type LimitConfig } from "@ratelimit/client";
 
-import { eventually, startServer, type RunningServer } from "./support.js";
+import { startServer, type RunningServer } from "./support.js";
 
 const HOURLY: LimitConfig = { kind: "TOKEN_BUCKET", rate: 10, periodMs: 3_600_000, capacity: 10 };
 
@@ -73,11 +73,24 @@ describe("settle", () => {
     const k = key();
     await client.consume({ name: "cancel_settle", key: k, count: 10, config: HOURLY });
     const controller = new AbortController();
+    // Cancelled while it waits for its reservation: once the reply (and its receipt) arrived.
+    // (The balance alone would not say that: it shows the reservation as soon as the server has
+    // decided it, before the reply reaches the client.)
+    let sleeping!: () => void;
+    const asleep = new Promise<void>((resolve) => (sleeping = resolve));
     const waiting = client.reserveAndWait(
       { name: "cancel_settle", key: k, count: 5, config: HOURLY },
-      { signal: controller.signal },
+      {
+        signal: controller.signal,
+        sleepUntil: (_when, signal) =>
+          new Promise<void>((_resolve, reject) => {
+            signal?.addEventListener("abort", () => reject(signal.reason));
+            sleeping();
+          }),
+      },
     );
-    await eventually(async () => (await balance("cancel_settle", k)) < -4);
+    await asleep;
+    near(await balance("cancel_settle", k), -5, "the reservation");
     controller.abort();
     await assert.rejects(waiting, (e: Error) => e.name === "AbortError");
     near(await balance("cancel_settle", k), 0, "the reservation was given back");
