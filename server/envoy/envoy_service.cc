@@ -54,9 +54,8 @@ void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
   // The store tracer stays installed on this thread for the store's part here only.
   std::unique_ptr<ScopedStoreTracer> tracing = rpc.TakeStoreTracerScope();
   Evaluation& e = *evaluation;
-  // Serve runs on gRPC's thread when the store's asynchronous path never waits (see
-  // ShouldRateLimit): work that waits goes to a store thread then.
-  const bool offload = executor_ != nullptr && limiter_.AsyncNeverWaits();
+  // On gRPC's thread, work that waits goes to a store thread.
+  const bool offload = executor_ != nullptr && ServesInline();
   EvaluateEnvoyPlanAsync(
       limiter_, clock_, e.plan,
       [this, evaluation = std::move(evaluation),

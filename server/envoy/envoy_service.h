@@ -59,7 +59,7 @@ class EnvoyRateLimitServiceImpl final
                             ::envoy::service::ratelimit::v3::RateLimitResponse>(
         context, request, response,
         [this, context](std::unique_ptr<Call> call) { Serve(context, std::move(call)); }, executor_,
-        [this](const auto&) { return limiter_.AsyncNeverWaits(); });
+        [this](const auto&) { return ServesInline(); });
   }
 
   const EnvoyStats& stats() const { return stats_; }
@@ -73,6 +73,9 @@ class EnvoyRateLimitServiceImpl final
   // asynchronous path never waits it runs on gRPC's thread, and a plan that needs synchronous
   // transactions (checks, reservations, shadow rules) is handed to the store threads, if any.
   void Serve(grpc::CallbackServerContext* context, std::unique_ptr<Call> call);
+  // Whether Serve runs on gRPC's thread (ShouldRateLimit) and so hands work that waits to the
+  // store threads: the store's asynchronous path never waits.
+  bool ServesInline() const { return limiter_.AsyncNeverWaits(); }
   // The reply and the call's status for the evaluation's outcomes; finishes the telemetry.
   grpc::Status Answer(Evaluation& evaluation, absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
                       ::envoy::service::ratelimit::v3::RateLimitResponse* response);
