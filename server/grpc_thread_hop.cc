@@ -11,12 +11,15 @@ namespace {
 
 thread_local bool on_handler_thread = false;
 
-// Runs `drain` on one of gRPC's threads: the callback of an alarm set for now. The alarm owns
+// Runs `drain` on one of gRPC's threads: the callback of an alarm whose deadline has passed. gRPC
+// runs such an alarm's callback at once on its executor threads. An alarm set for "now" would
+// not: gRPC rounds a deadline up to the next whole millisecond and leaves it to its timer, so
+// every drain (under light load, every reply) would wait up to a millisecond. The alarm owns
 // itself and is deleted by its callback (gRPC keeps the alarm's state alive until the callback
 // has returned).
 void ScheduleOnGrpcThread(std::function<void()> drain) {
   auto* alarm = new grpc::Alarm();
-  alarm->Set(gpr_now(GPR_CLOCK_MONOTONIC), [alarm, drain = std::move(drain)](bool /*fired*/) {
+  alarm->Set(gpr_inf_past(GPR_CLOCK_MONOTONIC), [alarm, drain = std::move(drain)](bool /*fired*/) {
     drain();
     delete alarm;
   });

@@ -6,9 +6,9 @@
 // a completion for gRPC's callback threads, and when those are idle every reply wakes one (a
 // futex wake and two context switches per reply, measured under h2load with the server on one
 // core). GrpcThreadHop moves such work onto a gRPC thread in groups: the first task posted while
-// none is queued schedules a drain (a gRPC alarm set for now), and the drain, on a gRPC thread,
-// runs every task queued by then, so a store that completes a group of 200 decisions wakes gRPC
-// once instead of 200 times.
+// none is queued schedules a drain (a gRPC alarm whose deadline has passed, run at once), and the
+// drain, on a gRPC thread, runs every task queued by then, so a store that completes a group of
+// 200 decisions wakes gRPC once instead of 200 times.
 //
 // Handlers mark their thread with HandlerScope; PendingUnary::Finish (parsed_unary.h) finishes
 // inline on a marked thread and posts to the hop otherwise.

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/cpp/client.h"
+#include "grpc/support/time.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
@@ -114,6 +115,35 @@ TEST(GrpcThreadHopTest, TheProcessHopRunsTasksOnAnotherThread) {
     EXPECT_NE(ran_on[i], std::this_thread::get_id()) << i;
     EXPECT_TRUE(as_handler[i]) << i;
   }
+}
+
+// Milliseconds of gpr_now(GPR_CLOCK_MONOTONIC), the clock gRPC's timers count in.
+int64_t GrpcMonotonicMillis() {
+  const gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+  return int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1000000;
+}
+
+// gRPC's timers count whole milliseconds and round a deadline up, so a drain run by a timer
+// starts in a later millisecond than the one it was posted in: under light load every reply
+// would wait up to a millisecond for the next tick. The process's hop asks gRPC to run the drain
+// at once. Of 100 hops, one after another, at least one must run its task within the
+// millisecond it was posted in. That is impossible through a timer, and holds unless every one
+// of the 100 hops takes more than a millisecond.
+TEST(GrpcThreadHopTest, TheProcessHopDoesNotWaitForATimerTick) {
+  GrpcThreadHop& hop = GrpcThreadHop::Default();
+  int within_the_millisecond = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::Notification ran;
+    int64_t ran_ms = 0;
+    const int64_t posted_ms = GrpcMonotonicMillis();
+    hop.Post([&] {
+      ran_ms = GrpcMonotonicMillis();
+      ran.Notify();
+    });
+    ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    if (ran_ms == posted_ms) ++within_the_millisecond;
+  }
+  EXPECT_GT(within_the_millisecond, 0);
 }
 
 constexpr char kLimits[] = R"(limits:
