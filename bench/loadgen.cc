@@ -37,11 +37,17 @@
 //
 // Usage: ratelimit_loadgen --target=127.0.0.1:PORT [--api=v1|envoy] [--descriptors=1]
 //        [--concurrency=64] [--duration=10s] ...
+#include <sys/prctl.h>
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,6 +247,7 @@ struct Tally {
   int64_t errors_outside_window = 0;
   std::string first_error;
   std::vector<int64_t> latencies_ns;
+  std::vector<int64_t> start_lags_ns;  // open loop: how late each call started after it was due
 };
 
 // One call in flight.
@@ -297,48 +304,69 @@ class Worker {
     while (cq_.Next(&tag, &ok)) delete static_cast<Call<Api>*>(tag);
   }
 
-  Tally& tally() { return tally_; }
+  Tally& tally() {
+    tally_.start_lags_ns.insert(tally_.start_lags_ns.end(), start_lags_ns_.begin(),
+                                start_lags_ns_.end());
+    start_lags_ns_.clear();
+    return tally_;
+  }
 
  private:
   // Open loop: a call is due every 1/rate_per_thread seconds; it starts when due, or as soon as
   // a slot frees up when every slot is busy (its latency still counts from when it was due).
+  //
+  // Two threads: this one paces, sleeping until each due time with clock_nanosleep (timer slack
+  // 1 ns), and a drainer blocks in the completion queue and records each completion as it
+  // arrives. A single thread waiting in CompletionQueue::AsyncNext for the next due time would
+  // oversleep: gRPC's poller rounds the wait up to whole milliseconds, and a call started late
+  // counts its lateness as latency (it is measured from when it was due). `start_lag` records
+  // how late calls started, so a reader can tell the generator's delay from the server's.
   void RunPaced() {
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     const int64_t interval_ns = static_cast<int64_t>(1e9 / settings_.rate_per_thread);
     int64_t due_ns =
         MonotonicNanos() + interval_ns * settings_.thread_index / settings_.num_threads;
-    std::vector<int> free_slots;
-    for (int slot = static_cast<int>(stubs_.size()) - 1; slot >= 0; --slot) {
-      free_slots.push_back(slot);
-    }
-    int in_flight = 0;
-    while (true) {
-      const bool starting = absl::Now() < settings_.measure_end;
-      int64_t now_ns = MonotonicNanos();
-      while (starting && !free_slots.empty() && now_ns >= due_ns) {
-        Start(free_slots.back(), due_ns);
-        free_slots.pop_back();
-        ++in_flight;
-        due_ns += interval_ns;
+    const int num_slots = static_cast<int>(stubs_.size());
+    for (int slot = num_slots - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+    std::thread drainer([this] { DrainPaced(); });
+    while (absl::Now() < settings_.measure_end) {
+      const timespec due{static_cast<time_t>(due_ns / 1000000000),
+                         static_cast<long>(due_ns % 1000000000)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, nullptr) == EINTR) {
       }
-      if (!starting && in_flight == 0) break;
-      // Wake for the next due call, or for a completion (at most 100 ms, to notice the end).
-      int64_t wait_ns = 100000000;
-      if (starting && !free_slots.empty()) wait_ns = std::max<int64_t>(0, due_ns - now_ns);
-      void* tag = nullptr;
-      bool ok = false;
-      const auto status = cq_.AsyncNext(
-          &tag, &ok, std::chrono::system_clock::now() + std::chrono::nanoseconds(wait_ns));
-      if (status == grpc::CompletionQueue::SHUTDOWN) break;
-      if (status != grpc::CompletionQueue::GOT_EVENT) continue;
-      std::unique_ptr<Call<Api>> call(static_cast<Call<Api>*>(tag));
-      Record(*call, MonotonicNanos(), absl::Now());
-      free_slots.push_back(call->slot);
-      --in_flight;
+      int slot;
+      {
+        std::unique_lock<std::mutex> lock(slots_mu_);
+        slot_freed_.wait(lock, [this] { return !free_slots_.empty(); });
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+      }
+      const absl::Time now = absl::Now();
+      if (now >= settings_.measure_begin && now < settings_.measure_end) {
+        start_lags_ns_.push_back(MonotonicNanos() - due_ns);
+      }
+      Start(slot, due_ns);
+      due_ns += interval_ns;
+    }
+    {
+      std::unique_lock<std::mutex> lock(slots_mu_);
+      slot_freed_.wait(lock, [&] { return static_cast<int>(free_slots_.size()) == num_slots; });
     }
     cq_.Shutdown();
+    drainer.join();
+  }
+
+  // The open loop's completions: recorded when they arrive, their slots handed back to the pacer.
+  void DrainPaced() {
     void* tag = nullptr;
     bool ok = false;
-    while (cq_.Next(&tag, &ok)) delete static_cast<Call<Api>*>(tag);
+    while (cq_.Next(&tag, &ok)) {
+      std::unique_ptr<Call<Api>> call(static_cast<Call<Api>*>(tag));
+      Record(*call, MonotonicNanos(), absl::Now());
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      free_slots_.push_back(call->slot);
+      slot_freed_.notify_one();
+    }
   }
 
   void Start(int slot, int64_t due_ns = 0) {
@@ -385,6 +413,11 @@ class Worker {
   grpc::CompletionQueue cq_;
   uint64_t key_counter_;
   Tally tally_;
+  // Open loop only: the slots with no call in flight, shared by the pacer and the drainer.
+  std::mutex slots_mu_;
+  std::condition_variable slot_freed_;
+  std::vector<int> free_slots_;
+  std::vector<int64_t> start_lags_ns_;  // the pacer's: how late each measured call started
 };
 
 // A gRPC length-prefixed message: flag byte 0 (uncompressed), 4-byte big-endian length, bytes.
@@ -438,6 +471,8 @@ Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const
     if (total.first_error.empty()) total.first_error = t.first_error;
     total.latencies_ns.insert(total.latencies_ns.end(), t.latencies_ns.begin(),
                               t.latencies_ns.end());
+    total.start_lags_ns.insert(total.start_lags_ns.end(), t.start_lags_ns.begin(),
+                               t.start_lags_ns.end());
   }
   return total;
 }
@@ -516,6 +551,7 @@ int Run() {
                             : RunLoad<V1Api>(channels, settings, concurrency, num_threads);
 
   const LatencySummary latency = Summarize(total.latencies_ns);
+  const LatencySummary start_lag = Summarize(total.start_lags_ns);
   const double seconds = absl::ToDoubleSeconds(duration);
   const double rps = static_cast<double>(total.ok) / seconds;
   const double dps = static_cast<double>(total.decisions) / seconds;
@@ -528,14 +564,15 @@ int Run() {
         "\"errors\": %lld, \"errors_outside_window\": %lld, \"mean_us\": %.1f, "
         "\"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, "
         "\"max_us\": %.1f, \"batch\": %d, \"decisions\": %lld, \"decisions_per_s\": %.1f, "
-        "\"entry_errors\": %lld, \"limits\": %d, \"hash_tag\": %s, \"rate\": %.1f}\n",
+        "\"entry_errors\": %lld, \"limits\": %d, \"hash_tag\": %s, \"rate\": %.1f, "
+        "\"start_lag_p50_us\": %.1f, \"start_lag_p99_us\": %.1f}\n",
         target.c_str(), api.c_str(), descriptors, concurrency, num_channels, num_threads, seconds,
         static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
         static_cast<long long>(total.errors), static_cast<long long>(total.errors_outside_window),
         latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
         latency.max_us, batch, static_cast<long long>(total.decisions), dps,
         static_cast<long long>(total.entry_errors), limits,
-        absl::GetFlag(FLAGS_hash_tag) ? "true" : "false", rate);
+        absl::GetFlag(FLAGS_hash_tag) ? "true" : "false", rate, start_lag.p50_us, start_lag.p99_us);
   } else {
     std::printf(
         "target %s, api %s (%d descriptors): %d in flight over %d channels, %d threads; %.1f s "
@@ -554,6 +591,10 @@ int Run() {
     std::printf("latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
                 latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
                 latency.max_us);
+    if (rate > 0) {
+      std::printf("calls started late by (us): p50 %.1f  p99 %.1f  max %.1f\n", start_lag.p50_us,
+                  start_lag.p99_us, start_lag.max_us);
+    }
   }
   if (!total.first_error.empty()) {
     std::fprintf(stderr, "first error: %s\n", total.first_error.c_str());

@@ -15,7 +15,9 @@
 #      EVALSHA, CONCURRENCY connections, pinned to CPU 1: the hot key on the primary that owns
 #      it, and 1M random keys over the whole cluster (--cluster).
 #   3. Open loop at half of each server's peak (the median of 1), hot key and 1M keys: p50/p99
-#      of calls started at a fixed rate, latency counted from when each call was due.
+#      of calls started at a fixed rate, latency counted from when each call was due; beside it
+#      how late the load generator started calls, and the machine's floor: how late a thread
+#      sleeping until each due time wakes at the same rate with no RPC (ratelimit_wake_probe).
 # The Redis nodes are not pinned (the machine may have only 2 CPUs): they share the CPUs with the
 # server and the load generator, as they would share a small host.
 #
@@ -69,7 +71,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- build -------------------------------------------------------------------------------------
-TARGETS=(ratelimit_loadgen ratelimit-server)
+TARGETS=(ratelimit_loadgen ratelimit-server ratelimit_wake_probe)
 if [[ $SKIP_BUILD != 1 ]]; then
   log "building ${TARGETS[*]} (Release) in $BUILD_DIR"
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DRATELIMIT_BUILD_TESTS=OFF \
@@ -78,7 +80,8 @@ if [[ $SKIP_BUILD != 1 ]]; then
 fi
 LOADGEN=$BUILD_DIR/bin/ratelimit_loadgen
 SERVER=$BUILD_DIR/bin/ratelimit-server
-for bin in "$LOADGEN" "$SERVER"; do [[ -x $bin ]] || die "$bin was not built"; done
+PROBE=$BUILD_DIR/bin/ratelimit_wake_probe
+for bin in "$LOADGEN" "$SERVER" "$PROBE"; do [[ -x $bin ]] || die "$bin was not built"; done
 
 # --- machine -----------------------------------------------------------------------------------
 read_machine_facts
@@ -236,6 +239,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
       log "round $round/$ROUNDS: $w on $s at $rate/s (half of $peak)"
       # shellcheck disable=SC2086
       run_load "$WORK/half.$w.$s.$round" "$s" ${WORKLOAD_FLAGS[$w]} --rate="$rate"
+      # The machine's own floor at that rate: a thread woken as the load generator's pacer is,
+      # with no RPC.
+      "${PIN_CLIENT[@]}" "$PROBE" --rate="$rate" --duration="$DURATION" --json \
+        >"$WORK/probe.$w.$s.$round"
+      cat "$WORK/probe.$w.$s.$round" >&2
     done
   done
 done
@@ -275,13 +283,20 @@ for kind in hot random; do
     "$(median_col 2 "$WORK"/lua."$kind".*)" "$(median_col 3 "$WORK"/lua."$kind".*)"
 done
 echo
-echo "| Open loop at half the peak | server | rate/s | p50 ms | p99 ms |"
-echo "|---|---|---:|---:|---:|"
+echo "| Open loop at half the peak | server | rate/s | p50 ms | p99 ms | calls started late, p99 ms | machine floor: a thread woken at that rate, late p50 / p99 ms |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for w in hot random; do
   for s in rocksdb redis; do
-    printf '| %s | %s | %s | %s | %s |\n' "${WORKLOAD_TEXT[$w]}" "$s" \
+    printf '| %s | %s | %s | %s | %s | %s | %s / %s |\n' "${WORKLOAD_TEXT[$w]}" "$s" \
       "$(fmt "$(median_json rate "$WORK"/half."$w"."$s".*)")" \
       "$(ms "$(median_json p50_us "$WORK"/half."$w"."$s".*)")" \
-      "$(ms "$(median_json p99_us "$WORK"/half."$w"."$s".*)")"
+      "$(ms "$(median_json p99_us "$WORK"/half."$w"."$s".*)")" \
+      "$(ms "$(median_json start_lag_p99_us "$WORK"/half."$w"."$s".*)")" \
+      "$(ms "$(median_json p50_us "$WORK"/probe."$w"."$s".*)")" \
+      "$(ms "$(median_json p99_us "$WORK"/probe."$w"."$s".*)")"
   done
 done
+echo
+echo "Latency in the open loop counts from when a call was due, so a call the load generator"
+echo "started late counts its lateness; the last column is the same wake-up with no RPC at all"
+echo "(bench/wake_probe.cc), the part of the tail that belongs to the machine."
