@@ -4,7 +4,9 @@
 // per write group), and on the in-memory store; one hot key, or 1M distinct keys; 1 and 2
 // threads, and 8 threads (more callers than cores, as with many reactors: concurrent decisions
 // share WAL writes). Batch100: Limiter::EvaluateBatch of 100 Consume decisions in one call (one
-// WAL write for the batch); items = decisions.
+// WAL write for the batch); items = decisions. ConsumeAsync64: Limiter::EvaluateAsync from one
+// thread, 64 decisions outstanding, each answered once written (the server's way of calling the
+// store).
 //
 // Reported per benchmark: items_per_second = decisions per second (all threads, wall-clock),
 // and the user counters p50_us / p99_us = latency of one Evaluate call, from per-call samples of
@@ -115,7 +117,7 @@ class Fixture {
     if (kind == StoreKind::kMemory) return std::make_unique<MemoryStateStore>();
     RocksDbStateStoreOptions options;
     options.sync = kind == StoreKind::kRocksDbSync;
-    options.path = dir_ + (options.sync                          ? "/sync"
+    options.path = dir_ + (options.sync                         ? "/sync"
                            : kind == StoreKind::kRocksDbNoCache ? "/nocache"
                                                                 : "/default");
     if (kind == StoreKind::kRocksDbNoCache) options.state_cache_bytes = 0;
@@ -222,6 +224,69 @@ void BM_Consume(benchmark::State& state, StoreKind kind, Keys keys) {
   }
 }
 
+// Limiter::EvaluateAsync from one thread with up to kInFlight decisions outstanding, as the
+// server's handlers call the store: each decision is its own call (no Batch), answered once it is
+// in the WAL (on RocksDB, by its WAL writer thread, which writes the decisions made while the
+// previous write ran in one group). items = decisions answered; p50_us / p99_us = from the call
+// to its answer. The timer stops when the loop ends, before the last <= kInFlight answers (a
+// negligible share of a run's decisions).
+void BM_ConsumeAsync(benchmark::State& state, StoreKind kind, Keys keys) {
+  constexpr int kInFlight = 64;
+  Fixture& fixture = Fixture::Get();
+  StateStore& store = fixture.StoreFor(kind, keys);
+  Limiter limiter(store, SystemClock::Default());
+
+  const std::vector<std::string>& distinct = fixture.keys();
+  const std::vector<uint32_t>& order = fixture.order();
+  size_t next = 0;
+  std::vector<LimitRequest> request = {{kLimitName, kHotKey, AlwaysAllowConfig(), 1}};
+  std::vector<int64_t> samples(static_cast<size_t>(state.max_iterations));
+  size_t started = 0;
+
+  absl::Mutex mu;
+  int in_flight = 0;  // guarded by mu
+  std::string error;  // guarded by mu: the first failure
+  const auto below_limit = [](int* n) { return *n < kInFlight; };
+  const auto none = [](int* n) { return *n == 0; };
+
+  for (auto _ : state) {
+    {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(+below_limit, &in_flight));
+      if (!error.empty()) {
+        state.SkipWithError(error.c_str());
+        break;
+      }
+      ++in_flight;
+    }
+    if (keys == Keys::kDistinct) {
+      request[0].key = distinct[order[next]];
+      if (++next == order.size()) next = 0;
+    }
+    const int64_t start = MonotonicNanos();
+    const size_t index = started++;
+    limiter.EvaluateAsync(request, Mode::kConsume,
+                          [&, start, index](absl::StatusOr<Verdict> verdict) {
+                            samples[index] = MonotonicNanos() - start;
+                            absl::MutexLock lock(&mu);
+                            if ((!verdict.ok() || !verdict->allowed) && error.empty()) {
+                              error = verdict.ok() ? "denied" : verdict.status().ToString();
+                            }
+                            --in_flight;
+                          });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+none, &in_flight));
+    if (!error.empty() && !state.error_occurred()) state.SkipWithError(error.c_str());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(started));
+  samples.resize(started);
+  const LatencySummary latency = Summarize(samples);
+  state.counters["p50_us"] = latency.p50_us;
+  state.counters["p99_us"] = latency.p99_us;
+}
+
 // Limiter::EvaluateBatch of kBatch Consume decisions per call; items = decisions.
 void BM_Batch(benchmark::State& state, StoreKind kind, Keys keys) {
   constexpr size_t kBatch = 100;
@@ -287,6 +352,17 @@ void RegisterAll() {
     if (v.kind != StoreKind::kMemory) b->Threads(8);
     // fsync per write group: a short fixed time is enough to measure its cost.
     if (v.kind == StoreKind::kRocksDbSync) b->MinTime(1.0);
+  }
+  const Variant asyncs[] = {
+      {"ConsumeAsync64/rocksdb/hot_key", StoreKind::kRocksDb, Keys::kHot},
+      {"ConsumeAsync64/rocksdb/1M_keys", StoreKind::kRocksDb, Keys::kDistinct},
+  };
+  for (const Variant& v : asyncs) {
+    benchmark::RegisterBenchmark(
+        v.name, [v](benchmark::State& state) { BM_ConsumeAsync(state, v.kind, v.keys); })
+        ->Threads(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   const Variant batches[] = {
       {"Batch100/rocksdb/hot_key", StoreKind::kRocksDb, Keys::kHot},
