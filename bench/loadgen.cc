@@ -247,7 +247,9 @@ struct Tally {
   int64_t errors_outside_window = 0;
   std::string first_error;
   std::vector<int64_t> latencies_ns;
-  std::vector<int64_t> start_lags_ns;  // open loop: how late each call started after it was due
+  // Open loop: how late the pacer woke for each call, and the calls that found every slot busy.
+  std::vector<int64_t> pacer_lags_ns;
+  int64_t slot_waits = 0;
 };
 
 // One call in flight.
@@ -305,9 +307,11 @@ class Worker {
   }
 
   Tally& tally() {
-    tally_.start_lags_ns.insert(tally_.start_lags_ns.end(), start_lags_ns_.begin(),
-                                start_lags_ns_.end());
-    start_lags_ns_.clear();
+    tally_.pacer_lags_ns.insert(tally_.pacer_lags_ns.end(), pacer_lags_ns_.begin(),
+                                pacer_lags_ns_.end());
+    pacer_lags_ns_.clear();
+    tally_.slot_waits += slot_waits_;
+    slot_waits_ = 0;
     return tally_;
   }
 
@@ -319,8 +323,9 @@ class Worker {
   // 1 ns), and a drainer blocks in the completion queue and records each completion as it
   // arrives. A single thread waiting in CompletionQueue::AsyncNext for the next due time would
   // oversleep: gRPC's poller rounds the wait up to whole milliseconds, and a call started late
-  // counts its lateness as latency (it is measured from when it was due). `start_lag` records
-  // how late calls started, so a reader can tell the generator's delay from the server's.
+  // counts its lateness as latency (it is measured from when it was due). The pacer records how
+  // late it woke for each call (the generator's own delay) and how many calls found every slot
+  // busy (those wait for the server).
   void RunPaced() {
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     const int64_t interval_ns = static_cast<int64_t>(1e9 / settings_.rate_per_thread);
@@ -334,16 +339,16 @@ class Worker {
                          static_cast<long>(due_ns % 1000000000)};
       while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, nullptr) == EINTR) {
       }
+      const absl::Time now = absl::Now();
+      const bool measured = now >= settings_.measure_begin && now < settings_.measure_end;
+      if (measured) pacer_lags_ns_.push_back(MonotonicNanos() - due_ns);
       int slot;
       {
         std::unique_lock<std::mutex> lock(slots_mu_);
+        if (free_slots_.empty() && measured) ++slot_waits_;
         slot_freed_.wait(lock, [this] { return !free_slots_.empty(); });
         slot = free_slots_.back();
         free_slots_.pop_back();
-      }
-      const absl::Time now = absl::Now();
-      if (now >= settings_.measure_begin && now < settings_.measure_end) {
-        start_lags_ns_.push_back(MonotonicNanos() - due_ns);
       }
       Start(slot, due_ns);
       due_ns += interval_ns;
@@ -417,7 +422,8 @@ class Worker {
   std::mutex slots_mu_;
   std::condition_variable slot_freed_;
   std::vector<int> free_slots_;
-  std::vector<int64_t> start_lags_ns_;  // the pacer's: how late each measured call started
+  std::vector<int64_t> pacer_lags_ns_;  // the pacer's: how late it woke for each measured call
+  int64_t slot_waits_ = 0;              // the pacer's: measured calls that found no free slot
 };
 
 // A gRPC length-prefixed message: flag byte 0 (uncompressed), 4-byte big-endian length, bytes.
@@ -471,8 +477,9 @@ Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const
     if (total.first_error.empty()) total.first_error = t.first_error;
     total.latencies_ns.insert(total.latencies_ns.end(), t.latencies_ns.begin(),
                               t.latencies_ns.end());
-    total.start_lags_ns.insert(total.start_lags_ns.end(), t.start_lags_ns.begin(),
-                               t.start_lags_ns.end());
+    total.pacer_lags_ns.insert(total.pacer_lags_ns.end(), t.pacer_lags_ns.begin(),
+                               t.pacer_lags_ns.end());
+    total.slot_waits += t.slot_waits;
   }
   return total;
 }
@@ -551,7 +558,7 @@ int Run() {
                             : RunLoad<V1Api>(channels, settings, concurrency, num_threads);
 
   const LatencySummary latency = Summarize(total.latencies_ns);
-  const LatencySummary start_lag = Summarize(total.start_lags_ns);
+  const LatencySummary pacer_lag = Summarize(total.pacer_lags_ns);
   const double seconds = absl::ToDoubleSeconds(duration);
   const double rps = static_cast<double>(total.ok) / seconds;
   const double dps = static_cast<double>(total.decisions) / seconds;
@@ -565,14 +572,15 @@ int Run() {
         "\"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, "
         "\"max_us\": %.1f, \"batch\": %d, \"decisions\": %lld, \"decisions_per_s\": %.1f, "
         "\"entry_errors\": %lld, \"limits\": %d, \"hash_tag\": %s, \"rate\": %.1f, "
-        "\"start_lag_p50_us\": %.1f, \"start_lag_p99_us\": %.1f}\n",
+        "\"pacer_late_p50_us\": %.1f, \"pacer_late_p99_us\": %.1f, \"slot_waits\": %lld}\n",
         target.c_str(), api.c_str(), descriptors, concurrency, num_channels, num_threads, seconds,
         static_cast<long long>(total.ok), rps, static_cast<long long>(total.denied),
         static_cast<long long>(total.errors), static_cast<long long>(total.errors_outside_window),
         latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
         latency.max_us, batch, static_cast<long long>(total.decisions), dps,
         static_cast<long long>(total.entry_errors), limits,
-        absl::GetFlag(FLAGS_hash_tag) ? "true" : "false", rate, start_lag.p50_us, start_lag.p99_us);
+        absl::GetFlag(FLAGS_hash_tag) ? "true" : "false", rate, pacer_lag.p50_us, pacer_lag.p99_us,
+        static_cast<long long>(total.slot_waits));
   } else {
     std::printf(
         "target %s, api %s (%d descriptors): %d in flight over %d channels, %d threads; %.1f s "
@@ -592,8 +600,11 @@ int Run() {
                 latency.mean_us, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us,
                 latency.max_us);
     if (rate > 0) {
-      std::printf("calls started late by (us): p50 %.1f  p99 %.1f  max %.1f\n", start_lag.p50_us,
-                  start_lag.p99_us, start_lag.max_us);
+      std::printf(
+          "pacer woke late by (us): p50 %.1f  p99 %.1f  max %.1f; calls that found every "
+          "slot busy: %lld\n",
+          pacer_lag.p50_us, pacer_lag.p99_us, pacer_lag.max_us,
+          static_cast<long long>(total.slot_waits));
     }
   }
   if (!total.first_error.empty()) {

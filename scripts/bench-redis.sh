@@ -16,8 +16,9 @@
 #      it, and 1M random keys over the whole cluster (--cluster).
 #   3. Open loop at half of each server's peak (the median of 1), hot key and 1M keys: p50/p99
 #      of calls started at a fixed rate, latency counted from when each call was due; beside it
-#      how late the load generator started calls, and the machine's floor: how late a thread
-#      sleeping until each due time wakes at the same rate with no RPC (ratelimit_wake_probe).
+#      how late the load generator's pacer woke and how many calls found every slot busy, and
+#      the machine's floor: how late a thread sleeping until each due time wakes at the same
+#      rate with no RPC (ratelimit_wake_probe).
 # The Redis nodes are not pinned (the machine may have only 2 CPUs): they share the CPUs with the
 # server and the load generator, as they would share a small host.
 #
@@ -283,20 +284,22 @@ for kind in hot random; do
     "$(median_col 2 "$WORK"/lua."$kind".*)" "$(median_col 3 "$WORK"/lua."$kind".*)"
 done
 echo
-echo "| Open loop at half the peak | server | rate/s | p50 ms | p99 ms | calls started late, p99 ms | machine floor: a thread woken at that rate, late p50 / p99 ms |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| Open loop at half the peak | server | rate/s | p50 ms | p99 ms | calls finding all $CONCURRENCY in flight | load generator woke late, p99 ms | machine floor: a thread woken at that rate, late p50 / p99 ms |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for w in hot random; do
   for s in rocksdb redis; do
-    printf '| %s | %s | %s | %s | %s | %s | %s / %s |\n' "${WORKLOAD_TEXT[$w]}" "$s" \
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s / %s |\n' "${WORKLOAD_TEXT[$w]}" "$s" \
       "$(fmt "$(median_json rate "$WORK"/half."$w"."$s".*)")" \
       "$(ms "$(median_json p50_us "$WORK"/half."$w"."$s".*)")" \
       "$(ms "$(median_json p99_us "$WORK"/half."$w"."$s".*)")" \
-      "$(ms "$(median_json start_lag_p99_us "$WORK"/half."$w"."$s".*)")" \
+      "$(median_json slot_waits "$WORK"/half."$w"."$s".*)" \
+      "$(ms "$(median_json pacer_late_p99_us "$WORK"/half."$w"."$s".*)")" \
       "$(ms "$(median_json p50_us "$WORK"/probe."$w"."$s".*)")" \
       "$(ms "$(median_json p99_us "$WORK"/probe."$w"."$s".*)")"
   done
 done
 echo
-echo "Latency in the open loop counts from when a call was due, so a call the load generator"
-echo "started late counts its lateness; the last column is the same wake-up with no RPC at all"
-echo "(bench/wake_probe.cc), the part of the tail that belongs to the machine."
+echo "Latency in the open loop counts from when a call was due, so a call started late counts its"
+echo "lateness: late because every slot was busy (the server was behind), or because the load"
+echo "generator's pacer woke late. The last column is the same wake-up with no RPC at all"
+echo "(bench/wake_probe.cc): the part of the tail that belongs to the machine."

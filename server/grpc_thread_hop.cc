@@ -47,20 +47,28 @@ void GrpcThreadHop::Post(Task task) {
     absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(task));
     ++stats_.posted;
-    if (queue_.size() > 1) return;  // a drain is scheduled and has not taken the queue yet
+    if (drain_scheduled_) return;  // the scheduled or running drain will run it
+    drain_scheduled_ = true;
     ++stats_.drains;
   }
   schedule_([this] { Drain(); });
 }
 
 void GrpcThreadHop::Drain() {
-  std::vector<Task> tasks;
-  {
-    absl::MutexLock lock(&mu_);
-    tasks.swap(queue_);
-  }
   HandlerScope scope;
-  for (Task& task : tasks) std::move(task)();
+  std::vector<Task> tasks;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      tasks.swap(queue_);
+      if (tasks.empty()) {
+        drain_scheduled_ = false;
+        return;
+      }
+    }
+    for (Task& task : tasks) std::move(task)();
+    tasks.clear();
+  }
 }
 
 GrpcThreadHop::Stats GrpcThreadHop::stats() const {

@@ -46,7 +46,7 @@ TEST(GrpcThreadHopTest, TasksPostedBeforeTheDrainRunsShareOneDrainInOrder) {
   EXPECT_EQ(hop.stats().drains, 1u);
 }
 
-TEST(GrpcThreadHopTest, ATaskPostedAfterADrainTookTheQueueSchedulesAnother) {
+TEST(GrpcThreadHopTest, ATaskPostedAfterADrainFinishedSchedulesAnother) {
   HeldDrains held;
   GrpcThreadHop hop(held.scheduler());
   int ran = 0;
@@ -59,16 +59,31 @@ TEST(GrpcThreadHopTest, ATaskPostedAfterADrainTookTheQueueSchedulesAnother) {
   EXPECT_EQ(ran, 3);
 }
 
-TEST(GrpcThreadHopTest, ATaskPostedByATaskRunsInTheNextDrain) {
+// While a drain runs, tasks posted meanwhile (by its tasks, or by a store thread completing the
+// next group) join it: the drain runs until the queue is empty, and no second drain is
+// scheduled, so a busy server wakes a gRPC thread once per burst rather than once per group.
+TEST(GrpcThreadHopTest, TasksPostedWhileADrainRunsJoinItWithoutAnotherDrain) {
   HeldDrains held;
   GrpcThreadHop hop(held.scheduler());
-  bool inner = false;
-  hop.Post([&] { hop.Post([&] { inner = true; }); });
+  std::vector<int> ran;
+  hop.Post([&] {
+    ran.push_back(1);
+    hop.Post([&] {
+      ran.push_back(3);
+      hop.Post([&] { ran.push_back(4); });
+    });
+  });
+  hop.Post([&] { ran.push_back(2); });
+  ASSERT_EQ(held.drains.size(), 1u);
   held.drains[0]();
-  EXPECT_FALSE(inner);
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(held.drains.size(), 1u);
+  EXPECT_EQ(hop.stats().drains, 1u);
+  // Once the drain has emptied the queue and returned, the next post schedules a new one.
+  hop.Post([&] { ran.push_back(5); });
   ASSERT_EQ(held.drains.size(), 2u);
   held.drains[1]();
-  EXPECT_TRUE(inner);
+  EXPECT_EQ(ran.back(), 5);
 }
 
 TEST(GrpcThreadHopTest, TasksRunAsHandlersAndOnlyInsideTheScope) {
