@@ -248,6 +248,7 @@ struct Tally {
   std::string first_error;
   std::vector<int64_t> latencies_ns;
   // Open loop: how late the pacer woke for each call, and the calls that found every slot busy.
+  // Written by the pacer thread only; the fields above by the drainer.
   std::vector<int64_t> pacer_lags_ns;
   int64_t slot_waits = 0;
 };
@@ -306,14 +307,7 @@ class Worker {
     while (cq_.Next(&tag, &ok)) delete static_cast<Call<Api>*>(tag);
   }
 
-  Tally& tally() {
-    tally_.pacer_lags_ns.insert(tally_.pacer_lags_ns.end(), pacer_lags_ns_.begin(),
-                                pacer_lags_ns_.end());
-    pacer_lags_ns_.clear();
-    tally_.slot_waits += slot_waits_;
-    slot_waits_ = 0;
-    return tally_;
-  }
+  Tally& tally() { return tally_; }
 
  private:
   // Open loop: a call is due every 1/rate_per_thread seconds; it starts when due, or as soon as
@@ -341,11 +335,11 @@ class Worker {
       }
       const absl::Time now = absl::Now();
       const bool measured = now >= settings_.measure_begin && now < settings_.measure_end;
-      if (measured) pacer_lags_ns_.push_back(MonotonicNanos() - due_ns);
+      if (measured) tally_.pacer_lags_ns.push_back(MonotonicNanos() - due_ns);
       int slot;
       {
         std::unique_lock<std::mutex> lock(slots_mu_);
-        if (free_slots_.empty() && measured) ++slot_waits_;
+        if (free_slots_.empty() && measured) ++tally_.slot_waits;
         slot_freed_.wait(lock, [this] { return !free_slots_.empty(); });
         slot = free_slots_.back();
         free_slots_.pop_back();
@@ -422,8 +416,6 @@ class Worker {
   std::mutex slots_mu_;
   std::condition_variable slot_freed_;
   std::vector<int> free_slots_;
-  std::vector<int64_t> pacer_lags_ns_;  // the pacer's: how late it woke for each measured call
-  int64_t slot_waits_ = 0;              // the pacer's: measured calls that found no free slot
 };
 
 // A gRPC length-prefixed message: flag byte 0 (uncompressed), 4-byte big-endian length, bytes.
