@@ -192,8 +192,11 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
     clients.push_back(RateLimitClient::Connect((*server)->target()));
   }
   absl::Mutex mu;
-  std::vector<absl::Time> allowed_at;  // answer times of allowed calls
-  std::string last_error;              // the last failure, for the log
+  struct Answer {
+    absl::Time sent, answered;
+  };
+  std::vector<Answer> allowed;  // the allowed calls
+  std::string last_error;       // the last failure, for the log
   std::atomic<bool> stop{false};
   std::atomic<int> in_flight_at_kill{0};
   absl::Time kill_time = absl::InfiniteFuture();
@@ -207,7 +210,7 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
         const absl::Time answered = absl::Now();
         absl::MutexLock l(&mu);
         if (sent < kill_time && answered >= kill_time) ++in_flight_at_kill;
-        if (r.ok() && r->allowed()) allowed_at.push_back(answered);
+        if (r.ok() && r->allowed()) allowed.push_back({sent, answered});
         if (!r.ok()) last_error = r.status().ToString();
       }
     });
@@ -218,6 +221,10 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
     kill_time = absl::Now();
   }
   (*cluster)->server(*primary).Kill9();
+  // The primary is dead (reaped) from here on. A call answered after kill_time may still have
+  // been decided by it just before the signal landed: only calls sent after this instant show
+  // that the service is back.
+  const absl::Time killed = absl::Now();
   // The service answers again within the failure detection (node timeout), the replica's election
   // (at most about one more node timeout) and a slot-map refresh after the client's reconnect
   // backoff and command timeout: bounded generously by 5 node timeouts + 2 command timeouts.
@@ -227,8 +234,8 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   testing::Eventually(
       [&] {
         absl::MutexLock l(&mu);
-        for (absl::Time t : allowed_at) {
-          if (t > kill_time) back = std::min(back, t);
+        for (const Answer& a : allowed) {
+          if (a.sent > killed) back = std::min(back, a.answered);
         }
         return back != absl::InfiniteFuture();
       },
@@ -252,11 +259,16 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   }
   out->outage_s = absl::ToDoubleSeconds(back - kill_time);
   EXPECT_LE(back - kill_time, bound) << "outage " << out->outage_s << " s";
+  // No replica is promoted before the primary has been unreachable for a node timeout: an
+  // outage shorter than that was measured on an answer the dead primary gave.
+  EXPECT_GE(back - kill_time, node_timeout) << "outage " << out->outage_s << " s";
   out->elapsed_s = absl::ToDoubleSeconds(end - begin);
-  out->allowed = static_cast<int>(allowed_at.size());
+  out->allowed = static_cast<int>(allowed.size());
   out->acked_quota = out->allowed;
-  for (absl::Time t : allowed_at) {
-    if (t <= kill_time && t > kill_time - absl::Seconds(1)) ++out->acked_last_second;
+  for (const Answer& a : allowed) {
+    if (a.answered <= kill_time && a.answered > kill_time - absl::Seconds(1)) {
+      ++out->acked_last_second;
+    }
   }
   out->in_flight_at_kill = in_flight_at_kill.load();
   auto balance = clients[0]->Check(MakeRequest("quota", key));
