@@ -545,6 +545,81 @@ TEST(RedisClusterClientTest, PausedServerTimesOutAndTheClientRecovers) {
   EXPECT_GE(IncrOrDie(*client, "p"), 2);
 }
 
+// Commands queued while their primary has two writes awaiting replies do not wake the I/O
+// thread: they wait for the next reply and then go out together, in one write. Here the server is
+// stopped (SIGSTOP) with two commands written to it, 50 more are queued one after another, and
+// the server continues: a few writes carry all 50, instead of one write each.
+TEST(RedisClusterClientTest, CommandsQueuedWhileTheirPrimaryIsBusyShareOneWrite) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  ASSERT_OK(server);
+  RedisClusterClient::Options options;
+  options.command_timeout = absl::Seconds(30);
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie((*server)->address(), options);
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(IncrOrDie(*client, "q"), 1);
+  const uint64_t before = client->Metrics().round_trips;
+
+  (*server)->Pause();
+  std::atomic<int> ok{0};
+  std::atomic<int> remaining{52};
+  absl::Notification all_done;
+  auto count = [&](absl::StatusOr<Reply> r) {
+    if (r.ok() && r->type == Reply::Type::kInteger) ++ok;
+    if (--remaining == 0) all_done.Notify();
+  };
+  for (uint64_t written = 1; written <= 2; ++written) {
+    client->Execute("q", {"INCR", "q"}, count);
+    ASSERT_TRUE(Eventually([&] { return client->Metrics().round_trips == before + written; }));
+  }
+  for (int i = 0; i < 50; ++i) {
+    client->Execute("q", {"INCR", "q"}, count);
+    // Time for an I/O thread that was woken to take this command and write it alone (what a
+    // client without this batching does); the assertions below do not depend on it.
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  (*server)->Resume();
+  ASSERT_TRUE(all_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(ok.load(), 52);
+  const RedisClientMetrics m = client->Metrics();
+  EXPECT_LE(m.round_trips - before, 5u);
+  EXPECT_GE(m.max_pipeline_depth, 40u);
+  EXPECT_EQ(IncrOrDie(*client, "q"), 54);
+}
+
+// The same batching never holds a command for one primary behind a reply awaited from another:
+// with one primary stopped (SIGSTOP) and a command waiting on it, commands for the other
+// primaries are answered at once.
+TEST(RedisClusterClientTest, AStoppedPrimaryDoesNotHoldCommandsForTheOthers) {
+  std::unique_ptr<RedisCluster> cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  RedisClusterClient::Options options;
+  options.command_timeout = absl::Seconds(60);
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie(cluster->seeds(), options);
+  ASSERT_NE(client, nullptr);
+  const std::string stuck_key = "stuck";
+  absl::StatusOr<int> stuck = cluster->PrimaryOf(KeySlot(stuck_key));
+  ASSERT_OK(stuck);
+  ASSERT_EQ(IncrOrDie(*client, stuck_key), 1);
+
+  cluster->server(*stuck).Pause();
+  absl::Notification stuck_done;
+  client->Execute(stuck_key, {"INCR", stuck_key},
+                  [&](absl::StatusOr<Reply>) { stuck_done.Notify(); });
+  int others = 0;
+  for (int i = 0; i < 32; ++i) {
+    const std::string key = absl::StrCat("free:", i);
+    if (client->PrimaryForSlot(KeySlot(key)) == cluster->server(*stuck).address()) continue;
+    ++others;
+    EXPECT_EQ(IncrOrDie(*client, key), 1) << key;
+  }
+  EXPECT_GT(others, 10);
+  // Still waiting on the stopped primary: everything above was answered without it.
+  EXPECT_FALSE(stuck_done.HasBeenNotified());
+  cluster->server(*stuck).Resume();
+  ASSERT_TRUE(stuck_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(IncrOrDie(*client, stuck_key), 3);
+}
+
 // The server drops the client's connection (CLIENT KILL): the client notices, waits out its
 // backoff, connects again and works, without being recreated.
 TEST(RedisClusterClientTest, ReconnectsAfterTheServerDropsTheConnection) {

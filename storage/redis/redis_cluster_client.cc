@@ -124,10 +124,19 @@ bool RedisClusterClient::OnIoThread() const {
   return std::this_thread::get_id() == thread_.get_id();
 }
 
-void RedisClusterClient::Submit(std::function<void(Loop&)> task) {
+void RedisClusterClient::Submit(std::function<void(Loop&)> task, int slot) {
   {
     absl::MutexLock l(&mu_);
     tasks_.push_back(std::move(task));
+    if (wake_pending_) return;
+    if (slot >= 0 && slot < static_cast<int>(slot_owner_.size())) {
+      const int owner = slot_owner_[slot];
+      if (owner >= 0 && owner < static_cast<int>(awaiting_reply_.size()) &&
+          awaiting_reply_[owner]) {
+        return;
+      }
+    }
+    wake_pending_ = true;
   }
   const uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
@@ -165,7 +174,7 @@ void RedisClusterClient::ExecuteRouted(int slot, std::vector<std::string> args, 
   req->info = std::move(info);
   req->done = std::move(done);
   req->deadline = Now() + ToChrono(options_.command_timeout);
-  Submit([req](Loop& loop) mutable { loop.Route(std::move(req)); });
+  Submit([req](Loop& loop) mutable { loop.Route(std::move(req)); }, slot);
 }
 
 void RedisClusterClient::ExecuteOnNode(std::string address, std::vector<std::string> args,

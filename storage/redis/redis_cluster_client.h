@@ -190,7 +190,11 @@ class RedisClusterClient {
 
   void ExecuteRouted(int slot, std::vector<std::string> args, Callback done,
                      std::shared_ptr<CommandInfo> info);
-  void Submit(std::function<void(Loop&)> task);
+  // Queues `task` for the I/O thread and wakes it, unless it will wake anyway soon enough: a wake
+  // is already on its way, or `slot` (-1: none) belongs to a primary with writes enough awaiting
+  // replies (the thread runs the queued tasks on the next one, so commands queued meanwhile share
+  // a write).
+  void Submit(std::function<void(Loop&)> task, int slot = -1);
   bool OnIoThread() const;
 
   const Options options_;
@@ -201,6 +205,11 @@ class RedisClusterClient {
   mutable absl::Mutex mu_;
   std::vector<std::function<void(Loop&)>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // An eventfd write the I/O thread has not taken its tasks after yet.
+  bool wake_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // Per index of primaries_: the I/O thread went to sleep with writes enough awaiting replies
+  // from that primary to hold new commands for it (see kBatchesAhead).
+  std::vector<bool> awaiting_reply_ ABSL_GUARDED_BY(mu_);
   // Published by the I/O thread after every slot map change.
   std::vector<std::string> primaries_ ABSL_GUARDED_BY(mu_);
   std::vector<int> slot_owner_ ABSL_GUARDED_BY(mu_);  // index into primaries_, -1 for none

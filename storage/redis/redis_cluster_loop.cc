@@ -16,6 +16,10 @@
 namespace ratelimit::redis {
 namespace {
 
+// Commands for a primary with this many writes awaiting their replies do not wake the I/O
+// thread: they wait for its next reply and go out together then. Two keeps the next write queued
+// at the node while it answers one, so batching never leaves it idle.
+constexpr int kBatchesAhead = 2;
 // How long the slot map is left alone after a refresh, however many commands ask for another.
 constexpr auto kMinRefreshInterval = std::chrono::milliseconds(100);
 
@@ -458,7 +462,22 @@ void RedisClusterClient::Loop::Run() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, owner_.wake_fd_, &wake);
   epoll_event events[64];
   while (true) {
-    const int n = epoll_wait(epoll_fd_, events, 64, TimeoutMillis(Now()));
+    int timeout = TimeoutMillis(Now());
+    {
+      // Before sleeping: tell Submit which primaries' replies will wake this thread, and do not
+      // sleep on tasks queued since the last turn (their Submit may have counted on a reply that
+      // has come since).
+      absl::MutexLock l(&owner_.mu_);
+      owner_.awaiting_reply_.assign(primaries_.size(), false);
+      for (size_t i = 0; i < primaries_.size(); ++i) {
+        auto it = connections_.find(primaries_[i]);
+        if (it != connections_.end() && it->second->awaiting_replies(kBatchesAhead)) {
+          owner_.awaiting_reply_[i] = true;
+        }
+      }
+      if (!owner_.tasks_.empty()) timeout = 0;
+    }
+    const int n = epoll_wait(epoll_fd_, events, 64, timeout);
     SteadyTime now = Now();
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
@@ -477,6 +496,7 @@ void RedisClusterClient::Loop::Run() {
     {
       absl::MutexLock l(&owner_.mu_);
       tasks.swap(owner_.tasks_);
+      owner_.wake_pending_ = false;
       stopping = owner_.stopping_;
     }
     for (auto& task : tasks) task(*this);

@@ -206,6 +206,7 @@ void RedisConnection::ReadAvailable(SteadyTime now, std::vector<Completion>* don
     }
     InFlight entry = std::move(inflight_.front());
     inflight_.pop_front();
+    if (entry.ends_batch) --batches_in_flight_;
     if (observer_.on_latency) {
       observer_.on_latency(
           std::chrono::duration_cast<std::chrono::microseconds>(now - entry.sent).count());
@@ -284,6 +285,8 @@ void RedisConnection::WriteAvailable(SteadyTime now, std::vector<Completion>* do
       entry.is_wait = true;
       inflight_.push_back(std::move(entry));
     }
+    inflight_.back().ends_batch = true;
+    ++batches_in_flight_;
     if (observer_.on_batch) observer_.on_batch(depth);
   }
   while (out_offset_ < out_.size()) {
@@ -366,6 +369,7 @@ void RedisConnection::Fail(absl::Status error, SteadyTime now, std::vector<Compl
     done->push_back(Completion{std::move(c.handler), std::move(status)});
   }
   inflight_.clear();
+  batches_in_flight_ = 0;
   out_.clear();
   out_offset_ = 0;
 }

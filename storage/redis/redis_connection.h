@@ -101,6 +101,12 @@ class RedisConnection {
   // The earliest deadline of a command, queued or written, or of the connect.
   std::optional<SteadyTime> NextDeadline() const;
   size_t pending() const { return unsent_.size() + inflight_.size(); }
+  // Whether epoll will report this connection without anything else happening, while the node
+  // still has a written batch to work on after the one it replies to: it is connecting, or at
+  // least `batches` writes await their replies.
+  bool awaiting_replies(int batches) const {
+    return !closed_ && (!connected_ || batches_in_flight_ >= batches);
+  }
 
   void Enqueue(Command command);
   // Handles readiness reported by epoll.
@@ -120,9 +126,10 @@ class RedisConnection {
     Handler handler;
     SteadyTime deadline;
     SteadyTime sent;
-    bool auth = false;     // the AUTH of Start(): an error reply closes the connection
-    bool wait = false;     // its reply is held until the batch's WAIT answers
-    bool is_wait = false;  // the batch's WAIT
+    bool auth = false;        // the AUTH of Start(): an error reply closes the connection
+    bool wait = false;        // its reply is held until the batch's WAIT answers
+    bool is_wait = false;     // the batch's WAIT
+    bool ends_batch = false;  // the last command of its write
     int* batch_depth = nullptr;
   };
   void ReadAvailable(SteadyTime now, std::vector<Completion>* done);
@@ -139,8 +146,10 @@ class RedisConnection {
   SteadyTime connect_deadline_;
   redisReader* reader_ = nullptr;
   std::deque<Command> unsent_;
-  std::deque<InFlight> inflight_;  // written or in the current batch, in order
-  std::string out_;                // the current batch
+  std::deque<InFlight> inflight_;
+  int batches_in_flight_ = 0;  // writes in inflight_ (entries with ends_batch)  // written or in
+                               // the current batch, in order
+  std::string out_;            // the current batch
   size_t out_offset_ = 0;
   bool auth_pending_ = false;     // the first unsent command is Start()'s AUTH
   std::vector<Completion> held_;  // replies waiting for their batch's WAIT
