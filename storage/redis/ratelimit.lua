@@ -116,15 +116,19 @@ local function full_at(l, s)
   return beyond(at + 1)
 end
 
--- A time (an integer below BIG in magnitude, or NEVER) as '%.17g' prints it: '%d' gives the same
--- digits for such integers, at less than half the cost.
+-- Whether a time (an integer, or NEVER) prints the same with '%d' as with '%.17g': true below BIG
+-- in magnitude, where '%d' costs less than half as much.
+local function prints_as_integer(t)
+  return t < BIG and t > -BIG
+end
+
 local function time_text(t)
-  if t >= BIG or t <= -BIG then return string.format('%.17g', t) end
-  return string.format('%d', t)
+  if prints_as_integer(t) then return string.format('%d', t) end
+  return string.format('%.17g', t)
 end
 
 local function encode(s)
-  if s.ts < BIG and s.ts > -BIG and s.full < BIG and s.full > -BIG then
+  if prints_as_integer(s.ts) and prints_as_integer(s.full) then
     return string.format('%.17g %d %d', s.v, s.ts, s.full)
   end
   return string.format('%.17g %.17g %.17g', s.v, s.ts, s.full)

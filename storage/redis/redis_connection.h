@@ -146,10 +146,9 @@ class RedisConnection {
   SteadyTime connect_deadline_;
   redisReader* reader_ = nullptr;
   std::deque<Command> unsent_;
-  std::deque<InFlight> inflight_;
-  int batches_in_flight_ = 0;  // writes in inflight_ (entries with ends_batch)  // written or in
-                               // the current batch, in order
-  std::string out_;            // the current batch
+  std::deque<InFlight> inflight_;  // written or in the current batch, in order
+  int batches_in_flight_ = 0;      // writes in inflight_ (its entries with ends_batch)
+  std::string out_;                // the current batch
   size_t out_offset_ = 0;
   bool auth_pending_ = false;     // the first unsent command is Start()'s AUTH
   std::vector<Completion> held_;  // replies waiting for their batch's WAIT
