@@ -75,13 +75,22 @@ def test_cancelled_async_reserve_and_wait_gives_its_tokens_back(server):
     async def main():
         async with AsyncRateLimitClient(server.target) as client:
             await client.consume("job", "k", 5, config=SLOW)
+            # The server shows a reservation's debt to a check before the Reserve's answer (and
+            # its receipt) reaches the client, and a task cancelled before that answer has
+            # nothing to give back. So cancel only once reserve_and_wait holds the answer: it
+            # then goes straight to its sleep, without yielding.
+            answered = asyncio.Event()
+            reserve = client.reserve
+
+            async def reserve_and_signal(*args, **kwargs):
+                decision = await reserve(*args, **kwargs)
+                answered.set()
+                return decision
+
+            client.reserve = reserve_and_signal
             task = asyncio.ensure_future(client.reserve_and_wait("job", "k", 2, config=SLOW))
-            for _ in range(1000):
-                if (await client.check("job", "k", config=SLOW)).results[0].value < -1.5:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the reservation was not taken")
+            await asyncio.wait_for(answered.wait(), 10)
+            assert (await client.check("job", "k", config=SLOW)).results[0].value < -1.5
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
