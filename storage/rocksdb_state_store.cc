@@ -24,6 +24,7 @@
 #include "storage/rocksdb_recovery.h"
 #include "storage/state_codec.h"
 #include "storage/stripe_locks.h"
+#include "storage/write_coalesce.h"
 
 namespace ratelimit {
 namespace {
@@ -534,6 +535,11 @@ absl::Status RocksDbStateStore::WaitLocked(const Pending& pending) {
 
 absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
   if (options_.before_group_write) options_.before_group_write();
+  // Only the last write of a key repeated in the group goes to the WAL (the group is written
+  // all or nothing, so the earlier ones are never seen).
+  if (const size_t dropped = CoalesceRepeatedKeys(handles_, batch); dropped > 0) {
+    coalesced_.fetch_add(dropped, std::memory_order_relaxed);
+  }
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
   rocksdb::Status s = db_->Write(wo, &batch);
@@ -820,6 +826,10 @@ std::vector<StateStore::MetricFamily> RocksDbStateStore::MetricFamilies() {
       counter("rocksdb_group_decisions_total",
               "Decisions and resets queued for a WAL write (at most one write each).",
               [this] { return static_cast<double>(group_.stats().tickets); }),
+      counter("rocksdb_group_coalesced_writes_total",
+              "State writes left out of a WAL write because a later decision of the same group "
+              "wrote the same key.",
+              [this] { return static_cast<double>(coalesced_writes()); }),
   };
 }
 

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_STORAGE_ROCKSDB_STATE_STORE_H_
 #define RATELIMIT_STORAGE_ROCKSDB_STATE_STORE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -162,6 +163,9 @@ class RocksDbStateStore final : public StateStore {
 
   // Group commit counters (WAL writes vs decisions) and the state cache, for tests and metrics.
   GroupCommit::Stats group_commit_stats() const { return group_.stats(); }
+  // State writes left out of group writes because a later decision of the same group wrote the
+  // same key (storage/write_coalesce.h).
+  uint64_t coalesced_writes() const { return coalesced_.load(std::memory_order_relaxed); }
   const StateCache& state_cache() const { return *cache_; }
 
   const RocksDbOpenReport& open_report() const { return open_report_; }
@@ -252,6 +256,7 @@ class RocksDbStateStore final : public StateStore {
   // The pending WAL group, and the hot states (entries made under the keys' stripes).
   GroupCommit group_;
   std::unique_ptr<StateCache> cache_;
+  std::atomic<uint64_t> coalesced_{0};  // see coalesced_writes()
 
   // Guards the DB's lifetime (shared: in use; exclusive: Close).
   absl::Mutex db_mu_;

@@ -3,3 +3,5 @@
 ratelimit_test(group_commit_test group_commit_test.cc LIBS ratelimit_client RocksDB::rocksdb)
 add_dependencies(group_commit_test ratelimit-server)
 ratelimit_test(state_cache_test state_cache_test.cc LIBS RocksDB::rocksdb)
+# Coalescing of a group write: each key's last entry only.
+ratelimit_test(write_coalesce_test write_coalesce_test.cc LIBS ratelimit_storage RocksDB::rocksdb)

@@ -1,11 +1,13 @@
 // Group commit of the RocksDB store: concurrent decisions share WAL writes without holding their
 // keys' locks while they wait, a later decision on a key sees an earlier one before it is written
 // (and is answered only after it), a failed write fails every decision queued with it and its
-// states are never read again, and a real server killed with SIGKILL under many concurrent
+// states are never read again, a key decided many times in one group is written once (its last
+// state, which a crash image recovers), and a real server killed with SIGKILL under many concurrent
 // callers keeps every acknowledged decision.
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -334,6 +336,48 @@ TEST_F(GroupCommitTest, CloseWritesTheQueuedAsyncDecisionsBeforeItReturns) {
   ASSERT_OK(state);
   ASSERT_TRUE(state->has_value());
   EXPECT_DOUBLE_EQ((*state)->value, 10 - static_cast<double>(kCalls));
+}
+
+TEST_F(GroupCommitTest, AKeyDecidedManyTimesInOneGroupIsWrittenOnceWithItsLastState) {
+  Open();
+  constexpr size_t kHot = 8;
+  AsyncAnswers answers(kHot + 3);
+  limiter_->EvaluateAsync({Request("hot")}, Mode::kConsume, answers.Slot(0));
+  gate_.WaitUntilHeld();  // the first write is held: the rest queue up as one group
+  for (size_t i = 1; i <= kHot; ++i) {
+    limiter_->EvaluateAsync({Request("hot")}, Mode::kConsume, answers.Slot(i));
+  }
+  limiter_->EvaluateAsync({Request("cold", 2)}, Mode::kConsume, answers.Slot(kHot + 1));
+  limiter_->EvaluateAsync({Request("cold", 3)}, Mode::kConsume, answers.Slot(kHot + 2));
+  WaitForPending(kHot + 2);
+  gate_.Release();
+  ASSERT_TRUE(answers.WaitFor(kHot + 3));
+  for (size_t i = 0; i <= kHot; ++i) {
+    ASSERT_OK(answers[i]);
+    EXPECT_DOUBLE_EQ(answers[i]->decisions[0].value, 9 - static_cast<double>(i)) << i;
+  }
+  ASSERT_OK(answers[kHot + 2]);
+  EXPECT_DOUBLE_EQ(answers[kHot + 2]->decisions[0].value, 5);
+  // The second group had kHot writes of "hot" and two of "cold": one of each reached the WAL.
+  EXPECT_EQ(store_->coalesced_writes(), kHot - 1 + 1);
+  EXPECT_EQ(store_->group_commit_stats().writes, 2u);
+
+  // What a crash now would leave: a copy of the directory (the group is in the WAL only, not in
+  // an SST) recovers the last state of each key.
+  const std::string copy = dir_.path() + "/crash-image";
+  std::filesystem::copy(dir_.path() + "/db", copy, std::filesystem::copy_options::recursive);
+  RocksDbStateStoreOptions o;
+  o.path = copy;
+  o.clock = &clock_;
+  auto recovered = RocksDbStateStore::Open(o);
+  ASSERT_OK(recovered);
+  for (const auto& [key, value] : {std::pair<const char*, double>{"hot", 1}, {"cold", 5}}) {
+    auto state = (*recovered)->Get(StateKey{"gc", key});
+    ASSERT_OK(state);
+    ASSERT_TRUE(state->has_value()) << key;
+    EXPECT_DOUBLE_EQ((*state)->value, value) << key;
+  }
+  EXPECT_OK((*recovered)->Close());
 }
 
 constexpr char kLedgerLimits[] = R"(limits:
