@@ -50,6 +50,10 @@ ABSL_FLAG(std::string, redis_password_file, "",
           "--store=redis: file holding the Redis AUTH password; empty: no AUTH");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
           "--store=redis: time to connect to a node and for one command's round trip");
+ABSL_FLAG(absl::Duration, redis_hold_ttl, absl::Seconds(10),
+          "--store=redis: how long the take of a request whose limits span slots is remembered, "
+          "so that it can be refunded and a take arriving after its refund does nothing; at "
+          "least twice --redis_timeout");
 ABSL_FLAG(std::string, redis_key_prefix,
           "ratelimit:", "--store=redis: prefix of every Redis key (no '{' or '}')");
 ABSL_FLAG(int, redis_wait_replicas, 0,
@@ -244,6 +248,7 @@ int main(int argc, char** argv) {
   options.redis_address = absl::GetFlag(FLAGS_redis_address);
   options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
+  options.redis_hold_ttl = absl::GetFlag(FLAGS_redis_hold_ttl);
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.redis_wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
   options.store_threads = absl::GetFlag(FLAGS_store_threads);
@@ -259,6 +264,11 @@ int main(int argc, char** argv) {
       return Fail("--redis_timeout must be positive");
     }
     if (options.redis_wait_replicas < 0) return Fail("--redis_wait_replicas must not be negative");
+    if (options.redis_hold_ttl < 2 * options.redis_timeout) {
+      return Fail(absl::StrCat("--redis_hold_ttl (", absl::FormatDuration(options.redis_hold_ttl),
+                               ") must be at least twice --redis_timeout (",
+                               absl::FormatDuration(options.redis_timeout), ")"));
+    }
   } else if (options.store == "rocksdb") {
     if (!options.redis_address.empty() || !options.redis_password_file.empty() ||
         options.redis_wait_replicas != 0) {

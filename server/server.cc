@@ -179,6 +179,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     so.redis_timeout = options.redis_timeout;
     so.redis_key_prefix = options.redis_key_prefix;
     so.redis_wait_replicas = options.redis_wait_replicas;
+    so.redis_hold_ttl = options.redis_hold_ttl;
     so.path = options.data_dir;
     so.sync = options.sync;
     so.state_cache_bytes = options.state_cache_bytes;

@@ -22,8 +22,8 @@
 #include "server/observability/tracer.h"
 #include "server/periodic_task.h"
 #include "server/rate_limit_service.h"
-#include "server/store_executor.h"
 #include "server/receipt.h"
+#include "server/store_executor.h"
 #include "server/tls.h"
 #include "server/watched_config.h"
 #include "storage/clock.h"
@@ -63,6 +63,8 @@ struct ServerOptions {
   std::string redis_key_prefix = "ratelimit:";
   // Replicas that must acknowledge each pipelined write (Redis WAIT); 0: no WAIT.
   int redis_wait_replicas = 0;
+  // How long a take of a request spanning slots is remembered (--redis_hold_ttl).
+  absl::Duration redis_hold_ttl = absl::Seconds(10);
   // The limits YAML file; empty: only inline configs.
   std::string limits_file;
   // How often the limits file is checked for changes.

@@ -43,6 +43,9 @@ absl::StatusOr<OpenedStateStore> OpenRedis(const StoreOptions& options) {
   if (options.redis_wait_replicas < 0) {
     return absl::InvalidArgumentError("redis_wait_replicas: must not be negative");
   }
+  if (options.redis_hold_ttl < 2 * options.redis_timeout) {
+    return absl::InvalidArgumentError("redis_hold_ttl: must be at least twice redis_timeout");
+  }
   redis::RedisClusterClient::Options co;
   co.wait_replicas = options.redis_wait_replicas;
   co.seeds = options.redis_address;
@@ -70,6 +73,7 @@ absl::StatusOr<OpenedStateStore> OpenRedis(const StoreOptions& options) {
   RedisStateStoreOptions ro;
   ro.key_prefix = options.redis_key_prefix;
   ro.claim_lease = 2 * options.redis_timeout;
+  ro.hold_ttl = options.redis_hold_ttl;
   absl::StatusOr<std::unique_ptr<RedisStateStore>> store =
       RedisStateStore::Open(*std::move(client), ro);
   if (!store.ok()) return named(store.status());

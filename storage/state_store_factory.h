@@ -39,6 +39,9 @@ struct StoreOptions {
   std::string redis_password_file;
   // Connecting to a node, and one command's round trip (redirections included). Default 1 s.
   absl::Duration redis_timeout = absl::Seconds(1);
+  // How long the take of a request whose keys span slots is remembered (RedisStateStoreOptions::
+  // hold_ttl). At least twice redis_timeout. Default 10 s.
+  absl::Duration redis_hold_ttl = absl::Seconds(10);
   // Every Redis key starts with it; no '{' or '}'. Default "ratelimit:".
   std::string redis_key_prefix = "ratelimit:";
   // Replicas that must acknowledge each pipelined batch of writes to a primary (one WAIT per

@@ -15,6 +15,7 @@
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_slot.h"
 #include "storage/redis/redis_state_store.h"
+#include "storage/state_store_factory.h"
 #include "tests/support/redis_process.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/redis_test_store.h"
@@ -216,6 +217,43 @@ TEST_F(RedisClusterStoreTest, KeysWithTheSameHashTagAreDecidedInOneCallWithoutAH
   const std::vector<LimitOp> spread = {{u, Bucket(1, 10), 1}, {o, Bucket(1, 100), 1}};
   ASSERT_OK(store_->Apply(Operation{spread, Mode::kConsume}, clock_));
   EXPECT_EQ(Holds(), 2);
+}
+
+TEST_F(RedisClusterStoreTest, AHoldExpiresAfterTheHoldTtlTheFactoryWasGiven) {
+  StoreOptions options;
+  options.backend = "redis";
+  options.redis_address = target_.seeds;
+  options.redis_key_prefix = target_.key_prefix;
+  options.redis_timeout = absl::Seconds(1);
+  options.redis_hold_ttl = absl::Seconds(3);
+  absl::StatusOr<OpenedStateStore> opened = OpenStateStore(options);
+  ASSERT_OK(opened);
+  const StateKey u{"user", "u42"};
+  const StateKey o{"org", "o7"};
+  ASSERT_NE(SlotOf(u), SlotOf(o));
+  const std::vector<LimitOp> spread = {{u, Bucket(1, 10), 1}, {o, Bucket(1, 100), 1}};
+  ASSERT_OK(opened->store->Apply(Operation{spread, Mode::kConsume}, clock_));
+  auto replies =
+      client_->ExecuteOnEachPrimarySync({"KEYS", absl::StrCat(target_.key_prefix, "*hold:*")});
+  ASSERT_OK(replies);
+  int holds = 0;
+  for (const redis::NodeReply& r : *replies) {
+    ASSERT_OK(r.reply);
+    for (const redis::Reply& key : r.reply->elements) {
+      auto ttl = client_->ExecuteSync(key.str, {"PTTL", key.str});
+      ASSERT_OK(ttl);
+      EXPECT_GT(ttl->integer, 0) << key.str;
+      EXPECT_LE(ttl->integer, 3000) << key.str << " outlives --redis_hold_ttl";
+      ++holds;
+    }
+  }
+  EXPECT_EQ(holds, 2);
+
+  // Less than twice the command timeout is refused: a hold must outlive its request.
+  options.redis_hold_ttl = absl::Milliseconds(1500);
+  absl::StatusOr<OpenedStateStore> refused = OpenStateStore(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "redis_hold_ttl")) << refused.status();
 }
 
 TEST_F(RedisClusterStoreTest, DeleteAllRemovesTheNameOnEveryPrimaryAndNothingElse) {

@@ -125,6 +125,20 @@ TEST(RedisWaitFlagTest, ANegativeCountOrOneWithoutTheRedisStoreIsRefused) {
   EXPECT_TRUE(absl::StrContains(o3, "-redis_wait_replicas")) << o3;
 }
 
+TEST(RedisHoldTtlFlagTest, LessThanTwiceTheTimeoutIsRefusedNamingBothFlags) {
+  TempDir dir;
+  const std::string server = absl::StrCat(
+      "timeout -s KILL 60 ", testing::BinaryPath("ratelimit-server"),
+      " --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --data_dir=", dir.File("data"),
+      " --store=redis --redis_address=127.0.0.1:1");
+  const auto [code, out] =
+      testing::RunCommand(server + " --redis_timeout=2s --redis_hold_ttl=3s 2>&1");
+  EXPECT_NE(code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(out, "--redis_hold_ttl (3s) must be at least twice --redis_timeout (2s)"))
+      << out;
+}
+
 // ---- Failover of a primary under load, through the server ---------------------------------
 
 struct FailoverRun {

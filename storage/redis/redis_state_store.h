@@ -21,8 +21,8 @@ struct RedisStateStoreOptions {
   // Tests: the time of every decision instead of the server's TIME. Not owned; outlives the store.
   const Clock* clock_override = nullptr;
   // How long a take of a request whose keys span slots is remembered (to refund it, and to make
-  // a take that arrives after its refund do nothing). Default 60 s.
-  absl::Duration hold_ttl = absl::Seconds(60);
+  // a take that arrives after its refund do nothing). Default 10 s (--redis_hold_ttl).
+  absl::Duration hold_ttl = absl::Seconds(10);
   // How long a request with a request_id whose keys span slots owns its request_id before another
   // server may take it over (ApplyRecorded). The server sets 2 x --redis_timeout.
   absl::Duration claim_lease = absl::Seconds(2);
