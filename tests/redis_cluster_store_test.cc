@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -333,6 +334,33 @@ TEST_F(RedisRefundTest, ARefundOfAnUntouchedKeyRestoresItsStateExactly) {
   const State before = Stored();
   Take(4, t0_ + kSecond / 10, "h1");
   Refund("h1");
+  EXPECT_EQ(Stored(), before);
+}
+
+TEST_F(RedisRefundTest, AHoldIsOneLineOfFieldsPerKeyAndAJsonHoldOfVersion6IsStillRefunded) {
+  Take(3, t0_);
+  const std::string pre = Call({"GET", "k"}).str;
+  const State before = Stored();
+  Take(4, t0_ + kSecond / 10, "h1");
+  const std::string post = Call({"GET", "k"}).str;
+  const std::string hold = Call({"GET", "h1"}).str;
+  // pre|post|before|taken|bucket|rate|period|capacity|offset, nothing else.
+  const std::vector<std::string> fields = absl::StrSplit(hold, '|');
+  ASSERT_EQ(fields.size(), 9u) << hold;
+  EXPECT_EQ(fields[0], pre);
+  EXPECT_EQ(fields[1], post);
+  EXPECT_EQ(fields[3], "4");
+  EXPECT_EQ(fields[4], "1");
+  EXPECT_LT(hold.size(), 100u) << hold;
+
+  // A hold as library version 6 wrote it (JSON), found by the current library after an upgrade.
+  const std::string json =
+      absl::StrCat(R"([{"pre":")", fields[0], R"(","post":")", fields[1], R"(","before":")",
+                   fields[2], R"(","taken":")", fields[3], R"(","b":")", fields[4], R"(","rate":")",
+                   fields[5], R"(","period":")", fields[6], R"(","cap":")", fields[7],
+                   R"(","offset":")", fields[8], R"("}])");
+  Call({"SET", "h2", json});
+  Refund("h2");
   EXPECT_EQ(Stored(), before);
 }
 

@@ -22,7 +22,7 @@
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '6'
+local LIBRARY_VERSION = '7'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -301,6 +301,41 @@ local function commit(keys, args)
   return 1
 end
 
+-- A hold, as take_into_hold writes it: one line per key ('\n' between lines), each the fields of
+-- HOLD_FIELDS separated by '|' (a state's text has no '|'); with a kept reply, '\n=' and the
+-- reply in JSON after the last line. Library version 6 and earlier wrote a JSON array of
+-- objects with these fields ('[' first, the reply in the first object): still read, so that a
+-- hold written before an upgrade is refunded or replayed by the new library.
+local HOLD_FIELDS = {'pre', 'post', 'before', 'taken', 'b', 'rate', 'period', 'cap', 'offset'}
+
+-- The entries of a hold (one table per key, fields by name) and its kept reply's JSON (or nil).
+local function read_hold(raw)
+  if string.sub(raw, 1, 1) == '[' then
+    local held = cjson.decode(raw)
+    return held, held[1].reply
+  end
+  local body, reply = raw, nil
+  local r = string.find(raw, '\n=', 1, true)
+  if r then
+    body = string.sub(raw, 1, r - 1)
+    reply = string.sub(raw, r + 2)
+  end
+  local held, entry, field, pos = {}, {}, 1, 1
+  while true do
+    local sep = string.find(body, '[|\n]', pos)
+    entry[HOLD_FIELDS[field]] = string.sub(body, pos, (sep or #body + 1) - 1)
+    field = field + 1
+    if sep == nil or string.sub(body, sep, sep) == '\n' then
+      if field ~= #HOLD_FIELDS + 1 then error('ratelimit: unreadable hold') end
+      held[#held + 1] = entry
+      entry, field = {}, 1
+      if sep == nil then break end
+    end
+    pos = sep + 1
+  end
+  return held, reply
+end
+
 -- Part of a request whose keys span slots: one take per slot, each remembered under the
 -- request's id so that it can be refunded, and so that a take arriving after its refund does
 -- nothing.
@@ -317,22 +352,21 @@ local function take_into_hold(keys, args, hold, ttl, keep_reply)
   local reply, first = apply(keys, args)
   local n = #keys
   if reply[2] == 1 and args[1] ~= 'c' then
-    local held = {}
+    local entries = {}
     for k = 1, n do
       local post = reply[2 + n + k]
       local f = first[k]
       local a = f.a
-      -- The limit as it came (rate, period, capacity, offset: numbers the refund reads back).
-      held[k] = {
-        pre = reply[2 + k], post = post,
-        before = string.format('%.17g', f.v),
-        taken = string.format('%.17g', f.v - decode(post, keys[k]).v),
-        b = f.l.bucket and '1' or '0', rate = args[a + 2], period = args[a + 3],
-        cap = args[a + 4], offset = args[a + 6],
-      }
+      -- The fields of HOLD_FIELDS, in order; the limit as it came (rate, period, capacity,
+      -- offset: numbers the refund reads back).
+      entries[k] = table.concat({
+        reply[2 + k], post, string.format('%.17g', f.v),
+        string.format('%.17g', f.v - decode(post, keys[k]).v), f.l.bucket and '1' or '0',
+        args[a + 2], args[a + 3], args[a + 4], args[a + 6]}, '|')
     end
-    if keep_reply then held[1].reply = cjson.encode(reply) end
-    redis.call('SET', hold, cjson.encode(held), 'PX', ttl)
+    local text = table.concat(entries, '\n')
+    if keep_reply then text = text .. '\n=' .. cjson.encode(reply) end
+    redis.call('SET', hold, text, 'PX', ttl)
   end
   return reply
 end
@@ -367,7 +401,8 @@ local function take_recorded(keys, args)
       if string.sub(raw, 1, 8) == 'refunded' then
         return redis.error_reply('REFUNDED request already refunded')
       end
-      return cjson.decode(cjson.decode(raw)[1].reply)
+      local _, reply = read_hold(raw)
+      return cjson.decode(reply)
     end
     if tonumber(refunded) >= generation then
       return redis.error_reply('REFUNDED request already refunded')
@@ -395,7 +430,7 @@ local function refund(keys, args)
   if args[2] then mark = 'refunded:' .. args[2] end
   redis.call('SET', hold, mark, 'PX', ttl)
   if not raw or string.sub(raw, 1, 8) == 'refunded' then return 0 end
-  local held = cjson.decode(raw)
+  local held = read_hold(raw)
   for k = 1, #keys do
     local h = held[k]
     local cur = redis.call('GET', keys[k]) or ''
