@@ -46,11 +46,13 @@ class Lister : public rocksdb::WriteBatch::Handler {
 
   bool supported() const { return supported_; }
   const std::vector<Entry>& entries() const { return entries_; }
-  bool IsLast(size_t i) const {
-    const Entry& e = entries_[i];
-    return last_.at(FamilyKey{e.family, absl::string_view(e.key.data(), e.key.size())}) == i;
-  }
   size_t distinct() const { return last_.size(); }
+  // Per entry, whether it is the last one of its key.
+  std::vector<bool> LastOfTheirKeys() const {
+    std::vector<bool> last(entries_.size(), false);
+    for (const auto& [key, index] : last_) last[index] = true;
+    return last;
+  }
 
  private:
   using FamilyKey = std::pair<uint32_t, absl::string_view>;
@@ -89,18 +91,18 @@ size_t CoalesceRepeatedKeys(absl::Span<rocksdb::ColumnFamilyHandle* const> famil
     }
     return nullptr;
   };
-  for (const Entry& e : lister.entries()) {
-    if (handle_of(e.family) == nullptr) return 0;
-  }
-  // The entries are slices into `batch`: the new batch is built beside it, then replaces it.
+  // The entries are slices into `batch`: the new batch is built beside it, and replaces it only
+  // once complete, so every early return leaves `batch` intact.
+  const std::vector<bool> last = lister.LastOfTheirKeys();
   rocksdb::WriteBatch coalesced(batch.GetDataSize());
   for (size_t i = 0; i < lister.entries().size(); ++i) {
-    if (!lister.IsLast(i)) continue;
+    if (!last[i]) continue;
     const Entry& e = lister.entries()[i];
     rocksdb::ColumnFamilyHandle* family = handle_of(e.family);
+    if (family == nullptr) return 0;  // a family not listed
     rocksdb::Status s =
         e.is_delete ? coalesced.Delete(family, e.key) : coalesced.Put(family, e.key, e.value);
-    if (!s.ok()) return 0;  // the original batch is still intact
+    if (!s.ok()) return 0;
   }
   batch = std::move(coalesced);
   return dropped;

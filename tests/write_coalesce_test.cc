@@ -63,6 +63,14 @@ class WriteCoalesceTest : public ::testing::Test {
     return printer.out;
   }
 
+  // Expects CoalesceRepeatedKeys over `families` to drop nothing and leave `batch` byte for byte.
+  static void ExpectLeftAsItWas(absl::Span<rocksdb::ColumnFamilyHandle* const> families,
+                                rocksdb::WriteBatch& batch) {
+    const std::string before = batch.Data();
+    EXPECT_EQ(CoalesceRepeatedKeys(families, batch), 0u);
+    EXPECT_EQ(batch.Data(), before);
+  }
+
   std::string Read(rocksdb::ColumnFamilyHandle* family, const std::string& key) {
     std::string value;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), family, key, &value);
@@ -110,9 +118,7 @@ TEST_F(WriteCoalesceTest, ABatchWithoutRepeatedKeysIsLeftAsItWas) {
   rocksdb::WriteBatch batch;
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(batch.Put(states_, absl::StrCat("k", i), "v").ok());
   ASSERT_TRUE(batch.Put(records_, "k0", "v").ok());
-  const std::string before = batch.Data();
-  EXPECT_EQ(CoalesceRepeatedKeys(handles_, batch), 0u);
-  EXPECT_EQ(batch.Data(), before);
+  ExpectLeftAsItWas(handles_, batch);
 }
 
 TEST_F(WriteCoalesceTest, AnEntryOtherThanAPutOrADeleteLeavesTheBatchAsItWas) {
@@ -120,25 +126,19 @@ TEST_F(WriteCoalesceTest, AnEntryOtherThanAPutOrADeleteLeavesTheBatchAsItWas) {
   ASSERT_TRUE(merge.Put(states_, "a", "1").ok());
   ASSERT_TRUE(merge.Merge(states_, "a", "2").ok());
   ASSERT_TRUE(merge.Put(states_, "a", "3").ok());
-  std::string before = merge.Data();
-  EXPECT_EQ(CoalesceRepeatedKeys(handles_, merge), 0u);
-  EXPECT_EQ(merge.Data(), before);
+  ExpectLeftAsItWas(handles_, merge);
 
   rocksdb::WriteBatch log_data;
   ASSERT_TRUE(log_data.Put(states_, "a", "1").ok());
   ASSERT_TRUE(log_data.PutLogData("note").ok());
   ASSERT_TRUE(log_data.Put(states_, "a", "2").ok());
-  before = log_data.Data();
-  EXPECT_EQ(CoalesceRepeatedKeys(handles_, log_data), 0u);
-  EXPECT_EQ(log_data.Data(), before);
+  ExpectLeftAsItWas(handles_, log_data);
 
   rocksdb::WriteBatch range;
   ASSERT_TRUE(range.Put(states_, "a", "1").ok());
   ASSERT_TRUE(range.DeleteRange(states_, "x", "y").ok());
   ASSERT_TRUE(range.Put(states_, "a", "2").ok());
-  before = range.Data();
-  EXPECT_EQ(CoalesceRepeatedKeys(handles_, range), 0u);
-  EXPECT_EQ(range.Data(), before);
+  ExpectLeftAsItWas(handles_, range);
 }
 
 TEST_F(WriteCoalesceTest, AFamilyNotListedLeavesTheBatchAsItWas) {
@@ -146,9 +146,7 @@ TEST_F(WriteCoalesceTest, AFamilyNotListedLeavesTheBatchAsItWas) {
   ASSERT_TRUE(batch.Put(states_, "a", "1").ok());
   ASSERT_TRUE(batch.Put(states_, "a", "2").ok());
   ASSERT_TRUE(batch.Put(records_, "b", "1").ok());
-  const std::string before = batch.Data();
-  EXPECT_EQ(CoalesceRepeatedKeys({states_}, batch), 0u);  // records_ is not listed
-  EXPECT_EQ(batch.Data(), before);
+  ExpectLeftAsItWas({states_}, batch);  // records_ is not listed
   EXPECT_EQ(CoalesceRepeatedKeys({states_, records_}, batch), 1u);
 }
 
