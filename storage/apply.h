@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
@@ -18,9 +19,10 @@ namespace ratelimit {
 
 // The distinct states an operation touches: `keys` in order of first mention, and for each limit
 // of the operation the index in `keys` of its state.
+// Inline for up to 4 limits: building them allocates nothing for a typical request.
 struct OperationKeys {
-  std::vector<StateKey> keys;
-  std::vector<size_t> slot_of;
+  absl::InlinedVector<StateKey, 4> keys;
+  absl::InlinedVector<size_t, 4> slot_of;
 };
 OperationKeys DistinctKeys(absl::Span<const LimitOp> limits);
 

@@ -1,5 +1,6 @@
 #include "storage/group_commit.h"
 
+#include <iterator>
 #include <utility>
 
 #include "rocksdb/write_batch.h"
@@ -9,6 +10,10 @@ namespace {
 
 // Failed ranges kept for waiters that have not looked at their outcome yet.
 constexpr size_t kMaxFailedRanges = 1024;
+
+// A written group's batch is kept for reuse up to this size (its buffer's capacity is about as
+// large); a larger one is freed.
+constexpr size_t kMaxReusedBatchBytes = size_t{1} << 20;
 
 }  // namespace
 
@@ -50,15 +55,23 @@ absl::Status GroupCommit::Wait(uint64_t ticket, WriteFn write) {
 void GroupCommit::LeadLocked(WriteFn write) {
   // Everything appended so far (tickets taken_ + 1 .. last_) goes in one write.
   writing_ = true;
-  std::unique_ptr<rocksdb::WriteBatch> batch =
-      std::exchange(pending_, std::make_unique<rocksdb::WriteBatch>());
+  std::unique_ptr<rocksdb::WriteBatch> next =
+      spare_batch_ ? std::move(spare_batch_) : std::make_unique<rocksdb::WriteBatch>();
+  std::unique_ptr<rocksdb::WriteBatch> batch = std::exchange(pending_, std::move(next));
   const uint64_t first = taken_ + 1;
   const uint64_t last = last_;
   taken_ = last;
   ++writes_;
   mu_.Unlock();
   absl::Status status = write(*batch);
+  // Emptied for the group after next: its buffer is reused unless a large group grew it.
+  if (batch->GetDataSize() <= kMaxReusedBatchBytes) {
+    batch->Clear();
+  } else {
+    batch.reset();
+  }
   mu_.Lock();
+  if (batch) spare_batch_ = std::move(batch);
   writing_ = false;
   if (status.ok()) {
     resolved_.store(last, std::memory_order_release);
@@ -71,9 +84,9 @@ void GroupCommit::LeadLocked(WriteFn write) {
 
 void GroupCommit::TakeResolvedLocked() {
   const uint64_t resolved = resolved_.load(std::memory_order_relaxed);
-  auto end = done_.upper_bound(resolved);
-  for (auto it = done_.begin(); it != end; ++it) {
-    ready_.emplace_back(std::move(it->second), OutcomeLocked(it->first));
+  auto end = done_.begin();
+  for (; end != done_.end() && end->first <= resolved; ++end) {
+    ready_.emplace_back(std::move(end->second), OutcomeLocked(end->first));
   }
   done_.erase(done_.begin(), end);
 }
@@ -83,7 +96,9 @@ void GroupCommit::OnResolved(uint64_t ticket, Done done) {
   {
     absl::MutexLock lock(&mu_);
     if (ticket > resolved_.load(std::memory_order_relaxed)) {
-      done_.emplace(ticket, std::move(done));
+      auto at = done_.end();
+      while (at != done_.begin() && std::prev(at)->first > ticket) --at;
+      done_.emplace(at, ticket, std::move(done));
       return;
     }
     if (ticket != 0) outcome = OutcomeLocked(ticket);
@@ -93,7 +108,7 @@ void GroupCommit::OnResolved(uint64_t ticket, Done done) {
 
 bool GroupCommit::AsyncWorkOrStopping() const {
   // A completion waits for a ticket that no write has taken yet (the earliest one decides).
-  const bool to_write = !done_.empty() && !writing_ && done_.begin()->first > taken_;
+  const bool to_write = !done_.empty() && !writing_ && done_.front().first > taken_;
   return to_write || !ready_.empty() || (stopping_ && done_.empty());
 }
 
@@ -113,8 +128,12 @@ void GroupCommit::RunReady() {
   {
     absl::MutexLock lock(&mu_);
     ready.swap(ready_);
+    ready_.swap(spare_);
   }
   for (auto& [done, status] : ready) std::move(done)(std::move(status));
+  ready.clear();
+  absl::MutexLock lock(&mu_);
+  if (spare_.capacity() < ready.capacity()) spare_.swap(ready);
 }
 
 void GroupCommit::Stop() {

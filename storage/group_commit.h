@@ -26,7 +26,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -131,6 +130,8 @@ class GroupCommit {
 
   mutable absl::Mutex mu_;
   std::unique_ptr<rocksdb::WriteBatch> pending_ ABSL_GUARDED_BY(mu_);
+  // A written batch, emptied, to become the next pending_ (null when none is kept).
+  std::unique_ptr<rocksdb::WriteBatch> spare_batch_ ABSL_GUARDED_BY(mu_);
   uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;     // the last ticket handed out
   uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;    // the last ticket taken by a leader
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a leader is writing a group
@@ -142,10 +143,15 @@ class GroupCommit {
     absl::Status error;
   };
   std::vector<Failed> failed_ ABSL_GUARDED_BY(mu_);
-  // Completions of unresolved tickets, by ticket.
-  std::multimap<uint64_t, Done> done_ ABSL_GUARDED_BY(mu_);
+  // Completions of unresolved tickets, sorted by ticket (equal tickets in registration order).
+  // Tickets are registered in about the order they are handed out, so an insertion is at or near
+  // the end, and the resolved ones are a prefix: a vector reuses its memory where a map would
+  // allocate a node per completion.
+  std::vector<std::pair<uint64_t, Done>> done_ ABSL_GUARDED_BY(mu_);
   // Completions of resolved tickets with their outcomes, for the writer thread to run.
   std::vector<std::pair<Done, absl::Status>> ready_ ABSL_GUARDED_BY(mu_);
+  // An empty vector with the capacity of an earlier ready_, to become the next ready_.
+  std::vector<std::pair<Done, absl::Status>> spare_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_writes_ ABSL_GUARDED_BY(mu_) = 0;

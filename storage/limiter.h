@@ -31,7 +31,7 @@ struct Verdict {
   // Every limit allowed (and, unless checking, every one was consumed).
   bool allowed = false;
   // One per requested limit, in request order.
-  std::vector<Decision> decisions;
+  Decisions decisions;
   // Index of the deciding denial (one that can never allow, else the one with the latest
   // retry_at); -1 when allowed.
   int denied_by = -1;

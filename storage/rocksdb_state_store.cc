@@ -502,13 +502,16 @@ absl::StatusOr<uint64_t> RocksDbStateStore::QueueLocked(
     absl::Span<const std::optional<State>> writes,
     absl::FunctionRef<void(rocksdb::WriteBatch&)> fill_more) {
   // Encoded outside the group's lock, which every reactor's decisions share.
-  absl::InlinedVector<std::string, 4> values(writes.size());
+  absl::InlinedVector<EncodedState, 4> values(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
-    if (writes[i]) values[i] = EncodeState(*writes[i]);
+    if (writes[i]) values[i] = EncodeStateBytes(*writes[i]);
   }
   absl::StatusOr<uint64_t> ticket = group_.Append(epoch, [&](rocksdb::WriteBatch& batch) {
     for (size_t i = 0; i < writes.size(); ++i) {
-      if (writes[i]) batch.Put(states_, encoded[i], values[i]).PermitUncheckedError();
+      if (writes[i]) {
+        batch.Put(states_, encoded[i], rocksdb::Slice(values[i].data(), values[i].size()))
+            .PermitUncheckedError();
+      }
     }
     fill_more(batch);
   });

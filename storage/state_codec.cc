@@ -5,10 +5,8 @@
 namespace ratelimit {
 namespace {
 
-void PutFixed64(std::string* out, uint64_t v) {
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
-  out->append(buf, 8);
+void PutFixed64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
 }
 
 uint64_t GetFixed64(const char* p) {
@@ -18,16 +16,21 @@ uint64_t GetFixed64(const char* p) {
   return v;
 }
 
-}  // namespace
-
-std::string NameRangeBegin(LimitSource source, absl::string_view name) {
+// The encoded key prefix of (`source`, `name`), with room reserved for `key_size` more bytes.
+std::string KeyPrefix(LimitSource source, absl::string_view name, size_t key_size) {
   std::string out;
-  out.reserve(3 + name.size());
+  out.reserve(3 + name.size() + key_size);
   out.push_back(static_cast<char>(source));
   out.push_back(static_cast<char>((name.size() >> 8) & 0xff));
   out.push_back(static_cast<char>(name.size() & 0xff));
   out.append(name.data(), name.size());
   return out;
+}
+
+}  // namespace
+
+std::string NameRangeBegin(LimitSource source, absl::string_view name) {
+  return KeyPrefix(source, name, 0);
 }
 
 std::string NameRangeEnd(LimitSource source, absl::string_view name) {
@@ -40,7 +43,8 @@ std::string NameRangeEnd(LimitSource source, absl::string_view name) {
 }
 
 std::string EncodeStateKey(LimitSource source, absl::string_view name, absl::string_view key) {
-  std::string out = NameRangeBegin(source, name);
+  // One allocation at most (none when it fits the string's inline buffer).
+  std::string out = KeyPrefix(source, name, key.size());
   out.append(key.data(), key.size());
   return out;
 }
@@ -53,15 +57,19 @@ std::string UpgradeV1StateKey(absl::string_view v1_key) {
   return out;
 }
 
-std::string EncodeState(const State& s) {
-  std::string out;
-  out.reserve(kEncodedStateBytes);
+EncodedState EncodeStateBytes(const State& s) {
+  EncodedState out;
   uint64_t bits;
   std::memcpy(&bits, &s.value, sizeof bits);
-  PutFixed64(&out, bits);
-  PutFixed64(&out, static_cast<uint64_t>(s.ts_us));
-  PutFixed64(&out, static_cast<uint64_t>(s.full_at_us));
+  PutFixed64(out.data(), bits);
+  PutFixed64(out.data() + 8, static_cast<uint64_t>(s.ts_us));
+  PutFixed64(out.data() + 16, static_cast<uint64_t>(s.full_at_us));
   return out;
+}
+
+std::string EncodeState(const State& s) {
+  const EncodedState bytes = EncodeStateBytes(s);
+  return std::string(bytes.data(), bytes.size());
 }
 
 std::optional<State> DecodeState(absl::string_view bytes) {

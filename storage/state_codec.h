@@ -14,6 +14,7 @@
 // name length (0 or 1, names being at most 256 bytes), below every source byte, so format-1 keys
 // sort before every format-2 key and are told apart by their first byte alone.
 
+#include <array>
 #include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -38,6 +39,9 @@ inline constexpr absl::string_view kV1KeysBegin = "";
 inline constexpr absl::string_view kV1KeysEnd = "\x02";
 std::string UpgradeV1StateKey(absl::string_view v1_key);
 
+// The encoding of a state, in a fixed buffer (no allocation on the write path).
+using EncodedState = std::array<char, kEncodedStateBytes>;
+EncodedState EncodeStateBytes(const State& state);
 std::string EncodeState(const State& state);
 // nullopt when `bytes` is not a valid encoding.
 std::optional<State> DecodeState(absl::string_view bytes);

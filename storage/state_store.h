@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
-
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
 #include "storage/clock.h"
@@ -71,6 +71,9 @@ struct Operation {
   std::function<std::string(const Outcome&)> record_value = nullptr;
 };
 
+// One decision per limit of an operation; inline for the common single-limit request.
+using Decisions = absl::InlinedVector<Decision, 1>;
+
 // What a store answers to an Operation.
 struct Outcome {
   // Every limit allowed (and, unless checking, every one was taken, all in one transaction).
@@ -78,7 +81,7 @@ struct Outcome {
   // One per limit, in operation order, as storage/algebra `Decide` gives it for the state the
   // limit saw and `now_us`. When the operation is denied, nothing is taken anywhere, and the
   // `value` of each limit that alone would have been allowed is its balance as it is.
-  std::vector<Decision> decisions;
+  Decisions decisions;
   // The time the decision was made at.
   int64_t now_us = 0;
   // Set when a record of the operation was already present: the index of the first such record
