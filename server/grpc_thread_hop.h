@@ -1,15 +1,16 @@
 #ifndef RATELIMIT_SERVER_GRPC_THREAD_HOP_H_
 #define RATELIMIT_SERVER_GRPC_THREAD_HOP_H_
 
-// Finishing a gRPC call from a thread of our own (the RocksDB store's WAL writer, the Redis
-// client's I/O thread) costs more than finishing it from one of gRPC's threads: each Finish queues
-// a completion for gRPC's callback threads, and when those are idle every reply wakes one (a
-// futex wake and two context switches per reply, measured under h2load with the server on one
-// core). GrpcThreadHop moves such work onto a gRPC thread in groups: a task posted while no drain
-// is scheduled or running schedules one (a gRPC alarm whose deadline has passed, run at once),
-// and the drain, on a gRPC thread, runs tasks until the queue is empty, including those posted
-// while it runs. So a store that completes a group of 200 decisions wakes gRPC once instead of
-// 200 times, and under sustained load one drain carries group after group without a wake-up.
+// Finishing a gRPC call from a thread of our own (the RocksDB store's WAL writer when a write
+// was in progress elsewhere, the Redis client's I/O thread) costs more than finishing it from one
+// of gRPC's threads: each Finish queues a completion for gRPC's callback threads, and when those
+// are idle every reply wakes one (a futex wake and two context switches per reply, measured under
+// h2load with the server on one core). GrpcThreadHop moves such work onto a gRPC thread in groups:
+// a task posted while no drain is scheduled or running schedules one (a gRPC alarm whose deadline
+// has passed, run at once), and the drain, on a gRPC thread, runs tasks until the queue is empty,
+// including those posted while it runs. So a store that completes a group of 200 decisions wakes
+// gRPC once instead of 200 times, and under sustained load one drain carries group after group
+// without a wake-up.
 //
 // Handlers mark their thread with HandlerScope; PendingUnary::Finish (parsed_unary.h) finishes
 // inline on a marked thread and posts to the hop otherwise.
@@ -21,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/state_store.h"
 
 namespace ratelimit {
 
@@ -48,7 +50,10 @@ class GrpcThreadHop {
   // inline.
   static bool OnHandlerThread();
 
-  // Marks the calling thread as running a handler for the scope's lifetime. Nests.
+  // Marks the calling thread as running a handler for the scope's lifetime. Nests. A handler's
+  // thread also writes a store's group itself when the store is idle (StateStore::
+  // WritesHereScope), and then finishes its calls inline: no hand-off to a store's thread and
+  // back.
   class HandlerScope {
    public:
     HandlerScope();
@@ -58,6 +63,7 @@ class GrpcThreadHop {
 
    private:
     const bool outer_;
+    StateStore::WritesHereScope writes_here_;
   };
 
   struct Stats {

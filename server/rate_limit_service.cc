@@ -79,9 +79,11 @@ void RateLimitServiceImpl::ServeDecide(grpc::CallbackServerContext* context,
     call->Finish(Answer(*state, request, std::move(verdict), &call->response));
     return;
   }
-  // The store answers once the decision is durable, possibly on its own thread: this thread goes
-  // on serving other calls meanwhile (their decisions then share one WAL write). The store
-  // tracer stays installed on this thread for the store's part here only.
+  // The store answers once the decision is durable. This is a handler's thread (a WritesHere
+  // scope): an idle RocksDB store writes the decision's WAL group here and answers before
+  // returning; while another thread writes, the decision joins the next group and that writer
+  // answers it, this thread going on to other calls. The store tracer stays installed on this
+  // thread for the store's part here only.
   std::unique_ptr<ScopedStoreTracer> tracing = state->rpc.TakeStoreTracerScope();
   DecideState& s = *state;
   limiter_.EvaluateAsync(

@@ -135,6 +135,16 @@ absl::StatusOr<Outcome> StateStore::Apply(const Operation& op, const Clock& cloc
   return ApplyWithUpdate(*this, op, clock);
 }
 
+namespace {
+thread_local bool writes_here = false;
+}  // namespace
+
+StateStore::WritesHereScope::WritesHereScope() : outer_(writes_here) { writes_here = true; }
+
+StateStore::WritesHereScope::~WritesHereScope() { writes_here = outer_; }
+
+bool StateStore::WritesHereScope::Active() { return writes_here; }
+
 void StateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
   std::move(done)(Apply(op, clock));
 }

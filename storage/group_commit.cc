@@ -91,14 +91,18 @@ void GroupCommit::TakeResolvedLocked() {
   done_.erase(done_.begin(), end);
 }
 
+void GroupCommit::InsertCompletionLocked(uint64_t ticket, Done done) {
+  auto at = done_.end();
+  while (at != done_.begin() && std::prev(at)->first > ticket) --at;
+  done_.emplace(at, ticket, std::move(done));
+}
+
 void GroupCommit::OnResolved(uint64_t ticket, Done done) {
   absl::Status outcome;
   {
     absl::MutexLock lock(&mu_);
     if (ticket > resolved_.load(std::memory_order_relaxed)) {
-      auto at = done_.end();
-      while (at != done_.begin() && std::prev(at)->first > ticket) --at;
-      done_.emplace(at, ticket, std::move(done));
+      InsertCompletionLocked(ticket, std::move(done));
       return;
     }
     if (ticket != 0) outcome = OutcomeLocked(ticket);
@@ -106,9 +110,44 @@ void GroupCommit::OnResolved(uint64_t ticket, Done done) {
   std::move(done)(std::move(outcome));
 }
 
+void GroupCommit::OnResolvedWriteHere(uint64_t ticket, Done done, WriteFn write,
+                                      Completions* ready) {
+  // Groups led here beyond the one that writes `ticket`, for completions registered while those
+  // were written: bounded, so that this caller's own answer is not held back by a stream of
+  // others' (the writer thread takes over).
+  constexpr int kMaxExtraGroups = 4;
+  absl::MutexLock lock(&mu_);
+  if (ticket <= resolved_.load(std::memory_order_relaxed)) {
+    ready->emplace_back(std::move(done), ticket == 0 ? absl::OkStatus() : OutcomeLocked(ticket));
+  } else {
+    // Registered and led under one hold of mu_: the writer thread never sees a completion
+    // waiting with no write in progress, so it is not woken for it.
+    InsertCompletionLocked(ticket, std::move(done));
+    int extra = 0;
+    while (!writing_ && last_ > taken_ &&
+           (ticket > resolved_.load(std::memory_order_relaxed) ||
+            (CompletionAwaitsWriteLocked() && extra++ < kMaxExtraGroups))) {
+      LeadLocked(write);
+      // Taken before mu_ is released again (by the next write, or on return), or the writer
+      // thread would wake to run them.
+      for (auto& entry : ready_) ready->push_back(std::move(entry));
+      ready_.clear();
+    }
+  }
+}
+
+void GroupCommit::RunCompletions(Completions& ready) {
+  for (auto& [done, status] : ready) std::move(done)(std::move(status));
+  ready.clear();
+}
+
+bool GroupCommit::CompletionAwaitsWriteLocked() const {
+  // The earliest completion decides: done_ is sorted by ticket.
+  return !done_.empty() && done_.front().first > taken_;
+}
+
 bool GroupCommit::AsyncWorkOrStopping() const {
-  // A completion waits for a ticket that no write has taken yet (the earliest one decides).
-  const bool to_write = !done_.empty() && !writing_ && done_.front().first > taken_;
+  const bool to_write = !writing_ && CompletionAwaitsWriteLocked();
   return to_write || !ready_.empty() || (stopping_ && done_.empty());
 }
 
@@ -124,14 +163,13 @@ void GroupCommit::WritePending(WriteFn write) {
 }
 
 void GroupCommit::RunReady() {
-  std::vector<std::pair<Done, absl::Status>> ready;
+  Completions ready;
   {
     absl::MutexLock lock(&mu_);
     ready.swap(ready_);
     ready_.swap(spare_);
   }
-  for (auto& [done, status] : ready) std::move(done)(std::move(status));
-  ready.clear();
+  RunCompletions(ready);
   absl::MutexLock lock(&mu_);
   if (spare_.capacity() < ready.capacity()) spare_.swap(ready);
 }

@@ -77,6 +77,23 @@ class GroupCommit {
   // may use the store again.
   void OnResolved(uint64_t ticket, Done done);
 
+  // Completions with their outcomes, to run outside every lock (RunCompletions).
+  using Completions = std::vector<std::pair<Done, absl::Status>>;
+
+  // OnResolved for a caller that writes on its own thread: registers `done` for `ticket` and,
+  // unless a write is in progress, writes the pending tickets with `write` right here, group
+  // after group while a completion waits for a ticket no write has taken (a few groups at most:
+  // then the writer thread goes on). Every completion resolved meanwhile, `done` included, is
+  // moved to `*ready`, for the caller to run once it holds no lock (RunCompletions). With a write
+  // in progress elsewhere, that write's leader or the writer thread writes `ticket` and runs
+  // `done`. So a caller that finds the store idle answers from its own thread with no hand-off
+  // (no wake-up of the writer thread, no context switch), and decisions made while a write is in
+  // progress still share the next one. REQUIRES: as for Wait.
+  void OnResolvedWriteHere(uint64_t ticket, Done done, WriteFn write, Completions* ready);
+
+  // Runs `ready`'s completions in order, on the calling thread.
+  static void RunCompletions(Completions& ready);
+
   // For the writer thread: blocks until there is work, then returns true: a ticket with a
   // completion pending with no write in progress (WritePending), or completions to run
   // (RunReady). Returns false once Stop() was called and no completion is left.
@@ -117,6 +134,10 @@ class GroupCommit {
   };
   static bool ReadyOrIdle(Waiter* w);
   bool AsyncWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A completion waits for a ticket that no write has taken yet.
+  bool CompletionAwaitsWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts `done` for unresolved `ticket` into done_, in ticket order.
+  void InsertCompletionLocked(uint64_t ticket, Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leads one group write of everything pending (REQUIRES: something pending, no write in
   // progress); releases mu_ while writing.
   void LeadLocked(WriteFn write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -149,9 +170,9 @@ class GroupCommit {
   // allocate a node per completion.
   std::vector<std::pair<uint64_t, Done>> done_ ABSL_GUARDED_BY(mu_);
   // Completions of resolved tickets with their outcomes, for the writer thread to run.
-  std::vector<std::pair<Done, absl::Status>> ready_ ABSL_GUARDED_BY(mu_);
+  Completions ready_ ABSL_GUARDED_BY(mu_);
   // An empty vector with the capacity of an earlier ready_, to become the next ready_.
-  std::vector<std::pair<Done, absl::Status>> spare_ ABSL_GUARDED_BY(mu_);
+  Completions spare_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_writes_ ABSL_GUARDED_BY(mu_) = 0;

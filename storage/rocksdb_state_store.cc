@@ -465,16 +465,34 @@ void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, Appl
     std::move(done)(queued.status());
     return;
   }
-  // The stripes are free: the writer thread writes this decision with whatever else is queued
-  // meanwhile, then answers.
-  group_.OnResolved(queued->ticket, [outcome = std::move(outcome),
-                                     done = std::move(done)](absl::Status written) mutable {
+  GroupCommit::Done answer = [outcome = std::move(outcome),
+                              done = std::move(done)](absl::Status written) mutable {
     if (written.ok()) {
       std::move(done)(std::move(outcome));
     } else {
       std::move(done)(std::move(written));
     }
-  });
+  };
+  // The stripes are free. Under a WritesHereScope this thread writes the pending group itself
+  // unless a write is in progress; otherwise the writer thread writes this decision with
+  // whatever else is queued meanwhile, then answers.
+  if (!StateStore::WritesHereScope::Active()) {
+    group_.OnResolved(queued->ticket, std::move(answer));
+    return;
+  }
+  GroupCommit::Completions ready;
+  {
+    absl::ReaderMutexLock db_lock(&db_mu_);
+    group_.OnResolvedWriteHere(
+        queued->ticket, std::move(answer),
+        [this](rocksdb::WriteBatch& batch) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          // db_mu_ is held (above). Closing fails every queued ticket under db_mu_ held
+          // exclusively, so a ticket pending here has a database to be written to.
+          return db_ ? WriteGroupLocked(batch) : NotOpenLocked();
+        },
+        &ready);
+  }
+  GroupCommit::RunCompletions(ready);  // outside every lock
 }
 
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLocked(

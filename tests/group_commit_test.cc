@@ -203,14 +203,20 @@ TEST_F(GroupCommitTest, ABatchIsDecidedInOrderAndWrittenTogether) {
 // The answers of EvaluateAsync calls, by index, as they arrive.
 class AsyncAnswers {
  public:
-  explicit AsyncAnswers(size_t n) : answers_(n) {}
+  explicit AsyncAnswers(size_t n) : answers_(n), threads_(n) {}
 
   Limiter::VerdictDone Slot(size_t i) {
     return [this, i](absl::StatusOr<Verdict> v) {
       absl::MutexLock lock(&mu_);
       answers_[i] = std::move(v);
+      threads_[i] = std::this_thread::get_id();
       ++count_;
     };
+  }
+  // The thread that answered slot `i`.
+  std::thread::id thread(size_t i) {
+    absl::MutexLock lock(&mu_);
+    return threads_[i];
   }
   size_t count() {
     absl::MutexLock lock(&mu_);
@@ -230,6 +236,7 @@ class AsyncAnswers {
  private:
   absl::Mutex mu_;
   std::vector<std::optional<absl::StatusOr<Verdict>>> answers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -336,6 +343,80 @@ TEST_F(GroupCommitTest, CloseWritesTheQueuedAsyncDecisionsBeforeItReturns) {
   ASSERT_OK(state);
   ASSERT_TRUE(state->has_value());
   EXPECT_DOUBLE_EQ((*state)->value, 10 - static_cast<double>(kCalls));
+}
+
+// What a crash now would leave: a copy of the data directory, opened, reads `key`'s value.
+void ExpectCrashImageHolds(const std::string& db, const std::string& copy, const Clock& clock,
+                           const std::string& key, double value) {
+  std::filesystem::copy(db, copy, std::filesystem::copy_options::recursive);
+  RocksDbStateStoreOptions o;
+  o.path = copy;
+  o.clock = &clock;
+  auto recovered = RocksDbStateStore::Open(o);
+  ASSERT_OK(recovered);
+  auto state = (*recovered)->Get(StateKey{"gc", key});
+  ASSERT_OK(state);
+  ASSERT_TRUE(state->has_value()) << key;
+  EXPECT_DOUBLE_EQ((*state)->value, value) << key;
+  EXPECT_OK((*recovered)->Close());
+}
+
+TEST_F(GroupCommitTest, UnderWritesHereAnIdleStoreWritesAndAnswersOnTheCallingThread) {
+  Open();
+  gate_.Release();  // no write is held
+  AsyncAnswers answers(2);
+  {
+    StateStore::WritesHereScope writes_here;
+    limiter_->EvaluateAsync({Request("here", 3)}, Mode::kConsume, answers.Slot(0));
+    // Answered before the call returned, on this thread, from its own WAL write.
+    ASSERT_EQ(answers.count(), 1u);
+    EXPECT_EQ(answers.thread(0), std::this_thread::get_id());
+    ASSERT_OK(answers[0]);
+    EXPECT_DOUBLE_EQ(answers[0]->decisions[0].value, 7);
+    EXPECT_EQ(store_->group_commit_stats().writes, 1u);
+    ExpectCrashImageHolds(dir_.path() + "/db", dir_.path() + "/crash-image", clock_, "here", 7);
+  }
+  // Without the scope the store's writer thread writes and answers.
+  limiter_->EvaluateAsync({Request("there")}, Mode::kConsume, answers.Slot(1));
+  ASSERT_TRUE(answers.WaitFor(2));
+  ASSERT_OK(answers[1]);
+  EXPECT_NE(answers.thread(1), std::this_thread::get_id());
+}
+
+TEST_F(GroupCommitTest, UnderWritesHereDecisionsMadeDuringAWriteShareTheNextGroupOfItsWriter) {
+  Open();
+  constexpr size_t kCalls = 8;
+  AsyncAnswers answers(kCalls + 1);
+  // A handler thread finds the store idle and writes its decision itself; that write is held.
+  std::thread leader([&] {
+    StateStore::WritesHereScope writes_here;
+    limiter_->EvaluateAsync({Request("hot")}, Mode::kConsume, answers.Slot(0));
+  });
+  gate_.WaitUntilHeld();
+  // Another handler thread decides meanwhile: a write is in progress, so each call returns at
+  // once, unanswered, its decision queued (and seeing the earlier ones: same key).
+  {
+    StateStore::WritesHereScope writes_here;
+    for (size_t i = 1; i <= kCalls; ++i) {
+      limiter_->EvaluateAsync({Request("hot")}, Mode::kConsume, answers.Slot(i));
+    }
+  }
+  WaitForPending(kCalls);
+  EXPECT_EQ(answers.count(), 0u) << "answered before the decision was written";
+  gate_.Release();
+  leader.join();
+  // The leader wrote the queued decisions as one more group before it returned, and answered
+  // them itself: no hand-off to the writer thread.
+  ASSERT_EQ(answers.count(), kCalls + 1);
+  const std::thread::id leader_thread = answers.thread(0);
+  for (size_t i = 0; i <= kCalls; ++i) {
+    ASSERT_OK(answers[i]);
+    EXPECT_DOUBLE_EQ(answers[i]->decisions[0].value, 9 - static_cast<double>(i)) << i;
+    EXPECT_EQ(answers.thread(i), leader_thread) << i;
+  }
+  EXPECT_EQ(store_->group_commit_stats().writes, 2u);
+  ExpectCrashImageHolds(dir_.path() + "/db", dir_.path() + "/crash-image", clock_, "hot",
+                        9 - static_cast<double>(kCalls));
 }
 
 TEST_F(GroupCommitTest, AKeyDecidedManyTimesInOneGroupIsWrittenOnceWithItsLastState) {
