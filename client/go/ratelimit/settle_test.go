@@ -7,9 +7,11 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -82,12 +84,31 @@ func TestSettleRequestIDReplaysTheAnswer(t *testing.T) {
 
 func TestSettleCancelsTheReservationOfAnAbandonedWait(t *testing.T) {
 	s := startServer(t)
-	c := s.client()
+	// Cancelled once the Wait has its reservation's answer (not merely once the server shows the
+	// debt: the answer may still be on its way, and this test is about a Wait that is waiting).
+	reserved := make(chan struct{}, 1)
+	observe := func(ictx context.Context, method string, req, reply interface{},
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ictx, method, req, reply, cc, opts...)
+		if err == nil && strings.HasSuffix(method, "/Reserve") {
+			select {
+			case reserved <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+	c := s.client(ratelimit.WithDialOptions(grpc.WithUnaryInterceptor(observe)))
 	_, err := c.Consume(ctx(t), one("api", "k", 5))
 	must(t, err)
 	cctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Wait(cctx, "api", "k") }()
+	select {
+	case <-reserved:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Wait's Reserve was never answered")
+	}
 	waitForDebt(t, c, "api", "k")
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
