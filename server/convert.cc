@@ -69,6 +69,65 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
   return c;
 }
 
+namespace {
+
+// One limit of a request, resolved and validated; errors name `field` ("limits[2]") and its
+// subfields. `earlier`: the limits of the request before it.
+absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::string_view field,
+                                          absl::Span<const LimitRequest> earlier,
+                                          const LimitSet& limits, InlineLimits inline_limits) {
+  if (absl::Status s = ValidateName(l.name(), absl::StrCat(field, ".name")); !s.ok()) return s;
+  if (absl::Status s = ValidateKey(l.key(), absl::StrCat(field, ".key")); !s.ok()) return s;
+  LimitRequest r;
+  r.name = l.name();
+  r.key = l.key();
+  if (l.has_count()) {
+    if (absl::Status s = ValidateCount(l.count(), absl::StrCat(field, ".count")); !s.ok()) {
+      return s;
+    }
+    r.count = l.count();
+  }
+  if (const LimitConfig* defined = limits.Find(l.name())) {
+    if (l.has_config()) {
+      return InvalidField(absl::StrCat(field, ".config"),
+                          absl::StrCat("limit \"", l.name(),
+                                       "\" is defined by the server; an inline config is not "
+                                       "allowed for it"));
+    }
+    r.config = *defined;
+    r.source = LimitSource::kDefined;
+  } else if (l.has_config()) {
+    if (inline_limits == InlineLimits::kDeny) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(field,
+                       ".config: inline limits are disabled on this server "
+                       "(--inline_limits=deny); use a limit of its limits file"));
+    }
+    r.source = LimitSource::kInline;
+    // Unnamed (the first, allocation-free pass of ResolveRequest): subfields named bare.
+    const std::string prefix = field.empty() ? std::string() : absl::StrCat(field, ".config.");
+    absl::StatusOr<LimitConfig> c = ConfigFromProto(l.config(), prefix);
+    if (!c.ok()) return c.status();
+    r.config = *c;
+    // One state decided under two configs in one transaction would refill at one rate and be
+    // judged against another's capacity: a request must give each state one config.
+    for (size_t j = 0; j < earlier.size(); ++j) {
+      const LimitRequest& e = earlier[j];
+      if (e.source == r.source && e.name == r.name && e.key == r.key && !(e.config == r.config)) {
+        return InvalidField(absl::StrCat(field, ".config"),
+                            absl::StrCat("limits[", j, "] names the same limit \"", r.name,
+                                         "\" and key with a different config"));
+      }
+    }
+  } else {
+    return absl::NotFoundError(absl::StrCat(field, ".name: limit \"", l.name(),
+                                            "\" is not defined and has no inline config"));
+  }
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequest& request,
                                                          const LimitSet& limits,
                                                          InlineLimits inline_limits) {
@@ -82,54 +141,16 @@ absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequ
   out.reserve(n);
   for (int i = 0; i < n; ++i) {
     const v1::LimitRequest& l = request.limits(i);
-    const std::string field = absl::StrCat("limits[", i, "]");
-    if (absl::Status s = ValidateName(l.name(), absl::StrCat(field, ".name")); !s.ok()) return s;
-    if (absl::Status s = ValidateKey(l.key(), absl::StrCat(field, ".key")); !s.ok()) return s;
-    LimitRequest r;
-    r.name = l.name();
-    r.key = l.key();
-    if (l.has_count()) {
-      if (absl::Status s = ValidateCount(l.count(), absl::StrCat(field, ".count")); !s.ok()) {
-        return s;
-      }
-      r.count = l.count();
+    // Resolved with an empty field name, whose subfield names (".config.rate") stay within a
+    // string's inline buffer: a valid limit, the common case, costs no allocation for names it
+    // never shows. Resolving is a pure function of its arguments, so a limit that fails is
+    // resolved again with its real name ("limits[2]") for the error.
+    absl::StatusOr<LimitRequest> r = ResolveLimit(l, "", out, limits, inline_limits);
+    if (!r.ok()) {
+      r = ResolveLimit(l, absl::StrCat("limits[", i, "]"), out, limits, inline_limits);
+      if (!r.ok()) return r.status();
     }
-    if (const LimitConfig* defined = limits.Find(l.name())) {
-      if (l.has_config()) {
-        return InvalidField(absl::StrCat(field, ".config"),
-                            absl::StrCat("limit \"", l.name(),
-                                         "\" is defined by the server; an inline config is not "
-                                         "allowed for it"));
-      }
-      r.config = *defined;
-      r.source = LimitSource::kDefined;
-    } else if (l.has_config()) {
-      if (inline_limits == InlineLimits::kDeny) {
-        return absl::PermissionDeniedError(
-            absl::StrCat(field,
-                         ".config: inline limits are disabled on this server "
-                         "(--inline_limits=deny); use a limit of its limits file"));
-      }
-      r.source = LimitSource::kInline;
-      absl::StatusOr<LimitConfig> c = ConfigFromProto(l.config(), absl::StrCat(field, ".config."));
-      if (!c.ok()) return c.status();
-      r.config = *c;
-      // One state decided under two configs in one transaction would refill at one rate and be
-      // judged against another's capacity: a request must give each state one config.
-      for (size_t j = 0; j < out.size(); ++j) {
-        const LimitRequest& earlier = out[j];
-        if (earlier.source == r.source && earlier.name == r.name && earlier.key == r.key &&
-            !(earlier.config == r.config)) {
-          return InvalidField(absl::StrCat(field, ".config"),
-                              absl::StrCat("limits[", j, "] names the same limit \"", r.name,
-                                           "\" and key with a different config"));
-        }
-      }
-    } else {
-      return absl::NotFoundError(absl::StrCat(field, ".name: limit \"", l.name(),
-                                              "\" is not defined and has no inline config"));
-    }
-    out.push_back(std::move(r));
+    out.push_back(*std::move(r));
   }
   return out;
 }
@@ -153,7 +174,8 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
   for (int i = 0; i < n; ++i) {
     const v1::BatchEntry& e = request.entries(i);
     BatchEntryPlan& plan = plans[i];
-    const std::string field = absl::StrCat("entries[", i, "]");
+    // Built for an error only.
+    auto field = [i] { return absl::StrCat("entries[", i, "]"); };
     switch (e.method()) {
       case v1::BatchEntry::CONSUME:
         plan.mode = Mode::kConsume;
@@ -165,12 +187,12 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
         plan.mode = Mode::kReserve;
         break;
       default:
-        plan.error = InvalidField(absl::StrCat(field, ".method"),
+        plan.error = InvalidField(absl::StrCat(field(), ".method"),
                                   absl::StrCat("unknown method ", static_cast<int>(e.method())));
         continue;
     }
     if (!e.request().request_id().empty()) {
-      plan.error = InvalidField(absl::StrCat(field, ".request_id"),
+      plan.error = InvalidField(absl::StrCat(field(), ".request_id"),
                                 "not allowed in a batch (send an idempotent request by itself "
                                 "with Consume or Reserve)");
       continue;
@@ -180,7 +202,7 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
     if (!resolved.ok()) {
       // Every error of ResolveRequest starts with the field it names.
       plan.error = absl::Status(resolved.status().code(),
-                                absl::StrCat(field, ".", resolved.status().message()));
+                                absl::StrCat(field(), ".", resolved.status().message()));
       continue;
     }
     plan.limits = *std::move(resolved);

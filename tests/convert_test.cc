@@ -2,6 +2,7 @@
 // their definitions, and a verdict to the response. Pure functions, no server.
 #include "server/convert.h"
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <utility>
@@ -182,6 +183,22 @@ TEST(ResolveRequestTest, BadInputIsInvalidArgumentNamingTheField) {
          l->mutable_config()->mutable_period()->set_nanos(-5);
        },
        "limits[0].config.period"},
+      // A limit's fields are checked without their names first; the error still names them in
+      // full, after valid limits before it.
+      {[](v1::RateLimitRequest& r) {
+         AddLimit(r, "api", "u");
+         v1::LimitRequest* l = AddLimit(r, "mine", "u");
+         SetInlineBucket(l, 3);
+         l->mutable_config()->set_capacity(-2);
+       },
+       "limits[1].config.capacity: "},
+      {[](v1::RateLimitRequest& r) {
+         AddLimit(r, "api", "u");
+         v1::LimitRequest* l = AddLimit(r, "mine", "u");
+         SetInlineBucket(l, 3);
+         l->mutable_config()->set_rate(std::nan(""));
+       },
+       "limits[1].config.rate: "},
   };
   for (const Case& c : cases) {
     v1::RateLimitRequest request;
