@@ -19,8 +19,10 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -436,9 +438,32 @@ func (c *Client) WaitN(ctx context.Context, name, key string, n float64) error {
 // A denied reservation returns a *DeniedError at once. When ctx ends before RetryAt (or its
 // deadline is before RetryAt, in which case WaitRequest does not wait), the reservation is
 // cancelled (Settle with used = 0 for each receipt) and the context's error is returned.
+//
+// The Reserve carries a RequestID (a random one unless req has one). When ctx ends while the
+// Reserve is in flight, the server may have reserved without the answer reaching this client:
+// WaitRequest then sends the same Reserve again on a context of its own, which the server
+// answers with the remembered reservation (or reserves now), and cancels that, so an abandoned
+// Wait never leaves a reservation behind.
 func (c *Client) WaitRequest(ctx context.Context, req Request) (*Result, error) {
+	if req.RequestID == "" {
+		id, err := newRequestID()
+		if err != nil {
+			return nil, err
+		}
+		req.RequestID = id
+	}
 	r, err := c.Reserve(ctx, req)
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			c.abandonReserve(req)
+			return nil, fmt.Errorf("ratelimit: Reserve: %w", ctxErr)
+		}
+		// Timed out or cut off on the way: the server may have reserved as well.
+		var e *Error
+		if errors.As(err, &e) && (e.Code == codes.DeadlineExceeded || e.Code == codes.Canceled ||
+			e.Code == codes.Unavailable) {
+			c.abandonReserve(req)
+		}
 		return nil, err
 	}
 	if !r.Allowed {
@@ -458,6 +483,24 @@ func (c *Client) WaitRequest(ctx context.Context, req Request) (*Result, error) 
 		return nil, err
 	}
 	return r, nil
+}
+
+// abandonReserve gives back what a Reserve whose caller gave up may have taken: the same
+// request (same RequestID) again, best effort, on its own deadline, then cancelReservation.
+func (c *Client) abandonReserve(req Request) {
+	r, err := c.Reserve(context.Background(), req)
+	if err == nil && r.Allowed {
+		c.cancelReservation(r)
+	}
+}
+
+// newRequestID returns 16 random bytes, hex-encoded.
+func newRequestID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("ratelimit: request id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // cancelReservation gives a reservation back (best effort, on its own deadline: the caller's

@@ -134,6 +134,42 @@ func TestSettleCancelsTheReservationOfAnAbandonedWait(t *testing.T) {
 	}
 }
 
+func TestAWaitAbandonedWhileItsReserveIsInFlightLeavesNoReservation(t *testing.T) {
+	s := startServer(t)
+	cctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The first Reserve reaches the server and is decided, then the caller gives up before the
+	// answer is read: what a cancellation racing the reply looks like to the client.
+	reserves := 0
+	lose := func(ictx context.Context, method string, req, reply interface{},
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ictx, method, req, reply, cc, opts...)
+		if strings.HasSuffix(method, "/Reserve") {
+			reserves++
+			if reserves == 1 {
+				cancel()
+				return status.Error(codes.Canceled, "context canceled")
+			}
+		}
+		return err
+	}
+	c := s.client(ratelimit.WithDialOptions(grpc.WithUnaryInterceptor(lose)))
+	_, err := c.Consume(ctx(t), one("api", "k", 5))
+	must(t, err)
+	if err := c.Wait(cctx, "api", "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait cancelled during its Reserve: %v", err)
+	}
+	if reserves != 2 {
+		t.Fatalf("%d Reserve calls, want the first and its replay", reserves)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !near(check.Limits[0].Value, 0) {
+		t.Fatalf("the reservation of the abandoned Wait was not given back: value %v",
+			check.Limits[0].Value)
+	}
+}
+
 func TestSettleIsImplementedByTheServer(t *testing.T) {
 	s := startServer(t)
 	c := s.client()
