@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import {
   ChannelCredentials,
@@ -81,6 +82,8 @@ export interface ClientOptions {
 /** Per-call options. */
 /** The deadline of the Settle (used = 0) that gives back an abandoned reservation. */
 const CANCEL_SETTLE_TIMEOUT_MS = 5000;
+// A Reserve that failed with one of these may still have been decided by the server.
+const OUTCOME_UNKNOWN: ReadonlySet<number> = new Set([status.DEADLINE_EXCEEDED, status.CANCELLED, status.UNAVAILABLE]);
 
 export interface CallOptions {
   /** This call's deadline, in ms (overrides the client's). */
@@ -256,12 +259,31 @@ export class RateLimitClient {
    * resolves at once (allowed: false). When `signal` aborts during the wait, the reservation is
    * cancelled (Settle with used 0, best effort: an unreachable server or one without Settle keeps
    * it) and the promise rejects with `signal.reason`.
+   *
+   * The same holds when `signal` aborts while the Reserve itself is in flight, or that call
+   * times out or is cut off (DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE): the server may have
+   * reserved without the answer arriving. The Reserve carries a `requestId` (a random one unless
+   * the request has one), so the same Reserve is sent again, on a deadline of its own, to fetch
+   * the remembered reservation (or to reserve now), and that is cancelled before the promise
+   * rejects.
    */
   async reserveAndWait(
     request: RateLimitRequest | LimitRequest,
     options: ReserveAndWaitOptions = {},
   ): Promise<RateLimitResult> {
-    const result = await this.reserve(request, options);
+    const asked = toRequest(request);
+    const identified: RateLimitRequest = asked.requestId
+      ? asked
+      : { ...asked, requestId: randomBytes(16).toString("hex") };
+    let result: RateLimitResult;
+    try {
+      result = await this.reserve(identified, options);
+    } catch (e) {
+      if (options.signal?.aborted || (e instanceof RateLimitError && OUTCOME_UNKNOWN.has(e.code))) {
+        await this.giveBackUnknown(identified);
+      }
+      throw e;
+    }
     if (!result.allowed || !result.retryAt) return result;
     try {
       await (options.sleepUntil ?? sleepUntil)(result.retryAt, options.signal);
@@ -278,6 +300,20 @@ export class RateLimitClient {
       throw e;
     }
     return result;
+  }
+
+  /** Gives back what a Reserve whose outcome is unknown took (best effort; see reserveAndWait). */
+  private async giveBackUnknown(request: RateLimitRequest): Promise<void> {
+    const deadline = { timeoutMs: CANCEL_SETTLE_TIMEOUT_MS };
+    try {
+      const again = await this.reserve(request, deadline);
+      const receipts = again.results.flatMap((r) => (r.receipt ? [r.receipt] : []));
+      if (receipts.length > 0) {
+        await this.settle(receipts.map((receipt) => ({ receipt, used: 0 })), deadline);
+      }
+    } catch {
+      // Unreachable, or no Settle: the reservation stays, as after an abort during the wait.
+    }
   }
 
   /**

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
+import { InterceptingCall, type ChannelOptions, type Interceptor } from "@grpc/grpc-js";
 import { RateLimitClient, RateLimitError, type LimitConfig } from "@ratelimit/client";
 
 import { startServer, type RunningServer } from "./support.js";
@@ -94,5 +95,41 @@ describe("settle", () => {
     controller.abort();
     await assert.rejects(waiting, (e: Error) => e.name === "AbortError");
     near(await balance("cancel_settle", k), 0, "the reservation was given back");
+  });
+
+  test("reserveAndWait aborted while its Reserve is in flight leaves no reservation", async () => {
+    const k = key();
+    await client.consume({ name: "abort_reserve", key: k, count: 10, config: HOURLY });
+    const controller = new AbortController();
+    // The first Reserve reaches the server and is decided; the signal aborts as its answer
+    // arrives, before the client reads it: an abort that races the reply.
+    let reserves = 0;
+    const abortOnFirstReserveAnswer: Interceptor = (options, nextCall) =>
+      new InterceptingCall(nextCall(options), {
+        start(metadata, _listener, next) {
+          next(metadata, {
+            onReceiveMessage(message, nextMessage) {
+              if (options.method_definition.path.endsWith("/Reserve") && ++reserves === 1) {
+                controller.abort();
+              }
+              nextMessage(message);
+            },
+          });
+        },
+      });
+    const racing = new RateLimitClient(server.target, {
+      timeoutMs: 10_000,
+      channelOptions: { interceptors: [abortOnFirstReserveAnswer] } as ChannelOptions,
+    });
+    try {
+      await assert.rejects(
+        racing.reserveAndWait({ name: "abort_reserve", key: k, count: 5, config: HOURLY }, { signal: controller.signal }),
+        (e: Error) => e.name === "AbortError",
+      );
+    } finally {
+      racing.close();
+    }
+    assert.equal(reserves, 2, "the first Reserve, then the same one again (its remembered answer)");
+    near(await balance("abort_reserve", k), 0, "the reservation was given back");
   });
 });

@@ -82,6 +82,44 @@ def test_cancelling_reserve_and_wait_raises_cancelled_error(server):
     asyncio.run(main())
 
 
+class _CancelWhenFirstReserveIsAnswered(grpc.aio.UnaryUnaryClientInterceptor):
+    """Cancels `task` once the server has answered its first Reserve, before the task reads the
+    answer: a cancellation that races the reply."""
+
+    def __init__(self):
+        self.task = None
+        self.reserves = 0
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        call = await continuation(details, request)
+        method = details.method
+        method = (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[-1]
+        if method == "Reserve":
+            self.reserves += 1
+            if self.reserves == 1:
+                await call
+                self.task.cancel()
+        return call
+
+
+def test_cancelling_reserve_and_wait_during_its_reserve_leaves_no_reservation(server):
+    cancel_first = _CancelWhenFirstReserveIsAnswered()
+
+    async def main():
+        async with AsyncRateLimitClient(server.target, interceptors=[cancel_first]) as client:
+            await client.consume("racing", "k", 5, config=SLOW)
+            task = asyncio.ensure_future(client.reserve_and_wait("racing", "k", config=SLOW))
+            cancel_first.task = task
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+            # The first Reserve, then the same one again (its remembered answer), given back.
+            assert cancel_first.reserves == 2
+            value = (await client.check("racing", "k", config=SLOW)).results[0].value
+            assert value == approx(0), "the abandoned reservation still owes"
+
+    asyncio.run(main())
+
+
 class _Counter(grpc.aio.UnaryUnaryClientInterceptor):
     def __init__(self):
         self.calls = {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -11,11 +12,14 @@ import grpc.aio
 
 from . import _common as c
 from ._pb import ratelimit_pb2_grpc as pb_grpc
-from .errors import UNREACHABLE_CODES, from_rpc_error
+from .errors import UNREACHABLE_CODES, RateLimitError, from_rpc_error
 from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
                     Settlement, TlsOptions)
 
 _log = logging.getLogger("ratelimit_client")
+# A Reserve that failed with one of these may still have been decided by the server.
+_OUTCOME_UNKNOWN = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+                              grpc.StatusCode.UNAVAILABLE})
 T = TypeVar("T")
 
 
@@ -130,14 +134,35 @@ class AsyncRateLimitClient:
                                request_id: Optional[str] = None,
                                timeout: Optional[float] = None) -> Decision:
         """Reserves, then sleeps until the reservation's retry_at (never earlier on this
-        machine's clock, nor before retry_after has passed since the answer). A denied reservation returns at once (allowed=False).
+        machine's clock, nor before retry_after has passed since the answer). A denied
+        reservation returns at once (allowed=False).
 
         Cancelling the task while it sleeps settles the reservation with used=0 (its tokens go
-        back to the limits; a failure to do so is logged) and re-raises CancelledError. A task
-        cancelled while the Reserve call itself is in flight cannot give anything back: no
-        receipt has arrived."""
-        decision = await self.reserve(limits, key, count, config=config,
-                                      request_id=request_id, timeout=timeout)
+        back to the limits; a failure to do so is logged) and re-raises CancelledError. So does
+        cancelling it while the Reserve call itself is in flight, or that call timing out or
+        being cut off (DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE): the server may have reserved
+        without the answer arriving, so the Reserve carries a request_id (a random one unless
+        given), and the same Reserve is sent again to fetch the remembered reservation (or to
+        reserve now), which is then settled with used=0."""
+        if request_id is None:
+            request_id = secrets.token_hex(16)
+
+        async def give_back_unknown() -> None:
+            again = await self.reserve(limits, key, count, config=config, request_id=request_id,
+                                       timeout=timeout)
+            if again.receipts:
+                await self.settle([Settlement(r, 0.0) for r in again.receipts], timeout=timeout)
+
+        try:
+            decision = await self.reserve(limits, key, count, config=config,
+                                          request_id=request_id, timeout=timeout)
+        except asyncio.CancelledError:
+            await self._finish_give_back(asyncio.ensure_future(give_back_unknown()))
+            raise
+        except RateLimitError as e:
+            if e.code in _OUTCOME_UNKNOWN:
+                await self._finish_give_back(asyncio.ensure_future(give_back_unknown()))
+            raise
         received = time.monotonic()
         if not decision.allowed or decision.retry_at is None:
             return decision
@@ -152,12 +177,17 @@ class AsyncRateLimitClient:
         except asyncio.CancelledError:
             receipts = decision.receipts
             if receipts:
-                give_back = asyncio.ensure_future(
-                    self.settle([Settlement(r, 0.0) for r in receipts], timeout=timeout))
-                try:
-                    await asyncio.shield(give_back)
-                except asyncio.CancelledError:
-                    pass  # cancelled again: the settle goes on in the background
-                except Exception as e:
-                    _log.warning("could not give back a cancelled reservation: %s", e)
+                await self._finish_give_back(asyncio.ensure_future(
+                    self.settle([Settlement(r, 0.0) for r in receipts], timeout=timeout)))
             raise
+
+    @staticmethod
+    async def _finish_give_back(give_back: "asyncio.Future[Any]") -> None:
+        """Waits for a reservation's give-back, which a further cancellation does not stop (it
+        goes on in the background); a failure is logged."""
+        try:
+            await asyncio.shield(give_back)
+        except asyncio.CancelledError:
+            pass  # cancelled again: the give-back goes on in the background
+        except Exception as e:
+            _log.warning("could not give back a cancelled reservation: %s", e)
