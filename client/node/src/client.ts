@@ -288,32 +288,35 @@ export class RateLimitClient {
     try {
       await (options.sleepUntil ?? sleepUntil)(result.retryAt, options.signal);
     } catch (e) {
-      const receipts = result.results.flatMap((r) => (r.receipt ? [r.receipt] : []));
-      if (receipts.length > 0) {
-        // Best effort, with a deadline of its own: the caller's signal has fired, and a slow
-        // server should still get the reserved tokens back.
-        await this.settle(
-          receipts.map((receipt) => ({ receipt, used: 0 })),
-          { timeoutMs: CANCEL_SETTLE_TIMEOUT_MS },
-        ).catch(() => undefined);
-      }
+      await this.cancelReservation(result);
       throw e;
     }
     return result;
   }
 
+  /**
+   * Gives a reservation back (Settle with used 0). Best effort, with a deadline of its own: the
+   * caller's signal has fired, and a slow server should still get the reserved tokens back; an
+   * unreachable server, or one without Settle, keeps them.
+   */
+  private async cancelReservation(result: RateLimitResult): Promise<void> {
+    const receipts = result.results.flatMap((r) => (r.receipt ? [r.receipt] : []));
+    if (receipts.length === 0) return;
+    await this.settle(
+      receipts.map((receipt) => ({ receipt, used: 0 })),
+      { timeoutMs: CANCEL_SETTLE_TIMEOUT_MS },
+    ).catch(() => undefined);
+  }
+
   /** Gives back what a Reserve whose outcome is unknown took (best effort; see reserveAndWait). */
   private async giveBackUnknown(request: RateLimitRequest): Promise<void> {
-    const deadline = { timeoutMs: CANCEL_SETTLE_TIMEOUT_MS };
+    let again: RateLimitResult;
     try {
-      const again = await this.reserve(request, deadline);
-      const receipts = again.results.flatMap((r) => (r.receipt ? [r.receipt] : []));
-      if (receipts.length > 0) {
-        await this.settle(receipts.map((receipt) => ({ receipt, used: 0 })), deadline);
-      }
+      again = await this.reserve(request, { timeoutMs: CANCEL_SETTLE_TIMEOUT_MS });
     } catch {
-      // Unreachable, or no Settle: the reservation stays, as after an abort during the wait.
+      return; // unreachable: the reservation stays, as after an abort during the wait
     }
+    await this.cancelReservation(again);
   }
 
   /**
