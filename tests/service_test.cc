@@ -37,9 +37,9 @@ class ServiceTest : public ::testing::Test {
   void StartServer(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr,
                    const Clock* clock = nullptr) {
     if (options.admin_token.empty()) options.admin_token = "s3cret";
-    auto started = StartServerAndClient(std::move(options), dir_, kLimits,
-                                        clock ? *clock : clock_, std::move(store),
-                                        ClientOptions{absl::Seconds(10), "s3cret"});
+    auto started =
+        StartServerAndClient(std::move(options), dir_, kLimits, clock ? *clock : clock_,
+                             std::move(store), ClientOptions{absl::Seconds(10), "s3cret"});
     ASSERT_OK(started);
     server_ = std::move(started->server);
     client_ = std::move(started->client);
