@@ -58,7 +58,9 @@ func startServer(t *testing.T, extra ...string) *server {
 	args := append([]string{"--listen=127.0.0.1:0", "--port_file=" + portFile,
 		"--data_dir=" + filepath.Join(dir, "data"),
 		"--limits_file=" + filepath.Join(dir, "limits.yaml"),
-		"--admin_token_file=" + s.tokenFile}, extra...)
+		"--admin_token_file=" + s.tokenFile,
+		// No metrics endpoint: its default port is fixed, and another server may hold it.
+		"--metrics_listen="}, extra...)
 	s.cmd = exec.Command(bin, args...)
 	logFile, err := os.Create(s.logPath)
 	must(t, err)
