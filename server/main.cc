@@ -92,6 +92,9 @@ ABSL_FLAG(int64_t, state_cache_mb, 256,
 ABSL_FLAG(bool, salvage_wal, false,
           "open a data directory whose WAL is corrupt or truncated by recovering up to the last "
           "consistent record, losing the writes after it (default: refuse to start)");
+ABSL_FLAG(bool, wal_mmap, true,
+          "write the WAL through a shared memory mapping: as durable as a write(2) per write "
+          "group (a killed process loses nothing), without the system call; false: write(2)");
 ABSL_FLAG(absl::Duration, gc_interval, absl::Hours(1),
           "how often refilled states are collected (flush and compaction of the states) even "
           "without writes; 0: only when writes trigger compactions");
@@ -293,6 +296,7 @@ int main(int argc, char** argv) {
   }
   options.sync = absl::GetFlag(FLAGS_sync);
   options.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
+  options.map_wal = absl::GetFlag(FLAGS_wal_mmap);
   const int64_t cache_mb = absl::GetFlag(FLAGS_state_cache_mb);
   if (cache_mb < 0 || cache_mb > (int64_t{1} << 30)) {
     return Fail("--state_cache_mb must be between 0 and 2^30");

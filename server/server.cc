@@ -185,6 +185,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     so.state_cache_bytes = options.state_cache_bytes;
     so.clock = &clock;
     so.salvage_wal = options.salvage_wal;
+    so.map_wal = options.map_wal;
     absl::StatusOr<OpenedStateStore> opened = OpenStateStore(so);
     if (!opened.ok()) {
       if (opened.status().code() != absl::StatusCode::kDataLoss) return opened.status();

@@ -90,6 +90,9 @@ struct ServerOptions {
   // Open a data directory whose WAL does not replay cleanly, dropping the writes after the
   // corruption point (default: refuse to start).
   bool salvage_wal = false;
+  // Write the WAL through a shared memory mapping instead of a write(2) per write group (equally
+  // durable; see storage/mapped_wal_file_system.h). Default true.
+  bool map_wal = true;
   // How often refilled states are collected (a flush and compaction of the store) even when
   // no writes trigger it. Zero or negative: never.
   absl::Duration gc_interval = absl::Hours(1);

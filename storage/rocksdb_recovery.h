@@ -44,10 +44,11 @@ class RocksDbErrorTracker final : public rocksdb::EventListener {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
-// OK when a small file can be written and synced in `dir` through `fs` (the file is removed
-// again); else UNAVAILABLE with the reason. A store that stopped writing waits for this before
-// it reopens its database.
-absl::Status DiskWritable(rocksdb::FileSystem& fs, const std::string& dir);
+// OK when a small file can be written (and, with `sync`, synced) in `dir` through `fs` (the
+// file is removed again); else UNAVAILABLE with the reason. A store that stopped writing waits
+// for this before it reopens its database; with its WAL mapped, its health probe checks it
+// unsynced.
+absl::Status DiskWritable(rocksdb::FileSystem& fs, const std::string& dir, bool sync = true);
 
 }  // namespace ratelimit
 

@@ -21,6 +21,7 @@
 #include "rocksdb/write_batch.h"
 #include "storage/apply.h"
 #include "storage/key_hash.h"
+#include "storage/mapped_wal_file_system.h"
 #include "storage/rocksdb_recovery.h"
 #include "storage/state_codec.h"
 #include "storage/stripe_locks.h"
@@ -108,7 +109,12 @@ RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
       record_filter_(std::make_unique<ExpiredRecordFilter>(*options.clock)),
       stripes_(options.lock_stripes),
       cache_(std::make_unique<StateCache>(options.state_cache_bytes, group_.resolved_counter())) {
-  if (options_.file_system) env_ = rocksdb::NewCompositeEnv(options_.file_system);
+  std::shared_ptr<rocksdb::FileSystem> fs = options_.file_system;
+  if (options_.map_wal) {
+    fs = std::make_shared<MappedWalFileSystem>(fs ? fs : rocksdb::FileSystem::Default(),
+                                               options_.wal_map_chunk_bytes);
+  }
+  if (fs) env_ = rocksdb::NewCompositeEnv(fs);
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(

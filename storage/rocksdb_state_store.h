@@ -57,6 +57,11 @@ struct RocksDbStateStoreOptions {
   // The file system RocksDB uses. Default (null): the operating system's. Tests inject
   // wrappers that fail on command.
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // true (default): WAL files are written through a shared memory mapping
+  // (storage/mapped_wal_file_system.h), as durable as a write(2) per group without the system
+  // call; they grow by `wal_map_chunk_bytes` at a time. false: one write(2) per group.
+  bool map_wal = true;
+  size_t wal_map_chunk_bytes = size_t{1} << 20;
   // Called by the thread about to write a group of decisions to the WAL, before it writes (tests
   // hold a write back with it). Default: none.
   std::function<void()> before_group_write;
@@ -245,7 +250,7 @@ class RocksDbStateStore final : public StateStore {
   absl::Status UpgradeFromV1Locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const RocksDbStateStoreOptions options_;
-  std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system, when one is given
+  std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system and the WAL mapping, if any
   std::shared_ptr<RocksDbErrorTracker> errors_;
   RocksDbOpenReport open_report_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;

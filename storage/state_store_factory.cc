@@ -18,6 +18,7 @@ absl::StatusOr<OpenedStateStore> OpenRocksDb(const StoreOptions& options) {
   ro.state_cache_bytes = options.state_cache_bytes;
   ro.clock = options.clock;
   ro.salvage_wal = options.salvage_wal;
+  ro.map_wal = options.map_wal;
   absl::StatusOr<std::unique_ptr<RocksDbStateStore>> opened = RocksDbStateStore::Open(ro);
   if (!opened.ok()) return opened.status();
   OpenedStateStore result;

@@ -28,6 +28,9 @@ struct StoreOptions {
   // Open a store whose log does not replay cleanly, dropping what follows the damage
   // (see RocksDbStateStoreOptions::salvage_wal). Default false.
   bool salvage_wal = false;
+  // Write the WAL through a shared memory mapping (see RocksDbStateStoreOptions::map_wal).
+  // Default true.
+  bool map_wal = true;
   // Memory bound of the RocksDB store's cache of hot states, in bytes (see
   // RocksDbStateStoreOptions::state_cache_bytes). Default 256 MiB.
   size_t state_cache_bytes = size_t{256} << 20;

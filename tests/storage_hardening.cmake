@@ -5,3 +5,5 @@ ratelimit_test(store_health_server_test store_health_server_test.cc
                LIBS ratelimit_server ratelimit_client PkgConfig::HTTPLIB RocksDB::rocksdb)
 ratelimit_test(store_process_test store_process_test.cc LIBS ratelimit_client)
 add_dependencies(store_process_test ratelimit-server)
+# The WAL written through a shared memory mapping: appends, crash images, a full disk.
+ratelimit_test(mapped_wal_test mapped_wal_test.cc LIBS RocksDB::rocksdb)

@@ -20,6 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::WalRecordBytes;
 using ::ratelimit::testing::WriteFileAtomically;
 
 using ::ratelimit::testing::kApiLimits;
@@ -74,7 +75,7 @@ TEST(ServerFilesTest, ACorruptWalRefusesToStartUnlessSalvaged) {
   ASSERT_FALSE(wal.empty());
   {
     std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);
-    const std::streamoff middle = static_cast<std::streamoff>(fs::file_size(wal) / 2);
+    const std::streamoff middle = static_cast<std::streamoff>(WalRecordBytes(wal) / 2);
     f.seekp(middle);
     f.write("\xff\x00\xff\x00", 4);
   }

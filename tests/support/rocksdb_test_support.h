@@ -5,6 +5,7 @@
 // on command (tests/support/faulty_file_system.h).
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -16,25 +17,44 @@
 namespace ratelimit::testing {
 
 // Opens the store at `path` on `clock` (not owned; must outlive the store), over `file_system`
-// when given, salvaging a WAL that does not replay when `salvage_wal`.
+// when given, salvaging a WAL that does not replay when `salvage_wal`, writing the WAL through a
+// mapping when `map_wal` (the default) and with a write(2) per group otherwise.
 inline absl::StatusOr<std::unique_ptr<RocksDbStateStore>> OpenRocksDbStoreStatus(
     const std::string& path, const Clock& clock,
-    std::shared_ptr<rocksdb::FileSystem> file_system = nullptr, bool salvage_wal = false) {
+    std::shared_ptr<rocksdb::FileSystem> file_system = nullptr, bool salvage_wal = false,
+    bool map_wal = true) {
   RocksDbStateStoreOptions o;
   o.path = path;
   o.clock = &clock;
   o.salvage_wal = salvage_wal;
   o.file_system = std::move(file_system);
+  o.map_wal = map_wal;
   return RocksDbStateStore::Open(o);
 }
 
 // The same; a store that does not open fails the test and gives null.
 inline std::unique_ptr<RocksDbStateStore> OpenRocksDbStore(
     const std::string& path, const Clock& clock,
-    std::shared_ptr<rocksdb::FileSystem> file_system = nullptr, bool salvage_wal = false) {
-  auto opened = OpenRocksDbStoreStatus(path, clock, std::move(file_system), salvage_wal);
+    std::shared_ptr<rocksdb::FileSystem> file_system = nullptr, bool salvage_wal = false,
+    bool map_wal = true) {
+  auto opened = OpenRocksDbStoreStatus(path, clock, std::move(file_system), salvage_wal, map_wal);
   EXPECT_TRUE(opened.ok()) << opened.status();
   return opened.ok() ? *std::move(opened) : nullptr;
+}
+
+// Writes `s` as the state of `k` (one write group).
+inline absl::Status Put(StateStore& store, const StateKey& k, State s) {
+  return store.Update({k}, [&](auto, absl::Span<std::optional<State>> w) {
+    w[0] = s;
+    return absl::OkStatus();
+  });
+}
+
+// The state of `k`; a failed read fails the test and gives nullopt.
+inline std::optional<State> GetOrDie(StateStore& store, const StateKey& k) {
+  auto got = store.Get(k);
+  EXPECT_TRUE(got.ok()) << got.status();
+  return got.ok() ? *got : std::nullopt;
 }
 
 }  // namespace ratelimit::testing

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "storage/file_util.h"
@@ -37,6 +38,13 @@ void WriteFileAtomically(const std::string& path, const std::string& contents) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     std::abort();
   }
+}
+
+uint64_t WalRecordBytes(const std::string& wal) {
+  std::ifstream in(wal, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t last = bytes.find_last_not_of('\0');
+  return last == std::string::npos ? 0 : last + 1;
 }
 
 RefusingPort::RefusingPort() {

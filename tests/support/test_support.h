@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,6 +95,10 @@ class TempDir {
 // Writes `contents` to `path` atomically (ratelimit::WriteFileAtomically); aborts the test
 // binary when it cannot, since every test relying on it would fail for an unrelated reason.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// The bytes of the WAL file `wal` up to its last non-zero byte: its records. A mapped WAL file
+// left by a crash ends in zeros up to its last reserved chunk (storage/mapped_wal_file_system.h).
+uint64_t WalRecordBytes(const std::string& wal);
 
 // A loopback port that refuses connections for as long as this object lives: a socket bound to
 // it (so nothing else can take the port) that never listens, so every connection attempt is

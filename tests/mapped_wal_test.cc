@@ -1,0 +1,369 @@
+// The WAL written through a shared memory mapping (storage/mapped_wal_file_system.h): no
+// write(2) per write group, a crash image that recovers every acknowledged state under strict
+// recovery, records across chunk boundaries, and a full disk met at the probe or when the
+// reserved space runs out, never as a crash and never losing an acknowledged write.
+
+#include "storage/mapped_wal_file_system.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "rocksdb/file_system.h"
+#include "storage/rocksdb_state_store.h"
+#include "tests/support/faulty_file_system.h"
+#include "tests/support/rocksdb_test_support.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ratelimit::testing::Eventually;
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::FaultyFileSystem;
+using ::ratelimit::testing::GetOrDie;
+using ::ratelimit::testing::kMinute;
+using ::ratelimit::testing::Put;
+using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::WalRecordBytes;
+
+constexpr size_t kPage = 4096;
+
+// Counts the appends RocksDB (or the mapping above it) makes to WAL files of the real file
+// system: with a write(2) per group, one per group.
+class CountingFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  CountingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "CountingFileSystem"; }
+  int64_t wal_appends() const { return wal_appends_.load(); }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& opts,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    std::unique_ptr<rocksdb::FSWritableFile> file;
+    rocksdb::IOStatus s = target()->NewWritableFile(fname, opts, &file, dbg);
+    if (!s.ok()) return s;
+    if (MappedWalFileSystem::IsWal(fname)) {
+      *result = std::make_unique<File>(std::move(file), wal_appends_);
+    } else {
+      *result = std::move(file);
+    }
+    return s;
+  }
+
+ private:
+  class File final : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::FSWritableFile> file, std::atomic<int64_t>& appends)
+        : FSWritableFileOwnerWrapper(std::move(file)), appends_(appends) {}
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                             rocksdb::IODebugContext* dbg) override {
+      appends_.fetch_add(1);
+      return target()->Append(data, o, dbg);
+    }
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
+                             const rocksdb::DataVerificationInfo& info,
+                             rocksdb::IODebugContext* dbg) override {
+      appends_.fetch_add(1);
+      return target()->Append(data, o, info, dbg);
+    }
+
+   private:
+    std::atomic<int64_t>& appends_;
+  };
+
+  std::atomic<int64_t> wal_appends_{0};
+};
+
+// The WAL files of `dir` that hold data, newest last.
+std::vector<std::string> WalFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string p = e.path().string();
+    if (absl::EndsWith(p, ".log") && fs::file_size(p) > 0) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class MappedWalTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<std::unique_ptr<RocksDbStateStore>> OpenStatus(
+      const std::string& path, std::shared_ptr<rocksdb::FileSystem> fs = nullptr,
+      bool map_wal = true, size_t chunk = MappedWalFileSystem::kDefaultChunkBytes) {
+    RocksDbStateStoreOptions o;
+    o.path = path;
+    o.clock = &clock_;
+    o.file_system = std::move(fs);
+    o.map_wal = map_wal;
+    o.wal_map_chunk_bytes = chunk;
+    return RocksDbStateStore::Open(o);
+  }
+  std::unique_ptr<RocksDbStateStore> Open(const std::string& path,
+                                          std::shared_ptr<rocksdb::FileSystem> fs = nullptr,
+                                          bool map_wal = true,
+                                          size_t chunk = MappedWalFileSystem::kDefaultChunkBytes) {
+    auto opened = OpenStatus(path, std::move(fs), map_wal, chunk);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    return opened.ok() ? *std::move(opened) : nullptr;
+  }
+  // A copy of the live directory `from`: what a kill -9 leaves (the store is still open).
+  std::string CrashImage(const std::string& from) {
+    const std::string to = absl::StrCat(dir_.path(), "/crash", ++crashes_);
+    fs::copy(from, to, fs::copy_options::recursive);
+    return to;
+  }
+  State StateFor(int i) const { return State{double(i), i, clock_.NowMicros() + kMinute + i}; }
+
+  TempDir dir_;
+  FakeClock clock_;
+  int crashes_ = 0;
+};
+
+TEST_F(MappedWalTest, WriteGroupsReachTheWalWithoutAnAppendEach) {
+  constexpr int kWrites = 1000;
+  for (const bool mapped : {false, true}) {
+    SCOPED_TRACE(mapped ? "mapped" : "write(2)");
+    auto counting = std::make_shared<CountingFileSystem>();
+    const std::string path = absl::StrCat(dir_.path(), "/db", mapped);
+    auto store = Open(path, counting, mapped);
+    ASSERT_NE(store, nullptr);
+    const int64_t before = counting->wal_appends();
+    for (int i = 0; i < kWrites; ++i) {
+      ASSERT_OK(Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i)));
+    }
+    const int64_t appends = counting->wal_appends() - before;
+    if (mapped) {
+      // Only the chunks reserved (1 MiB holds every record here).
+      EXPECT_LE(appends, 2);
+    } else {
+      EXPECT_GE(appends, kWrites);  // the counter sees what a write(2) per group does
+    }
+    auto recovered = Open(CrashImage(path));
+    ASSERT_NE(recovered, nullptr);
+    for (int i = 0; i < kWrites; ++i) {
+      ASSERT_EQ(GetOrDie(*recovered, {"api", absl::StrCat("k", i)}), StateFor(i)) << i;
+    }
+  }
+}
+
+TEST_F(MappedWalTest, ACrashImageEndsInZerosAndRecoversEveryStateWithoutSalvage) {
+  const std::string path = dir_.path() + "/db";
+  auto store = Open(path, nullptr, true, 16 * kPage);
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 50; ++i) ASSERT_OK(Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i)));
+  const std::string crashed = CrashImage(path);
+  const std::vector<std::string> wals = WalFiles(crashed);
+  ASSERT_FALSE(wals.empty());
+  const uint64_t size = fs::file_size(wals.back());
+  EXPECT_EQ(size % (16 * kPage), 0u) << size;            // whole chunks
+  EXPECT_LT(WalRecordBytes(wals.back()), size) << size;  // ending in zeros
+
+  auto recovered = Open(crashed);  // strict recovery (kAbsoluteConsistency)
+  ASSERT_NE(recovered, nullptr);
+  EXPECT_FALSE(recovered->open_report().salvaged);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(GetOrDie(*recovered, {"api", absl::StrCat("k", i)}), StateFor(i)) << i;
+  }
+  // And the recovered store writes on, into a WAL of its own.
+  ASSERT_OK(Put(*recovered, {"api", "after"}, StateFor(99)));
+  ASSERT_OK(recovered->Close());
+  auto reopened = Open(crashed);
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(GetOrDie(*reopened, {"api", "after"}), StateFor(99));
+}
+
+TEST_F(MappedWalTest, ACleanCloseTruncatesTheWalToItsRecords) {
+  const std::string path = dir_.path() + "/db";
+  auto store = Open(path, nullptr, true, 16 * kPage);
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 50; ++i) ASSERT_OK(Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i)));
+  const std::string live_wal = WalFiles(path).back();
+  ASSERT_EQ(fs::file_size(live_wal), 16 * kPage);
+  ASSERT_OK(store->Close());
+  if (fs::exists(live_wal)) {
+    const uint64_t size = fs::file_size(live_wal);
+    EXPECT_GT(size, 0u);
+    EXPECT_LT(size, 16 * kPage);
+    // At most the zero bytes the last record's own value ends in.
+    EXPECT_LE(size - WalRecordBytes(live_wal), 16u);
+  }
+  auto reopened = Open(path);
+  ASSERT_NE(reopened, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(GetOrDie(*reopened, {"api", absl::StrCat("k", i)}), StateFor(i)) << i;
+  }
+}
+
+TEST_F(MappedWalTest, RecordsAcrossChunkBoundariesAndLargerThanAChunkRecover) {
+  const std::string path = dir_.path() + "/db";
+  auto store = Open(path, nullptr, true, kPage);  // the smallest chunk: one page
+  ASSERT_NE(store, nullptr);
+  // Small records straddle chunk boundaries at every offset modulo the page.
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_OK(Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i)));
+  }
+  // One write group of 200 keys of 100 bytes: a record of several pages.
+  std::vector<StateKey> keys;
+  for (int i = 0; i < 200; ++i) keys.push_back({"api", absl::StrCat(std::string(96, 'x'), i)});
+  ASSERT_OK(store->Update(keys, [&](auto, absl::Span<std::optional<State>> w) {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = StateFor(static_cast<int>(i));
+    return absl::OkStatus();
+  }));
+  ASSERT_OK(Put(*store, {"api", "last"}, StateFor(7)));
+
+  auto recovered = Open(CrashImage(path));
+  ASSERT_NE(recovered, nullptr);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(GetOrDie(*recovered, {"api", absl::StrCat("k", i)}), StateFor(i)) << i;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(GetOrDie(*recovered, keys[i]), StateFor(static_cast<int>(i))) << i;
+  }
+  EXPECT_EQ(GetOrDie(*recovered, {"api", "last"}), StateFor(7));
+}
+
+TEST_F(MappedWalTest, TheFileSystemWritesWhatWasAppendedAcrossChunks) {
+  const std::string file = dir_.path() + "/000001.log";
+  MappedWalFileSystem mapped(rocksdb::FileSystem::Default(), kPage);
+  std::unique_ptr<rocksdb::FSWritableFile> w;
+  ASSERT_TRUE(mapped.NewWritableFile(file, rocksdb::FileOptions(), &w, nullptr).ok());
+  EXPECT_EQ(mapped.mapped_files(), 1u);
+  std::string expected;
+  for (int i = 0; i < 300; ++i) {
+    const std::string piece = absl::StrCat("record-", i, std::string(i % 37, 'a' + i % 26), ";");
+    ASSERT_TRUE(w->Append(piece, rocksdb::IOOptions(), nullptr).ok());
+    expected += piece;
+  }
+  const std::string big(3 * kPage + 5, 'B');  // spans four chunks
+  ASSERT_TRUE(w->Append(big, rocksdb::IOOptions(), nullptr).ok());
+  expected += big;
+  EXPECT_EQ(w->GetFileSize(rocksdb::IOOptions(), nullptr), expected.size());
+  // Before the close, the file holds the bytes (another process reads them from the page
+  // cache) followed by zeros up to the last chunk.
+  const std::string open_bytes = ReadAll(file);
+  ASSERT_EQ(open_bytes.size() % kPage, 0u);
+  EXPECT_EQ(open_bytes.substr(0, expected.size()), expected);
+  EXPECT_EQ(open_bytes.find_first_not_of('\0', expected.size()), std::string::npos);
+  ASSERT_TRUE(w->Sync(rocksdb::IOOptions(), nullptr).ok());
+  // Truncate forgets bytes and zeroes them.
+  ASSERT_TRUE(w->Truncate(expected.size() - 5, rocksdb::IOOptions(), nullptr).ok());
+  expected.resize(expected.size() - 5);
+  ASSERT_TRUE(w->Close(rocksdb::IOOptions(), nullptr).ok());
+  EXPECT_EQ(ReadAll(file), expected);
+
+  // Files other than WAL files pass through unmapped.
+  std::unique_ptr<rocksdb::FSWritableFile> other;
+  ASSERT_TRUE(mapped
+                  .NewWritableFile(dir_.path() + "/MANIFEST-000001", rocksdb::FileOptions(), &other,
+                                   nullptr)
+                  .ok());
+  ASSERT_TRUE(other->Append("abc", rocksdb::IOOptions(), nullptr).ok());
+  ASSERT_TRUE(other->Close(rocksdb::IOOptions(), nullptr).ok());
+  EXPECT_EQ(ReadAll(dir_.path() + "/MANIFEST-000001"), "abc");
+  EXPECT_EQ(mapped.mapped_files(), 1u);
+}
+
+// Without the probe's own check of the disk, the first write after the disk fills would be
+// acknowledged into the reserved space.
+TEST_F(MappedWalTest, TheHealthProbeFindsAFullDiskBeforeTheReservedSpaceRunsOut) {
+  auto faulty = std::make_shared<FaultyFileSystem>();
+  const std::string path = dir_.path() + "/db";
+  auto store = Open(path, faulty);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(Put(*store, {"api", "before"}, StateFor(1)));
+  ASSERT_OK(store->Health());
+  faulty->SetFull(true);
+  EXPECT_EQ(store->Health().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Put(*store, {"api", "during"}, StateFor(2)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store->Health().code(), absl::StatusCode::kUnavailable);  // still full
+  faulty->SetFull(false);
+  ASSERT_TRUE(Eventually([&] { return store->Health().ok(); }));
+  ASSERT_OK(Put(*store, {"api", "after"}, StateFor(3)));
+  ASSERT_OK(store->Close());
+  store = Open(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(GetOrDie(*store, {"api", "before"}), StateFor(1));
+  EXPECT_EQ(GetOrDie(*store, {"api", "during"}), std::nullopt);
+  EXPECT_EQ(GetOrDie(*store, {"api", "after"}), StateFor(3));
+}
+
+TEST_F(MappedWalTest, WithoutAProbeWritesStopWhenTheReservedSpaceRunsOutAndLoseNothing) {
+  auto faulty = std::make_shared<FaultyFileSystem>();
+  const std::string path = dir_.path() + "/db";
+  auto store = Open(path, faulty, true, 4 * kPage);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(Put(*store, {"api", "before"}, StateFor(0)));
+  faulty->SetFull(true);
+  // Writes go on into the chunk reserved before the disk filled; the one that needs a new
+  // chunk fails, and every later one too.
+  std::vector<int> acknowledged;
+  int failed_at = -1;
+  for (int i = 1; i < 10000 && failed_at < 0; ++i) {
+    absl::Status s = Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i));
+    if (s.ok()) {
+      acknowledged.push_back(i);
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      failed_at = i;
+    }
+  }
+  ASSERT_GT(failed_at, 0) << "the reserved space never ran out";
+  EXPECT_LT(acknowledged.size(), 4 * kPage / 20);  // at most what 4 pages hold
+  EXPECT_GE(faulty->refused_wal_writes(), 1);
+  EXPECT_EQ(Put(*store, {"api", "later"}, StateFor(1)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(store->Health().ok());
+
+  // A crash now loses nothing acknowledged, and the refused writes never appear.
+  faulty->SetFull(false);
+  auto recovered = Open(CrashImage(path));
+  ASSERT_NE(recovered, nullptr);
+  EXPECT_EQ(GetOrDie(*recovered, {"api", "before"}), StateFor(0));
+  for (int i : acknowledged) {
+    ASSERT_EQ(GetOrDie(*recovered, {"api", absl::StrCat("k", i)}), StateFor(i)) << i;
+  }
+  EXPECT_EQ(GetOrDie(*recovered, {"api", absl::StrCat("k", failed_at)}), std::nullopt);
+  EXPECT_EQ(GetOrDie(*recovered, {"api", "later"}), std::nullopt);
+
+  // The live store resumes once space returns.
+  ASSERT_TRUE(Eventually([&] { return store->Health().ok(); }));
+  ASSERT_OK(Put(*store, {"api", "after"}, StateFor(5)));
+  EXPECT_EQ(GetOrDie(*store, {"api", absl::StrCat("k", acknowledged.back())}),
+            StateFor(acknowledged.back()));
+}
+
+TEST_F(MappedWalTest, SyncedWritesThroughTheMappingRecover) {
+  RocksDbStateStoreOptions o;
+  o.path = dir_.path() + "/db";
+  o.clock = &clock_;
+  o.sync = true;
+  o.wal_map_chunk_bytes = kPage;
+  auto store = RocksDbStateStore::Open(o);
+  ASSERT_OK(store);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_OK(Put(**store, {"api", absl::StrCat("k", i)}, StateFor(i)));
+  }
+  auto recovered = Open(CrashImage(o.path));
+  ASSERT_NE(recovered, nullptr);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(GetOrDie(*recovered, {"api", absl::StrCat("k", i)}), StateFor(i)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace ratelimit
