@@ -113,8 +113,11 @@ TEST(RedisDeployTest, TheClusterScriptsStartACluster3x3TheServerRunsOnAndStopIt)
 )");
   {
     auto server = ServerProcess::Start(
+        // A replica's acknowledgement can take longer than the default 1 s round trip on a
+        // loaded machine (the CI runs tests in parallel): WAIT gets its share of 5 s.
         {"--store=redis", "--redis_address=" + seeds, "--redis_wait_replicas=1",
-         "--limits_file=" + dir.File("limits.yaml"), "--data_dir=" + dir.File("unused")},
+         "--redis_timeout=5s", "--limits_file=" + dir.File("limits.yaml"),
+         "--data_dir=" + dir.File("unused")},
         dir.path());
     ASSERT_OK(server);
     auto client = RateLimitClient::Connect((*server)->target());

@@ -57,6 +57,15 @@ ready() {
   case $info in *cluster_state:ok*) ;; *) return 1 ;; esac
   repl=$(redis-cli -h 127.0.0.1 -p "$1" INFO replication) || return 1
   case $repl in *role:slave*) case $repl in *master_link_status:up*) ;; *) return 1 ;; esac ;; esac
+  # A primary counts a replica for WAIT and min-replicas-to-write only once it sees the replica
+  # online, which can come after the replica reports its link up: wait until a WAIT for one
+  # replica (on a connection that wrote nothing) answers 1.
+  case $repl in
+    *role:master*)
+      acked=$(redis-cli -h 127.0.0.1 -p "$1" WAIT 1 200) || return 1
+      [ "${acked:-0}" -ge 1 ] 2>/dev/null || return 1
+      ;;
+  esac
 }
 for port in "$@"; do
   if ! wait_for 60 ready "$port"; then
