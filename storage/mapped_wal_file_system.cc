@@ -148,42 +148,47 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     return rocksdb::IOStatus::OK();
   }
 
-  void CopyLocked(uint64_t offset, const char* data, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Calls `f(mapped, length)` for each piece of the mapped bytes [offset, offset + n), in order,
+  // one piece per chunk they touch; stops at, and returns, the first piece for which f is false.
+  template <typename F>
+  bool ForEachPieceLocked(uint64_t offset, uint64_t n, F f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (n > 0) {
-      const size_t chunk = offset / chunk_bytes_;
       const size_t within = offset % chunk_bytes_;
-      const size_t take = std::min(n, chunk_bytes_ - within);
-      std::memcpy(maps_[chunk] + within, data, take);
+      const size_t take = std::min<uint64_t>(n, chunk_bytes_ - within);
+      if (!f(maps_[offset / chunk_bytes_] + within, take)) return false;
       offset += take;
-      data += take;
       n -= take;
     }
+    return true;
+  }
+
+  void CopyLocked(uint64_t offset, const char* data, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ForEachPieceLocked(offset, n, [&data](char* to, size_t take) {
+      std::memcpy(to, data, take);
+      data += take;
+      return true;
+    });
   }
 
   void ZeroLocked(uint64_t offset, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (n > 0) {
-      const size_t chunk = offset / chunk_bytes_;
-      const size_t within = offset % chunk_bytes_;
-      const size_t take = std::min(n, chunk_bytes_ - within);
-      std::memset(maps_[chunk] + within, 0, take);
-      offset += take;
-      n -= take;
-    }
+    ForEachPieceLocked(offset, n, [](char* to, size_t take) {
+      std::memset(to, 0, take);
+      return true;
+    });
   }
 
   // msync of the pages written since the last sync: for a file mapping, the same as fdatasync
   // of that range (the file's size was made durable-ready by the appends that reserved it).
   rocksdb::IOStatus SyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (closed_) return rocksdb::IOStatus::OK();
-    uint64_t offset = synced_ - synced_ % PageSize();
-    while (offset < size_) {
-      const size_t chunk = offset / chunk_bytes_;
-      const size_t within = offset % chunk_bytes_;
-      const size_t take = std::min<uint64_t>(size_ - offset, chunk_bytes_ - within);
-      if (msync(maps_[chunk] + within, take, MS_SYNC) != 0) {
-        return ErrnoStatus("sync", fname_, errno);
-      }
-      offset += take;
+    const uint64_t from = synced_ - synced_ % PageSize();
+    int err = 0;
+    if (!ForEachPieceLocked(from, size_ - from, [&err](char* at, size_t take) {
+          if (msync(at, take, MS_SYNC) == 0) return true;
+          err = errno;
+          return false;
+        })) {
+      return ErrnoStatus("sync", fname_, err);
     }
     synced_ = size_;
     return rocksdb::IOStatus::OK();

@@ -81,10 +81,7 @@ absl::Status RocksDbStateStore::Health() {
       const absl::Status error = errors_->Get();
       if (error.ok()) return ProbeWriteLocked();
       // Until the disk takes writes again, keep the database open for reads.
-      if (absl::Status disk = DiskWritable(
-              options_.file_system ? *options_.file_system : *rocksdb::FileSystem::Default(),
-              options_.path);
-          !disk.ok()) {
+      if (absl::Status disk = DiskWritable(*file_system_, options_.path); !disk.ok()) {
         return absl::UnavailableError(absl::StrCat(error.message(), "; ", disk.message()));
       }
     }
@@ -113,9 +110,7 @@ absl::Status RocksDbStateStore::ProbeWriteLocked() {
   // and health says so, within a probe of the disk filling, as they do when every write group
   // is a write(2). (Unsynced: allocating the block is what fails on a full disk.)
   if (options_.map_wal) {
-    if (absl::Status disk = DiskWritable(
-            options_.file_system ? *options_.file_system : *rocksdb::FileSystem::Default(),
-            options_.path, /*sync=*/false);
+    if (absl::Status disk = DiskWritable(*file_system_, options_.path, /*sync=*/false);
         !disk.ok()) {
       return WriteFailed(disk);
     }

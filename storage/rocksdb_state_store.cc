@@ -104,17 +104,18 @@ std::vector<std::string> WalFiles(const std::string& dir) {
 
 RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
     : options_(options),
+      file_system_(options.file_system ? options.file_system : rocksdb::FileSystem::Default()),
       errors_(std::make_shared<RocksDbErrorTracker>()),
       gc_filter_(std::make_unique<RefilledStateFilter>(*options.clock)),
       record_filter_(std::make_unique<ExpiredRecordFilter>(*options.clock)),
       stripes_(options.lock_stripes),
       cache_(std::make_unique<StateCache>(options.state_cache_bytes, group_.resolved_counter())) {
-  std::shared_ptr<rocksdb::FileSystem> fs = options_.file_system;
   if (options_.map_wal) {
-    fs = std::make_shared<MappedWalFileSystem>(fs ? fs : rocksdb::FileSystem::Default(),
-                                               options_.wal_map_chunk_bytes);
+    env_ = rocksdb::NewCompositeEnv(
+        std::make_shared<MappedWalFileSystem>(file_system_, options_.wal_map_chunk_bytes));
+  } else if (options_.file_system) {
+    env_ = rocksdb::NewCompositeEnv(options_.file_system);
   }
-  if (fs) env_ = rocksdb::NewCompositeEnv(fs);
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(

@@ -250,7 +250,10 @@ class RocksDbStateStore final : public StateStore {
   absl::Status UpgradeFromV1Locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const RocksDbStateStoreOptions options_;
-  std::unique_ptr<rocksdb::Env> env_;  // over options_.file_system and the WAL mapping, if any
+  // options_.file_system, or the operating system's: what the WAL mapping wraps and where the
+  // disk probes write.
+  const std::shared_ptr<rocksdb::FileSystem> file_system_;
+  std::unique_ptr<rocksdb::Env> env_;  // over the WAL mapping, or options_.file_system, if any
   std::shared_ptr<RocksDbErrorTracker> errors_;
   RocksDbOpenReport open_report_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;

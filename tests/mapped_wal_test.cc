@@ -5,20 +5,17 @@
 
 #include "storage/mapped_wal_file_system.h"
 
-#include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
+#include "storage/file_util.h"
 #include "storage/rocksdb_state_store.h"
 #include "tests/support/faulty_file_system.h"
 #include "tests/support/rocksdb_test_support.h"
@@ -33,6 +30,7 @@ using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FaultyFileSystem;
 using ::ratelimit::testing::GetOrDie;
 using ::ratelimit::testing::kMinute;
+using ::ratelimit::testing::NewestWal;
 using ::ratelimit::testing::Put;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WalRecordBytes;
@@ -85,20 +83,11 @@ class CountingFileSystem final : public rocksdb::FileSystemWrapper {
   std::atomic<int64_t> wal_appends_{0};
 };
 
-// The WAL files of `dir` that hold data, newest last.
-std::vector<std::string> WalFiles(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string p = e.path().string();
-    if (absl::EndsWith(p, ".log") && fs::file_size(p) > 0) out.push_back(p);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
+// The file's bytes; a file that cannot be read fails the test.
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.value_or("");
 }
 
 class MappedWalTest : public ::testing::Test {
@@ -168,11 +157,11 @@ TEST_F(MappedWalTest, ACrashImageEndsInZerosAndRecoversEveryStateWithoutSalvage)
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 50; ++i) ASSERT_OK(Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i)));
   const std::string crashed = CrashImage(path);
-  const std::vector<std::string> wals = WalFiles(crashed);
-  ASSERT_FALSE(wals.empty());
-  const uint64_t size = fs::file_size(wals.back());
-  EXPECT_EQ(size % (16 * kPage), 0u) << size;            // whole chunks
-  EXPECT_LT(WalRecordBytes(wals.back()), size) << size;  // ending in zeros
+  const std::string wal = NewestWal(crashed);
+  ASSERT_FALSE(wal.empty());
+  const uint64_t size = fs::file_size(wal);
+  EXPECT_EQ(size % (16 * kPage), 0u) << size;    // whole chunks
+  EXPECT_LT(WalRecordBytes(wal), size) << size;  // ending in zeros
 
   auto recovered = Open(crashed);  // strict recovery (kAbsoluteConsistency)
   ASSERT_NE(recovered, nullptr);
@@ -193,7 +182,7 @@ TEST_F(MappedWalTest, ACleanCloseTruncatesTheWalToItsRecords) {
   auto store = Open(path, nullptr, true, 16 * kPage);
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 50; ++i) ASSERT_OK(Put(*store, {"api", absl::StrCat("k", i)}, StateFor(i)));
-  const std::string live_wal = WalFiles(path).back();
+  const std::string live_wal = NewestWal(path);
   ASSERT_EQ(fs::file_size(live_wal), 16 * kPage);
   ASSERT_OK(store->Close());
   if (fs::exists(live_wal)) {

@@ -24,6 +24,7 @@ using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::FaultyFileSystem;
 using ::ratelimit::testing::GetOrDie;
 using ::ratelimit::testing::kMinute;
+using ::ratelimit::testing::NewestWal;
 using ::ratelimit::testing::OpenRocksDbStore;
 using ::ratelimit::testing::OpenRocksDbStoreStatus;
 using ::ratelimit::testing::Put;
@@ -195,16 +196,6 @@ TEST_F(StoreHardeningTest, ConcurrentWritersThroughAFullDiskLoseNoAcknowledgedWr
 }
 
 // --- A corrupted WAL refuses to open unless salvaged. ---
-
-// The newest WAL file of `dir` that holds data.
-std::string NewestWal(const std::string& dir) {
-  std::string newest;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string p = e.path().string();
-    if (absl::EndsWith(p, ".log") && fs::file_size(p) > 0 && p > newest) newest = p;
-  }
-  return newest;
-}
 
 class CorruptWalTest : public StoreHardeningTest {
  protected:

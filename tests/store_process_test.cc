@@ -18,6 +18,7 @@ namespace ratelimit {
 namespace {
 
 namespace fs = std::filesystem;
+using ::ratelimit::testing::NewestWal;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WalRecordBytes;
@@ -67,11 +68,7 @@ TEST(ServerFilesTest, ACorruptWalRefusesToStartUnlessSalvaged) {
     for (int i = 0; i < 50; ++i) ASSERT_OK(client->Consume(MakeRequest("api", absl::StrCat(i))));
     (*server)->StopWith(SIGKILL);  // the decisions are in the WAL only
   }
-  std::string wal;
-  for (const auto& e : fs::directory_iterator(dir.File("data"))) {
-    const std::string p = e.path().string();
-    if (absl::EndsWith(p, ".log") && fs::file_size(p) > 0 && p > wal) wal = p;
-  }
+  const std::string wal = NewestWal(dir.File("data"));
   ASSERT_FALSE(wal.empty());
   {
     std::fstream f(wal, std::ios::in | std::ios::out | std::ios::binary);

@@ -12,9 +12,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "storage/file_util.h"
 
 namespace ratelimit::testing {
@@ -40,9 +40,17 @@ void WriteFileAtomically(const std::string& path, const std::string& contents) {
   }
 }
 
+std::string NewestWal(const std::string& dir) {
+  std::string newest;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string p = e.path().string();
+    if (absl::EndsWith(p, ".log") && std::filesystem::file_size(p) > 0 && p > newest) newest = p;
+  }
+  return newest;
+}
+
 uint64_t WalRecordBytes(const std::string& wal) {
-  std::ifstream in(wal, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = ::ratelimit::ReadFileToString(wal).value_or("");
   const size_t last = bytes.find_last_not_of('\0');
   return last == std::string::npos ? 0 : last + 1;
 }

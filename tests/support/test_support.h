@@ -96,6 +96,9 @@ class TempDir {
 // binary when it cannot, since every test relying on it would fail for an unrelated reason.
 void WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// The newest WAL file (`*.log`) of the directory `dir` that holds data; empty if none.
+std::string NewestWal(const std::string& dir);
+
 // The bytes of the WAL file `wal` up to its last non-zero byte: its records. A mapped WAL file
 // left by a crash ends in zeros up to its last reserved chunk (storage/mapped_wal_file_system.h).
 uint64_t WalRecordBytes(const std::string& wal);
