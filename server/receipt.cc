@@ -1,7 +1,6 @@
 #include "server/receipt.h"
 
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -16,24 +15,37 @@ namespace ratelimit {
 namespace {
 
 constexpr uint8_t kVersion = 1;
-constexpr size_t kMacBytes = 32;
+constexpr size_t kMacBytes = HmacSha256::kBytes;
 
-void PutU64(std::string& out, uint64_t v) {
-  char bytes[8];
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out.append(bytes, sizeof bytes);  // one append, not eight push_backs
-}
-void PutI64(std::string& out, int64_t v) { PutU64(out, static_cast<uint64_t>(v)); }
-void PutDouble(std::string& out, double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  PutU64(out, bits);
-}
-void PutString(std::string& out, absl::string_view s) {
-  out.push_back(static_cast<char>(s.size() & 0xff));
-  out.push_back(static_cast<char>((s.size() >> 8) & 0xff));
-  out.append(s.data(), s.size());
-}
+// Writes the encoding into a buffer sized beforehand (one allocation, no per-field appends).
+class Writer {
+ public:
+  explicit Writer(char* out) : p_(out) {}
+  char* end() const { return p_; }
+  void Byte(uint8_t b) { *p_++ = static_cast<char>(b); }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) p_[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    p_ += 8;
+  }
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void Double(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    U64(bits);
+  }
+  void Raw(const void* data, size_t n) {
+    std::memcpy(p_, data, n);
+    p_ += n;
+  }
+  void String(absl::string_view s) {
+    Byte(static_cast<uint8_t>(s.size() & 0xff));
+    Byte(static_cast<uint8_t>((s.size() >> 8) & 0xff));
+    Raw(s.data(), s.size());
+  }
+
+ private:
+  char* p_;
+};
 
 // Reads the encoding front to back; any read past the end makes ok() false.
 class Reader {
@@ -85,73 +97,6 @@ class Reader {
   bool ok_ = true;
 };
 
-// HMAC-SHA256 contexts, one per (thread, key), keyed once and re-initialised per MAC: a
-// re-initialisation copies the keyed inner state instead of hashing the key again, and nothing is
-// fetched, parsed or allocated per MAC (the one-shot HMAC() did all three each time).
-class MacContexts {
- public:
-  MacContexts() = default;
-  MacContexts(const MacContexts&) = delete;
-  MacContexts& operator=(const MacContexts&) = delete;
-  ~MacContexts() {
-    for (Slot& slot : slots_) EVP_MAC_CTX_free(slot.ctx);
-  }
-
-  // A context ready for EVP_MAC_update with `key`, or nullptr when OpenSSL fails.
-  EVP_MAC_CTX* For(absl::string_view key) {
-    for (Slot& slot : slots_) {
-      if (slot.ctx != nullptr && slot.key == key) {
-        return EVP_MAC_init(slot.ctx, nullptr, 0, nullptr) == 1 ? slot.ctx : nullptr;
-      }
-    }
-    // A key set holds the current key and a few previous ones: a small round-robin cache.
-    Slot& slot = slots_[next_++ % slots_.size()];
-    EVP_MAC_CTX_free(slot.ctx);
-    slot.ctx = nullptr;
-    slot.key.clear();
-    EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(Hmac());
-    if (ctx == nullptr) return nullptr;
-    char digest[] = "SHA256";
-    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                                 OSSL_PARAM_END};
-    if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) !=
-        1) {
-      EVP_MAC_CTX_free(ctx);
-      return nullptr;
-    }
-    slot.ctx = ctx;
-    slot.key = std::string(key);
-    return ctx;
-  }
-
- private:
-  static EVP_MAC* Hmac() {
-    static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-    return mac;
-  }
-  struct Slot {
-    std::string key;
-    EVP_MAC_CTX* ctx = nullptr;
-  };
-  std::array<Slot, 4> slots_;
-  size_t next_ = 0;
-};
-
-std::array<uint8_t, kMacBytes> Mac(absl::string_view key, absl::string_view data) {
-  thread_local MacContexts contexts;
-  std::array<uint8_t, kMacBytes> out{};
-  size_t len = 0;
-  EVP_MAC_CTX* ctx = contexts.For(key);
-  // A MAC that cannot be computed must not yield a receipt (nor verify one): as for the CSPRNG
-  // below, an OpenSSL that fails here is unusable.
-  if (ctx == nullptr ||
-      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1 ||
-      EVP_MAC_final(ctx, out.data(), &len, out.size()) != 1 || len != out.size()) {
-    std::abort();
-  }
-  return out;
-}
-
 absl::StatusOr<std::string> DecodeKey(absl::string_view text) {
   std::string bytes;
   const bool hex = text.size() % 2 == 0 && std::all_of(text.begin(), text.end(), [](char c) {
@@ -171,19 +116,18 @@ absl::StatusOr<std::string> DecodeKey(absl::string_view text) {
 
 }  // namespace
 
-ReceiptKeys::Key ReceiptKeys::MakeKey(std::string secret) {
-  Key k;
+ReceiptKeys::Key::Key(absl::string_view secret) : mac(secret) {
   uint8_t digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), digest);
-  std::memcpy(k.id.data(), digest, k.id.size());
-  k.secret = std::move(secret);
-  return k;
+  std::memcpy(id.data(), digest, id.size());
 }
 
 ReceiptKeys::ReceiptKeys(std::string current, std::vector<std::string> previous) {
-  current_ = current;
-  keys_.push_back(MakeKey(std::move(current)));
-  for (std::string& p : previous) keys_.push_back(MakeKey(std::move(p)));
+  keys_.reserve(1 + previous.size());
+  keys_.emplace_back(current);
+  for (const std::string& p : previous) keys_.emplace_back(p);
+  OPENSSL_cleanse(current.data(), current.size());
+  for (std::string& p : previous) OPENSSL_cleanse(p.data(), p.size());
 }
 
 absl::StatusOr<ReceiptKeys> ReceiptKeys::Parse(absl::string_view file) {
@@ -207,33 +151,38 @@ absl::StatusOr<ReceiptKeys> ReceiptKeys::Parse(absl::string_view file) {
 }
 
 std::string ReceiptKeys::Sign(const Receipt& r) const {
-  std::string out;
-  out.reserve(64 + r.name.size() + r.key.size() + (r.config ? 60 : 0) + kMacBytes);
-  out.push_back(static_cast<char>(kVersion));
-  out.append(reinterpret_cast<const char*>(keys_[0].id.data()), keys_[0].id.size());
-  out.push_back(static_cast<char>(r.source));
-  out.push_back(static_cast<char>(r.mode == Mode::kReserve ? 2 : 1));
-  PutDouble(out, r.count);
-  PutI64(out, r.decided_at_us);
-  out.append(reinterpret_cast<const char*>(r.unique_id.data()), r.unique_id.size());
-  PutString(out, r.name);
-  PutString(out, r.key);
-  out.push_back(r.config ? 1 : 0);
+  constexpr size_t kConfigBytes = 1 + 8 + 8 + 1 + 8 + 1 + 8 + 1 + 8 + 8;
+  const size_t body = 1 + 8 + 1 + 1 + 8 + 8 + r.unique_id.size() + 2 + r.name.size() + 2 +
+                      r.key.size() + 1 + (r.config ? kConfigBytes : 0);
+  std::string out(body + kMacBytes, '\0');
+  Writer w(out.data());
+  w.Byte(kVersion);
+  w.Raw(keys_[0].id.data(), keys_[0].id.size());
+  w.Byte(static_cast<uint8_t>(r.source));
+  w.Byte(r.mode == Mode::kReserve ? 2 : 1);
+  w.Double(r.count);
+  w.I64(r.decided_at_us);
+  w.Raw(r.unique_id.data(), r.unique_id.size());
+  w.String(r.name);
+  w.String(r.key);
+  w.Byte(r.config ? 1 : 0);
   if (r.config) {
     const LimitConfig& c = *r.config;
-    out.push_back(c.kind == LimitKind::kFixedWindow ? 1 : 0);
-    PutDouble(out, c.rate);
-    PutI64(out, c.period_us);
-    out.push_back(c.capacity ? 1 : 0);
-    PutDouble(out, c.capacity.value_or(0));
-    out.push_back(c.max_reserved ? 1 : 0);
-    PutDouble(out, c.max_reserved.value_or(0));
-    out.push_back(c.start_us ? 1 : 0);
-    PutI64(out, c.start_us.value_or(0));
-    PutDouble(out, c.jitter);
+    w.Byte(c.kind == LimitKind::kFixedWindow ? 1 : 0);
+    w.Double(c.rate);
+    w.I64(c.period_us);
+    w.Byte(c.capacity ? 1 : 0);
+    w.Double(c.capacity.value_or(0));
+    w.Byte(c.max_reserved ? 1 : 0);
+    w.Double(c.max_reserved.value_or(0));
+    w.Byte(c.start_us ? 1 : 0);
+    w.I64(c.start_us.value_or(0));
+    w.Double(c.jitter);
   }
-  const auto mac = Mac(keys_[0].secret, out);
-  out.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+  const HmacSha256::Digest mac = keys_[0].mac.Mac(absl::string_view(out.data(), body));
+  w.Raw(mac.data(), mac.size());
+  // The size computed above and the fields written must agree, or the MAC covers the wrong bytes.
+  if (w.end() != out.data() + out.size()) std::abort();
   return out;
 }
 
@@ -254,8 +203,8 @@ absl::StatusOr<Receipt> ReceiptKeys::Verify(absl::string_view bytes,
   }
   if (key == nullptr) return invalid("signed by an unknown key");
   const absl::string_view body = bytes.substr(0, bytes.size() - kMacBytes);
-  const auto expected = Mac(key->secret, body);
-  if (CRYPTO_memcmp(expected.data(), bytes.data() + body.size(), kMacBytes) != 0) {
+  const HmacSha256::Digest expected = key->mac.Mac(body);
+  if (CRYPTO_memcmp(expected.data(), bytes.data() + body.size(), expected.size()) != 0) {
     return invalid("signature does not match (forged or altered)");
   }
   Reader in(body.substr(1 + 8));

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/hmac_sha256.h"
 #include "storage/algebra.h"
 #include "storage/limit_config.h"
 
@@ -60,7 +61,7 @@ class ReceiptKeys {
   // decoded. Lines starting with '#' are comments. INVALID_ARGUMENT naming the line otherwise.
   static absl::StatusOr<ReceiptKeys> Parse(absl::string_view file);
 
-  bool empty() const { return current_.empty(); }
+  bool empty() const { return keys_.empty(); }
   size_t size() const { return keys_.size(); }
 
   // The signed receipt.
@@ -72,11 +73,10 @@ class ReceiptKeys {
 
  private:
   struct Key {
-    std::string secret;
+    explicit Key(absl::string_view secret);
+    HmacSha256 mac;
     std::array<uint8_t, 8> id{};
   };
-  static Key MakeKey(std::string secret);
-  std::string current_;    // secret of keys_[0]
   std::vector<Key> keys_;  // current first
 };
 

@@ -6,3 +6,4 @@ ratelimit_test(settle_service_test settle_service_test.cc
 ratelimit_test(settle_process_test settle_process_test.cc LIBS ratelimit_client)
 add_dependencies(settle_process_test ratelimit-server)
 ratelimit_test(receipt_test receipt_test.cc LIBS ratelimit_server OpenSSL::Crypto)
+ratelimit_test(hmac_sha256_test hmac_sha256_test.cc LIBS ratelimit_server OpenSSL::Crypto)
