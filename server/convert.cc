@@ -9,16 +9,18 @@ namespace ratelimit {
 namespace {
 
 // A google.protobuf.Duration as microseconds (truncating below 1us), validating its range.
-absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d,
-                                       absl::string_view field) {
+absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,
+                                       absl::string_view leaf) {
   const int64_t s = d.seconds();
   const int32_t n = d.nanos();
   if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
       n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
-    return InvalidField(field, "is not a valid google.protobuf.Duration");
+    return InvalidField(field, leaf, "is not a valid google.protobuf.Duration");
   }
-  if (s < 0 || n < 0) return InvalidField(field, "must not be negative");
-  if (s > kMaxPeriodMicros / 1000000) return InvalidField(field, "must be at most 100 years");
+  if (s < 0 || n < 0) return InvalidField(field, leaf, "must not be negative");
+  if (s > kMaxPeriodMicros / 1000000) {
+    return InvalidField(field, leaf, "must be at most 100 years");
+  }
   return s * 1000000 + n / 1000;
 }
 
@@ -48,19 +50,19 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
       c.kind = LimitKind::kFixedWindow;
       break;
     case v1::KIND_UNSPECIFIED:
-      return InvalidField(absl::StrCat(prefix, "kind"), "required (TOKEN_BUCKET or FIXED_WINDOW)");
+      return InvalidField(prefix, "kind", "required (TOKEN_BUCKET or FIXED_WINDOW)");
     default:
-      return InvalidField(absl::StrCat(prefix, "kind"), absl::StrCat("unknown kind ", p.kind()));
+      return InvalidField(prefix, "kind", absl::StrCat("unknown kind ", p.kind()));
   }
   c.rate = p.rate();
-  if (!p.has_period()) return InvalidField(absl::StrCat(prefix, "period"), "required");
-  absl::StatusOr<int64_t> period = DurationMicros(p.period(), absl::StrCat(prefix, "period"));
+  if (!p.has_period()) return InvalidField(prefix, "period", "required");
+  absl::StatusOr<int64_t> period = DurationMicros(p.period(), prefix, "period");
   if (!period.ok()) return period.status();
   c.period_us = *period;
   if (p.has_capacity()) c.capacity = p.capacity();
   if (p.has_max_reserved()) c.max_reserved = p.max_reserved();
   if (p.has_start()) {
-    absl::StatusOr<int64_t> start = DurationMicros(p.start(), absl::StrCat(prefix, "start"));
+    absl::StatusOr<int64_t> start = DurationMicros(p.start(), prefix, "start");
     if (!start.ok()) return start.status();
     c.start_us = *start;
   }
@@ -76,13 +78,13 @@ namespace {
 absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::string_view field,
                                           absl::Span<const LimitRequest> earlier,
                                           const LimitSet& limits, InlineLimits inline_limits) {
-  if (absl::Status s = ValidateName(l.name(), absl::StrCat(field, ".name")); !s.ok()) return s;
-  if (absl::Status s = ValidateKey(l.key(), absl::StrCat(field, ".key")); !s.ok()) return s;
+  if (absl::Status s = ValidateName(l.name(), field, ".name"); !s.ok()) return s;
+  if (absl::Status s = ValidateKey(l.key(), field, ".key"); !s.ok()) return s;
   LimitRequest r;
   r.name = l.name();
   r.key = l.key();
   if (l.has_count()) {
-    if (absl::Status s = ValidateCount(l.count(), absl::StrCat(field, ".count")); !s.ok()) {
+    if (absl::Status s = ValidateCount(l.count(), field, ".count"); !s.ok()) {
       return s;
     }
     r.count = l.count();

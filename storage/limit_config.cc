@@ -9,13 +9,15 @@ namespace ratelimit {
 namespace {
 
 // A finite amount in [min, kMaxAmount]; `strictly_positive` excludes zero.
-absl::Status CheckAmount(double v, bool strictly_positive, absl::string_view field) {
-  if (!std::isfinite(v)) return InvalidField(field, absl::StrCat("must be finite, got ", v));
+// Errors name `field` followed by `leaf`.
+absl::Status CheckAmount(double v, bool strictly_positive, absl::string_view field,
+                         absl::string_view leaf) {
+  if (!std::isfinite(v)) return InvalidField(field, leaf, absl::StrCat("must be finite, got ", v));
   if (strictly_positive ? v <= 0 : v < 0) {
     return InvalidField(
-        field, absl::StrCat(strictly_positive ? "must be > 0" : "must be >= 0", ", got ", v));
+        field, leaf, absl::StrCat(strictly_positive ? "must be > 0" : "must be >= 0", ", got ", v));
   }
-  if (v > kMaxAmount) return InvalidField(field, absl::StrCat("must be <= 1e15, got ", v));
+  if (v > kMaxAmount) return InvalidField(field, leaf, absl::StrCat("must be <= 1e15, got ", v));
   return absl::OkStatus();
 }
 
@@ -34,66 +36,61 @@ absl::string_view LimitSourceName(LimitSource source) {
 }
 
 absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix) {
-  if (auto s = CheckAmount(c.rate, true, absl::StrCat(prefix, "rate")); !s.ok()) return s;
-  if (c.period_us <= 0) {
-    return InvalidField(absl::StrCat(prefix, "period"), "must be > 0 (at least 1us)");
-  }
+  // Field names are joined only for an error: a valid config, the common case, builds none.
+  if (auto s = CheckAmount(c.rate, true, prefix, "rate"); !s.ok()) return s;
+  if (c.period_us <= 0) return InvalidField(prefix, "period", "must be > 0 (at least 1us)");
   if (c.period_us > kMaxPeriodMicros) {
-    return InvalidField(absl::StrCat(prefix, "period"), "must be at most 100 years");
+    return InvalidField(prefix, "period", "must be at most 100 years");
   }
   if (c.capacity.has_value()) {
-    if (auto s = CheckAmount(*c.capacity, false, absl::StrCat(prefix, "capacity")); !s.ok()) {
-      return s;
-    }
+    if (auto s = CheckAmount(*c.capacity, false, prefix, "capacity"); !s.ok()) return s;
   }
   if (c.max_reserved.has_value()) {
-    if (auto s = CheckAmount(*c.max_reserved, false, absl::StrCat(prefix, "max_reserved"));
-        !s.ok()) {
-      return s;
-    }
+    if (auto s = CheckAmount(*c.max_reserved, false, prefix, "max_reserved"); !s.ok()) return s;
   }
   if (c.start_us.has_value()) {
     if (c.kind != LimitKind::kFixedWindow) {
-      return InvalidField(absl::StrCat(prefix, "start"), "only applies to fixed windows");
+      return InvalidField(prefix, "start", "only applies to fixed windows");
     }
     if (*c.start_us < 0 || *c.start_us > kMaxPeriodMicros) {
-      return InvalidField(absl::StrCat(prefix, "start"), "must be between 0 and 100 years");
+      return InvalidField(prefix, "start", "must be between 0 and 100 years");
     }
   }
   if (!(c.jitter >= 0 && c.jitter <= 1)) {
-    return InvalidField(absl::StrCat(prefix, "jitter"),
-                        absl::StrCat("must be in [0, 1], got ", c.jitter));
+    return InvalidField(prefix, "jitter", absl::StrCat("must be in [0, 1], got ", c.jitter));
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateName(absl::string_view name, absl::string_view field) {
-  if (name.empty()) return InvalidField(field, "must not be empty");
+absl::Status ValidateName(absl::string_view name, absl::string_view field, absl::string_view leaf) {
+  if (name.empty()) return InvalidField(field, leaf, "must not be empty");
   if (name.size() > kMaxNameBytes) {
     return InvalidField(
-        field, absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
+        field, leaf, absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
   }
   for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) return InvalidField(field, "must not contain control characters");
+    if (c < 0x20 || c == 0x7f) {
+      return InvalidField(field, leaf, "must not contain control characters");
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateKey(absl::string_view key, absl::string_view field) {
+absl::Status ValidateKey(absl::string_view key, absl::string_view field, absl::string_view leaf) {
   if (key.empty()) {
-    return InvalidField(field,
+    return InvalidField(field, leaf,
                         "must not be empty (use a fixed key such as \"global\" for a limit "
                         "shared by all callers)");
   }
   if (key.size() > kMaxKeyBytes) {
-    return InvalidField(field,
+    return InvalidField(field, leaf,
                         absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ", key.size()));
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateCount(double count, absl::string_view field) {
-  return CheckAmount(count, true, field);
+absl::Status ValidateCount(double count, absl::string_view field, absl::string_view leaf) {
+  return CheckAmount(count, true, field, leaf);
 }
 
 }  // namespace ratelimit

@@ -59,10 +59,13 @@ inline constexpr size_t kMaxRequestBytes = 64 * 1024;
 // `field_prefix` followed by the offending field ("limits[0].config.rate: ...").
 absl::Status ValidateLimitConfig(const LimitConfig& config, absl::string_view field_prefix);
 
-// Checks a limit name / key / count against the bounds above, with the same message convention.
-absl::Status ValidateName(absl::string_view name, absl::string_view field);
-absl::Status ValidateKey(absl::string_view key, absl::string_view field);
-absl::Status ValidateCount(double count, absl::string_view field);
+// Checks a limit name / key / count against the bounds above, with the same message convention;
+// the field is named `field` followed by `leaf` (joined only for an error).
+absl::Status ValidateName(absl::string_view name, absl::string_view field,
+                          absl::string_view leaf = "");
+absl::Status ValidateKey(absl::string_view key, absl::string_view field,
+                         absl::string_view leaf = "");
+absl::Status ValidateCount(double count, absl::string_view field, absl::string_view leaf = "");
 
 }  // namespace ratelimit
 

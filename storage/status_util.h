@@ -13,6 +13,13 @@ inline absl::Status InvalidField(absl::string_view field, absl::string_view why)
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
+// The same for the field named `field` followed by `leaf` ("limits[0]" ".name"): validators on
+// the hot path take the two parts and join them only for an error.
+inline absl::Status InvalidField(absl::string_view field, absl::string_view leaf,
+                                 absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, leaf, ": ", why));
+}
+
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_STORAGE_STATUS_UTIL_H_
