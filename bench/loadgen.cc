@@ -81,6 +81,8 @@ ABSL_FLAG(bool, inline_config, true,
           "--api=v1: send an inline TOKEN_BUCKET config (capacity --capacity, refill 1 "
           "token/hour) so every call is allowed; false: the server must define --name");
 ABSL_FLAG(double, capacity, 1e12, "--api=v1: capacity of the inline config");
+ABSL_FLAG(bool, omit_receipts, false,
+          "--api=v1: set omit_receipts on every request: allowed answers carry no receipts");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(int, batch, 0,
           "--api=v1: 0 = Consume calls; N >= 1 = Batch calls of N Consume entries (1..1000)");
@@ -130,6 +132,7 @@ struct V1Api {
 
   static Request Prototype() {
     Request request;
+    request.set_omit_receipts(absl::GetFlag(FLAGS_omit_receipts));
     const int n = absl::GetFlag(FLAGS_limits);
     for (int i = 0; i < n; ++i) {
       v1::LimitRequest* limit = request.add_limits();

@@ -682,10 +682,12 @@ jq -r -s "$TRACE_POOL"'pool("off") |
 # Batch RPCs of BATCH_SIZE (100) Consume entries against ratelimit-server (RocksDB): the load
 # generator (--batch, one hot key and a key per entry out of 1M) and h2load with the same Batch
 # body (written by `ratelimit_loadgen --batch=N --write_request=FILE`). Decisions/s = entries
-# answered per second. BATCH_CONCURRENCY (16) calls in flight; pinning as above.
+# answered per second. BATCH_CONCURRENCY (16) calls in flight; pinning as above. h2load also sends
+# the same body with omit_receipts set on every entry (callers that never settle), in each round.
 BATCH_SIZE=${BATCH_SIZE:-100}
 BATCH_CONCURRENCY=${BATCH_CONCURRENCY:-16}
 "$LOADGEN" --batch="$BATCH_SIZE" --write_request="$WORK/batch.bin"
+"$LOADGEN" --batch="$BATCH_SIZE" --omit_receipts --write_request="$WORK/batch.noreceipt.bin"
 run_batch_load() {
   local out=$1 keys=$2
   # shellcheck disable=SC2086  # LOADGEN_FLAGS is a list of flags
@@ -697,11 +699,12 @@ run_batch_load() {
   wait "$pid" || die "load generator failed: $(cat "$out")"
   cat "$out" >&2
 }
-# run_h2load_batch OUT: "calls/s mean_us failed" of h2load sending the Batch body.
+# run_h2load_batch OUT [BODY]: "calls/s mean_us failed" of h2load sending the Batch body.
 run_h2load_batch() {
-  local out=$1 streams=$((BATCH_CONCURRENCY / 4 > 0 ? BATCH_CONCURRENCY / 4 : 1))
+  local out=$1 body=${2:-$WORK/batch.bin}
+  local streams=$((BATCH_CONCURRENCY / 4 > 0 ? BATCH_CONCURRENCY / 4 : 1))
   "${PIN_CLIENT[@]}" h2load --warm-up-time="$WARMUP" -D "$H2LOAD_DURATION" -c 4 -m "$streams" \
-    -t 1 -d "$WORK/batch.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+    -t 1 -d "$body" -H 'content-type: application/grpc' -H 'te: trailers' \
     "http://127.0.0.1:$SERVER_PORT/ratelimit.v1.RateLimitService/Batch" >"$out.raw" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
@@ -719,7 +722,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
   start_server real "$WORK/server.batch.log"
   run_batch_load "$WORK/batch.hot.$round.json" 1
   run_batch_load "$WORK/batch.1m.$round.json" 1000000
-  if [[ $H2LOAD == 1 ]]; then run_h2load_batch "$WORK/h2.batch.$round"; fi
+  if [[ $H2LOAD == 1 ]]; then
+    run_h2load_batch "$WORK/h2.batch.$round"
+    run_h2load_batch "$WORK/h2.batch.noreceipt.$round" "$WORK/batch.noreceipt.bin"
+  fi
   stop_server
 done
 echo
@@ -746,6 +752,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
     awk -v r="$round" -v rps="$rps" -v m="$mean" -v f="$failed" -v n="$BATCH_SIZE" \
       'BEGIN { printf "| h2load | one hot key | %s | %.0f | %.0f | mean %.0f | | %s |\n",
                r, rps, rps * n, m, f }'
+    read -r rps mean failed <"$WORK/h2.batch.noreceipt.$round"
+    awk -v r="$round" -v rps="$rps" -v m="$mean" -v f="$failed" -v n="$BATCH_SIZE" \
+      'BEGIN { printf "| h2load, omit_receipts | one hot key | %s | %.0f | %.0f | mean %.0f | | %s |\n",
+               r, rps, rps * n, m, f }'
   fi
 done
 BATCH_DPS=$(cat "$WORK"/batch.hot.*.json | jq -s 'map(.decisions_per_s) | add / length')
@@ -759,4 +769,11 @@ fi
 echo
 echo "Target Batch of $BATCH_SIZE ≥ 1M decisions/s end to end (hot key, $BATCH_BY):" \
   "$(fmt_k "$BATCH_DPS") ($(met "$BATCH_DPS" 1000000))."
+if [[ $H2LOAD == 1 ]]; then
+  QUIET_DPS=$(for ((round = 1; round <= ROUNDS; round++)); do
+    cat "$WORK/h2.batch.noreceipt.$round"
+  done | awk -v n="$BATCH_SIZE" '{ s += $1 * n; c++ } END { printf "%.0f", s / c }')
+  echo "The same with omit_receipts on every entry (callers that never settle):" \
+    "$(fmt_k "$QUIET_DPS") ($(met "$QUIET_DPS" 1000000))."
+fi
 log "done"

@@ -208,6 +208,7 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
       continue;
     }
     plan.limits = *std::move(resolved);
+    plan.receipts = !e.request().omit_receipts();
   }
   return plans;
 }

@@ -48,6 +48,7 @@ struct BatchEntryPlan {
   Mode mode = Mode::kConsume;
   absl::Status error;
   std::vector<LimitRequest> limits;
+  bool receipts = true;  // false: the entry's request asked to omit them
 };
 
 // Validates a Batch: the whole call (INVALID_ARGUMENT naming `entries` when it has no entries,

@@ -37,6 +37,14 @@ const char* MethodName(Mode mode) {
   return "Consume";
 }
 
+// The empty key set: signs no receipts.
+std::shared_ptr<const ReceiptKeys> NoReceiptKeys() {
+  // Never destroyed: handlers may still run while static destructors do.
+  static const auto* const none =
+      new std::shared_ptr<const ReceiptKeys>(std::make_shared<const ReceiptKeys>());
+  return *none;
+}
+
 }  // namespace
 
 // One Consume, Check or Reserve between its store call and its answer.
@@ -106,7 +114,8 @@ std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitReq
   if (state.mode != Mode::kCheck) {
     if (absl::Status st = ValidateRequestId(request); !st.ok()) return ToGrpcStatus(st);
   }
-  state.keys = settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
+  // No keys, no receipts: AddReceipts signs nothing for an empty key set.
+  state.keys = settle_.keys && !request.omit_receipts() ? settle_.keys->Current() : NoReceiptKeys();
   if (state.mode != Mode::kCheck && !state.keys->empty()) {
     for (size_t i = 0; i < state.limits.size(); ++i) state.ids.push_back(NewReceiptId());
   }
@@ -195,7 +204,7 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
   }
 
   const std::shared_ptr<const ReceiptKeys> keys =
-      settle_.keys ? settle_.keys->Current() : std::make_shared<const ReceiptKeys>();
+      settle_.keys ? settle_.keys->Current() : NoReceiptKeys();
   std::vector<std::array<uint8_t, 16>> ids;
   int store_failures = 0;
   absl::Status first_failure;  // for the log
@@ -229,7 +238,7 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
         for (const LimitRequest& l : plan.limits) record(l.name, outcome);
       }
       VerdictToProto(*verdict, plan.limits, result->mutable_response());
-      if (verdict->allowed && plan.mode != Mode::kCheck && !keys->empty()) {
+      if (verdict->allowed && plan.mode != Mode::kCheck && plan.receipts && !keys->empty()) {
         ids.clear();
         for (size_t i = 0; i < plan.limits.size(); ++i) ids.push_back(NewReceiptId());
         AddReceipts(*keys, *verdict, plan.limits, plan.mode, ids, result->mutable_response());

@@ -194,6 +194,31 @@ TEST_F(BatchTest, EachMethodAnswersAsItsRpcWithReceipts) {
   EXPECT_DOUBLE_EQ(after->results(0).value(), 3);
 }
 
+TEST_F(BatchTest, EntriesThatOmitReceiptsGetNoneAndTheOthersTheirs) {
+  StartServer();
+  v1::RateLimitRequest quiet = MakeRequest("api", "u1", 2);
+  quiet.set_omit_receipts(true);
+  v1::RateLimitRequest quiet_reserve = MakeRequest("api", "u2", 12);
+  quiet_reserve.set_omit_receipts(true);
+  auto r = client_->Batch(Batch({{v1::BatchEntry::CONSUME, quiet},
+                                 {v1::BatchEntry::CONSUME, MakeRequest("api", "u1", 3)},
+                                 {v1::BatchEntry::RESERVE, quiet_reserve},
+                                 {v1::BatchEntry::CONSUME, quiet}}));
+  ASSERT_OK(r);
+  ASSERT_EQ(r->results_size(), 4);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(r->results(i).response().allowed()) << i;
+  EXPECT_TRUE(r->results(0).response().results(0).receipt().empty());
+  EXPECT_FALSE(r->results(1).response().results(0).receipt().empty());
+  EXPECT_TRUE(r->results(2).response().results(0).receipt().empty());
+  EXPECT_TRUE(r->results(3).response().results(0).receipt().empty());
+  // Each entry took what it asked, receipt or not.
+  EXPECT_DOUBLE_EQ(Value("api", "u1"), 3);
+  EXPECT_DOUBLE_EQ(Value("api", "u2"), -2);
+  auto settled = client_->SettleAll(r->results(1).response(), 0);
+  ASSERT_OK(settled);
+  EXPECT_DOUBLE_EQ(Value("api", "u1"), 6);
+}
+
 TEST_F(BatchTest, AnInvalidEntryGetsItsOwnErrorAndChangesNothing) {
   StartServer();
   v1::RateLimitRequest bad_count = MakeRequest("api", "u9", 1);

@@ -178,6 +178,24 @@ TEST(ClientHealthTest, HealthFollowsTheServersStoreAndTheCliExitStatusSaysSo) {
   EXPECT_NE(down_out.find("UNAVAILABLE"), std::string::npos) << down_out;
 }
 
+TEST(ClientCliTest, OmitReceiptsConsumesWithoutPrintingAReceipt) {
+  FakeClock clock;
+  ServerOptions o;
+  o.listen_address = "127.0.0.1:0";
+  auto server = RateLimitServer::Start(o, clock, std::make_unique<MemoryStateStore>());
+  ASSERT_OK(server);
+  const std::string cli = absl::StrCat(
+      BinaryPath("ratelimit"), " consume --timeout=10s --target=127.0.0.1:", (*server)->port(),
+      " --name=api --key=k --kind=token_bucket --rate=1", " --period=1h --capacity=5");
+  auto [with_exit, with_out] = RunCommand(cli);
+  EXPECT_EQ(with_exit, 0) << with_out;
+  EXPECT_NE(with_out.find("receipt="), std::string::npos) << with_out;
+  auto [without_exit, without_out] = RunCommand(cli + " --omit_receipts");
+  EXPECT_EQ(without_exit, 0) << without_out;
+  EXPECT_EQ(without_out.find("receipt="), std::string::npos) << without_out;
+  EXPECT_NE(without_out.find("value=3"), std::string::npos) << without_out;  // took all the same
+}
+
 TEST(ClientHelpersTest, MakeRequestAndRetryAt) {
   const v1::RateLimitRequest r = MakeRequest("api", "u1", 2.5);
   ASSERT_EQ(r.limits_size(), 1);

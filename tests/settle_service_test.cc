@@ -315,6 +315,48 @@ TEST_F(SettleServiceTest, RetriedRequestIdGetsTheFirstAnswer) {
   EXPECT_FALSE(later->replayed());
 }
 
+TEST_F(SettleServiceTest, OmittedReceiptsLeaveTheDecisionAsItWouldBe) {
+  StartServer();
+  v1::RateLimitRequest consume = MakeRequest("api", "u1", 3);
+  consume.set_omit_receipts(true);
+  auto taken = client_->Consume(consume);
+  ASSERT_OK(taken);
+  ASSERT_TRUE(taken->allowed());
+  EXPECT_TRUE(taken->results(0).receipt().empty());
+  EXPECT_DOUBLE_EQ(taken->results(0).value(), 7);
+  EXPECT_DOUBLE_EQ(Value("api", "u1"), 7);
+
+  v1::RateLimitRequest reserve = MakeRequest("api", "u1", 9);
+  reserve.set_omit_receipts(true);
+  auto reserved = client_->Reserve(reserve);
+  ASSERT_OK(reserved);
+  ASSERT_TRUE(reserved->allowed());
+  EXPECT_TRUE(reserved->results(0).receipt().empty());
+  EXPECT_DOUBLE_EQ(Value("api", "u1"), -2);
+
+  // The same request without the option carries its receipt, which settles as usual.
+  clock_.Advance(12 * kSecond);  // 1/s: back to 10
+  const std::string receipt = Take("api", "u1", 3);
+  ASSERT_OK(SettleOne(receipt, 1));
+  EXPECT_DOUBLE_EQ(Value("api", "u1"), 9);
+}
+
+TEST_F(SettleServiceTest, ARetryIsAnsweredAsTheFirstRequestWhetherItOmittedReceiptsOrNot) {
+  StartServer();
+  v1::RateLimitRequest req = MakeRequest("api", "u1", 3);
+  req.set_request_id("order-43");
+  req.set_omit_receipts(true);
+  auto first = client_->Consume(req);
+  ASSERT_OK(first);
+  EXPECT_TRUE(first->results(0).receipt().empty());
+  req.set_omit_receipts(false);
+  auto retry = client_->Consume(req);
+  ASSERT_OK(retry);
+  EXPECT_TRUE(retry->replayed());
+  EXPECT_TRUE(retry->results(0).receipt().empty());
+  EXPECT_DOUBLE_EQ(Value("api", "u1"), 7);
+}
+
 TEST_F(SettleServiceTest, MetricsCountSettlementsAndReplays) {
   StartServer();
   const std::string receipt = Take("api", "u1", 6);

@@ -52,6 +52,8 @@ ABSL_FLAG(bool, wait, false, "reserve: wait until the reservation's retry_at bef
 ABSL_FLAG(std::string, request_id, "",
           "consume, reserve: idempotency key (1..128 bytes); a retry with the same id and request "
           "gets the first answer (marked replayed) instead of taking again");
+ABSL_FLAG(bool, omit_receipts, false,
+          "consume, reserve: the answer carries no receipt (for callers that never settle)");
 ABSL_FLAG(std::vector<std::string>, receipt, {},
           "settle: the receipt(s) printed by consume or reserve (base64), comma-separated");
 ABSL_FLAG(double, used, -1, "settle: tokens actually used (0 cancels); required");
@@ -196,6 +198,7 @@ int main(int argc, char** argv) {
   ratelimit::v1::RateLimitRequest request =
       ratelimit::MakeRequest(name, key, absl::GetFlag(FLAGS_count));
   request.set_request_id(absl::GetFlag(FLAGS_request_id));
+  request.set_omit_receipts(absl::GetFlag(FLAGS_omit_receipts));
   if (const std::string kind = absl::GetFlag(FLAGS_kind); !kind.empty()) {
     ratelimit::v1::LimitConfig* c = request.mutable_limits(0)->mutable_config();
     if (kind == "token_bucket") {

@@ -123,6 +123,12 @@ type Request struct {
 	// RequestID (optional, up to 128 bytes) makes a Consume or Reserve idempotent: the server
 	// answers a repeat of the same request with the same answer, marked Replayed.
 	RequestID string
+	// OmitReceipts, for callers that never Settle (gateways, sidecars, quota checks): an allowed
+	// Consume or Reserve answers without receipts (LimitResult.Receipt empty), which spares the
+	// server signing one per limit and the reply about 100 bytes per limit; nothing else
+	// changes. A repeat of a RequestID is answered as the first request was, receipts or not.
+	// WaitRequest ignores it: it needs the receipts to give back a reservation it abandons.
+	OmitReceipts bool
 }
 
 // LimitResult is the verdict on one limit of a request.
@@ -439,7 +445,8 @@ func (c *Client) WaitN(ctx context.Context, name, key string, n float64) error {
 // deadline is before RetryAt, in which case WaitRequest does not wait), the reservation is
 // cancelled (Settle with used = 0 for each receipt) and the context's error is returned.
 //
-// The Reserve carries a RequestID (a random one unless req has one). When ctx ends while the
+// The Reserve carries a RequestID (a random one unless req has one) and asks for receipts
+// whatever req.OmitReceipts says (they are what cancels the reservation). When ctx ends while the
 // Reserve is in flight, the server may have reserved without the answer reaching this client:
 // WaitRequest then sends the same Reserve again on a context of its own, which the server
 // answers with the remembered reservation (or reserves now), and cancels that, so an abandoned
@@ -452,6 +459,7 @@ func (c *Client) WaitRequest(ctx context.Context, req Request) (*Result, error) 
 		}
 		req.RequestID = id
 	}
+	req.OmitReceipts = false
 	r, err := c.Reserve(ctx, req)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -637,7 +645,7 @@ func (c *Client) ResetTarget(ctx context.Context, t ResetTarget) error {
 }
 
 func toProto(req Request) *pb.RateLimitRequest {
-	out := &pb.RateLimitRequest{RequestId: req.RequestID}
+	out := &pb.RateLimitRequest{RequestId: req.RequestID, OmitReceipts: req.OmitReceipts}
 	for _, l := range req.Limits {
 		lr := &pb.LimitRequest{Name: l.Name, Key: l.Key}
 		if l.Count != 0 {

@@ -183,3 +183,82 @@ func TestSettleIsImplementedByTheServer(t *testing.T) {
 		t.Fatalf("a forged receipt: %v (field %q)", err, e.Field)
 	}
 }
+
+func TestOmitReceiptsConsumeTakesTokensWithoutAReceipt(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	req := one("api", "k", 2)
+	req.OmitReceipts = true
+	r, err := c.Consume(ctx(t), req)
+	must(t, err)
+	if !r.Allowed || !near(r.Limits[0].Value, 3) || len(r.Limits[0].Receipt) != 0 {
+		t.Fatalf("an allowed Consume with OmitReceipts: %+v", r)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !near(check.Limits[0].Value, 3) {
+		t.Fatalf("a Consume with OmitReceipts took nothing: value %v", check.Limits[0].Value)
+	}
+	// The same call without it carries a receipt, as before.
+	r, err = c.Consume(ctx(t), one("api", "k", 2))
+	must(t, err)
+	if !r.Allowed || !near(r.Limits[0].Value, 1) || len(r.Limits[0].Receipt) == 0 {
+		t.Fatalf("an allowed Consume without OmitReceipts: %+v", r)
+	}
+}
+
+func TestOmitReceiptsAppliesToItsOwnBatchEntry(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	omit := one("api", "k", 1)
+	omit.OmitReceipts = true
+	reserve := one("other", "k", 1)
+	reserve.OmitReceipts = true
+	results, err := c.Batch(ctx(t),
+		ratelimit.BatchEntry{Method: ratelimit.MethodConsume, Request: omit},
+		ratelimit.BatchEntry{Method: ratelimit.MethodConsume, Request: one("api", "k", 1)},
+		ratelimit.BatchEntry{Method: ratelimit.MethodReserve, Request: reserve})
+	must(t, err)
+	if len(results) != 3 {
+		t.Fatalf("one result per entry: %+v", results)
+	}
+	if r := results[0].Result; results[0].Err != nil || !r.Allowed || !near(r.Limits[0].Value, 4) ||
+		len(r.Limits[0].Receipt) != 0 {
+		t.Fatalf("the entry with OmitReceipts: %+v %v", r, results[0].Err)
+	}
+	if r := results[1].Result; results[1].Err != nil || !r.Allowed || !near(r.Limits[0].Value, 3) ||
+		len(r.Limits[0].Receipt) == 0 {
+		t.Fatalf("the entry without OmitReceipts: %+v %v", r, results[1].Err)
+	}
+	if r := results[2].Result; results[2].Err != nil || !r.Allowed || !near(r.Limits[0].Value, 4) ||
+		len(r.Limits[0].Receipt) != 0 {
+		t.Fatalf("the Reserve entry with OmitReceipts: %+v %v", r, results[2].Err)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !near(check.Limits[0].Value, 3) {
+		t.Fatalf("both Consume entries take their token: value %v", check.Limits[0].Value)
+	}
+}
+
+func TestWaitRequestWithOmitReceiptsStillGivesBackItsReservation(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	_, err := c.Consume(ctx(t), one("api", "k", 5))
+	must(t, err)
+	// A deadline before retry_at: WaitRequest must be able to cancel what it reserved, so it
+	// asks for the receipts whatever the request says.
+	req := one("api", "k", 1)
+	req.OmitReceipts = true
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	if _, err := c.WaitRequest(dctx, req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitRequest with a deadline before retry_at: %v", err)
+	}
+	check, err := c.Check(ctx(t), one("api", "k", 1))
+	must(t, err)
+	if !near(check.Limits[0].Value, 0) {
+		t.Fatalf("the reservation of a WaitRequest with OmitReceipts still owes: value %v",
+			check.Limits[0].Value)
+	}
+}

@@ -265,13 +265,14 @@ export class RateLimitClient {
    * reserved without the answer arriving. The Reserve carries a `requestId` (a random one unless
    * the request has one), so the same Reserve is sent again, on a deadline of its own, to fetch
    * the remembered reservation (or to reserve now), and that is cancelled before the promise
-   * rejects.
+   * rejects. The Reserve always asks for receipts, whatever `omitReceipts` says: giving the
+   * reservation back needs them.
    */
   async reserveAndWait(
     request: RateLimitRequest | LimitRequest,
     options: ReserveAndWaitOptions = {},
   ): Promise<RateLimitResult> {
-    const asked = toRequest(request);
+    const asked: RateLimitRequest = { ...toRequest(request), omitReceipts: false };
     const identified: RateLimitRequest = asked.requestId
       ? asked
       : { ...asked, requestId: randomBytes(16).toString("hex") };

@@ -77,6 +77,7 @@ export function wireRateLimitRequest(request: RateLimitRequest): Record<string, 
   return {
     limits: (request.limits ?? []).map(wireLimit),
     request_id: request.requestId ?? "",
+    omit_receipts: request.omitReceipts ?? false,
   };
 }
 

@@ -50,6 +50,13 @@ export interface RateLimitRequest {
    * the same id with its remembered answer (`replayed: true`) instead of deciding again.
    */
   requestId?: string;
+  /**
+   * For callers that never settle: an allowed Consume or Reserve answers without receipts
+   * (LimitResult.receipt absent), sparing the server the signing and the reply ~100 bytes per
+   * limit. Nothing else changes; a reservation taken so cannot be given back. Ignored by
+   * `reserveAndWait`, which needs the receipts to give an abandoned reservation back.
+   */
+  omitReceipts?: boolean;
 }
 
 /** The verdict on one limit of a request. */

@@ -44,6 +44,23 @@ describe("batch", () => {
     assert.ok(Math.abs(results[4]!.result!.results[0]!.value + 2) < 0.01, "a reservation into debt");
   });
 
+  test("omitReceipts applies to its own entry only", async () => {
+    const k = `bo-${Date.now()}`;
+    const results = await client.batch([
+      { request: { limits: [{ name: "batch_omit", key: k, count: 2, config: HOURLY }], omitReceipts: true } },
+      { request: { name: "batch_omit", key: k, count: 3, config: HOURLY } },
+      { method: "RESERVE", request: { limits: [{ name: "batch_omit", key: k, count: 1, config: HOURLY }], omitReceipts: true } },
+    ]);
+    assert.equal(results[0]!.result?.allowed, true);
+    assert.equal(results[0]!.result?.results[0]!.receipt, undefined, "no receipt for the entry that omits it");
+    assert.ok(Math.abs(results[0]!.result!.results[0]!.value - 8) < 0.01, "the entry still took its tokens");
+    assert.equal(results[1]!.result?.allowed, true);
+    assert.ok((results[1]!.result?.results[0]!.receipt?.length ?? 0) > 0, "a receipt for the entry without it");
+    assert.equal(results[2]!.result?.allowed, true);
+    assert.equal(results[2]!.result?.results[0]!.receipt, undefined, "no receipt for a reserve that omits it");
+    assert.ok(Math.abs(results[2]!.result!.results[0]!.value - 4) < 0.01);
+  });
+
   test("a batch without entries is refused as a whole", async () => {
     await assert.rejects(client.batch([]), (e: unknown) => {
       assert.ok(e instanceof RateLimitError);

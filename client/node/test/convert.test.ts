@@ -4,7 +4,7 @@ import { test } from "node:test";
 
 import { RateLimitError, sleepUntil, status } from "@ratelimit/client";
 
-import { dateFromTimestamp, durationFromMs, msFromDuration } from "../dist/esm/convert.js";
+import { dateFromTimestamp, durationFromMs, msFromDuration, wireRateLimitRequest } from "../dist/esm/convert.js";
 
 test("durations in ms keep sub-millisecond precision", () => {
   assert.deepEqual(durationFromMs(1500, "f"), { seconds: "1", nanos: 500_000_000 });
@@ -21,6 +21,15 @@ test("a Timestamp becomes a Date rounded up to the millisecond, never earlier", 
   assert.equal(dateFromTimestamp({ seconds: "10", nanos: 999_999_999 }).getTime(), 11_000);
   // The protocol's "not in practice": 9999-12-31T23:59:59.999999999Z.
   assert.equal(dateFromTimestamp({ seconds: "253402300799", nanos: 999_999_999 }).toISOString(), "+010000-01-01T00:00:00.000Z");
+});
+
+test("requestId and omitReceipts reach the wire request", () => {
+  const limits = [{ name: "n", key: "k" }];
+  assert.deepEqual(wireRateLimitRequest({ limits }), { limits, request_id: "", omit_receipts: false });
+  assert.deepEqual(
+    wireRateLimitRequest({ limits, requestId: "r1", omitReceipts: true }),
+    { limits, request_id: "r1", omit_receipts: true },
+  );
 });
 
 test("RateLimitError keeps the code and the field the message names", () => {

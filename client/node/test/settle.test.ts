@@ -59,6 +59,22 @@ describe("settle", () => {
     assert.ok(settled!.paidAt instanceof Date && settled!.paidAt.getTime() > Date.now(), "a debt has a paidAt");
   });
 
+  test("omitReceipts: an allowed consume has no receipt but still takes the tokens", async () => {
+    const k = key();
+    const bare = await client.consume({
+      limits: [{ name: "omit", key: k, count: 3, config: HOURLY }],
+      omitReceipts: true,
+    });
+    assert.equal(bare.allowed, true);
+    assert.equal(bare.results[0]!.receipt, undefined, "no receipt when omitted");
+    near(bare.results[0]!.value, 7);
+    near(await balance("omit", k), 7, "the tokens were taken");
+    const withReceipt = await client.consume({ limits: [{ name: "omit", key: k, count: 2, config: HOURLY }] });
+    assert.equal(withReceipt.allowed, true);
+    assert.ok((withReceipt.results[0]!.receipt?.length ?? 0) > 0, "a receipt without the option");
+    near(await balance("omit", k), 5);
+  });
+
   test("a retried consume with the same requestId is replayed, not taken twice", async () => {
     const k = key();
     const request = { limits: [{ name: "idem", key: k, count: 3, config: HOURLY }], requestId: `req-${k}` };
@@ -70,9 +86,11 @@ describe("settle", () => {
     near(await balance("idem", k), 7, "taken once");
   });
 
-  test("reserveAndWait cancelled by its signal settles the reservation with used 0", async () => {
+  // Reserves 5 of the 10 tokens left under `name` with reserveAndWait (with `omitReceipts` as
+  // given), aborts it while it waits for the reservation, and expects the reservation given back.
+  async function abortWhileWaiting(name: string, omitReceipts: boolean): Promise<void> {
     const k = key();
-    await client.consume({ name: "cancel_settle", key: k, count: 10, config: HOURLY });
+    await client.consume({ name, key: k, count: 10, config: HOURLY });
     const controller = new AbortController();
     // Cancelled while it waits for its reservation: once the reply (and its receipt) arrived.
     // (The balance alone would not say that: it shows the reservation as soon as the server has
@@ -80,7 +98,7 @@ describe("settle", () => {
     let sleeping!: () => void;
     const asleep = new Promise<void>((resolve) => (sleeping = resolve));
     const waiting = client.reserveAndWait(
-      { name: "cancel_settle", key: k, count: 5, config: HOURLY },
+      { limits: [{ name, key: k, count: 5, config: HOURLY }], omitReceipts },
       {
         signal: controller.signal,
         sleepUntil: (_when, signal) =>
@@ -91,10 +109,18 @@ describe("settle", () => {
       },
     );
     await asleep;
-    near(await balance("cancel_settle", k), -5, "the reservation");
+    near(await balance(name, k), -5, "the reservation");
     controller.abort();
     await assert.rejects(waiting, (e: Error) => e.name === "AbortError");
-    near(await balance("cancel_settle", k), 0, "the reservation was given back");
+    near(await balance(name, k), 0, "the reservation was given back");
+  }
+
+  test("reserveAndWait cancelled by its signal settles the reservation with used 0", async () => {
+    await abortWhileWaiting("cancel_settle", false);
+  });
+
+  test("reserveAndWait asks for receipts even when the request omits them, and gives the reservation back", async () => {
+    await abortWhileWaiting("cancel_quiet", true);
   });
 
   test("reserveAndWait aborted while its Reserve is in flight leaves no reservation", async () => {

@@ -146,3 +146,20 @@ def test_only_check_is_retried(unused_target):
 
     asyncio.run(main())
     assert counter.calls == {"Check": 4, "Consume": 1, "Reserve": 1}
+
+
+def test_omit_receipts_takes_the_tokens_without_a_receipt(server):
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            d = await client.consume("api", "omit", omit_receipts=True)
+            assert d.allowed and d.results[0].receipt == b"" and d.receipts == ()
+            assert d.results[0].value == approx(2)
+            assert (await client.check("api", "omit")).results[0].value == approx(2)
+            d = await client.consume("api", "omit")
+            assert d.allowed and d.results[0].receipt and len(d.receipts) == 1
+            assert (await client.check("api", "omit")).results[0].value == approx(1)
+            d = await client.reserve("other", "omit", 4, omit_receipts=True)
+            assert d.allowed and d.receipts == ()
+            assert (await client.check("other", "omit")).results[0].value == approx(6)
+
+    asyncio.run(main())

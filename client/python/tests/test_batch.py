@@ -51,3 +51,21 @@ def test_async_batch(server):
     assert isinstance(consumed, Decision) and consumed.allowed
     assert isinstance(checked, Decision)
     assert checked.results[0].value == approx(consumed.results[0].value)
+
+
+def test_batch_entry_may_omit_receipts(server):
+    with RateLimitClient(server.target) as client:
+        without, with_receipt, reserved = client.batch([
+            BatchEntry([Limit("api", "r", 1)], omit_receipts=True),
+            BatchEntry([Limit("api", "r", 1)]),
+            BatchEntry([Limit("other", "r", 2)], Method.RESERVE, omit_receipts=True),
+        ])
+        assert isinstance(without, Decision) and without.allowed
+        assert without.results[0].receipt == b"" and without.receipts == ()
+        assert without.results[0].value == approx(2)
+        assert isinstance(with_receipt, Decision) and with_receipt.allowed
+        assert with_receipt.results[0].receipt and len(with_receipt.receipts) == 1
+        assert with_receipt.results[0].value == approx(1)  # the first entry took its token
+        assert isinstance(reserved, Decision) and reserved.allowed and reserved.receipts == ()
+        assert client.check("api", "r").results[0].value == approx(1)
+        assert client.check("other", "r").results[0].value == approx(8)

@@ -260,3 +260,17 @@ def test_permission_denied_names_the_inline_config(start_server):
         assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
         assert info.value.field == "limits[1].config"
         assert client.check("api", "u").results[0].value == approx(3)  # nothing evaluated
+
+
+def test_omit_receipts_takes_the_tokens_without_a_receipt(server):
+    with RateLimitClient(server.target) as client:
+        d = client.consume("api", "omit", omit_receipts=True)
+        assert d.allowed and d.results[0].receipt == b"" and d.receipts == ()
+        assert d.results[0].value == approx(2)
+        assert client.check("api", "omit").results[0].value == approx(2)
+        d = client.consume("api", "omit")
+        assert d.allowed and d.results[0].receipt and len(d.receipts) == 1
+        assert client.check("api", "omit").results[0].value == approx(1)
+        d = client.reserve("other", "omit", 4, omit_receipts=True)
+        assert d.allowed and d.receipts == ()
+        assert client.check("other", "omit").results[0].value == approx(6)

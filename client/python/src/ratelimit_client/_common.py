@@ -52,8 +52,9 @@ def _duration(d: timedelta) -> duration_pb2.Duration:
     return out
 
 
-def to_request(limits: Sequence[Limit], request_id: Optional[str]) -> pb.RateLimitRequest:
-    request = pb.RateLimitRequest(request_id=request_id or "")
+def to_request(limits: Sequence[Limit], request_id: Optional[str],
+               omit_receipts: bool = False) -> pb.RateLimitRequest:
+    request = pb.RateLimitRequest(request_id=request_id or "", omit_receipts=omit_receipts)
     for limit in limits:
         entry = request.limits.add(name=limit.name, key=limit.key)
         if limit.count is not None:
@@ -207,7 +208,7 @@ def to_batch_request(entries: Sequence[BatchEntry]) -> pb.BatchRequest:
     request = pb.BatchRequest()
     for e in entries:
         entry = request.entries.add(method=int(e.method))
-        entry.request.CopyFrom(to_request(e.limits, None))
+        entry.request.CopyFrom(to_request(e.limits, None, e.omit_receipts))
     return request
 
 

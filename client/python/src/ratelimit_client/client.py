@@ -69,17 +69,24 @@ class RateLimitClient:
 
     def consume(self, limits: c.LimitsArg, key: Optional[str] = None,
                 count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
-                request_id: Optional[str] = None, timeout: Optional[float] = None) -> Decision:
-        """Takes `count` (default 1) tokens from every limit, or from none. Never retried."""
-        request = c.to_request(c.limits_of(limits, key, count, config), request_id)
+                request_id: Optional[str] = None, omit_receipts: bool = False,
+                timeout: Optional[float] = None) -> Decision:
+        """Takes `count` (default 1) tokens from every limit, or from none. Never retried.
+        `omit_receipts=True`: an allowed answer carries no receipts (for callers that never
+        settle; it spares the server the signing and the reply the bytes)."""
+        request = c.to_request(c.limits_of(limits, key, count, config), request_id,
+                               omit_receipts)
         return c.to_decision(self._call("Consume", self._stub.Consume, request, timeout))
 
     def reserve(self, limits: c.LimitsArg, key: Optional[str] = None,
                 count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
-                request_id: Optional[str] = None, timeout: Optional[float] = None) -> Decision:
+                request_id: Optional[str] = None, omit_receipts: bool = False,
+                timeout: Optional[float] = None) -> Decision:
         """Like consume, but may go into debt down to -max_reserved; an allowed reservation's
-        retry_at is when its work may run. Never retried."""
-        request = c.to_request(c.limits_of(limits, key, count, config), request_id)
+        retry_at is when its work may run. Never retried. `omit_receipts=True`: no receipts,
+        as for consume (the reservation can then not be settled or cancelled)."""
+        request = c.to_request(c.limits_of(limits, key, count, config), request_id,
+                               omit_receipts)
         return c.to_decision(self._call("Reserve", self._stub.Reserve, request, timeout))
 
     def check(self, limits: c.LimitsArg, key: Optional[str] = None,

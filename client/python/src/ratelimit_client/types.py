@@ -108,10 +108,14 @@ class Method(enum.IntEnum):
 
 @dataclass(frozen=True)
 class BatchEntry:
-    """One request of a batch: its limits, decided as `method` would decide them."""
+    """One request of a batch: its limits, decided as `method` would decide them.
+
+    omit_receipts: an allowed CONSUME or RESERVE entry answers without receipts (for callers
+    that never settle; it spares the server the signing and the reply the bytes)."""
 
     limits: Sequence[Limit]
     method: Method = Method.CONSUME
+    omit_receipts: bool = False
 
 
 @dataclass(frozen=True)
