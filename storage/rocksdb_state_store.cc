@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,10 @@ constexpr char kMetaFamily[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
 constexpr char kRecordsFamily[] = "records";
 constexpr char kSecretPrefix[] = "secret/";
+// Operations of a batch decided under one set of stripe locks and queued with one Append: large
+// enough to spread the locking and the queueing over many decisions, small enough that other
+// callers wait for the stripes only briefly.
+constexpr size_t kBatchChunk = 32;
 
 std::string EncodeRecord(int64_t expires_at_us, absl::string_view value) {
   std::string out(8, '\0');
@@ -419,24 +424,112 @@ std::vector<absl::StatusOr<Outcome>> RocksDbStateStore::ApplyBatch(absl::Span<co
     results.assign(ops.size(), refused);
     return results;
   }
-  // Decide and queue every operation, each under its own stripes, then wait: the operations
-  // queued meanwhile usually go to the WAL in one write.
+  // Decide and queue the operations a chunk at a time, each chunk under the stripes of all its
+  // keys, then wait: the chunks queued meanwhile usually go to the WAL in one write.
+  results.resize(ops.size());
   std::vector<Pending> pending(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    Outcome outcome;
-    absl::StatusOr<Pending> queued = DecideOperationLocked(ops[i], clock, outcome);
-    if (!queued.ok()) {
-      results.push_back(queued.status());
-    } else {
-      pending[i] = *queued;
-      results.push_back(std::move(outcome));
-    }
+  for (size_t first = 0; first < ops.size(); first += kBatchChunk) {
+    const size_t n = std::min(kBatchChunk, ops.size() - first);
+    DecideChunkLocked(ops.subspan(first, n), clock, absl::MakeSpan(results).subspan(first, n),
+                      absl::MakeSpan(pending).subspan(first, n));
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!results[i].ok()) continue;
     if (absl::Status s = WaitLocked(pending[i]); !s.ok()) results[i] = s;
   }
   return results;
+}
+
+void RocksDbStateStore::DecideChunkLocked(absl::Span<const Operation> ops, const Clock& clock,
+                                          absl::Span<absl::StatusOr<Outcome>> results,
+                                          absl::Span<Pending> pending) {
+  struct Planned {
+    OperationKeys keys;
+    absl::InlinedVector<std::string, 4> encoded;
+  };
+  std::vector<Planned> planned(ops.size());
+  absl::InlinedVector<size_t, 4> stripes;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    planned[i].keys = DistinctKeys(ops[i].limits);
+    for (const StateKey& k : planned[i].keys.keys) {
+      stripes.push_back(stripes_.StripeOf(StableKeyHash(k.name, k.key)));
+      planned[i].encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
+    }
+  }
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+
+  StripeLocks locked(stripes_, stripes);
+  const uint64_t epoch = group_.epoch();
+  // One time for the chunk, read under its stripes: its operations happen one after the other
+  // with no time between them, after every decision that held these stripes before.
+  const int64_t now_us = clock.NowMicros();
+  // The newest state the chunk decided for each key it wrote: what a later operation of the
+  // chunk reads, and what the chunk queues (one write per key, the last).
+  absl::flat_hash_map<absl::string_view, State> latest;
+  uint64_t depends_on = 0;  // the newest queued group a state read came from
+  bool decided_any = false;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Planned& p = planned[i];
+    const size_t n = p.keys.keys.size();
+    absl::InlinedVector<std::optional<State>, 4> current(n);
+    absl::InlinedVector<std::optional<State>, 4> writes(n);
+    absl::InlinedVector<bool, 4> known(n, false);
+    bool all_known = true;
+    for (size_t k = 0; k < n; ++k) {
+      if (auto it = latest.find(p.encoded[k]); it != latest.end()) {
+        current[k] = it->second;
+        known[k] = true;
+      } else {
+        all_known = false;
+      }
+    }
+    if (!all_known) {
+      if (absl::Status s = ReadStatesLocked(p.keys.keys, p.encoded, epoch, absl::MakeSpan(current),
+                                            &depends_on, known);
+          !s.ok()) {
+        results[i] = s;
+        continue;
+      }
+    }
+    results[i] = DecideOperation(ops[i], p.keys, current, now_us, absl::MakeSpan(writes));
+    decided_any = true;
+    for (size_t k = 0; k < n; ++k) {
+      if (writes[k]) latest.insert_or_assign(absl::string_view(p.encoded[k]), *writes[k]);
+    }
+  }
+  if (!decided_any) return;
+  uint64_t ticket = 0;
+  if (!latest.empty()) {
+    // Encoded outside the group's lock, which every reactor's decisions share.
+    std::vector<std::pair<absl::string_view, EncodedState>> values;
+    values.reserve(latest.size());
+    for (const auto& [key, state] : latest) values.emplace_back(key, EncodeStateBytes(state));
+    absl::StatusOr<uint64_t> appended = group_.Append(epoch, [&](rocksdb::WriteBatch& batch) {
+      for (const auto& [key, value] : values) {
+        batch
+            .Put(states_, rocksdb::Slice(key.data(), key.size()),
+                 rocksdb::Slice(value.data(), value.size()))
+            .PermitUncheckedError();
+      }
+    });
+    if (!appended.ok()) {
+      // Nothing of the chunk was queued: none of its decisions happened.
+      for (absl::StatusOr<Outcome>& r : results) {
+        if (r.ok()) r = appended.status();
+      }
+      return;
+    }
+    ticket = *appended;
+    for (const auto& [key, state] : latest) {
+      cache_->Put(key, StateCache::Entry{state, ticket}, epoch);
+    }
+  }
+  // Every decision of the chunk waits for the chunk's group (and what it read): a later one may
+  // have read an earlier one's state.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (results[i].ok()) pending[i] = Pending{std::max(ticket, depends_on), epoch};
+  }
 }
 
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideOperationLocked(
@@ -578,14 +671,13 @@ absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
   return WriteFailed(FromRocks(s, "write"));
 }
 
-absl::Status RocksDbStateStore::ReadStatesLocked(absl::Span<const StateKey> keys,
-                                                 absl::Span<const std::string> encoded,
-                                                 uint64_t epoch,
-                                                 absl::Span<std::optional<State>> current,
-                                                 uint64_t* depends_on) {
+absl::Status RocksDbStateStore::ReadStatesLocked(
+    absl::Span<const StateKey> keys, absl::Span<const std::string> encoded, uint64_t epoch,
+    absl::Span<std::optional<State>> current, uint64_t* depends_on, absl::Span<const bool> known) {
   const size_t n = keys.size();
   rocksdb::PinnableSlice value;
   for (size_t i = 0; i < n; ++i) {
+    if (!known.empty() && known[i]) continue;
     if (std::optional<StateCache::Entry> hit = cache_->Lookup(encoded[i], epoch)) {
       current[i] = std::move(hit->state);
       *depends_on = std::max(*depends_on, hit->ticket);

@@ -228,6 +228,13 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<Pending> DecideOperationLocked(const Operation& op, const Clock& clock,
                                                 Outcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Decides consecutive operations of a batch under the stripes of all their keys, in order (a
+  // later one reads the states the earlier ones decided) at one time read under those stripes,
+  // and queues the last state of each key with one Append. Sets results[i] and pending[i] for
+  // each operation.
+  void DecideChunkLocked(absl::Span<const Operation> ops, const Clock& clock,
+                         absl::Span<absl::StatusOr<Outcome>> results, absl::Span<Pending> pending)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // The writer thread: writes the groups of decisions whose callers did not wait (ApplyAsync).
   void WriterLoop();
   // The body of UpdateWithRecords, under the stripes of the keys and the records.
@@ -238,10 +245,11 @@ class RocksDbStateStore final : public StateStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Reads the latest states of `keys` (under `encoded`) into `current` (nullopt: none): from
   // the cache, else from RocksDB (then cached). `*depends_on`: the largest ticket of a queued
-  // state read.
+  // state read. Keys whose `known` entry is true (when given) are left as they are.
   absl::Status ReadStatesLocked(absl::Span<const StateKey> keys,
                                 absl::Span<const std::string> encoded, uint64_t epoch,
-                                absl::Span<std::optional<State>> current, uint64_t* depends_on)
+                                absl::Span<std::optional<State>> current, uint64_t* depends_on,
+                                absl::Span<const bool> known = {})
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // UNAVAILABLE while writes are stopped by an earlier failure.
   absl::Status WritesAllowed();

@@ -7,3 +7,4 @@ ratelimit_test(store_process_test store_process_test.cc LIBS ratelimit_client)
 add_dependencies(store_process_test ratelimit-server)
 # The WAL written through a shared memory mapping: appends, crash images, a full disk.
 ratelimit_test(mapped_wal_test mapped_wal_test.cc LIBS RocksDB::rocksdb)
+ratelimit_test(rocksdb_batch_test rocksdb_batch_test.cc LIBS RocksDB::rocksdb)
