@@ -738,6 +738,21 @@ echo "ratelimit-server (RocksDB). Load generator: \`ratelimit_loadgen --batch=$B
   "h2load, which checks HTTP statuses only; the load generator counts entries and their errors)." \
   "Same pinning, $DURATION ($H2LOAD_DURATION for h2load) after $WARMUP warm-up."
 echo
+# h2load_batch_row LABEL ROUND FILE: the table row of one h2load Batch run (FILE: "calls/s
+# mean_us failed").
+h2load_batch_row() {
+  local rps mean failed
+  read -r rps mean failed <"$3"
+  awk -v l="$1" -v r="$2" -v rps="$rps" -v m="$mean" -v f="$failed" -v n="$BATCH_SIZE" \
+    'BEGIN { printf "| %s | one hot key | %s | %.0f | %.0f | mean %.0f | | %s |\n",
+             l, r, rps, rps * n, m, f }'
+}
+# h2load_batch_mean PREFIX: decisions/s of the h2load Batch runs PREFIX.<round>, rounds' mean.
+h2load_batch_mean() {
+  local r
+  for ((r = 1; r <= ROUNDS; r++)); do cat "$1.$r"; done |
+    awk -v n="$BATCH_SIZE" '{ s += $1 * n; c++ } END { printf "%.0f", s / c }'
+}
 echo "| client | keys | round | calls/s | decisions/s | p50 µs (call) | p99 µs (call) | errors |"
 echo "|---|---|---|---|---|---|---|---|"
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -748,20 +763,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
        "\(.p50_us) | \(.p99_us) | \(.errors + .entry_errors) |"' "$WORK/batch.$kind.$round.json"
   done
   if [[ $H2LOAD == 1 ]]; then
-    read -r rps mean failed <"$WORK/h2.batch.$round"
-    awk -v r="$round" -v rps="$rps" -v m="$mean" -v f="$failed" -v n="$BATCH_SIZE" \
-      'BEGIN { printf "| h2load | one hot key | %s | %.0f | %.0f | mean %.0f | | %s |\n",
-               r, rps, rps * n, m, f }'
-    read -r rps mean failed <"$WORK/h2.batch.noreceipt.$round"
-    awk -v r="$round" -v rps="$rps" -v m="$mean" -v f="$failed" -v n="$BATCH_SIZE" \
-      'BEGIN { printf "| h2load, omit_receipts | one hot key | %s | %.0f | %.0f | mean %.0f | | %s |\n",
-               r, rps, rps * n, m, f }'
+    h2load_batch_row h2load "$round" "$WORK/h2.batch.$round"
+    h2load_batch_row "h2load, omit_receipts" "$round" "$WORK/h2.batch.noreceipt.$round"
   fi
 done
 BATCH_DPS=$(cat "$WORK"/batch.hot.*.json | jq -s 'map(.decisions_per_s) | add / length')
 if [[ $H2LOAD == 1 ]]; then
-  BATCH_DPS=$(for ((round = 1; round <= ROUNDS; round++)); do cat "$WORK/h2.batch.$round"; done |
-    awk -v n="$BATCH_SIZE" '{ s += $1 * n; c++ } END { printf "%.0f", s / c }')
+  BATCH_DPS=$(h2load_batch_mean "$WORK/h2.batch")
   BATCH_BY="h2load, rounds' mean"
 else
   BATCH_BY="load generator, rounds' mean"
@@ -770,9 +778,7 @@ echo
 echo "Target Batch of $BATCH_SIZE ≥ 1M decisions/s end to end (hot key, $BATCH_BY):" \
   "$(fmt_k "$BATCH_DPS") ($(met "$BATCH_DPS" 1000000))."
 if [[ $H2LOAD == 1 ]]; then
-  QUIET_DPS=$(for ((round = 1; round <= ROUNDS; round++)); do
-    cat "$WORK/h2.batch.noreceipt.$round"
-  done | awk -v n="$BATCH_SIZE" '{ s += $1 * n; c++ } END { printf "%.0f", s / c }')
+  QUIET_DPS=$(h2load_batch_mean "$WORK/h2.batch.noreceipt")
   echo "The same with omit_receipts on every entry (callers that never settle):" \
     "$(fmt_k "$QUIET_DPS") ($(met "$QUIET_DPS" 1000000))."
 fi

@@ -37,8 +37,10 @@ const char* MethodName(Mode mode) {
   return "Consume";
 }
 
-// The empty key set: signs no receipts.
-std::shared_ptr<const ReceiptKeys> NoReceiptKeys() {
+// The keys a reply's receipts are signed with: the current ones when the server signs receipts
+// and the caller `wants` them, else the empty key set, which signs none.
+std::shared_ptr<const ReceiptKeys> SigningKeys(const SettleOptions& settle, bool wants) {
+  if (settle.keys && wants) return settle.keys->Current();
   // Never destroyed: handlers may still run while static destructors do.
   static const auto* const none =
       new std::shared_ptr<const ReceiptKeys>(std::make_shared<const ReceiptKeys>());
@@ -114,8 +116,7 @@ std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitReq
   if (state.mode != Mode::kCheck) {
     if (absl::Status st = ValidateRequestId(request); !st.ok()) return ToGrpcStatus(st);
   }
-  // No keys, no receipts: AddReceipts signs nothing for an empty key set.
-  state.keys = settle_.keys && !request.omit_receipts() ? settle_.keys->Current() : NoReceiptKeys();
+  state.keys = SigningKeys(settle_, !request.omit_receipts());
   if (state.mode != Mode::kCheck && !state.keys->empty()) {
     for (size_t i = 0; i < state.limits.size(); ++i) state.ids.push_back(NewReceiptId());
   }
@@ -203,8 +204,8 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
     rpc.StoreFinished(store_status);
   }
 
-  const std::shared_ptr<const ReceiptKeys> keys =
-      settle_.keys ? settle_.keys->Current() : NoReceiptKeys();
+  // Whether an entry wants receipts is its own (plan.receipts, below).
+  const std::shared_ptr<const ReceiptKeys> keys = SigningKeys(settle_, true);
   std::vector<std::array<uint8_t, 16>> ids;
   int store_failures = 0;
   absl::Status first_failure;  // for the log

@@ -451,10 +451,9 @@ void RocksDbStateStore::DecideChunkLocked(absl::Span<const Operation> ops, const
   absl::InlinedVector<size_t, 4> stripes;
   for (size_t i = 0; i < ops.size(); ++i) {
     planned[i].keys = DistinctKeys(ops[i].limits);
-    for (const StateKey& k : planned[i].keys.keys) {
-      stripes.push_back(stripes_.StripeOf(StableKeyHash(k.name, k.key)));
-      planned[i].encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
-    }
+    absl::InlinedVector<size_t, 4> op_stripes;
+    StripesAndNames(stripes_, planned[i].keys.keys, {}, op_stripes, planned[i].encoded);
+    stripes.insert(stripes.end(), op_stripes.begin(), op_stripes.end());
   }
   std::sort(stripes.begin(), stripes.end());
   stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
@@ -468,67 +467,47 @@ void RocksDbStateStore::DecideChunkLocked(absl::Span<const Operation> ops, const
   // chunk reads, and what the chunk queues (one write per key, the last).
   absl::flat_hash_map<absl::string_view, State> latest;
   uint64_t depends_on = 0;  // the newest queued group a state read came from
-  bool decided_any = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Planned& p = planned[i];
     const size_t n = p.keys.keys.size();
     absl::InlinedVector<std::optional<State>, 4> current(n);
     absl::InlinedVector<std::optional<State>, 4> writes(n);
     absl::InlinedVector<bool, 4> known(n, false);
-    bool all_known = true;
     for (size_t k = 0; k < n; ++k) {
       if (auto it = latest.find(p.encoded[k]); it != latest.end()) {
         current[k] = it->second;
         known[k] = true;
-      } else {
-        all_known = false;
       }
     }
-    if (!all_known) {
-      if (absl::Status s = ReadStatesLocked(p.keys.keys, p.encoded, epoch, absl::MakeSpan(current),
-                                            &depends_on, known);
-          !s.ok()) {
-        results[i] = s;
-        continue;
-      }
+    if (absl::Status s = ReadStatesLocked(p.keys.keys, p.encoded, epoch, absl::MakeSpan(current),
+                                          &depends_on, known);
+        !s.ok()) {
+      results[i] = s;
+      continue;
     }
     results[i] = DecideOperation(ops[i], p.keys, current, now_us, absl::MakeSpan(writes));
-    decided_any = true;
     for (size_t k = 0; k < n; ++k) {
       if (writes[k]) latest.insert_or_assign(absl::string_view(p.encoded[k]), *writes[k]);
     }
   }
-  if (!decided_any) return;
-  uint64_t ticket = 0;
-  if (!latest.empty()) {
-    // Encoded outside the group's lock, which every reactor's decisions share.
-    std::vector<std::pair<absl::string_view, EncodedState>> values;
-    values.reserve(latest.size());
-    for (const auto& [key, state] : latest) values.emplace_back(key, EncodeStateBytes(state));
-    absl::StatusOr<uint64_t> appended = group_.Append(epoch, [&](rocksdb::WriteBatch& batch) {
-      for (const auto& [key, value] : values) {
-        batch
-            .Put(states_, rocksdb::Slice(key.data(), key.size()),
-                 rocksdb::Slice(value.data(), value.size()))
-            .PermitUncheckedError();
-      }
-    });
-    if (!appended.ok()) {
-      // Nothing of the chunk was queued: none of its decisions happened.
-      for (absl::StatusOr<Outcome>& r : results) {
-        if (r.ok()) r = appended.status();
-      }
-      return;
-    }
-    ticket = *appended;
-    for (const auto& [key, state] : latest) {
-      cache_->Put(key, StateCache::Entry{state, ticket}, epoch);
-    }
+  std::vector<std::string> keys;
+  absl::InlinedVector<std::optional<State>, 4> writes;
+  keys.reserve(latest.size());
+  writes.reserve(latest.size());
+  for (const auto& [key, state] : latest) {
+    keys.emplace_back(key);
+    writes.emplace_back(state);
   }
+  absl::StatusOr<uint64_t> ticket = QueueLocked(epoch, keys, writes, [](rocksdb::WriteBatch&) {});
   // Every decision of the chunk waits for the chunk's group (and what it read): a later one may
-  // have read an earlier one's state.
+  // have read an earlier one's state. Nothing queued: none of the chunk's decisions happened.
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (results[i].ok()) pending[i] = Pending{std::max(ticket, depends_on), epoch};
+    if (!results[i].ok()) continue;
+    if (ticket.ok()) {
+      pending[i] = Pending{std::max(*ticket, depends_on), epoch};
+    } else {
+      results[i] = ticket.status();
+    }
   }
 }
 
