@@ -318,9 +318,12 @@ TEST_F(MappedWalTest, WithoutAProbeWritesStopWhenTheReservedSpaceRunsOutAndLoseN
   EXPECT_EQ(Put(*store, {"api", "later"}, StateFor(1)).code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(store->Health().ok());
 
-  // A crash now loses nothing acknowledged, and the refused writes never appear.
+  // A crash now loses nothing acknowledged, and the refused writes never appear. The image is
+  // taken while the disk is still full: once space returns, RocksDB's background recovery starts
+  // replacing files, and a copy made meanwhile could miss one that it deletes.
+  const std::string image = CrashImage(path);
   faulty->SetFull(false);
-  auto recovered = Open(CrashImage(path));
+  auto recovered = Open(image);
   ASSERT_NE(recovered, nullptr);
   EXPECT_EQ(GetOrDie(*recovered, {"api", "before"}), StateFor(0));
   for (int i : acknowledged) {
