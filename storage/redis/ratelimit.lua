@@ -22,7 +22,7 @@
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '7'
+local LIBRARY_VERSION = '8'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -66,17 +66,22 @@ local function whole_windows(t, ts, p)
   return w, (qs + w) * p + rs
 end
 
--- The balance and its time brought forward to `now`; `cur` may be nil (full).
-local function refill(l, cur, now)
-  if l.bucket then
-    if cur == nil then return l.cap, now end
-    local elapsed = max(0, now - cur.ts)
-    return min(cur.v + elapsed * l.rate / l.period, l.cap), max(now, cur.ts)
+-- A limit travels as five values: `b` (true for a token bucket, false for a fixed window),
+-- `rate`, `period`, `cap`, `offset`; a state as three: `v` (the balance; false for a key without
+-- a state, i.e. a full one), `ts`, and, once written, `full` (its full_at). Locals and arguments,
+-- not tables: a decision allocates as little as it can, which is most of its cost in Redis.
+
+-- The balance and its time brought forward to `now`.
+local function refill(b, rate, period, cap, offset, v, ts, now)
+  if b then
+    if not v then return cap, now end
+    local elapsed = max(0, now - ts)
+    return min(v + elapsed * rate / period, cap), max(now, ts)
   end
-  if cur == nil then return l.cap, window_containing(now, l.offset, l.period) end
-  local w, at = whole_windows(now, cur.ts, l.period)
-  if w <= 0 then w, at = 0, cur.ts end
-  return min(cur.v + l.rate * w, l.cap), at
+  if not v then return cap, window_containing(now, offset, period) end
+  local w, at = whole_windows(now, ts, period)
+  if w <= 0 then w, at = 0, ts end
+  return min(v + rate * w, cap), at
 end
 
 local function covers(balance, target, tol)
@@ -84,34 +89,33 @@ local function covers(balance, target, tol)
   return short_by <= 0 or short_by < tol
 end
 
--- storage/algebra.cc RefilledAt as FullAt calls it: the earliest t >= s.ts at which `s` has
--- refilled to capacity; NEVER when that is at or past BIG.
-local function refilled_at(l, s)
-  local cap, ts = l.cap, s.ts
-  if refill(l, s, ts) >= cap then return ts end
-  local missing = cap - s.v
+-- storage/algebra.cc RefilledAt as FullAt calls it: the earliest t >= ts at which the state
+-- (v, ts) has refilled to capacity; NEVER when that is at or past BIG.
+local function refilled_at(b, rate, period, cap, offset, v, ts)
+  if refill(b, rate, period, cap, offset, v, ts, ts) >= cap then return ts end
+  local missing = cap - v
   local t, step
-  if l.bucket then
-    local us = missing * l.period / l.rate
+  if b then
+    local us = missing * period / rate
     t = max(beyond(ts + 1), beyond(add_ceil(ts, us) - 1))
     step = 1
   else
-    local windows = max(1.0, math.ceil(missing / l.rate) - 1)
-    t = add_ceil(ts, windows * l.period)
-    step = l.period
+    local windows = max(1.0, math.ceil(missing / rate) - 1)
+    t = add_ceil(ts, windows * period)
+    step = period
   end
   for i = 0, 127 do
     if t >= BIG then return NEVER end
-    if refill(l, s, t) >= cap then return t end
+    if refill(b, rate, period, cap, offset, v, ts, t) >= cap then return t end
     t = beyond(t + step)
     if i >= 2 then step = step + step end
   end
   return NEVER
 end
 
-local function full_at(l, s)
-  if s.v >= l.cap then return s.ts end
-  local at = refilled_at(l, s)
+local function full_at(b, rate, period, cap, offset, v, ts)
+  if v >= cap then return ts end
+  local at = refilled_at(b, rate, period, cap, offset, v, ts)
   if at == NEVER then return NEVER end
   return beyond(at + 1)
 end
@@ -127,13 +131,14 @@ local function time_text(t)
   return string.format('%.17g', t)
 end
 
-local function encode(s)
-  if prints_as_integer(s.ts) and prints_as_integer(s.full) then
-    return string.format('%.17g %d %d', s.v, s.ts, s.full)
+local function encode(v, ts, full)
+  if prints_as_integer(ts) and prints_as_integer(full) then
+    return string.format('%.17g %d %d', v, ts, full)
   end
-  return string.format('%.17g %.17g %.17g', s.v, s.ts, s.full)
+  return string.format('%.17g %.17g %.17g', v, ts, full)
 end
 
+-- The state's v, ts, full.
 local function decode(raw, key)
   local v, ts, full
   local a = string.find(raw, ' ', 1, true)
@@ -145,7 +150,7 @@ local function decode(raw, key)
   if v == nil or ts == nil or full == nil then
     error('ratelimit: unreadable state at ' .. key)
   end
-  return {v = v, ts = ts, full = full}
+  return v, ts, full
 end
 
 -- Writes an encoded state that is full again at `full` (us), expiring at ceil(full / 1000) ms:
@@ -169,7 +174,9 @@ local function arg_number(args, i, what)
   return x
 end
 
-local function apply(keys, args)
+-- Decides and writes. With `first` (a table), records per key the balance the first limit on it
+-- saw and that limit: first[k] = {v = balance, b = bucket, a = index of its arguments}.
+local function apply(keys, args, first)
   local mode = args[1]
   if mode ~= 'c' and mode ~= 't' and mode ~= 'r' then error('ratelimit: bad mode') end
   local now
@@ -185,17 +192,20 @@ local function apply(keys, args)
   local n = arg_number(args, 3, 'limits')
   if #args ~= 3 + 8 * n then error('ratelimit: wrong number of arguments') end
 
-  local read = {}
-  local working = {}
-  local first = {}  -- per key: the balance the first limit on it saw, and that limit
-
-  for k = 1, #keys do
+  -- The reply, filled as it goes: {now, allowed, state read per key..., state written per key...}.
+  -- The working state of key k is w[3k-2], w[3k-1], w[3k] (v, ts, full; v false for none).
+  local nk = #keys
+  local reply = {false, 0}
+  local w = {}
+  for k = 1, nk do
     local raw = redis.call('GET', keys[k])
+    local j = 3 * k
     if raw then
-      read[k] = raw
-      working[k] = decode(raw, keys[k])
+      reply[2 + k] = raw
+      w[j - 2], w[j - 1], w[j] = decode(raw, keys[k])
     else
-      read[k] = ''
+      reply[2 + k] = ''
+      w[j - 2], w[j - 1], w[j] = false, 0, 0
     end
   end
 
@@ -204,52 +214,49 @@ local function apply(keys, args)
     local a = 4 + 8 * i
     local slot = arg_number(args, a, 'key index')
     if keys[slot] == nil then error('ratelimit: bad key index') end
-    local l = {
-      bucket = args[a + 1] == 'b',
-      rate = arg_number(args, a + 2, 'rate'),
-      period = arg_number(args, a + 3, 'period'),
-      cap = arg_number(args, a + 4, 'capacity'),
-      offset = arg_number(args, a + 6, 'offset'),
-    }
+    local b = args[a + 1] == 'b'
+    local rate = arg_number(args, a + 2, 'rate')
+    local period = arg_number(args, a + 3, 'period')
+    local cap = arg_number(args, a + 4, 'capacity')
+    local offset = arg_number(args, a + 6, 'offset')
     local max_reserved = nil
     if args[a + 5] ~= '' then max_reserved = arg_number(args, a + 5, 'max_reserved') end
     local count = arg_number(args, a + 7, 'count')
 
-    local cur = working[slot]
-    local v, ts = refill(l, cur, now)
-    if first[slot] == nil then first[slot] = {v = v, l = l, a = a} end
-    local tol = TOLERANCE * max(l.cap, count)
+    local j = 3 * slot
+    local v, ts = refill(b, rate, period, cap, offset, w[j - 2], w[j - 1], now)
+    if first and first[slot] == nil then first[slot] = {v = v, b = b, a = a} end
+    local tol = TOLERANCE * max(cap, count)
     local value = v - count
     local ok = false
     if covers(v, count, tol) then
       value = max(0.0, value)
       ok = true
     elseif mode == 'r' then
-      local room = l.cap + (max_reserved or UNBOUNDED_RESERVE)
+      local room = cap + (max_reserved or UNBOUNDED_RESERVE)
       if covers(room, count, tol) and
           (max_reserved == nil or covers(value, -max_reserved, tol)) then
         ok = true
       end
     end
     if ok and mode ~= 'c' then
-      local next = {v = value, ts = ts}
-      next.full = full_at(l, next)
-      working[slot] = next
+      w[j - 2], w[j - 1], w[j] = value, ts, full_at(b, rate, period, cap, offset, value, ts)
     end
     allowed = allowed and ok
   end
 
-  local reply = {time_text(now), allowed and 1 or 0}
-  for k = 1, #keys do reply[#reply + 1] = read[k] end
-  for k = 1, #keys do
+  reply[1] = time_text(now)
+  if allowed then reply[2] = 1 end
+  for k = 1, nk do
     local written = ''
     if allowed and mode ~= 'c' then
-      written = encode(working[k])
-      store(keys[k], written, working[k].full)
+      local j = 3 * k
+      written = encode(w[j - 2], w[j - 1], w[j])
+      store(keys[k], written, w[j])
     end
-    reply[#reply + 1] = written
+    reply[2 + nk + k] = written
   end
-  return reply, first
+  return reply
 end
 
 -- FCALL ratelimit_compare_and_set <nkeys> <key>... <expected>... <new>...
@@ -264,7 +271,7 @@ local function compare_and_set(keys, args)
   end
   for k = 1, n do
     local raw = args[n + k]
-    if raw ~= '' then store(keys[k], raw, decode(raw, keys[k]).full) end
+    if raw ~= '' then store(keys[k], raw, select(3, decode(raw, keys[k]))) end
   end
   return 1
 end
@@ -289,7 +296,7 @@ local function commit(keys, args)
   end
   for k = 1, n do
     local raw = args[1 + n + k]
-    if raw ~= '' then store(keys[k], raw, decode(raw, keys[k]).full) end
+    if raw ~= '' then store(keys[k], raw, select(3, decode(raw, keys[k]))) end
   end
   for r = 1, m do
     local raw = args[1 + 2 * n + m + r]
@@ -349,7 +356,8 @@ end
 -- for `ttl` ms what each key was before and after, the amount taken and the limit (and, with
 -- `keep_reply`, the reply itself, in the first key's entry). Returns ratelimit_apply's reply.
 local function take_into_hold(keys, args, hold, ttl, keep_reply)
-  local reply, first = apply(keys, args)
+  local first = {}
+  local reply = apply(keys, args, first)
   local n = #keys
   if reply[2] == 1 and args[1] ~= 'c' then
     local entries = {}
@@ -361,7 +369,7 @@ local function take_into_hold(keys, args, hold, ttl, keep_reply)
       -- offset: numbers the refund reads back).
       entries[k] = table.concat({
         reply[2 + k], post, string.format('%.17g', f.v),
-        string.format('%.17g', f.v - decode(post, keys[k]).v), f.l.bucket and '1' or '0',
+        string.format('%.17g', f.v - (decode(post, keys[k]))), f.b and '1' or '0',
         args[a + 2], args[a + 3], args[a + 4], args[a + 6]}, '|')
     end
     local text = table.concat(entries, '\n')
@@ -438,31 +446,31 @@ local function refund(keys, args)
       if h.pre == '' then
         redis.call('DEL', keys[k])
       else
-        store(keys[k], h.pre, decode(h.pre, keys[k]).full)
+        store(keys[k], h.pre, select(3, decode(h.pre, keys[k])))
       end
     elseif cur ~= '' then
-      local s = decode(cur, keys[k])
-      local post = decode(h.post, keys[k])
-      local l = {bucket = h.b == '1', rate = tonumber(h.rate), period = tonumber(h.period),
-                 cap = tonumber(h.cap), offset = tonumber(h.offset)}
+      local sv, sts = decode(cur, keys[k])
+      local _, post_ts = decode(h.post, keys[k])
+      local b, rate, period = h.b == '1', tonumber(h.rate), tonumber(h.period)
+      local cap, offset = tonumber(h.cap), tonumber(h.offset)
       local back = 0
-      if l.bucket then
-        local refilled = max(0, s.ts - post.ts) * l.rate / l.period
-        back = tonumber(h.taken) - max(0, tonumber(h.before) + refilled - l.cap)
-      elseif s.ts == post.ts then
+      if b then
+        local refilled = max(0, sts - post_ts) * rate / period
+        back = tonumber(h.taken) - max(0, tonumber(h.before) + refilled - cap)
+      elseif sts == post_ts then
         back = tonumber(h.taken)
       end
       if back > 0 then
-        local next = {v = min(s.v + back, l.cap), ts = s.ts}
-        next.full = full_at(l, next)
-        store(keys[k], encode(next), next.full)
+        local v = min(sv + back, cap)
+        local full = full_at(b, rate, period, cap, offset, v, sts)
+        store(keys[k], encode(v, sts, full), full)
       end
     end
   end
   return 1
 end
 
-redis.register_function('ratelimit_apply', function(keys, args) return (apply(keys, args)) end)
+redis.register_function('ratelimit_apply', function(keys, args) return apply(keys, args) end)
 redis.register_function('ratelimit_take_held', function(keys, args) return take_held(keys, args) end)
 redis.register_function('ratelimit_take_recorded',
                         function(keys, args) return take_recorded(keys, args) end)
