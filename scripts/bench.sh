@@ -701,11 +701,23 @@ jq -r -s "$TRACE_POOL"'pool("off") |
 # generator (--batch, one hot key and a key per entry out of 1M) and h2load with the same Batch
 # body (written by `ratelimit_loadgen --batch=N --write_request=FILE`). Decisions/s = entries
 # answered per second. BATCH_CONCURRENCY (16) calls in flight; pinning as above. h2load also sends
-# the same body with omit_receipts set on every entry (callers that never settle), in each round.
+# the same body with omit_receipts set on every entry (callers that never settle), and a body whose
+# entries name a limit defined in the server's limits file (the same token bucket, no inline
+# config: a smaller request and receipt), in each round.
 BATCH_SIZE=${BATCH_SIZE:-100}
 BATCH_CONCURRENCY=${BATCH_CONCURRENCY:-16}
 "$LOADGEN" --batch="$BATCH_SIZE" --write_request="$WORK/batch.bin"
 "$LOADGEN" --batch="$BATCH_SIZE" --omit_receipts --write_request="$WORK/batch.noreceipt.bin"
+"$LOADGEN" --batch="$BATCH_SIZE" --name=bench_defined --inline_config=false \
+  --write_request="$WORK/batch.defined.bin"
+cat >"$WORK/batch.limits.yaml" <<'YAML'
+limits:
+  - name: bench_defined
+    kind: token_bucket
+    rate: 1
+    period: 1h
+    capacity: 1000000000000
+YAML
 run_batch_load() {
   local out=$1 keys=$2
   # shellcheck disable=SC2086  # LOADGEN_FLAGS is a list of flags
@@ -737,12 +749,21 @@ run_h2load_batch() {
 for ((round = 1; round <= ROUNDS; round++)); do
   check_idle
   log "batch of $BATCH_SIZE, round $round/$ROUNDS: ratelimit-server, hot key, 1M keys, h2load"
-  start_server real "$WORK/server.batch.log"
+  start_server real "$WORK/server.batch.log" --limits_file="$WORK/batch.limits.yaml"
   run_batch_load "$WORK/batch.hot.$round.json" 1
   run_batch_load "$WORK/batch.1m.$round.json" 1000000
   if [[ $H2LOAD == 1 ]]; then
     run_h2load_batch "$WORK/h2.batch.$round"
     run_h2load_batch "$WORK/h2.batch.noreceipt.$round" "$WORK/batch.noreceipt.bin"
+    # h2load checks HTTP statuses only: first make sure the defined limit's entries are answered
+    # without entry errors.
+    "$LOADGEN" --target="127.0.0.1:$SERVER_PORT" --batch="$BATCH_SIZE" --name=bench_defined \
+      --inline_config=false --concurrency=1 --threads=1 --duration=1s --warmup=0s \
+      --json >"$WORK/batch.defined.check.json" || die "load generator failed (defined limit)"
+    jq -e '.errors == 0 and .entry_errors == 0 and .decisions > 0' \
+      "$WORK/batch.defined.check.json" >/dev/null ||
+      die "the defined-limit Batch body is refused: $(cat "$WORK/batch.defined.check.json")"
+    run_h2load_batch "$WORK/h2.batch.defined.$round" "$WORK/batch.defined.bin"
   fi
   stop_server
 done
@@ -783,6 +804,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   if [[ $H2LOAD == 1 ]]; then
     h2load_batch_row h2load "$round" "$WORK/h2.batch.$round"
     h2load_batch_row "h2load, omit_receipts" "$round" "$WORK/h2.batch.noreceipt.$round"
+    h2load_batch_row "h2load, defined limit" "$round" "$WORK/h2.batch.defined.$round"
   fi
 done
 BATCH_DPS=$(cat "$WORK"/batch.hot.*.json | jq -s 'map(.decisions_per_s) | add / length')
@@ -799,5 +821,8 @@ if [[ $H2LOAD == 1 ]]; then
   QUIET_DPS=$(h2load_batch_mean "$WORK/h2.batch.noreceipt")
   echo "The same with omit_receipts on every entry (callers that never settle):" \
     "$(fmt_k "$QUIET_DPS") ($(met "$QUIET_DPS" 1000000))."
+  DEFINED_DPS=$(h2load_batch_mean "$WORK/h2.batch.defined")
+  echo "The same naming a limit defined in the server's limits file instead of an inline config:" \
+    "$(fmt_k "$DEFINED_DPS") ($(met "$DEFINED_DPS" 1000000))."
 fi
 log "done"
