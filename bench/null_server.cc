@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -28,6 +29,10 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "host:port to serve on; port 0 picks a free port");
 ABSL_FLAG(std::string, port_file, "", "write the chosen port to this file once listening");
+ABSL_FLAG(bool, async_cq, false,
+          "serve Consume with gRPC's completion-queue API on one thread of ours instead of the "
+          "callback API; every other method, health and reflection are then not served (the "
+          "default health service is a synchronous one, whose threads slow such a server)");
 
 namespace ratelimit {
 namespace {
@@ -70,27 +75,91 @@ class NullRateLimitService final : public v1::RateLimitService::CallbackService 
   }
 };
 
+// Consume through the completion-queue API: one thread runs the queue, answering each call at once.
+class AsyncNullConsume {
+ public:
+  explicit AsyncNullConsume(grpc::ServerBuilder& builder) : cq_(builder.AddCompletionQueue()) {
+    builder.RegisterService(&service_);
+  }
+  // Starts the thread; call after the server has started.
+  void Start() {
+    for (int i = 0; i < kCallsReady; ++i) RequestOne();
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Call after the server has shut down.
+  void Stop() {
+    cq_->Shutdown();
+    thread_.join();
+  }
+
+ private:
+  static constexpr int kCallsReady = 512;
+  struct Call {
+    grpc::ServerContext context;
+    v1::RateLimitRequest request;
+    v1::RateLimitResponse response;
+    grpc::ServerAsyncResponseWriter<v1::RateLimitResponse> writer{&context};
+    bool answered = false;
+  };
+  void RequestOne() {
+    auto* call = new Call;
+    service_.RequestConsume(&call->context, &call->request, &call->writer, cq_.get(), cq_.get(),
+                            call);
+  }
+  void Run() {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_->Next(&tag, &ok)) {
+      auto* call = static_cast<Call*>(tag);
+      if (!ok || call->answered) {
+        delete call;
+        continue;
+      }
+      RequestOne();
+      call->response.set_allowed(true);
+      call->response.set_denied_by(-1);
+      call->answered = true;
+      call->writer.Finish(call->response, grpc::Status::OK, call);
+    }
+  }
+
+  v1::RateLimitService::AsyncService service_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::thread thread_;
+};
+
 int Run() {
   const std::string address = absl::GetFlag(FLAGS_listen);
   // Signals are taken by sigwait below: block them before gRPC starts any thread.
   sigset_t signals = bench::BlockTerminationSignals();
 
   NullRateLimitService service;
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const bool use_async = absl::GetFlag(FLAGS_async_cq);
+  grpc::EnableDefaultHealthCheckService(!use_async);
+  if (!use_async) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.RegisterService(&service);
+  std::unique_ptr<AsyncNullConsume> async;
+  if (absl::GetFlag(FLAGS_async_cq)) {
+    async = std::make_unique<AsyncNullConsume>(builder);
+  } else {
+    builder.RegisterService(&service);
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   int port = 0;
   std::unique_ptr<grpc::Server> server = bench::ListenAndStart(builder, address, &port);
   if (!server) return 1;
-  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  if (async) {
+    async->Start();
+  } else {
+    server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  }
   if (!bench::AnnouncePort("null server", address, port, absl::GetFlag(FLAGS_port_file))) {
     return 1;
   }
 
   bench::WaitForSignal(signals);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (async) async->Stop();
   return 0;
 }
 
