@@ -229,6 +229,7 @@ absl::StatusOr<std::vector<RedisCluster::Node>> ParseNodes(const std::string& te
     n.address = f[1].substr(0, f[1].find('@'));
     n.primary = absl::StrContains(f[2], "master");
     n.failed = absl::StrContains(f[2], "fail");
+    n.myself = absl::StrContains(f[2], "myself");
     if (f[3] != "-") n.primary_id = f[3];
     for (size_t i = 8; i < f.size(); ++i) {
       if (absl::StartsWith(f[i], "[")) continue;  // a slot being migrated or imported
@@ -269,16 +270,19 @@ absl::StatusOr<int> RedisCluster::PrimaryOf(int slot) const {
 }
 
 absl::StatusOr<int> RedisCluster::ReplicaOf(int primary_index) const {
-  absl::StatusOr<std::vector<Node>> nodes = Nodes();
-  if (!nodes.ok()) return nodes.status();
-  std::string id;
-  for (const Node& n : *nodes) {
-    if (n.address == servers_[primary_index]->address()) id = n.id;
+  absl::StatusOr<std::string> id = IdOf(primary_index);
+  if (!id.ok()) return id.status();
+  for (int i = 0; i < size(); ++i) {
+    if (i == primary_index || !servers_[i]->running()) continue;
+    absl::StatusOr<std::string> text = servers_[i]->Cli({"CLUSTER", "NODES"});
+    if (!text.ok()) return text.status();
+    absl::StatusOr<std::vector<Node>> nodes = ParseNodes(*text);
+    if (!nodes.ok()) return nodes.status();
+    for (const Node& n : *nodes) {
+      if (n.myself && !n.primary && n.primary_id == *id) return i;
+    }
   }
-  for (const Node& n : *nodes) {
-    if (!n.primary && !n.failed && n.primary_id == id) return IndexOf(n.address);
-  }
-  return absl::NotFoundError("no replica");
+  return absl::NotFoundError(absl::StrCat("no replica of ", servers_[primary_index]->address()));
 }
 
 absl::StatusOr<std::string> RedisCluster::IdOf(int index) const {

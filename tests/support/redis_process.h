@@ -76,6 +76,7 @@ class RedisCluster {
     std::string address;
     bool primary = false;
     bool failed = false;                     // flagged fail (or fail?) by the node asked
+    bool myself = false;                     // the node asked
     std::string primary_id;                  // for a replica
     std::vector<std::pair<int, int>> slots;  // ranges served, for a primary
   };
@@ -95,7 +96,9 @@ class RedisCluster {
   absl::StatusOr<std::vector<Node>> Nodes() const;
   // The index of the server that is the primary of `slot`.
   absl::StatusOr<int> PrimaryOf(int slot) const;
-  // The index of a replica of the primary at `primary_index`.
+  // The index of a running replica of the primary at `primary_index` (which must be running),
+  // as the replica itself says: another node's view of who replicates whom may lag behind by a
+  // gossip round after the cluster is created or changes.
   absl::StatusOr<int> ReplicaOf(int primary_index) const;
   // The node id of the server at `index`.
   absl::StatusOr<std::string> IdOf(int index) const;
