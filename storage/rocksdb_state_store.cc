@@ -472,15 +472,11 @@ void RocksDbStateStore::DecideChunkLocked(absl::Span<const Operation> ops, const
     const size_t n = p.keys.keys.size();
     absl::InlinedVector<std::optional<State>, 4> current(n);
     absl::InlinedVector<std::optional<State>, 4> writes(n);
-    absl::InlinedVector<bool, 4> known(n, false);
     for (size_t k = 0; k < n; ++k) {
-      if (auto it = latest.find(p.encoded[k]); it != latest.end()) {
-        current[k] = it->second;
-        known[k] = true;
-      }
+      if (auto it = latest.find(p.encoded[k]); it != latest.end()) current[k] = it->second;
     }
-    if (absl::Status s = ReadStatesLocked(p.keys.keys, p.encoded, epoch, absl::MakeSpan(current),
-                                          &depends_on, known);
+    if (absl::Status s =
+            ReadStatesLocked(p.keys.keys, p.encoded, epoch, absl::MakeSpan(current), &depends_on);
         !s.ok()) {
       results[i] = s;
       continue;
@@ -650,13 +646,15 @@ absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
   return WriteFailed(FromRocks(s, "write"));
 }
 
-absl::Status RocksDbStateStore::ReadStatesLocked(
-    absl::Span<const StateKey> keys, absl::Span<const std::string> encoded, uint64_t epoch,
-    absl::Span<std::optional<State>> current, uint64_t* depends_on, absl::Span<const bool> known) {
+absl::Status RocksDbStateStore::ReadStatesLocked(absl::Span<const StateKey> keys,
+                                                 absl::Span<const std::string> encoded,
+                                                 uint64_t epoch,
+                                                 absl::Span<std::optional<State>> current,
+                                                 uint64_t* depends_on) {
   const size_t n = keys.size();
   rocksdb::PinnableSlice value;
   for (size_t i = 0; i < n; ++i) {
-    if (!known.empty() && known[i]) continue;
+    if (current[i]) continue;  // the caller's own newer state
     if (std::optional<StateCache::Entry> hit = cache_->Lookup(encoded[i], epoch)) {
       current[i] = std::move(hit->state);
       *depends_on = std::max(*depends_on, hit->ticket);

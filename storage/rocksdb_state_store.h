@@ -245,11 +245,11 @@ class RocksDbStateStore final : public StateStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Reads the latest states of `keys` (under `encoded`) into `current` (nullopt: none): from
   // the cache, else from RocksDB (then cached). `*depends_on`: the largest ticket of a queued
-  // state read. Keys whose `known` entry is true (when given) are left as they are.
+  // state read. Keys that already hold a state in `current` (a caller's newer one) are left as
+  // they are.
   absl::Status ReadStatesLocked(absl::Span<const StateKey> keys,
                                 absl::Span<const std::string> encoded, uint64_t epoch,
-                                absl::Span<std::optional<State>> current, uint64_t* depends_on,
-                                absl::Span<const bool> known = {})
+                                absl::Span<std::optional<State>> current, uint64_t* depends_on)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // UNAVAILABLE while writes are stopped by an earlier failure.
   absl::Status WritesAllowed();
