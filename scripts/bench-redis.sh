@@ -19,16 +19,27 @@
 #      how late the load generator's pacer woke and how many calls found every slot busy, and
 #      the machine's floor: how late a thread sleeping until each due time wakes at the same
 #      rate with no RPC (ratelimit_wake_probe).
+#   4. If h2load is installed: the peaks of 1 again, for the workloads whose request is one fixed
+#      body (the hot key: 1 limit; 3 limits in one slot; 3 limits in 3 slots), driven by h2load
+#      with the flags scripts/bench.sh uses (H2LOAD_FLAGS), ROUNDS rounds alternating the servers,
+#      with each process's CPU per request. The load generator is a gRPC C++ client: on CPU 1 it
+#      costs about as much per call as the Redis primary does, so in 1 the Redis server's peak is
+#      bounded by that one shared CPU, not by the server. h2load costs a fraction of that, which
+#      leaves CPU 1 to the Redis nodes and measures what the server itself can do. (h2load sees
+#      HTTP statuses only: in round 1 a second of the load generator with the same request checks
+#      every gRPC status first.)
 # The Redis nodes are not pinned (the machine may have only 2 CPUs): they share the CPUs with the
 # server and the load generator, as they would share a small host.
 #
 # Usage: scripts/bench-redis.sh [> results.md]
 # Environment (defaults): BUILD_DIR (build-bench), DURATION (10s), WARMUP (1s), CONCURRENCY (64),
 #   ROUNDS (3), KEYS (1000000), LOADGEN_FLAGS (--threads=2 --channels=1), SKIP_BUILD (0),
-#   BASELINE_REQUESTS (200000: redis-benchmark -n per run).
+#   BASELINE_REQUESTS (200000: redis-benchmark -n per run), H2LOAD (1 if h2load is installed),
+#   H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_DURATION (5s), SECTIONS (all; or h2load: 4 only,
+#   about 2 minutes once built).
 # Needs redis-server, redis-cli, redis-benchmark (Debian: redis-server, redis-tools), jq, and
-# taskset (util-linux) if available. Takes about 10 minutes once built. Sends traffic to
-# 127.0.0.1 only; stops everything it started, also on Ctrl-C.
+# taskset (util-linux) and h2load (nghttp2-client) if available. Takes about 12 minutes once
+# built. Sends traffic to 127.0.0.1 only; stops everything it started, also on Ctrl-C.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,6 +54,11 @@ KEYS=${KEYS:-1000000}
 LOADGEN_FLAGS=${LOADGEN_FLAGS:---threads=2 --channels=1}
 SKIP_BUILD=${SKIP_BUILD:-0}
 BASELINE_REQUESTS=${BASELINE_REQUESTS:-200000}
+if command -v h2load >/dev/null; then H2LOAD=${H2LOAD:-1}; else H2LOAD=0; fi
+H2LOAD_FLAGS=${H2LOAD_FLAGS:--c 8 -m 32 -t 1}
+H2LOAD_DURATION=${H2LOAD_DURATION:-5s}
+SECTIONS=${SECTIONS:-all}
+[[ $SECTIONS == all || $SECTIONS == h2load ]] || { echo "SECTIONS must be all or h2load" >&2; exit 2; }
 
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_SAMPLER \
   OTEL_TRACES_SAMPLER_ARG
@@ -121,7 +137,7 @@ done
 # --- the servers -------------------------------------------------------------------------------
 # start_server NAME [FLAG...]: ratelimit-server on 127.0.0.1, port 0, pinned to CPU 0; sets
 # PORT[NAME].
-declare -A PORT
+declare -A PORT SERVER_PID
 start_server() {
   local name=$1 port_file="$WORK/port.$1"
   shift
@@ -137,6 +153,7 @@ start_server() {
   done
   [[ -s $port_file ]] || die "$name server did not report its port"
   PORT[$name]=$(<"$port_file")
+  SERVER_PID[$name]=$pid
 }
 start_server rocksdb
 start_server redis --store=redis --redis_address="$SEEDS"
@@ -199,7 +216,13 @@ declare -A WORKLOAD_TEXT=(
   [cross3]="3 limits, 3 slots, $KEYS random keys"
 )
 SERVERS=(rocksdb redis)
-for ((round = 1; round <= ROUNDS; round++)); do
+if [[ $SECTIONS == h2load ]]; then
+  [[ $H2LOAD == 1 ]] || die "h2load is not installed (apt-get install nghttp2-client)"
+  ROUNDS_PEAK=0
+else
+  ROUNDS_PEAK=$ROUNDS
+fi
+for ((round = 1; round <= ROUNDS_PEAK; round++)); do
   for w in "${WORKLOADS[@]}"; do
     for ((j = 0; j < 2; j++)); do
       s=${SERVERS[(j + round - 1) % 2]}
@@ -230,7 +253,7 @@ median_col() {
 }
 
 # --- 3: half of the peak, open loop ------------------------------------------------------------
-for ((round = 1; round <= ROUNDS; round++)); do
+for ((round = 1; round <= ROUNDS_PEAK; round++)); do
   for w in hot random; do
     for ((j = 0; j < 2; j++)); do
       s=${SERVERS[(j + round - 1) % 2]}
@@ -249,11 +272,88 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done
 
+# --- 4: peaks driven by h2load -----------------------------------------------------------------
+H2_WORKLOADS=(hot same3 cross3)
+declare -A H2_FLAGS=([hot]="" [same3]="--limits=3 --hash_tag" [cross3]="--limits=3")
+declare -A H2_TEXT=(
+  [hot]="1 limit, one hot key"
+  [same3]="3 limits, one slot ({hot})"
+  [cross3]="3 limits, 3 slots, one key each"
+)
+# cpu_ticks PID...: user + system clock ticks of each process, one line.
+cpu_ticks() {
+  local pid
+  for pid in "$@"; do awk '{ printf "%d ", $14 + $15 }' "/proc/$pid/stat"; done
+  echo
+}
+# run_h2load OUT SERVER_NAME BODY: h2load posting BODY (a framed Consume) to the server; to OUT
+# "rps mean_us failed server_us_per_call cpu1_us_per_call": CPU per call over the run of the
+# server and of everything on CPU 1's side (h2load and the Redis nodes).
+run_h2load() {
+  local out=$1 name=$2 body=$3 raw="$WORK/raw.${1##*/}" ticks_before ticks_after
+  local -a watched=("${SERVER_PID[$name]}")
+  local node
+  for node in "$CLUSTER_DIR"/*/redis.pid; do watched+=("$(<"$node")"); done
+  # shellcheck disable=SC2086  # H2LOAD_FLAGS is a list of flags
+  "${PIN_CLIENT[@]}" h2load -D "$H2LOAD_DURATION" $H2LOAD_FLAGS -d "$body" \
+    -H 'content-type: application/grpc' -H 'te: trailers' \
+    "http://127.0.0.1:${PORT[$name]}/ratelimit.v1.RateLimitService/Consume" >"$raw" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  ticks_before=$(cpu_ticks "${watched[@]}")
+  wait "$pid" || die "h2load failed: $(cat "$raw")"
+  ticks_after=$(cpu_ticks "${watched[@]}")
+  grep -E 'finished in|^requests:' "$raw" >&2
+  local hz
+  hz=$(getconf CLK_TCK)
+  awk -v before="$ticks_before" -v after="$ticks_after" -v hz="$hz" '
+    /finished in/ { rps = $4 }
+    /^requests:/ { failed = $10 + $12; done = $6 }
+    /^time for request:/ { mean = $6
+      if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0
+      else mean = mean * 1e6 }
+    END {
+      # The first is the server, the others the Redis nodes.
+      n = split(before, b, " "); split(after, a, " ")
+      server = (a[1] - b[1]) / hz; nodes = 0
+      for (i = 2; i <= n; i++) nodes += (a[i] - b[i]) / hz
+      printf "%s %s %s %.2f %.2f\n", rps, mean, failed, 1e6 * server / done, 1e6 * nodes / done
+    }' "$raw" >"$out"
+}
+if [[ $H2LOAD == 1 ]]; then
+  for w in "${H2_WORKLOADS[@]}"; do
+    # shellcheck disable=SC2086
+    "$LOADGEN" --write_request="$WORK/h2.$w.bin" ${H2_FLAGS[$w]}
+  done
+  for ((round = 1; round <= ROUNDS; round++)); do
+    for w in "${H2_WORKLOADS[@]}"; do
+      for ((j = 0; j < 2; j++)); do
+        s=${SERVERS[(j + round - 1) % 2]}
+        check_idle
+        if [[ $round == 1 ]]; then
+          log "h2load: checking the $w request's gRPC statuses on $s with the load generator"
+          # shellcheck disable=SC2086
+          "${PIN_CLIENT[@]}" "$LOADGEN" --target="127.0.0.1:${PORT[$s]}" --concurrency=8 \
+            --duration=1s --warmup=0s --keys=1 --json ${H2_FLAGS[$w]} >"$WORK/h2check.$w.$s" ||
+            die "load generator failed: $(cat "$WORK/h2check.$w.$s")"
+          [[ $(jq -r '.errors + .denied' "$WORK/h2check.$w.$s") == 0 ]] ||
+            die "$w on $s answered errors or denials: $(cat "$WORK/h2check.$w.$s")"
+        fi
+        log "h2load, round $round/$ROUNDS: $w on $s"
+        run_h2load "$WORK/h2peak.$w.$s.$round" "$s" "$WORK/h2.$w.bin"
+        read -r _ _ failed _ _ <"$WORK/h2peak.$w.$s.$round"
+        [[ $failed == 0 ]] || die "h2load: $failed requests failed ($w on $s)"
+      done
+    done
+  done
+fi
+
 # --- report ------------------------------------------------------------------------------------
 fmt() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 ms() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1000 }'; }
 echo "### Redis Cluster store ($(date -u +%Y-%m-%d), commit $COMMIT)"
 echo
+if [[ $SECTIONS == all ]]; then
 echo "$CPU_MODEL, $CPUS CPUs, $MEM_GIB GiB; Redis $REDIS_VERSION, 3 primaries + 3 replicas"
 echo "(deploy/redis/redis.conf: AOF everysec), one ratelimit-server per store; $PINNING."
 echo "Closed loop, $CONCURRENCY calls in flight, ${DURATION} per run after ${WARMUP}, medians of"
@@ -303,3 +403,27 @@ echo "Latency in the open loop counts from when a call was due, so a call starte
 echo "lateness: late because every slot was busy (the server was behind), or because the load"
 echo "generator's pacer woke late. The last column is the same wake-up with no RPC at all"
 echo "(bench/wake_probe.cc): the part of the tail that belongs to the machine."
+else
+  echo "$CPU_MODEL, $CPUS CPUs, $MEM_GIB GiB; Redis $REDIS_VERSION, 3 primaries + 3 replicas;"
+  echo "$PINNING."
+fi
+if [[ $H2LOAD == 1 ]]; then
+  echo
+  echo "| Workload (v1 Consume, h2load \`$H2LOAD_FLAGS\`, $H2LOAD_DURATION) | RocksDB decisions/s | mean ms | server µs CPU per call | Redis Cluster decisions/s | mean ms | server µs CPU per call | Redis nodes µs CPU per call | Redis / RocksDB |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for w in "${H2_WORKLOADS[@]}"; do
+    r_rps=$(median_col 1 "$WORK"/h2peak."$w".rocksdb.*)
+    c_rps=$(median_col 1 "$WORK"/h2peak."$w".redis.*)
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s%% |\n' "${H2_TEXT[$w]}" \
+      "$(fmt "$r_rps")" "$(ms "$(median_col 2 "$WORK"/h2peak."$w".rocksdb.*)")" \
+      "$(median_col 4 "$WORK"/h2peak."$w".rocksdb.*)" "$(fmt "$c_rps")" \
+      "$(ms "$(median_col 2 "$WORK"/h2peak."$w".redis.*)")" \
+      "$(median_col 4 "$WORK"/h2peak."$w".redis.*)" "$(median_col 5 "$WORK"/h2peak."$w".redis.*)" \
+      "$(awk -v a="$c_rps" -v b="$r_rps" 'BEGIN { printf "%.0f", 100 * a / b }')"
+  done
+  echo
+  echo "The same servers and cluster as the first table, driven by h2load instead of the load"
+  echo "generator (medians of $ROUNDS rounds alternating the servers). Each request is one fixed body,"
+  echo "so only the workloads on one key are here. CPU per call is from /proc over each run: the"
+  echo "server's (on CPU 0) and the six Redis nodes' together (sharing CPU 1 with h2load)."
+fi
