@@ -130,16 +130,15 @@ absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::strin
 
 }  // namespace
 
-absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(const v1::RateLimitRequest& request,
-                                                         const LimitSet& limits,
-                                                         InlineLimits inline_limits) {
+absl::StatusOr<LimitRequests> ResolveRequest(const v1::RateLimitRequest& request,
+                                             const LimitSet& limits, InlineLimits inline_limits) {
   const int n = request.limits_size();
   if (n == 0) return InvalidField("limits", "at least one limit is required");
   if (n > kMaxLimitsPerRequest) {
     return InvalidField(
         "limits", absl::StrCat("at most ", kMaxLimitsPerRequest, " limits per request, got ", n));
   }
-  std::vector<LimitRequest> out;
+  LimitRequests out;
   out.reserve(n);
   for (int i = 0; i < n; ++i) {
     const v1::LimitRequest& l = request.limits(i);
@@ -199,8 +198,7 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
                                 "with Consume or Reserve)");
       continue;
     }
-    absl::StatusOr<std::vector<LimitRequest>> resolved =
-        ResolveRequest(e.request(), limits, inline_limits);
+    absl::StatusOr<LimitRequests> resolved = ResolveRequest(e.request(), limits, inline_limits);
     if (!resolved.ok()) {
       // Every error of ResolveRequest starts with the field it names.
       plan.error = absl::Status(resolved.status().code(),
@@ -219,7 +217,7 @@ void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result) {
   e->set_message(std::string(error.message()));
 }
 
-void VerdictToProto(const Verdict& v, const std::vector<LimitRequest>& limits,
+void VerdictToProto(const Verdict& v, absl::Span<const LimitRequest> limits,
                     v1::RateLimitResponse* response) {
   response->set_allowed(v.allowed);
   response->set_denied_by(v.denied_by);
@@ -244,7 +242,7 @@ void VerdictToProto(const Verdict& v, const std::vector<LimitRequest>& limits,
   }
 }
 
-void FailedOpenToProto(const std::vector<LimitRequest>& limits, v1::RateLimitResponse* response) {
+void FailedOpenToProto(absl::Span<const LimitRequest> limits, v1::RateLimitResponse* response) {
   response->set_allowed(true);
   response->set_failed_open(true);
   response->set_denied_by(-1);

@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ratelimit/v1/ratelimit.pb.h"
 #include "server/grpc_convert.h"
 #include "server/limits_file.h"
@@ -34,9 +35,9 @@ enum class InlineLimits {
 // INVALID_ARGUMENT naming the field (sizes, counts, configs, an inline config for a
 // server-defined name); PERMISSION_DENIED naming limits[i].config for an inline config when
 // `inline_limits` is kDeny; NOT_FOUND for a name that is neither defined nor given a config.
-absl::StatusOr<std::vector<LimitRequest>> ResolveRequest(
-    const v1::RateLimitRequest& request, const LimitSet& limits,
-    InlineLimits inline_limits = InlineLimits::kAllow);
+absl::StatusOr<LimitRequests> ResolveRequest(const v1::RateLimitRequest& request,
+                                             const LimitSet& limits,
+                                             InlineLimits inline_limits = InlineLimits::kAllow);
 
 // Batch bounds: entries per call, and limits over all its entries.
 inline constexpr int kMaxBatchEntries = 1000;
@@ -47,7 +48,7 @@ inline constexpr int kMaxBatchLimits = 4096;
 struct BatchEntryPlan {
   Mode mode = Mode::kConsume;
   absl::Status error;
-  std::vector<LimitRequest> limits;
+  LimitRequests limits;
   bool receipts = true;  // false: the entry's request asked to omit them
 };
 
@@ -64,12 +65,12 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(
 void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result);
 
 // Fills `response` from a verdict on `limits`.
-void VerdictToProto(const Verdict& verdict, const std::vector<LimitRequest>& limits,
+void VerdictToProto(const Verdict& verdict, absl::Span<const LimitRequest> limits,
                     v1::RateLimitResponse* response);
 
 // Fills `response` for a request allowed without evaluation because the store failed and the
 // failure policy is "open".
-void FailedOpenToProto(const std::vector<LimitRequest>& limits, v1::RateLimitResponse* response);
+void FailedOpenToProto(absl::Span<const LimitRequest> limits, v1::RateLimitResponse* response);
 
 // What a Reset request deletes.
 struct ResetTarget {

@@ -54,7 +54,7 @@ struct RateLimitServiceImpl::DecideState {
   DecideState(Telemetry::Rpc r, Mode m) : rpc(std::move(r)), mode(m) {}
   Telemetry::Rpc rpc;
   const Mode mode;
-  std::vector<LimitRequest> limits;  // the request's, resolved and validated
+  LimitRequests limits;  // the request's, resolved and validated
   std::shared_ptr<const ReceiptKeys> keys;
   // Receipt ids, drawn before deciding, so that the answer remembered for a request_id (built
   // inside the store's transaction) and the answer sent are the same bytes.
@@ -108,8 +108,7 @@ void RateLimitServiceImpl::ServeDecide(grpc::CallbackServerContext* context,
 std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitRequest& request,
                                                           DecideState& state) const {
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
-  absl::StatusOr<std::vector<LimitRequest>> resolved =
-      ResolveRequest(request, *limits, inline_limits_);
+  absl::StatusOr<LimitRequests> resolved = ResolveRequest(request, *limits, inline_limits_);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   state.limits = *std::move(resolved);
   state.rpc.SetLimits(state.limits);

@@ -73,7 +73,7 @@ absl::StatusOr<v1::RateLimitResponse> ReplayAnswer(absl::string_view remembered,
 }
 
 void AddReceipts(const ReceiptKeys& keys, const Verdict& verdict,
-                 const std::vector<LimitRequest>& limits, Mode mode,
+                 absl::Span<const LimitRequest> limits, Mode mode,
                  const std::vector<std::array<uint8_t, 16>>& ids, v1::RateLimitResponse* response) {
   if (!verdict.allowed || mode == Mode::kCheck || keys.empty()) return;
   for (size_t i = 0; i < limits.size() && i < static_cast<size_t>(response->results_size()); ++i) {

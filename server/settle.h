@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ratelimit/v1/ratelimit.pb.h"
 #include "server/limits_file.h"
 #include "server/receipt.h"
@@ -50,7 +51,7 @@ absl::StatusOr<v1::RateLimitResponse> ReplayAnswer(absl::string_view remembered,
 
 // Adds a receipt to every result of an allowed Consume or Reserve. `ids`: one per limit.
 void AddReceipts(const ReceiptKeys& keys, const Verdict& verdict,
-                 const std::vector<LimitRequest>& limits, Mode mode,
+                 absl::Span<const LimitRequest> limits, Mode mode,
                  const std::vector<std::array<uint8_t, 16>>& ids, v1::RateLimitResponse* response);
 
 // Validates a Settle request and resolves each receipt to what it settles. Errors name the

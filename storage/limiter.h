@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -25,6 +26,10 @@ struct LimitRequest {
   // The namespace of the limit's state: the source of its definition.
   LimitSource source = LimitSource::kDefined;
 };
+
+// A request's limits, resolved. Most requests carry one limit: it is held inline, so resolving it
+// allocates nothing beyond its strings.
+using LimitRequests = absl::InlinedVector<LimitRequest, 1>;
 
 // The answer to a whole request.
 struct Verdict {

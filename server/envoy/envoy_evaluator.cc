@@ -25,9 +25,9 @@ void FillTimes(absl::Span<const EnvoyDescriptorPlan> plan, int64_t now,
 }
 
 // The requests of one consume transaction over the descriptors `active`.
-std::vector<LimitRequest> ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan,
-                                          absl::Span<const size_t> active, bool reserve) {
-  std::vector<LimitRequest> requests;
+LimitRequests ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan,
+                              absl::Span<const size_t> active, bool reserve) {
+  LimitRequests requests;
   requests.reserve(active.size());
   for (size_t i : active) {
     requests.push_back(plan[i].request);
@@ -88,7 +88,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
   // block them (a non-shadow check) or they are blocked already: if they end up blocked, their
   // outcomes are these checks and the request needs no second transaction.
   std::vector<size_t> index;
-  std::vector<LimitRequest> requests;
+  LimitRequests requests;
   bool blocking_check = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kLimited || !(plan[i].check_only || plan[i].overdraft())) continue;
@@ -176,7 +176,7 @@ void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
   }
   // The common case: one consume transaction, answered once it is durable (possibly on a store
   // thread).
-  const std::vector<LimitRequest> requests = ConsumeRequests(plan, active, /*reserve=*/false);
+  const LimitRequests requests = ConsumeRequests(plan, active, /*reserve=*/false);
   limiter.EvaluateAsync(
       requests, Mode::kConsume,
       [plan, active = std::move(active),
