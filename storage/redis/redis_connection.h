@@ -24,7 +24,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 // the port is not 1..65535.
 absl::Status ParseAddress(absl::string_view address, std::string* host, int* port);
 
-// The RESP encoding of one command (hiredis' formatter).
+// The RESP encoding of one command: an array of bulk strings, one per argument.
 std::string FormatCommand(const std::vector<std::string>& args);
 
 // One non-blocking TCP connection to one Redis node, with a FIFO of the commands written to it
