@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/types/span.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"
 #include "ratelimit/v1/ratelimit.pb.h"
@@ -206,7 +207,7 @@ void CheckDecision(const LimitRequest& l, const Decision& d, Mode mode, int64_t 
 }
 
 // Runs `steps` on `limits` against both stores, checking every property.
-void RunScenario(const std::vector<LimitRequest>& limits, const std::vector<Step>& steps) {
+void RunScenario(absl::Span<const LimitRequest> limits, const std::vector<Step>& steps) {
   std::vector<StateKey> keys;
   for (const LimitRequest& l : limits) {
     StateKey k{l.name, l.key, l.source};
@@ -227,7 +228,7 @@ void RunScenario(const std::vector<LimitRequest>& limits, const std::vector<Step
     clock.Set(std::clamp<int64_t>(clock.NowMicros() + step.advance_us, 0, int64_t{1} << 62));
     std::vector<LimitRequest> subset;
     if (step.only < 0) {
-      subset = limits;
+      subset.assign(limits.begin(), limits.end());
     } else {
       subset.push_back(limits[step.only % limits.size()]);
     }
@@ -284,7 +285,7 @@ void RunScenario(const std::vector<LimitRequest>& limits, const std::vector<Step
 
 // Validates `request`; on success runs `steps`. Bad input must be refused naming the field.
 void RunRequest(const v1::RateLimitRequest& request, const std::vector<Step>& steps) {
-  absl::StatusOr<std::vector<LimitRequest>> limits = ResolveRequest(request, ServerLimits());
+  absl::StatusOr<LimitRequests> limits = ResolveRequest(request, ServerLimits());
   if (!limits.ok()) {
     const absl::Status& s = limits.status();
     FUZZ_CHECK(
