@@ -139,7 +139,7 @@ int Run() {
   if (!use_async) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::unique_ptr<AsyncNullConsume> async;
-  if (absl::GetFlag(FLAGS_async_cq)) {
+  if (use_async) {
     async = std::make_unique<AsyncNullConsume>(builder);
   } else {
     builder.RegisterService(&service);

@@ -37,3 +37,13 @@ set_pinning() {
     PINNING="not pinned"
   fi
 }
+
+# h2load_summary RAW: "requests/s mean_us failed" from h2load's output in RAW. failed: failed +
+# errored requests; mean_us: the mean of "time for request", whose unit h2load picks, in µs.
+h2load_summary() {
+  awk '/finished in/ { rps = $4 } /^requests:/ { failed = $10 + $12 }
+       /^time for request:/ { mean = $6  # min max mean sd, each with a unit
+         if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0
+         else mean = mean * 1e6 }
+       END { printf "%s %s %s\n", rps, mean, failed }' "$1"
+}

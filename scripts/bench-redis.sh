@@ -287,8 +287,8 @@ cpu_ticks() {
   echo
 }
 # run_h2load OUT SERVER_NAME BODY: h2load posting BODY (a framed Consume) to the server; to OUT
-# "rps mean_us failed server_us_per_call cpu1_us_per_call": CPU per call over the run of the
-# server and of everything on CPU 1's side (h2load and the Redis nodes).
+# "rps mean_us failed server_us_per_call nodes_us_per_call": CPU per call over the run of the
+# server and of the six Redis nodes together.
 run_h2load() {
   local out=$1 name=$2 body=$3 raw="$WORK/raw.${1##*/}" ticks_before ticks_after
   local -a watched=("${SERVER_PID[$name]}")
@@ -304,21 +304,16 @@ run_h2load() {
   wait "$pid" || die "h2load failed: $(cat "$raw")"
   ticks_after=$(cpu_ticks "${watched[@]}")
   grep -E 'finished in|^requests:' "$raw" >&2
-  local hz
-  hz=$(getconf CLK_TCK)
-  awk -v before="$ticks_before" -v after="$ticks_after" -v hz="$hz" '
-    /finished in/ { rps = $4 }
-    /^requests:/ { failed = $10 + $12; done = $6 }
-    /^time for request:/ { mean = $6
-      if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0
-      else mean = mean * 1e6 }
-    END {
-      # The first is the server, the others the Redis nodes.
+  local calls cpu
+  calls=$(awk '/^requests:/ { print $6 }' "$raw")  # "requests: N total, N started, N done, ..."
+  # The first is the server, the others the Redis nodes.
+  cpu=$(awk -v before="$ticks_before" -v after="$ticks_after" -v hz="$(getconf CLK_TCK)" \
+    -v calls="$calls" 'BEGIN {
       n = split(before, b, " "); split(after, a, " ")
       server = (a[1] - b[1]) / hz; nodes = 0
       for (i = 2; i <= n; i++) nodes += (a[i] - b[i]) / hz
-      printf "%s %s %s %.2f %.2f\n", rps, mean, failed, 1e6 * server / done, 1e6 * nodes / done
-    }' "$raw" >"$out"
+      printf "%.2f %.2f", 1e6 * server / calls, 1e6 * nodes / calls }')
+  echo "$(h2load_summary "$raw") $cpu" >"$out"
 }
 if [[ $H2LOAD == 1 ]]; then
   for w in "${H2_WORKLOADS[@]}"; do

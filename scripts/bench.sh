@@ -235,11 +235,7 @@ run_h2load() {
   PIDS+=("$pid")
   wait "$pid" || die "h2load failed: $(cat "$out.raw")"
   grep -E 'finished in|^requests:|^time for request' "$out.raw" >&2
-  awk '/finished in/ { rps = $4 } /^requests:/ { failed = $10 + $12 }
-       /^time for request:/ { mean = $6  # min max mean sd, each with a unit
-         if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0;
-         else mean = mean * 1e6 }
-       END { printf "%s %s %s\n", rps, mean, failed }' "$out.raw" >"$out"
+  h2load_summary "$out.raw" >"$out"
 }
 
 # Other work on the machine skews the end-to-end figures most: look before every server.
@@ -264,11 +260,7 @@ h2load_target() {
   PIDS+=("$pid")
   wait "$pid" || die "h2load failed: $(cat "$out.raw")"
   grep -E 'finished in|^requests:' "$out.raw" >&2
-  awk '/finished in/ { rps = $4 } /^requests:/ { failed = $10 + $12 }
-       /^time for request:/ { mean = $6
-         if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0;
-         else mean = mean * 1e6 }
-       END { printf "%s %s %s\n", rps, mean, failed }' "$out.raw" >"$out"
+  h2load_summary "$out.raw" >"$out"
 }
 
 # h2load_checked OUT PATH BODY [LOADGEN FLAG...]: first (round 1 only) one second of the load
@@ -738,11 +730,7 @@ run_h2load_batch() {
   PIDS+=("$pid")
   wait "$pid" || die "h2load failed: $(cat "$out.raw")"
   grep -E 'finished in|^requests:|^time for request' "$out.raw" >&2
-  awk '/finished in/ { rps = $4 } /^requests:/ { failed = $10 + $12 }
-       /^time for request:/ { mean = $6
-         if (mean ~ /ms$/) mean = mean * 1000; else if (mean ~ /us$/) mean = mean + 0;
-         else mean = mean * 1e6 }
-       END { printf "%s %s %s\n", rps, mean, failed }' "$out.raw" >"$out"
+  h2load_summary "$out.raw" >"$out"
 }
 for ((round = 1; round <= ROUNDS; round++)); do
   check_idle
