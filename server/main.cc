@@ -62,8 +62,12 @@ ABSL_FLAG(int, redis_wait_replicas, 0,
           "--redis_timeout: UNAVAILABLE (--failure_policy applies). 0: no WAIT");
 ABSL_FLAG(int, store_threads, -1,
           "threads the RPC handlers run their store transactions on, so that a store waiting "
-          "for the network (Redis) does not park gRPC's callback threads; 0: on gRPC's threads; "
+          "for the network (Redis) does not park the serving threads; 0: on the serving threads; "
           "-1: 64 for --store=redis, 0 for rocksdb");
+ABSL_FLAG(int, serving_threads, 0,
+          "threads serving the gRPC methods, each over its own completion queue, deciding the "
+          "Consume/Check/Reserve calls of a burst with one store call; 0: one per CPU the "
+          "process may run on");
 ABSL_FLAG(std::string, limits_file, "", "YAML file of named limits, hot-reloaded");
 ABSL_FLAG(absl::Duration, limits_reload_interval, absl::Seconds(1),
           "how often the limits file is checked for changes");
@@ -255,6 +259,10 @@ int main(int argc, char** argv) {
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.redis_wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
   options.store_threads = absl::GetFlag(FLAGS_store_threads);
+  options.serving_threads = absl::GetFlag(FLAGS_serving_threads);
+  if (options.serving_threads < 0 || options.serving_threads > 256) {
+    return Fail("--serving_threads must be 0 (one per CPU) to 256");
+  }
   if (options.store_threads < -1 || options.store_threads > 4096) {
     return Fail("--store_threads must be -1 (automatic) or 0 to 4096");
   }

@@ -1,10 +1,10 @@
 #ifndef RATELIMIT_SERVER_PARSED_UNARY_H_
 #define RATELIMIT_SERVER_PARSED_UNARY_H_
 
-// gRPC's typed callback methods answer a request body they cannot parse with UNIMPLEMENTED and
-// an empty message, before any handler runs. The services therefore register their methods raw
-// (grpc::ByteBuffer in and out, the generated WithRawCallbackMethod_* classes) and parse here:
-// a body that is not a valid message is INVALID_ARGUMENT naming the message type.
+// gRPC's typed methods answer a request body they cannot parse with an error of gRPC's choosing
+// before any handler runs. The services therefore register their methods raw (grpc::ByteBuffer in
+// and out, the generated WithRawMethod_* classes) and parse here: a body that is not a valid
+// message is INVALID_ARGUMENT naming the message type.
 
 #include <memory>
 #include <string>
@@ -12,138 +12,89 @@
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
-#include "server/grpc_thread_hop.h"
+#include "server/serving_loop.h"
 #include "server/store_executor.h"
+#include "storage/state_store.h"
 
 namespace ratelimit {
 
-// Ownership and thread safety: ServeParsed borrows the context and buffers for the call (gRPC
-// owns them); it keeps no state and is called on gRPC's callback threads concurrently.
+// The arena of a parsed call: a Consume fits in the first block, a Batch grows to a few blocks,
+// not hundreds.
+inline google::protobuf::ArenaOptions UnaryArenaOptions() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 1024;
+  o.max_block_size = 64 * 1024;
+  return o;
+}
 
-// A parsed call whose answer comes later: the request, the response to fill, and the finish.
-//
-// The request and the response live on one protobuf arena owned by the call: their fields,
-// strings and sub-messages (a Batch reply has hundreds) are carved from a few blocks and freed
-// together when the call is released, instead of one heap allocation and free each.
+// A call of a ServingLoop (serving_loop.h), parsed. The request and the response live on one
+// protobuf arena owned by this object: their fields, strings and sub-messages (a Batch reply has
+// hundreds) are carved from a few blocks and freed together, instead of one heap allocation and
+// free each.
 template <typename Request, typename Response>
-class PendingUnary {
+class ParsedLoopCall {
  public:
-  PendingUnary(grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* response_bytes)
-      : arena_(ArenaOptions()),
+  explicit ParsedLoopCall(LoopCall* call)
+      : arena_(UnaryArenaOptions()),
         request(*google::protobuf::Arena::CreateMessage<Request>(&arena_)),
         response(*google::protobuf::Arena::CreateMessage<Response>(&arena_)),
-        reactor_(reactor),
-        response_bytes_(response_bytes) {}
-  PendingUnary(const PendingUnary&) = delete;
-  PendingUnary& operator=(const PendingUnary&) = delete;
+        call_(call) {}
+  ParsedLoopCall(const ParsedLoopCall&) = delete;
+  ParsedLoopCall& operator=(const ParsedLoopCall&) = delete;
 
  private:
   google::protobuf::Arena arena_;  // declared first: destroyed after everything on it
-
-  static google::protobuf::ArenaOptions ArenaOptions() {
-    google::protobuf::ArenaOptions o;
-    o.start_block_size = 1024;     // a Consume fits in the first block
-    o.max_block_size = 64 * 1024;  // a Batch grows to a few blocks, not hundreds
-    return o;
-  }
 
  public:
   Request& request;
   Response& response;
 
-  // Serializes `response` and finishes the call with `status`, from any thread. Call once.
-  // Called off a handler's thread (a store's own thread), the reply is serialized here and the
-  // call finished on a gRPC thread, with the others finished meanwhile (grpc_thread_hop.h); the
-  // call may be released as soon as this returns either way.
-  void Finish(const grpc::Status& status) {
-    bool own_buffer = false;
-    // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
-    (void)grpc::SerializationTraits<Response>::Serialize(response, response_bytes_, &own_buffer);
-    if (GrpcThreadHop::OnHandlerThread()) {
-      reactor_->Finish(status);
-    } else {
-      GrpcThreadHop::Default().Post([reactor = reactor_, status] { reactor->Finish(status); });
+  // Parses the call's body into `request`. A body that is not a valid Request finishes the call
+  // with INVALID_ARGUMENT ("request body is not a valid <type>") and returns false.
+  bool Parse() {
+    if (grpc::SerializationTraits<Request>::Deserialize(&call_->request(), &request).ok()) {
+      return true;
     }
+    call_->FinishWithError(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "request body is not a valid " + request.GetTypeName() + " (protobuf wire format)"));
+    return false;
+  }
+
+  const grpc::ServerContext& context() const { return call_->context(); }
+
+  // Serializes `response` (when `status` is OK) and finishes the call with `status`, from any
+  // thread. Call once; this object may be released as soon as it returns.
+  void Finish(const grpc::Status& status) {
+    grpc::ByteBuffer reply;
+    if (status.ok()) {
+      bool own_buffer = false;
+      // Serializing a message held in memory fails only past 2 GiB, which a reply never reaches.
+      (void)grpc::SerializationTraits<Response>::Serialize(response, &reply, &own_buffer);
+    }
+    call_->Finish(reply, status);
   }
 
  private:
-  grpc::ServerUnaryReactor* const reactor_;
-  grpc::ByteBuffer* const response_bytes_;
+  LoopCall* const call_;
 };
 
-// For a handler that answers later: parses the body into a new PendingUnary and passes it to
-// `handler(std::unique_ptr<PendingUnary<Request, Response>>)`, which must call its Finish
-// exactly once, on any thread, before releasing it. A body that does not parse is finished with
-// INVALID_ARGUMENT ("request body is not a valid <type>"). Without an `executor` the handler runs
-// here. With one, the body is parsed here, and the handler runs here too when
-// `runs_inline(request)` says it never waits (it answers through the store's asynchronous
-// path), else on one of the executor's threads, this returning at once.
-template <typename Request, typename Response, typename Handler, typename RunsInline>
-grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer* request_bytes,
-                                           grpc::ByteBuffer* response_bytes, Handler handler,
-                                           StoreExecutor* executor, RunsInline runs_inline) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto parse = [reactor, request_bytes, response_bytes]() {
-    auto call = std::make_unique<PendingUnary<Request, Response>>(reactor, response_bytes);
-    grpc::ByteBuffer body(*request_bytes);  // shares the slices; Deserialize consumes its buffer
-    if (!grpc::SerializationTraits<Request>::Deserialize(&body, &call->request).ok()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   "request body is not a valid " + call->request.GetTypeName() +
-                                       " (protobuf wire format)"));
-      call.reset();
-    }
-    return call;
-  };
-  auto serve = [handler](std::unique_ptr<PendingUnary<Request, Response>> call) {
-    GrpcThreadHop::HandlerScope on_handler_thread;
-    handler(std::move(call));
-  };
+// Serves a call of a ServingLoop: parses the call's body as a `Request` and runs
+// `handler(const Request*, Response*)`, which fills the response and returns the call's status,
+// then finishes the call. A body that does not parse is finished with INVALID_ARGUMENT. With an
+// `executor`, the body is parsed here and the handler runs on one of the executor's threads.
+template <typename Request, typename Response, typename Handler>
+void ServeLoopParsed(LoopCall* loop_call, Handler handler, StoreExecutor* executor = nullptr) {
+  auto call = std::make_unique<ParsedLoopCall<Request, Response>>(loop_call);
+  if (!call->Parse()) return;
   if (executor == nullptr) {
-    if (auto call = parse()) serve(std::move(call));
-    return reactor;
+    call->Finish(handler(&call->request, &call->response));
+    return;
   }
-  auto call = parse();
-  if (call == nullptr) return reactor;
-  if (runs_inline(static_cast<const Request&>(call->request))) {
-    serve(std::move(call));
-  } else {
-    executor->Run([serve, call = std::move(call)]() mutable { serve(std::move(call)); });
-  }
-  return reactor;
-}
-
-// As above, every handler on the executor when there is one.
-template <typename Request, typename Response, typename Handler>
-grpc::ServerUnaryReactor* ServeParsedAsync(grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer* request_bytes,
-                                           grpc::ByteBuffer* response_bytes, Handler handler,
-                                           StoreExecutor* executor = nullptr) {
-  return ServeParsedAsync<Request, Response>(context, request_bytes, response_bytes,
-                                             std::move(handler), executor,
-                                             [](const Request&) { return false; });
-}
-
-// Parses `request_bytes` as a `Request` and runs `handler(const Request*, Response*)`, which
-// fills the response and returns the call's status; serializes the reply into `response_bytes`,
-// then finishes the call with that status. A body that does not parse is finished with
-// INVALID_ARGUMENT ("request body is not a valid <type>"). With an `executor`, the body is
-// parsed here and the handler runs on one of the executor's threads, this returning at once (the
-// reply is sent from that thread); without, everything runs here, before returning.
-//
-// REQUIRES: `handler` is copyable and stays valid until it has run; it must not finish the call
-// itself.
-template <typename Request, typename Response, typename Handler>
-grpc::ServerUnaryReactor* ServeParsed(grpc::CallbackServerContext* context,
-                                      const grpc::ByteBuffer* request_bytes,
-                                      grpc::ByteBuffer* response_bytes, Handler handler,
-                                      StoreExecutor* executor = nullptr) {
-  return ServeParsedAsync<Request, Response>(
-      context, request_bytes, response_bytes,
-      [handler](std::unique_ptr<PendingUnary<Request, Response>> call) {
-        call->Finish(handler(&call->request, &call->response));
-      },
-      executor);
+  executor->Run([handler, call = std::move(call)]() mutable {
+    StateStore::WritesHereScope writes_here;
+    call->Finish(handler(&call->request, &call->response));
+  });
 }
 
 }  // namespace ratelimit

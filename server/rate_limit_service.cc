@@ -62,42 +62,157 @@ struct RateLimitServiceImpl::DecideState {
   std::string fingerprint;  // of a request with a request_id
 };
 
-void RateLimitServiceImpl::ServeDecide(grpc::CallbackServerContext* context,
-                                       std::unique_ptr<DecideCall> call, Mode mode) {
+// The calls of one serving thread's burst that wait for its end, decided together.
+struct RateLimitServiceImpl::DecideBurst final : ServingLoop::Burst {
+  struct Deferred {
+    std::unique_ptr<DecideCall> call;
+    std::unique_ptr<DecideState> state;
+  };
+  std::vector<Deferred> calls;
+  std::vector<BatchItem> items;  // kept for its capacity
+};
+
+void RateLimitServiceImpl::RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) {
+  grpc::ServerContext* context = &call->context();
+  grpc::ByteBuffer* request = &call->request();
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* writer = &call->writer();
+  switch (call->method()) {
+    case kConsumeMethod:
+      return RequestConsume(context, request, writer, cq, cq, call->tag());
+    case kCheckMethod:
+      return RequestCheck(context, request, writer, cq, cq, call->tag());
+    case kReserveMethod:
+      return RequestReserve(context, request, writer, cq, cq, call->tag());
+    case kResetMethod:
+      return RequestReset(context, request, writer, cq, cq, call->tag());
+    case kSettleMethod:
+      return RequestSettle(context, request, writer, cq, cq, call->tag());
+    case kBatchMethod:
+      return RequestBatch(context, request, writer, cq, cq, call->tag());
+  }
+}
+
+std::unique_ptr<ServingLoop::Burst> RateLimitServiceImpl::NewBurst() {
+  return std::make_unique<DecideBurst>();
+}
+
+void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
+  switch (call->method()) {
+    case kConsumeMethod:
+      return OnDecideCall(call, Mode::kConsume, burst);
+    case kCheckMethod:
+      return OnDecideCall(call, Mode::kCheck, burst);
+    case kReserveMethod:
+      return OnDecideCall(call, Mode::kReserve, burst);
+    case kResetMethod:
+      return ServeLoopParsed<v1::ResetRequest, v1::ResetResponse>(
+          call,
+          [this, call](auto* req, auto* resp) { return HandleReset(call->context(), req, resp); },
+          executor_);
+    case kSettleMethod:
+      return ServeLoopParsed<v1::SettleRequest, v1::SettleResponse>(
+          call,
+          [this, call](auto* req, auto* resp) { return HandleSettle(call->context(), req, resp); },
+          executor_);
+    case kBatchMethod:
+      return ServeLoopParsed<v1::BatchRequest, v1::BatchResponse>(
+          call,
+          [this, call](auto* req, auto* resp) { return HandleBatch(call->context(), req, resp); },
+          executor_);
+  }
+}
+
+void RateLimitServiceImpl::OnDecideCall(LoopCall* loop_call, Mode mode, ServingLoop::Burst* burst) {
+  auto call = std::make_unique<DecideCall>(loop_call);
+  if (!call->Parse()) return;
   auto state = std::make_unique<DecideState>(
-      telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), *context), mode);
+      telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), call->context()), mode);
   const v1::RateLimitRequest& request = call->request;
   if (std::optional<grpc::Status> refused = Prepare(request, *state)) {
     call->Finish(FinishRpc(state->rpc, *refused));
     return;
   }
-  state->rpc.StoreStarted();
   if (mode != Mode::kCheck && !request.request_id().empty()) {
-    // The answer is remembered in the decision's own transaction, which keeps its keys locked
-    // until it is written: decided here, on this thread.
-    state->fingerprint = RequestFingerprint(MethodName(mode), request);
-    Remember remember;
-    remember.record.key = RequestIdRecordKey(request.request_id());
-    remember.record.expires_at_us = settle_.clock->NowMicros() + settle_.request_id_ttl_us;
-    remember.encode = [&](const Verdict& v) {
-      v1::RateLimitResponse answer;
-      ToProto(*state, v, &answer);
-      return RememberedAnswer(state->fingerprint, answer);
-    };
-    absl::StatusOr<Verdict> verdict = limiter_.Evaluate(state->limits, mode, remember);
-    state->rpc.StoreFinished(verdict.status());
-    call->Finish(Answer(*state, request, std::move(verdict), &call->response));
+    if (executor_ == nullptr) {
+      DecideRemembered(std::move(call), std::move(state));
+    } else {
+      executor_->Run([this, call = std::move(call), state = std::move(state)]() mutable {
+        StateStore::WritesHereScope writes_here;
+        DecideRemembered(std::move(call), std::move(state));
+      });
+    }
     return;
   }
-  // The store answers once the decision is durable. This is a handler's thread (a WritesHere
-  // scope): an idle RocksDB store writes the decision's WAL group here and answers before
-  // returning; while another thread writes, the decision joins the next group and that writer
-  // answers it, this thread going on to other calls. The store tracer stays installed on this
-  // thread for the store's part here only.
+  if (burst != nullptr && limiter_.BatchesDecideLocally()) {
+    // Decided with the rest of the burst (EndBurst): one store call, one WAL write.
+    static_cast<DecideBurst*>(burst)->calls.push_back({std::move(call), std::move(state)});
+    return;
+  }
+  if (!limiter_.AsyncNeverWaits() && executor_ != nullptr) {
+    executor_->Run([this, call = std::move(call), state = std::move(state)]() mutable {
+      StateStore::WritesHereScope writes_here;
+      DecideAsync(std::move(call), std::move(state));
+    });
+    return;
+  }
+  DecideAsync(std::move(call), std::move(state));
+}
+
+void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& b) {
+  auto& burst = static_cast<DecideBurst&>(b);
+  if (burst.calls.empty()) return;
+  burst.items.clear();
+  for (const DecideBurst::Deferred& d : burst.calls) {
+    burst.items.push_back(BatchItem{d.state->limits, d.state->mode});
+    // The store span of each call covers the burst's store call; the store's own round trips are
+    // not traced per call (a local store makes none).
+    d.state->rpc.StoreStarted();
+    d.state->rpc.TakeStoreTracerScope().reset();
+  }
+  // Each call decided as it would be alone, in arrival order, each seeing the earlier ones; every
+  // verdict returned once the burst's decisions are durable.
+  std::vector<absl::StatusOr<Verdict>> verdicts = limiter_.EvaluateBatch(burst.items);
+  for (size_t i = 0; i < burst.calls.size(); ++i) {
+    DecideBurst::Deferred& d = burst.calls[i];
+    absl::StatusOr<Verdict> verdict =
+        i < verdicts.size() ? std::move(verdicts[i])
+                            : absl::InternalError("the store answered fewer operations than given");
+    d.state->rpc.StoreFinished(verdict.status());
+    d.call->Finish(Answer(*d.state, d.call->request, std::move(verdict), &d.call->response));
+  }
+  burst.calls.clear();
+}
+
+void RateLimitServiceImpl::DecideRemembered(std::unique_ptr<DecideCall> call,
+                                            std::unique_ptr<DecideState> state) {
+  // The answer is remembered in the decision's own transaction, which keeps its keys locked
+  // until it is written: decided here, on this thread.
+  state->rpc.StoreStarted();
+  const v1::RateLimitRequest& request = call->request;
+  state->fingerprint = RequestFingerprint(MethodName(state->mode), request);
+  Remember remember;
+  remember.record.key = RequestIdRecordKey(request.request_id());
+  remember.record.expires_at_us = settle_.clock->NowMicros() + settle_.request_id_ttl_us;
+  remember.encode = [&](const Verdict& v) {
+    v1::RateLimitResponse answer;
+    ToProto(*state, v, &answer);
+    return RememberedAnswer(state->fingerprint, answer);
+  };
+  absl::StatusOr<Verdict> verdict = limiter_.Evaluate(state->limits, state->mode, remember);
+  state->rpc.StoreFinished(verdict.status());
+  call->Finish(Answer(*state, request, std::move(verdict), &call->response));
+}
+
+void RateLimitServiceImpl::DecideAsync(std::unique_ptr<DecideCall> call,
+                                       std::unique_ptr<DecideState> state) {
+  // The store answers once the decision is durable, here or on a thread of its own (the Redis
+  // client's I/O thread). The store tracer stays installed on this thread for the store's part
+  // here only.
+  state->rpc.StoreStarted();
   std::unique_ptr<ScopedStoreTracer> tracing = state->rpc.TakeStoreTracerScope();
   DecideState& s = *state;
   limiter_.EvaluateAsync(
-      s.limits, mode,
+      s.limits, s.mode,
       [this, state = std::move(state),
        call = std::move(call)](absl::StatusOr<Verdict> verdict) mutable {
         state->rpc.StoreFinished(verdict.status());
@@ -171,11 +286,11 @@ grpc::Status RateLimitServiceImpl::Answer(DecideState& state, const v1::RateLimi
                                          std::string(verdict.status().message())));
 }
 
-grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* context,
+grpc::Status RateLimitServiceImpl::HandleBatch(const grpc::ServerContext& context,
                                                const v1::BatchRequest* request,
                                                v1::BatchResponse* response) {
   Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "Batch", "ratelimit.v1.RateLimitService/Batch", *context);
+      telemetry_.StartRpc(kService, "Batch", "ratelimit.v1.RateLimitService/Batch", context);
   if (rpc.span().recording()) {
     rpc.span().SetAttribute("ratelimit.batch.entries", int64_t{request->entries_size()});
   }
@@ -272,11 +387,11 @@ grpc::Status RateLimitServiceImpl::HandleBatch(grpc::CallbackServerContext* cont
   return FinishRpc(rpc, grpc::Status::OK);
 }
 
-grpc::Status RateLimitServiceImpl::HandleSettle(grpc::CallbackServerContext* context,
+grpc::Status RateLimitServiceImpl::HandleSettle(const grpc::ServerContext& context,
                                                 const v1::SettleRequest* request,
                                                 v1::SettleResponse* response) {
   Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "Settle", "ratelimit.v1.RateLimitService/Settle", *context);
+      telemetry_.StartRpc(kService, "Settle", "ratelimit.v1.RateLimitService/Settle", context);
   if (settle_.keys == nullptr) {
     return FinishRpc(rpc,
                      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -332,18 +447,18 @@ grpc::Status RateLimitServiceImpl::HandleSettle(grpc::CallbackServerContext* con
   return FinishRpc(rpc, grpc::Status::OK);
 }
 
-grpc::Status RateLimitServiceImpl::HandleReset(grpc::CallbackServerContext* context,
+grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& context,
                                                const v1::ResetRequest* request,
                                                v1::ResetResponse* /*response*/) {
   Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", *context);
+      telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", context);
   std::optional<absl::string_view> authorization;
-  const auto& metadata = context->client_metadata();
+  const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     authorization = absl::string_view(it->second.data(), it->second.size());
   }
-  const std::string peer = context->peer();
-  const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  const std::string peer = context.peer();
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   const std::vector<std::string> identities =
       auth ? PeerIdentities(*auth) : std::vector<std::string>();
   absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);

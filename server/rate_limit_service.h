@@ -12,6 +12,7 @@
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
+#include "server/serving_loop.h"
 #include "server/settle.h"
 #include "server/store_executor.h"
 #include "storage/limiter.h"
@@ -24,29 +25,33 @@ enum class FailurePolicy {
   kOpen,    // allow, and say so in the reply (failed_open = true)
 };
 
-// ratelimit.v1.RateLimitService on the gRPC callback API. Each handler converts the request
-// (convert.h), asks the Limiter, converts the verdict back and finishes; it holds no state of
-// its own. The methods are registered raw and parsed by ServeParsed (parsed_unary.h), so that a
-// malformed body is INVALID_ARGUMENT.
+// ratelimit.v1.RateLimitService, served by a ServingLoop (serving_loop.h): the service is its
+// Handler for every method. Each handler converts the request (convert.h), asks the Limiter,
+// converts the verdict back and finishes; it holds no state of its own. The methods are
+// registered raw and parsed here (parsed_unary.h), so that a malformed body is INVALID_ARGUMENT.
+//
+// On a store whose batches are decided locally (RocksDB, memory), the Consume, Check and Reserve
+// calls of a burst are decided with one store call, so they share one WAL write, and each is
+// answered once it is durable, exactly as if each had been decided alone in arrival order.
 //
 // Thread safety: thread-safe; dependencies are not owned and must outlive the service.
 class RateLimitServiceImpl final
-    : public v1::RateLimitService::WithRawCallbackMethod_Consume<
-          v1::RateLimitService::WithRawCallbackMethod_Check<
-              v1::RateLimitService::WithRawCallbackMethod_Reserve<
-                  v1::RateLimitService::WithRawCallbackMethod_Reset<
-                      v1::RateLimitService::WithRawCallbackMethod_Settle<
-                          v1::RateLimitService::WithRawCallbackMethod_Batch<
-                              v1::RateLimitService::CallbackService>>>>>> {
+    : public v1::RateLimitService::WithRawMethod_Consume<
+          v1::RateLimitService::WithRawMethod_Check<v1::RateLimitService::WithRawMethod_Reserve<
+              v1::RateLimitService::WithRawMethod_Reset<v1::RateLimitService::WithRawMethod_Settle<
+                  v1::RateLimitService::WithRawMethod_Batch<v1::RateLimitService::Service>>>>>>,
+      public ServingLoop::Handler {
  public:
-  // The generated bases' other overloads of each method (the synchronous ones they disable),
-  // named so that the overrides below do not hide them.
-  using WithRawCallbackMethod_Batch::Batch;
-  using WithRawCallbackMethod_Check::Check;
-  using WithRawCallbackMethod_Consume::Consume;
-  using WithRawCallbackMethod_Reserve::Reserve;
-  using WithRawCallbackMethod_Reset::Reset;
-  using WithRawCallbackMethod_Settle::Settle;
+  // The indexes of the methods (their order in the proto's service).
+  static constexpr int kConsumeMethod = 0;
+  static constexpr int kCheckMethod = 1;
+  static constexpr int kReserveMethod = 2;
+  static constexpr int kResetMethod = 3;
+  static constexpr int kSettleMethod = 4;
+  static constexpr int kBatchMethod = 5;
+  // The methods that decide (Consume, Check, Reserve), and the others.
+  static std::vector<int> DecideMethods() { return {kConsumeMethod, kCheckMethod, kReserveMethod}; }
+  static std::vector<int> AdminMethods() { return {kResetMethod, kSettleMethod, kBatchMethod}; }
 
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
@@ -61,94 +66,40 @@ class RateLimitServiceImpl final
         inline_limits_(inline_limits),
         settle_(settle) {}
 
-  // Where the handlers run (store_executor.h); null: inline on gRPC's callback thread. Set
-  // before the service is registered; not owned, outlives the gRPC server.
+  // Where the handlers that wait for the store run (store_executor.h); null: inline on the
+  // serving thread. Set before the service is registered; not owned, outlives the gRPC server.
   void set_executor(StoreExecutor* executor) { executor_ = executor; }
 
-  // The registered (raw) methods: parse, then the typed handlers above.
-  grpc::ServerUnaryReactor* Consume(grpc::CallbackServerContext* context,
-                                    const grpc::ByteBuffer* request,
-                                    grpc::ByteBuffer* response) override {
-    return ServeParsedAsync<v1::RateLimitRequest, v1::RateLimitResponse>(
-        context, request, response,
-        [this, context](std::unique_ptr<DecideCall> call) {
-          ServeDecide(context, std::move(call), Mode::kConsume);
-        },
-        executor_,
-        [this](const v1::RateLimitRequest& r) { return DecidesInline(r, Mode::kConsume); });
-  }
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer* request,
-                                  grpc::ByteBuffer* response) override {
-    return ServeParsedAsync<v1::RateLimitRequest, v1::RateLimitResponse>(
-        context, request, response,
-        [this, context](std::unique_ptr<DecideCall> call) {
-          ServeDecide(context, std::move(call), Mode::kCheck);
-        },
-        executor_,
-        [this](const v1::RateLimitRequest& r) { return DecidesInline(r, Mode::kCheck); });
-  }
-  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
-                                    const grpc::ByteBuffer* request,
-                                    grpc::ByteBuffer* response) override {
-    return ServeParsedAsync<v1::RateLimitRequest, v1::RateLimitResponse>(
-        context, request, response,
-        [this, context](std::unique_ptr<DecideCall> call) {
-          ServeDecide(context, std::move(call), Mode::kReserve);
-        },
-        executor_,
-        [this](const v1::RateLimitRequest& r) { return DecidesInline(r, Mode::kReserve); });
-  }
-  grpc::ServerUnaryReactor* Reset(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer* request,
-                                  grpc::ByteBuffer* response) override {
-    return ServeParsed<v1::ResetRequest, v1::ResetResponse>(
-        context, request, response,
-        [this, context](auto* req, auto* resp) { return HandleReset(context, req, resp); },
-        executor_);
-  }
-
-  grpc::ServerUnaryReactor* Settle(grpc::CallbackServerContext* context,
-                                   const grpc::ByteBuffer* request,
-                                   grpc::ByteBuffer* response) override {
-    return ServeParsed<v1::SettleRequest, v1::SettleResponse>(
-        context, request, response,
-        [this, context](auto* req, auto* resp) { return HandleSettle(context, req, resp); },
-        executor_);
-  }
-  grpc::ServerUnaryReactor* Batch(grpc::CallbackServerContext* context,
-                                  const grpc::ByteBuffer* request,
-                                  grpc::ByteBuffer* response) override {
-    return ServeParsed<v1::BatchRequest, v1::BatchResponse>(
-        context, request, response,
-        [this, context](auto* req, auto* resp) { return HandleBatch(context, req, resp); },
-        executor_);
-  }
+  // ServingLoop::Handler.
+  void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
+  std::unique_ptr<ServingLoop::Burst> NewBurst() override;
+  void OnCall(LoopCall* call, ServingLoop::Burst* burst) override;
+  void EndBurst(ServingLoop::Burst& burst) override;
 
  private:
   // The typed handlers, run by ServeParsed (on the store executor when there is one); each
   // fills the response and returns the call's status.
-  grpc::Status HandleReset(grpc::CallbackServerContext* context, const v1::ResetRequest* request,
+  grpc::Status HandleReset(const grpc::ServerContext& context, const v1::ResetRequest* request,
                            v1::ResetResponse* response);
-  grpc::Status HandleSettle(grpc::CallbackServerContext* context, const v1::SettleRequest* request,
+  grpc::Status HandleSettle(const grpc::ServerContext& context, const v1::SettleRequest* request,
                             v1::SettleResponse* response);
   // Each entry exactly as its method would decide it (Decide), all with one store call
   // (Limiter::EvaluateBatch); per-entry errors and failure policy in the entry's result.
-  grpc::Status HandleBatch(grpc::CallbackServerContext* context, const v1::BatchRequest* request,
+  grpc::Status HandleBatch(const grpc::ServerContext& context, const v1::BatchRequest* request,
                            v1::BatchResponse* response);
 
-  // Whether ServeDecide answers `request` without waiting on the calling thread: through the
-  // store's asynchronous path (no request_id to remember) on a store whose asynchronous path never
-  // waits for its peer. Such calls skip the store executor.
-  bool DecidesInline(const v1::RateLimitRequest& request, Mode mode) const {
-    return limiter_.AsyncNeverWaits() && (mode == Mode::kCheck || request.request_id().empty());
-  }
-  // Consume, Check and Reserve: validates, decides (answered by the store once the decision is
-  // durable, possibly on a store thread; with a request_id, on this thread) and finishes `call`.
-  using DecideCall = PendingUnary<v1::RateLimitRequest, v1::RateLimitResponse>;
+  // Consume, Check and Reserve: validates, then decides with the burst (EndBurst) or on its own.
+  void OnDecideCall(LoopCall* call, Mode mode, ServingLoop::Burst* burst);
+  // Consume, Check and Reserve, parsed.
+  using DecideCall = ParsedLoopCall<v1::RateLimitRequest, v1::RateLimitResponse>;
   struct DecideState;
-  void ServeDecide(grpc::CallbackServerContext* context, std::unique_ptr<DecideCall> call,
-                   Mode mode);
+  struct DecideBurst;
+  // A call with a request_id to remember: decided on the calling thread, the answer remembered
+  // in the decision's own transaction.
+  void DecideRemembered(std::unique_ptr<DecideCall> call, std::unique_ptr<DecideState> state);
+  // Decided through the store's asynchronous path, answered once durable (possibly on a store's
+  // thread).
+  void DecideAsync(std::unique_ptr<DecideCall> call, std::unique_ptr<DecideState> state);
   // Resolves and validates the request into `state`; the refusal to answer, if any.
   std::optional<grpc::Status> Prepare(const v1::RateLimitRequest& request,
                                       DecideState& state) const;

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -66,6 +68,19 @@ int ChannelArgMillis(absl::Duration d) {
 }
 
 // The per-connection limits of `options` and an exclusive port.
+// Calls requested ahead on each serving thread's queue (ServingLoop::AddUnary): of each method
+// that carries decisions, and of each administrative one.
+constexpr int kHotCallsReady = 32;
+constexpr int kColdCallsReady = 2;
+
+// The CPUs this process may run on (its affinity), at least 1.
+int CpusAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 void ConfigureTransport(const ServerOptions& options, grpc::ServerBuilder& builder) {
   // gRPC sets SO_REUSEPORT by default: a second instance could then bind the same port and the
   // kernel would split the traffic (and the limits) between the two.
@@ -250,7 +265,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   StoreExecutor* executor = store_threads > 0 ? s->executor_.get() : nullptr;
   s->service_->set_executor(executor);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Every service is served by the serving loop; gRPC's default health service (a callback one)
+  // is replaced by ours there (health_service.h).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   ConfigureTransport(options, builder);
@@ -259,7 +276,16 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     builder.AddListeningPort(options.plaintext_listen, grpc::InsecureServerCredentials(),
                              &s->plaintext_port_);
   }
+  s->serving_loop_ = std::make_unique<ServingLoop>(
+      options.serving_threads > 0 ? options.serving_threads : CpusAvailable(), builder);
   builder.RegisterService(s->service_.get());
+  s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::DecideMethods(), kHotCallsReady);
+  s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::AdminMethods(), kColdCallsReady);
+  s->health_service_ = std::make_unique<LoopHealthService>();
+  builder.RegisterService(s->health_service_.get());
+  s->serving_loop_->AddUnary(*s->health_service_, {LoopHealthService::kCheckMethod},
+                             kColdCallsReady);
+  s->serving_loop_->AddStreams(*s->health_service_);
   // The Envoy RLS v3 API, on the same port, limiter and store.
   if (!options.envoy_config_dir.empty()) {
     s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
@@ -271,6 +297,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->envoy_service_->set_executor(executor);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
+    s->serving_loop_->AddUnary(*s->envoy_service_,
+                               {EnvoyRateLimitServiceImpl::kShouldRateLimitMethod}, kHotCallsReady);
   }
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
@@ -280,9 +308,10 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (!options.plaintext_listen.empty() && s->plaintext_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.plaintext_listen));
   }
+  s->serving_loop_->Start();
   std::vector<std::string> services = {"", kServiceName};
   if (s->envoy_service_) services.push_back(kEnvoyServiceName);
-  s->health_.Attach(s->server_->GetHealthCheckService(), services);  // NOT_SERVING until ready
+  s->health_.Attach(s->health_service_.get(), services);  // NOT_SERVING until ready
 
   s->probe_ = std::make_unique<StoreProbe>(*s->store_, s->health_, options.health_probe_interval);
   s->probe_->ProbeOnce();
@@ -385,10 +414,14 @@ void RateLimitServer::Shutdown() {
   const LogLevel level = started_ ? LogLevel::kInfo : LogLevel::kDebug;
   Log(level, "shutting down: draining in-flight calls");
   health_.SetDraining();
+  // Ends the Watch streams, which would otherwise hold the server's shutdown for its grace.
+  if (health_service_) health_service_->Shutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMicroseconds(options_.shutdown_grace));
   }
+  // No call is left: the loop's queues may go.
+  if (serving_loop_) serving_loop_->Stop();
   Log(LogLevel::kDebug, "grpc server shut down");
   if (probe_) probe_->Stop();
   if (watcher_) watcher_->Stop();

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/admin_auth.h"
 #include "server/envoy/envoy_service.h"
+#include "server/health_service.h"
 #include "server/limit_registry.h"
 #include "server/observability/health.h"
 #include "server/observability/http_server.h"
@@ -23,6 +24,7 @@
 #include "server/periodic_task.h"
 #include "server/rate_limit_service.h"
 #include "server/receipt.h"
+#include "server/serving_loop.h"
 #include "server/store_executor.h"
 #include "server/tls.h"
 #include "server/watched_config.h"
@@ -54,9 +56,12 @@ struct ServerOptions {
   // StoreOptions). Ignored when a store is injected.
   std::string store = "rocksdb";
   // Threads the RPC handlers run their store transactions on (server/store_executor.h), so that
-  // a store waiting for the network does not park gRPC's few callback threads: 0 runs them on
-  // gRPC's threads; negative (default) picks 0 for the embedded stores and 64 for "redis".
+  // a store waiting for the network does not park the serving threads: 0 runs them on the
+  // serving threads; negative (default) picks 0 for the embedded stores and 64 for "redis".
   int store_threads = -1;
+  // Threads serving every gRPC method (serving_loop.h), each deciding the Consume, Check and
+  // Reserve calls of a burst together; 0: one per CPU the process may run on.
+  int serving_threads = 0;
   std::string redis_address;
   std::string redis_password_file;
   absl::Duration redis_timeout = absl::Seconds(1);
@@ -232,6 +237,10 @@ class RateLimitServer {
   EnvoyConfigRegistry envoy_registry_;
   std::unique_ptr<EnvoyConfigWatcher> envoy_watcher_;
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
+  // Declared before the gRPC server: its queues are shut down after the server's, and destroyed
+  // after it.
+  std::unique_ptr<ServingLoop> serving_loop_;
+  std::unique_ptr<LoopHealthService> health_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   int plaintext_port_ = 0;

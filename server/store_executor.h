@@ -1,13 +1,13 @@
 #ifndef RATELIMIT_SERVER_STORE_EXECUTOR_H_
 #define RATELIMIT_SERVER_STORE_EXECUTOR_H_
 
-// Where the RPC handlers run their store transactions. gRPC's callback API runs a handler on one
-// of a few callback threads (two on a 2-core machine); a store that waits for a network round
+// Where the RPC handlers run the store transactions that wait. The serving loop
+// (serving_loop.h) runs handlers on one thread per CPU; a store that waits for a network round
 // trip (Redis) would park that thread for the whole round trip, so the server would have only as
-// many decisions in flight as gRPC has callback threads, and the Redis client nothing to
-// pipeline. With threads > 0 the handler hands the call to one of this pool's threads and
-// returns at once; the reply is sent from the pool thread. With 0 the work runs inline on gRPC's
-// thread (the embedded stores: a RocksDB decision does not wait long enough to be worth a thread
+// many decisions in flight as it has serving threads, and the Redis client nothing to pipeline.
+// With threads > 0 such a handler hands the call to one of this pool's threads and returns at
+// once; the reply is sent from the pool thread. With 0 the work runs inline on the serving thread
+// (the embedded stores: a RocksDB decision does not wait long enough to be worth a thread
 // hand-off).
 
 #include <deque>

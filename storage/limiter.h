@@ -116,6 +116,8 @@ class Limiter {
   void EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, VerdictDone done);
   // Whether EvaluateAsync never waits for the store's peer on the calling thread.
   bool AsyncNeverWaits() const { return !store_.ApplyAsyncMayWait(); }
+  // Whether EvaluateBatch decides on this machine, never waiting for the store's peer.
+  bool BatchesDecideLocally() const { return store_.BatchesDecideLocally(); }
 
   // Evaluate, remembering the answer under `remember.record` in the same transaction; when the
   // record is already present, returns its bytes (Verdict::remembered) without deciding.

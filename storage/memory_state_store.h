@@ -34,6 +34,7 @@ class MemoryStateStore final : public StateStore {
   absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
   absl::string_view backend_name() const override { return "memory"; }
   bool ApplyAsyncMayWait() const override { return false; }
+  bool BatchesDecideLocally() const override { return true; }
 
   // Number of stored states.
   size_t Size() const;

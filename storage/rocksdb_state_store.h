@@ -165,6 +165,7 @@ class RocksDbStateStore final : public StateStore {
   void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override;
   // A local store: ApplyAsync waits for no peer (at most for a read of its own disk).
   bool ApplyAsyncMayWait() const override { return false; }
+  bool BatchesDecideLocally() const override { return true; }
 
   // Group commit counters (WAL writes vs decisions) and the state cache, for tests and metrics.
   GroupCommit::Stats group_commit_stats() const { return group_.stats(); }

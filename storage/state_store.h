@@ -148,6 +148,11 @@ class StateStore {
   // gRPC's few threads. Default (ApplyAsync is Apply): true.
   virtual bool ApplyAsyncMayWait() const { return true; }
 
+  // Whether ApplyBatch decides on this machine, never waiting for a peer (a network round trip):
+  // a server thread may then decide a burst of calls with one ApplyBatch (one write for all of
+  // them) instead of one ApplyAsync each. Default: false.
+  virtual bool BatchesDecideLocally() const { return false; }
+
   // While a WritesHereScope lives, ApplyAsync on its thread may do the store's write itself and
   // call `done` before returning (RocksDB: lead the WAL group here when no write is in progress)
   // instead of handing the write to a thread of the store's and returning at once. For a thread

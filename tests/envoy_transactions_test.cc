@@ -13,7 +13,7 @@
 #include "server/envoy/envoy_evaluator.h"
 #include "server/envoy/envoy_plan.h"
 #include "storage/apply.h"
-#include "storage/memory_state_store.h"
+#include "tests/support/forwarding_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -25,39 +25,32 @@ using Kind = EnvoyDescriptorPlan::Kind;
 
 // A StateStore that counts its transactions (Apply, ApplyBatch, Update, UpdateWithRecords calls)
 // and delegates everything to an in-memory store.
-class CountingStore final : public StateStore {
+class CountingStore final : public testing::ForwardingStore {
  public:
   int transactions() const { return transactions_; }
   void ResetCount() { transactions_ = 0; }
 
   absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock) override {
     ++transactions_;
-    return inner_.Apply(op, clock);
+    return ForwardingStore::Apply(op, clock);
   }
   std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
                                                   const Clock& clock) override {
     ++transactions_;
-    return inner_.ApplyBatch(ops, clock);
+    return ForwardingStore::ApplyBatch(ops, clock);
   }
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override {
     ++transactions_;
-    return inner_.Update(keys, decide);
+    return ForwardingStore::Update(keys, decide);
   }
   absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override {
     ++transactions_;
-    return inner_.UpdateWithRecords(keys, records, clock, decide);
+    return ForwardingStore::UpdateWithRecords(keys, records, clock, decide);
   }
-  absl::StatusOr<std::optional<State>> Get(const StateKey& key) override { return inner_.Get(key); }
-  absl::Status Delete(const StateKey& key) override { return inner_.Delete(key); }
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
-    return inner_.DeleteAll(source, name);
-  }
-  absl::string_view backend_name() const override { return inner_.backend_name(); }
 
  private:
-  MemoryStateStore inner_;
   int transactions_ = 0;  // the tests call from one thread
 };
 

@@ -1,7 +1,7 @@
 // The executor the RPC handlers run their store transactions on (server/store_executor.h), and
-// that the server, given store threads, keeps more decisions in flight than gRPC has callback
+// that the server, given store threads, keeps more decisions in flight than it has serving
 // threads: a store that waits for a peer (as Redis does) no longer limits the server to one
-// decision per callback thread.
+// decision per serving thread.
 #include "server/store_executor.h"
 
 #include <atomic>

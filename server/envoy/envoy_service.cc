@@ -3,8 +3,8 @@
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
 #include "server/grpc_convert.h"
-#include "server/grpc_thread_hop.h"
 #include "server/log.h"
+#include "storage/state_store.h"
 #include "storage/store_trace.h"
 
 namespace ratelimit {
@@ -25,11 +25,11 @@ struct EnvoyRateLimitServiceImpl::Evaluation {
   std::vector<EnvoyDescriptorPlan> plan;
 };
 
-void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
+void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
                                       std::unique_ptr<Call> call) {
   auto evaluation = std::make_unique<Evaluation>(
       telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
-                          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", *context));
+                          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", context));
   Telemetry::Rpc& rpc = evaluation->rpc;
   const rlsv3::RateLimitRequest& request = call->request;
   evaluation->domain = request.domain();
@@ -54,7 +54,7 @@ void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
   // The store tracer stays installed on this thread for the store's part here only.
   std::unique_ptr<ScopedStoreTracer> tracing = rpc.TakeStoreTracerScope();
   Evaluation& e = *evaluation;
-  // On gRPC's thread, work that waits goes to a store thread.
+  // On the serving thread, work that waits goes to a store thread.
   const bool offload = executor_ != nullptr && ServesInline();
   EvaluateEnvoyPlanAsync(
       limiter_, clock_, e.plan,
@@ -70,7 +70,7 @@ void EnvoyRateLimitServiceImpl::Serve(grpc::CallbackServerContext* context,
         }
         // The store's round trips stay children of this call's store span on that thread.
         executor_->Run([work = std::move(work), tracer = CurrentStoreTracer()]() mutable {
-          GrpcThreadHop::HandlerScope on_handler_thread;
+          StateStore::WritesHereScope writes_here;
           ScopedStoreTracer tracing(tracer);
           std::move(work)();
         });

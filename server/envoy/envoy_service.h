@@ -18,23 +18,21 @@
 
 namespace ratelimit {
 
-// envoy.service.ratelimit.v3.RateLimitService on the gRPC callback API: a drop-in replacement
-// for envoyproxy/ratelimit, on the same Limiter and store as ratelimit.v1. The handler plans the
-// request (envoy_convert.h), evaluates it all-or-nothing (envoy_evaluator.h), builds the
+// envoy.service.ratelimit.v3.RateLimitService, served by a ServingLoop (serving_loop.h): a drop-in
+// replacement for envoyproxy/ratelimit, on the same Limiter and store as ratelimit.v1. The handler
+// plans the request (envoy_convert.h), evaluates it all-or-nothing (envoy_evaluator.h), builds the
 // response and finishes. Bad input: INVALID_ARGUMENT naming the field. Store failure:
 // UNAVAILABLE, whatever the server's failure policy, so that Envoy's failure_mode_deny decides.
-// The method is registered raw and parsed by ServeParsed (parsed_unary.h): a malformed body is
+// The method is registered raw and parsed here (parsed_unary.h): a malformed body is
 // INVALID_ARGUMENT.
 //
 // Thread safety: thread-safe; dependencies are not owned and must outlive the service.
 class EnvoyRateLimitServiceImpl final
-    : public ::envoy::service::ratelimit::v3::RateLimitService::
-          WithRawCallbackMethod_ShouldRateLimit<
-              ::envoy::service::ratelimit::v3::RateLimitService::CallbackService> {
+    : public ::envoy::service::ratelimit::v3::RateLimitService::WithRawMethod_ShouldRateLimit<
+          ::envoy::service::ratelimit::v3::RateLimitService::Service>,
+      public ServingLoop::Handler {
  public:
-  // The generated base's other overloads of the method (the synchronous one it disables), named
-  // so that the overrides below do not hide them.
-  using WithRawCallbackMethod_ShouldRateLimit::ShouldRateLimit;
+  static constexpr int kShouldRateLimitMethod = 0;
 
   // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset to every response that has a
   // limited descriptor. Default off, as in the reference.
@@ -47,34 +45,42 @@ class EnvoyRateLimitServiceImpl final
         ratelimit_headers_(ratelimit_headers),
         telemetry_(telemetry) {}
 
-  // Where the handler runs (store_executor.h); null: inline on gRPC's callback thread. Set
+  // Where the handler runs when the store's asynchronous path may wait (store_executor.h); null:
+  // on the serving thread. Set
   // before the service is registered; not owned, outlives the gRPC server.
   void set_executor(StoreExecutor* executor) { executor_ = executor; }
 
-  // The registered (raw) method: parse, then the typed handler below.
-  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
-                                            const grpc::ByteBuffer* request,
-                                            grpc::ByteBuffer* response) override {
-    return ServeParsedAsync<::envoy::service::ratelimit::v3::RateLimitRequest,
-                            ::envoy::service::ratelimit::v3::RateLimitResponse>(
-        context, request, response,
-        [this, context](std::unique_ptr<Call> call) { Serve(context, std::move(call)); }, executor_,
-        [this](const auto&) { return ServesInline(); });
+  // ServingLoop::Handler.
+  void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override {
+    RequestShouldRateLimit(&call->context(), &call->request(), &call->writer(), cq, cq,
+                           call->tag());
+  }
+  void OnCall(LoopCall* loop_call, ServingLoop::Burst* /*burst*/) override {
+    auto call = std::make_unique<Call>(loop_call);
+    if (!call->Parse()) return;
+    if (executor_ == nullptr || ServesInline()) {
+      Serve(loop_call->context(), std::move(call));
+      return;
+    }
+    executor_->Run([this, loop_call, call = std::move(call)]() mutable {
+      StateStore::WritesHereScope writes_here;
+      Serve(loop_call->context(), std::move(call));
+    });
   }
 
   const EnvoyStats& stats() const { return stats_; }
 
  private:
-  using Call = PendingUnary<::envoy::service::ratelimit::v3::RateLimitRequest,
-                            ::envoy::service::ratelimit::v3::RateLimitResponse>;
+  using Call = ParsedLoopCall<::envoy::service::ratelimit::v3::RateLimitRequest,
+                              ::envoy::service::ratelimit::v3::RateLimitResponse>;
   struct Evaluation;
   // Plans the request, evaluates it (EvaluateEnvoyPlanAsync: in the common case answered once
   // the decision is durable, possibly on a store thread) and finishes `call`. On a store whose
-  // asynchronous path never waits it runs on gRPC's thread, and a plan that needs synchronous
+  // asynchronous path never waits it runs on the serving thread, and a plan that needs synchronous
   // transactions (checks, reservations, shadow rules) is handed to the store threads, if any.
-  void Serve(grpc::CallbackServerContext* context, std::unique_ptr<Call> call);
-  // Whether Serve runs on gRPC's thread (ShouldRateLimit) and so hands work that waits to the
-  // store threads: the store's asynchronous path never waits.
+  void Serve(const grpc::ServerContext& context, std::unique_ptr<Call> call);
+  // Whether Serve hands work that waits to the store threads: the store's asynchronous path never
+  // waits, so Serve runs on the serving thread.
   bool ServesInline() const { return limiter_.AsyncNeverWaits(); }
   // The reply and the call's status for the evaluation's outcomes; finishes the telemetry.
   grpc::Status Answer(Evaluation& evaluation, absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,

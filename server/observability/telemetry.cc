@@ -7,7 +7,7 @@
 namespace ratelimit {
 namespace {
 
-std::optional<std::string> Metadata(const grpc::CallbackServerContext& context, const char* key) {
+std::optional<std::string> Metadata(const grpc::ServerContextBase& context, const char* key) {
   const auto& md = context.client_metadata();
   auto it = md.find(key);
   if (it == md.end()) return std::nullopt;
@@ -137,7 +137,7 @@ void Telemetry::CountReplay(const char* method) const {
 }
 
 Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, const char* span_name,
-                                   const grpc::CallbackServerContext& context) const {
+                                   const grpc::ServerContextBase& context) const {
   Rpc rpc(this, method);
   if (metrics_) rpc.start_nanos_ = clock_.SteadyNanos();
   if (tracer_) {

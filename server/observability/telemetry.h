@@ -109,7 +109,7 @@ class Telemetry {
   // when its metadata carries a valid `traceparent` (and `tracestate`). The span is named
   // `span_name` ("<service>/<method>"). REQUIRES: all three are literals.
   Rpc StartRpc(const char* service, const char* method, const char* span_name,
-               const grpc::CallbackServerContext& context) const;
+               const grpc::ServerContextBase& context) const;
 
   bool record_keys() const { return record_keys_; }
 
