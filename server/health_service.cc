@@ -29,8 +29,8 @@ class LoopHealthService::Watcher {
     service_->RequestWatch(&context_, &request_, &writer_, cq_, cq_, arrived_.tag());
   }
 
-  // A status may have changed: wakes the watcher on its loop thread.
-  void NotifyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
+  // A status may have changed: wakes the watcher on its loop thread. `service` is the watcher's.
+  void NotifyLocked(const LoopHealthService& service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(service.mu_) {
     if (!started_ || alarm_set_ || writing_ || call_done_ || finishing_) return;
     alarm_set_ = true;
     alarm_.Set(cq_, gpr_inf_past(GPR_CLOCK_MONOTONIC), notified_.tag());
@@ -165,7 +165,7 @@ LoopHealthService::ServingStatus LoopHealthService::StatusLocked(const std::stri
 }
 
 void LoopHealthService::NotifyLocked() {
-  for (Watcher* w : watchers_) w->NotifyLocked();
+  for (Watcher* w : watchers_) w->NotifyLocked(*this);
 }
 
 void LoopHealthService::RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) {

@@ -62,16 +62,6 @@ struct RateLimitServiceImpl::DecideState {
   std::string fingerprint;  // of a request with a request_id
 };
 
-// The calls of one serving thread's burst that wait for its end, decided together.
-struct RateLimitServiceImpl::DecideBurst final : ServingLoop::Burst {
-  struct Deferred {
-    std::unique_ptr<DecideCall> call;
-    std::unique_ptr<DecideState> state;
-  };
-  std::vector<Deferred> calls;
-  std::vector<BatchItem> items;  // kept for its capacity
-};
-
 void RateLimitServiceImpl::RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) {
   grpc::ServerContext* context = &call->context();
   grpc::ByteBuffer* request = &call->request();
@@ -93,7 +83,7 @@ void RateLimitServiceImpl::RequestCall(LoopCall* call, grpc::ServerCompletionQue
 }
 
 std::unique_ptr<ServingLoop::Burst> RateLimitServiceImpl::NewBurst() {
-  return std::make_unique<DecideBurst>();
+  return std::make_unique<DecisionBurst>();
 }
 
 void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
@@ -144,8 +134,18 @@ void RateLimitServiceImpl::OnDecideCall(LoopCall* loop_call, Mode mode, ServingL
     return;
   }
   if (burst != nullptr && limiter_.BatchesDecideLocally()) {
-    // Decided with the rest of the burst (EndBurst): one store call, one WAL write.
-    static_cast<DecideBurst*>(burst)->calls.push_back({std::move(call), std::move(state)});
+    // Decided with the rest of the burst (EndBurst): one store call, one WAL write. The store
+    // span covers the wait for the burst's end; the store makes no round trips to trace.
+    state->rpc.StoreStarted();
+    state->rpc.TakeStoreTracerScope().reset();
+    DecideState& s = *state;
+    static_cast<DecisionBurst*>(burst)->Add(
+        s.limits, s.mode,
+        [this, state = std::move(state),
+         call = std::move(call)](absl::StatusOr<Verdict> verdict) mutable {
+          state->rpc.StoreFinished(verdict.status());
+          call->Finish(Answer(*state, call->request, std::move(verdict), &call->response));
+        });
     return;
   }
   if (!limiter_.AsyncNeverWaits() && executor_ != nullptr) {
@@ -158,29 +158,8 @@ void RateLimitServiceImpl::OnDecideCall(LoopCall* loop_call, Mode mode, ServingL
   DecideAsync(std::move(call), std::move(state));
 }
 
-void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& b) {
-  auto& burst = static_cast<DecideBurst&>(b);
-  if (burst.calls.empty()) return;
-  burst.items.clear();
-  for (const DecideBurst::Deferred& d : burst.calls) {
-    burst.items.push_back(BatchItem{d.state->limits, d.state->mode});
-    // The store span of each call covers the burst's store call; the store's own round trips are
-    // not traced per call (a local store makes none).
-    d.state->rpc.StoreStarted();
-    d.state->rpc.TakeStoreTracerScope().reset();
-  }
-  // Each call decided as it would be alone, in arrival order, each seeing the earlier ones; every
-  // verdict returned once the burst's decisions are durable.
-  std::vector<absl::StatusOr<Verdict>> verdicts = limiter_.EvaluateBatch(burst.items);
-  for (size_t i = 0; i < burst.calls.size(); ++i) {
-    DecideBurst::Deferred& d = burst.calls[i];
-    absl::StatusOr<Verdict> verdict =
-        i < verdicts.size() ? std::move(verdicts[i])
-                            : absl::InternalError("the store answered fewer operations than given");
-    d.state->rpc.StoreFinished(verdict.status());
-    d.call->Finish(Answer(*d.state, d.call->request, std::move(verdict), &d.call->response));
-  }
-  burst.calls.clear();
+void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& burst) {
+  static_cast<DecisionBurst&>(burst).Decide(limiter_);
 }
 
 void RateLimitServiceImpl::DecideRemembered(std::unique_ptr<DecideCall> call,

@@ -8,6 +8,7 @@
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin_auth.h"
 #include "server/convert.h"
+#include "server/decision_burst.h"
 #include "server/grpc_convert.h"
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
@@ -49,9 +50,11 @@ class RateLimitServiceImpl final
   static constexpr int kResetMethod = 3;
   static constexpr int kSettleMethod = 4;
   static constexpr int kBatchMethod = 5;
-  // The methods that decide (Consume, Check, Reserve), and the others.
-  static std::vector<int> DecideMethods() { return {kConsumeMethod, kCheckMethod, kReserveMethod}; }
-  static std::vector<int> AdminMethods() { return {kResetMethod, kSettleMethod, kBatchMethod}; }
+  // The methods callers send at volume (every one but Reset), and Reset.
+  static std::vector<int> TrafficMethods() {
+    return {kConsumeMethod, kCheckMethod, kReserveMethod, kSettleMethod, kBatchMethod};
+  }
+  static std::vector<int> AdminMethods() { return {kResetMethod}; }
 
   RateLimitServiceImpl(Limiter& limiter, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
@@ -93,7 +96,6 @@ class RateLimitServiceImpl final
   // Consume, Check and Reserve, parsed.
   using DecideCall = ParsedLoopCall<v1::RateLimitRequest, v1::RateLimitResponse>;
   struct DecideState;
-  struct DecideBurst;
   // A call with a request_id to remember: decided on the calling thread, the answer remembered
   // in the decision's own transaction.
   void DecideRemembered(std::unique_ptr<DecideCall> call, std::unique_ptr<DecideState> state);

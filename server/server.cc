@@ -69,7 +69,7 @@ int ChannelArgMillis(absl::Duration d) {
 
 // The per-connection limits of `options` and an exclusive port.
 // Calls requested ahead on each serving thread's queue (ServingLoop::AddUnary): of each method
-// that carries decisions, and of each administrative one.
+// callers send at volume, and of each administrative one.
 constexpr int kHotCallsReady = 32;
 constexpr int kColdCallsReady = 2;
 
@@ -279,7 +279,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->serving_loop_ = std::make_unique<ServingLoop>(
       options.serving_threads > 0 ? options.serving_threads : CpusAvailable(), builder);
   builder.RegisterService(s->service_.get());
-  s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::DecideMethods(), kHotCallsReady);
+  s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::TrafficMethods(), kHotCallsReady);
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::AdminMethods(), kColdCallsReady);
   s->health_service_ = std::make_unique<LoopHealthService>();
   builder.RegisterService(s->health_service_.get());

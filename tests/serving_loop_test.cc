@@ -14,11 +14,14 @@
 #include "gtest/gtest.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin_auth.h"
+#include "server/envoy/envoy_config_loader.h"
+#include "server/envoy/envoy_service.h"
 #include "server/health_service.h"
 #include "server/limit_registry.h"
 #include "server/observability/telemetry.h"
 #include "server/rate_limit_service.h"
 #include "storage/limiter.h"
+#include "tests/support/envoy_test_support.h"
 #include "tests/support/forwarding_store.h"
 #include "tests/support/test_support.h"
 
@@ -26,6 +29,7 @@ namespace ratelimit {
 namespace {
 
 namespace hv1 = grpc::health::v1;
+namespace rls = ::envoy::service::ratelimit::v3;
 
 // The in-memory store, counting how the service reaches it.
 class CountingStore final : public testing::ForwardingStore {
@@ -70,8 +74,84 @@ v1::RateLimitRequest ConsumeOne(const std::string& key) {
   return request;
 }
 
-// The service's half of the loop, driven by hand: the test takes exactly the calls it sent into
-// one burst, so what the burst decides does not depend on timing.
+// A service's half of the loop, driven by hand: the test takes exactly the calls it sent into one
+// burst, so what the burst decides does not depend on timing.
+class BurstHarness {
+ public:
+  BurstHarness(grpc::Service& service, ServingLoop::Handler& handler) : handler_(handler) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service);
+    loop_ = std::make_unique<ServingLoop>(1, builder);  // never started: takes finished calls
+    cq_ = builder.AddCompletionQueue();
+    server_ = builder.BuildAndStart();
+  }
+  ~BurstHarness() {
+    server_->Shutdown();
+    cq_->Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_->Next(&tag, &ok)) static_cast<LoopEvent*>(tag)->OnEvent(ok, *loop_, cq_.get());
+    loop_->Stop();
+  }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // Requests `n` calls of `method`, for TakeBurst.
+  void Request(int method, int n) {
+    for (int i = 0; i < n; ++i) handler_.RequestCall(new LoopCall(0, method), cq_.get());
+  }
+  // Hands the next `n` calls to the handler as one burst and ends it: nothing is decided before
+  // the end, then all `n` with one store call.
+  void DecideOneBurst(int n, const CountingStore& store) {
+    std::unique_ptr<ServingLoop::Burst> burst = handler_.NewBurst();
+    ASSERT_NE(burst, nullptr);
+    Take(n, *burst);
+    EXPECT_EQ(store.batches(), 0) << "decided before the burst ended";
+    handler_.EndBurst(*burst);
+    EXPECT_EQ(store.batches(), 1);
+    EXPECT_EQ(store.batched_operations(), n);
+    EXPECT_EQ(store.single_operations(), 0);
+  }
+
+ private:
+  // Hands the next `n` calls to the handler as one burst, without ending it.
+  void Take(int n, ServingLoop::Burst& burst) {
+    for (int arrived = 0; arrived < n; ++arrived) {
+      void* tag = nullptr;
+      bool ok = false;
+      ASSERT_TRUE(cq_->Next(&tag, &ok));
+      ASSERT_TRUE(ok);
+      handler_.OnCall(static_cast<LoopCall*>(static_cast<LoopEvent*>(tag)), &burst);
+    }
+  }
+
+  ServingLoop::Handler& handler_;
+  int port_ = 0;
+  std::unique_ptr<ServingLoop> loop_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Unary calls started on `cq`, for the replies of a burst.
+template <typename Response>
+struct ClientCall {
+  grpc::ClientContext context;
+  Response response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> rpc;
+};
+template <typename Response>
+void AwaitReplies(grpc::CompletionQueue& cq, int n) {
+  for (int i = 0; i < n; ++i) {
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    auto* call = static_cast<ClientCall<Response>*>(tag);
+    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
+  }
+  cq.Shutdown();
+}
+
 TEST(ServingBurstTest, ConsumesOfOneBurstAreDecidedWithOneStoreCallEachAsIfAlone) {
   CountingStore store;
   testing::FakeClock clock;
@@ -80,74 +160,69 @@ TEST(ServingBurstTest, ConsumesOfOneBurstAreDecidedWithOneStoreCallEachAsIfAlone
   AdminAuthenticator admin("");
   Telemetry telemetry(nullptr, nullptr, false, "memory");
   RateLimitServiceImpl service(limiter, registry, admin, FailurePolicy::kClosed, telemetry);
-
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  ServingLoop loop(1, builder);  // never started: only to hand finished calls back
-  std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue();
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
+  BurstHarness harness(service, service);
 
   constexpr int kCalls = 8;  // capacity 5: five allowed, three denied
-  for (int i = 0; i < kCalls; ++i) {
-    service.RequestCall(new LoopCall(0, RateLimitServiceImpl::kConsumeMethod), cq.get());
-  }
+  harness.Request(RateLimitServiceImpl::kConsumeMethod, kCalls);
   auto stub = v1::RateLimitService::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(harness.target(), grpc::InsecureChannelCredentials()));
   grpc::CompletionQueue client_cq;
-  struct ClientCall {
-    grpc::ClientContext context;
-    v1::RateLimitResponse response;
-    grpc::Status status;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<v1::RateLimitResponse>> rpc;
-  };
-  std::vector<ClientCall> calls(kCalls);
-  for (int i = 0; i < kCalls; ++i) {
-    calls[i].rpc = stub->AsyncConsume(&calls[i].context, ConsumeOne("k"), &client_cq);
-    calls[i].rpc->Finish(&calls[i].response, &calls[i].status, &calls[i]);
+  std::vector<ClientCall<v1::RateLimitResponse>> calls(kCalls);
+  for (auto& call : calls) {
+    call.rpc = stub->AsyncConsume(&call.context, ConsumeOne("k"), &client_cq);
+    call.rpc->Finish(&call.response, &call.status, &call);
   }
 
-  std::unique_ptr<ServingLoop::Burst> burst = service.NewBurst();
-  for (int arrived = 0; arrived < kCalls; ++arrived) {
-    void* tag = nullptr;
-    bool ok = false;
-    ASSERT_TRUE(cq->Next(&tag, &ok));
-    ASSERT_TRUE(ok);
-    service.OnCall(static_cast<LoopCall*>(static_cast<LoopEvent*>(tag)), burst.get());
-  }
-  EXPECT_EQ(store.batches(), 0) << "decided before the burst ended";
-  service.EndBurst(*burst);
-  EXPECT_EQ(store.batches(), 1);
-  EXPECT_EQ(store.batched_operations(), kCalls);
-  EXPECT_EQ(store.single_operations(), 0);
+  harness.DecideOneBurst(kCalls, store);
 
+  AwaitReplies<v1::RateLimitResponse>(client_cq, kCalls);
   int allowed = 0;
-  for (int i = 0; i < kCalls; ++i) {
-    void* tag = nullptr;
-    bool ok = false;
-    ASSERT_TRUE(client_cq.Next(&tag, &ok));
-    auto* call = static_cast<ClientCall*>(tag);
-    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
-    if (call->response.allowed()) ++allowed;
-  }
+  for (const auto& call : calls) allowed += call.response.allowed() ? 1 : 0;
   EXPECT_EQ(allowed, 5);
   absl::StatusOr<std::optional<State>> state =
       store.Get(StateKey{"burst", "k", LimitSource::kInline});
   ASSERT_TRUE(state.ok());
   ASSERT_TRUE(state->has_value());
   EXPECT_DOUBLE_EQ((*state)->value, 0);
+}
 
-  server->Shutdown();
-  cq->Shutdown();
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq->Next(&tag, &ok)) static_cast<LoopEvent*>(tag)->OnEvent(ok, loop, cq.get());
-  loop.Stop();
-  client_cq.Shutdown();
-  while (client_cq.Next(&tag, &ok)) {
+TEST(ServingBurstTest, ShouldRateLimitsOfOneBurstAreDecidedWithOneStoreCallEachAsIfAlone) {
+  CountingStore store;
+  testing::FakeClock clock;
+  Limiter limiter(store, clock);
+  EnvoyConfigRegistry registry;
+  absl::StatusOr<EnvoyConfig> config =
+      BuildEnvoyConfig({EnvoyConfigFile{"burst.yaml", R"(domain: edge
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+)"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  registry.Replace(std::make_shared<const EnvoyConfig>(*std::move(config)));
+  Telemetry telemetry(nullptr, nullptr, false, "memory");
+  EnvoyRateLimitServiceImpl service(limiter, clock, registry, false, telemetry);
+  BurstHarness harness(service, service);
+
+  constexpr int kCalls = 8;  // five allowed, three over the limit
+  harness.Request(EnvoyRateLimitServiceImpl::kShouldRateLimitMethod, kCalls);
+  auto stub = rls::RateLimitService::NewStub(
+      grpc::CreateChannel(harness.target(), grpc::InsecureChannelCredentials()));
+  grpc::CompletionQueue client_cq;
+  std::vector<ClientCall<rls::RateLimitResponse>> calls(kCalls);
+  for (auto& call : calls) {
+    call.rpc = stub->AsyncShouldRateLimit(
+        &call.context, testing::EnvoyRequest("edge", {{{{"user", "u"}}}}), &client_cq);
+    call.rpc->Finish(&call.response, &call.status, &call);
   }
+
+  harness.DecideOneBurst(kCalls, store);
+
+  AwaitReplies<rls::RateLimitResponse>(client_cq, kCalls);
+  int ok = 0;
+  for (const auto& call : calls) ok += call.response.overall_code() == rls::RateLimitResponse::OK;
+  EXPECT_EQ(ok, 5);
 }
 
 class LoopHealthServiceTest : public ::testing::Test {

@@ -153,7 +153,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
 
 void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
                             absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done,
-                            EnvoyBlockingRunner run_blocking) {
+                            EnvoyBlockingRunner run_blocking, DecisionBurst* burst) {
   std::vector<size_t> active;
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
@@ -176,21 +176,26 @@ void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
   }
   // The common case: one consume transaction, answered once it is durable (possibly on a store
   // thread).
-  const LimitRequests requests = ConsumeRequests(plan, active, /*reserve=*/false);
-  limiter.EvaluateAsync(
-      requests, Mode::kConsume,
-      [plan, active = std::move(active),
-       done = std::move(done)](absl::StatusOr<Verdict> v) mutable {
-        if (!v.ok()) {
-          std::move(done)(v.status());
-          return;
-        }
-        std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
-        // No shadow rule: this transaction decides every descriptor.
-        RecordConsume(plan, *v, /*blocked=*/false, active, outcomes);
-        FillTimes(plan, v->now_us, outcomes);
-        std::move(done)(std::move(outcomes));
-      });
+  // The requests live on the heap, where the burst's view of them stays valid until `answer`.
+  auto requests = std::make_unique<LimitRequests>(ConsumeRequests(plan, active, /*reserve=*/false));
+  const absl::Span<const LimitRequest> limits(*requests);
+  auto answer = [plan, active = std::move(active), requests = std::move(requests),
+                 done = std::move(done)](absl::StatusOr<Verdict> v) mutable {
+    if (!v.ok()) {
+      std::move(done)(v.status());
+      return;
+    }
+    std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
+    // No shadow rule: this transaction decides every descriptor.
+    RecordConsume(plan, *v, /*blocked=*/false, active, outcomes);
+    FillTimes(plan, v->now_us, outcomes);
+    std::move(done)(std::move(outcomes));
+  };
+  if (burst != nullptr) {
+    burst->Add(limits, Mode::kConsume, std::move(answer));
+  } else {
+    limiter.EvaluateAsync(limits, Mode::kConsume, std::move(answer));
+  }
 }
 
 }  // namespace ratelimit

@@ -7,6 +7,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/decision_burst.h"
 #include "server/envoy/envoy_plan.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
@@ -55,13 +56,15 @@ using EnvoyBlockingRunner = absl::FunctionRef<void(absl::AnyInvocable<void() &&>
 // Limiter::EvaluateAsync, so the calling thread does not wait for the store's write; `done` then
 // runs once the decision is durable, possibly on a store thread. Every other plan is evaluated
 // synchronously (EvaluateEnvoyPlan and then `done`) by `run_blocking`, here by default. Same
-// outcomes and transactions as EvaluateEnvoyPlan.
+// outcomes and transactions as EvaluateEnvoyPlan. With a `burst` (decision_burst.h), the common
+// case's transaction is deferred to it instead, decided with the rest of the burst.
 // REQUIRES: `limiter`, `clock` and `plan` (and what it points into) live until `done` has run.
 void EvaluateEnvoyPlanAsync(
     Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan,
-    EnvoyDone done, EnvoyBlockingRunner run_blocking = [](absl::AnyInvocable<void() &&> work) {
-      std::move(work)();
-    });
+    EnvoyDone done,
+    EnvoyBlockingRunner run_blocking =
+        [](absl::AnyInvocable<void() &&> work) { std::move(work)(); },
+    DecisionBurst* burst = nullptr);
 
 }  // namespace ratelimit
 

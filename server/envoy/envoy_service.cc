@@ -26,7 +26,7 @@ struct EnvoyRateLimitServiceImpl::Evaluation {
 };
 
 void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
-                                      std::unique_ptr<Call> call) {
+                                      std::unique_ptr<Call> call, DecisionBurst* burst) {
   auto evaluation = std::make_unique<Evaluation>(
       telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
                           "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", context));
@@ -74,7 +74,8 @@ void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
           ScopedStoreTracer tracing(tracer);
           std::move(work)();
         });
-      });
+      },
+      burst);
 }
 
 grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,

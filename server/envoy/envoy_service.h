@@ -6,6 +6,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/decision_burst.h"
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_plan.h"
 #include "server/envoy/envoy_registry.h"
@@ -55,17 +56,25 @@ class EnvoyRateLimitServiceImpl final
     RequestShouldRateLimit(&call->context(), &call->request(), &call->writer(), cq, cq,
                            call->tag());
   }
-  void OnCall(LoopCall* loop_call, ServingLoop::Burst* /*burst*/) override {
+  std::unique_ptr<ServingLoop::Burst> NewBurst() override {
+    return std::make_unique<DecisionBurst>();
+  }
+  void OnCall(LoopCall* loop_call, ServingLoop::Burst* burst) override {
     auto call = std::make_unique<Call>(loop_call);
     if (!call->Parse()) return;
     if (executor_ == nullptr || ServesInline()) {
-      Serve(loop_call->context(), std::move(call));
+      // The common case joins the burst on a store whose batches are decided locally.
+      Serve(loop_call->context(), std::move(call),
+            limiter_.BatchesDecideLocally() ? static_cast<DecisionBurst*>(burst) : nullptr);
       return;
     }
     executor_->Run([this, loop_call, call = std::move(call)]() mutable {
       StateStore::WritesHereScope writes_here;
-      Serve(loop_call->context(), std::move(call));
+      Serve(loop_call->context(), std::move(call), nullptr);
     });
+  }
+  void EndBurst(ServingLoop::Burst& burst) override {
+    static_cast<DecisionBurst&>(burst).Decide(limiter_);
   }
 
   const EnvoyStats& stats() const { return stats_; }
@@ -78,7 +87,8 @@ class EnvoyRateLimitServiceImpl final
   // the decision is durable, possibly on a store thread) and finishes `call`. On a store whose
   // asynchronous path never waits it runs on the serving thread, and a plan that needs synchronous
   // transactions (checks, reservations, shadow rules) is handed to the store threads, if any.
-  void Serve(const grpc::ServerContext& context, std::unique_ptr<Call> call);
+  // With a `burst`, the common case's transaction is decided with the burst (decision_burst.h).
+  void Serve(const grpc::ServerContext& context, std::unique_ptr<Call> call, DecisionBurst* burst);
   // Whether Serve hands work that waits to the store threads: the store's asynchronous path never
   // waits, so Serve runs on the serving thread.
   bool ServesInline() const { return limiter_.AsyncNeverWaits(); }

@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/notification.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "server/log.h"
@@ -87,13 +86,20 @@ bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
     grpc::ByteBuffer request_buffer(&slice, 1);
     grpc::ByteBuffer response;
     grpc::Status status;
-    absl::Notification done;
-    stub_->UnaryCall(&context, kExportMethod, grpc::StubOptions(), &request_buffer, &response,
-                     [&](grpc::Status s) {
-                       status = std::move(s);
-                       done.Notify();
-                     });
-    done.WaitForNotification();
+    // On a completion queue of this call's own, not gRPC's callback API: a process using the
+    // callback API gets gRPC threads that poll every socket, the serving loops' too, and hand
+    // what they read to the loops with a wake-up (server/serving_loop.h).
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+        stub_->PrepareUnaryCall(&context, kExportMethod, request_buffer, &cq);
+    call->StartCall();
+    call->Finish(&response, &status, &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    (void)cq.Next(&tag, &ok);  // the call's one event: Finish always completes
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
     if (status.ok()) return true;
     failed_exports_.fetch_add(1, std::memory_order_relaxed);
     if (attempt == 1) {
