@@ -31,7 +31,8 @@ class LoopHealthService::Watcher {
 
   // A status may have changed: wakes the watcher on its loop thread. `service` is the watcher's.
   void NotifyLocked(const LoopHealthService& service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(service.mu_) {
-    if (!started_ || alarm_set_ || writing_ || call_done_ || finishing_) return;
+    // Only watchers whose call arrived are in the service's set, hence notified.
+    if (alarm_set_ || writing_ || call_done_ || finishing_) return;
     alarm_set_ = true;
     alarm_.Set(cq_, gpr_inf_past(GPR_CLOCK_MONOTONIC), notified_.tag());
   }
@@ -62,7 +63,6 @@ class LoopHealthService::Watcher {
       switch (kind) {
         case Kind::kArrived:
           service_->RequestNextWatch(cq_);
-          started_ = true;
           service_->watchers_.insert(this);
           SendLocked();
           break;
@@ -114,7 +114,6 @@ class LoopHealthService::Watcher {
   grpc::ServerAsyncWriter<hv1::HealthCheckResponse> writer_{&context_};
   grpc::Alarm alarm_;
   Event arrived_, written_, notified_, done_, finished_;
-  bool started_ = false;
   bool writing_ = false;
   bool alarm_set_ = false;
   bool call_done_ = false;
@@ -150,11 +149,6 @@ void LoopHealthService::Shutdown() {
   NotifyLocked();
 }
 
-int LoopHealthService::watchers() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(watchers_.size());
-}
-
 LoopHealthService::ServingStatus LoopHealthService::StatusLocked(const std::string& service) const {
   auto it = serving_.find(service);
   if (it == serving_.end()) {
@@ -176,14 +170,12 @@ void LoopHealthService::OnCall(LoopCall* loop_call, ServingLoop::Burst* /*burst*
   ParsedLoopCall<hv1::HealthCheckRequest, hv1::HealthCheckResponse> call(loop_call);
   if (!call.Parse()) return;
   absl::MutexLock lock(&mu_);
-  auto it = serving_.find(call.request.service());
-  if (it == serving_.end()) {
+  if (!serving_.contains(call.request.service())) {
     call.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
                              "unknown service: \"" + call.request.service() + "\""));
     return;
   }
-  call.response.set_status(it->second ? hv1::HealthCheckResponse::SERVING
-                                      : hv1::HealthCheckResponse::NOT_SERVING);
+  call.response.set_status(StatusLocked(call.request.service()));
   call.Finish(grpc::Status::OK);
 }
 

@@ -54,9 +54,6 @@ class LoopHealthService final
   // ServingLoop::StreamService (Watch).
   void StartOn(grpc::ServerCompletionQueue* cq) override;
 
-  // Watch streams open now.
-  int watchers() const;
-
  private:
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
   class Watcher;

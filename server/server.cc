@@ -67,7 +67,6 @@ int ChannelArgMillis(absl::Duration d) {
   return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(d)));
 }
 
-// The per-connection limits of `options` and an exclusive port.
 // Calls requested ahead on each serving thread's queue (ServingLoop::AddUnary): of each method
 // callers send at volume, and of each administrative one.
 constexpr int kHotCallsReady = 32;
@@ -81,6 +80,7 @@ int CpusAvailable() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+// The per-connection limits of `options` and an exclusive port.
 void ConfigureTransport(const ServerOptions& options, grpc::ServerBuilder& builder) {
   // gRPC sets SO_REUSEPORT by default: a second instance could then bind the same port and the
   // kernel would split the traffic (and the limits) between the two.

@@ -47,8 +47,8 @@ class EnvoyRateLimitServiceImpl final
         telemetry_(telemetry) {}
 
   // Where the handler runs when the store's asynchronous path may wait (store_executor.h); null:
-  // on the serving thread. Set
-  // before the service is registered; not owned, outlives the gRPC server.
+  // on the serving thread. Set before the service is registered; not owned, outlives the gRPC
+  // server.
   void set_executor(StoreExecutor* executor) { executor_ = executor; }
 
   // ServingLoop::Handler.
