@@ -68,6 +68,11 @@ ABSL_FLAG(int, serving_threads, 0,
           "threads serving the gRPC methods, each over its own completion queue, deciding the "
           "Consume/Check/Reserve calls of a burst with one store call; 0: one per CPU the "
           "process may run on");
+ABSL_FLAG(bool, batch_scheduling, true,
+          "run the serving threads and the Redis client's I/O thread under SCHED_BATCH, so that "
+          "waking one of them does not preempt the thread that woke it and each finishes its "
+          "burst first; false: the process's scheduling policy (a woken thread preempts, which "
+          "may answer sooner on CPUs shared with other busy processes)");
 ABSL_FLAG(std::string, limits_file, "", "YAML file of named limits, hot-reloaded");
 ABSL_FLAG(absl::Duration, limits_reload_interval, absl::Seconds(1),
           "how often the limits file is checked for changes");
@@ -260,6 +265,9 @@ int main(int argc, char** argv) {
   options.redis_wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
   options.store_threads = absl::GetFlag(FLAGS_store_threads);
   options.serving_threads = absl::GetFlag(FLAGS_serving_threads);
+  options.worker_scheduling = absl::GetFlag(FLAGS_batch_scheduling)
+                                  ? ratelimit::WorkerScheduling::kBatch
+                                  : ratelimit::WorkerScheduling::kDefault;
   if (options.serving_threads < 0 || options.serving_threads > 256) {
     return Fail("--serving_threads must be 0 (one per CPU) to 256");
   }

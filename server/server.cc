@@ -195,6 +195,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     so.redis_key_prefix = options.redis_key_prefix;
     so.redis_wait_replicas = options.redis_wait_replicas;
     so.redis_hold_ttl = options.redis_hold_ttl;
+    so.redis_io_scheduling = options.worker_scheduling;
     so.path = options.data_dir;
     so.sync = options.sync;
     so.state_cache_bytes = options.state_cache_bytes;
@@ -277,7 +278,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                              &s->plaintext_port_);
   }
   s->serving_loop_ = std::make_unique<ServingLoop>(
-      options.serving_threads > 0 ? options.serving_threads : CpusAvailable(), builder);
+      options.serving_threads > 0 ? options.serving_threads : CpusAvailable(), builder,
+      options.worker_scheduling);
   builder.RegisterService(s->service_.get());
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::TrafficMethods(), kHotCallsReady);
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::AdminMethods(), kColdCallsReady);

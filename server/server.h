@@ -62,6 +62,10 @@ struct ServerOptions {
   // Threads serving every gRPC method (serving_loop.h), each deciding the Consume, Check and
   // Reserve calls of a burst together; 0: one per CPU the process may run on.
   int serving_threads = 0;
+  // The scheduling of the serving threads and of the Redis client's I/O thread
+  // (storage/worker_thread.h). Default: the process's policy (the binary's --batch_scheduling
+  // picks kBatch).
+  WorkerScheduling worker_scheduling = WorkerScheduling::kDefault;
   std::string redis_address;
   std::string redis_password_file;
   absl::Duration redis_timeout = absl::Seconds(1);

@@ -1,9 +1,12 @@
 #include "server/serving_loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
+#include "absl/synchronization/blocking_counter.h"
 #include "grpc/support/time.h"
+#include "server/log.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {
@@ -38,7 +41,8 @@ void LoopCall::OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* 
   loop.Dispatch(this, handler_);
 }
 
-ServingLoop::ServingLoop(int threads, grpc::ServerBuilder& builder) {
+ServingLoop::ServingLoop(int threads, grpc::ServerBuilder& builder, WorkerScheduling scheduling)
+    : scheduling_(scheduling) {
   for (int i = 0; i < std::max(threads, 1); ++i) cqs_.push_back(builder.AddCompletionQueue());
 }
 
@@ -64,7 +68,25 @@ void ServingLoop::Start() {
     }
     for (StreamService* s : streams_) s->StartOn(cq.get());
   }
-  for (auto& cq : cqs_) threads_.emplace_back([this, cq = cq.get()] { Run(cq); });
+  absl::BlockingCounter set_up(static_cast<int>(cqs_.size()));
+  for (auto& cq : cqs_) {
+    threads_.emplace_back([this, cq = cq.get(), &set_up] {
+      SetUpThread();
+      set_up.DecrementCount();
+      Run(cq);
+    });
+  }
+  set_up.Wait();
+}
+
+void ServingLoop::SetUpThread() {
+  if (absl::Status st = SetUpWorkerThread("rl-serving", scheduling_); !st.ok()) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      Log(LogLevel::kWarning, "serving threads keep the default scheduling policy",
+          {{"error", std::string(st.message())}});
+    }
+  }
 }
 
 void ServingLoop::Stop() {

@@ -29,6 +29,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/async_unary_call.h"
+#include "storage/worker_thread.h"
 
 namespace ratelimit {
 
@@ -112,8 +113,10 @@ class ServingLoop {
   };
 
   // Adds `threads` (at least 1) completion queues to `builder`. Call before the builder builds
-  // the server, and the Add* calls before it too (the services must be registered).
-  ServingLoop(int threads, grpc::ServerBuilder& builder);
+  // the server, and the Add* calls before it too (the services must be registered). The threads
+  // are named "rl-serving" and scheduled as `scheduling` says (storage/worker_thread.h).
+  ServingLoop(int threads, grpc::ServerBuilder& builder,
+              WorkerScheduling scheduling = WorkerScheduling::kDefault);
   // REQUIRES: Stop() was called, or Start() never was.
   ~ServingLoop();
   ServingLoop(const ServingLoop&) = delete;
@@ -127,7 +130,8 @@ class ServingLoop {
   void AddUnary(Handler& handler, std::vector<int> methods, int calls_ready);
   void AddStreams(StreamService& service);
 
-  // Requests the first calls and starts the threads. Call once the server has started.
+  // Requests the first calls and starts the threads, returning once each is named and scheduled.
+  // Call once the server has started.
   void Start();
   // Shuts the queues down and joins the threads. Call after the server has shut down (no call is
   // left, none will be requested).
@@ -149,11 +153,14 @@ class ServingLoop {
     grpc::ServerCompletionQueue* cq;
     std::vector<std::unique_ptr<Burst>> bursts;  // per handler, null when it keeps none
   };
+  // Names and schedules the calling loop thread.
+  void SetUpThread();
   void Run(grpc::ServerCompletionQueue* cq);
   void RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq);
   // A new call of `handler`, on the calling loop thread.
   void Dispatch(LoopCall* call, int handler);
 
+  const WorkerScheduling scheduling_;
   std::vector<Unary> unary_;
   std::vector<StreamService*> streams_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;

@@ -49,6 +49,7 @@ absl::StatusOr<OpenedStateStore> OpenRedis(const StoreOptions& options) {
   }
   redis::RedisClusterClient::Options co;
   co.wait_replicas = options.redis_wait_replicas;
+  co.io_thread_scheduling = options.redis_io_scheduling;
   co.seeds = options.redis_address;
   co.connect_timeout = options.redis_timeout;
   co.command_timeout = options.redis_timeout;

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "storage/clock.h"
 #include "storage/state_store.h"
+#include "storage/worker_thread.h"
 
 namespace ratelimit {
 
@@ -50,6 +51,9 @@ struct StoreOptions {
   // Replicas that must acknowledge each pipelined batch of writes to a primary (one WAIT per
   // batch) before its decisions are answered; fewer: UNAVAILABLE. Default 0: no WAIT.
   int redis_wait_replicas = 0;
+  // The scheduling of the Redis client's I/O thread (storage/worker_thread.h). Default: the
+  // process's policy.
+  WorkerScheduling redis_io_scheduling = WorkerScheduling::kDefault;
   // The clock that garbage collection compares against. Not owned; must outlive the store.
   // Default: the system clock.
   const Clock* clock = &SystemClock::Default();

@@ -1,13 +1,18 @@
 // The real ratelimit-server binary as a child process on port 0: crash durability, graceful
 // shutdown, hot reload of the limits file, the reset audit log, health, start-up errors and
 // the CLI.
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/cpp/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -183,6 +188,36 @@ TEST_F(ProcessTest, HealthReportsServing) {
     ASSERT_TRUE(stub->Check(&ctx, req, &resp).ok());
     EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
   }
+}
+
+// The scheduling policies of the threads of process `pid` named `name`.
+std::vector<int> PoliciesOfThreads(pid_t pid, const std::string& name) {
+  std::vector<int> policies;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    if (line == name) policies.push_back(sched_getscheduler(std::stoi(entry.path().filename())));
+  }
+  return policies;
+}
+
+TEST_F(ProcessTest, ServingThreadsRunUnderSchedBatchUnlessTurnedOff) {
+  {
+    auto server = Start();  // the default
+    ASSERT_NE(server, nullptr);
+    std::vector<int> policies = PoliciesOfThreads(server->pid(), "rl-serving");
+    ASSERT_FALSE(policies.empty());
+    for (int policy : policies) EXPECT_EQ(policy, SCHED_BATCH);
+  }
+  std::vector<std::string> args = Args();
+  args.push_back("--batch_scheduling=false");
+  auto p = ServerProcess::Start(args, dir_.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<int> policies = PoliciesOfThreads((*p)->pid(), "rl-serving");
+  ASSERT_FALSE(policies.empty());
+  for (int policy : policies) EXPECT_EQ(policy, sched_getscheduler(0));
 }
 
 TEST_F(ProcessTest, InvalidLimitsFileFailsStartUpWithFileAndLine) {

@@ -2,10 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -262,6 +265,33 @@ TEST(RedisClusterClientTest, StandaloneServerServesEverySlot) {
   EXPECT_TRUE(wrong->is_error());
   EXPECT_TRUE(absl::StartsWith(wrong->str, "ERR")) << wrong->str;
   EXPECT_FALSE(wrong->ToStatus().ok());
+}
+
+// The policy of the thread of this process named `name` (-1 when there is none).
+int PolicyOfThreadNamed(const std::string& name) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    if (line == name) return sched_getscheduler(std::stoi(entry.path().filename().string()));
+  }
+  return -1;
+}
+
+TEST(RedisClusterClientTest, TheIoThreadIsNamedAndScheduledAsAsked) {
+  absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  ASSERT_OK(server);
+  RedisClusterClient::Options options;
+  options.io_thread_scheduling = WorkerScheduling::kBatch;
+  std::unique_ptr<RedisClusterClient> client = ConnectOrDie((*server)->address(), options);
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(PolicyOfThreadNamed("rl-redis-io"), SCHED_BATCH);
+  client.reset();
+  EXPECT_EQ(PolicyOfThreadNamed("rl-redis-io"), -1);  // joined
+
+  client = ConnectOrDie((*server)->address());  // default: the process's policy
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(PolicyOfThreadNamed("rl-redis-io"), sched_getscheduler(0));
 }
 
 // A slot moves from one primary to another (IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE) while

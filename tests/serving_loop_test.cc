@@ -1,13 +1,18 @@
 // The serving loop (server/serving_loop.h): Consume calls that arrived together are decided with
-// one store call, each as if decided alone; and the health service served on the loop
-// (server/health_service.h): Check, Watch, and a shutdown that ends the Watch streams.
+// one store call, each as if decided alone; its threads' name and scheduling; and the health
+// service served on the loop (server/health_service.h): Check, Watch, and a shutdown that ends
+// the Watch streams.
 #include "server/serving_loop.h"
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -223,6 +228,82 @@ descriptors:
   int ok = 0;
   for (const auto& call : calls) ok += call.response.overall_code() == rls::RateLimitResponse::OK;
   EXPECT_EQ(ok, 5);
+}
+
+// Serves health checks, noting the scheduling policy and the name of the thread that handled the
+// last call.
+class ThreadNotingHandler final : public ServingLoop::Handler {
+ public:
+  explicit ThreadNotingHandler(LoopHealthService& health) : health_(health) {}
+  void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override {
+    health_.RequestCall(call, cq);
+  }
+  void OnCall(LoopCall* call, ServingLoop::Burst* burst) override {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    {
+      absl::MutexLock l(&mu_);
+      policy_ = sched_getscheduler(0);
+      name_ = name;
+    }
+    health_.OnCall(call, burst);
+  }
+  int policy() const {
+    absl::MutexLock l(&mu_);
+    return policy_;
+  }
+  std::string name() const {
+    absl::MutexLock l(&mu_);
+    return name_;
+  }
+
+ private:
+  LoopHealthService& health_;
+  mutable absl::Mutex mu_;
+  int policy_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string name_ ABSL_GUARDED_BY(mu_);
+};
+
+// Serves one health Check on a loop scheduled as `scheduling`; returns the handler's notes.
+void ServeOneCheck(WorkerScheduling scheduling, int* policy, std::string* name) {
+  LoopHealthService health;
+  ThreadNotingHandler handler(health);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&health);
+  ServingLoop loop(1, builder, scheduling);
+  loop.AddUnary(handler, {LoopHealthService::kCheckMethod}, 1);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  loop.Start();
+  auto stub = hv1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  hv1::HealthCheckResponse response;
+  EXPECT_TRUE(stub->Check(&context, hv1::HealthCheckRequest(), &response).ok());
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  loop.Stop();
+  *policy = handler.policy();
+  *name = handler.name();
+}
+
+TEST(ServingLoopThreadsTest, BatchSchedulingRunsTheHandlersUnderSchedBatch) {
+  int policy = -1;
+  std::string name;
+  ServeOneCheck(WorkerScheduling::kBatch, &policy, &name);
+  EXPECT_EQ(policy, SCHED_BATCH);
+  EXPECT_EQ(name, "rl-serving");
+}
+
+TEST(ServingLoopThreadsTest, DefaultSchedulingKeepsTheProcessPolicy) {
+  int policy = -1;
+  std::string name;
+  ServeOneCheck(WorkerScheduling::kDefault, &policy, &name);
+  EXPECT_EQ(policy, sched_getscheduler(0));
+  EXPECT_NE(policy, SCHED_BATCH);
+  EXPECT_EQ(name, "rl-serving");
 }
 
 class LoopHealthServiceTest : public ::testing::Test {

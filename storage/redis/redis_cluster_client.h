@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "storage/redis/redis_reply.h"
+#include "storage/worker_thread.h"
 
 namespace ratelimit::redis {
 
@@ -138,6 +139,8 @@ class RedisClusterClient {
     // Replicas that must acknowledge each pipelined write of slot-routed commands (WAIT, see
     // above). Default 0: none, no WAIT.
     int wait_replicas = 0;
+    // The I/O thread's scheduling (storage/worker_thread.h). Default: the process's policy.
+    WorkerScheduling io_thread_scheduling = WorkerScheduling::kDefault;
   };
   using Callback = std::function<void(absl::StatusOr<Reply>)>;
 

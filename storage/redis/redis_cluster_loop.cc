@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "storage/redis/redis_slot.h"
+#include "storage/worker_thread.h"
 
 namespace ratelimit::redis {
 namespace {
@@ -456,6 +457,8 @@ int RedisClusterClient::Loop::TimeoutMillis(SteadyTime now) const {
 }
 
 void RedisClusterClient::Loop::Run() {
+  // A policy refused here was refused to the serving threads too, which say so in the log.
+  (void)SetUpWorkerThread("rl-redis-io", options_.io_thread_scheduling);
   epoll_event wake{};
   wake.events = EPOLLIN;
   wake.data.fd = owner_.wake_fd_;
