@@ -185,17 +185,21 @@ void RateLimitServiceImpl::DecideRemembered(std::unique_ptr<DecideCall> call,
 void RateLimitServiceImpl::DecideAsync(std::unique_ptr<DecideCall> call,
                                        std::unique_ptr<DecideState> state) {
   // The store answers once the decision is durable, here or on a thread of its own (the Redis
-  // client's I/O thread). The store tracer stays installed on this thread for the store's part
-  // here only.
+  // client's I/O thread), which hands the call back to the loop thread it came from. The store
+  // tracer stays installed on this thread for the store's part here only.
   state->rpc.StoreStarted();
   std::unique_ptr<ScopedStoreTracer> tracing = state->rpc.TakeStoreTracerScope();
   DecideState& s = *state;
+  LoopInbox* const inbox = ServingLoop::ThreadInbox();
   limiter_.EvaluateAsync(
       s.limits, s.mode,
-      [this, state = std::move(state),
+      [this, inbox, state = std::move(state),
        call = std::move(call)](absl::StatusOr<Verdict> verdict) mutable {
         state->rpc.StoreFinished(verdict.status());
-        call->Finish(Answer(*state, call->request, std::move(verdict), &call->response));
+        RunOnLoopThread(inbox, [this, state = std::move(state), call = std::move(call),
+                                verdict = std::move(verdict)]() mutable {
+          call->Finish(Answer(*state, call->request, std::move(verdict), &call->response));
+        });
       });
 }
 

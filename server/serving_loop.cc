@@ -14,6 +14,8 @@ namespace ratelimit {
 namespace {
 // The loop thread's bursts, for Dispatch.
 thread_local std::vector<std::unique_ptr<ServingLoop::Burst>>* thread_bursts = nullptr;
+// The loop thread's inbox, for ThreadInbox.
+thread_local LoopInbox* thread_inbox = nullptr;
 }  // namespace
 
 void LoopCall::Finish(const grpc::ByteBuffer& reply, const grpc::Status& status) {
@@ -39,6 +41,50 @@ void LoopCall::OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* 
   }
   loop.RequestNew(handler_, method_, cq);
   loop.Dispatch(this, handler_);
+}
+
+void LoopInbox::Post(absl::AnyInvocable<void() &&> task) {
+  if (thread_inbox == this) {
+    std::move(task)();
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (!closed_) {
+      tasks_.push_back(std::move(task));
+      handoffs_.fetch_add(1, std::memory_order_relaxed);
+      if (!armed_) {
+        armed_ = true;
+        // A deadline in the past: the alarm's event is queued at once.
+        alarm_.Set(cq_, gpr_inf_past(GPR_CLOCK_MONOTONIC), static_cast<LoopEvent*>(this));
+      }
+      return;
+    }
+  }
+  std::move(task)();
+}
+
+void LoopInbox::Close() {
+  absl::MutexLock l(&mu_);
+  closed_ = true;
+}
+
+void LoopInbox::OnEvent(bool /*ok*/, ServingLoop& /*loop*/, grpc::ServerCompletionQueue* /*cq*/) {
+  std::vector<absl::AnyInvocable<void() &&>> tasks;
+  {
+    absl::MutexLock l(&mu_);
+    armed_ = false;
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) std::move(task)();
+}
+
+void RunOnLoopThread(LoopInbox* inbox, absl::AnyInvocable<void() &&> task) {
+  if (inbox == nullptr) {
+    std::move(task)();
+  } else {
+    inbox->Post(std::move(task));
+  }
 }
 
 ServingLoop::ServingLoop(int threads, grpc::ServerBuilder& builder, WorkerScheduling scheduling)
@@ -70,10 +116,11 @@ void ServingLoop::Start() {
   }
   absl::BlockingCounter set_up(static_cast<int>(cqs_.size()));
   for (auto& cq : cqs_) {
-    threads_.emplace_back([this, cq = cq.get(), &set_up] {
+    inboxes_.push_back(std::make_unique<LoopInbox>(cq.get()));
+    threads_.emplace_back([this, cq = cq.get(), inbox = inboxes_.back().get(), &set_up] {
       SetUpThread();
       set_up.DecrementCount();
-      Run(cq);
+      Run(cq, inbox);
     });
   }
   set_up.Wait();
@@ -92,6 +139,8 @@ void ServingLoop::SetUpThread() {
 void ServingLoop::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  // No alarm may be set on a queue that is shut down: later posts run where they are made.
+  for (auto& inbox : inboxes_) inbox->Close();
   for (auto& cq : cqs_) cq->Shutdown();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
@@ -116,12 +165,21 @@ void ServingLoop::Dispatch(LoopCall* call, int handler) {
   unary_[static_cast<size_t>(handler)].handler->OnCall(call, burst);
 }
 
-void ServingLoop::Run(grpc::ServerCompletionQueue* cq) {
+LoopInbox* ServingLoop::ThreadInbox() { return thread_inbox; }
+
+uint64_t ServingLoop::handoffs() const {
+  uint64_t total = 0;
+  for (const auto& inbox : inboxes_) total += inbox->handoffs();
+  return total;
+}
+
+void ServingLoop::Run(grpc::ServerCompletionQueue* cq, LoopInbox* inbox) {
   // Calls are handled here: a store writes its group on this thread when it is idle.
   StateStore::WritesHereScope writes_here;
   std::vector<std::unique_ptr<Burst>> bursts;
   for (const Unary& u : unary_) bursts.push_back(u.handler->NewBurst());
   thread_bursts = &bursts;
+  thread_inbox = inbox;
   void* tag = nullptr;
   bool ok = false;
   while (cq->Next(&tag, &ok)) {
@@ -137,6 +195,7 @@ void ServingLoop::Run(grpc::ServerCompletionQueue* cq) {
     }
   }
   thread_bursts = nullptr;
+  thread_inbox = nullptr;
 }
 
 }  // namespace ratelimit

@@ -23,10 +23,16 @@
 // handler thread (StateStore::WritesHereScope): a store it calls writes its WAL group there when
 // no write is in progress, instead of waking the store's writer thread.
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/async_unary_call.h"
 #include "storage/worker_thread.h"
@@ -76,6 +82,44 @@ class LoopCall final : public LoopEvent {
   // arrives: the completion queue orders the two.
   bool finishing_ = false;
 };
+
+// Work handed back to one loop thread by other threads: a store's I/O thread that got a call's
+// answer posts the rest of the call (its reply, telemetry, finishing it) to the inbox of the loop
+// thread that received it, so that the call is finished where it started. gRPC's work for a call
+// finished on a foreign thread costs more than on the thread polling its queue, and memory freed
+// on the thread that allocated it stays in that thread's cache. A post wakes the loop thread
+// through an alarm on its queue, one per batch of posts: posts made before the thread takes them
+// share it.
+class LoopInbox final : public LoopEvent {
+ public:
+  explicit LoopInbox(grpc::ServerCompletionQueue* cq) : cq_(cq) {}
+  LoopInbox(const LoopInbox&) = delete;
+  LoopInbox& operator=(const LoopInbox&) = delete;
+
+  // From any thread: runs `task` on the inbox's loop thread: at once when called there, else
+  // later; once the loop is stopping (Close), on the calling thread before returning.
+  void Post(absl::AnyInvocable<void() &&> task);
+  // Tasks posted from other threads (run later on the loop thread) so far.
+  uint64_t handoffs() const { return handoffs_.load(std::memory_order_relaxed); }
+  // Later posts run on their posting thread. Called by the loop before its queue shuts down.
+  void Close();
+
+  void OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* cq) override;
+
+ private:
+  grpc::ServerCompletionQueue* const cq_;
+  absl::Mutex mu_;
+  std::vector<absl::AnyInvocable<void() &&>> tasks_ ABSL_GUARDED_BY(mu_);
+  // The alarm is set and has not fired yet (a set alarm may not be set again until it fires).
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Alarm alarm_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> handoffs_{0};
+};
+
+// Runs `task` on the loop thread of `inbox` (LoopInbox::Post), or at once when `inbox` is null (a
+// caller that is not on a loop thread: ServingLoop::ThreadInbox() was null).
+void RunOnLoopThread(LoopInbox* inbox, absl::AnyInvocable<void() &&> task);
 
 // Thread safety: Add* before Start, Start and Stop from one thread; handlers are called on the
 // loop's threads.
@@ -139,6 +183,11 @@ class ServingLoop {
 
   int threads() const { return static_cast<int>(cqs_.size()); }
 
+  // The inbox of the loop thread calling (while it handles an event), or null on any other thread.
+  static LoopInbox* ThreadInbox();
+  // Tasks handed back to the loop threads from other threads so far (LoopInbox::handoffs).
+  uint64_t handoffs() const;
+
   // How many events a burst takes at most before its end is forced.
   static constexpr int kMaxBurst = 256;
 
@@ -155,7 +204,7 @@ class ServingLoop {
   };
   // Names and schedules the calling loop thread.
   void SetUpThread();
-  void Run(grpc::ServerCompletionQueue* cq);
+  void Run(grpc::ServerCompletionQueue* cq, LoopInbox* inbox);
   void RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq);
   // A new call of `handler`, on the calling loop thread.
   void Dispatch(LoopCall* call, int handler);
@@ -164,6 +213,7 @@ class ServingLoop {
   std::vector<Unary> unary_;
   std::vector<StreamService*> streams_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::unique_ptr<LoopInbox>> inboxes_;  // one per queue, from Start
   std::vector<std::thread> threads_;
   bool started_ = false;
   bool stopped_ = false;

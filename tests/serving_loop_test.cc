@@ -7,12 +7,15 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -304,6 +307,181 @@ TEST(ServingLoopThreadsTest, DefaultSchedulingKeepsTheProcessPolicy) {
   EXPECT_EQ(policy, sched_getscheduler(0));
   EXPECT_NE(policy, SCHED_BATCH);
   EXPECT_EQ(name, "rl-serving");
+}
+
+// The in-memory store answering ApplyAsync from a thread of its own, as a store that decides in a
+// peer does (the Redis client answers on its I/O thread).
+class StoreThreadStore final : public testing::ForwardingStore {
+ public:
+  ~StoreThreadStore() override {
+    for (std::thread& t : threads_) t.join();
+  }
+  bool BatchesDecideLocally() const override { return false; }
+  bool ApplyAsyncMayWait() const override { return false; }
+  void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) override {
+    absl::StatusOr<Outcome> outcome = ForwardingStore::Apply(op, clock);
+    absl::MutexLock l(&mu_);
+    threads_.emplace_back([outcome = std::move(outcome), done = std::move(done)]() mutable {
+      std::move(done)(std::move(outcome));
+    });
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+// A started loop serving `handler`'s `methods` for `service`.
+class StartedLoop {
+ public:
+  StartedLoop(grpc::Service& service, ServingLoop::Handler& handler, std::vector<int> methods) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service);
+    loop_ = std::make_unique<ServingLoop>(1, builder);
+    loop_->AddUnary(handler, std::move(methods), 2);
+    server_ = builder.BuildAndStart();
+    loop_->Start();
+  }
+  ~StartedLoop() { Stop(); }
+  // Shuts the server down, then the loop (its threads joined).
+  void Stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    loop_->Stop();
+  }
+  std::shared_ptr<grpc::Channel> Channel() const {
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                               grpc::InsecureChannelCredentials());
+  }
+  ServingLoop& loop() { return *loop_; }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<ServingLoop> loop_;
+  std::unique_ptr<grpc::Server> server_;
+  bool stopped_ = false;
+};
+
+TEST(LoopInboxTest, ConsumesAnsweredOnAStoreThreadAreFinishedOnTheLoopThread) {
+  StoreThreadStore store;
+  testing::FakeClock clock;
+  Limiter limiter(store, clock);
+  LimitRegistry registry;
+  AdminAuthenticator admin("");
+  Telemetry telemetry(nullptr, nullptr, false, "memory");
+  RateLimitServiceImpl service(limiter, registry, admin, FailurePolicy::kClosed, telemetry);
+  StartedLoop started(service, service, RateLimitServiceImpl::TrafficMethods());
+  auto stub = v1::RateLimitService::NewStub(started.Channel());
+
+  for (int i = 0; i < 6; ++i) {  // capacity 5
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::RateLimitResponse response;
+    ASSERT_TRUE(stub->Consume(&context, ConsumeOne("k"), &response).ok());
+    EXPECT_EQ(response.allowed(), i < 5) << i;
+  }
+  // Each answer came from the store's thread and was handed back to the loop to be finished.
+  EXPECT_EQ(started.loop().handoffs(), 6u);
+}
+
+TEST(LoopInboxTest, ShouldRateLimitsAnsweredOnAStoreThreadAreFinishedOnTheLoopThread) {
+  StoreThreadStore store;
+  testing::FakeClock clock;
+  Limiter limiter(store, clock);
+  EnvoyConfigRegistry registry;
+  absl::StatusOr<EnvoyConfig> config =
+      BuildEnvoyConfig({EnvoyConfigFile{"inbox.yaml", R"(domain: edge
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+)"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  registry.Replace(std::make_shared<const EnvoyConfig>(*std::move(config)));
+  Telemetry telemetry(nullptr, nullptr, false, "memory");
+  EnvoyRateLimitServiceImpl service(limiter, clock, registry, false, telemetry);
+  StartedLoop started(service, service, {EnvoyRateLimitServiceImpl::kShouldRateLimitMethod});
+  auto stub = rls::RateLimitService::NewStub(started.Channel());
+
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rls::RateLimitResponse response;
+    ASSERT_TRUE(stub->ShouldRateLimit(&context, testing::EnvoyRequest("edge", {{{{"user", "u"}}}}),
+                                      &response)
+                    .ok());
+    EXPECT_EQ(response.overall_code() == rls::RateLimitResponse::OK, i < 2) << i;
+  }
+  EXPECT_EQ(started.loop().handoffs(), 3u);
+}
+
+// Keeps the inbox of the loop thread that handled the last call (then serves it as the health
+// service does).
+class InboxNotingHandler final : public ServingLoop::Handler {
+ public:
+  explicit InboxNotingHandler(LoopHealthService& health) : health_(health) {}
+  void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override {
+    health_.RequestCall(call, cq);
+  }
+  void OnCall(LoopCall* call, ServingLoop::Burst* burst) override {
+    inbox_.store(ServingLoop::ThreadInbox());
+    health_.OnCall(call, burst);
+  }
+  LoopInbox* inbox() const { return inbox_.load(); }
+
+ private:
+  LoopHealthService& health_;
+  std::atomic<LoopInbox*> inbox_{nullptr};
+};
+
+TEST(LoopInboxTest, PostsRunOnTheLoopThreadInOrderAndInlineOnceItStops) {
+  LoopHealthService health;
+  InboxNotingHandler handler(health);
+  auto started = std::make_unique<StartedLoop>(health, handler,
+                                               std::vector<int>{LoopHealthService::kCheckMethod});
+  {
+    auto stub = hv1::Health::NewStub(started->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    hv1::HealthCheckResponse response;
+    ASSERT_TRUE(stub->Check(&context, hv1::HealthCheckRequest(), &response).ok());
+  }
+  LoopInbox* inbox = handler.inbox();
+  ASSERT_NE(inbox, nullptr);
+  EXPECT_EQ(ServingLoop::ThreadInbox(), nullptr);  // not a loop thread
+
+  absl::Mutex mu;
+  std::vector<int> order;
+  std::vector<bool> on_loop;
+  absl::Notification all_ran;
+  constexpr int kPosts = 50;
+  for (int i = 0; i < kPosts; ++i) {
+    inbox->Post([&, i] {
+      absl::MutexLock l(&mu);
+      order.push_back(i);
+      on_loop.push_back(ServingLoop::ThreadInbox() == inbox);
+      if (i == kPosts - 1) all_ran.Notify();
+    });
+  }
+  ASSERT_TRUE(all_ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_EQ(order.size(), static_cast<size_t>(kPosts));
+    for (int i = 0; i < kPosts; ++i) {
+      EXPECT_EQ(order[i], i);
+      EXPECT_TRUE(on_loop[i]) << i;
+    }
+  }
+  EXPECT_EQ(started->loop().handoffs(), static_cast<uint64_t>(kPosts));
+
+  // Once the loop has stopped, a post runs on the posting thread, at once.
+  started->Stop();
+  bool ran_here = false;
+  inbox->Post([&] { ran_here = ServingLoop::ThreadInbox() == nullptr; });
+  EXPECT_TRUE(ran_here);
 }
 
 class LoopHealthServiceTest : public ::testing::Test {

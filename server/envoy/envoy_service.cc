@@ -4,6 +4,7 @@
 #include "server/envoy/envoy_evaluator.h"
 #include "server/grpc_convert.h"
 #include "server/log.h"
+#include "server/serving_loop.h"
 #include "storage/state_store.h"
 #include "storage/store_trace.h"
 
@@ -56,12 +57,18 @@ void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
   Evaluation& e = *evaluation;
   // On the serving thread, work that waits goes to a store thread.
   const bool offload = executor_ != nullptr && ServesInline();
+  // An answer made on another thread (the Redis client's I/O thread, a store thread) is finished
+  // on the loop thread that received the call.
+  LoopInbox* const inbox = ServingLoop::ThreadInbox();
   EvaluateEnvoyPlanAsync(
       limiter_, clock_, e.plan,
-      [this, evaluation = std::move(evaluation),
+      [this, inbox, evaluation = std::move(evaluation),
        call = std::move(call)](absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
         evaluation->rpc.StoreFinished(outcomes.status());
-        call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
+        RunOnLoopThread(inbox, [this, evaluation = std::move(evaluation), call = std::move(call),
+                                outcomes = std::move(outcomes)]() mutable {
+          call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
+        });
       },
       [this, offload](absl::AnyInvocable<void() &&> work) {
         if (!offload) {
