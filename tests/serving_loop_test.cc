@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -80,6 +81,16 @@ v1::RateLimitRequest ConsumeOne(const std::string& key) {
   config->set_rate(1);
   config->mutable_period()->set_seconds(60);
   return request;
+}
+
+// Installs in `registry` one Envoy domain, "edge", allowing each "user" `per_minute` requests.
+void LimitUsersPerMinute(int per_minute, EnvoyConfigRegistry& registry) {
+  absl::StatusOr<EnvoyConfig> config = BuildEnvoyConfig({EnvoyConfigFile{
+      "edge.yaml", absl::StrCat("domain: edge\ndescriptors:\n  - key: user\n    rate_limit:\n"
+                                "      unit: minute\n      requests_per_unit: ",
+                                per_minute, "\n")}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  registry.Replace(std::make_shared<const EnvoyConfig>(*std::move(config)));
 }
 
 // A service's half of the loop, driven by hand: the test takes exactly the calls it sent into one
@@ -199,16 +210,7 @@ TEST(ServingBurstTest, ShouldRateLimitsOfOneBurstAreDecidedWithOneStoreCallEachA
   testing::FakeClock clock;
   Limiter limiter(store, clock);
   EnvoyConfigRegistry registry;
-  absl::StatusOr<EnvoyConfig> config =
-      BuildEnvoyConfig({EnvoyConfigFile{"burst.yaml", R"(domain: edge
-descriptors:
-  - key: user
-    rate_limit:
-      unit: minute
-      requests_per_unit: 5
-)"}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  registry.Replace(std::make_shared<const EnvoyConfig>(*std::move(config)));
+  ASSERT_NO_FATAL_FAILURE(LimitUsersPerMinute(5, registry));
   Telemetry telemetry(nullptr, nullptr, false, "memory");
   EnvoyRateLimitServiceImpl service(limiter, clock, registry, false, telemetry);
   BurstHarness harness(service, service);
@@ -391,16 +393,7 @@ TEST(LoopInboxTest, ShouldRateLimitsAnsweredOnAStoreThreadAreFinishedOnTheLoopTh
   testing::FakeClock clock;
   Limiter limiter(store, clock);
   EnvoyConfigRegistry registry;
-  absl::StatusOr<EnvoyConfig> config =
-      BuildEnvoyConfig({EnvoyConfigFile{"inbox.yaml", R"(domain: edge
-descriptors:
-  - key: user
-    rate_limit:
-      unit: minute
-      requests_per_unit: 2
-)"}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  registry.Replace(std::make_shared<const EnvoyConfig>(*std::move(config)));
+  ASSERT_NO_FATAL_FAILURE(LimitUsersPerMinute(2, registry));
   Telemetry telemetry(nullptr, nullptr, false, "memory");
   EnvoyRateLimitServiceImpl service(limiter, clock, registry, false, telemetry);
   StartedLoop started(service, service, {EnvoyRateLimitServiceImpl::kShouldRateLimitMethod});
