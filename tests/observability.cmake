@@ -15,3 +15,4 @@ add_test(NAME deploy.PrometheusConfigIsValid
 add_test(NAME deploy.PrometheusAlertRulesAreValid
          COMMAND ${PROMTOOL} check rules
                  ${PROJECT_SOURCE_DIR}/deploy/prometheus/ratelimit-alerts.yml)
+ratelimit_test(protowire_test protowire_test.cc LIBS ratelimit_observability protobuf::libprotobuf)

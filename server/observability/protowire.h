@@ -21,11 +21,18 @@ inline constexpr int kLen = 2;
 inline constexpr int kFixed32 = 5;
 
 inline void PutVarint(std::string& out, uint64_t v) {
+  if (v < 0x80) {  // tags, small lengths and flags: one byte
+    out.push_back(static_cast<char>(v));
+    return;
+  }
+  char buf[10];  // a 64-bit varint takes at most 10 bytes
+  size_t n = 0;
   while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
+    buf[n++] = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<char>(v));
+  buf[n++] = static_cast<char>(v);
+  out.append(buf, n);
 }
 
 inline void PutTag(std::string& out, int field, int wire_type) {
