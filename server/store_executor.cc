@@ -2,11 +2,18 @@
 
 #include <utility>
 
+#include "storage/worker_thread.h"
+
 namespace ratelimit {
 
 StoreExecutor::StoreExecutor(int threads) {
   threads_.reserve(threads > 0 ? threads : 0);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      (void)SetUpWorkerThread("rl-store", WorkerScheduling::kDefault);  // names it; cannot fail
+      Work();
+    });
+  }
 }
 
 StoreExecutor::~StoreExecutor() {

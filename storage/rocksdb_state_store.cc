@@ -26,6 +26,7 @@
 #include "storage/rocksdb_recovery.h"
 #include "storage/state_codec.h"
 #include "storage/stripe_locks.h"
+#include "storage/worker_thread.h"
 #include "storage/write_coalesce.h"
 
 namespace ratelimit {
@@ -136,6 +137,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
 }
 
 void RocksDbStateStore::WriterLoop() {
+  (void)SetUpWorkerThread("rl-wal-writer", WorkerScheduling::kDefault);  // names it; cannot fail
   while (group_.AwaitAsyncWork()) {
     {
       absl::ReaderMutexLock lock(&db_mu_);

@@ -220,6 +220,18 @@ TEST_F(ProcessTest, ServingThreadsRunUnderSchedBatchUnlessTurnedOff) {
   for (int policy : policies) EXPECT_EQ(policy, sched_getscheduler(0));
 }
 
+TEST_F(ProcessTest, LongLivedThreadsAreNamed) {
+  std::vector<std::string> args = Args();
+  args.push_back("--store_threads=2");
+  auto p = ServerProcess::Start(args, dir_.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  const pid_t pid = (*p)->pid();
+  EXPECT_FALSE(PoliciesOfThreads(pid, "rl-serving").empty());
+  // These name themselves once running, which need not be before the port is reported.
+  EXPECT_TRUE(Eventually([&] { return PoliciesOfThreads(pid, "rl-wal-writer").size() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return PoliciesOfThreads(pid, "rl-store").size() == 2; }));
+}
+
 TEST_F(ProcessTest, InvalidLimitsFileFailsStartUpWithFileAndLine) {
   WriteFileAtomically(dir_.File("limits.yaml"), "limits:\n  - name: x\n    colour: blue\n");
   auto p = ServerProcess::Start(Args(), dir_.path());

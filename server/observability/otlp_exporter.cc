@@ -7,6 +7,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/log.h"
 #include "server/observability/otlp_encoder.h"
+#include "storage/worker_thread.h"
 
 namespace ratelimit {
 namespace {
@@ -129,6 +130,7 @@ bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
 }
 
 void OtlpExporter::Run() {
+  (void)SetUpWorkerThread("rl-otlp-export", WorkerScheduling::kDefault);  // names it; cannot fail
   for (;;) {
     std::vector<std::string> batch;
     absl::Time give_up;
