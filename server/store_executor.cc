@@ -10,7 +10,7 @@ StoreExecutor::StoreExecutor(int threads) {
   threads_.reserve(threads > 0 ? threads : 0);
   for (int i = 0; i < threads; ++i) {
     threads_.emplace_back([this] {
-      (void)SetUpWorkerThread("rl-store", WorkerScheduling::kDefault);  // names it; cannot fail
+      NameWorkerThread("rl-store");
       Work();
     });
   }

@@ -137,7 +137,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
 }
 
 void RocksDbStateStore::WriterLoop() {
-  (void)SetUpWorkerThread("rl-wal-writer", WorkerScheduling::kDefault);  // names it; cannot fail
+  NameWorkerThread("rl-wal-writer");
   while (group_.AwaitAsyncWork()) {
     {
       absl::ReaderMutexLock lock(&db_mu_);

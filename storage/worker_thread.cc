@@ -11,16 +11,19 @@
 
 namespace ratelimit {
 
-absl::Status SetUpWorkerThread(absl::string_view name, WorkerScheduling scheduling) {
+void NameWorkerThread(absl::string_view name) {
   const std::string short_name(name.substr(0, 15));
   pthread_setname_np(pthread_self(), short_name.c_str());
+}
+
+absl::Status SetUpWorkerThread(absl::string_view name, WorkerScheduling scheduling) {
+  NameWorkerThread(name);
   if (scheduling == WorkerScheduling::kDefault) return absl::OkStatus();
   sched_param param{};
   param.sched_priority = 0;                               // the only one SCHED_BATCH takes
   if (sched_setscheduler(0, SCHED_BATCH, &param) != 0) {  // 0: the calling thread
     const int error = errno;
-    std::string message =
-        absl::StrCat("SCHED_BATCH for thread ", short_name, ": ", std::strerror(error));
+    std::string message = absl::StrCat("SCHED_BATCH for thread ", name, ": ", std::strerror(error));
     return error == EPERM ? absl::PermissionDeniedError(message) : absl::InternalError(message);
   }
   return absl::OkStatus();

@@ -22,11 +22,14 @@ namespace ratelimit {
 // up to a scheduler slice longer.
 enum class WorkerScheduling { kDefault, kBatch };
 
-// Names the calling thread (`name`, cut to the 15 bytes Linux keeps; shown by top -H and in
-// /proc/PID/task/TID/comm) and, for kBatch, moves it to SCHED_BATCH (kDefault leaves its policy
-// as it is, e.g. as `chrt` set it for the process). The name is always set; an error (the policy
-// was refused, e.g. by a seccomp profile) leaves the thread's policy as it was and is returned for
-// the caller to log.
+// Names the calling thread `name`, cut to the 15 bytes Linux keeps (shown by top -H and in
+// /proc/PID/task/TID/comm).
+void NameWorkerThread(absl::string_view name);
+
+// Names the calling thread (NameWorkerThread) and, for kBatch, moves it to SCHED_BATCH (kDefault
+// leaves its policy as it is, e.g. as `chrt` set it for the process). The name is always set; an
+// error (the policy was refused, e.g. by a seccomp profile) leaves the thread's policy as it was
+// and is returned for the caller to log.
 absl::Status SetUpWorkerThread(absl::string_view name, WorkerScheduling scheduling);
 
 }  // namespace ratelimit

@@ -67,6 +67,12 @@ TEST(WorkerThreadTest, LongNamesAreCutToWhatLinuxKeeps) {
       [] { return SetUpWorkerThread("rl-a-very-long-thread-name", WorkerScheduling::kDefault); });
   ASSERT_OK(facts.status);
   EXPECT_EQ(facts.name, "rl-a-very-long-");
+  ThreadFacts named = OnNewThread([] {
+    NameWorkerThread("rl-another-long-name");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(named.name, "rl-another-long");
+  EXPECT_EQ(named.policy, sched_getscheduler(0));
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
 }
 
 void OtlpExporter::Run() {
-  (void)SetUpWorkerThread("rl-otlp-export", WorkerScheduling::kDefault);  // names it; cannot fail
+  NameWorkerThread("rl-otlp-export");
   for (;;) {
     std::vector<std::string> batch;
     absl::Time give_up;
