@@ -93,6 +93,29 @@ void LimitUsersPerMinute(int per_minute, EnvoyConfigRegistry& registry) {
   registry.Replace(std::make_shared<const EnvoyConfig>(*std::move(config)));
 }
 
+// The v1 service on a store of type `Store`, with a fake clock and no trace exporter.
+template <typename Store>
+struct V1ServiceOn {
+  Store store;
+  testing::FakeClock clock;
+  Limiter limiter{store, clock};
+  LimitRegistry registry;
+  AdminAuthenticator admin{""};
+  Telemetry telemetry{nullptr, nullptr, false, "memory"};
+  RateLimitServiceImpl service{limiter, registry, admin, FailurePolicy::kClosed, telemetry};
+};
+
+// The Envoy service on a store of type `Store`, likewise; its registry starts empty.
+template <typename Store>
+struct EnvoyServiceOn {
+  Store store;
+  testing::FakeClock clock;
+  Limiter limiter{store, clock};
+  EnvoyConfigRegistry registry;
+  Telemetry telemetry{nullptr, nullptr, false, "memory"};
+  EnvoyRateLimitServiceImpl service{limiter, clock, registry, false, telemetry};
+};
+
 // A service's half of the loop, driven by hand: the test takes exactly the calls it sent into one
 // burst, so what the burst decides does not depend on timing.
 class BurstHarness {
@@ -172,13 +195,9 @@ void AwaitReplies(grpc::CompletionQueue& cq, int n) {
 }
 
 TEST(ServingBurstTest, ConsumesOfOneBurstAreDecidedWithOneStoreCallEachAsIfAlone) {
-  CountingStore store;
-  testing::FakeClock clock;
-  Limiter limiter(store, clock);
-  LimitRegistry registry;
-  AdminAuthenticator admin("");
-  Telemetry telemetry(nullptr, nullptr, false, "memory");
-  RateLimitServiceImpl service(limiter, registry, admin, FailurePolicy::kClosed, telemetry);
+  V1ServiceOn<CountingStore> fixture;
+  CountingStore& store = fixture.store;
+  RateLimitServiceImpl& service = fixture.service;
   BurstHarness harness(service, service);
 
   constexpr int kCalls = 8;  // capacity 5: five allowed, three denied
@@ -206,13 +225,10 @@ TEST(ServingBurstTest, ConsumesOfOneBurstAreDecidedWithOneStoreCallEachAsIfAlone
 }
 
 TEST(ServingBurstTest, ShouldRateLimitsOfOneBurstAreDecidedWithOneStoreCallEachAsIfAlone) {
-  CountingStore store;
-  testing::FakeClock clock;
-  Limiter limiter(store, clock);
-  EnvoyConfigRegistry registry;
-  ASSERT_NO_FATAL_FAILURE(LimitUsersPerMinute(5, registry));
-  Telemetry telemetry(nullptr, nullptr, false, "memory");
-  EnvoyRateLimitServiceImpl service(limiter, clock, registry, false, telemetry);
+  EnvoyServiceOn<CountingStore> fixture;
+  ASSERT_NO_FATAL_FAILURE(LimitUsersPerMinute(5, fixture.registry));
+  CountingStore& store = fixture.store;
+  EnvoyRateLimitServiceImpl& service = fixture.service;
   BurstHarness harness(service, service);
 
   constexpr int kCalls = 8;  // five allowed, three over the limit
@@ -269,27 +285,55 @@ class ThreadNotingHandler final : public ServingLoop::Handler {
   std::string name_ ABSL_GUARDED_BY(mu_);
 };
 
+// A server on port 0 whose loop (one thread, scheduled as `scheduling`) serves `handler`'s
+// `methods` of `service`, and `streams` when given.
+class StartedLoop {
+ public:
+  StartedLoop(grpc::Service& service, ServingLoop::Handler& handler, std::vector<int> methods,
+              WorkerScheduling scheduling = WorkerScheduling::kDefault,
+              ServingLoop::StreamService* streams = nullptr) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service);
+    loop_ = std::make_unique<ServingLoop>(1, builder, scheduling);
+    loop_->AddUnary(handler, std::move(methods), 2);
+    if (streams != nullptr) loop_->AddStreams(*streams);
+    server_ = builder.BuildAndStart();
+    EXPECT_NE(server_, nullptr);
+    loop_->Start();
+  }
+  ~StartedLoop() { Stop(); }
+  // Shuts the server down, then the loop (its threads joined).
+  void Stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    loop_->Stop();
+  }
+  std::shared_ptr<grpc::Channel> Channel() const {
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                               grpc::InsecureChannelCredentials());
+  }
+  ServingLoop& loop() { return *loop_; }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<ServingLoop> loop_;
+  std::unique_ptr<grpc::Server> server_;
+  bool stopped_ = false;
+};
+
 // Serves one health Check on a loop scheduled as `scheduling`; returns the handler's notes.
 void ServeOneCheck(WorkerScheduling scheduling, int* policy, std::string* name) {
   LoopHealthService health;
   ThreadNotingHandler handler(health);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&health);
-  ServingLoop loop(1, builder, scheduling);
-  loop.AddUnary(handler, {LoopHealthService::kCheckMethod}, 1);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  loop.Start();
-  auto stub = hv1::Health::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  StartedLoop started(health, handler, {LoopHealthService::kCheckMethod}, scheduling);
+  auto stub = hv1::Health::NewStub(started.Channel());
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   hv1::HealthCheckResponse response;
   EXPECT_TRUE(stub->Check(&context, hv1::HealthCheckRequest(), &response).ok());
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  loop.Stop();
+  started.Stop();
   *policy = handler.policy();
   *name = handler.name();
 }
@@ -333,47 +377,9 @@ class StoreThreadStore final : public testing::ForwardingStore {
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
-// A started loop serving `handler`'s `methods` for `service`.
-class StartedLoop {
- public:
-  StartedLoop(grpc::Service& service, ServingLoop::Handler& handler, std::vector<int> methods) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&service);
-    loop_ = std::make_unique<ServingLoop>(1, builder);
-    loop_->AddUnary(handler, std::move(methods), 2);
-    server_ = builder.BuildAndStart();
-    loop_->Start();
-  }
-  ~StartedLoop() { Stop(); }
-  // Shuts the server down, then the loop (its threads joined).
-  void Stop() {
-    if (stopped_) return;
-    stopped_ = true;
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    loop_->Stop();
-  }
-  std::shared_ptr<grpc::Channel> Channel() const {
-    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                               grpc::InsecureChannelCredentials());
-  }
-  ServingLoop& loop() { return *loop_; }
-
- private:
-  int port_ = 0;
-  std::unique_ptr<ServingLoop> loop_;
-  std::unique_ptr<grpc::Server> server_;
-  bool stopped_ = false;
-};
-
 TEST(LoopInboxTest, ConsumesAnsweredOnAStoreThreadAreFinishedOnTheLoopThread) {
-  StoreThreadStore store;
-  testing::FakeClock clock;
-  Limiter limiter(store, clock);
-  LimitRegistry registry;
-  AdminAuthenticator admin("");
-  Telemetry telemetry(nullptr, nullptr, false, "memory");
-  RateLimitServiceImpl service(limiter, registry, admin, FailurePolicy::kClosed, telemetry);
+  V1ServiceOn<StoreThreadStore> fixture;
+  RateLimitServiceImpl& service = fixture.service;
   StartedLoop started(service, service, RateLimitServiceImpl::TrafficMethods());
   auto stub = v1::RateLimitService::NewStub(started.Channel());
 
@@ -389,13 +395,9 @@ TEST(LoopInboxTest, ConsumesAnsweredOnAStoreThreadAreFinishedOnTheLoopThread) {
 }
 
 TEST(LoopInboxTest, ShouldRateLimitsAnsweredOnAStoreThreadAreFinishedOnTheLoopThread) {
-  StoreThreadStore store;
-  testing::FakeClock clock;
-  Limiter limiter(store, clock);
-  EnvoyConfigRegistry registry;
-  ASSERT_NO_FATAL_FAILURE(LimitUsersPerMinute(2, registry));
-  Telemetry telemetry(nullptr, nullptr, false, "memory");
-  EnvoyRateLimitServiceImpl service(limiter, clock, registry, false, telemetry);
+  EnvoyServiceOn<StoreThreadStore> fixture;
+  ASSERT_NO_FATAL_FAILURE(LimitUsersPerMinute(2, fixture.registry));
+  EnvoyRateLimitServiceImpl& service = fixture.service;
   StartedLoop started(service, service, {EnvoyRateLimitServiceImpl::kShouldRateLimitMethod});
   auto stub = rls::RateLimitService::NewStub(started.Channel());
 
@@ -480,22 +482,12 @@ TEST(LoopInboxTest, PostsRunOnTheLoopThreadInOrderAndInlineOnceItStops) {
 class LoopHealthServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&health_);
-    loop_ = std::make_unique<ServingLoop>(1, builder);
-    loop_->AddUnary(health_, {LoopHealthService::kCheckMethod}, 2);
-    loop_->AddStreams(health_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    loop_->Start();
-    stub_ = hv1::Health::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                                                     grpc::InsecureChannelCredentials()));
+    started_ = std::make_unique<StartedLoop>(health_, health_,
+                                             std::vector<int>{LoopHealthService::kCheckMethod},
+                                             WorkerScheduling::kDefault, &health_);
+    stub_ = hv1::Health::NewStub(started_->Channel());
   }
-  void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    if (loop_) loop_->Stop();
-  }
+  void TearDown() override { started_.reset(); }
 
   grpc::Status Check(const std::string& service, hv1::HealthCheckResponse* response) {
     grpc::ClientContext context;
@@ -524,9 +516,7 @@ class LoopHealthServiceTest : public ::testing::Test {
   }
 
   LoopHealthService health_;
-  int port_ = 0;
-  std::unique_ptr<ServingLoop> loop_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<StartedLoop> started_;
   std::unique_ptr<hv1::Health::Stub> stub_;
 };
 
