@@ -14,7 +14,7 @@
 // request takes the write path and no state is dropped by garbage collection.
 //
 // Usage: ratelimit_scale_bench [--keys=10000,1000000,10000000] [--limits=1,3,16] [--seconds=5]
-//          [--block_cache_mb=64] [--json]
+//          [--block_cache_mb=64] [--state_cache_mb=256] [--json]
 #include <malloc.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -43,6 +43,8 @@ ABSL_FLAG(std::string, keys, "10000,1000000,10000000", "comma-separated distinct
 ABSL_FLAG(std::string, limits, "1,3,16", "comma-separated limits (keys) per request");
 ABSL_FLAG(double, seconds, 5, "timed seconds per limits count");
 ABSL_FLAG(int64_t, block_cache_mb, 64, "RocksDbStateStoreOptions::block_cache_bytes, in MiB");
+ABSL_FLAG(int64_t, state_cache_mb, 256,
+          "RocksDbStateStoreOptions::state_cache_bytes (the cache of hot states), in MiB");
 ABSL_FLAG(std::string, dir, "", "parent of the data directories; default $TMPDIR or /tmp");
 ABSL_FLAG(bool, json, false, "print one JSON object per line instead of text");
 
@@ -121,6 +123,7 @@ int RunKeys(int64_t n, const std::vector<int64_t>& limits, const std::string& pa
   RocksDbStateStoreOptions options;
   options.path = dir;
   options.block_cache_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
+  options.state_cache_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_state_cache_mb)) << 20;
   absl::StatusOr<std::unique_ptr<RocksDbStateStore>> store = RocksDbStateStore::Open(options);
   if (!store.ok()) {
     std::fprintf(stderr, "open %s: %s\n", dir.c_str(), store.status().ToString().c_str());
@@ -188,23 +191,25 @@ int RunKeys(int64_t n, const std::vector<int64_t>& limits, const std::string& pa
     const uint64_t cache = (*store)->IntProperty("rocksdb.block-cache-usage");
     const uint64_t pinned = (*store)->IntProperty("rocksdb.block-cache-pinned-usage");
     const uint64_t readers = (*store)->IntProperty("rocksdb.estimate-table-readers-mem");
+    const uint64_t states = (*store)->state_cache().bytes();
     if (json) {
       std::printf(
           "{\"keys\": %lld, \"limits\": %lld, \"requests_per_s\": %.0f, \"decisions_per_s\": "
           "%.0f, \"rss_mib\": %.1f, \"rss_trimmed_mib\": %.1f, \"rss_populated_mib\": %.1f, "
           "\"rss_start_mib\": %.1f, "
           "\"memtables_mib\": %.1f, \"block_cache_mib\": %.1f, \"block_cache_pinned_mib\": %.1f, "
-          "\"table_readers_mib\": %.1f, \"populate_keys_per_s\": %.0f}\n",
+          "\"table_readers_mib\": %.1f, \"state_cache_mib\": %.1f, \"populate_keys_per_s\": "
+          "%.0f}\n",
           static_cast<long long>(n), static_cast<long long>(l), rps, rps * width, rss_kib / 1024.0,
           rss_trimmed_kib / 1024.0, rss_populated_kib / 1024.0, rss_start_kib / 1024.0,
-          MiB(memtables), MiB(cache), MiB(pinned), MiB(readers), n / populate_s);
+          MiB(memtables), MiB(cache), MiB(pinned), MiB(readers), MiB(states), n / populate_s);
     } else {
       std::printf(
           "keys %lld, %lld limits/request: %.0f requests/s, %.0f limits/s; RSS %.0f MiB "
           "(memtables %.0f MiB, block cache %.0f MiB, of it pinned %.0f MiB, table readers "
-          "%.0f MiB)\n",
+          "%.0f MiB, state cache %.0f MiB)\n",
           static_cast<long long>(n), static_cast<long long>(l), rps, rps * width, rss_kib / 1024.0,
-          MiB(memtables), MiB(cache), MiB(pinned), MiB(readers));
+          MiB(memtables), MiB(cache), MiB(pinned), MiB(readers), MiB(states));
     }
     std::fflush(stdout);
   }
@@ -253,7 +258,8 @@ int RunKeys(int64_t n, const std::vector<int64_t>& limits, const std::string& pa
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ratelimit_scale_bench [--keys=10000,1000000,10000000] [--limits=1,3,16] [--seconds=5] "
-      "[--block_cache_mb=64] [--json]: throughput, memory and disk as keys and limits per "
+      "[--block_cache_mb=64] [--state_cache_mb=256] [--json]: throughput, memory and disk as keys "
+      "and limits per "
       "request grow (RocksDB store, in process)");
   absl::ParseCommandLine(argc, argv);
   // As the server does: absl's lock-order graph would otherwise cost every multi-key decision.
