@@ -246,6 +246,32 @@ TEST(OtlpExporterTest, DeliversBatchesWithResourceAndScope) {
   EXPECT_EQ(exporter.stats().dropped, 0u);
 }
 
+TEST(OtlpExporterTest, AFullBatchIsSentWithoutWaitingForTheDelay) {
+  FakeCollector collector;
+  OtlpExporterOptions o;
+  o.endpoint = collector.target();
+  o.max_batch = 4;
+  o.batch_delay = absl::Hours(1);  // only a full batch wakes the exporter before shutdown
+  OtlpExporter exporter(o);
+  // Each batch is submitted once the exporter has sent the one before and gone back to waiting,
+  // so it is the batch filling up that wakes it.
+  for (int b = 0; b < 3; ++b) {
+    for (int i = 4 * b; i < 4 * b + 4; ++i) exporter.Submit(MakeSpan(i));
+    ASSERT_TRUE(collector.WaitForSpans(4 * b + 4)) << "batch " << b;
+  }
+  exporter.Submit(MakeSpan(12));  // a partial batch waits for the delay (here: the shutdown)
+  EXPECT_EQ(exporter.stats().queued, 1u);
+  exporter.Shutdown();
+  const auto requests = collector.Requests();
+  ASSERT_EQ(requests.size(), 4u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(requests[r].resource_spans(0).scope_spans(0).spans_size(), 4);
+  }
+  const auto spans = collector.Spans();
+  ASSERT_EQ(spans.size(), 13u);
+  for (int i = 0; i < 13; ++i) EXPECT_EQ(spans[i].attributes(1).value().int_value(), i);
+}
+
 TEST(OtlpExporterTest, RetriesWithBackoffWhileTheCollectorFails) {
   FakeCollector collector;
   collector.FailNext(2);

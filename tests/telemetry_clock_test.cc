@@ -88,6 +88,72 @@ TEST(TelemetryClockTest, SpanTimesComeFromTheInjectedClock) {
   EXPECT_EQ(c.end_time_unix_nano(), static_cast<uint64_t>(start + 7 * kMs));
 }
 
+TEST(TelemetryClockTest, ChildSpansStayOnTheirParentsTimeLineAcrossAWallClockStep) {
+  FakeTelemetryClock clock;
+  KeepingSink sink;
+  Tracer tracer(TracerOptions{1.0}, sink, clock);
+  const int64_t start = clock.UnixNanos();
+  Span span = tracer.StartServerSpan("svc/Consume", std::nullopt);
+  clock.Advance(2 * kMs);
+  clock.StepWallClock(3600LL * 1000 * kMs);  // set forward an hour while the call runs
+  Span child = span.StartChild("ratelimit.store/transaction");
+  clock.Advance(1 * kMs);
+  child.End();
+  span.End();
+
+  ASSERT_EQ(sink.spans.size(), 2u);
+  ::opentelemetry::proto::trace::v1::Span c;
+  ASSERT_TRUE(c.ParseFromString(sink.spans[0]));
+  // Inside its parent, 2 ms after the parent's start, not an hour after the parent's end.
+  EXPECT_EQ(c.start_time_unix_nano(), static_cast<uint64_t>(start + 2 * kMs));
+  EXPECT_EQ(c.end_time_unix_nano(), static_cast<uint64_t>(start + 3 * kMs));
+}
+
+// Every read moves time on by 1 ms and is counted.
+class CountingTelemetryClock final : public TelemetryClock {
+ public:
+  int64_t UnixNanos() const override {
+    ++unix_reads;
+    return 1700000000LL * 1000000000 + steady_.fetch_add(kMs);
+  }
+  int64_t SteadyNanos() const override {
+    ++steady_reads;
+    return steady_.fetch_add(kMs);
+  }
+  mutable std::atomic<int> unix_reads{0};
+  mutable std::atomic<int> steady_reads{0};
+
+ private:
+  mutable std::atomic<int64_t> steady_{0};
+};
+
+TEST(TelemetryClockTest, ATracedCallsSpansAreTimedByTheLatencyMetricsReadings) {
+  MetricsRegistry registry;
+  ServerMetrics metrics(registry);
+  CountingTelemetryClock clock;
+  KeepingSink sink;
+  Tracer tracer(TracerOptions{1.0}, sink, clock);
+  Telemetry telemetry(&metrics, &tracer, false, "memory", clock);
+  grpc::CallbackServerContext context;
+  Telemetry::Rpc rpc = telemetry.StartRpc("svc", "Consume", "svc/Consume", context);
+  rpc.StoreStarted();
+  rpc.StoreFinished(absl::OkStatus());
+  rpc.Finish(grpc::Status::OK);
+
+  // One steady reading per event (start, store start, store end, reply) serves the metric and
+  // the span; the wall clock is read once, for the SERVER span's start.
+  EXPECT_EQ(clock.steady_reads.load(), 4);
+  EXPECT_EQ(clock.unix_reads.load(), 1);
+  ASSERT_EQ(sink.spans.size(), 2u);
+  ::opentelemetry::proto::trace::v1::Span store, call;
+  ASSERT_TRUE(store.ParseFromString(sink.spans[0]));
+  ASSERT_TRUE(call.ParseFromString(sink.spans[1]));
+  EXPECT_DOUBLE_EQ(metrics.store_seconds.With({}).Read().sum,
+                   (store.end_time_unix_nano() - store.start_time_unix_nano()) / 1e9);
+  EXPECT_DOUBLE_EQ(metrics.rpc_seconds.With({"Consume"}).Read().sum,
+                   (call.end_time_unix_nano() - call.start_time_unix_nano()) / 1e9);
+}
+
 TEST(EnvoyEvaluatorClockTest, ReadsTheClockOnceInsideTheTransaction) {
   MemoryStateStore store;
   constexpr int64_t kStart = 1700000000LL * 1000000, kStep = 1000;

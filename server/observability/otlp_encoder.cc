@@ -26,21 +26,29 @@ void PutAnyValue(std::string& out, const std::variant<std::string, int64_t>& v) 
 
 }  // namespace
 
-std::string EncodeExportRequest(const Resource& resource, absl::string_view scope_name,
-                                const std::vector<std::string>& spans) {
+void AppendFramedSpan(std::string& framed, absl::string_view span) { PutBytes(framed, 2, span); }
+
+std::string EncodeFramedExportRequest(const Resource& resource, absl::string_view scope_name,
+                                      absl::string_view framed_spans) {
+  std::string out = EncodeExportRequestHeader(resource, scope_name, framed_spans.size());
+  out.append(framed_spans.data(), framed_spans.size());
+  return out;
+}
+
+std::string EncodeExportRequestHeader(const Resource& resource, absl::string_view scope_name,
+                                      size_t framed_spans_size) {
   // Resource{attributes 1: KeyValue{key 1, value 2: AnyValue{string_value 1 | int_value 3}}}
   size_t resource_size = 0;
   for (const auto& [key, value] : resource) {
     resource_size += Field(Field(key.size()) + Field(AnyValueSize(value)));
   }
-  // ScopeSpans{scope 1: InstrumentationScope{name 1}, spans 2}
-  size_t scope_spans_size = Field(Field(scope_name.size()));
-  for (const std::string& s : spans) scope_spans_size += Field(s.size());
+  // ScopeSpans{scope 1: InstrumentationScope{name 1}, spans 2 (already framed)}
+  const size_t scope_spans_size = Field(Field(scope_name.size())) + framed_spans_size;
   // ResourceSpans{resource 1, scope_spans 2}; ExportTraceServiceRequest{resource_spans 1}
   const size_t resource_spans_size = Field(resource_size) + Field(scope_spans_size);
 
   std::string out;
-  out.reserve(Field(resource_spans_size));
+  out.reserve(Field(resource_spans_size) - framed_spans_size);
   PutTag(out, 1, kLen);
   PutVarint(out, resource_spans_size);
   PutTag(out, 1, kLen);
@@ -58,8 +66,14 @@ std::string EncodeExportRequest(const Resource& resource, absl::string_view scop
   PutTag(out, 1, kLen);
   PutVarint(out, Field(scope_name.size()));
   PutBytes(out, 1, scope_name);
-  for (const std::string& s : spans) PutBytes(out, 2, s);
   return out;
+}
+
+std::string EncodeExportRequest(const Resource& resource, absl::string_view scope_name,
+                                const std::vector<std::string>& spans) {
+  std::string framed;
+  for (const std::string& s : spans) AppendFramedSpan(framed, s);
+  return EncodeFramedExportRequest(resource, scope_name, framed);
 }
 
 }  // namespace ratelimit

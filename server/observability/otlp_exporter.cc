@@ -1,5 +1,6 @@
 #include "server/observability/otlp_exporter.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/match.h"
@@ -45,18 +46,28 @@ OtlpExporter::~OtlpExporter() { Shutdown(absl::Seconds(1)); }
 
 void OtlpExporter::Submit(std::string span) {
   absl::MutexLock lock(&mu_);
-  if (stopping_ || queue_.size() >= options_.max_queue) {
+  if (stopping_ || queued_ >= options_.max_queue) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  queue_.push_back(std::move(span));
+  if (batches_.empty() || batches_.back().spans >= options_.max_batch) {
+    batches_.emplace_back();
+    // The size of the last full batch, so that filling this one rarely reallocates.
+    batches_.back().framed.reserve(batch_bytes_hint_);
+  }
+  Batch& batch = batches_.back();
+  AppendFramedSpan(batch.framed, span);
+  if (++batch.spans == options_.max_batch) {
+    batch_bytes_hint_ = batch.framed.size() + batch.framed.size() / 16;
+  }
+  if (++queued_ == options_.max_batch) wake_.Signal();
 }
 
 OtlpExporter::Stats OtlpExporter::stats() const {
   Stats s;
   {
     absl::MutexLock lock(&mu_);
-    s.queued = queue_.size();
+    s.queued = queued_;
   }
   s.exported = exported_.load();
   s.dropped = dropped_.load();
@@ -72,19 +83,33 @@ void OtlpExporter::Shutdown(absl::Duration deadline) {
     } else {
       stopping_ = true;
       shutdown_deadline_ = absl::Now() + deadline;
+      wake_.SignalAll();
     }
   }
   if (thread_.joinable()) thread_.join();
 }
 
-bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
+namespace {
+
+// An Export request as two slices: the header, copied, and the framed spans, handed to gRPC
+// without a copy (the slice frees them).
+grpc::ByteBuffer RequestBuffer(const std::string& header, std::string framed_spans) {
+  auto* owned = new std::string(std::move(framed_spans));
+  grpc::Slice slices[] = {grpc::Slice(header),
+                          grpc::Slice(
+                              owned->data(), owned->size(),
+                              [](void* p) { delete static_cast<std::string*>(p); }, owned)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+}  // namespace
+
+bool OtlpExporter::Send(const grpc::ByteBuffer& request, absl::Time give_up) {
   absl::Duration backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
     const absl::Time deadline = std::min(absl::Now() + options_.export_timeout, give_up);
     context.set_deadline(absl::ToChronoTime(deadline));
-    grpc::Slice slice(request);
-    grpc::ByteBuffer request_buffer(&slice, 1);
     grpc::ByteBuffer response;
     grpc::Status status;
     // On a completion queue of this call's own, not gRPC's callback API: a process using the
@@ -92,7 +117,7 @@ bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
     // what they read to the loops with a wake-up (server/serving_loop.h).
     grpc::CompletionQueue cq;
     std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
-        stub_->PrepareUnaryCall(&context, kExportMethod, request_buffer, &cq);
+        stub_->PrepareUnaryCall(&context, kExportMethod, request, &cq);
     call->StartCall();
     call->Finish(&response, &status, &cq);
     void* tag = nullptr;
@@ -119,7 +144,8 @@ bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
     bool stopping;
     {
       absl::MutexLock lock(&mu_);
-      if (!stopping_) mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff);
+      const absl::Time until = absl::Now() + backoff;
+      while (!stopping_ && absl::Now() < until) wake_.WaitWithDeadline(&mu_, until);
       stopping = stopping_;
       if (stopping) give_up = std::min(give_up, shutdown_deadline_);
     }
@@ -132,31 +158,30 @@ bool OtlpExporter::Send(const std::string& request, absl::Time give_up) {
 void OtlpExporter::Run() {
   NameWorkerThread("rl-otlp-export");
   for (;;) {
-    std::vector<std::string> batch;
+    Batch batch;
     absl::Time give_up;
     bool stopping;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || queue_.size() >= options_.max_batch;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.batch_delay);
+      const absl::Time until = absl::Now() + options_.batch_delay;
+      while (!stopping_ && queued_ < options_.max_batch && absl::Now() < until) {
+        wake_.WaitWithDeadline(&mu_, until);
+      }
       stopping = stopping_;
-      if (queue_.empty()) {
+      if (batches_.empty()) {
         if (stopping) return;
         continue;
       }
-      const size_t n = std::min(queue_.size(), options_.max_batch);
-      batch.reserve(n);
-      for (size_t i = 0; i < n; ++i) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      batch = std::move(batches_.front());
+      batches_.pop_front();
+      queued_ -= batch.spans;
       give_up = stopping ? shutdown_deadline_ : absl::InfiniteFuture();
     }
-    const size_t n = batch.size();
-    const std::string request = EncodeExportRequest(options_.resource, kScopeName, batch);
-    batch.clear();
+    const size_t n = batch.spans;
+    // The header first: it needs the spans' size, and the spans are moved into the request.
+    const std::string header =
+        EncodeExportRequestHeader(options_.resource, kScopeName, batch.framed.size());
+    const grpc::ByteBuffer request = RequestBuffer(header, std::move(batch.framed));
     if (Send(request, give_up)) {
       exported_.fetch_add(n, std::memory_order_relaxed);
     } else {
@@ -165,8 +190,9 @@ void OtlpExporter::Run() {
     if (stopping) {
       absl::MutexLock lock(&mu_);
       if (absl::Now() >= shutdown_deadline_) {
-        dropped_.fetch_add(queue_.size(), std::memory_order_relaxed);
-        queue_.clear();
+        dropped_.fetch_add(queued_, std::memory_order_relaxed);
+        batches_.clear();
+        queued_ = 0;
         return;
       }
     }

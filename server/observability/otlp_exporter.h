@@ -72,14 +72,27 @@ class OtlpExporter final : public SpanSink {
  private:
   void Run();
   // Sends one batch with retries; returns whether it was delivered.
-  bool Send(const std::string& request, absl::Time give_up);
+  bool Send(const grpc::ByteBuffer& request, absl::Time give_up);
 
   const OtlpExporterOptions options_;
   // Export is called with bytes from otlp_encoder.h, not with generated messages.
   std::unique_ptr<grpc::GenericStub> stub_;
 
+  // Spans waiting, in batches of at most max_batch, each already framed for the request
+  // (AppendFramedSpan): Submit copies a span into the last batch, so the span's own buffer is
+  // freed on the thread that made it and the export thread frees one buffer per batch.
+  struct Batch {
+    std::string framed;
+    size_t spans = 0;
+  };
   mutable absl::Mutex mu_;
-  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Batch> batches_ ABSL_GUARDED_BY(mu_);
+  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // spans in batches_
+  size_t batch_bytes_hint_ ABSL_GUARDED_BY(mu_) = 64 << 10;
+  // Wakes the export thread when a batch fills or a shutdown starts. A condition variable, not a
+  // Mutex::Await condition: with the thread waiting on a condition every Submit's unlock would
+  // evaluate it.
+  absl::CondVar wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time shutdown_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 

@@ -144,7 +144,9 @@ Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, cons
     const std::optional<std::string> traceparent = Metadata(context, "traceparent");
     const std::optional<std::string> tracestate = Metadata(context, "tracestate");
     const std::optional<TraceContext> parent = ParseTraceContext(traceparent, tracestate);
-    rpc.span_ = tracer_->StartServerSpan(span_name, parent);
+    rpc.span_ = metrics_ && spans_share_clock_
+                    ? tracer_->StartServerSpan(span_name, parent, rpc.start_nanos_)
+                    : tracer_->StartServerSpan(span_name, parent);
     if (rpc.span_.recording()) {
       rpc.span_.SetAttribute("rpc.system", "grpc");
       rpc.span_.SetAttribute("rpc.service", service);
@@ -171,7 +173,10 @@ void Telemetry::Rpc::SetLimits(absl::Span<const LimitRequest> limits) {
 
 void Telemetry::Rpc::StoreStarted() {
   if (t_->metrics_) store_start_nanos_ = t_->clock_.SteadyNanos();
-  store_span_ = span_.StartChild("ratelimit.store/transaction");
+  store_span_ =
+      t_->metrics_ && t_->spans_share_clock_
+          ? span_.StartChild("ratelimit.store/transaction", SpanKind::kInternal, store_start_nanos_)
+          : span_.StartChild("ratelimit.store/transaction");
   if (store_span_.recording()) {
     store_span_.SetAttribute("db.system", t_->store_system_);
     store_tracer_ = std::make_unique<StoreSpanTracer>(store_span_);
@@ -182,14 +187,20 @@ void Telemetry::Rpc::StoreStarted() {
 Telemetry::Rpc::~Rpc() { store_tracer_scope_.reset(); }
 
 void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
+  int64_t now = 0;
   if (t_->metrics_) {
-    t_->metrics_->store_seconds.With({}).Observe(
-        static_cast<double>(t_->clock_.SteadyNanos() - store_start_nanos_) / 1e9);
+    now = t_->clock_.SteadyNanos();
+    t_->metrics_->store_seconds.With({}).Observe(static_cast<double>(now - store_start_nanos_) /
+                                                 1e9);
   }
   store_tracer_scope_.reset();
   store_tracer_.reset();
   if (!status.ok()) store_span_.SetError(status.message());
-  store_span_.End();
+  if (t_->metrics_ && t_->spans_share_clock_) {
+    store_span_.End(now);
+  } else {
+    store_span_.End();
+  }
 }
 
 void Telemetry::Rpc::SetVerdict(const Verdict& v, Mode mode) {
@@ -238,15 +249,21 @@ void Telemetry::Rpc::SetDecision(bool allowed) {
 }
 
 void Telemetry::Rpc::Finish(const grpc::Status& status) {
+  int64_t now = 0;
   if (t_->metrics_) {
+    now = t_->clock_.SteadyNanos();
     t_->metrics_->rpcs.With({method_, CodeName(status.error_code())}).Increment();
-    t_->metrics_->rpc_seconds.With({method_}).Observe(
-        static_cast<double>(t_->clock_.SteadyNanos() - start_nanos_) / 1e9);
+    t_->metrics_->rpc_seconds.With({method_}).Observe(static_cast<double>(now - start_nanos_) /
+                                                      1e9);
   }
   if (span_.recording()) {
     span_.SetAttribute("rpc.grpc.status_code", int64_t{status.error_code()});
     if (!status.ok()) span_.SetError(status.error_message());
-    span_.End();
+    if (t_->metrics_ && t_->spans_share_clock_) {
+      span_.End(now);
+    } else {
+      span_.End();
+    }
   }
 }
 

@@ -49,7 +49,8 @@ class Telemetry {
         tracer_(tracer),
         record_keys_(record_keys),
         store_system_(store_system),
-        clock_(clock) {}
+        clock_(clock),
+        spans_share_clock_(tracer != nullptr && &tracer->clock() == &clock) {}
 
   class Rpc {
    public:
@@ -125,6 +126,9 @@ class Telemetry {
   const bool record_keys_;
   const std::string store_system_;
   const TelemetryClock& clock_;
+  // The tracer's spans are timed by `clock_` too: the latency metrics' readings of the steady
+  // clock time the spans as well, instead of reading it again.
+  const bool spans_share_clock_;
 };
 
 // Finishes a unary call's telemetry with `status`; returns `status`, for the handler to return

@@ -85,30 +85,30 @@ Span& Span::operator=(Span&& other) noexcept {
 
 Span::~Span() { End(); }
 
-void Span::SetAttribute(const char* key, absl::string_view value) {
+void Span::SetAttribute(absl::string_view key, absl::string_view value) {
   if (!sink_) return;
   const size_t size = 1 + VarintSize(value.size()) + value.size();
   PutAttribute(wire_, key, size, [&](std::string& out) { PutBytes(out, 1, value); });
 }
 
-void Span::SetAttribute(const char* key, int64_t value) {
+void Span::SetAttribute(absl::string_view key, int64_t value) {
   if (!sink_) return;
   const size_t size = 1 + VarintSize(static_cast<uint64_t>(value));
   PutAttribute(wire_, key, size,
                [&](std::string& out) { PutUint(out, 3, static_cast<uint64_t>(value)); });
 }
 
-void Span::SetAttribute(const char* key, double value) {
+void Span::SetAttribute(absl::string_view key, double value) {
   if (!sink_) return;
   PutAttribute(wire_, key, 9, [&](std::string& out) { PutDouble(out, 4, value); });
 }
 
-void Span::SetAttribute(const char* key, bool value) {
+void Span::SetAttribute(absl::string_view key, bool value) {
   if (!sink_) return;
   PutAttribute(wire_, key, 2, [&](std::string& out) { PutUint(out, 2, value ? 1 : 0); });
 }
 
-void Span::SetAttribute(const char* key, absl::Span<const absl::string_view> values) {
+void Span::SetAttribute(absl::string_view key, absl::Span<const absl::string_view> values) {
   if (!sink_) return;
   // ArrayValue{values: AnyValue{string_value}} inside AnyValue.array_value (5).
   size_t array_size = 0;
@@ -128,7 +128,7 @@ void Span::SetAttribute(const char* key, absl::Span<const absl::string_view> val
   });
 }
 
-void Span::SetAttribute(const char* key, absl::Span<const double> values) {
+void Span::SetAttribute(absl::string_view key, absl::Span<const double> values) {
   if (!sink_) return;
   const size_t array_size = values.size() * (1 + 1 + 9);
   const size_t size = 1 + VarintSize(array_size) + array_size;
@@ -150,6 +150,11 @@ void Span::SetError(absl::string_view message) {
 }
 
 Span Span::StartChild(const char* name, SpanKind kind) const {
+  if (!sink_) return Span();
+  return StartChild(name, kind, clock_->SteadyNanos());
+}
+
+Span Span::StartChild(const char* name, SpanKind kind, int64_t steady_nanos) const {
   Span child;
   if (!sink_) return child;
   child.sink_ = sink_;
@@ -162,14 +167,21 @@ Span Span::StartChild(const char* name, SpanKind kind) const {
   child.kind_ = kind;
   child.wire_.reserve(256);
   child.clock_ = clock_;
-  child.start_unix_nanos_ = clock_->UnixNanos();
-  child.start_steady_nanos_ = clock_->SteadyNanos();
+  // On the parent's time line: the child's times agree with the parent's to the nanosecond
+  // whatever the wall clock did since the parent started.
+  child.start_unix_nanos_ = start_unix_nanos_ + (steady_nanos - start_steady_nanos_);
+  child.start_steady_nanos_ = steady_nanos;
   return child;
 }
 
 void Span::End() {
   if (!sink_) return;
-  const int64_t end = start_unix_nanos_ + (clock_->SteadyNanos() - start_steady_nanos_);
+  End(clock_->SteadyNanos());
+}
+
+void Span::End(int64_t steady_nanos) {
+  if (!sink_) return;
+  const int64_t end = start_unix_nanos_ + (steady_nanos - start_steady_nanos_);
   // Field order does not matter in the wire format: the attributes are already in wire_, the
   // rest is appended.
   std::string& out = wire_;
@@ -205,6 +217,16 @@ bool TraceIdRatioSampled(const TraceId& trace_id, double ratio) {
 }
 
 Span Tracer::StartServerSpan(const char* name, const std::optional<TraceContext>& parent) {
+  return Start(name, parent, std::nullopt);
+}
+
+Span Tracer::StartServerSpan(const char* name, const std::optional<TraceContext>& parent,
+                             int64_t steady_nanos) {
+  return Start(name, parent, steady_nanos);
+}
+
+Span Tracer::Start(const char* name, const std::optional<TraceContext>& parent,
+                   std::optional<int64_t> steady_nanos) {
   Span span;
   if (parent) {
     if (!parent->sampled()) return span;
@@ -225,7 +247,7 @@ Span Tracer::StartServerSpan(const char* name, const std::optional<TraceContext>
   span.wire_.reserve(384);
   span.clock_ = &clock_;
   span.start_unix_nanos_ = clock_.UnixNanos();
-  span.start_steady_nanos_ = clock_.SteadyNanos();
+  span.start_steady_nanos_ = steady_nanos ? *steady_nanos : clock_.SteadyNanos();
   return span;
 }
 

@@ -44,22 +44,29 @@ class Span {
 
   bool recording() const { return sink_ != nullptr; }
 
-  // Attribute setters. REQUIRES: `key` is a literal of at most 127 bytes.
-  void SetAttribute(const char* key, absl::string_view value);
-  void SetAttribute(const char* key, const char* value) {
+  // Attribute setters. REQUIRES: `key` is at most 127 bytes (a literal, whose length the
+  // compiler knows).
+  void SetAttribute(absl::string_view key, absl::string_view value);
+  void SetAttribute(absl::string_view key, const char* value) {
     SetAttribute(key, absl::string_view(value));
   }
-  void SetAttribute(const char* key, int64_t value);
-  void SetAttribute(const char* key, double value);
-  void SetAttribute(const char* key, bool value);
-  void SetAttribute(const char* key, absl::Span<const absl::string_view> values);
-  void SetAttribute(const char* key, absl::Span<const double> values);
+  void SetAttribute(absl::string_view key, int64_t value);
+  void SetAttribute(absl::string_view key, double value);
+  void SetAttribute(absl::string_view key, bool value);
+  void SetAttribute(absl::string_view key, absl::Span<const absl::string_view> values);
+  void SetAttribute(absl::string_view key, absl::Span<const double> values);
 
   void SetError(absl::string_view message);
   // Starts a child span (kind INTERNAL unless given) in the same trace. REQUIRES: `name` is a
   // literal.
   Span StartChild(const char* name, SpanKind kind = SpanKind::kInternal) const;
+  // The same, starting at `steady_nanos` (a reading of the tracer's clock's SteadyNanos() the
+  // caller took anyway): its wall-clock start is the parent's plus the steady time since the
+  // parent started, so no clock is read.
+  Span StartChild(const char* name, SpanKind kind, int64_t steady_nanos) const;
   void End();
+  // Ends at `steady_nanos`, a reading of the tracer's clock's SteadyNanos() taken by the caller.
+  void End(int64_t steady_nanos);
 
   // The trace id in hex, or empty when not recording (for request-scoped log lines).
   std::string TraceIdHex() const;
@@ -110,8 +117,18 @@ class Tracer {
 
   // A SERVER span named `name`, joining `parent` when given. REQUIRES: `name` is a literal.
   Span StartServerSpan(const char* name, const std::optional<TraceContext>& parent);
+  // The same, starting at `steady_nanos`, a reading of clock().SteadyNanos() the caller took.
+  Span StartServerSpan(const char* name, const std::optional<TraceContext>& parent,
+                       int64_t steady_nanos);
+
+  // The clock of the spans' times.
+  const TelemetryClock& clock() const { return clock_; }
 
  private:
+  // `steady_nanos`: the caller's reading, else the clock is read once the span is sampled.
+  Span Start(const char* name, const std::optional<TraceContext>& parent,
+             std::optional<int64_t> steady_nanos);
+
   const TracerOptions options_;
   SpanSink& sink_;
   const TelemetryClock& clock_;
