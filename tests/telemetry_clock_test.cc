@@ -65,11 +65,16 @@ class KeepingSink final : public SpanSink {
   std::vector<std::string> spans;
 };
 
-TEST(TelemetryClockTest, SpanTimesComeFromTheInjectedClock) {
+// A tracer on a fake clock, keeping its spans.
+class SpanClockTest : public ::testing::Test {
+ protected:
   FakeTelemetryClock clock;
   KeepingSink sink;
-  Tracer tracer(TracerOptions{1.0}, sink, clock);
+  Tracer tracer{TracerOptions{1.0}, sink, clock};
   const int64_t start = clock.UnixNanos();
+};
+
+TEST_F(SpanClockTest, SpanTimesComeFromTheInjectedClock) {
   Span span = tracer.StartServerSpan("svc/Consume", std::nullopt);
   clock.Advance(3 * kMs);
   Span child = span.StartChild("ratelimit.store/transaction");
@@ -88,11 +93,7 @@ TEST(TelemetryClockTest, SpanTimesComeFromTheInjectedClock) {
   EXPECT_EQ(c.end_time_unix_nano(), static_cast<uint64_t>(start + 7 * kMs));
 }
 
-TEST(TelemetryClockTest, ChildSpansStayOnTheirParentsTimeLineAcrossAWallClockStep) {
-  FakeTelemetryClock clock;
-  KeepingSink sink;
-  Tracer tracer(TracerOptions{1.0}, sink, clock);
-  const int64_t start = clock.UnixNanos();
+TEST_F(SpanClockTest, ChildSpansStayOnTheirParentsTimeLineAcrossAWallClockStep) {
   Span span = tracer.StartServerSpan("svc/Consume", std::nullopt);
   clock.Advance(2 * kMs);
   clock.StepWallClock(3600LL * 1000 * kMs);  // set forward an hour while the call runs
