@@ -19,7 +19,9 @@
 #   5. The cost of tracing: v1 Consume (hot key) against ratelimit-server with tracing off, with
 #      --otel_sample_ratio=0.01 and with 1, exporting to bench/null_collector.cc (an OTLP
 #      collector that counts and discards spans, pinned with the load generator); rounds
-#      alternate the three settings. Reports the spans the collector received and the server's
+#      alternate the three settings. Each server is driven by h2load first (the server's own
+#      overhead: the gRPC load generator is bound by its own CPU and shows it only in part), then
+#      by the load generator. Reports the spans the collector received and the server's
 #      ratelimit_trace_spans_dropped_total (from its /metrics).
 #   6. The server's own cost per request (h2load, whose cost per request is far below a gRPC
 #      client's, so the server's one core is the bottleneck): the empty handler
@@ -458,6 +460,15 @@ for ((round = 1; round <= TRACE_ROUNDS; round++)); do
       trace_flags=(--otel_endpoint="127.0.0.1:$COLLECTOR_PORT" --otel_sample_ratio="$mode")
     fi
     start_server real "$WORK/server.trace.log" "${trace_flags[@]}"
+    if [[ $H2LOAD == 1 ]]; then
+      # h2load first (its calls are traced and counted too): the server's own cost, which the
+      # gRPC load generator, bound by its CPU, shows only in part.
+      h2load_target "$WORK/trace.h2" /ratelimit.v1.RateLimitService/Consume "$WORK/request.bin"
+      read -r h2_rps _ h2_failed <"$WORK/trace.h2"
+      jq -n -c --arg mode "$mode" --argjson round "$round" --argjson rps "$h2_rps" \
+        --argjson failed "${h2_failed:-0}" '{mode: $mode, round: $round, rps: $rps, failed: $failed}' \
+        >>"$WORK/trace.h2.jsonl"
+    fi
     run_load "$WORK/trace.load.json" 1
     scrape_metrics "$WORK/trace.metrics"
     stop_server
@@ -686,6 +697,22 @@ echo
 jq -r -s "$TRACE_POOL"'pool("off") |
   "Noise: with tracing off, the rounds'"'"' requests/s spread over \((.max / .min - 1) * 1000 | round / 10)%" +
   " (max/min − 1); an overhead well under that is not resolved by this run."' "$WORK/trace.jsonl"
+if [[ $H2LOAD == 1 ]]; then
+  echo
+  echo "The same servers driven by h2load (\`$H2LOAD_FLAGS\`, $H2LOAD_DURATION, before the load" \
+    "generator's run in each round; the collector on CPU 1 with it). h2load leaves CPU 1 room, so" \
+    "the server's CPU is the bound and the overhead is the server's own."
+  echo
+  echo "| tracing | requests/s by round | mean | overhead vs off | failed |"
+  echo "|---|---|---|---|---|"
+  jq -r -s 'def pool(m): map(select(.mode == m)) | {all: (sort_by(.round) | map(.rps | round)),
+      mean: (map(.rps) | add / length), failed: (map(.failed) | add)};
+    pool("off") as $off | ["off", "0.01", "1"][] as $m | pool($m) as $p |
+    "| \(if $m == "off" then "off" else "ratio \($m)" end) | \($p.all | map(tostring) | join(" / ")) | " +
+    "\($p.mean | round) | " +
+    "\(if $m == "off" then "-" else "\((1 - $p.mean / $off.mean) * 1000 | round / 10)%" end) | " +
+    "\($p.failed) |"' "$WORK/trace.h2.jsonl"
+fi
 # --- 6. Batch of 100 ---------------------------------------------------------------------------
 # Batch RPCs of BATCH_SIZE (100) Consume entries against ratelimit-server (RocksDB): the load
 # generator (--batch, one hot key and a key per entry out of 1M) and h2load with the same Batch
