@@ -28,13 +28,6 @@ void PutAnyValue(std::string& out, const std::variant<std::string, int64_t>& v) 
 
 void AppendFramedSpan(std::string& framed, absl::string_view span) { PutBytes(framed, 2, span); }
 
-std::string EncodeFramedExportRequest(const Resource& resource, absl::string_view scope_name,
-                                      absl::string_view framed_spans) {
-  std::string out = EncodeExportRequestHeader(resource, scope_name, framed_spans.size());
-  out.append(framed_spans.data(), framed_spans.size());
-  return out;
-}
-
 std::string EncodeExportRequestHeader(const Resource& resource, absl::string_view scope_name,
                                       size_t framed_spans_size) {
   // Resource{attributes 1: KeyValue{key 1, value 2: AnyValue{string_value 1 | int_value 3}}}
@@ -73,7 +66,9 @@ std::string EncodeExportRequest(const Resource& resource, absl::string_view scop
                                 const std::vector<std::string>& spans) {
   std::string framed;
   for (const std::string& s : spans) AppendFramedSpan(framed, s);
-  return EncodeFramedExportRequest(resource, scope_name, framed);
+  std::string out = EncodeExportRequestHeader(resource, scope_name, framed.size());
+  out.append(framed);
+  return out;
 }
 
 }  // namespace ratelimit

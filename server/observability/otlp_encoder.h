@@ -33,17 +33,12 @@ using Resource = std::vector<ResourceAttribute>;
 std::string EncodeExportRequest(const Resource& resource, absl::string_view scope_name,
                                 const std::vector<std::string>& spans);
 
-// Appends `span` (an encoded Span message) to `framed` as one ScopeSpans.spans field: spans
-// collected this way are sent by EncodeFramedExportRequest without being copied one by one again.
+// Appends `span` (an encoded Span message) to `framed` as one ScopeSpans.spans field.
 void AppendFramedSpan(std::string& framed, absl::string_view span);
 
-// The request EncodeExportRequest writes, for spans already framed by AppendFramedSpan.
-std::string EncodeFramedExportRequest(const Resource& resource, absl::string_view scope_name,
-                                      absl::string_view framed_spans);
-
-// The bytes of that request before its spans, for `framed_spans_size` bytes of framed spans:
-// the header followed by the framed spans is the request, so the spans can be sent from where
-// they were collected.
+// The bytes of the request EncodeExportRequest writes that come before its spans, for
+// `framed_spans_size` bytes of spans framed by AppendFramedSpan: the header followed by the
+// framed spans is the request, so the spans can be sent from where they were collected.
 std::string EncodeExportRequestHeader(const Resource& resource, absl::string_view scope_name,
                                       size_t framed_spans_size);
 

@@ -144,7 +144,7 @@ Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, cons
     const std::optional<std::string> traceparent = Metadata(context, "traceparent");
     const std::optional<std::string> tracestate = Metadata(context, "tracestate");
     const std::optional<TraceContext> parent = ParseTraceContext(traceparent, tracestate);
-    rpc.span_ = metrics_ && spans_share_clock_
+    rpc.span_ = spans_use_metric_readings_
                     ? tracer_->StartServerSpan(span_name, parent, rpc.start_nanos_)
                     : tracer_->StartServerSpan(span_name, parent);
     if (rpc.span_.recording()) {
@@ -174,7 +174,7 @@ void Telemetry::Rpc::SetLimits(absl::Span<const LimitRequest> limits) {
 void Telemetry::Rpc::StoreStarted() {
   if (t_->metrics_) store_start_nanos_ = t_->clock_.SteadyNanos();
   store_span_ =
-      t_->metrics_ && t_->spans_share_clock_
+      t_->spans_use_metric_readings_
           ? span_.StartChild("ratelimit.store/transaction", SpanKind::kInternal, store_start_nanos_)
           : span_.StartChild("ratelimit.store/transaction");
   if (store_span_.recording()) {
@@ -196,7 +196,7 @@ void Telemetry::Rpc::StoreFinished(const absl::Status& status) {
   store_tracer_scope_.reset();
   store_tracer_.reset();
   if (!status.ok()) store_span_.SetError(status.message());
-  if (t_->metrics_ && t_->spans_share_clock_) {
+  if (t_->spans_use_metric_readings_) {
     store_span_.End(now);
   } else {
     store_span_.End();
@@ -259,7 +259,7 @@ void Telemetry::Rpc::Finish(const grpc::Status& status) {
   if (span_.recording()) {
     span_.SetAttribute("rpc.grpc.status_code", int64_t{status.error_code()});
     if (!status.ok()) span_.SetError(status.error_message());
-    if (t_->metrics_ && t_->spans_share_clock_) {
+    if (t_->spans_use_metric_readings_) {
       span_.End(now);
     } else {
       span_.End();

@@ -50,7 +50,8 @@ class Telemetry {
         record_keys_(record_keys),
         store_system_(store_system),
         clock_(clock),
-        spans_share_clock_(tracer != nullptr && &tracer->clock() == &clock) {}
+        spans_use_metric_readings_(metrics != nullptr && tracer != nullptr &&
+                                   &tracer->clock() == &clock) {}
 
   class Rpc {
    public:
@@ -126,9 +127,9 @@ class Telemetry {
   const bool record_keys_;
   const std::string store_system_;
   const TelemetryClock& clock_;
-  // The tracer's spans are timed by `clock_` too: the latency metrics' readings of the steady
-  // clock time the spans as well, instead of reading it again.
-  const bool spans_share_clock_;
+  // The latency metrics read the steady clock and the tracer's spans are timed by the same
+  // clock: those readings time the spans as well, instead of the spans reading it again.
+  const bool spans_use_metric_readings_;
 };
 
 // Finishes a unary call's telemetry with `status`; returns `status`, for the handler to return
