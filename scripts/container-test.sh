@@ -5,21 +5,22 @@
 # turns healthy. Prints the image size. Exits non-zero, naming the check, on any failure.
 #
 # No registry is needed: when debian:bookworm-slim is missing it is made with debootstrap from the
-# Debian mirror (and tagged debian:bookworm for the build stage). Needs root (apt, debootstrap,
-# rootful podman).
+# Debian mirror this machine's apt uses, through apt's HTTP proxy if it has one
+# (scripts/apt_sources.py), and tagged debian:bookworm for the build stage. Needs root (apt,
+# debootstrap, rootful podman).
 #
 # Environment:
 #   RATELIMIT_IMAGE         image tag to build and test (default ratelimit-server:latest)
 #   RATELIMIT_IMAGE_JOBS    compile jobs inside the build (default: the number of CPUs)
 #   RATELIMIT_REMOVE_IMAGE  1: remove the image at the end (default 0: keep it, and its build
 #                           cache, so the next run is quick)
-#   RATELIMIT_DEBIAN_MIRROR mirror for debootstrap (default http://deb.debian.org/debian)
+#   RATELIMIT_DEBIAN_MIRROR Debian mirror for debootstrap and the image's apt (default: the one
+#                           this machine's apt sources name for bookworm main)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 image="${RATELIMIT_IMAGE:-ratelimit-server:latest}"
 jobs="${RATELIMIT_IMAGE_JOBS:-$(nproc)}"
-mirror="${RATELIMIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 start_time=$(date +%s)
 
 fail() {
@@ -38,6 +39,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   step "installing ${missing[*]}"
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ---- where Debian comes from: this machine's apt sources and proxy ----
+apt_sources=$(scripts/apt_sources.py) || fail "no Debian mirror in this machine's apt sources"
+source_of() { awk -v k="$1" '$1 == k { print $2 }' <<<"$apt_sources"; }
+mirror="${RATELIMIT_DEBIAN_MIRROR:-$(source_of mirror)}"
+security_mirror="$(source_of security)"
+[ -n "$security_mirror" ] || security_mirror="${mirror%/debian}/debian-security"
+apt_proxy="$(source_of proxy)"
+proxy_args=()
+if [ -n "$apt_proxy" ]; then
+  export http_proxy="${http_proxy:-$apt_proxy}"  # debootstrap's downloads
+  proxy_args=(--build-arg "http_proxy=$http_proxy")  # the image build's apt-get
 fi
 
 work=$(mktemp -d /tmp/ratelimit-container-test.XXXXXX)
@@ -87,7 +101,7 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
-URIs: ${mirror%/debian}/debian-security
+URIs: $security_mirror
 Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
@@ -113,6 +127,7 @@ podman image exists debian:bookworm || podman tag debian:bookworm-slim debian:bo
 step "building $image (podman, $jobs compile jobs)"
 build_start=$(date +%s)
 podman build --format docker --network=host --pull=never --build-arg "JOBS=$jobs" \
+  "${proxy_args[@]}" \
   -f deploy/container/Dockerfile -t "$image" . >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log" >&2; fail "podman build (log above)"; }
 build_seconds=$(( $(date +%s) - build_start ))

@@ -21,6 +21,8 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> authorization) const {
+  // Checked first: no credential could help, and the caller should be told so.
+  if (!enabled()) return absl::PermissionDeniedError(kAdministrationDisabled);
   if (!authorization) {
     return absl::UnauthenticatedError("admin call requires metadata authorization: Bearer <token>");
   }
@@ -30,10 +32,8 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
   }
   if (token_.empty()) {
     return absl::PermissionDeniedError(
-        identities_.empty()
-            ? "administration is disabled: the server was started without an admin token"
-            : "administration by token is disabled: the server was started without an admin "
-              "token");
+        "administration by token is disabled: the server was started without an admin token "
+        "(only the client certificates of admin identities may call Reset)");
   }
   const absl::string_view presented =
       absl::StripAsciiWhitespace(authorization->substr(kScheme.size()));
@@ -46,6 +46,7 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
 absl::StatusOr<std::string> AdminAuthenticator::AuthorizeCall(
     std::optional<absl::string_view> authorization,
     absl::Span<const std::string> peer_identities) const {
+  if (!enabled()) return absl::PermissionDeniedError(kAdministrationDisabled);
   for (const std::string& identity : peer_identities) {
     if (std::find(identities_.begin(), identities_.end(), identity) != identities_.end()) {
       return absl::StrCat("identity ", identity);

@@ -14,6 +14,12 @@
 
 namespace ratelimit {
 
+// The refusal of every administrative call by a server with neither an admin token nor admin
+// identities (PERMISSION_DENIED, whatever the caller sent).
+inline constexpr char kAdministrationDisabled[] =
+    "Reset is disabled: the server was started without an admin token (--admin_token_file or "
+    "$RATELIMIT_ADMIN_TOKEN) or admin identities (--admin_identities)";
+
 // Authorizes administrative calls (Reset) by a shared bearer token, sent by the caller as the
 // gRPC metadata `authorization: Bearer <token>`, or by the identity of a verified client
 // certificate (a URI SAN such as a SPIFFE ID, or a DNS SAN) listed among the admin identities.
@@ -31,8 +37,9 @@ class AdminAuthenticator {
       : token_(std::move(token)), identities_(std::move(identities)) {}
 
   // `authorization` is the metadata value, or nullopt when the caller sent none.
+  // PERMISSION_DENIED kAdministrationDisabled: administration disabled (checked first).
   // UNAUTHENTICATED: no credential, or not of the form "Bearer <token>".
-  // PERMISSION_DENIED: wrong token, or administration disabled.
+  // PERMISSION_DENIED: wrong token, or administration by token disabled.
   absl::Status Authorize(std::optional<absl::string_view> authorization) const;
 
   // Authorizes a call by its certificate identities (see PeerIdentities in server/tls.h) or its

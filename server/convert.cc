@@ -290,6 +290,8 @@ absl::StatusOr<ResetTarget> ResetFromProto(const v1::ResetRequest& request) {
       absl::StrAppend(&display, ".", e.key(), e.value().empty() ? "" : "_", e.value());
     }
     t.name = EnvoyStateName(request.name(), path, request.envoy_override());
+    t.envoy_domain = request.name();
+    t.envoy_override = request.envoy_override();
     t.display_name = absl::StrCat(display, request.envoy_override() ? "#override" : "");
   } else {
     if (request.envoy_path_size() > 0) return InvalidField("envoy_path", "only applies to ENVOY");

@@ -82,6 +82,9 @@ struct ResetTarget {
   bool all_keys = false;
   // The limit as an operator reads it in logs ("api"; for Envoy the dotted "web.user").
   std::string display_name;
+  // ENVOY only: the domain, and whether the target is an override (a limit Envoy sent).
+  std::string envoy_domain;
+  bool envoy_override = false;
 };
 
 // Validates a Reset request and names the states it deletes (INVALID_ARGUMENT naming the field).

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "cmdline/help.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "storage/file_util.h"
@@ -228,6 +229,7 @@ int main(int argc, char** argv) {
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
+  ratelimit::HandleHelp(argc, argv, "server/main.cc");  // exit 0, unlike absl's own --help
   absl::ParseCommandLine(argc, argv);
   // Debian builds absl with its Mutex deadlock detector on; it costs ~1.5% of CPU per decision
   // (the lock order is fixed by design and covered by tests).

@@ -255,10 +255,9 @@ grpc::Status RateLimitServiceImpl::Answer(DecideState& state, const v1::RateLimi
        (code == absl::StatusCode::kAborted || code == absl::StatusCode::kInvalidArgument))) {
     return FinishRpc(rpc, ToGrpcStatus(verdict.status()));
   }
-  Log(LogLevel::kError, "store failure",
-      {{"error", std::string(verdict.status().message())},
-       {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
-       {"trace_id", rpc.TraceId()}});
+  store_failure_log_.Log({{"error", std::string(verdict.status().message())},
+                          {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
+                          {"trace_id", rpc.TraceId()}});
   if (policy_ == FailurePolicy::kOpen) {
     rpc.SetFailedOpen();
     FailedOpenToProto(state.limits, response);
@@ -360,11 +359,11 @@ grpc::Status RateLimitServiceImpl::HandleBatch(const grpc::ServerContext& contex
   }
   if (run_limit != nullptr) rpc.RecordDecision(*run_limit, run_outcome, run_length);
   if (store_failures > 0) {
-    Log(LogLevel::kError, "store failure",
-        {{"error", std::string(first_failure.message())},
-         {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
-         {"batch_entries_failed", absl::StrCat(store_failures)},
-         {"trace_id", rpc.TraceId()}});
+    store_failure_log_.Log({{"error", std::string(first_failure.message())},
+                            {"policy", policy_ == FailurePolicy::kOpen ? "open" : "closed"},
+                            {"batch_entries_failed", absl::StrCat(store_failures)},
+                            {"trace_id", rpc.TraceId()}},
+                           static_cast<uint64_t>(store_failures));
     if (policy_ == FailurePolicy::kOpen) rpc.span().SetAttribute("ratelimit.failed_open", true);
   }
   return FinishRpc(rpc, grpc::Status::OK);
@@ -396,7 +395,7 @@ grpc::Status RateLimitServiceImpl::HandleSettle(const grpc::ServerContext& conte
     if (verdict.status().code() == absl::StatusCode::kFailedPrecondition) {
       return FinishRpc(rpc, ToGrpcStatus(verdict.status()));
     }
-    Log(LogLevel::kError, "store failure",
+    store_failure_log_.Log(
         {{"error", std::string(verdict.status().message())}, {"trace_id", rpc.TraceId()}});
     return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                        "rate-limit store unavailable: " +
@@ -430,9 +429,26 @@ grpc::Status RateLimitServiceImpl::HandleSettle(const grpc::ServerContext& conte
   return FinishRpc(rpc, grpc::Status::OK);
 }
 
+absl::Status RateLimitServiceImpl::ResetTargetConfigured(const ResetTarget& target) const {
+  switch (target.source) {
+    case LimitSource::kDefined:
+      if (registry_.Current()->Find(target.name) != nullptr) return absl::OkStatus();
+      return absl::NotFoundError(absl::StrCat("name: no limit \"", target.name,
+                                              "\" in the limits file (inline limits: "
+                                              "source=INLINE)"));
+    case LimitSource::kEnvoy:
+      if (envoy_reset_check_) return envoy_reset_check_(target);
+      return absl::NotFoundError(
+          "source: this server does not serve the Envoy API (--envoy_config_dir is not set)");
+    case LimitSource::kInline:
+      break;
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& context,
                                                const v1::ResetRequest* request,
-                                               v1::ResetResponse* /*response*/) {
+                                               v1::ResetResponse* response) {
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", context);
   std::optional<absl::string_view> authorization;
@@ -446,7 +462,7 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
       auth ? PeerIdentities(*auth) : std::vector<std::string>();
   absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
   if (!admin.ok()) {
-    Log(LogLevel::kWarning, "reset refused",
+    reset_refused_log_.Log(
         {{"peer", peer},
          {"peer_identities", absl::StrJoin(identities, ",")},
          {"limit", request->name()},
@@ -456,9 +472,14 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
   }
   absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
   if (!target.ok()) return FinishRpc(rpc, ToGrpcStatus(target.status()));
+  if (absl::Status s = ResetTargetConfigured(*target); !s.ok()) {
+    return FinishRpc(rpc, ToGrpcStatus(s));
+  }
   rpc.StoreStarted();
-  absl::Status s = target->all_keys ? limiter_.ResetAll(target->name, target->source)
-                                    : limiter_.Reset(target->name, target->key, target->source);
+  absl::StatusOr<uint64_t> deleted =
+      target->all_keys ? limiter_.ResetAll(target->name, target->source)
+                       : limiter_.Reset(target->name, target->key, target->source);
+  const absl::Status s = deleted.status();
   rpc.StoreFinished(s);
   const std::string key = target->all_keys ? std::string("(all keys)") : target->key;
   if (s.ok()) {
@@ -468,10 +489,12 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
          {"source", std::string(LimitSourceName(target->source))},
          {"limit", target->display_name},
          {"key", key},
+         {"deleted", absl::StrCat(*deleted)},
          {"trace_id", rpc.TraceId()}});
+    response->set_deleted(*deleted);
     return FinishRpc(rpc, grpc::Status::OK);
   }
-  Log(LogLevel::kError, "reset failed",
+  reset_failed_log_.Log(
       {{"peer", peer},
        {"limit", target->display_name},
        {"key", key},

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_
 #define RATELIMIT_SERVER_RATE_LIMIT_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "server/decision_burst.h"
 #include "server/grpc_convert.h"
 #include "server/limit_registry.h"
+#include "server/observability/repeated_log.h"
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
 #include "server/serving_loop.h"
@@ -69,6 +71,12 @@ class RateLimitServiceImpl final
         inline_limits_(inline_limits),
         settle_(settle) {}
 
+  // How Reset tells whether an Envoy target (source ENVOY) is configured: OK, or NOT_FOUND
+  // naming the field. The composition root binds it to the Envoy configuration; unset (no Envoy
+  // API), every Envoy target is NOT_FOUND. Set before the service is registered.
+  using EnvoyResetCheck = std::function<absl::Status(const ResetTarget&)>;
+  void set_envoy_reset_check(EnvoyResetCheck check) { envoy_reset_check_ = std::move(check); }
+
   // Where the handlers that wait for the store run (store_executor.h); null: inline on the
   // serving thread. Set before the service is registered; not owned, outlives the gRPC server.
   void set_executor(StoreExecutor* executor) { executor_ = executor; }
@@ -110,14 +118,23 @@ class RateLimitServiceImpl final
                       absl::StatusOr<Verdict> verdict, v1::RateLimitResponse* response) const;
   static void ToProto(const DecideState& state, const Verdict& verdict, v1::RateLimitResponse* out);
 
+  // OK when `target` names a configured limit (see set_envoy_reset_check); NOT_FOUND naming the
+  // field otherwise. Inline limits have no configuration: every name is accepted.
+  absl::Status ResetTargetConfigured(const ResetTarget& target) const;
+
   Limiter& limiter_;
   StoreExecutor* executor_ = nullptr;
+  EnvoyResetCheck envoy_reset_check_;
   const LimitRegistry& registry_;
   const AdminAuthenticator& admin_;
   const FailurePolicy policy_;
   const Telemetry& telemetry_;
   const InlineLimits inline_limits_;
   const SettleOptions settle_;
+  // Events that can repeat as often as calls arrive: logged once, then summarised.
+  mutable RepeatedLog store_failure_log_{LogLevel::kError, "store failure"};
+  mutable RepeatedLog reset_refused_log_{LogLevel::kWarning, "reset refused"};
+  mutable RepeatedLog reset_failed_log_{LogLevel::kError, "reset failed"};
 };
 
 }  // namespace ratelimit

@@ -4,7 +4,9 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -14,7 +16,9 @@
 namespace ratelimit {
 namespace {
 
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
+// Receipts of the previous encoding (without value_after), still verified.
+constexpr uint8_t kVersionWithoutValueAfter = 1;
 constexpr size_t kMacBytes = HmacSha256::kBytes;
 
 // Writes the encoding into a buffer sized beforehand (one allocation, no per-field appends).
@@ -152,7 +156,7 @@ absl::StatusOr<ReceiptKeys> ReceiptKeys::Parse(absl::string_view file) {
 
 std::string ReceiptKeys::Sign(const Receipt& r) const {
   constexpr size_t kConfigBytes = 1 + 8 + 8 + 1 + 8 + 1 + 8 + 1 + 8 + 8;
-  const size_t body = 1 + 8 + 1 + 1 + 8 + 8 + r.unique_id.size() + 2 + r.name.size() + 2 +
+  const size_t body = 1 + 8 + 1 + 1 + 8 + 8 + 8 + r.unique_id.size() + 2 + r.name.size() + 2 +
                       r.key.size() + 1 + (r.config ? kConfigBytes : 0);
   std::string out(body + kMacBytes, '\0');
   Writer w(out.data());
@@ -162,6 +166,8 @@ std::string ReceiptKeys::Sign(const Receipt& r) const {
   w.Byte(r.mode == Mode::kReserve ? 2 : 1);
   w.Double(r.count);
   w.I64(r.decided_at_us);
+  // NaN when unknown: Verify reads it back as unset.
+  w.Double(r.value_after.value_or(std::numeric_limits<double>::quiet_NaN()));
   w.Raw(r.unique_id.data(), r.unique_id.size());
   w.String(r.name);
   w.String(r.key);
@@ -192,7 +198,9 @@ absl::StatusOr<Receipt> ReceiptKeys::Verify(absl::string_view bytes,
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
   if (bytes.empty()) return invalid("required");
-  if (bytes.size() < 1 + 8 + kMacBytes || static_cast<uint8_t>(bytes[0]) != kVersion) {
+  const uint8_t version = bytes.empty() ? 0 : static_cast<uint8_t>(bytes[0]);
+  if (bytes.size() < 1 + 8 + kMacBytes ||
+      (version != kVersion && version != kVersionWithoutValueAfter)) {
     return invalid("not a receipt of this service");
   }
   std::array<uint8_t, 8> id{};
@@ -213,6 +221,10 @@ absl::StatusOr<Receipt> ReceiptKeys::Verify(absl::string_view bytes,
   const uint8_t mode = in.Byte();
   r.count = in.Double();
   r.decided_at_us = in.I64();
+  if (version == kVersion) {
+    const double value_after = in.Double();
+    if (std::isfinite(value_after)) r.value_after = value_after;
+  }
   in.Bytes(r.unique_id);
   r.name = in.String();
   r.key = in.String();

@@ -4,15 +4,16 @@
 // Receipts: what an allowed Consume or Reserve took from one limit, signed by the server so that
 // Settle can trust it.
 //
-// Encoding (version 1), all integers little-endian:
-//   [version = 1][key id: 8 bytes][source: 1 byte, the LimitSource value][mode: 1 = consume,
-//   2 = reserve][count: double][decided_at_us: int64][unique id: 16 bytes]
+// Encoding (version 2), all integers little-endian:
+//   [version = 2][key id: 8 bytes][source: 1 byte, the LimitSource value][mode: 1 = consume,
+//   2 = reserve][count: double][decided_at_us: int64][value_after: double][unique id: 16 bytes]
 //   [name length: uint16][name][key length: uint16][key]
 //   [has config: 0 or 1] and, when 1: [kind: 0 token bucket, 1 fixed window][rate: double]
 //   [period_us: int64][capacity present: 0/1][capacity: double][max_reserved present: 0/1]
 //   [max_reserved: double][start present: 0/1][start_us: int64][jitter: double]
 //   [HMAC-SHA256 of everything before, 32 bytes]
 // The key id is the first 8 bytes of SHA-256 of the signing key: it picks the key that verifies.
+// Version 1 (signed by earlier releases, still verified until they expire) lacks value_after.
 
 #include <array>
 #include <cstdint>
@@ -36,6 +37,9 @@ struct Receipt {
   std::string key;
   double count = 0;
   int64_t decided_at_us = 0;
+  // The limit's balance right after the take (a settlement's refund is bounded by it, see
+  // storage/algebra Settle); unset in a version 1 receipt.
+  std::optional<double> value_after;
   std::array<uint8_t, 16> unique_id{};
   // The inline config the take was decided with; unset for a limit of the limits file.
   std::optional<LimitConfig> config;

@@ -12,6 +12,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
+#include "server/envoy/envoy_config.h"
 #include "server/log.h"
 #include "server/tls_files.h"
 #include "storage/file_util.h"
@@ -294,6 +295,10 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         options.envoy_config_dir, s->envoy_registry_, options.limits_reload_interval,
         CountReloads(*s->metrics_, "envoy", options.on_config_reload));
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
+    s->service_->set_envoy_reset_check([registry = &s->envoy_registry_](const ResetTarget& t) {
+      return EnvoyResetTargetConfigured(*registry->Current(), t.envoy_domain, t.name,
+                                        t.envoy_override);
+    });
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->limiter_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);
     s->envoy_service_->set_executor(executor);
@@ -332,6 +337,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     });
     s->gc_->Start();
   }
+  s->log_flusher_ =
+      std::make_unique<PeriodicTask>(absl::Seconds(1), [] { FlushRepeatedLogs(); });
+  s->log_flusher_->Start();
   if (s->watcher_) s->watcher_->Start();
   if (s->receipt_watcher_) s->receipt_watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
@@ -437,6 +445,8 @@ void RateLimitServer::Shutdown() {
     }
   }
   if (http_) http_->Stop();
+  if (log_flusher_) log_flusher_->Stop();
+  FlushRepeatedLogs(/*force=*/true);  // the counts of the last interval
   Log(level, "stopped");
   absl::MutexLock lock(&mu_);
   stopped_ = true;

@@ -19,6 +19,7 @@
 #include "server/observability/http_server.h"
 #include "server/observability/metrics.h"
 #include "server/observability/otlp_exporter.h"
+#include "server/observability/repeated_log.h"
 #include "server/observability/telemetry.h"
 #include "server/observability/tracer.h"
 #include "server/periodic_task.h"
@@ -228,6 +229,8 @@ class RateLimitServer {
   std::unique_ptr<StoreProbe> probe_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<PeriodicTask> gc_;  // null when gc_interval is not positive
+  // Writes the summaries of repeated log events (repeated_log.h) once their interval passed.
+  std::unique_ptr<PeriodicTask> log_flusher_;
   std::unique_ptr<Limiter> limiter_;
   // After the limiter and store (its tasks use them), before the services and the gRPC server
   // (it outlives the calls they run on it).

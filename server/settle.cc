@@ -85,6 +85,7 @@ void AddReceipts(const ReceiptKeys& keys, const Verdict& verdict,
     r.key = l.key;
     r.count = l.count;
     r.decided_at_us = verdict.now_us;
+    r.value_after = verdict.decisions[i].value;
     r.unique_id = ids[i];
     if (l.source == LimitSource::kInline) r.config = l.config;
     response->mutable_results(static_cast<int>(i))->set_receipt(keys.Sign(r));
@@ -123,6 +124,7 @@ absl::StatusOr<std::vector<SettleItem>> SettleFromProto(const v1::SettleRequest&
     item.taken = r->count;
     item.used = used;
     item.taken_at_us = r->decided_at_us;
+    item.value_after_take = r->value_after;
     if (r->config) {
       if (absl::Status v = ValidateLimitConfig(*r->config, receipt_field); !v.ok()) return v;
       item.config = *r->config;

@@ -189,19 +189,27 @@ Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<Sta
 }
 
 Settled Settle(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
-               double taken, double used, int64_t taken_at_us, int64_t now) {
+               double taken, double used, int64_t taken_at_us, int64_t now,
+               std::optional<double> value_after_take) {
   const State refilled = Refill(c, id, current, now);
   const double capacity = c.EffectiveCapacity();
   Settled s;
   double value = refilled.value;
   if (used < taken) {
+    const bool token_bucket = c.kind == LimitKind::kTokenBucket;
     const bool same_window =
-        c.kind == LimitKind::kTokenBucket ||
+        token_bucket ||
         (taken_at_us >= refilled.ts_us && taken_at_us - refilled.ts_us < c.period_us);
-    if (same_window && value < capacity) {
-      const double target = std::min(value + (taken - used), capacity);
-      s.returned = target - value;
-      value = target;
+    // The highest balance since the take: the bucket without the take held `capacity - peak`
+    // more at most (it lost the rest of the difference to its capacity while refilling).
+    double peak = value;
+    if (token_bucket && value_after_take && taken_at_us <= now) {
+      const State after_take{*value_after_take, taken_at_us, 0};
+      peak = std::max(peak, Refill(c, id, after_take, now).value);
+    }
+    if (same_window && peak < capacity) {
+      s.returned = std::min(taken - used, capacity - peak);
+      value += s.returned;
     }
   } else if (used > taken) {
     const double extra = used - taken;

@@ -81,17 +81,26 @@ struct LimitId {
 Decision Decide(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
                 double count, Mode mode, int64_t now_us);
 
-// Settles an earlier allowed take of `taken` tokens, made at `taken_at_us`, of which `used` were
-// really used, at `now_us`:
-//  - used < taken gives back taken - used. Token bucket: the balance refilled to now, plus the
-//    refund, capped at capacity (the bucket never holds more than it would had the take never
-//    happened). Fixed window: only while the window of the take is the current one; nothing
-//    once it has closed.
+// Settles an earlier allowed take of `taken` tokens, made at `taken_at_us` and leaving the balance
+// at `value_after_take`, of which `used` were really used, at `now_us`:
+//  - used < taken gives back up to taken - used, never lifting the balance above what it would
+//    be had the take been of `used` tokens only:
+//    Token bucket: returned = max(0, min(taken - used, capacity - peak)), where `peak` is the
+//    highest balance the bucket can have reached since the take: the larger of the balance
+//    refilled to now and `value_after_take` refilled from `taken_at_us` to now (capped at
+//    capacity). Refill that the bucket without the take would have lost to its capacity is
+//    not given back: a take of 5 from 10 that refilled to 8, was drawn to 2 by another caller
+//    and is then cancelled leaves 4 (the bucket without the take: 10, then 4), not 7.
+//    Unset `value_after_take` (a receipt of an earlier version): peak is the balance refilled
+//    to now (the refund is capped at capacity only).
+//    Fixed window: while the window of the take is the current one, the whole refund, capped at
+//    capacity; nothing once it has closed.
 //  - used > taken charges used - taken like a reservation: the balance may go down to
 //    -max_reserved (unbounded when unset); what does not fit is `uncharged`.
 // REQUIRES: ValidateLimitConfig(config) is OK; taken > 0 and used >= 0, both finite.
 Settled Settle(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
-               double taken, double used, int64_t taken_at_us, int64_t now_us);
+               double taken, double used, int64_t taken_at_us, int64_t now_us,
+               std::optional<double> value_after_take);
 
 // When `state` will have refilled to capacity under `config` (saturates at INT64_MAX).
 int64_t FullAt(const LimitConfig& config, const State& state);

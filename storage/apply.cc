@@ -29,8 +29,9 @@ Outcome DecideOperation(const Operation& op, const OperationKeys& keys,
     const LimitOp& l = op.limits[i];
     const size_t slot = keys.slot_of[i];
     if (l.settle) {
-      Settled settled = Settle(l.config, LimitId{l.key.name, l.key.key}, working[slot],
-                               l.settle->taken, l.settle->used, l.settle->taken_at_us, now_us);
+      Settled settled =
+          Settle(l.config, LimitId{l.key.name, l.key.key}, working[slot], l.settle->taken,
+                 l.settle->used, l.settle->taken_at_us, now_us, l.settle->value_after_take);
       Decision d;
       d.allowed = true;
       d.value = settled.value;

@@ -100,7 +100,8 @@ absl::StatusOr<SettleVerdict> Limiter::Settle(absl::Span<const SettleItem> items
   std::vector<RecordSpec> records;
   for (const SettleItem& item : items) {
     ops.push_back(LimitOp{StateKey{item.name, item.key, item.source}, item.config, item.taken,
-                          LimitOp::Settlement{item.taken, item.used, item.taken_at_us}});
+                          LimitOp::Settlement{item.taken, item.used, item.taken_at_us,
+                                              item.value_after_take}});
     records.push_back(item.spent);
   }
   Operation op;
@@ -148,11 +149,12 @@ Verdict VerdictOf(Outcome outcome) {
   return verdict;
 }
 
-absl::Status Limiter::Reset(const std::string& name, const std::string& key, LimitSource source) {
+absl::StatusOr<uint64_t> Limiter::Reset(const std::string& name, const std::string& key,
+                                         LimitSource source) {
   return store_.Delete(StateKey{name, key, source});
 }
 
-absl::Status Limiter::ResetAll(const std::string& name, LimitSource source) {
+absl::StatusOr<uint64_t> Limiter::ResetAll(const std::string& name, LimitSource source) {
   return store_.DeleteAll(source, name);
 }
 

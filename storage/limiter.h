@@ -68,6 +68,8 @@ struct SettleItem {
   double taken = 0;  // REQUIRES: finite and > 0
   double used = 0;   // REQUIRES: finite and >= 0
   int64_t taken_at_us = 0;
+  // The balance the take left (from the receipt); unset for a receipt that does not carry it.
+  std::optional<double> value_after_take;
   RecordSpec spent;
 };
 
@@ -138,10 +140,12 @@ class Limiter {
   // keeps no records.
   absl::StatusOr<SettleVerdict> Settle(absl::Span<const SettleItem> items);
 
-  // Deletes the state of one key / every key of `name`, in the namespace of `source`.
-  absl::Status Reset(const std::string& name, const std::string& key,
-                     LimitSource source = LimitSource::kDefined);
-  absl::Status ResetAll(const std::string& name, LimitSource source = LimitSource::kDefined);
+  // Deletes the state of one key / every key of `name`, in the namespace of `source`. Returns
+  // how many states were deleted (0: the key or limit had none).
+  absl::StatusOr<uint64_t> Reset(const std::string& name, const std::string& key,
+                                 LimitSource source = LimitSource::kDefined);
+  absl::StatusOr<uint64_t> ResetAll(const std::string& name,
+                                    LimitSource source = LimitSource::kDefined);
 
  private:
   StateStore& store_;

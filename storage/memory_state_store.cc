@@ -77,20 +77,21 @@ absl::StatusOr<std::optional<State>> MemoryStateStore::Get(const StateKey& key) 
   return std::optional<State>(it->second);
 }
 
-absl::Status MemoryStateStore::Delete(const StateKey& key) {
+absl::StatusOr<uint64_t> MemoryStateStore::Delete(const StateKey& key) {
   absl::MutexLock lock(&mu_);
-  states_.erase(Key(key.source, key.name, key.key));
-  return absl::OkStatus();
+  return states_.erase(Key(key.source, key.name, key.key));
 }
 
-absl::Status MemoryStateStore::DeleteAll(LimitSource source, absl::string_view name) {
+absl::StatusOr<uint64_t> MemoryStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   absl::MutexLock lock(&mu_);
+  uint64_t deleted = 0;
   auto it = states_.lower_bound(Key(source, std::string(name), std::string()));
   while (it != states_.end() && std::get<0>(it->first) == source &&
          std::get<1>(it->first) == name) {
     it = states_.erase(it);
+    ++deleted;
   }
-  return absl::OkStatus();
+  return deleted;
 }
 
 size_t MemoryStateStore::Size() const {

@@ -30,8 +30,8 @@ class MemoryStateStore final : public StateStore {
                                      absl::FunctionRef<std::string()> generate) override;
   absl::Status CollectGarbage() override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
-  absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override;
   absl::string_view backend_name() const override { return "memory"; }
   bool ApplyAsyncMayWait() const override { return false; }
   bool BatchesDecideLocally() const override { return true; }

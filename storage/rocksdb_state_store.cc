@@ -23,6 +23,7 @@
 #include "storage/apply.h"
 #include "storage/key_hash.h"
 #include "storage/mapped_wal_file_system.h"
+#include "storage/rocksdb_info_log.h"
 #include "storage/rocksdb_recovery.h"
 #include "storage/state_codec.h"
 #include "storage/stripe_locks.h"
@@ -198,6 +199,10 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
                                      : rocksdb::WALRecoveryMode::kAbsoluteConsistency;
   db_options.listeners.push_back(errors_);
   if (env_) db_options.env = env_.get();
+  // RocksDB's own info log asserts when written again after a failed write (a full disk): ours
+  // drops the lines the disk refuses instead (rocksdb_info_log.h).
+  if (!info_log_) info_log_ = RocksDbInfoLog::Open(file_system_, options_.path);
+  db_options.info_log = info_log_;
 
   rocksdb::ColumnFamilyOptions states_options;
   states_options.compaction_filter = gc_filter_.get();
@@ -785,18 +790,28 @@ absl::StatusOr<std::optional<State>> RocksDbStateStore::Get(const StateKey& key)
   return state;
 }
 
-absl::Status RocksDbStateStore::Delete(const StateKey& key) {
+absl::StatusOr<uint64_t> RocksDbStateStore::Delete(const StateKey& key) {
   const size_t stripe = stripes_.StripeOf(StableKeyHash(key.name, key.key));
   const std::string encoded = EncodeStateKey(key.source, key.name, key.key);
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   Pending pending;
+  uint64_t deleted = 0;
   {
     // Through the group like a decision, so that it lands after every decision queued before it
     // and before every later one.
     StripeLocks locked(stripes_, absl::MakeConstSpan(&stripe, 1));
     pending.epoch = group_.epoch();
+    // Whether there is a state to delete (a queued one included), for the caller's count.
+    std::optional<State> current;
+    if (absl::Status s = ReadStatesLocked(absl::MakeConstSpan(&key, 1),
+                                          absl::MakeConstSpan(&encoded, 1), pending.epoch,
+                                          absl::MakeSpan(&current, 1), &pending.ticket);
+        !s.ok()) {
+      return s;
+    }
+    deleted = current.has_value() ? 1 : 0;
     absl::StatusOr<uint64_t> ticket = group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
       batch.Delete(states_, encoded).PermitUncheckedError();
     });
@@ -804,10 +819,12 @@ absl::Status RocksDbStateStore::Delete(const StateKey& key) {
     pending.ticket = *ticket;
     cache_->Put(encoded, StateCache::Entry{std::nullopt, *ticket}, pending.epoch);
   }
-  return WaitLocked(pending);
+  if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
+  return deleted;
 }
 
-absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view name) {
+absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAll(LimitSource source,
+                                                      absl::string_view name) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
@@ -822,6 +839,7 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
   ro.iterate_upper_bound = &upper;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, states_));
   it->Seek(begin);
+  uint64_t deleted = 0;
   while (it->Valid()) {
     std::vector<std::string> keys;
     std::vector<size_t> stripes;
@@ -836,6 +854,11 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
     {
       StripeLocks locked(stripes_, stripes);
       pending.epoch = group_.epoch();
+      for (const std::string& k : keys) {
+        // A state a queued write already deleted is not counted again.
+        std::optional<StateCache::Entry> hit = cache_->Lookup(k, pending.epoch);
+        if (!hit || hit->state) ++deleted;
+      }
       absl::StatusOr<uint64_t> ticket =
           group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
             for (const std::string& k : keys) batch.Delete(states_, k).PermitUncheckedError();
@@ -848,7 +871,8 @@ absl::Status RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view 
     }
     if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
   }
-  return FromRocks(it->status(), "iterate");
+  if (absl::Status s = FromRocks(it->status(), "iterate"); !s.ok()) return s;
+  return deleted;
 }
 
 absl::Status RocksDbStateStore::CompactAll() { return FlushAndCompact(/*exclusive=*/true); }
@@ -860,6 +884,10 @@ absl::Status RocksDbStateStore::CollectGarbage() {
 absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
+  // A flush switches the memtable, which writes through the WAL writer: after a failed write
+  // that writer must not be used again (see Health), so nothing is flushed until the store has
+  // recovered.
+  if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   // The cache forgets refilled states first, so that no read returns one from the cache once the
   // compaction has dropped it from RocksDB (and again below, for any cached meanwhile).
   cache_->DropRefilled(options_.clock->NowMicros());
@@ -925,6 +953,9 @@ std::vector<StateStore::MetricFamily> RocksDbStateStore::MetricFamilies() {
       counter("rocksdb_group_decisions_total",
               "Decisions and resets queued for a WAL write (at most one write each).",
               [this] { return static_cast<double>(group_.stats().tickets); }),
+      counter("rocksdb_info_log_lines_dropped_total",
+              "Lines of RocksDB's info log (LOG in the data directory) the disk refused.",
+              [this] { return static_cast<double>(info_log_lines_dropped()); }),
       counter("rocksdb_group_coalesced_writes_total",
               "State writes left out of a WAL write because a later decision of the same group "
               "wrote the same key.",

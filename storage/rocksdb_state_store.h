@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/rocksdb_info_log.h"
 #include "storage/clock.h"
 #include "storage/group_commit.h"
 #include "storage/state_cache.h"
@@ -138,8 +139,8 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
-  absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override;
   // OK when a probe write goes through; while failing, reopens the database once the disk
   // takes writes again (see above).
   absl::Status Health() override;
@@ -172,6 +173,8 @@ class RocksDbStateStore final : public StateStore {
   // State writes left out of group writes because a later decision of the same group wrote the
   // same key (storage/write_coalesce.h).
   uint64_t coalesced_writes() const { return coalesced_.load(std::memory_order_relaxed); }
+  // Lines of RocksDB's info log the disk refused (see rocksdb_info_log.h).
+  uint64_t info_log_lines_dropped() const { return info_log_ ? info_log_->dropped() : 0; }
   const StateCache& state_cache() const { return *cache_; }
 
   const RocksDbOpenReport& open_report() const { return open_report_; }
@@ -264,6 +267,9 @@ class RocksDbStateStore final : public StateStore {
   const std::shared_ptr<rocksdb::FileSystem> file_system_;
   std::unique_ptr<rocksdb::Env> env_;  // over the WAL mapping, or options_.file_system, if any
   std::shared_ptr<RocksDbErrorTracker> errors_;
+  // RocksDB's info log (LOG), made by the first open and kept across reopens (so that its count
+  // of dropped lines is the store's).
+  std::shared_ptr<RocksDbInfoLog> info_log_;
   RocksDbOpenReport open_report_;
   std::unique_ptr<rocksdb::CompactionFilter> gc_filter_;
   std::unique_ptr<rocksdb::CompactionFilter> record_filter_;

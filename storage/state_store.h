@@ -41,6 +41,8 @@ struct LimitOp {
     double taken = 0;  // REQUIRES: finite and > 0
     double used = 0;   // REQUIRES: finite and >= 0
     int64_t taken_at_us = 0;
+    // The balance the take left (storage/algebra Settle); unset when not known.
+    std::optional<double> value_after_take = std::nullopt;
   };
   std::optional<Settlement> settle = std::nullopt;
 };
@@ -217,11 +219,13 @@ class StateStore {
   // The current state of `key`, or nullopt when it has none.
   virtual absl::StatusOr<std::optional<State>> Get(const StateKey& key) = 0;
 
-  // Removes the state of one key (it becomes full). Not an error when there is none.
-  virtual absl::Status Delete(const StateKey& key) = 0;
+  // Removes the state of one key (it becomes full). Returns how many states it removed: 1, or 0
+  // when the key had none (not an error).
+  virtual absl::StatusOr<uint64_t> Delete(const StateKey& key) = 0;
 
-  // Removes the state of every key of limit `name` of `source`, and nothing else.
-  virtual absl::Status DeleteAll(LimitSource source, absl::string_view name) = 0;
+  // Removes the state of every key of limit `name` of `source`, and nothing else. Returns how
+  // many states it removed.
+  virtual absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) = 0;
 
   // Whether the store can take decisions now: OK, or the error that stops it (UNAVAILABLE after
   // a failed write or a background error, or when closed). Checks that a write goes through

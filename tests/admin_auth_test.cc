@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/admin_token.h"
 #include "tests/support/test_support.h"
@@ -29,6 +30,22 @@ TEST(AdminAuthTest, OutcomesByCredential) {
   EXPECT_OK(auth.Authorize("bearer s3cret"));
   AdminAuthenticator disabled("");
   EXPECT_EQ(disabled.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
+}
+
+// A server without a token or identities: every call is told Reset is disabled, whatever it
+// sent, rather than UNAUTHENTICATED (as if a credential would help).
+TEST(AdminAuthTest, DisabledAdministrationIsPermissionDeniedWhateverTheCallerSent) {
+  AdminAuthenticator disabled("");
+  for (const std::optional<absl::string_view>& sent :
+       {std::optional<absl::string_view>(), std::optional<absl::string_view>("Basic x"),
+        std::optional<absl::string_view>("Bearer t")}) {
+    absl::Status s = disabled.Authorize(sent);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("Reset is disabled"));
+    absl::StatusOr<std::string> call = disabled.AuthorizeCall(sent, {"spiffe://x"});
+    EXPECT_EQ(call.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(call.status().message()), ::testing::HasSubstr("Reset is disabled"));
+  }
 }
 
 TEST(AdminAuthTest, ConstantTimeEquals) {

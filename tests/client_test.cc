@@ -23,6 +23,7 @@ using ::ratelimit::testing::RefusingPort;
 using ::ratelimit::testing::RunCommand;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
+using ::ratelimit::testing::ValueOrDie;
 
 class ClientTest : public ::testing::Test {
  protected:
@@ -122,19 +123,19 @@ TEST_F(ClientTest, ResetSendsTheAdminToken) {
   auto client = Connect(ClientOptions{absl::Seconds(10), "tok"});
   ASSERT_OK(client->Consume(MakeRequest("api", "u1", 2)));
   ASSERT_OK(client->Consume(MakeRequest("api", "u2", 2)));
-  ASSERT_OK(client->Reset("api", "u1"));
+  EXPECT_EQ(ValueOrDie(client->Reset("api", "u1")), 1u);
   EXPECT_EQ(client->Check(MakeRequest("api", "u1"))->results(0).value(), 2);  // full again
   EXPECT_EQ(client->Check(MakeRequest("api", "u2"))->results(0).value(), 0);
-  ASSERT_OK(client->ResetAll("api"));
+  EXPECT_EQ(ValueOrDie(client->ResetAll("api")), 1u);  // u2's state; u1 has none
   EXPECT_EQ(client->Check(MakeRequest("api", "u2"))->results(0).value(), 2);
   v1::ResetRequest inline_reset;
   inline_reset.set_source(v1::INLINE);
   inline_reset.set_name("mine");
   inline_reset.set_all_keys(true);
-  EXPECT_OK(client->Reset(inline_reset));
+  EXPECT_EQ(ValueOrDie(client->Reset(inline_reset)), 0u);  // nothing to delete: visible as 0
 
-  EXPECT_EQ(Connect()->Reset("api", "u1").code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(Connect(ClientOptions{absl::Seconds(10), "wrong"})->ResetAll("api").code(),
+  EXPECT_EQ(Connect()->Reset("api", "u1").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Connect(ClientOptions{absl::Seconds(10), "wrong"})->ResetAll("api").status().code(),
             absl::StatusCode::kPermissionDenied);
 }
 

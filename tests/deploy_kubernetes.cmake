@@ -26,3 +26,7 @@ add_test(NAME deploy.KubernetesArgsStartTheServer
          COMMAND ${DEPLOY_PYTHON3} ${DEPLOY_TESTS}/kubernetes_args_test.py ${KUBECTL}
                  ${PROJECT_SOURCE_DIR}/deploy/kubernetes/overlays/rocksdb
                  $<TARGET_FILE:ratelimit-server> $<TARGET_FILE:ratelimit> ${DEPLOY_OPENSSL})
+
+# scripts/container-test.sh builds Debian from the mirror and proxy of this machine's apt.
+add_test(NAME deploy.AptSourcesNameTheMachinesMirrorAndProxy
+         COMMAND ${DEPLOY_PYTHON3} ${DEPLOY_TESTS}/apt_sources_test.py ${PROJECT_SOURCE_DIR})

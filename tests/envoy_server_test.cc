@@ -124,5 +124,40 @@ TEST_F(EnvoyServerTest, RocksDbStateSurvivesRestartAndAdminResetWorks) {
   EXPECT_EQ(Remaining(client), 4u);
 }
 
+// A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field,
+// and deletes nothing.
+TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredDomainOrRuleIsNotFound) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
+  auto server = RateLimitServer::Start(Options(), clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(Remaining(client), 4u);
+  auto admin =
+      RateLimitClient::Connect(Target(**server), ClientOptions{absl::Seconds(10), "s3cret"});
+  v1::ResetRequest reset;
+  reset.set_source(v1::ENVOY);
+  reset.set_name("mobile");
+  reset.add_envoy_path()->set_key("user");
+  reset.set_all_keys(true);
+  absl::StatusOr<uint64_t> no_domain = admin->Reset(reset);
+  EXPECT_EQ(no_domain.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(no_domain.status().message()), HasSubstr("name: no Envoy domain \"mobile\""));
+  reset.set_name("web");
+  reset.mutable_envoy_path(0)->set_key("account");
+  absl::StatusOr<uint64_t> no_rule = admin->Reset(reset);
+  EXPECT_EQ(no_rule.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(no_rule.status().message()), HasSubstr("envoy_path: no rule of domain \"web\""));
+  reset.mutable_envoy_path(0)->set_value("u1");  // the rule is key-only: a value is another path
+  reset.mutable_envoy_path(0)->set_key("user");
+  EXPECT_EQ(admin->Reset(reset).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Remaining(client, 0), 4u);  // nothing was reset
+  reset.mutable_envoy_path(0)->clear_value();
+  EXPECT_EQ(*admin->Reset(reset), 1u);  // the configured rule: u1's state
+  EXPECT_EQ(Remaining(client, 0), 5u);
+  // An override (a limit Envoy sends) needs only its domain to be configured.
+  reset.set_envoy_override(true);
+  EXPECT_EQ(*admin->Reset(reset), 0u);
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -2,6 +2,7 @@
 ratelimit_test(observability_test observability_test.cc LIBS ratelimit_observability)
 ratelimit_test(telemetry_test telemetry_test.cc LIBS ratelimit_observability)
 ratelimit_test(health_test health_test.cc LIBS ratelimit_observability)
+ratelimit_test(repeated_log_test repeated_log_test.cc LIBS ratelimit_observability)
 # The same, seen from outside an in-process server, and from outside a real server process.
 ratelimit_test(server_observability_test server_observability_test.cc
                LIBS ratelimit_server ratelimit_client PkgConfig::HTTPLIB)

@@ -168,7 +168,7 @@ TEST_F(ProcessTest, ResetIsAuditedWithTheCallersAddress) {
                                         ClientOptions{absl::Seconds(5), "t0ken-for-tests"});
   ASSERT_OK(admin->Reset("api", "user-9"));
   auto intruder = RateLimitClient::Connect(server->target(), ClientOptions{absl::Seconds(5), "x"});
-  EXPECT_EQ(intruder->Reset("api", "user-9").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(intruder->Reset("api", "user-9").status().code(), absl::StatusCode::kPermissionDenied);
   const std::string log = server->Stderr();
   EXPECT_NE(log.find("INFO reset peer=ipv4:127.0.0.1:"), std::string::npos) << log;
   EXPECT_NE(log.find("limit=api key=user-9"), std::string::npos) << log;

@@ -24,6 +24,7 @@ Receipt Inline() {
   r.key = "org-7";
   r.count = 4000;
   r.decided_at_us = 1700000000000000;
+  r.value_after = 1250.5;
   r.unique_id = NewReceiptId();
   LimitConfig c;
   c.kind = LimitKind::kFixedWindow;
@@ -61,6 +62,38 @@ TEST(ReceiptTest, SignsTheDocumentedEncodingByteForByte) {
   Receipt r = Inline();
   for (uint8_t i = 0; i < 16; ++i) r.unique_id[i] = i;
   const std::string expected = absl::HexStringToBytes(
+      "02c2f480d4dda9f452"                // version, key id
+      "6902"                              // source 'i', mode reserve
+      "000000000040af40"                  // count 4000
+      "00401e18240a0600"                  // decided_at_us
+      "00000000008a9340"                  // value_after 1250.5
+      "000102030405060708090a0b0c0d0e0f"  // unique id
+      "03006c6c6d"                        // "llm"
+      "05006f72672d37"                    // "org-7"
+      "01"                                // has config
+      "01"                                // fixed window
+      "00000000006af840"                  // rate 100000
+      "0087930300000000"                  // period 60 s
+      "0100000000804f0241"                // capacity 150000
+      "01000000000088b340"                // max_reserved 5000
+      "010000000000000000"                // start 0
+      "000000000000d03f"                  // jitter 0.25
+      "82d6668768147508c6b60a10c6e4947cc11acdf50b3ab1bf0a862b0bcd2bb522");  // HMAC-SHA256
+  EXPECT_EQ(absl::BytesToHexString(keys->Sign(r)), absl::BytesToHexString(expected));
+  auto back = keys->Verify(expected, "receipt");
+  ASSERT_OK(back);
+  EXPECT_EQ(*back, r);
+}
+
+// A receipt signed before value_after was added (version 1) still verifies until it expires;
+// it settles without the bound value_after gives (storage/algebra Settle).
+TEST(ReceiptTest, AVersionOneReceiptStillVerifiesWithoutValueAfter) {
+  auto keys = ReceiptKeys::Parse(kHexKey);
+  ASSERT_OK(keys);
+  Receipt r = Inline();
+  r.value_after.reset();
+  for (uint8_t i = 0; i < 16; ++i) r.unique_id[i] = i;
+  const std::string expected = absl::HexStringToBytes(
       "01c2f480d4dda9f452"                // version, key id
       "6902"                              // source 'i', mode reserve
       "000000000040af40"                  // count 4000
@@ -77,7 +110,6 @@ TEST(ReceiptTest, SignsTheDocumentedEncodingByteForByte) {
       "010000000000000000"                // start 0
       "000000000000d03f"                  // jitter 0.25
       "fe0dd6ed9464c1396c1e377172f36f699eed94b16d45a28b356b9977b94132eb");  // HMAC-SHA256
-  EXPECT_EQ(absl::BytesToHexString(keys->Sign(r)), absl::BytesToHexString(expected));
   auto back = keys->Verify(expected, "receipt");
   ASSERT_OK(back);
   EXPECT_EQ(*back, r);

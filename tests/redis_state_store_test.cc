@@ -16,6 +16,7 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::ValueOrDie;
 using ::ratelimit::testing::HiredisConnection;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
@@ -94,7 +95,7 @@ TEST_F(RedisStateStoreTest, DeleteAllRemovesEveryKeyOfTheNameAndNothingElse) {
   for (const auto* group : {&doomed, &kept}) {
     for (const StateKey& k : *group) ASSERT_OK(Consume(k, 1));
   }
-  ASSERT_OK(store_->DeleteAll(LimitSource::kDefined, "a"));
+  EXPECT_EQ(ValueOrDie(store_->DeleteAll(LimitSource::kDefined, "a")), doomed.size());
   for (const StateKey& k : doomed) {
     auto s = store_->Get(k);
     ASSERT_OK(s);
@@ -105,8 +106,9 @@ TEST_F(RedisStateStoreTest, DeleteAllRemovesEveryKeyOfTheNameAndNothingElse) {
     ASSERT_OK(s);
     EXPECT_TRUE(s->has_value()) << k.name << "/" << k.key;
   }
-  ASSERT_OK(store_->Delete(kept[0]));
+  EXPECT_EQ(ValueOrDie(store_->Delete(kept[0])), 1u);
   EXPECT_FALSE(store_->Get(kept[0])->has_value());
+  EXPECT_EQ(ValueOrDie(store_->Delete(kept[0])), 0u);
 }
 
 TEST_F(RedisStateStoreTest, UpdateDecidesAgainWhenAnotherWriterGotThereFirst) {

@@ -361,8 +361,8 @@ class GatedStore final : public StateStore {
     Wait();
     return inner_.Get(key);
   }
-  absl::Status Delete(const StateKey& key) override { return inner_.Delete(key); }
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override { return inner_.Delete(key); }
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override {
     return inner_.DeleteAll(source, name);
   }
   // Blocks until `n` calls wait at the gate; false when they do not within `timeout`.

@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "client/cpp/client.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
@@ -274,11 +275,11 @@ TEST_F(ServiceTest, ResetRequiresTheAdminToken) {
   StartServer();
   ASSERT_OK(client_->Consume(MakeRequest("api", "u1", 5)));
   auto no_token = RateLimitClient::Connect(target_, ClientOptions{absl::Seconds(10), ""});
-  EXPECT_EQ(no_token->Reset("api", "u1").code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(no_token->Reset("api", "u1").status().code(), absl::StatusCode::kUnauthenticated);
   auto wrong = RateLimitClient::Connect(target_, ClientOptions{absl::Seconds(10), "s3creT"});
-  EXPECT_EQ(wrong->Reset("api", "u1").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(wrong->Reset("api", "u1").status().code(), absl::StatusCode::kPermissionDenied);
   auto longer = RateLimitClient::Connect(target_, ClientOptions{absl::Seconds(10), "s3cret!"});
-  EXPECT_EQ(longer->Reset("api", "u1").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(longer->Reset("api", "u1").status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_DOUBLE_EQ(ApiValue("u1"), 5);  // refused resets changed nothing
   ASSERT_OK(client_->Reset("api", "u1"));
   EXPECT_DOUBLE_EQ(ApiValue("u1"), 10);
@@ -308,8 +309,49 @@ TEST_F(ServiceTest, ResetAllKeysOfOneName) {
 
 TEST_F(ServiceTest, ResetValidatesItsFields) {
   StartServer();
-  EXPECT_EQ(client_->Reset("", "k").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(client_->Reset("api", "").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Reset("", "k").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Reset("api", "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A Reset of something that is not configured is NOT_FOUND naming the field, so that an
+// operator who forgot --source is not told the counter was reset; the reply counts what was
+// deleted, so a Reset of an inline limit with no state reads "0 deleted".
+TEST_F(ServiceTest, ResetOfAnUnconfiguredNameIsNotFoundAndChangesNothing) {
+  StartServer();
+  ASSERT_OK(client_->Consume(MakeRequest("api", "u1", 5)));
+  v1::RateLimitRequest inline_take = MakeRequest("mine", "u1", 3);
+  v1::LimitConfig* config = inline_take.mutable_limits(0)->mutable_config();
+  config->set_kind(v1::TOKEN_BUCKET);
+  config->set_rate(10);
+  config->mutable_period()->set_seconds(3600);
+  ASSERT_OK(client_->Consume(inline_take));
+
+  // The inline limit's name without source=INLINE: not in the limits file.
+  absl::StatusOr<uint64_t> missing = client_->Reset("mine", "u1");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "name: no limit \"mine\" in the limits file (inline limits: source=INLINE)");
+  EXPECT_EQ(client_->ResetAll("nope").status().code(), absl::StatusCode::kNotFound);
+  v1::ResetRequest envoy;
+  envoy.set_source(v1::ENVOY);
+  envoy.set_name("web");
+  envoy.add_envoy_path()->set_key("user");
+  envoy.set_all_keys(true);
+  absl::StatusOr<uint64_t> no_envoy = client_->Reset(envoy);
+  EXPECT_EQ(no_envoy.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(no_envoy.status().message()), ::testing::StartsWith("source: "));
+  auto after = client_->Check(inline_take);
+  ASSERT_OK(after);
+  EXPECT_DOUBLE_EQ(after->results(0).value(), 7);  // nothing was reset
+
+  v1::ResetRequest reset_inline;
+  reset_inline.set_source(v1::INLINE);
+  reset_inline.set_name("mine");
+  reset_inline.set_key("u1");
+  EXPECT_EQ(*client_->Reset(reset_inline), 1u);
+  EXPECT_EQ(*client_->Reset(reset_inline), 0u);  // nothing left to delete
+  EXPECT_EQ(*client_->Reset("api", "u1"), 1u);
+  EXPECT_EQ(*client_->Reset("api", "never-used"), 0u);
 }
 
 TEST_F(ServiceTest, ResetIsDisabledWithoutAConfiguredToken) {
@@ -323,7 +365,13 @@ TEST_F(ServiceTest, ResetIsDisabledWithoutAConfiguredToken) {
   ASSERT_OK(server);
   auto client = RateLimitClient::Connect("127.0.0.1:" + std::to_string((*server)->port()),
                                          ClientOptions{absl::Seconds(10), "anything"});
-  EXPECT_EQ(client->Reset("api", "u1").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(client->Reset("api", "u1").status().code(), absl::StatusCode::kPermissionDenied);
+  // Nor does sending no credential make it UNAUTHENTICATED, as if a token would help.
+  auto anonymous = RateLimitClient::Connect("127.0.0.1:" + std::to_string((*server)->port()),
+                                            ClientOptions{absl::Seconds(10), ""});
+  absl::Status refused = anonymous->Reset("api", "u1").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(refused.message()), ::testing::StartsWith("Reset is disabled"));
 }
 
 // ---- Failure policy ---------------------------------------------------------------------
@@ -335,7 +383,7 @@ TEST_F(ServiceTest, StoreFailureIsUnavailableWhenFailingClosed) {
   failing->FailWith(absl::UnavailableError("disk gone"));
   auto r = client_->Consume(MakeRequest("api", "u1"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(client_->Reset("api", "u1").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client_->Reset("api", "u1").status().code(), absl::StatusCode::kUnavailable);
   failing->Heal();
   EXPECT_DOUBLE_EQ(ApiValue("u1"), 10);  // the failed consume counted nothing
 }

@@ -92,6 +92,19 @@ TEST_F(SettleServiceTest, RefundGivesBackTheUnusedTokens) {
   EXPECT_DOUBLE_EQ(Value("api", "u1"), 8);
 }
 
+// The receipt carries the balance the take left, so a cancellation after another caller's take
+// leaves what the bucket would hold had the take never happened (storage/algebra Settle).
+TEST_F(SettleServiceTest, CancelAfterAnotherTakeLeavesWhatTheBucketWithoutItWouldHold) {
+  StartServer();
+  const std::string a = Take("api", "k", 5);  // 10 -> 5
+  clock_.Advance(3 * kSecond);                 // refilled to 8 (1/s)
+  Take("api", "k", 6);                         // 8 -> 2
+  auto settled = SettleOne(a, 0);
+  ASSERT_OK(settled);
+  EXPECT_DOUBLE_EQ(settled->results(0).returned(), 2);
+  EXPECT_DOUBLE_EQ(Value("api", "k"), 4);  // without A: 10 (capped), then 6 taken
+}
+
 TEST_F(SettleServiceTest, ChargeReportsWhenTheDebtIsPaid) {
   StartServer();
   auto r = client_->Reserve(MakeRequest("api", "u1", 10));

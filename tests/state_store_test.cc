@@ -15,6 +15,7 @@ namespace {
 
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::ValueOrDie;
 
 enum class Impl { kMemory, kRocksDb };
 
@@ -85,11 +86,12 @@ TEST_P(StateStoreContractTest, FailedDecisionWritesNothing) {
   EXPECT_EQ(GetOrDie({"a", "2"}), std::nullopt);
 }
 
-TEST_P(StateStoreContractTest, DeleteOneKey) {
+TEST_P(StateStoreContractTest, DeleteOneKeyCountsWhatItDeleted) {
   ASSERT_OK(Put({"a", "1"}, State{1, 1, 1}));
   ASSERT_OK(Put({"a", "2"}, State{2, 2, 2}));
-  ASSERT_OK(store_->Delete({"a", "1"}));
-  ASSERT_OK(store_->Delete({"a", "missing"}));
+  EXPECT_EQ(ValueOrDie(store_->Delete({"a", "1"})), 1u);
+  EXPECT_EQ(ValueOrDie(store_->Delete({"a", "1"})), 0u);  // already gone
+  EXPECT_EQ(ValueOrDie(store_->Delete({"a", "missing"})), 0u);
   EXPECT_EQ(GetOrDie({"a", "1"}), std::nullopt);
   EXPECT_EQ(GetOrDie({"a", "2"}), (State{2, 2, 2}));
 }
@@ -100,7 +102,8 @@ TEST_P(StateStoreContractTest, DeleteAllRemovesExactlyOneName) {
     for (const char* key : {"1", "b1", "\xff\xff", "x"})
       ASSERT_OK(Put({name, key}, State{1, 1, 1}));
   }
-  ASSERT_OK(store_->DeleteAll(LimitSource::kDefined, "a"));
+  EXPECT_EQ(ValueOrDie(store_->DeleteAll(LimitSource::kDefined, "a")), 4u);
+  EXPECT_EQ(ValueOrDie(store_->DeleteAll(LimitSource::kDefined, "a")), 0u);
   for (const char* key : {"1", "b1", "\xff\xff", "x"}) {
     EXPECT_EQ(GetOrDie({"a", key}), std::nullopt) << key;
     EXPECT_NE(GetOrDie({"ab", key}), std::nullopt) << key;

@@ -1,7 +1,15 @@
 // The files of a real ratelimit-server process: an owner-only data directory and RocksDB files,
-// and a WAL corrupted between runs (refused, unless salvaged).
+// a WAL corrupted between runs (refused, unless salvaged), and a data directory on a disk that
+// fills under load.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -24,6 +32,7 @@ using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WalRecordBytes;
 using ::ratelimit::testing::WriteFileAtomically;
 
+using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::kApiLimits;
 
 mode_t Mode(const fs::path& path) {
@@ -88,6 +97,95 @@ TEST(ServerFilesTest, ACorruptWalRefusesToStartUnlessSalvaged) {
   EXPECT_TRUE(absl::StrContains((*salvaged)->Stderr(), "salvaging")) << (*salvaged)->Stderr();
   EXPECT_TRUE(absl::StrContains((*salvaged)->Stderr(), "lost")) << (*salvaged)->Stderr();
   EXPECT_EQ((*salvaged)->StopWith(SIGTERM), 0);
+}
+
+// A tmpfs of `size`, mounted for the life of the object (needs root); `error` says why not.
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& path, const std::string& size) : path_(path) {
+    fs::create_directories(path);
+    if (::geteuid() != 0) {
+      error_ = "needs root to mount a small tmpfs";
+    } else if (::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0700").c_str()) !=
+               0) {
+      error_ = absl::StrCat("cannot mount a tmpfs: ", std::strerror(errno));
+    }
+  }
+  ~SmallDisk() {
+    if (error_.empty()) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  const std::string path_;
+  std::string error_;
+};
+
+// A full disk under sustained load with --failure_policy=open: every answer is failed_open, the
+// server neither aborts (RocksDB must never write again through a file writer that failed) nor
+// logs a line per request, reports NOT_SERVING, and recovers by itself when space returns.
+TEST(ServerFilesTest, AFullDiskUnderLoadWithTheOpenPolicyIsSurvivedAndRecovered) {
+  TempDir dir;
+  SmallDisk disk(dir.File("disk"), "8m");
+  if (!disk.error().empty()) GTEST_SKIP() << disk.error();
+  WriteFileAtomically(dir.File("limits.yaml"), kApiLimits);
+  WriteFileAtomically(dir.File("disk/ballast"), std::string(2 << 20, 'b'));  // freed later
+  auto server = ServerProcess::Start({"--data_dir=" + dir.File("disk/data"),
+                                      "--limits_file=" + dir.File("limits.yaml"),
+                                      "--failure_policy=open", "--health_probe_interval=100ms"},
+                                     dir.path());
+  ASSERT_OK(server);
+  const std::string target = (*server)->target();
+
+  // 8 callers consume distinct keys (each a new state) until 20 s after the first failed_open
+  // answer, or 120 s in all.
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> failed_open{0}, errors{0};
+  std::atomic<int64_t> first_failed_open_ms{0};
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t) {
+    callers.emplace_back([&, t] {
+      auto client = RateLimitClient::Connect(target);
+      for (int64_t i = 0; !stop.load(); ++i) {
+        auto r = client->Consume(MakeRequest("api", absl::StrCat("caller", t, "-key", i)));
+        if (!r.ok()) {
+          errors.fetch_add(1);
+          continue;
+        }
+        if (r->failed_open() && failed_open.fetch_add(1) == 0) {
+          first_failed_open_ms.store(absl::ToInt64Milliseconds(absl::Now() - start));
+        }
+      }
+    });
+  }
+  while (absl::Now() - start < absl::Seconds(120)) {
+    const int64_t first = first_failed_open_ms.load();
+    if (first > 0 && absl::Now() - start > absl::Milliseconds(first) + absl::Seconds(20)) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  stop.store(true);
+  for (std::thread& c : callers) c.join();
+  ASSERT_GT(failed_open.load(), 1000) << "the disk never filled";
+  EXPECT_EQ(errors.load(), 0) << "every call is answered while the disk is full";
+
+  auto client = RateLimitClient::Connect(target);
+  EXPECT_EQ(client->Health().code(), absl::StatusCode::kUnavailable);  // NOT_SERVING
+  // Space returns: the server recovers by itself.
+  fs::remove(dir.File("disk/ballast"));
+  ASSERT_TRUE(Eventually([&] { return client->Health().ok(); }, absl::Seconds(30)));
+  auto after = client->Consume(MakeRequest("api", "after"));
+  ASSERT_OK(after);
+  EXPECT_FALSE(after->failed_open());
+
+  const std::string log = (*server)->Stderr();
+  int failure_lines = 0;
+  for (size_t at = log.find("store failure"); at != std::string::npos;
+       at = log.find("store failure", at + 1)) {
+    ++failure_lines;
+  }
+  EXPECT_LT(failure_lines, 30) << "one line per failed request";
+  EXPECT_EQ((*server)->StopWith(SIGTERM), 0) << log;
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ TEST_F(TlsProcessTest, HelpListsTheTlsFlags) {
   }
   const std::string cli_help = RunCommand(BinaryPath("ratelimit") + " --help").second;
   for (const char* flag :
-       {"--tls_ca_file", "--tls_cert_file", "--tls_key_file", "--tls_server_name", "--tls "}) {
+       {"--tls_ca_file", "--tls_cert_file", "--tls_key_file", "--tls_server_name", "--tls="}) {
     EXPECT_TRUE(absl::StrContains(cli_help, flag)) << flag;
   }
 }

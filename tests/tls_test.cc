@@ -245,7 +245,7 @@ TEST_F(TlsTest, ResetByAdminIdentity) {
   auto user = Client(**server, "user");
   ASSERT_TRUE(user->Consume(OneTokenRequest())->allowed());
   ASSERT_FALSE(user->Consume(OneTokenRequest())->allowed());
-  EXPECT_EQ(user->Reset(InlineReset()).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(user->Reset(InlineReset()).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE(user->Consume(OneTokenRequest())->allowed());  // the refused Reset did nothing
   EXPECT_OK(Client(**server, "admin")->Reset(InlineReset()));
   EXPECT_TRUE(user->Consume(OneTokenRequest())->allowed());

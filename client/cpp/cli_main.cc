@@ -7,7 +7,9 @@
 //   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
 //   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
 //
-// Exit status: 0 allowed (or reset done), 2 denied, 1 error.
+// Exit status: 0 allowed (or reset done, or --help), 2 denied, 1 error. With --json, standard
+// output carries one JSON document whatever happens: the reply, or on an error
+// {"error":{"code":"NOT_FOUND","message":"..."}}.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -20,8 +22,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/cpp/cli_util.h"
 #include "client/cpp/client.h"
 #include "client/cpp/output.h"
+#include "cmdline/help.h"
 #include "storage/admin_token.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address host:port");
@@ -37,7 +41,8 @@ ABSL_FLAG(std::string, name, "", "limit name");
 ABSL_FLAG(std::string, key, "", "limit key");
 ABSL_FLAG(double, count, 1, "tokens to take");
 ABSL_FLAG(bool, json, false, "print the reply as JSON");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(2), "deadline of the call");
+ABSL_FLAG(std::string, timeout, "2s",
+          "deadline of the call: a duration (500ms, 2s, 1m) or a number of seconds (5, 0.5)");
 ABSL_FLAG(bool, all_keys, false, "reset: every key of --name");
 ABSL_FLAG(std::string, source, "limits_file",
           "reset: where the limit is defined: limits_file, inline or envoy (then --name is the "
@@ -67,10 +72,18 @@ ABSL_FLAG(double, max_reserved, -1, "inline config: max_reserved (default: unbou
 
 namespace {
 
-int Error(const std::string& message) {
-  std::cerr << "ratelimit: " << message << "\n";
+// Reports `error` (exit status 1): as JSON on standard output with --json, else as text on
+// standard error.
+int Error(const absl::Status& error) {
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << ratelimit::FormatJsonError(error) << "\n";
+  } else {
+    std::cerr << "ratelimit: " << error.ToString() << "\n";
+  }
   return 1;
 }
+// A mistake on the command line.
+int Error(const std::string& message) { return Error(absl::InvalidArgumentError(message)); }
 
 // The admin token by the server's rule (storage/admin_token.h): first line of
 // --admin_token_file, else $RATELIMIT_ADMIN_TOKEN; a warning on stderr when the file is readable
@@ -84,9 +97,9 @@ absl::StatusOr<std::string> AdminToken() {
 }
 
 int Usage() {
-  return Error(
+  return Error(std::string(
       "usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
-      "ratelimit settle --receipt=BASE64 --used=N or ratelimit health; see --help");
+      "ratelimit settle --receipt=BASE64 --used=N or ratelimit health; see --help"));
 }
 
 }  // namespace
@@ -103,34 +116,43 @@ int main(int argc, char** argv) {
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
+  ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() != 2) return Usage();
   const std::string command = positional[1];
   const bool json = absl::GetFlag(FLAGS_json);
 
   ratelimit::ClientOptions options;
-  options.timeout = absl::GetFlag(FLAGS_timeout);
+  absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));
+  if (!timeout.ok()) return Error(timeout.status());
+  options.timeout = *timeout;
   if (command == "reset") {
     absl::StatusOr<std::string> token = AdminToken();
-    if (!token.ok()) return Error(std::string(token.status().message()));
+    if (!token.ok()) return Error(token.status());
     options.admin_token = *token;
   }
   ratelimit::ClientTlsOptions tls{
       absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
       absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
   std::unique_ptr<ratelimit::RateLimitClient> client;
-  if (absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() || !tls.cert_file.empty() ||
-      !tls.key_file.empty() || !tls.server_name.empty()) {
+  const bool use_tls = absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() ||
+                       !tls.cert_file.empty() || !tls.key_file.empty() ||
+                       !tls.server_name.empty();
+  // A call's error, with a hint when it looks like a plaintext call to a TLS port or the reverse.
+  auto call_error = [use_tls](const absl::Status& s) {
+    return Error(ratelimit::WithTransportHint(s, use_tls));
+  };
+  if (use_tls) {
     absl::StatusOr<std::unique_ptr<ratelimit::RateLimitClient>> connected =
         ratelimit::RateLimitClient::ConnectTls(absl::GetFlag(FLAGS_target), tls, options);
-    if (!connected.ok()) return Error(std::string(connected.status().message()));
+    if (!connected.ok()) return Error(connected.status());
     client = *std::move(connected);
   } else {
     client = ratelimit::RateLimitClient::Connect(absl::GetFlag(FLAGS_target), options);
   }
   if (command == "health") {
     const absl::Status s = client->Health();
-    if (!s.ok()) return Error(s.ToString());
+    if (!s.ok()) return call_error(s);
     std::cout << (json ? "{\"status\":\"SERVING\"}" : "SERVING") << "\n";
     return 0;
   }
@@ -158,13 +180,13 @@ int main(int argc, char** argv) {
       if (eq != std::string::npos) e->set_value(level.substr(eq + 1));
     }
     reset.set_envoy_override(absl::GetFlag(FLAGS_envoy_override));
-    const absl::Status s = client->Reset(reset);
-    if (!s.ok()) return Error(s.ToString());
+    const absl::StatusOr<uint64_t> deleted = client->Reset(reset);
+    if (!deleted.ok()) return call_error(deleted.status());
     if (json) {
-      std::cout << "{}\n";
+      std::cout << "{\"deleted\":\"" << *deleted << "\"}\n";  // ResetResponse as proto3 JSON
     } else {
       std::cout << "reset " << name << (absl::GetFlag(FLAGS_all_keys) ? " (all keys)" : "/" + key)
-                << "\n";
+                << ": " << *deleted << (*deleted == 1 ? " state" : " states") << " deleted\n";
     }
     return 0;
   }
@@ -184,10 +206,10 @@ int main(int argc, char** argv) {
       s->set_used(used);
     }
     absl::StatusOr<ratelimit::v1::SettleResponse> settled = client->Settle(settle);
-    if (!settled.ok()) return Error(settled.status().ToString());
+    if (!settled.ok()) return call_error(settled.status());
     if (json) {
       absl::StatusOr<std::string> out = ratelimit::FormatJson(*settled);
-      if (!out.ok()) return Error(std::string(out.status().message()));
+      if (!out.ok()) return Error(out.status());
       std::cout << *out << "\n";
     } else {
       std::cout << ratelimit::FormatSettleResponse(*settled);
@@ -233,10 +255,10 @@ int main(int argc, char** argv) {
   } else {
     return Usage();
   }
-  if (!response.ok()) return Error(response.status().ToString());
+  if (!response.ok()) return call_error(response.status());
   if (json) {
     absl::StatusOr<std::string> out = ratelimit::FormatJson(*response);
-    if (!out.ok()) return Error(std::string(out.status().message()));
+    if (!out.ok()) return Error(out.status());
     std::cout << *out << "\n";
   } else {
     std::cout << ratelimit::FormatResponse(*response, absl::Now());

@@ -92,21 +92,23 @@ void AddBatchEntry(v1::BatchRequest* batch, v1::BatchEntry::Method method,
   *entry->mutable_request() = request;
 }
 
-absl::Status RateLimitClient::Reset(const std::string& name, const std::string& key) {
+absl::StatusOr<uint64_t> RateLimitClient::Reset(const std::string& name, const std::string& key) {
   v1::ResetRequest request;
   request.set_name(name);
   request.set_key(key);
   return SendReset(request);
 }
 
-absl::Status RateLimitClient::ResetAll(const std::string& name) {
+absl::StatusOr<uint64_t> RateLimitClient::ResetAll(const std::string& name) {
   v1::ResetRequest request;
   request.set_name(name);
   request.set_all_keys(true);
   return SendReset(request);
 }
 
-absl::Status RateLimitClient::Reset(const v1::ResetRequest& request) { return SendReset(request); }
+absl::StatusOr<uint64_t> RateLimitClient::Reset(const v1::ResetRequest& request) {
+  return SendReset(request);
+}
 
 absl::Status RateLimitClient::Health(const std::string& service) {
   grpc::ClientContext context;
@@ -124,14 +126,15 @@ absl::Status RateLimitClient::Health(const std::string& service) {
       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()));
 }
 
-absl::Status RateLimitClient::SendReset(const v1::ResetRequest& request) {
+absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& request) {
   grpc::ClientContext context;
   Prepare(&context);
   if (!options_.admin_token.empty()) {
     context.AddMetadata("authorization", "Bearer " + options_.admin_token);
   }
   v1::ResetResponse response;
-  return FromGrpc(stub_->Reset(&context, request, &response));
+  if (absl::Status s = FromGrpc(stub_->Reset(&context, request, &response)); !s.ok()) return s;
+  return response.deleted();
 }
 
 absl::StatusOr<v1::SettleResponse> RateLimitClient::Settle(const v1::SettleRequest& request) {

@@ -58,11 +58,14 @@ class RateLimitClient {
   // returned status is the call's: an error only when the whole call failed (no entries, batch
   // bounds, transport, deadline).
   absl::StatusOr<v1::BatchResponse> Batch(const v1::BatchRequest& request);
-  // Resets one key of `name` / every key of `name` (administrative; needs admin_token).
-  absl::Status Reset(const std::string& name, const std::string& key);
-  absl::Status ResetAll(const std::string& name);
+  // Resets one key of `name` / every key of `name` (administrative; needs admin_token). Returns
+  // how many states the server deleted (ResetResponse.deleted). NOT_FOUND when `name` is not in
+  // the server's limits file; PERMISSION_DENIED "Reset is disabled" from a server without an
+  // admin token.
+  absl::StatusOr<uint64_t> Reset(const std::string& name, const std::string& key);
+  absl::StatusOr<uint64_t> ResetAll(const std::string& name);
   // Any Reset: of another source (inline limits, Envoy rules; see ResetRequest.source).
-  absl::Status Reset(const v1::ResetRequest& request);
+  absl::StatusOr<uint64_t> Reset(const v1::ResetRequest& request);
 
   // The server's grpc.health.v1 status (`service` empty: the server as a whole): OK when it is
   // SERVING, UNAVAILABLE naming the status otherwise (NOT_SERVING while its store fails or it is
@@ -87,7 +90,7 @@ class RateLimitClient {
 
  private:
   void Prepare(grpc::ClientContext* context) const;
-  absl::Status SendReset(const v1::ResetRequest& request);
+  absl::StatusOr<uint64_t> SendReset(const v1::ResetRequest& request);
 
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;

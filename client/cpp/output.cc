@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cpp/client.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ratelimit {
@@ -82,6 +83,22 @@ absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& response
         absl::StrCat("cannot write the reply as JSON: ", status.ToString()));
   }
   return out;
+}
+
+std::string FormatJsonError(const absl::Status& error) {
+  // Each string through protobuf's JSON writer (a google.protobuf.Value), so that it is escaped
+  // as JSON requires; the object is laid out here so that "code" comes first.
+  auto json_string = [](absl::string_view text) {
+    google::protobuf::Value value;
+    value.set_string_value(std::string(text));
+    std::string out;
+    if (!google::protobuf::util::MessageToJsonString(value, &out).ok()) {
+      out = absl::StrCat("\"", absl::CHexEscape(text), "\"");  // not UTF-8: escaped byte by byte
+    }
+    return out;
+  };
+  return absl::StrCat("{\"error\":{\"code\":", json_string(absl::StatusCodeToString(error.code())),
+                      ",\"message\":", json_string(error.message()), "}}");
 }
 
 }  // namespace ratelimit

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ratelimit/v1/ratelimit.pb.h"
@@ -25,6 +26,10 @@ std::string FormatSettleResponse(const v1::SettleResponse& response);
 // with the converter's reason when the reply cannot be written as JSON (e.g. a Timestamp out of
 // its range), never an empty string.
 absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& response);
+
+// An error as one line of JSON, for callers that read --json output:
+//   {"error":{"code":"NOT_FOUND","message":"name: no limit \"x\" in the limits file"}}
+std::string FormatJsonError(const absl::Status& error);
 
 }  // namespace ratelimit
 

@@ -113,6 +113,34 @@ EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntr
   return match;
 }
 
+namespace {
+
+bool HasRuleWithStateName(const EnvoyDescriptorList& level, absl::string_view state_name) {
+  for (const EnvoyDescriptorNode& node : level.nodes) {
+    if (node.limit && node.limit->state_name == state_name) return true;
+    if (HasRuleWithStateName(node.children, state_name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_view domain,
+                                        absl::string_view state_name, bool override_limit) {
+  const EnvoyDomain* d = config.FindDomain(domain);
+  if (d == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("name: no Envoy domain \"", domain, "\" in the Envoy configuration"));
+  }
+  if (override_limit || HasRuleWithStateName(d->descriptors, state_name)) {
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("envoy_path: no rule of domain \"", domain,
+                                          "\" has this descriptor path (one entry per level, "
+                                          "each key with the rule's value, or none for a "
+                                          "key-only rule)"));
+}
+
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,
                            bool override_limit) {
   std::string out(1, override_limit ? 'O' : 'R');

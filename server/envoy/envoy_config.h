@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -143,6 +144,13 @@ EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntr
 // Unambiguous: two different (domain, path, override) never give the same name.
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,
                            bool override_limit);
+
+// Whether a Reset of Envoy states names something configured: OK, or NOT_FOUND naming the
+// field ("name" for a domain `config` has not, "envoy_path" for a rule path none of the domain's
+// rules has). A configured rule is found by its `state_name`; an override (a limit Envoy sent in
+// a descriptor) needs only its domain.
+absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_view domain,
+                                        absl::string_view state_name, bool override_limit);
 
 // `*` in `pattern` matches any run of characters (including none); everything else literally.
 bool EnvoyGlobMatch(absl::string_view pattern, absl::string_view text);

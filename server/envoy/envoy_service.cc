@@ -91,7 +91,7 @@ grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
   Telemetry::Rpc& rpc = evaluation.rpc;
   const std::vector<EnvoyDescriptorPlan>& plan = evaluation.plan;
   if (!outcomes.ok()) {
-    Log(LogLevel::kError, "store failure (envoy api)",
+    store_failure_log_.Log(
         {{"domain", evaluation.domain},
          {"error", std::string(outcomes.status().message())},
          {"trace_id", rpc.TraceId()}});

@@ -11,6 +11,7 @@
 #include "server/envoy/envoy_plan.h"
 #include "server/envoy/envoy_registry.h"
 #include "server/envoy/envoy_stats.h"
+#include "server/observability/repeated_log.h"
 #include "server/observability/telemetry.h"
 #include "server/parsed_unary.h"
 #include "server/store_executor.h"
@@ -103,6 +104,8 @@ class EnvoyRateLimitServiceImpl final
   const bool ratelimit_headers_;
   const Telemetry& telemetry_;
   EnvoyStats stats_;
+  // Logged once, then summarised (a failing store fails every call).
+  RepeatedLog store_failure_log_{LogLevel::kError, "store failure (envoy api)"};
 };
 
 }  // namespace ratelimit

@@ -129,8 +129,7 @@ bool OtlpExporter::Send(const grpc::ByteBuffer& request, absl::Time give_up) {
     if (status.ok()) return true;
     failed_exports_.fetch_add(1, std::memory_order_relaxed);
     if (attempt == 1) {
-      Log(LogLevel::kWarning, "trace export failed; retrying",
-          {{"endpoint", options_.endpoint}, {"error", status.error_message()}});
+      export_failed_log_.Log({{"endpoint", options_.endpoint}, {"error", status.error_message()}});
     }
     const bool retryable = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
                            status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||

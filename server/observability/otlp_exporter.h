@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "server/observability/otlp_encoder.h"
+#include "server/observability/repeated_log.h"
 #include "server/observability/tracer.h"
 
 namespace ratelimit {
@@ -99,6 +100,8 @@ class OtlpExporter final : public SpanSink {
   std::atomic<uint64_t> exported_{0};
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> failed_exports_{0};
+  // A collector that is down fails every export: logged once, then summarised.
+  RepeatedLog export_failed_log_{LogLevel::kWarning, "trace export failed; retrying"};
   std::thread thread_;
 };
 

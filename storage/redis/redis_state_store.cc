@@ -346,6 +346,13 @@ absl::StatusOr<SlotSnapshot> ParseSnapshot(const absl::StatusOr<redis::Reply>& r
   return snap;
 }
 
+// The keys a DEL removed (its integer reply; anything else counts none).
+uint64_t DeletedCount(const redis::Reply& reply) {
+  return reply.type == redis::Reply::Type::kInteger && reply.integer > 0
+             ? static_cast<uint64_t>(reply.integer)
+             : 0;
+}
+
 }  // namespace
 
 void RedisStateStore::Router::SendTraced(StoreTracer& tracer, const std::string& routing_key,
@@ -1218,16 +1225,17 @@ absl::StatusOr<std::optional<State>> RedisStateStore::Get(const StateKey& key) {
   return state;
 }
 
-absl::Status RedisStateStore::Delete(const StateKey& key) {
+absl::StatusOr<uint64_t> RedisStateStore::Delete(const StateKey& key) {
   const std::string redis_key = KeyFor(key);
   absl::StatusOr<redis::Reply> reply = Command(redis_key, {"DEL", redis_key});
   if (!reply.ok()) return reply.status();
   if (reply->type == redis::Reply::Type::kError) return ErrorReply("DEL", *reply);
-  return absl::OkStatus();
+  return DeletedCount(*reply);
 }
 
-absl::Status RedisStateStore::DeleteAll(LimitSource source, absl::string_view name) {
+absl::StatusOr<uint64_t> RedisStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  uint64_t deleted = 0;
   for (const std::string& primary : router_->Primaries()) {
     for (const std::string& pattern : RedisNamePatterns(options_.key_prefix, source, name)) {
       std::string cursor = "0";
@@ -1245,18 +1253,19 @@ absl::Status RedisStateStore::DeleteAll(LimitSource source, absl::string_view na
           if (state && state->source == source && state->name == name) doomed.push_back(k.str);
         }
         // One DEL per key: the keys of one primary may lie in different slots.
-        Replies deleted(doomed.size());
+        Replies replies(doomed.size());
         for (size_t i = 0; i < doomed.size(); ++i) {
-          router_->Send(doomed[i], {"DEL", doomed[i]}, deleted.For(i));
+          router_->Send(doomed[i], {"DEL", doomed[i]}, replies.For(i));
         }
-        for (absl::StatusOr<redis::Reply>& r : deleted.Wait()) {
+        for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
           if (!r.ok()) return r.status();
           if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
+          deleted += DeletedCount(*r);
         }
       } while (cursor != "0");
     }
   }
-  return absl::OkStatus();
+  return deleted;
 }
 
 absl::Status RedisStateStore::Health() {

@@ -134,9 +134,9 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
-  absl::Status Delete(const StateKey& key) override;
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
   // SCANs the keys of `name` on every primary and deletes them.
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override;
   // A PING of every primary: OK when at least one answers, UNAVAILABLE naming them otherwise.
   absl::Status Health() override;
   absl::Status Close() override;

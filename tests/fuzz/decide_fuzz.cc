@@ -216,7 +216,7 @@ void RunScenario(absl::Span<const LimitRequest> limits, const std::vector<Step>&
   // The RocksDB store is shared by all inputs: start from no state for this input's keys.
   RocksDbStateStore& rocks = SharedRocksDb();
   for (const StateKey& k : keys) {
-    absl::Status s = rocks.Delete(k);
+    absl::Status s = rocks.Delete(k).status();
     FUZZ_CHECK(s.ok(), "Delete: %s", s.ToString().c_str());
   }
   MemoryStateStore memory;

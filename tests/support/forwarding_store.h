@@ -36,8 +36,8 @@ class ForwardingStore : public StateStore {
     return inner_.UpdateWithRecords(keys, records, clock, decide);
   }
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override { return inner_.Get(key); }
-  absl::Status Delete(const StateKey& key) override { return inner_.Delete(key); }
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override { return inner_.Delete(key); }
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override {
     return inner_.DeleteAll(source, name);
   }
   absl::string_view backend_name() const override { return inner_.backend_name(); }

@@ -38,8 +38,8 @@ class SelectiveFailingStore final : public StateStore {
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override {
     return inner_->Get(key);
   }
-  absl::Status Delete(const StateKey& key) override { return inner_->Delete(key); }
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override {
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override { return inner_->Delete(key); }
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override {
     return inner_->DeleteAll(source, name);
   }
   absl::StatusOr<std::string> Secret(absl::string_view name,

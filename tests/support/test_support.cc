@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "storage/file_util.h"
 
 namespace ratelimit::testing {
@@ -80,11 +82,11 @@ absl::StatusOr<std::optional<State>> FailingStateStore::Get(const StateKey& key)
   if (absl::Status e = Error(); !e.ok()) return e;
   return inner_->Get(key);
 }
-absl::Status FailingStateStore::Delete(const StateKey& key) {
+absl::StatusOr<uint64_t> FailingStateStore::Delete(const StateKey& key) {
   if (absl::Status e = Error(); !e.ok()) return e;
   return inner_->Delete(key);
 }
-absl::Status FailingStateStore::DeleteAll(LimitSource source, absl::string_view name) {
+absl::StatusOr<uint64_t> FailingStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   if (absl::Status e = Error(); !e.ok()) return e;
   return inner_->DeleteAll(source, name);
 }
@@ -200,6 +202,30 @@ LimitConfig FixedWindow(double rate, int64_t period_us, std::optional<int64_t> s
   c.start_us = start_us;
   c.capacity = capacity;
   return c;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+uint64_t LoggedOccurrences(const std::vector<std::string>& lines, const std::string& event) {
+  const std::string summary = event + " repeated ";
+  uint64_t total = 0;
+  for (const std::string& line : lines) {
+    const size_t at = line.find(summary);
+    if (at == std::string::npos) {
+      // A full line: "<time> <LEVEL> <event>" then fields or the end of the line.
+      const size_t e = line.find(" " + event);
+      const size_t after = e == std::string::npos ? e : e + 1 + event.size();
+      if (e != std::string::npos && (after == line.size() || line[after] == ' ')) ++total;
+      continue;
+    }
+    const std::string rest = line.substr(at + summary.size());
+    uint64_t n = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &n)) << line;
+    total += n;
+  }
+  return total;
 }
 
 }  // namespace ratelimit::testing

@@ -42,6 +42,21 @@ absl::Status ToStatus(const absl::StatusOr<T>& s) {
   return s.status();
 }
 
+// The value of `s`; a failed test assertion (and T{}) when it holds an error.
+template <typename T>
+T ValueOrDie(absl::StatusOr<T> s) {
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : T{};
+}
+
+// The non-empty lines of `text`.
+std::vector<std::string> Lines(const std::string& text);
+
+// How many occurrences of the logged event `event` the log `lines` account for (see
+// server/observability/repeated_log.h): one per line that writes it in full, N per summary
+// "<event> repeated N times in the last ...".
+uint64_t LoggedOccurrences(const std::vector<std::string>& lines, const std::string& event);
+
 inline constexpr int64_t kSecond = 1000000;
 inline constexpr int64_t kMinute = 60 * kSecond;
 
@@ -139,8 +154,8 @@ class FailingStateStore final : public StateStore {
 
   absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
-  absl::Status Delete(const StateKey& key) override;
-  absl::Status DeleteAll(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
+  absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override;
   absl::Status Health() override;
   absl::Status CollectGarbage() override;
   absl::Status Close() override { return inner_->Close(); }

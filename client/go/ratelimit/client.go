@@ -1,11 +1,14 @@
 // Package ratelimit is the Go client of the ratelimit service (ratelimit.v1.RateLimitService).
 //
-// A Client is shaped like golang.org/x/time/rate's Limiter, but the limiter lives in the server
-// and is shared by every caller:
+// A Limiter (Client.Limiter) is shaped like golang.org/x/time/rate's, but the limiter lives in
+// the server and is shared by every caller:
 //
 //	c, err := ratelimit.Dial("127.0.0.1:8081")
 //	ok, err := c.Allow(ctx, "api", userID)          // Consume 1 token
 //	err = c.Wait(ctx, "llm_tokens", orgID)          // Reserve 1 token and wait until it may run
+//	r, err := c.Limiter("llm_tokens", orgID).ReserveN(ctx, 900) // r.Delay(), r.Cancel()
+//
+// As in x/time/rate, a count n = 0 (AllowN, ReserveN, WaitN) takes nothing.
 //
 // Every call carries a deadline (DefaultTimeout unless WithTimeout says otherwise, or the
 // caller's context ends earlier). Only Check is retried (on UNAVAILABLE): Consume and Reserve
@@ -15,6 +18,8 @@
 //
 // A gRPC failure comes back as an *Error, which keeps the status code and the field the server
 // named (errors.As, or status.Code(err)).
+//
+// Licensed under the Apache License 2.0, as the whole ratelimit repository (its LICENSE file).
 package ratelimit
 
 import (
@@ -375,13 +380,11 @@ func (c *Client) Allow(ctx context.Context, name, key string) (bool, error) {
 	return c.AllowN(ctx, name, key, 1)
 }
 
-// AllowN consumes n tokens of (name, key) and reports whether they were allowed.
+// AllowN consumes n tokens of (name, key) and reports whether they were allowed. As in
+// golang.org/x/time/rate, n = 0 takes nothing and reports whether the limit is not in debt now
+// (Limiter.AllowN).
 func (c *Client) AllowN(ctx context.Context, name, key string, n float64) (bool, error) {
-	r, err := c.Consume(ctx, Request{Limits: []Limit{{Name: name, Key: key, Count: n}}})
-	if err != nil {
-		return false, err
-	}
-	return r.Allowed, nil
+	return c.allowN(ctx, Limit{Name: name, Key: key}, n)
 }
 
 // Consume takes each limit's count from every limit of the request, or from none.
@@ -391,9 +394,14 @@ func (c *Client) Consume(ctx context.Context, req Request) (*Result, error) {
 }
 
 // Reserve is Consume that may go into debt (down to max_reserved); an allowed reservation's
-// RetryAt is when its work may run. Never retried.
-func (c *Client) Reserve(ctx context.Context, req Request) (*Result, error) {
-	return c.decide(ctx, "Reserve", c.stub.Reserve, req)
+// RetryAt is when its work may run (Reservation.Delay), and Reservation.Cancel gives it back.
+// Never retried.
+func (c *Client) Reserve(ctx context.Context, req Request) (*Reservation, error) {
+	r, err := c.decide(ctx, "Reserve", c.stub.Reserve, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.reservation(r), nil
 }
 
 // Check answers what Consume would answer now, taking nothing. Retried when the server is
@@ -434,10 +442,11 @@ func (c *Client) Wait(ctx context.Context, name, key string) error {
 	return c.WaitN(ctx, name, key, 1)
 }
 
-// WaitN reserves n tokens of (name, key) and blocks until the reservation may run.
+// WaitN reserves n tokens of (name, key) and blocks until the reservation may run. As in
+// golang.org/x/time/rate, n = 0 takes nothing and blocks until the limit is not in debt
+// (Limiter.WaitN).
 func (c *Client) WaitN(ctx context.Context, name, key string, n float64) error {
-	_, err := c.WaitRequest(ctx, Request{Limits: []Limit{{Name: name, Key: key, Count: n}}})
-	return err
+	return c.waitN(ctx, Limit{Name: name, Key: key}, n)
 }
 
 // WaitRequest reserves the request and blocks until its RetryAt, then returns the reservation.
@@ -475,30 +484,35 @@ func (c *Client) WaitRequest(ctx context.Context, req Request) (*Result, error) 
 		return nil, err
 	}
 	if !r.Allowed {
-		return r, &DeniedError{Result: r}
+		return r.Result, &DeniedError{Result: r.Result}
 	}
-	wait := time.Until(r.RetryAt)
-	if r.RetryAt.IsZero() || wait <= 0 {
-		return r, nil
-	}
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(r.RetryAt) {
-		c.cancelReservation(r)
-		return nil, fmt.Errorf("ratelimit: reservation runs at %v, after the context's deadline: %w",
-			r.RetryAt, context.DeadlineExceeded)
-	}
-	if err := c.sleep(ctx, wait); err != nil {
-		c.cancelReservation(r)
+	if err := c.sleepUntil(ctx, r.RetryAt); err != nil {
+		r.Cancel()
 		return nil, err
 	}
-	return r, nil
+	return r.Result, nil
+}
+
+// sleepUntil returns when at has come (at once for a zero or past time), or with an error when
+// ctx ends first or its deadline is before at (without waiting, like rate.Limiter.Wait).
+func (c *Client) sleepUntil(ctx context.Context, at time.Time) error {
+	wait := time.Until(at)
+	if at.IsZero() || wait <= 0 {
+		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(at) {
+		return fmt.Errorf("ratelimit: reservation runs at %v, after the context's deadline: %w",
+			at, context.DeadlineExceeded)
+	}
+	return c.sleep(ctx, wait)
 }
 
 // abandonReserve gives back what a Reserve whose caller gave up may have taken: the same
-// request (same RequestID) again, best effort, on its own deadline, then cancelReservation.
+// request (same RequestID) again, best effort, on its own deadline, then cancels it.
 func (c *Client) abandonReserve(req Request) {
 	r, err := c.Reserve(context.Background(), req)
-	if err == nil && r.Allowed {
-		c.cancelReservation(r)
+	if err == nil {
+		r.Cancel()
 	}
 }
 
@@ -509,20 +523,6 @@ func newRequestID() (string, error) {
 		return "", fmt.Errorf("ratelimit: request id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-// cancelReservation gives a reservation back (best effort, on its own deadline: the caller's
-// context has ended).
-func (c *Client) cancelReservation(r *Result) {
-	var settlements []Settlement
-	for _, l := range r.Limits {
-		if len(l.Receipt) > 0 {
-			settlements = append(settlements, Settlement{Receipt: l.Receipt, Used: 0})
-		}
-	}
-	if len(settlements) > 0 {
-		_, _ = c.Settle(context.Background(), settlements...)
-	}
 }
 
 // sleepContext sleeps for d or until ctx ends (returning its error).

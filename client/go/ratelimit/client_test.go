@@ -138,10 +138,10 @@ func TestInlineConfigAndCountExceedsCapacity(t *testing.T) {
 	// max_reserved 0: no reservation into debt.
 	noDebt := inline("job2", "k", 2, 1)
 	noDebt.Limits[0].Config.MaxReserved = ratelimit.Ptr(0.0)
-	r, err = c.Reserve(ctx(t), noDebt)
+	res, err := c.Reserve(ctx(t), noDebt)
 	must(t, err)
-	if r.Allowed {
-		t.Fatalf("a reservation beyond capacity with max_reserved 0 was allowed: %+v", r)
+	if res.Allowed || res.OK() || res.Delay() != ratelimit.InfDuration {
+		t.Fatalf("a reservation beyond capacity with max_reserved 0 was allowed: %+v", res.Result)
 	}
 }
 

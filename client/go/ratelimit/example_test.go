@@ -33,15 +33,45 @@ func Example() {
 	}
 }
 
+func ExampleLimiter() {
+	c, err := ratelimit.Dial("127.0.0.1:8081")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	l := c.Limiter("llm_tokens", "org-7")
+	r, err := l.ReserveN(ctx, 900)
+	switch {
+	case err != nil:
+		log.Print(err)
+	case !r.OK():
+		log.Printf("refused (%v); retry at %v", r.Reason, r.RetryAt)
+	default:
+		select {
+		case <-time.After(r.Delay()):
+			// The 900 tokens are paid for: run the work.
+		case <-ctx.Done():
+			r.Cancel() // the work will not run: give the tokens back
+		}
+	}
+}
+
 func ExampleClient_HTTPMiddleware() {
 	c, err := ratelimit.Dial("127.0.0.1:8081")
 	if err != nil {
 		log.Fatal(err)
 	}
 	limit := c.HTTPMiddleware(ratelimit.HTTPOptions{
-		Limit:         "api",
-		Key:           func(r *http.Request) string { return r.Header.Get("X-Api-Key") },
-		OnUnavailable: ratelimit.FailOpen,
+		Limit: "api",
+		// The API key; without one, the client's IP (an empty key would be answered 400).
+		Key: func(r *http.Request) string {
+			if k := r.Header.Get("X-Api-Key"); k != "" {
+				return "key:" + k
+			}
+			return "ip:" + ratelimit.RemoteIP(r)
+		},
+		OnUnavailable: ratelimit.FailClosed, // the default
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello")) })

@@ -17,11 +17,13 @@ import (
 )
 
 // fakeService answers UNAVAILABLE to the first `failures` calls of each method, then allows;
-// with `block`, it answers nothing until the call's context ends.
+// with `block`, it answers nothing until the call's context ends; with `err`, it answers every
+// call with that error.
 type fakeService struct {
 	pb.UnimplementedRateLimitServiceServer
 	failures int64
 	block    bool
+	err      error
 	// response, when set, is the answer (else: allowed).
 	response *pb.RateLimitResponse
 	checks   atomic.Int64
@@ -35,6 +37,9 @@ func (f *fakeService) answer(ctx context.Context, calls *atomic.Int64) (
 	if f.block {
 		<-ctx.Done()
 		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if f.err != nil {
+		return nil, f.err
 	}
 	if n <= f.failures {
 		return nil, status.Error(codes.Unavailable, "store unavailable")

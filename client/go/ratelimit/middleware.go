@@ -2,7 +2,8 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"log"
 	"math"
 	"net"
 	"net/http"
@@ -16,27 +17,44 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Policy is what a middleware does when the rate-limit service cannot answer: the call fails
-// with UNAVAILABLE (unreachable, or its store failed), DEADLINE_EXCEEDED, CANCELLED, UNKNOWN,
-// INTERNAL or RESOURCE_EXHAUSTED.
+// Policy is what a middleware does when the rate-limit service is unavailable: the call to it
+// fails with UNAVAILABLE (the server cannot be reached, or its store failed) or
+// DEADLINE_EXCEEDED. Any other failure (NOT_FOUND for a misspelt limit name, INVALID_ARGUMENT,
+// PERMISSION_DENIED, INTERNAL, CANCELLED...) is a configuration or programming error: it is
+// logged and answered HTTP 500 / gRPC INTERNAL whatever the Policy.
 type Policy int
 
 const (
-	// FailClosed refuses the request: HTTP 503, gRPC UNAVAILABLE. The default.
+	// FailClosed refuses the request: HTTP 503, gRPC UNAVAILABLE. The default: a limit is a
+	// promise about cost or abuse, which an outage of the service must not silently break.
 	FailClosed Policy = iota
-	// FailOpen lets the request through unlimited.
+	// FailOpen lets the request through unlimited, for services that put availability first.
 	FailOpen
 )
 
+// String is the name of the constant ("FailClosed", "FailOpen").
+func (p Policy) String() string {
+	switch p {
+	case FailClosed:
+		return "FailClosed"
+	case FailOpen:
+		return "FailOpen"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
 // HTTPOptions configures Client.HTTPMiddleware.
 type HTTPOptions struct {
-	// Limit is the limit's name. Required.
+	// Limit is the limit's name. Required (HTTPMiddleware panics without it): there is no
+	// default, so that two routes or services never share a counter unless they name the same
+	// limit.
 	Limit string
 	// Config defines the limit inline; nil for a limit of the server's limits file.
 	Config *Config
-	// Key is whose counter a request takes from; default: the client's IP address (from
-	// RemoteAddr; put the middleware behind one that sets RemoteAddr from a trusted proxy
-	// header when there is one).
+	// Key is whose counter a request takes from; default RemoteIP (the client's IP address,
+	// from RemoteAddr; behind a proxy, set it from a header the proxy sets and you trust). A
+	// request whose Key is "" is answered 400 Bad Request without asking the service: make Key
+	// fall back to another key (e.g. RemoteIP) to limit such requests, or Skip them.
 	Key func(*http.Request) string
 	// Cost is the tokens a request takes; default 1.
 	Cost func(*http.Request) float64
@@ -46,6 +64,10 @@ type HTTPOptions struct {
 	OnUnavailable Policy
 	// OnError, when set, is told every error of the service (before the Policy applies).
 	OnError func(*http.Request, error)
+	// Logger receives a line for each error of the service (the status code and message, and
+	// what the request was answered), at most one per distinct code and message every 10 s,
+	// with the count of the repeats left out. Default: log.Default().
+	Logger *log.Logger
 }
 
 // Headers of the IETF draft "RateLimit header fields for HTTP" (draft-ietf-httpapi-ratelimit-
@@ -59,19 +81,33 @@ const (
 
 // HTTPMiddleware consumes a token for each request: an allowed request goes on with the
 // RateLimit-* headers set, a denied one is answered 429 Too Many Requests with Retry-After and
-// the RateLimit-* headers. A service failure is answered 503 (FailClosed) or lets the request
-// through (FailOpen); any other error of the service (a misconfigured limit: INVALID_ARGUMENT,
-// NOT_FOUND...) is answered 500 whatever the policy.
+// the RateLimit-* headers. When the service is unavailable (UNAVAILABLE, DEADLINE_EXCEEDED) the
+// request is answered 503 (FailClosed) or let through (FailOpen); any other error of the service
+// (a misconfigured limit: NOT_FOUND, INVALID_ARGUMENT...) is answered 500 whatever the policy.
+// Errors are logged (see HTTPOptions.Logger). A request whose key is empty is answered 400.
+//
+// It panics when opts.Limit is empty or opts.OnUnavailable is not a Policy.
 func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handler {
+	if opts.Limit == "" {
+		panic("ratelimit: HTTPOptions.Limit is required: the name of the limit this middleware " +
+			"takes from (no default, so that unrelated routes never share a counter)")
+	}
+	checkPolicy("HTTPOptions", opts.OnUnavailable)
+	keyOf := RemoteIP
+	if opts.Key != nil {
+		keyOf = opts.Key
+	}
+	logs := newLogThrottle(opts.Logger)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if opts.Skip != nil && opts.Skip(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			key := remoteIP(r.RemoteAddr)
-			if opts.Key != nil {
-				key = opts.Key(r)
+			key := keyOf(r)
+			if key == "" {
+				http.Error(w, "rate limit key missing", http.StatusBadRequest)
+				return
 			}
 			cost := 1.0
 			if opts.Cost != nil {
@@ -84,11 +120,14 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 					opts.OnError(r, err)
 				}
 				switch {
-				case !unreachable(err):
-					http.Error(w, "rate limit misconfigured", http.StatusInternalServerError)
+				case !unavailable(err):
+					logs.log(err, "HTTP middleware", opts.Limit, "answered 500")
+					http.Error(w, "rate limit error", http.StatusInternalServerError)
 				case opts.OnUnavailable == FailOpen:
+					logs.log(err, "HTTP middleware", opts.Limit, "let through (FailOpen)")
 					next.ServeHTTP(w, r)
 				default:
+					logs.log(err, "HTTP middleware", opts.Limit, "answered 503 (FailClosed)")
 					http.Error(w, "rate limit unavailable", http.StatusServiceUnavailable)
 				}
 				return
@@ -105,13 +144,27 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 	}
 }
 
+// RemoteIP is the IP address of the client (from r.RemoteAddr, without the port): the
+// middleware's default key.
+func RemoteIP(r *http.Request) string { return remoteIP(r.RemoteAddr) }
+
+func checkPolicy(options string, p Policy) {
+	if p != FailClosed && p != FailOpen {
+		panic(fmt.Sprintf("ratelimit: %s.OnUnavailable: %v is neither FailClosed nor FailOpen",
+			options, p))
+	}
+}
+
 // GRPCOptions configures Client.UnaryServerInterceptor and Client.StreamServerInterceptor.
 type GRPCOptions struct {
-	// Limit is the limit's name. Required.
+	// Limit is the limit's name. Required (the interceptors panic without it): there is no
+	// default, so that two services never share a counter unless they name the same limit.
 	Limit string
 	// Config defines the limit inline; nil for a limit of the server's limits file.
 	Config *Config
-	// Key is whose counter a call takes from; default: the peer's IP address.
+	// Key is whose counter a call takes from; default: the peer's IP address. A call whose key
+	// is "" is answered INVALID_ARGUMENT without asking the service: make Key fall back to
+	// another key to limit such calls, or Skip them.
 	Key func(ctx context.Context, fullMethod string) string
 	// Cost is the tokens a call takes; default 1.
 	Cost func(ctx context.Context, fullMethod string) float64
@@ -121,17 +174,24 @@ type GRPCOptions struct {
 	OnUnavailable Policy
 	// OnError, when set, is told every error of the service (before the Policy applies).
 	OnError func(ctx context.Context, fullMethod string, err error)
+	// Logger receives a line for each error of the service, as HTTPOptions.Logger does.
+	// Default: log.Default().
+	Logger *log.Logger
 }
 
 // UnaryServerInterceptor consumes a token for each call: a denied call is answered
 // RESOURCE_EXHAUSTED with the header metadata retry-after and ratelimit-* (lower case, as gRPC
-// metadata is); an allowed call gets the ratelimit-* headers. A service failure is answered
-// UNAVAILABLE (FailClosed) or lets the call through (FailOpen); any other error of the service
-// is INTERNAL.
+// metadata is); an allowed call gets the ratelimit-* headers. When the service is unavailable
+// (UNAVAILABLE, DEADLINE_EXCEEDED) the call is answered UNAVAILABLE (FailClosed) or let through
+// (FailOpen); any other error of the service is INTERNAL. Errors are logged (see
+// GRPCOptions.Logger). A call whose key is empty is answered INVALID_ARGUMENT.
+//
+// It panics when opts.Limit is empty or opts.OnUnavailable is not a Policy.
 func (c *Client) UnaryServerInterceptor(opts GRPCOptions) grpc.UnaryServerInterceptor {
+	a := c.newAdmission(opts)
 	return func(ctx context.Context, req interface{}, info *grpc.UnaryServerInfo,
 		handler grpc.UnaryHandler) (interface{}, error) {
-		if err := c.admit(ctx, info.FullMethod, opts, func(md metadata.MD) error {
+		if err := a.admit(ctx, info.FullMethod, func(md metadata.MD) error {
 			return grpc.SetHeader(ctx, md)
 		}); err != nil {
 			return nil, err
@@ -141,18 +201,37 @@ func (c *Client) UnaryServerInterceptor(opts GRPCOptions) grpc.UnaryServerInterc
 }
 
 // StreamServerInterceptor is UnaryServerInterceptor for streaming calls: one token per stream.
+// It panics when opts.Limit is empty or opts.OnUnavailable is not a Policy.
 func (c *Client) StreamServerInterceptor(opts GRPCOptions) grpc.StreamServerInterceptor {
+	a := c.newAdmission(opts)
 	return func(srv interface{}, ss grpc.ServerStream, info *grpc.StreamServerInfo,
 		handler grpc.StreamHandler) error {
-		if err := c.admit(ss.Context(), info.FullMethod, opts, ss.SetHeader); err != nil {
+		if err := a.admit(ss.Context(), info.FullMethod, ss.SetHeader); err != nil {
 			return err
 		}
 		return handler(srv, ss)
 	}
 }
 
-func (c *Client) admit(ctx context.Context, method string, opts GRPCOptions,
+// admission is the state of one interceptor.
+type admission struct {
+	c    *Client
+	opts GRPCOptions
+	logs *logThrottle
+}
+
+func (c *Client) newAdmission(opts GRPCOptions) *admission {
+	if opts.Limit == "" {
+		panic("ratelimit: GRPCOptions.Limit is required: the name of the limit this interceptor " +
+			"takes from (no default, so that unrelated services never share a counter)")
+	}
+	checkPolicy("GRPCOptions", opts.OnUnavailable)
+	return &admission{c: c, opts: opts, logs: newLogThrottle(opts.Logger)}
+}
+
+func (a *admission) admit(ctx context.Context, method string,
 	setHeader func(metadata.MD) error) error {
+	opts := a.opts
 	if opts.Skip != nil && opts.Skip(method) {
 		return nil
 	}
@@ -162,22 +241,28 @@ func (c *Client) admit(ctx context.Context, method string, opts GRPCOptions,
 	} else if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		key = remoteIP(p.Addr.String())
 	}
+	if key == "" {
+		return status.Error(codes.InvalidArgument, "rate limit key missing")
+	}
 	cost := 1.0
 	if opts.Cost != nil {
 		cost = opts.Cost(ctx, method)
 	}
-	res, err := c.Consume(ctx,
+	res, err := a.c.Consume(ctx,
 		Request{Limits: []Limit{{Name: opts.Limit, Key: key, Count: cost, Config: opts.Config}}})
 	if err != nil {
 		if opts.OnError != nil {
 			opts.OnError(ctx, method, err)
 		}
 		switch {
-		case !unreachable(err):
-			return status.Error(codes.Internal, "rate limit misconfigured")
+		case !unavailable(err):
+			a.logs.log(err, "gRPC interceptor", opts.Limit, "answered INTERNAL")
+			return status.Error(codes.Internal, "rate limit error")
 		case opts.OnUnavailable == FailOpen:
+			a.logs.log(err, "gRPC interceptor", opts.Limit, "let through (FailOpen)")
 			return nil
 		default:
+			a.logs.log(err, "gRPC interceptor", opts.Limit, "answered UNAVAILABLE (FailClosed)")
 			return status.Error(codes.Unavailable, "rate limit unavailable")
 		}
 	}
@@ -193,16 +278,12 @@ func (c *Client) admit(ctx context.Context, method string, opts GRPCOptions,
 	return nil
 }
 
-// unreachable reports whether err means the service could not answer (as opposed to an
-// answer refusing the request as invalid).
-func unreachable(err error) bool {
-	var e *Error
-	if !errors.As(err, &e) {
-		return true
-	}
-	switch e.Code {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown,
-		codes.Internal, codes.ResourceExhausted:
+// unavailable reports whether err means the service is unavailable (UNAVAILABLE, which is also
+// what a call that cannot reach the server fails with, or DEADLINE_EXCEEDED), as opposed to an
+// error of configuration or programming, which no Policy may turn into a pass.
+func unavailable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
 	}
 	return false

@@ -46,6 +46,17 @@ type server struct {
 // stops it when the test ends. extra are more flags.
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
+	return launchServer(t, true, extra)
+}
+
+// startServerWithoutAdminToken is startServer without an admin token: Reset is disabled.
+func startServerWithoutAdminToken(t *testing.T, extra ...string) *server {
+	t.Helper()
+	return launchServer(t, false, extra)
+}
+
+func launchServer(t *testing.T, adminToken bool, extra []string) *server {
+	t.Helper()
 	bin := os.Getenv("RATELIMIT_SERVER")
 	if bin == "" {
 		t.Fatal("RATELIMIT_SERVER is not set: it must be the absolute path of ratelimit-server")
@@ -55,13 +66,23 @@ func startServer(t *testing.T, extra ...string) *server {
 	must(t, os.WriteFile(filepath.Join(dir, "limits.yaml"), []byte(testLimits), 0o600))
 	must(t, os.WriteFile(s.tokenFile, []byte(testToken+"\n"), 0o600))
 	portFile := filepath.Join(dir, "port")
-	args := append([]string{"--listen=127.0.0.1:0", "--port_file=" + portFile,
+	args := []string{"--listen=127.0.0.1:0", "--port_file=" + portFile,
 		"--data_dir=" + filepath.Join(dir, "data"),
 		"--limits_file=" + filepath.Join(dir, "limits.yaml"),
-		"--admin_token_file=" + s.tokenFile,
 		// No metrics endpoint: its default port is fixed, and another server may hold it.
-		"--metrics_listen="}, extra...)
+		"--metrics_listen="}
+	if adminToken {
+		args = append(args, "--admin_token_file="+s.tokenFile)
+	}
+	args = append(args, extra...)
 	s.cmd = exec.Command(bin, args...)
+	if !adminToken { // nor from the environment
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, ratelimit.AdminTokenEnv+"=") {
+				s.cmd.Env = append(s.cmd.Env, kv)
+			}
+		}
+	}
 	logFile, err := os.Create(s.logPath)
 	must(t, err)
 	defer logFile.Close()

@@ -343,8 +343,10 @@ export class RateLimitClient {
 
   /**
    * Administrative: resets one key (`key`) or every key (`allKeys: true`) of a limit. Sends the
-   * admin token (adminToken, adminTokenFile, else $RATELIMIT_ADMIN_TOKEN); without one the
-   * server answers UNAUTHENTICATED.
+   * admin token (adminToken, adminTokenFile, else $RATELIMIT_ADMIN_TOKEN). The server's refusal
+   * rejects as it answered it, code and message unchanged: UNAUTHENTICATED without a token (on a
+   * server that has one), PERMISSION_DENIED for a wrong one, and PERMISSION_DENIED "Reset is
+   * disabled ..." from a server started without an admin token.
    */
   async reset(request: ResetRequest, options?: CallOptions): Promise<void> {
     const metadata = new Metadata();

@@ -1,6 +1,7 @@
 // Express middleware, with the option names of express-rate-limit where they apply.
 import type { RateLimitClient } from "./client.js";
 import { RateLimitError } from "./errors.js";
+import { ThrottledLog, type ErrorLogger } from "./throttled-log.js";
 import type { LimitConfig, RateLimitResult } from "./types.js";
 
 /** What the middleware reads of a request (an Express Request fits). */
@@ -33,9 +34,24 @@ export interface RateLimitInfo {
 
 type Awaitable<T> = T | Promise<T>;
 
+/**
+ * What the middleware does when the service cannot answer (unreachable, or no answer within the
+ * deadline): "closed" refuses the request (`storeErrorHandler`, 503 by default), "open" lets it
+ * through unlimited.
+ */
+export type FailureMode = "open" | "closed";
+
 export interface RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> {
   /** The client that asks the service. */
   client: RateLimitClient;
+  /**
+   * The limit's name: required. The service keeps one counter per name and key, so every
+   * middleware (route, service) that gives the same name shares its counters: give each its own
+   * (e.g. "search-api:/search"), and the same one only where one limit is meant to cover both.
+   * With windowMs/limit or config it names an inline limit; without, a limit of the server's
+   * limits file.
+   */
+  name: string;
   /**
    * The window (period) of the limit, in ms, with `limit`: the middleware then sends an inline
    * config of `limit` requests per `windowMs` (see `algorithm`). Omit both to use a limit of
@@ -51,12 +67,6 @@ export interface RateLimitMiddlewareOptions<Req extends RequestLike = RequestLik
   algorithm?: "fixed-window" | "token-bucket";
   /** Any other inline config (instead of windowMs/limit). */
   config?: LimitConfig;
-  /**
-   * The limit's name: required for a limit of the server's limits file. Inline: default
-   * `express:<algorithm>:<limit>/<windowMs>ms`, so that differently configured middlewares
-   * never share counters.
-   */
-  name?: string;
   /** The key of the caller. Default: `req.ip` (else the socket's address). */
   keyGenerator?: (req: Req, res: Res) => Awaitable<string>;
   /** Tokens a request takes. Default 1. */
@@ -78,16 +88,27 @@ export interface RateLimitMiddlewareOptions<Req extends RequestLike = RequestLik
   /** Also X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (epoch s). Default false. */
   legacyHeaders?: boolean;
   /**
-   * When the service cannot answer (unreachable, deadline, any error): true lets the request
-   * through (fail open); false (default) fails closed through `storeErrorHandler`.
+   * When the service cannot answer (UNAVAILABLE: unreachable; DEADLINE_EXCEEDED: no answer in
+   * time): "closed" (default) answers through `storeErrorHandler`, "open" lets the request
+   * through. Any other error (a misspelt name, a bad key or config, a refused call) is a
+   * configuration error whatever the mode: logged, and passed to `next(error)` (HTTP 500).
+   */
+  failureMode?: FailureMode;
+  /**
+   * @deprecated Use `failureMode`: `true` is "open", `false` is "closed". Giving both with
+   * different meanings throws.
    */
   passOnStoreError?: boolean;
   /**
-   * Fail-closed answer. Default: 503 "Rate limit service unavailable" with Retry-After: 1 when
-   * the service is unreachable or late; any other error (a bad key, a bad config) goes to
-   * `next(error)`.
+   * The fail-closed answer, when the service cannot answer. Default: 503 "Rate limit service
+   * unavailable" with Retry-After: 1.
    */
-  storeErrorHandler?: (error: unknown, req: Req, res: Res, next: NextFunction) => unknown;
+  storeErrorHandler?: (error: RateLimitError, req: Req, res: Res, next: NextFunction) => unknown;
+  /**
+   * Where configuration errors are logged: one line per distinct status and message, at most one
+   * per 10 s, with the count of those left out. Default `console`.
+   */
+  logger?: ErrorLogger;
   /** Where the RateLimitInfo goes on the request. Default "rateLimit". */
   requestPropertyName?: string;
   /** Deadline of the service call, in ms. Default: the client's. */
@@ -102,7 +123,7 @@ export interface ResolvedOptions {
   message: unknown;
   standardHeaders: false | "draft-6" | "draft-7";
   legacyHeaders: boolean;
-  passOnStoreError: boolean;
+  failureMode: FailureMode;
   requestPropertyName: string;
 }
 
@@ -118,6 +139,37 @@ function resolveConfig(o: RateLimitMiddlewareOptions<never, never>): LimitConfig
     return { kind: "TOKEN_BUCKET", rate: o.limit, periodMs: o.windowMs, capacity: o.limit };
   }
   return { kind: "FIXED_WINDOW", rate: o.limit, periodMs: o.windowMs, capacity: o.limit, startMs: 0 };
+}
+
+function resolveFailureMode(o: RateLimitMiddlewareOptions<never, never>): FailureMode {
+  const mode: unknown = o.failureMode;
+  if (mode !== undefined && mode !== "open" && mode !== "closed") {
+    throw new TypeError(`rateLimit: failureMode must be "open" or "closed", not ${JSON.stringify(mode)}`);
+  }
+  const pass: unknown = o.passOnStoreError;
+  if (pass === undefined) return mode ?? "closed";
+  if (typeof pass !== "boolean") {
+    throw new TypeError(`rateLimit: passOnStoreError (deprecated: use failureMode) must be a boolean, not ${JSON.stringify(pass)}`);
+  }
+  const alias: FailureMode = pass ? "open" : "closed";
+  if (mode !== undefined && mode !== alias) {
+    throw new TypeError(`rateLimit: failureMode "${mode}" contradicts passOnStoreError: ${pass} (deprecated); give failureMode only`);
+  }
+  return alias;
+}
+
+/** The line logged for an error that is not an outage, and its kind (what makes it distinct). */
+function describeError(name: string, error: unknown): { kind: string; line: string } {
+  const what =
+    error instanceof RateLimitError
+      ? `${error.codeName}: ${error.details}`
+      : error instanceof Error
+        ? `${error.name}: ${error.message}`
+        : String(error);
+  return {
+    kind: what,
+    line: `ratelimit middleware, limit ${JSON.stringify(name)}: ${what} (a configuration error, not an outage: passed to next(error))`,
+  };
 }
 
 /**
@@ -175,14 +227,14 @@ function setHeaders(
 export function rateLimit<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike>(
   options: RateLimitMiddlewareOptions<Req, Res>,
 ): (req: Req, res: Res, next: NextFunction) => Promise<void> {
+  const name: unknown = options.name;
+  if (typeof name !== "string" || name === "") {
+    throw new TypeError(
+      'rateLimit: the "name" option is required: the limit\'s name. The service keeps one counter per ' +
+        "name and key, so middlewares (routes, services) given the same name share counters: give each its own.",
+    );
+  }
   const config = resolveConfig(options as RateLimitMiddlewareOptions<never, never>);
-  const algorithm = config?.kind === "TOKEN_BUCKET" ? "token-bucket" : "fixed-window";
-  const name =
-    options.name ??
-    (options.windowMs !== undefined && !options.config
-      ? `express:${algorithm}:${options.limit}/${options.windowMs}ms`
-      : undefined);
-  if (!name) throw new TypeError("rateLimit: name is required unless windowMs and limit are given");
   const standard = options.standardHeaders ?? "draft-6";
   const resolved: ResolvedOptions = {
     name,
@@ -191,7 +243,7 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
     message: options.message ?? DEFAULT_MESSAGE,
     standardHeaders: standard === true ? "draft-6" : standard,
     legacyHeaders: options.legacyHeaders ?? false,
-    passOnStoreError: options.passOnStoreError ?? false,
+    failureMode: resolveFailureMode(options as RateLimitMiddlewareOptions<never, never>),
     requestPropertyName: options.requestPropertyName ?? "rateLimit",
   };
   const keyGenerator =
@@ -206,15 +258,12 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
     });
   const storeErrorHandler =
     options.storeErrorHandler ??
-    ((error: unknown, _req: Req, res: Res, next: NextFunction) => {
-      if (error instanceof RateLimitError && error.unavailable) {
-        res.setHeader("Retry-After", "1");
-        res.status(503);
-        res.send("Rate limit service unavailable");
-        return;
-      }
-      next(error);
+    ((_error: RateLimitError, _req: Req, res: Res) => {
+      res.setHeader("Retry-After", "1");
+      res.status(503);
+      res.send("Rate limit service unavailable");
     });
+  const errorLog = new ThrottledLog(options.logger ?? console);
 
   return async (req: Req, res: Res, next: NextFunction): Promise<void> => {
     let key: string;
@@ -238,7 +287,15 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
         options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : undefined,
       );
     } catch (error) {
-      if (resolved.passOnStoreError) {
+      if (!(error instanceof RateLimitError && error.unavailable)) {
+        // Not an outage: a misspelt name, a bad key or config, a refused call. Letting requests
+        // through (or answering 503) would hide it; it is the application's error.
+        const { kind, line } = describeError(name, error);
+        errorLog.report(kind, line);
+        next(error);
+        return;
+      }
+      if (resolved.failureMode === "open") {
         next();
         return;
       }

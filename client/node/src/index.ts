@@ -11,6 +11,7 @@ export {
 export { RateLimitError } from "./errors.js";
 export {
   rateLimit,
+  type FailureMode,
   type NextFunction,
   type RateLimitInfo,
   type RateLimitMiddlewareOptions,
@@ -18,5 +19,6 @@ export {
   type ResolvedOptions,
   type ResponseLike,
 } from "./express.js";
+export { ERROR_LOG_INTERVAL_MS, ThrottledLog, type ErrorLogger } from "./throttled-log.js";
 export type * from "./types.js";
 export { status } from "@grpc/grpc-js";

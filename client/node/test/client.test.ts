@@ -359,3 +359,30 @@ describe("TLS", () => {
     }
   });
 });
+
+describe("reset on a server started without an admin token", () => {
+  test("is PERMISSION_DENIED \"Reset is disabled\", code and message as the server said them", async () => {
+    const server = await startServer({ limits: LIMITS });
+    const saved = process.env.RATELIMIT_ADMIN_TOKEN;
+    delete process.env.RATELIMIT_ADMIN_TOKEN;
+    const anonymous = new RateLimitClient(server.target, { timeoutMs: 10_000 });
+    const withToken = new RateLimitClient(server.target, { adminToken: "s3cret", timeoutMs: 10_000 });
+    if (saved !== undefined) process.env.RATELIMIT_ADMIN_TOKEN = saved;
+    try {
+      for (const client of [anonymous, withToken]) {
+        await assert.rejects(client.reset({ name: "api", key: "x" }), (e: unknown) => {
+          assert.ok(e instanceof RateLimitError);
+          assert.equal(e.codeName, "PERMISSION_DENIED");
+          assert.equal(e.code, status.PERMISSION_DENIED);
+          assert.match(e.details, /^Reset is disabled/);
+          assert.equal(e.message, `PERMISSION_DENIED: ${e.details}`);
+          return true;
+        });
+      }
+    } finally {
+      anonymous.close();
+      withToken.close();
+      await server.stop();
+    }
+  });
+});

@@ -6,7 +6,14 @@ import { after, before, describe, test } from "node:test";
 
 import express, { type Request, type Response } from "express";
 
-import { RateLimitClient, rateLimit, type RateLimitInfo, type RateLimitMiddlewareOptions } from "@ratelimit/client";
+import {
+  RateLimitClient,
+  RateLimitError,
+  rateLimit,
+  status,
+  type RateLimitInfo,
+  type RateLimitMiddlewareOptions,
+} from "@ratelimit/client";
 
 import { startServer, type RunningServer } from "./support.js";
 
@@ -36,6 +43,8 @@ async function serve(app: express.Express): Promise<{ url: string; close: () => 
 /** An app with the middleware in front of GET /. */
 function appWith(options: RateLimitMiddlewareOptions<Request, Response>): express.Express {
   const app = express();
+  // Express' own error handler answers 500 without printing each error's stack.
+  app.set("env", "test");
   app.use(rateLimit(options));
   app.get("/", (req, res) => {
     const info = (req as unknown as { rateLimit?: RateLimitInfo }).rateLimit;
@@ -91,7 +100,9 @@ describe("Express middleware", () => {
     const user = `u${++n}`;
     // 1000-day windows aligned to the epoch: no window boundary falls within the test.
     const windowMs = 1000 * 86_400_000;
-    const web = await serve(appWith({ client, windowMs, limit: 1, keyGenerator: () => user, legacyHeaders: true }));
+    const web = await serve(
+      appWith({ client, name: "fixed-1", windowMs, limit: 1, keyGenerator: () => user, legacyHeaders: true }),
+    );
     try {
       const r1 = await fetch(web.url);
       assert.equal(r1.status, 200);
@@ -172,16 +183,95 @@ describe("Express middleware", () => {
       await web.close();
     }
   });
+
+  test("a misspelt limit name is answered 500 and logged, whatever the failure mode", async () => {
+    // Neither mode lets the requests through, and a custom fail-closed answer is not used either:
+    // NOT_FOUND is a configuration error, not an outage.
+    const variants: Array<Partial<RateLimitMiddlewareOptions<Request, Response>>> = [
+      {},
+      { failureMode: "open" },
+      { passOnStoreError: true },
+      { failureMode: "closed", storeErrorHandler: (_e, _req, res) => res.status(503).send("custom") },
+    ];
+    for (const variant of variants) {
+      const lines: string[] = [];
+      const errors: unknown[] = [];
+      const app = appWith({
+        client,
+        name: "pagse",
+        keyGenerator: () => "k",
+        logger: { error: (line: string) => lines.push(line) },
+        ...variant,
+      });
+      app.use((err: unknown, _req: Request, _res: Response, next: (e: unknown) => void) => {
+        errors.push(err);
+        next(err); // on to Express' own handler
+      });
+      const web = await serve(app);
+      try {
+        for (let i = 0; i < 5; i++) {
+          const r = await fetch(web.url);
+          assert.equal(r.status, 500, JSON.stringify(variant));
+        }
+        assert.equal(errors.length, 5);
+        assert.ok(errors[0] instanceof RateLimitError && errors[0].code === status.NOT_FOUND, String(errors[0]));
+        // One line for five alike (a line per interval at most, with the count of those left out).
+        assert.equal(lines.length, 1, lines.join("\n"));
+        assert.match(lines[0]!, /limit "pagse": NOT_FOUND: limits\[0\]\.name: .*pagse/);
+      } finally {
+        await web.close();
+      }
+    }
+  });
+
+  test("two routes with the same window and limit but their own names have their own counters", async () => {
+    const user = `u${++n}`;
+    const windowMs = 1000 * 86_400_000;
+    const app = express();
+    const limiter = (name: string) => rateLimit<Request, Response>({ client, name, windowMs, limit: 2, keyGenerator: () => user });
+    app.get("/a", limiter("routes:/a"), (_req, res) => res.send("a"));
+    app.get("/b", limiter("routes:/b"), (_req, res) => res.send("b"));
+    const web = await serve(app);
+    try {
+      const statuses: number[] = [];
+      for (const path of ["/a", "/a", "/b", "/a", "/b", "/b"]) statuses.push((await fetch(web.url + path)).status);
+      assert.deepEqual(statuses, [200, 200, 200, 429, 200, 429]);
+    } finally {
+      await web.close();
+    }
+  });
+});
+
+describe("Express middleware options", () => {
+  const client = new RateLimitClient("127.0.0.1:1");
+  after(() => client.close());
+
+  test("the limit's name is required: without it rateLimit throws, naming the option", () => {
+    // No default name: one derived from windowMs/limit made unrelated routes share a counter.
+    // @ts-expect-error name is a required option
+    assert.throws(() => rateLimit({ client, windowMs: 60_000, limit: 100 }), /"name" option is required/);
+    assert.throws(() => rateLimit({ client, name: "" }), /"name" option is required/);
+  });
+
+  test("failureMode is one of two values, and the deprecated passOnStoreError cannot contradict it", () => {
+    // @ts-expect-error the type admits "open" and "closed" only
+    assert.throws(() => rateLimit({ client, name: "x", failureMode: "Open" }), /failureMode must be "open" or "closed"/);
+    assert.throws(
+      () => rateLimit({ client, name: "x", failureMode: "closed", passOnStoreError: true }),
+      /failureMode "closed" contradicts passOnStoreError: true/,
+    );
+    assert.doesNotThrow(() => rateLimit({ client, name: "x", failureMode: "open", passOnStoreError: true }));
+  });
 });
 
 describe("Express middleware, application errors", () => {
-  test("a failing keyGenerator reaches next(error), even with passOnStoreError", async () => {
+  test("a failing keyGenerator reaches next(error), even with failureMode open", async () => {
     // No server is needed: the key is never computed, so the service is never asked.
     const client = new RateLimitClient("127.0.0.1:1");
     const app = appWith({
       client,
       name: "pages",
-      passOnStoreError: true,
+      failureMode: "open",
       keyGenerator: () => {
         throw new Error("no user");
       },
@@ -202,24 +292,28 @@ describe("Express middleware, application errors", () => {
 });
 
 describe("Express middleware with the service stopped", () => {
-  test("fails closed (503) by default and open with passOnStoreError", async () => {
+  test("fails closed (503) by default, open with failureMode open (or the deprecated passOnStoreError)", async () => {
     const server = await startServer({ limits: LIMITS });
     const client = new RateLimitClient(server.target, { timeoutMs: 5000 });
-    const closed = await serve(appWith({ client, name: "pages", keyGenerator: () => "k" }));
-    const open = await serve(appWith({ client, name: "pages", keyGenerator: () => "k2", passOnStoreError: true }));
+    const lines: string[] = [];
+    const logger = { error: (line: string) => lines.push(line) };
+    const closed = await serve(appWith({ client, name: "pages", keyGenerator: () => "k", logger }));
+    const open = await serve(appWith({ client, name: "pages", keyGenerator: () => "k2", failureMode: "open", logger }));
+    const alias = await serve(appWith({ client, name: "pages", keyGenerator: () => "k3", passOnStoreError: true, logger }));
     try {
-      assert.equal((await fetch(closed.url)).status, 200);
-      assert.equal((await fetch(open.url)).status, 200);
+      for (const web of [closed, open, alias]) assert.equal((await fetch(web.url)).status, 200);
       await server.stop();
       const r = await fetch(closed.url);
       assert.equal(r.status, 503);
       assert.equal(r.headers.get("retry-after"), "1");
-      const o = await fetch(open.url);
-      assert.equal(o.status, 200);
-      assert.deepEqual(await o.json(), { ok: true, remaining: null });
+      for (const web of [open, alias]) {
+        const o = await fetch(web.url);
+        assert.equal(o.status, 200);
+        assert.deepEqual(await o.json(), { ok: true, remaining: null });
+      }
+      assert.deepEqual(lines, [], "an outage follows the failure mode, it is not a configuration error");
     } finally {
-      await closed.close();
-      await open.close();
+      for (const web of [closed, open, alias]) await web.close();
       client.close();
       await server.stop();
     }

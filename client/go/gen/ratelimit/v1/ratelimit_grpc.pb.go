@@ -27,11 +27,16 @@ type RateLimitServiceClient interface {
 	Reserve(ctx context.Context, in *RateLimitRequest, opts ...grpc.CallOption) (*RateLimitResponse, error)
 	// Administrative: deletes the state of one key, or of every key of a limit, so it is full
 	// again; of the limits file, of inline configs or of Envoy rules (see ResetRequest.source).
-	// Requires the metadata `authorization: Bearer <admin token>`.
+	// Requires the metadata `authorization: Bearer <admin token>` (or an admin client
+	// certificate); PERMISSION_DENIED "Reset is disabled" on a server started with neither.
+	// NOT_FOUND naming the field when the target is not configured: a name not in the limits file,
+	// an Envoy domain or rule path not in the Envoy configuration. Inline limits have no
+	// configuration: any name is accepted, and the reply's `deleted` says what was there.
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 	// Settles what allowed Consume and Reserve calls took, once the caller knows what it really
-	// used: each receipt gives back `count - used` (never lifting a limit above what it would hold
-	// had the take never happened) or charges `used - count` as a reservation would. Each receipt
+	// used: each receipt gives back up to `count - used` (never leaving a limit above the balance
+	// it would have had the take been of `used` only: see SettleResult.returned) or charges
+	// `used - count` as a reservation would. Each receipt
 	// settles at most once. All-or-nothing: a request with one invalid or already settled receipt
 	// settles none. `used = 0` cancels a reservation.
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
@@ -120,11 +125,16 @@ type RateLimitServiceServer interface {
 	Reserve(context.Context, *RateLimitRequest) (*RateLimitResponse, error)
 	// Administrative: deletes the state of one key, or of every key of a limit, so it is full
 	// again; of the limits file, of inline configs or of Envoy rules (see ResetRequest.source).
-	// Requires the metadata `authorization: Bearer <admin token>`.
+	// Requires the metadata `authorization: Bearer <admin token>` (or an admin client
+	// certificate); PERMISSION_DENIED "Reset is disabled" on a server started with neither.
+	// NOT_FOUND naming the field when the target is not configured: a name not in the limits file,
+	// an Envoy domain or rule path not in the Envoy configuration. Inline limits have no
+	// configuration: any name is accepted, and the reply's `deleted` says what was there.
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
 	// Settles what allowed Consume and Reserve calls took, once the caller knows what it really
-	// used: each receipt gives back `count - used` (never lifting a limit above what it would hold
-	// had the take never happened) or charges `used - count` as a reservation would. Each receipt
+	// used: each receipt gives back up to `count - used` (never leaving a limit above the balance
+	// it would have had the take been of `used` only: see SettleResult.returned) or charges
+	// `used - count` as a reservation would. Each receipt
 	// settles at most once. All-or-nothing: a request with one invalid or already settled receipt
 	// settles none. `used = 0` cancels a reservation.
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)

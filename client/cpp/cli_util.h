@@ -1,0 +1,24 @@
+#ifndef RATELIMIT_CLIENT_CPP_CLI_UTIL_H_
+#define RATELIMIT_CLIENT_CPP_CLI_UTIL_H_
+
+// What the `ratelimit` command-line tool does with its input and its errors, apart from main.
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace ratelimit {
+
+// --timeout: a duration with its unit ("500ms", "2s", "1m") or a bare number of seconds ("5",
+// "0.5"). INVALID_ARGUMENT naming the flag when it is neither, or not positive and finite.
+absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text);
+
+// `error` of a call, with a hint appended to its message when it looks like a plaintext call to
+// a TLS port (gRPC says only "Socket closed") or a TLS call to a plaintext port (the handshake
+// fails). `tls`: whether the call was made with TLS. Other errors are returned unchanged.
+absl::Status WithTransportHint(const absl::Status& error, bool tls);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_CLIENT_CPP_CLI_UTIL_H_
