@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds everything.
-#   scripts/build.sh          ./build: the release build (RelWithDebInfo, the system compiler).
+#   scripts/build.sh          ./build: the release build (RelWithDebInfo, the system compiler),
+#                             tests and benchmarks included.
+#   scripts/build.sh server   ./build: only ratelimit-server and the ratelimit CLI (what
+#                             scripts/run.sh needs; no test or benchmark package required).
 #   scripts/build.sh asan     ./build-asan: clang with AddressSanitizer and
 #                             UndefinedBehaviorSanitizer (-O1), clang's -Wthread-safety,
 #                             every warning an error, and the libFuzzer targets of tests/fuzz.
@@ -11,8 +14,14 @@ kind=${1:-release}
 [[ $# -gt 0 ]] && shift
 case $kind in
   release)
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRATELIMIT_BUILD_TESTS=ON \
+      -DRATELIMIT_BUILD_BENCH=ON "$@" >/dev/null
     cmake --build build -j"$(nproc)"
+    ;;
+  server)
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRATELIMIT_BUILD_TESTS=OFF \
+      -DRATELIMIT_BUILD_BENCH=OFF "$@" >/dev/null
+    cmake --build build -j"$(nproc)" --target ratelimit-server ratelimit
     ;;
   asan)
     cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DRATELIMIT_SANITIZE=ON \
@@ -21,7 +30,7 @@ case $kind in
     cmake --build build-asan -j"$(nproc)"
     ;;
   *)
-    echo "usage: scripts/build.sh [release|asan] [cmake options...]" >&2
+    echo "usage: scripts/build.sh [release|server|asan] [cmake options...]" >&2
     exit 2
     ;;
 esac

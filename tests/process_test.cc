@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "client/cpp/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -245,6 +246,50 @@ TEST_F(ProcessTest, InvalidLimitsFileFailsStartUpWithFileAndLine) {
 std::pair<int, std::string> RunCli(const std::string& args) {
   return ::ratelimit::testing::RunCommand(::ratelimit::testing::BinaryPath("ratelimit") + " " +
                                           args);
+}
+
+// What a script and an operator get from the CLI: --help exits 0, --json errors are JSON on
+// standard output, --timeout takes plain seconds, and Reset says what it deleted, refuses a
+// name the limits file lacks (NOT_FOUND) and, on a server without a token, says Reset is
+// disabled rather than asking for a credential.
+TEST_F(ProcessTest, CliHelpJsonErrorsTimeoutsAndWhatResetDid) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string t = "--target=" + server->target();
+  auto [code, out] = RunCli("--help");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("--timeout="), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("consume " + t + " --name=nope --key=k --json --timeout=5");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_EQ(out, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"limits[0].name: limit "
+                 "\\\"nope\\\" is not defined and has no inline config\"}}\n");
+  std::tie(code, out) = RunCli("consume " + t + " --name=cli --key=k --timeout=5x");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--timeout: \"5x\" is not a duration"), std::string::npos) << out;
+
+  const std::string admin = " --admin_token_file=" + dir_.File("token");
+  ASSERT_EQ(RunCli("consume " + t + " --name=cli --key=r --count=2").first, 0);
+  std::tie(code, out) = RunCli("reset " + t + " --name=cli --key=r" + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("reset cli/r: 1 state deleted"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("reset " + t + " --name=cli --key=r --json" + admin);
+  EXPECT_EQ(code, 0) << out;
+  // (After the warning about the token file's mode, on standard error.)
+  EXPECT_TRUE(absl::EndsWith(out, "\n{\"deleted\":\"0\"}\n")) << out;
+  std::tie(code, out) = RunCli("reset " + t + " --name=typo --key=r" + admin);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("NOT_FOUND: name: no limit \"typo\" in the limits file"), std::string::npos)
+      << out;
+
+  // A server started without a token.
+  std::vector<std::string> no_token = {"--data_dir=" + dir_.File("data2"),
+                                       "--limits_file=" + dir_.File("limits.yaml")};
+  auto disabled = ServerProcess::Start(no_token, dir_.path());
+  ASSERT_OK(disabled);
+  std::tie(code, out) = RunCli("reset --target=" + (*disabled)->target() + " --name=cli --key=r");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("PERMISSION_DENIED: Reset is disabled"), std::string::npos) << out;
 }
 
 TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {

@@ -54,6 +54,19 @@ TEST(ReceiptTest, SignedReceiptVerifiesToWhatWasSigned) {
   EXPECT_EQ(*back2, defined);
 }
 
+// The end of the receipts below, in both versions: Inline()'s name, key and config.
+const std::string kNameKeyAndConfigHex =
+    "03006c6c6d"                          // "llm"
+    "05006f72672d37"                      // "org-7"
+    "01"                                  // has config
+    "01"                                  // fixed window
+    "00000000006af840"                    // rate 100000
+    "0087930300000000"                    // period 60 s
+    "0100000000804f0241"                  // capacity 150000
+    "01000000000088b340"                  // max_reserved 5000
+    "010000000000000000"                  // start 0
+    "000000000000d03f";                   // jitter 0.25
+
 // The encoding documented in server/receipt.h, byte for byte, built and signed independently of
 // the code under test: outstanding receipts must keep verifying across upgrades and restarts.
 TEST(ReceiptTest, SignsTheDocumentedEncodingByteForByte) {
@@ -68,16 +81,7 @@ TEST(ReceiptTest, SignsTheDocumentedEncodingByteForByte) {
       "00401e18240a0600"                  // decided_at_us
       "00000000008a9340"                  // value_after 1250.5
       "000102030405060708090a0b0c0d0e0f"  // unique id
-      "03006c6c6d"                        // "llm"
-      "05006f72672d37"                    // "org-7"
-      "01"                                // has config
-      "01"                                // fixed window
-      "00000000006af840"                  // rate 100000
-      "0087930300000000"                  // period 60 s
-      "0100000000804f0241"                // capacity 150000
-      "01000000000088b340"                // max_reserved 5000
-      "010000000000000000"                // start 0
-      "000000000000d03f"                  // jitter 0.25
+      + kNameKeyAndConfigHex +
       "82d6668768147508c6b60a10c6e4947cc11acdf50b3ab1bf0a862b0bcd2bb522");  // HMAC-SHA256
   EXPECT_EQ(absl::BytesToHexString(keys->Sign(r)), absl::BytesToHexString(expected));
   auto back = keys->Verify(expected, "receipt");
@@ -99,16 +103,7 @@ TEST(ReceiptTest, AVersionOneReceiptStillVerifiesWithoutValueAfter) {
       "000000000040af40"                  // count 4000
       "00401e18240a0600"                  // decided_at_us
       "000102030405060708090a0b0c0d0e0f"  // unique id
-      "03006c6c6d"                        // "llm"
-      "05006f72672d37"                    // "org-7"
-      "01"                                // has config
-      "01"                                // fixed window
-      "00000000006af840"                  // rate 100000
-      "0087930300000000"                  // period 60 s
-      "0100000000804f0241"                // capacity 150000
-      "01000000000088b340"                // max_reserved 5000
-      "010000000000000000"                // start 0
-      "000000000000d03f"                  // jitter 0.25
+      + kNameKeyAndConfigHex +
       "fe0dd6ed9464c1396c1e377172f36f699eed94b16d45a28b356b9977b94132eb");  // HMAC-SHA256
   auto back = keys->Verify(expected, "receipt");
   ASSERT_OK(back);
