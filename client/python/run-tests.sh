@@ -15,7 +15,8 @@ trap 'rm -rf "$work"' EXIT
 "$python" -m venv --system-site-packages "$work/venv"
 # --no-index: nothing is downloaded; the dependencies must already be installed.
 "$work/venv/bin/python" -m pip install --quiet --no-index --disable-pip-version-check "$here"
-# Run from the temp dir, so the tests import the installed package, not the source tree.
+# Run from the temp dir, so the tests import the installed package, not the source tree. A test
+# still running after 120 s dumps every thread's stack (faulthandler), so a hang says where.
 cd "$work"
-exec "$work/venv/bin/python" -m pytest -p no:cacheprovider --rootdir="$here/tests" \
-  "$here/tests" "$@"
+exec "$work/venv/bin/python" -m pytest -p no:cacheprovider -o faulthandler_timeout=120 \
+  --rootdir="$here/tests" "$here/tests" "$@"

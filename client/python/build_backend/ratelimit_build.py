@@ -26,7 +26,8 @@ PB_DIR = "_pb"
 
 
 def _project():
-    """Version, summary, python requirement, dependencies and extras, from pyproject.toml.
+    """Version, summary, licence, python requirement, dependencies and extras, from
+    pyproject.toml.
 
     pyproject.toml is read with a small line parser (tomllib is Python 3.11+); it handles the
     flat string keys and one-line arrays this project's file uses."""
@@ -56,16 +57,34 @@ def _project():
     return out
 
 
+def _license_files():
+    """[(name, path)] of the project's license-files: each is taken from this folder (an sdist
+    carries it there) or else from the repository's root (a checkout). A missing one fails
+    the build: a package must not ship without its licence."""
+    out = []
+    for name in _project().get("license-files", []):
+        for root in (HERE, os.path.join(HERE, "..", "..")):
+            path = os.path.join(root, name)
+            if os.path.isfile(path):
+                out.append((name, os.path.abspath(path)))
+                break
+        else:
+            raise RuntimeError("ratelimit-client: licence file %s not found in %s nor in the "
+                               "repository's root" % (name, HERE))
+    return out
+
+
 def _metadata():
     p = _project()
     lines = [
-        "Metadata-Version: 2.1",
+        "Metadata-Version: 2.4",
         "Name: " + DIST,
         "Version: " + p["version"],
         "Summary: " + p["description"],
-        "License: Apache-2.0",
+        "License-Expression: " + p["license"],
         "Requires-Python: " + p["requires-python"],
     ]
+    lines += ["License-File: " + name for name, _ in _license_files()]
     lines += ["Requires-Dist: " + d for d in p.get("dependencies", [])]
     for extra, deps in sorted(p["extras"].items()):
         lines.append("Provides-Extra: " + extra)
@@ -149,7 +168,11 @@ def _write_wheel(wheel_directory, files, tag="py3-none-any"):
     """files: [(arcname, bytes)]; returns the wheel's file name."""
     version = _version()
     distinfo = "%s-%s.dist-info" % (NAME, version)
-    files = list(files) + [
+    licences = []
+    for name, path in _license_files():
+        with open(path, "rb") as f:
+            licences.append((distinfo + "/licenses/" + name, f.read()))
+    files = list(files) + licences + [
         (distinfo + "/METADATA", _metadata().encode()),
         (distinfo + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: ratelimit_build\n"
                                "Root-Is-Purelib: true\nTag: %s\n" % tag).encode()),
@@ -210,6 +233,8 @@ def build_sdist(sdist_directory, config_settings=None):
     with tarfile.open(os.path.join(sdist_directory, filename), "w:gz") as tar:
         for rel in ("pyproject.toml", "README.md"):
             tar.add(os.path.join(HERE, rel), base + "/" + rel)
+        for name, path in _license_files():
+            tar.add(path, base + "/" + name)
         for top in ("build_backend", "src"):
             for path in _tree_files(os.path.join(HERE, top)):
                 rel = os.path.relpath(path, HERE)

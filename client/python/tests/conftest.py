@@ -2,14 +2,19 @@
 dir, stopped by pid (SIGTERM, then SIGKILL) when the test ends, whatever its outcome."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Iterator, List, Optional
 
 import pytest
+
+from ratelimit_client import Clock
 
 ADMIN_TOKEN = "s3cret-admin-token"
 
@@ -41,7 +46,11 @@ def eventually(predicate, deadline_s: float = 10.0, what: str = "condition"):
 
 
 class Server:
-    def __init__(self, binary: str, work: str, extra_args: Optional[List[str]] = None):
+    """A ratelimit-server in `work`, with LIMITS and (unless admin_token=False: Reset is then
+    disabled) the admin token ADMIN_TOKEN."""
+
+    def __init__(self, binary: str, work: str, extra_args: Optional[List[str]] = None,
+                 admin_token: bool = True):
         self.work = work
         self.port_file = os.path.join(work, "port")
         self.log_path = os.path.join(work, "server.log")
@@ -54,8 +63,9 @@ class Server:
         os.chmod(self.token_file, 0o600)
         args = [binary, "--listen=127.0.0.1:0", "--port_file=" + self.port_file,
                 "--data_dir=" + os.path.join(work, "data"), "--limits_file=" + limits,
-                "--admin_token_file=" + self.token_file, "--metrics_listen=",
-                "--shutdown_grace=1s"] + (extra_args or [])
+                "--metrics_listen=", "--shutdown_grace=1s"] + (extra_args or [])
+        if admin_token:
+            args.append("--admin_token_file=" + self.token_file)
         env = dict(os.environ)
         env.pop("RATELIMIT_ADMIN_TOKEN", None)
         with open(self.log_path, "w") as log:
@@ -113,13 +123,14 @@ def server(server_binary, tmp_path) -> Iterator[Server]:
 
 @pytest.fixture
 def start_server(server_binary, tmp_path):
-    """Starts servers with extra flags: start_server(["--flag=..."]) -> Server."""
+    """Starts servers with extra flags: start_server(["--flag=..."]) -> Server;
+    start_server([], admin_token=False): a server whose Reset is disabled."""
     started = []
 
-    def start(extra_args: List[str]) -> Server:
+    def start(extra_args: List[str], admin_token: bool = True) -> Server:
         work = tmp_path / ("server%d" % len(started))
         work.mkdir()
-        s = Server(server_binary, str(work), extra_args)
+        s = Server(server_binary, str(work), extra_args, admin_token)
         started.append(s)
         return s
 
@@ -137,6 +148,37 @@ def unused_target() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return "127.0.0.1:%d" % port
+
+
+class FakeClock(Clock):
+    """A clock whose sleeps return at once and move its time forward instead: `now` and
+    `monotonic` are the real readings plus the time slept so far. `sleeps` lists the sleeps;
+    `interrupt` (an exception) is raised by the next sleep instead."""
+
+    def __init__(self) -> None:
+        self.slept = 0.0
+        self.sleeps: List[float] = []
+        self.interrupt: Optional[BaseException] = None
+
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc) + timedelta(seconds=self.slept)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.slept
+
+    def _advance(self, seconds: float) -> None:
+        if self.interrupt is not None:
+            raise self.interrupt
+        self.sleeps.append(seconds)
+        self.slept += seconds
+
+    def sleep(self, seconds: float, cancel: Optional[threading.Event] = None) -> bool:
+        self._advance(seconds)
+        return cancel is not None and cancel.is_set()
+
+    async def sleep_async(self, seconds: float) -> None:
+        self._advance(seconds)
+        await asyncio.sleep(0)
 
 
 def approx(expected: float):

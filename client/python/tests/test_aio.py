@@ -163,3 +163,17 @@ def test_omit_receipts_takes_the_tokens_without_a_receipt(server):
             assert (await client.check("other", "omit")).results[0].value == approx(6)
 
     asyncio.run(main())
+
+
+def test_reset_on_a_server_whose_reset_is_disabled_says_so(start_server, monkeypatch):
+    monkeypatch.delenv("RATELIMIT_ADMIN_TOKEN", raising=False)
+    server = start_server([], admin_token=False)
+
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            with pytest.raises(PermissionDeniedError) as info:
+                await client.reset("api", "u")
+            assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
+            assert info.value.details.startswith("Reset is disabled"), info.value.details
+
+    asyncio.run(main())

@@ -3,6 +3,7 @@ Starlette application, against a real server."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 from starlette.applications import Starlette
@@ -189,3 +190,73 @@ def test_an_answer_the_server_failed_open_passes_without_headers():
         assert isinstance(decision.results[0], LimitResult) and isinstance(decision, Decision)
 
     asyncio.run(main())
+
+
+def test_failure_mode_defaults_to_closed(server):
+    """With no failure_mode, an unreachable service refuses the request (503): a limit is a
+    promise about cost or abuse that an outage must not silently break."""
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            inner = App()
+            app = RateLimitMiddleware(inner, client, "other")
+            assert app.limiter.failure_mode == "closed"
+            assert (await request(app))[0] == 200
+            server.stop()
+            status, headers, body = await request(app)
+            assert (status, body) == (503, b"Rate limit service unavailable\n")
+            assert inner.calls == 1
+
+    asyncio.run(main())
+
+
+def test_a_misspelt_limit_name_answers_500_in_either_mode_and_is_logged_once(server, caplog):
+    """NOT_FOUND is a configuration error, not an outage: never let through (not even when
+    failing open), never 503; logged once, not once per request."""
+    caplog.set_level(logging.WARNING, logger="ratelimit_client")
+
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            inner = App()
+            for mode in ("open", "closed"):
+                app = RateLimitMiddleware(inner, client, "apii", failure_mode=mode)
+                for _ in range(5):
+                    status, headers, body = await request(app)
+                    assert (status, body) == (500, b"Internal Server Error\n"), mode
+                    assert not any(h.startswith("ratelimit-") for h in headers)
+            assert inner.calls == 0
+
+    asyncio.run(main())
+    lines = [r for r in caplog.records if r.name == "ratelimit_client"]
+    assert len(lines) == 2, [r.getMessage() for r in lines]  # one per failure mode
+    for line in lines:
+        assert line.levelno == logging.ERROR
+        assert "NOT_FOUND" in line.getMessage() and "'apii'" in line.getMessage()
+
+
+def test_an_unreachable_service_is_logged_once_not_per_request(server, caplog):
+    caplog.set_level(logging.WARNING, logger="ratelimit_client")
+
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            app = RateLimitMiddleware(App(), client, "other", failure_mode="open")
+            server.stop()
+            for _ in range(20):
+                assert (await request(app))[0] == 200
+
+    asyncio.run(main())
+    lines = [r.getMessage() for r in caplog.records if r.name == "ratelimit_client"]
+    # One line per code (a stopped server answers UNAVAILABLE; a slow one DEADLINE_EXCEEDED).
+    codes = [code for line in lines for code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+             if "unreachable (%s" % code in line]
+    assert 1 <= len(lines) <= 2 and sorted(set(codes)) == sorted(codes), lines
+    assert len(codes) == len(lines) and all("failing open" in line for line in lines), lines
+
+
+def test_the_limit_name_is_required():
+    """No default name: two routes or services using one would share its counter."""
+    import pytest
+    with pytest.raises(TypeError, match="name"):
+        RateLimitMiddleware(App(), "127.0.0.1:1")
+    for name in ("", None):
+        with pytest.raises(ValueError, match="name"):
+            RateLimitMiddleware(App(), "127.0.0.1:1", name)

@@ -274,3 +274,17 @@ def test_omit_receipts_takes_the_tokens_without_a_receipt(server):
         d = client.reserve("other", "omit", 4, omit_receipts=True)
         assert d.allowed and d.receipts == ()
         assert client.check("other", "omit").results[0].value == approx(6)
+
+
+def test_reset_on_a_server_whose_reset_is_disabled_says_so(start_server, monkeypatch):
+    """A server started without an admin token refuses every Reset: PERMISSION_DENIED with the
+    server's "Reset is disabled" message, unchanged, with or without a token."""
+    monkeypatch.delenv("RATELIMIT_ADMIN_TOKEN", raising=False)
+    server = start_server([], admin_token=False)
+    for token in (None, ADMIN_TOKEN):
+        with RateLimitClient(server.target, admin_token=token) as client:
+            with pytest.raises(PermissionDeniedError) as info:
+                client.reset("api", "u")
+            assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
+            assert info.value.details.startswith("Reset is disabled"), info.value.details
+            assert "Reset is disabled" in str(info.value)

@@ -1,7 +1,9 @@
 """The FastAPI dependency against a real server (FastAPI from Debian's python3-fastapi)."""
 
+import logging
 from typing import Optional
 
+import pytest
 from fastapi import Depends, FastAPI
 from fastapi.testclient import TestClient
 
@@ -67,3 +69,37 @@ def test_fail_open_and_fail_closed_with_the_server_stopped(server):
         r = http.get("/closed")
         assert r.status_code == 503
     assert calls == ["open", "closed", "open"]
+
+
+def test_failure_mode_defaults_to_closed(server):
+    limiter = RateLimit(server.target, "other")
+    assert limiter.limiter.failure_mode == "closed"
+    app = make_app(limiter)
+    with TestClient(app) as http:
+        assert http.get("/items").status_code == 200
+        server.stop()
+        r = http.get("/items")
+        assert r.status_code == 503 and r.json() == {"detail": "Rate limit service unavailable"}
+    assert app.state.calls == 1
+
+
+def test_a_misspelt_limit_name_answers_500_in_either_mode_and_is_logged_once(server, caplog):
+    caplog.set_level(logging.WARNING, logger="ratelimit_client")
+    for mode in ("open", "closed"):
+        app = make_app(RateLimit(server.target, "apii", failure_mode=mode))
+        with TestClient(app) as http:
+            for _ in range(5):
+                r = http.get("/items")
+                assert r.status_code == 500, mode
+                assert r.json() == {"detail": "Internal Server Error"}
+        assert app.state.calls == 0
+    lines = [r for r in caplog.records if r.name == "ratelimit_client"]
+    assert len(lines) == 2, [r.getMessage() for r in lines]  # one per limiter
+    assert all("NOT_FOUND" in r.getMessage() and r.levelno == logging.ERROR for r in lines)
+
+
+def test_the_limit_name_is_required():
+    with pytest.raises(TypeError, match="name"):
+        RateLimit("127.0.0.1:1")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="name"):
+        RateLimit("127.0.0.1:1", "")

@@ -2,6 +2,7 @@
 on its own (it carries the proto)."""
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -35,6 +36,7 @@ def test_sdist_carries_the_proto_and_builds_a_wheel_offline(tmp_path):
     base = sdist.name[:-len(".tar.gz")]
     assert base + "/proto/ratelimit/v1/ratelimit.proto" in names
     assert base + "/PKG-INFO" in names
+    assert base + "/LICENSE" in names
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-index", "--no-deps", "-q",
                     "-w", str(wheels), str(sdist)], check=True)
@@ -42,5 +44,25 @@ def test_sdist_carries_the_proto_and_builds_a_wheel_offline(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         metadata = zf.read(base + ".dist-info/METADATA").decode()
+        licence = zf.read(base + ".dist-info/licenses/LICENSE")
     assert "ratelimit_client/_pb/ratelimit_pb2_grpc.py" in names
     assert "Requires-Dist: grpcio>=1.51" in metadata
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+    assert licence == _repository_licence()
+
+
+def _repository_licence() -> bytes:
+    with open(os.path.join(SOURCE, "..", "..", "LICENSE"), "rb") as f:
+        return f.read()
+
+
+def test_installed_package_declares_apache_2_and_carries_the_licence():
+    """One licence for the repository and every package: Apache-2.0, its text in the wheel."""
+    dist = importlib.metadata.distribution("ratelimit-client")
+    assert dist.metadata["License-Expression"] == "Apache-2.0"
+    assert dist.metadata["License"] is None  # the expression replaces the free-text field
+    assert b"Apache License" in _repository_licence()
+    assert dist.read_text("licenses/LICENSE").encode() == _repository_licence()
+    with open(os.path.join(SOURCE, "pyproject.toml"), encoding="utf-8") as f:
+        assert 'license = "Apache-2.0"' in f.read().splitlines()

@@ -11,17 +11,19 @@ ratelimit_client.fastapi the FastAPI dependency.
 from ._common import ADMIN_TOKEN_ENV, DEFAULT_CHECK_RETRIES, DEFAULT_TIMEOUT, BatchResult
 from .aio import AsyncRateLimitClient
 from .client import RateLimitClient
-from .errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError, NotFoundError,
-                     PermissionDeniedError, RateLimitError, ReservationCancelled,
-                     ResourceExhaustedError, UnauthenticatedError, UnavailableError,
-                     UnimplementedError)
+from .clock import Clock
+from .errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError,
+                     NotFoundError, PermissionDeniedError, RateLimitError, ReservationCancelled,
+                     ReservationTimeout, ResourceExhaustedError, UnauthenticatedError,
+                     UnavailableError, UnimplementedError)
 from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Kind, Limit, LimitConfig,
                     LimitResult, LimitSource, Method, SettleResult, Settlement, TlsOptions)
 
 __all__ = [
     "ADMIN_TOKEN_ENV", "DEFAULT_CHECK_RETRIES", "DEFAULT_TIMEOUT", "AsyncRateLimitClient",
-    "RateLimitClient", "AlreadyExistsError", "DeadlineExceededError", "InvalidArgumentError", "NotFoundError",
-    "PermissionDeniedError", "RateLimitError", "ReservationCancelled", "ResourceExhaustedError",
+    "RateLimitClient", "Clock", "AlreadyExistsError", "DeadlineExceededError",
+    "InvalidArgumentError", "NotFoundError", "PermissionDeniedError", "RateLimitError",
+    "ReservationCancelled", "ReservationTimeout", "ResourceExhaustedError",
     "UnauthenticatedError", "UnavailableError", "UnimplementedError", "Decision", "DenyReason",
     "EnvoyPathEntry", "Kind", "Limit", "LimitConfig", "LimitResult", "LimitSource",
     "SettleResult", "Settlement", "TlsOptions", "BatchEntry", "BatchResult", "Method",

@@ -3,7 +3,6 @@ asyncio clients share (options, credentials, the admin token)."""
 from __future__ import annotations
 
 import os
-import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -11,6 +10,7 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from ._pb import ratelimit_pb2 as pb
+from .clock import SYSTEM_CLOCK, Clock
 from .errors import RateLimitError, from_status
 from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Limit, LimitConfig,
                     LimitResult, LimitSource, SettleResult, Settlement, TlsOptions)
@@ -181,18 +181,24 @@ def channel_credentials(tls: Union[bool, TlsOptions, None]
     return creds, channel_options
 
 
-def wait_remaining(decision: Decision, received: float) -> float:
+def wait_remaining(decision: Decision, received: float, clock: Clock = SYSTEM_CLOCK) -> float:
     """Seconds reserve_and_wait must still wait: until retry_at by this machine's wall clock
-    and until `retry_after` has passed since the answer arrived (`received`, time.monotonic()),
-    whichever is later, so that a clock running ahead of the server's does not end the wait
-    early. Each sleep is at most a day (a far retry_at is slept in steps)."""
+    and until `retry_after` has passed since the answer arrived (`received`, a reading of
+    clock.monotonic()), whichever is later, so that a clock running ahead of the server's does
+    not end the wait early. Each sleep is at most a day (a far retry_at is slept in steps)."""
     remaining = 0.0
     if decision.retry_at is not None:
-        remaining = (decision.retry_at - datetime.now(timezone.utc)).total_seconds()
+        remaining = (decision.retry_at - clock.now()).total_seconds()
     if decision.retry_after is not None:
         remaining = max(remaining, received + decision.retry_after.total_seconds()
-                        - time.monotonic())
+                        - clock.monotonic())
     return min(remaining, 86400.0)
+
+
+def reserve_deadline(client_timeout: float, bound: Optional[float]) -> float:
+    """The deadline of reserve_and_wait's Reserve: the client's timeout, and no more than the
+    whole call's bound."""
+    return client_timeout if bound is None else min(client_timeout, bound)
 
 
 def check_backoff(attempt: int) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
@@ -12,14 +11,13 @@ import grpc.aio
 
 from . import _common as c
 from ._pb import ratelimit_pb2_grpc as pb_grpc
-from .errors import UNREACHABLE_CODES, RateLimitError, from_rpc_error
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
+                     ReservationTimeout, from_rpc_error)
 from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
                     Settlement, TlsOptions)
 
 _log = logging.getLogger("ratelimit_client")
-# A Reserve that failed with one of these may still have been decided by the server.
-_OUTCOME_UNKNOWN = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
-                              grpc.StatusCode.UNAVAILABLE})
 T = TypeVar("T")
 
 
@@ -35,8 +33,12 @@ class AsyncRateLimitClient:
                  tls: Union[bool, TlsOptions, None] = None, admin_token: Optional[str] = None,
                  admin_token_file: Optional[str] = None,
                  check_retries: int = c.DEFAULT_CHECK_RETRIES,
-                 interceptors: Optional[Sequence[grpc.aio.ClientInterceptor]] = None):
+                 interceptors: Optional[Sequence[grpc.aio.ClientInterceptor]] = None,
+                 clock: Clock = SYSTEM_CLOCK):
+        """`clock`: what reserve_and_wait reads and sleeps on (tests pass a fake); the other
+        options are RateLimitClient's."""
         self._timeout = timeout
+        self._clock = clock
         self._check_retries = check_retries
         self._admin_token = c.resolve_admin_token(admin_token, admin_token_file)
         creds, options = c.channel_credentials(tls)
@@ -128,7 +130,9 @@ class AsyncRateLimitClient:
                     source: LimitSource = LimitSource.LIMITS_FILE,
                     envoy_path: Sequence[EnvoyPathEntry] = (), envoy_override: bool = False,
                     timeout: Optional[float] = None) -> None:
-        """Administrative: makes one key (or every key) of a limit full again."""
+        """Administrative: makes one key (or every key) of a limit full again. Sends the admin
+        token; UnauthenticatedError without one, PermissionDeniedError with a wrong one, or
+        from a server whose Reset is disabled (the server's message says so)."""
         request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
         metadata = ([("authorization", "Bearer " + self._admin_token)]
                     if self._admin_token else None)
@@ -143,57 +147,88 @@ class AsyncRateLimitClient:
         machine's clock, nor before retry_after has passed since the answer). A denied
         reservation returns at once (allowed=False).
 
+        `timeout` (seconds; None: no bound) bounds the whole call, not only the Reserve: the
+        Reserve's deadline is the smaller of it and the client's timeout, and a reservation
+        whose work may only run after `timeout` has passed is given back at once (settled with
+        used=0) and ReservationTimeout is raised, without sleeping.
+
         Cancelling the task while it sleeps settles the reservation with used=0 (its tokens go
         back to the limits; a failure to do so is logged) and re-raises CancelledError. So does
         cancelling it while the Reserve call itself is in flight, or that call timing out or
         being cut off (DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE): the server may have reserved
         without the answer arriving, so the Reserve carries a request_id (a random one unless
         given), and the same Reserve is sent again to fetch the remembered reservation (or to
-        reserve now), which is then settled with used=0."""
+        reserve now), which is then settled with used=0. The give-back calls have the client's
+        timeout."""
+        clock = self._clock
+        give_up_at = None if timeout is None else clock.monotonic() + timeout
+        request = c.limits_of(limits, key, count, config)
         if request_id is None:
             request_id = secrets.token_hex(16)
 
         async def give_back_unknown() -> None:
-            again = await self.reserve(limits, key, count, config=config, request_id=request_id,
-                                       timeout=timeout)
+            again = await self.reserve(request, request_id=request_id)
             if again.receipts:
-                await self.settle([Settlement(r, 0.0) for r in again.receipts], timeout=timeout)
+                await self.settle([Settlement(r, 0.0) for r in again.receipts])
 
         try:
-            decision = await self.reserve(limits, key, count, config=config,
-                                          request_id=request_id, timeout=timeout)
+            decision = await self.reserve(request, request_id=request_id,
+                                          timeout=c.reserve_deadline(self._timeout, timeout))
         except asyncio.CancelledError:
             await self._finish_give_back(asyncio.ensure_future(give_back_unknown()))
             raise
         except RateLimitError as e:
-            if e.code in _OUTCOME_UNKNOWN:
+            if e.code in OUTCOME_UNKNOWN_CODES:
                 await self._finish_give_back(asyncio.ensure_future(give_back_unknown()))
             raise
-        received = time.monotonic()
+        received = clock.monotonic()
         if not decision.allowed or decision.retry_at is None:
             return decision
         try:
             while True:
-                remaining = c.wait_remaining(decision, received)
+                remaining = c.wait_remaining(decision, received, clock)
                 if remaining <= 0:
                     return decision
+                if give_up_at is not None and clock.monotonic() + remaining > give_up_at:
+                    break
                 # The loop's timers may fire up to its clock resolution early: sleep again
                 # until retry_at has really passed.
-                await asyncio.sleep(remaining)
-        except asyncio.CancelledError:
-            receipts = decision.receipts
-            if receipts:
-                await self._finish_give_back(asyncio.ensure_future(
-                    self.settle([Settlement(r, 0.0) for r in receipts], timeout=timeout)))
+                await clock.sleep_async(remaining)
+        except BaseException:  # cancelled (or interrupted) while sleeping: no work runs
+            await self._give_back_decision(decision)
             raise
+        # The work may only run after the bound: give the reservation back at once.
+        give_back = await self._give_back_decision(decision)
+        if give_back is None:
+            raise asyncio.CancelledError()  # cancelled while giving back (it goes on)
+        settled, error = give_back
+        raise ReservationTimeout(decision, settled, error)
+
+    async def _give_back_decision(self, decision: Decision
+                                  ) -> Optional[Tuple[bool, Optional[BaseException]]]:
+        """Settles every receipt of `decision` with used=0, through a further cancellation:
+        (given back, the error if not), or None when the task was cancelled meanwhile (the
+        give-back goes on in the background)."""
+        receipts = decision.receipts
+        if not receipts:
+            return False, None
+        give_back = asyncio.ensure_future(self.settle([Settlement(r, 0.0) for r in receipts]))
+        if await self._finish_give_back(give_back):
+            return None
+        if give_back.cancelled():
+            return False, None
+        error = give_back.exception()
+        return error is None, error
 
     @staticmethod
-    async def _finish_give_back(give_back: "asyncio.Future[Any]") -> None:
+    async def _finish_give_back(give_back: "asyncio.Future[Any]") -> bool:
         """Waits for a reservation's give-back, which a further cancellation does not stop (it
-        goes on in the background); a failure is logged."""
+        goes on in the background); a failure is logged. True when the waiting task was
+        cancelled meanwhile."""
         try:
             await asyncio.shield(give_back)
         except asyncio.CancelledError:
-            pass  # cancelled again: the give-back goes on in the background
+            return True  # cancelled again: the give-back goes on in the background
         except Exception as e:
-            _log.warning("could not give back a cancelled reservation: %s", e)
+            _log.warning("could not give back a reservation: %s", e)
+        return False

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
 
 from .aio import AsyncRateLimitClient
-from .http import FAIL_OPEN, Limiter, _resolve, rate_limit_headers
+from .http import (DEFAULT_FAILURE_MODE, FAIL_CLOSED, FAIL_OPEN, FailureMode, Limiter, _resolve,
+                   rate_limit_headers)
 from .types import LimitConfig
 
 Scope = MutableMapping[str, Any]
@@ -15,7 +16,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 KeyFunc = Callable[[Scope], Union[Optional[str], Awaitable[Optional[str]]]]
 
-__all__ = ["RateLimitMiddleware", "client_ip", "rate_limit_headers"]
+__all__ = ["RateLimitMiddleware", "FailureMode", "FAIL_CLOSED", "FAIL_OPEN", "client_ip",
+           "rate_limit_headers"]
 
 
 def client_ip(scope: Scope) -> Optional[str]:
@@ -32,8 +34,11 @@ class RateLimitMiddleware:
       (and RateLimit-Reset when known, see rate_limit_headers).
     - denied: 429 Too Many Requests with Retry-After and the RateLimit-* headers; the
       application does not run.
-    - the service unreachable: failure_mode "open" (default) runs the application without
-      headers; "closed" answers `failure_status` (503).
+    - the service unreachable (UNAVAILABLE, DEADLINE_EXCEEDED): failure_mode "closed"
+      (default) answers `failure_status` (503); "open" runs the application without headers.
+    - any other error of the service (NOT_FOUND for a limit name it does not define,
+      INVALID_ARGUMENT, PERMISSION_DENIED...): 500, whatever failure_mode says; it is logged.
+    `name` is required (no default: two routes or services would share its counter).
     `key` may be async and may return None to leave a request unlimited. `count` may be a
     function of the scope (e.g. a cost per route). Non-HTTP scopes (lifespan, websocket) pass
     through. `client` is an AsyncRateLimitClient or a target ("host:port"; the client is then
@@ -44,8 +49,9 @@ class RateLimitMiddleware:
     def __init__(self, app: ASGIApp, client: Union[AsyncRateLimitClient, str], name: str, *,
                  key: KeyFunc = client_ip,
                  count: Union[float, Callable[[Scope], float]] = 1,
-                 config: Optional[LimitConfig] = None, failure_mode: str = FAIL_OPEN,
-                 failure_status: int = 503, timeout: Optional[float] = None):
+                 config: Optional[LimitConfig] = None,
+                 failure_mode: FailureMode = DEFAULT_FAILURE_MODE, failure_status: int = 503,
+                 timeout: Optional[float] = None):
         self.app = app
         self.key = key
         self.count = count
@@ -68,6 +74,9 @@ class RateLimitMiddleware:
             return
         if outcome.status == "unavailable":
             await _respond(send, self.failure_status, b"Rate limit service unavailable\n", [])
+            return
+        if outcome.status == "error":
+            await _respond(send, 500, b"Internal Server Error\n", [])
             return
         extra = [(k.lower().encode("latin-1"), v.encode("latin-1"))
                  for k, v in outcome.headers]

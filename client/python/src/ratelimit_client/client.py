@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 
 from . import _common as c
 from ._pb import ratelimit_pb2_grpc as pb_grpc
-from .errors import ReservationCancelled, UNREACHABLE_CODES, from_rpc_error
-from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
-                    Settlement, TlsOptions)
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
+                     ReservationCancelled, ReservationTimeout, from_rpc_error)
+from .types import (BatchEntry, Decision, EnvoyPathEntry, Limit, LimitConfig, LimitSource,
+                    SettleResult, Settlement, TlsOptions)
 
 _log = logging.getLogger("ratelimit_client")
 T = TypeVar("T")
@@ -35,12 +38,14 @@ class RateLimitClient:
                  tls: Union[bool, TlsOptions, None] = None, admin_token: Optional[str] = None,
                  admin_token_file: Optional[str] = None,
                  check_retries: int = c.DEFAULT_CHECK_RETRIES,
-                 channel: Optional[grpc.Channel] = None):
+                 channel: Optional[grpc.Channel] = None, clock: Clock = SYSTEM_CLOCK):
         """Connects (lazily) to `target` ("host:port"). `tls`: True for gRPC's default roots,
         or TlsOptions. The admin token (sent with Reset only) is `admin_token`, else the first
         line of `admin_token_file`, else $RATELIMIT_ADMIN_TOKEN; it is read here, once.
-        `channel`: use this channel instead (e.g. one with interceptors); `tls` is ignored."""
+        `channel`: use this channel instead (e.g. one with interceptors); `tls` is ignored.
+        `clock`: what reserve_and_wait reads and sleeps on (tests pass a fake)."""
         self._timeout = timeout
+        self._clock = clock
         self._check_retries = check_retries
         self._admin_token = c.resolve_admin_token(admin_token, admin_token_file)
         if channel is None:
@@ -131,7 +136,7 @@ class RateLimitClient:
               timeout: Optional[float] = None) -> None:
         """Administrative: makes one key (or every key, all_keys=True) of a limit full again.
         Sends the admin token; UnauthenticatedError without one, PermissionDeniedError with a
-        wrong one."""
+        wrong one, or from a server whose Reset is disabled (the server's message says so)."""
         request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
         metadata = ([("authorization", "Bearer " + self._admin_token)]
                     if self._admin_token else None)
@@ -142,33 +147,85 @@ class RateLimitClient:
                          request_id: Optional[str] = None, timeout: Optional[float] = None,
                          cancel: Optional[threading.Event] = None) -> Decision:
         """Reserves, then blocks until the reservation's retry_at (never earlier on this
-        machine's clock, nor before retry_after has passed since the answer), so the caller may run its pre-paid work when it returns. A denied
-        reservation returns at once (allowed=False). When `cancel` is set before retry_at, the
-        reservation is settled with used=0 (its tokens given back) and ReservationCancelled is
-        raised."""
-        decision = self.reserve(limits, key, count, config=config, request_id=request_id,
-                                timeout=timeout)
-        received = time.monotonic()
+        machine's clock, nor before retry_after has passed since the answer), so the caller may
+        run its pre-paid work when it returns. A denied reservation returns at once
+        (allowed=False).
+
+        `timeout` (seconds; None: no bound) bounds the whole call, not only the Reserve: the
+        Reserve's deadline is the smaller of it and the client's timeout, and a reservation
+        whose work may only run after `timeout` has passed is given back at once (settled with
+        used=0) and ReservationTimeout is raised, without waiting.
+
+        When `cancel` is set before retry_at, the reservation is given back and
+        ReservationCancelled is raised. A Reserve whose answer is lost (DEADLINE_EXCEEDED,
+        CANCELLED, UNAVAILABLE), or interrupted (KeyboardInterrupt), may still have reserved:
+        it carries a request_id (a random one unless given), so the same Reserve is sent again
+        to fetch the remembered reservation (or to reserve now), which is given back before
+        the error is re-raised. So is a reservation whose wait is interrupted. The give-back
+        calls have the client's timeout (a failure is logged)."""
+        clock = self._clock
+        give_up_at = None if timeout is None else clock.monotonic() + timeout
+        request = c.limits_of(limits, key, count, config)
+        if request_id is None:
+            request_id = secrets.token_hex(16)
+        try:
+            decision = self.reserve(request, request_id=request_id,
+                                    timeout=c.reserve_deadline(self._timeout, timeout))
+        except RateLimitError as e:
+            if e.code in OUTCOME_UNKNOWN_CODES:
+                self._give_back_unknown(request, request_id)
+            raise
+        except KeyboardInterrupt:  # interrupted during the call: the server may have reserved
+            self._give_back_unknown(request, request_id)
+            raise
+        received = clock.monotonic()
         if not decision.allowed or decision.retry_at is None:
             return decision
-        while True:
-            remaining = c.wait_remaining(decision, received)
-            if remaining <= 0:
-                return decision
-            if cancel is None:
-                time.sleep(remaining)
-            elif cancel.wait(remaining):
-                settled, error = self._give_back(decision, timeout)
-                raise ReservationCancelled(settled, error)
+        try:
+            ending = self._wait(decision, received, give_up_at, cancel)
+        except BaseException:  # interrupted while waiting (KeyboardInterrupt...): no work runs
+            self._give_back(decision)
+            raise
+        if ending == "ready":
+            return decision
+        settled, error = self._give_back(decision)
+        if ending == "late":
+            raise ReservationTimeout(decision, settled, error)
+        raise ReservationCancelled(settled, error)
 
-    def _give_back(self, decision: Decision, timeout: Optional[float]
-                   ) -> Tuple[bool, Optional[BaseException]]:
+    def _wait(self, decision: Decision, received: float, give_up_at: Optional[float],
+              cancel: Optional[threading.Event]) -> Literal["ready", "late", "cancelled"]:
+        """Sleeps until the reservation may run: "ready"; "late" when it may only run after
+        `give_up_at` (then it does not sleep); "cancelled" when `cancel` is set first."""
+        clock = self._clock
+        while True:
+            if cancel is not None and cancel.is_set():
+                return "cancelled"
+            remaining = c.wait_remaining(decision, received, clock)
+            if remaining <= 0:
+                return "ready"
+            if give_up_at is not None and clock.monotonic() + remaining > give_up_at:
+                return "late"
+            clock.sleep(remaining, cancel)
+
+    def _give_back(self, decision: Decision) -> Tuple[bool, Optional[BaseException]]:
+        """Settles every receipt of `decision` with used=0: (given back, the error if not)."""
         receipts = decision.receipts
         if not receipts:
             return False, None
         try:
-            self.settle([Settlement(r, 0.0) for r in receipts], timeout=timeout)
+            self.settle([Settlement(r, 0.0) for r in receipts])
             return True, None
-        except Exception as e:  # the cancellation is reported either way
-            _log.warning("could not give back a cancelled reservation: %s", e)
+        except Exception as e:  # the caller reports the outcome either way
+            _log.warning("could not give back a reservation: %s", e)
             return False, e
+
+    def _give_back_unknown(self, limits: List[Limit], request_id: str) -> None:
+        """Gives back the reservation a Reserve whose answer was lost may have made: the same
+        Reserve again (the server answers it with the remembered reservation, or reserves now),
+        settled with used=0."""
+        try:
+            again = self.reserve(limits, request_id=request_id)
+            self._give_back(again)
+        except Exception as e:
+            _log.warning("could not give back a reservation whose answer was lost: %s", e)

@@ -7,6 +7,8 @@ from typing import Dict, Optional, Type
 
 import grpc
 
+from .types import Decision
+
 # The server's messages name the field first: "limits[0].key: must not be empty".
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
 
@@ -38,11 +40,13 @@ class NotFoundError(RateLimitError, LookupError):
 
 
 class PermissionDeniedError(RateLimitError, PermissionError):
-    """PERMISSION_DENIED: a wrong admin token, or inline configs refused by the server."""
+    """PERMISSION_DENIED: a wrong admin token, a Reset on a server whose Reset is disabled
+    (started without an admin token: "Reset is disabled ..."), or inline configs refused by
+    the server."""
 
 
 class UnauthenticatedError(RateLimitError, PermissionError):
-    """UNAUTHENTICATED: Reset without an admin credential."""
+    """UNAUTHENTICATED: Reset without an admin credential on a server that has one."""
 
 
 class UnavailableError(RateLimitError, ConnectionError):
@@ -77,6 +81,26 @@ class ReservationCancelled(Exception):
         super().__init__("reservation cancelled before its retry_at; " + outcome)
 
 
+class ReservationTimeout(TimeoutError):
+    """reserve_and_wait could not return within its `timeout`: the reservation's work may only
+    run after that (`decision.retry_at`). The reservation was given back at once (settled with
+    used=0) when `settled` is True; `settle_error` is why it was not, when it was not."""
+
+    def __init__(self, decision: Decision, settled: bool,
+                 settle_error: Optional[BaseException] = None):
+        self.decision = decision
+        self.settled = settled
+        self.settle_error = settle_error
+        if settled:
+            outcome = "its tokens were given back"
+        elif settle_error is None:
+            outcome = "the server sent no receipt to give its tokens back with"
+        else:
+            outcome = "its tokens could not be given back: %s" % settle_error
+        super().__init__("the reservation's work may only run at %s, after the timeout; %s"
+                         % (decision.retry_at, outcome))
+
+
 _BY_CODE: Dict[grpc.StatusCode, Type[RateLimitError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     grpc.StatusCode.NOT_FOUND: NotFoundError,
@@ -95,8 +119,14 @@ def from_status(code: int, details: str, method: str = "") -> RateLimitError:
     return _BY_CODE.get(status, RateLimitError)(status, details, method)
 
 
-# Codes under which the service counts as unreachable (fail-open / fail-closed applies).
+# Codes under which the service counts as unreachable: the only ones a middleware's failure
+# mode applies to (every other code is a configuration or programming error).
 UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+# A call that failed with one of these may still have been decided by the server (its answer was
+# lost): a Reserve's reservation may exist.
+OUTCOME_UNKNOWN_CODES = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+                                   grpc.StatusCode.UNAVAILABLE})
 
 
 def from_rpc_error(error: grpc.RpcError, method: str = "") -> RateLimitError:

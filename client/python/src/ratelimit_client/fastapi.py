@@ -3,19 +3,19 @@
     limiter = RateLimit("127.0.0.1:8081", "api", key=lambda request: request.client.host)
     @app.get("/items", dependencies=[Depends(limiter)])
 
-Needs FastAPI (`pip install client/python[fastapi]`, Debian: python3-fastapi)."""
+Needs FastAPI (Debian: python3-fastapi; see the README's Install)."""
 
 from typing import Awaitable, Callable, Optional, Union
 
 from fastapi import HTTPException, Request, Response
 
 from .aio import AsyncRateLimitClient
-from .http import FAIL_OPEN, Limiter, _resolve
+from .http import DEFAULT_FAILURE_MODE, FAIL_CLOSED, FAIL_OPEN, FailureMode, Limiter, _resolve
 from .types import Decision, LimitConfig
 
 KeyFunc = Callable[[Request], Union[Optional[str], Awaitable[Optional[str]]]]
 
-__all__ = ["RateLimit", "request_ip"]
+__all__ = ["RateLimit", "FailureMode", "FAIL_CLOSED", "FAIL_OPEN", "request_ip"]
 
 
 def request_ip(request: Request) -> Optional[str]:
@@ -28,15 +28,19 @@ class RateLimit:
 
     Allowed: the endpoint runs, its response carries the RateLimit-* headers, and the
     dependency's value is the Decision (None when the request was not evaluated). Denied:
-    HTTPException 429 with Retry-After and the RateLimit-* headers. Service unreachable:
-    failure_mode "open" (default) lets the request through, "closed" raises HTTPException
-    `failure_status` (503)."""
+    HTTPException 429 with Retry-After and the RateLimit-* headers. Service unreachable
+    (UNAVAILABLE, DEADLINE_EXCEEDED): failure_mode "closed" (default) raises HTTPException
+    `failure_status` (503), "open" lets the request through. Any other error of the service
+    (NOT_FOUND for a limit name it does not define...): HTTPException 500 whatever
+    failure_mode says; it is logged. `name` is required (no default: two routes or services
+    would share its counter)."""
 
     def __init__(self, client: Union[AsyncRateLimitClient, str], name: str, *,
                  key: KeyFunc = request_ip,
                  count: Union[float, Callable[[Request], float]] = 1,
-                 config: Optional[LimitConfig] = None, failure_mode: str = FAIL_OPEN,
-                 failure_status: int = 503, timeout: Optional[float] = None):
+                 config: Optional[LimitConfig] = None,
+                 failure_mode: FailureMode = DEFAULT_FAILURE_MODE, failure_status: int = 503,
+                 timeout: Optional[float] = None):
         self.key = key
         self.count = count
         self.failure_status = failure_status
@@ -57,6 +61,8 @@ class RateLimit:
         if outcome.status == "unavailable":
             raise HTTPException(status_code=self.failure_status,
                                 detail="Rate limit service unavailable")
+        if outcome.status == "error":
+            raise HTTPException(status_code=500, detail="Internal Server Error")
         for name, value in outcome.headers:
             response.headers[name] = value
         return outcome.decision

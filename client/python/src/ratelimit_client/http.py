@@ -7,16 +7,22 @@ import inspect
 import logging
 import math
 from dataclasses import dataclass
-from typing import Awaitable, List, Optional, Tuple, TypeVar, Union, cast
+from typing import Awaitable, Final, List, Literal, Optional, Tuple, TypeVar, Union, cast
 
+from ._repeated_log import RepeatedLog
 from .aio import AsyncRateLimitClient
 from .errors import UNREACHABLE_CODES, RateLimitError
 from .types import Decision, Kind, Limit, LimitConfig, LimitResult
 
-_log = logging.getLogger("ratelimit_client")
+_logger = logging.getLogger("ratelimit_client")
 
-FAIL_OPEN = "open"
-FAIL_CLOSED = "closed"
+FailureMode = Literal["open", "closed"]
+"""What a middleware does with a request while the service is unreachable: "closed" refuses
+it (the default), "open" lets it through unlimited."""
+
+FAIL_OPEN: Final = "open"
+FAIL_CLOSED: Final = "closed"
+DEFAULT_FAILURE_MODE: Final = FAIL_CLOSED
 
 
 def _number(x: float) -> str:
@@ -63,13 +69,18 @@ def rate_limit_headers(decision: Decision,
     return headers
 
 
+OutcomeStatus = Literal["allowed", "denied", "unavailable", "error"]
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """What the limiter decided for one HTTP request. status: "allowed", "denied" or
-    "unavailable" (the service could not be reached and the limiter fails closed);
-    `decision` is None when the request was not evaluated (skipped, or unreachable)."""
+    """What the limiter decided for one HTTP request. status: "allowed", "denied",
+    "unavailable" (the service could not be reached and the limiter fails closed: answer
+    failure_status) or "error" (the service answered an error that is not an outage, e.g.
+    NOT_FOUND for a limit name it does not define: answer 500). `decision` is None when the
+    request was not evaluated (skipped, unreachable, error)."""
 
-    status: str
+    status: OutcomeStatus
     decision: Optional[Decision]
     headers: List[Tuple[str, str]]
 
@@ -88,23 +99,36 @@ class Limiter:
     """Consumes `count` tokens of (`name`, key) per HTTP request, through one
     AsyncRateLimitClient (given, or created on first use from a target in the running loop).
 
-    failure_mode: when the service is unreachable (UNAVAILABLE or DEADLINE_EXCEEDED),
-    "open" lets the request through (logged) and "closed" refuses it. Other errors (a bad
-    limit definition: INVALID_ARGUMENT, NOT_FOUND...) are programming errors and propagate."""
+    `name` is required: it is the counter's identity on the server, and a default would make
+    unrelated routes or services share one counter.
+
+    failure_mode applies only when the service is unreachable (UNAVAILABLE or
+    DEADLINE_EXCEEDED): "closed" (default) refuses the request, "open" lets it through. Every
+    other error (NOT_FOUND for a misspelt limit name, INVALID_ARGUMENT, PERMISSION_DENIED...)
+    is a configuration or programming error whatever the mode: the request is refused with
+    status "error". Both are logged (logger "ratelimit_client"), each limiter writing at most
+    one line per 10 s per distinct (code, message) of an error and per code of an outage, with
+    the count of repeats held back."""
 
     def __init__(self, client: Union[AsyncRateLimitClient, str], name: str, *,
                  count: float = 1, config: Optional[LimitConfig] = None,
-                 failure_mode: str = FAIL_OPEN, timeout: Optional[float] = None):
+                 failure_mode: FailureMode = DEFAULT_FAILURE_MODE,
+                 timeout: Optional[float] = None):
+        if not isinstance(name, str) or not name:
+            raise ValueError("name: the limit's name is required (a limit of the server's "
+                             "limits file, or any name with config= for an inline limit), "
+                             "got %r" % (name,))
         if failure_mode not in (FAIL_OPEN, FAIL_CLOSED):
             raise ValueError("failure_mode must be %r or %r, got %r" %
-                             (FAIL_OPEN, FAIL_CLOSED, failure_mode))
+                             (FAIL_CLOSED, FAIL_OPEN, failure_mode))
         self._client = client if isinstance(client, AsyncRateLimitClient) else None
         self._target = client if isinstance(client, str) else None
         self.name = name
         self.count = count
         self.config = config
-        self.failure_mode = failure_mode
+        self.failure_mode: FailureMode = failure_mode
         self.timeout = timeout
+        self._log = RepeatedLog(_logger)
 
     def client(self) -> AsyncRateLimitClient:
         if self._client is None:
@@ -127,9 +151,15 @@ class Limiter:
             decision = await self.client().consume(limit, timeout=self.timeout)
         except RateLimitError as e:
             if e.code not in UNREACHABLE_CODES:
-                raise
-            _log.warning("rate limit service unreachable (%s), failing %s", e,
-                         self.failure_mode)
+                self._log.log(logging.ERROR, (e.code, e.details),
+                              "rate limit %r: the service answered %s: %s; answering 500 (a "
+                              "configuration error, not an outage)"
+                              % (self.name, e.code.name, e.details))
+                return Outcome("error", None, [])
+            # One event per code: an outage's messages differ in transient details.
+            self._log.log(logging.WARNING, e.code,
+                          "rate limit %r: the service is unreachable (%s: %s); failing %s"
+                          % (self.name, e.code.name, e.details, self.failure_mode))
             if self.failure_mode == FAIL_OPEN:
                 return Outcome("allowed", None, [])
             return Outcome("unavailable", None, [])
