@@ -15,7 +15,7 @@ std::shared_ptr<RocksDbInfoLog> RocksDbInfoLog::Open(std::shared_ptr<rocksdb::Fi
                                                      uint64_t max_bytes) {
   std::shared_ptr<RocksDbInfoLog> log(new RocksDbInfoLog(std::move(fs), dir, max_bytes));
   absl::MutexLock lock(&log->mu_);
-  if (!log->StartFileLocked()) log->file_.reset();  // created by the first line that can be
+  log->StartFileLocked();  // when it fails, the first line that can be written creates the file
   return log;
 }
 
@@ -47,18 +47,15 @@ bool RocksDbInfoLog::StartFileLocked() {
     fs_->RenameFile(path, path + ".old", rocksdb::IOOptions(), nullptr).PermitUncheckedError();
   }
   bytes_ = 0;
-  return fs_->NewWritableFile(path, rocksdb::FileOptions(), &file_, nullptr).ok();
+  if (fs_->NewWritableFile(path, rocksdb::FileOptions(), &file_, nullptr).ok()) return true;
+  file_.reset();
+  return false;
 }
 
 bool RocksDbInfoLog::AppendLocked(const std::string& line) {
-  if (file_ && bytes_ + line.size() > max_bytes_ && !StartFileLocked()) file_.reset();
-  if (!file_) {
-    // Created lazily after a failure (a full disk at rotation or at open).
-    if (!StartFileLocked()) {
-      file_.reset();
-      return false;
-    }
-  }
+  // A new file when this one is full, or when none could be created (a full disk at open or at
+  // rotation).
+  if ((!file_ || bytes_ + line.size() > max_bytes_) && !StartFileLocked()) return false;
   if (!file_->Append(line, rocksdb::IOOptions(), nullptr).ok()) return false;
   bytes_ += line.size();
   return true;

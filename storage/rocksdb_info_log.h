@@ -42,7 +42,8 @@ class RocksDbInfoLog final : public rocksdb::Logger {
 
  private:
   RocksDbInfoLog(std::shared_ptr<rocksdb::FileSystem> fs, std::string dir, uint64_t max_bytes);
-  // (Re)creates LOG, moving an existing one to LOG.old. False when it cannot be created.
+  // (Re)creates LOG, moving an existing one to LOG.old. False (and no file) when it cannot be
+  // created.
   bool StartFileLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One append of `line`: false when it failed (the line is lost).
   bool AppendLocked(const std::string& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
