@@ -462,12 +462,11 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
       auth ? PeerIdentities(*auth) : std::vector<std::string>();
   absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
   if (!admin.ok()) {
-    reset_refused_log_.Log(
-        {{"peer", peer},
-         {"peer_identities", absl::StrJoin(identities, ",")},
-         {"limit", request->name()},
-         {"reason", std::string(admin.status().message())},
-         {"trace_id", rpc.TraceId()}});
+    reset_refused_log_.Log({{"peer", peer},
+                            {"peer_identities", absl::StrJoin(identities, ",")},
+                            {"limit", request->name()},
+                            {"reason", std::string(admin.status().message())},
+                            {"trace_id", rpc.TraceId()}});
     return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   }
   absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
@@ -494,12 +493,11 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
     response->set_deleted(*deleted);
     return FinishRpc(rpc, grpc::Status::OK);
   }
-  reset_failed_log_.Log(
-      {{"peer", peer},
-       {"limit", target->display_name},
-       {"key", key},
-       {"error", std::string(s.message())},
-       {"trace_id", rpc.TraceId()}});
+  reset_failed_log_.Log({{"peer", peer},
+                         {"limit", target->display_name},
+                         {"key", key},
+                         {"error", std::string(s.message())},
+                         {"trace_id", rpc.TraceId()}});
   return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                      "rate-limit store unavailable: " + std::string(s.message())));
 }

@@ -337,8 +337,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     });
     s->gc_->Start();
   }
-  s->log_flusher_ =
-      std::make_unique<PeriodicTask>(absl::Seconds(1), [] { FlushRepeatedLogs(); });
+  s->log_flusher_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [] { FlushRepeatedLogs(); });
   s->log_flusher_->Start();
   if (s->watcher_) s->watcher_->Start();
   if (s->receipt_watcher_) s->receipt_watcher_->Start();

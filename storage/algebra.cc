@@ -197,9 +197,8 @@ Settled Settle(const LimitConfig& c, const LimitId& id, const std::optional<Stat
   double value = refilled.value;
   if (used < taken) {
     const bool token_bucket = c.kind == LimitKind::kTokenBucket;
-    const bool same_window =
-        token_bucket ||
-        (taken_at_us >= refilled.ts_us && taken_at_us - refilled.ts_us < c.period_us);
+    const bool same_window = token_bucket || (taken_at_us >= refilled.ts_us &&
+                                              taken_at_us - refilled.ts_us < c.period_us);
     // The highest balance since the take: the bucket without the take held `capacity - peak`
     // more at most (it lost the rest of the difference to its capacity while refilling).
     double peak = value;

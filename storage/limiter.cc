@@ -99,9 +99,9 @@ absl::StatusOr<SettleVerdict> Limiter::Settle(absl::Span<const SettleItem> items
   absl::InlinedVector<LimitOp, 4> ops;
   std::vector<RecordSpec> records;
   for (const SettleItem& item : items) {
-    ops.push_back(LimitOp{StateKey{item.name, item.key, item.source}, item.config, item.taken,
-                          LimitOp::Settlement{item.taken, item.used, item.taken_at_us,
-                                              item.value_after_take}});
+    ops.push_back(LimitOp{
+        StateKey{item.name, item.key, item.source}, item.config, item.taken,
+        LimitOp::Settlement{item.taken, item.used, item.taken_at_us, item.value_after_take}});
     records.push_back(item.spent);
   }
   Operation op;
@@ -150,7 +150,7 @@ Verdict VerdictOf(Outcome outcome) {
 }
 
 absl::StatusOr<uint64_t> Limiter::Reset(const std::string& name, const std::string& key,
-                                         LimitSource source) {
+                                        LimitSource source) {
   return store_.Delete(StateKey{name, key, source});
 }
 

@@ -11,8 +11,7 @@
 namespace ratelimit {
 
 std::shared_ptr<RocksDbInfoLog> RocksDbInfoLog::Open(std::shared_ptr<rocksdb::FileSystem> fs,
-                                                     const std::string& dir,
-                                                     uint64_t max_bytes) {
+                                                     const std::string& dir, uint64_t max_bytes) {
   std::shared_ptr<RocksDbInfoLog> log(new RocksDbInfoLog(std::move(fs), dir, max_bytes));
   absl::MutexLock lock(&log->mu_);
   log->StartFileLocked();  // when it fails, the first line that can be written creates the file
@@ -82,8 +81,8 @@ void RocksDbInfoLog::Logv(const char* format, va_list ap) {
   if (line.empty() || line.back() != '\n') line.push_back('\n');
   absl::MutexLock lock(&mu_);
   if (unreported_ > 0) {
-    const std::string note = absl::StrCat(stamp, "(", unreported_,
-                                          " info log lines lost: the disk refused them)\n");
+    const std::string note =
+        absl::StrCat(stamp, "(", unreported_, " info log lines lost: the disk refused them)\n");
     if (!AppendLocked(note)) {
       ++dropped_;
       ++unreported_;

@@ -805,9 +805,9 @@ absl::StatusOr<uint64_t> RocksDbStateStore::Delete(const StateKey& key) {
     pending.epoch = group_.epoch();
     // Whether there is a state to delete (a queued one included), for the caller's count.
     std::optional<State> current;
-    if (absl::Status s = ReadStatesLocked(absl::MakeConstSpan(&key, 1),
-                                          absl::MakeConstSpan(&encoded, 1), pending.epoch,
-                                          absl::MakeSpan(&current, 1), &pending.ticket);
+    if (absl::Status s =
+            ReadStatesLocked(absl::MakeConstSpan(&key, 1), absl::MakeConstSpan(&encoded, 1),
+                             pending.epoch, absl::MakeSpan(&current, 1), &pending.ticket);
         !s.ok()) {
       return s;
     }
@@ -823,8 +823,7 @@ absl::StatusOr<uint64_t> RocksDbStateStore::Delete(const StateKey& key) {
   return deleted;
 }
 
-absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAll(LimitSource source,
-                                                      absl::string_view name) {
+absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;

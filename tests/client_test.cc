@@ -22,8 +22,8 @@ using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RefusingPort;
 using ::ratelimit::testing::RunCommand;
 using ::ratelimit::testing::TempDir;
-using ::ratelimit::testing::WriteFileAtomically;
 using ::ratelimit::testing::ValueOrDie;
+using ::ratelimit::testing::WriteFileAtomically;
 
 class ClientTest : public ::testing::Test {
  protected:

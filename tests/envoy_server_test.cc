@@ -141,12 +141,14 @@ TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredDomainOrRuleIsNotFound) {
   reset.set_all_keys(true);
   absl::StatusOr<uint64_t> no_domain = admin->Reset(reset);
   EXPECT_EQ(no_domain.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(no_domain.status().message()), HasSubstr("name: no Envoy domain \"mobile\""));
+  EXPECT_THAT(std::string(no_domain.status().message()),
+              HasSubstr("name: no Envoy domain \"mobile\""));
   reset.set_name("web");
   reset.mutable_envoy_path(0)->set_key("account");
   absl::StatusOr<uint64_t> no_rule = admin->Reset(reset);
   EXPECT_EQ(no_rule.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(no_rule.status().message()), HasSubstr("envoy_path: no rule of domain \"web\""));
+  EXPECT_THAT(std::string(no_rule.status().message()),
+              HasSubstr("envoy_path: no rule of domain \"web\""));
   reset.mutable_envoy_path(0)->set_value("u1");  // the rule is key-only: a value is another path
   reset.mutable_envoy_path(0)->set_key("user");
   EXPECT_EQ(admin->Reset(reset).status().code(), absl::StatusCode::kNotFound);

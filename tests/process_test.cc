@@ -262,8 +262,9 @@ TEST_F(ProcessTest, CliHelpJsonErrorsTimeoutsAndWhatResetDid) {
 
   std::tie(code, out) = RunCli("consume " + t + " --name=nope --key=k --json --timeout=5");
   EXPECT_EQ(code, 1) << out;
-  EXPECT_EQ(out, "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"limits[0].name: limit "
-                 "\\\"nope\\\" is not defined and has no inline config\"}}\n");
+  EXPECT_EQ(out,
+            "{\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"limits[0].name: limit "
+            "\\\"nope\\\" is not defined and has no inline config\"}}\n");
   std::tie(code, out) = RunCli("consume " + t + " --name=cli --key=k --timeout=5x");
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("--timeout: \"5x\" is not a duration"), std::string::npos) << out;

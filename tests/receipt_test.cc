@@ -56,16 +56,16 @@ TEST(ReceiptTest, SignedReceiptVerifiesToWhatWasSigned) {
 
 // The end of the receipts below, in both versions: Inline()'s name, key and config.
 const std::string kNameKeyAndConfigHex =
-    "03006c6c6d"                          // "llm"
-    "05006f72672d37"                      // "org-7"
-    "01"                                  // has config
-    "01"                                  // fixed window
-    "00000000006af840"                    // rate 100000
-    "0087930300000000"                    // period 60 s
-    "0100000000804f0241"                  // capacity 150000
-    "01000000000088b340"                  // max_reserved 5000
-    "010000000000000000"                  // start 0
-    "000000000000d03f";                   // jitter 0.25
+    "03006c6c6d"          // "llm"
+    "05006f72672d37"      // "org-7"
+    "01"                  // has config
+    "01"                  // fixed window
+    "00000000006af840"    // rate 100000
+    "0087930300000000"    // period 60 s
+    "0100000000804f0241"  // capacity 150000
+    "01000000000088b340"  // max_reserved 5000
+    "010000000000000000"  // start 0
+    "000000000000d03f";   // jitter 0.25
 
 // The encoding documented in server/receipt.h, byte for byte, built and signed independently of
 // the code under test: outstanding receipts must keep verifying across upgrades and restarts.

@@ -16,11 +16,11 @@
 namespace ratelimit {
 namespace {
 
-using ::ratelimit::testing::ValueOrDie;
 using ::ratelimit::testing::HiredisConnection;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisStandalone;
+using ::ratelimit::testing::ValueOrDie;
 
 LimitConfig Bucket(double rate, int64_t period_us) {
   LimitConfig c;

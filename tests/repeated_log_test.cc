@@ -14,8 +14,8 @@ namespace {
 
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kSecond;
-using ::ratelimit::testing::LoggedOccurrences;
 using ::ratelimit::testing::Lines;
+using ::ratelimit::testing::LoggedOccurrences;
 
 TEST(RepeatedLogTest, AHundredThousandOccurrencesMakeAFewLinesThatAddUp) {
   FakeClock clock;

@@ -57,7 +57,8 @@ TEST(SettleTest, FixedWindowRefundInSameWindow) {
   const int64_t start = (kT0 / (60 * kSecond)) * 60 * kSecond;
   const Decision take = Decide(c, kId, std::nullopt, 8, Mode::kConsume, start + kSecond);
   ASSERT_TRUE(take.allowed);
-  const Settled s = Settle(c, kId, take.next, 8, 3, start + kSecond, start + 30 * kSecond, take.value);
+  const Settled s =
+      Settle(c, kId, take.next, 8, 3, start + kSecond, start + 30 * kSecond, take.value);
   EXPECT_DOUBLE_EQ(s.returned, 5);
   EXPECT_DOUBLE_EQ(s.value, 7);
 }
@@ -69,7 +70,8 @@ TEST(SettleTest, FixedWindowRefundInALaterWindowHasNoEffect) {
   // The next window has opened and been drawn down to 4 by another caller.
   const Decision other = Decide(c, kId, take.next, 6, Mode::kConsume, start + 61 * kSecond);
   ASSERT_TRUE(other.allowed);
-  const Settled s = Settle(c, kId, other.next, 8, 0, start + kSecond, start + 62 * kSecond, take.value);
+  const Settled s =
+      Settle(c, kId, other.next, 8, 0, start + kSecond, start + 62 * kSecond, take.value);
   EXPECT_DOUBLE_EQ(s.returned, 0);
   EXPECT_DOUBLE_EQ(s.value, 4);
 }
@@ -130,7 +132,7 @@ TEST(SettleTest, CancellingAReservationInDebtPaysItBack) {
 // given back (the example of the contract in storage/algebra.h).
 TEST(SettleTest, TokenBucketRefundNeverExceedsTheBucketWithoutTheTake) {
   const LimitConfig c = TokenBucket(10, 10 * kSecond);  // 1 token/s, capacity 10
-  const Decision a = Decide(c, kId, std::nullopt, 5, Mode::kConsume, kT0);     // 10 -> 5
+  const Decision a = Decide(c, kId, std::nullopt, 5, Mode::kConsume, kT0);          // 10 -> 5
   const Decision b = Decide(c, kId, a.next, 6, Mode::kConsume, kT0 + 3 * kSecond);  // 8 -> 2
   ASSERT_TRUE(b.allowed);
   const Settled cancel = Settle(c, kId, b.next, 5, 0, kT0, kT0 + 3 * kSecond, a.value);
@@ -192,7 +194,8 @@ TEST(SettleTest, TokenBucketRefundIsBoundedByTheHistoryWithASmallerTake) {
     std::vector<bool> allowed_again;
     const std::optional<State> with_small = history(used, &allowed, &allowed_again).second;
     for (bool a : allowed_again) ASSERT_TRUE(a);
-    const double bound = Decide(c, kId, with_small, 1, Mode::kCheck, settle_at).value;  // the balance
+    const double bound =
+        Decide(c, kId, with_small, 1, Mode::kCheck, settle_at).value;  // the balance
     EXPECT_LE(settled.value, bound + 1e-9) << "run " << run;
     if (others == 0 || !std::count(allowed.begin(), allowed.end(), true)) {
       EXPECT_NEAR(settled.value, bound, 1e-9) << "run " << run;

@@ -97,8 +97,8 @@ TEST_F(SettleServiceTest, RefundGivesBackTheUnusedTokens) {
 TEST_F(SettleServiceTest, CancelAfterAnotherTakeLeavesWhatTheBucketWithoutItWouldHold) {
   StartServer();
   const std::string a = Take("api", "k", 5);  // 10 -> 5
-  clock_.Advance(3 * kSecond);                 // refilled to 8 (1/s)
-  Take("api", "k", 6);                         // 8 -> 2
+  clock_.Advance(3 * kSecond);                // refilled to 8 (1/s)
+  Take("api", "k", 6);                        // 8 -> 2
   auto settled = SettleOne(a, 0);
   ASSERT_OK(settled);
   EXPECT_DOUBLE_EQ(settled->results(0).returned(), 2);

@@ -106,8 +106,8 @@ class SmallDisk {
     fs::create_directories(path);
     if (::geteuid() != 0) {
       error_ = "needs root to mount a small tmpfs";
-    } else if (::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size + ",mode=0700").c_str()) !=
-               0) {
+    } else if (::mount("tmpfs", path.c_str(), "tmpfs", 0,
+                       ("size=" + size + ",mode=0700").c_str()) != 0) {
       error_ = absl::StrCat("cannot mount a tmpfs: ", std::strerror(errno));
     }
   }
@@ -130,10 +130,10 @@ TEST(ServerFilesTest, AFullDiskUnderLoadWithTheOpenPolicyIsSurvivedAndRecovered)
   if (!disk.error().empty()) GTEST_SKIP() << disk.error();
   WriteFileAtomically(dir.File("limits.yaml"), kApiLimits);
   WriteFileAtomically(dir.File("disk/ballast"), std::string(2 << 20, 'b'));  // freed later
-  auto server = ServerProcess::Start({"--data_dir=" + dir.File("disk/data"),
-                                      "--limits_file=" + dir.File("limits.yaml"),
-                                      "--failure_policy=open", "--health_probe_interval=100ms"},
-                                     dir.path());
+  auto server = ServerProcess::Start(
+      {"--data_dir=" + dir.File("disk/data"), "--limits_file=" + dir.File("limits.yaml"),
+       "--failure_policy=open", "--health_probe_interval=100ms"},
+      dir.path());
   ASSERT_OK(server);
   const std::string target = (*server)->target();
 

@@ -97,9 +97,9 @@ absl::StatusOr<std::string> AdminToken() {
 }
 
 int Usage() {
-  return Error(std::string(
-      "usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
-      "ratelimit settle --receipt=BASE64 --used=N or ratelimit health; see --help"));
+  return Error(
+      std::string("usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
+                  "ratelimit settle --receipt=BASE64 --used=N or ratelimit health; see --help"));
 }
 
 }  // namespace
@@ -135,9 +135,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
       absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
   std::unique_ptr<ratelimit::RateLimitClient> client;
-  const bool use_tls = absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() ||
-                       !tls.cert_file.empty() || !tls.key_file.empty() ||
-                       !tls.server_name.empty();
+  const bool use_tls = absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() || !tls.cert_file.empty() ||
+                       !tls.key_file.empty() || !tls.server_name.empty();
   // A call's error, with a hint when it looks like a plaintext call to a TLS port or the reverse.
   auto call_error = [use_tls](const absl::Status& s) {
     return Error(ratelimit::WithTransportHint(s, use_tls));

@@ -31,15 +31,17 @@ absl::Status WithTransportHint(const absl::Status& error, bool tls) {
   const absl::string_view m = error.message();
   if (!tls && absl::StrContains(m, "Socket closed")) {
     return absl::Status(error.code(),
-                        absl::StrCat(m, " (if the server serves TLS, add --tls, with "
-                                        "--tls_ca_file when its certificate is from a private CA)"));
+                        absl::StrCat(m,
+                                     " (if the server serves TLS, add --tls, with "
+                                     "--tls_ca_file when its certificate is from a private CA)"));
   }
   const std::string lower = absl::AsciiStrToLower(m);
   if (tls && (absl::StrContains(lower, "handshake") || absl::StrContains(lower, "ssl"))) {
     return absl::Status(error.code(),
-                        absl::StrCat(m, " (if the server is plaintext, drop --tls and the "
-                                        "--tls_* flags; if it serves TLS, check --tls_ca_file "
-                                        "and --tls_server_name)"));
+                        absl::StrCat(m,
+                                     " (if the server is plaintext, drop --tls and the "
+                                     "--tls_* flags; if it serves TLS, check --tls_ca_file "
+                                     "and --tls_server_name)"));
   }
   return error;
 }

@@ -91,10 +91,9 @@ grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
   Telemetry::Rpc& rpc = evaluation.rpc;
   const std::vector<EnvoyDescriptorPlan>& plan = evaluation.plan;
   if (!outcomes.ok()) {
-    store_failure_log_.Log(
-        {{"domain", evaluation.domain},
-         {"error", std::string(outcomes.status().message())},
-         {"trace_id", rpc.TraceId()}});
+    store_failure_log_.Log({{"domain", evaluation.domain},
+                            {"error", std::string(outcomes.status().message())},
+                            {"trace_id", rpc.TraceId()}});
     return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                        "rate-limit store unavailable: " +
                                            std::string(outcomes.status().message())));

@@ -33,8 +33,7 @@ class RepeatedLog {
  public:
   // `message` names the event ("store failure"); `clock` times the intervals and must outlive
   // this object.
-  RepeatedLog(LogLevel level, std::string message,
-              const Clock& clock = SystemClock::Default(),
+  RepeatedLog(LogLevel level, std::string message, const Clock& clock = SystemClock::Default(),
               absl::Duration interval = absl::Seconds(10));
   // Writes the summary of the occurrences not yet written, if any.
   ~RepeatedLog();
