@@ -17,7 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/tool_util.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 #include "server/server.h"
 #include "storage/memory_state_store.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "server/receipt.h"
+#include "server/v1/receipt.h"
 
 namespace ratelimit {
 namespace {

@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "cmdline/help.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 #include "server/server.h"
 #include "storage/file_util.h"
 

@@ -13,8 +13,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "server/envoy/envoy_config.h"
-#include "server/log.h"
-#include "server/tls_files.h"
+#include "server/observability/log.h"
+#include "server/tls/tls_files.h"
 #include "storage/file_util.h"
 #include "storage/limit_config.h"
 #include "storage/state_store_factory.h"
@@ -257,15 +257,16 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   settle.request_id_ttl_us = absl::ToInt64Microseconds(options.request_id_ttl);
   settle.clock = &clock;
   s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token, options.admin_identities);
-  s->service_ = std::make_unique<RateLimitServiceImpl>(*s->limiter_, s->registry_, *s->admin_,
+  // A store whose batches wait for a peer (Redis) has its synchronous transactions run on store
+  // threads, so that a serving thread is never parked on a round trip.
+  const int store_threads = options.store_threads >= 0            ? options.store_threads
+                            : s->limiter_->BatchesDecideLocally() ? 0
+                                                                  : 64;
+  s->executor_ = std::make_unique<StoreExecutor>(store_threads);
+  s->scheduler_ = std::make_unique<DecisionScheduler>(*s->limiter_, s->executor_.get());
+  s->service_ = std::make_unique<RateLimitServiceImpl>(*s->scheduler_, s->registry_, *s->admin_,
                                                        options.failure_policy, *s->telemetry_,
                                                        options.inline_limits, settle);
-  const int store_threads = options.store_threads >= 0 ? options.store_threads
-                            : options.store == "redis" ? 64
-                                                       : 0;
-  s->executor_ = std::make_unique<StoreExecutor>(store_threads);
-  StoreExecutor* executor = store_threads > 0 ? s->executor_.get() : nullptr;
-  s->service_->set_executor(executor);
 
   // Every service is served by the serving loop; gRPC's default health service (a callback one)
   // is replaced by ours there (health_service.h).
@@ -295,13 +296,12 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         options.envoy_config_dir, s->envoy_registry_, options.limits_reload_interval,
         CountReloads(*s->metrics_, "envoy", options.on_config_reload));
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
-    s->service_->set_envoy_reset_check([registry = &s->envoy_registry_](const ResetTarget& t) {
-      return EnvoyResetTargetConfigured(*registry->Current(), t.envoy_domain, t.name,
-                                        t.envoy_override);
+    s->service_->set_envoy_reset_resolver([registry = &s->envoy_registry_](const ResetTarget& t) {
+      return EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path,
+                                 t.envoy_override);
     });
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
-        *s->limiter_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);
-    s->envoy_service_->set_executor(executor);
+        *s->scheduler_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
     s->serving_loop_->AddUnary(*s->envoy_service_,

@@ -11,24 +11,25 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "server/admin_auth.h"
+#include "server/admin/admin_auth.h"
+#include "server/admin/health_service.h"
+#include "server/config/watched_config.h"
 #include "server/envoy/envoy_service.h"
-#include "server/health_service.h"
-#include "server/limit_registry.h"
 #include "server/observability/health.h"
 #include "server/observability/http_server.h"
 #include "server/observability/metrics.h"
 #include "server/observability/otlp_exporter.h"
+#include "server/observability/periodic_task.h"
 #include "server/observability/repeated_log.h"
 #include "server/observability/telemetry.h"
 #include "server/observability/tracer.h"
-#include "server/periodic_task.h"
-#include "server/rate_limit_service.h"
-#include "server/receipt.h"
-#include "server/serving_loop.h"
-#include "server/store_executor.h"
-#include "server/tls.h"
-#include "server/watched_config.h"
+#include "server/serving/decision_scheduler.h"
+#include "server/serving/serving_loop.h"
+#include "server/serving/store_executor.h"
+#include "server/tls/tls.h"
+#include "server/v1/limit_registry.h"
+#include "server/v1/rate_limit_service.h"
+#include "server/v1/receipt.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
 #include "storage/state_store.h"
@@ -235,6 +236,7 @@ class RateLimitServer {
   // After the limiter and store (its tasks use them), before the services and the gRPC server
   // (it outlives the calls they run on it).
   std::unique_ptr<StoreExecutor> executor_;
+  std::unique_ptr<DecisionScheduler> scheduler_;  // schedules every decision of the services below
   LimitRegistry registry_;
   std::unique_ptr<LimitsFileWatcher> watcher_;
   ConfigSnapshot<ReceiptKeys> receipt_keys_;

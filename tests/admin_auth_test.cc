@@ -1,6 +1,6 @@
 // Admin credentials: the Bearer check on Reset, its constant-time comparison, and where the
 // token is loaded from.
-#include "server/admin_auth.h"
+#include "server/admin/admin_auth.h"
 
 #include <sys/stat.h>
 

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_config_loader.h"
-#include "server/limits_file.h"
+#include "server/v1/limits_file.h"
 
 namespace ratelimit {
 namespace {

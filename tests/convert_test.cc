@@ -1,6 +1,6 @@
 // The ratelimit.v1 conversions on their own (server/convert.cc): resolving a request's limits to
 // their definitions, and a verdict to the response. Pure functions, no server.
-#include "server/convert.h"
+#include "server/v1/convert.h"
 
 #include <cmath>
 #include <functional>

@@ -46,7 +46,8 @@ class EnvoyEvaluatorTest : public ::testing::Test {
  protected:
   // Evaluates `plan`, which must succeed.
   std::vector<EnvoyOutcome> Evaluate(const std::vector<EnvoyDescriptorPlan>& plan) {
-    absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter_, clock_, plan);
+    absl::StatusOr<std::vector<EnvoyOutcome>> outcomes =
+        EvaluateEnvoyPlan(scheduler_, clock_, plan);
     EXPECT_TRUE(outcomes.ok()) << outcomes.status();
     return outcomes.ok() ? *outcomes : std::vector<EnvoyOutcome>(plan.size());
   }
@@ -56,6 +57,7 @@ class EnvoyEvaluatorTest : public ::testing::Test {
   FakeClock clock_;
   FailingStateStore store_{std::make_unique<MemoryStateStore>()};
   Limiter limiter_{store_, clock_};
+  DecisionScheduler scheduler_{limiter_, nullptr};
 };
 
 TEST_F(EnvoyEvaluatorTest, ConsumesEveryDescriptorOrNone) {
@@ -117,7 +119,7 @@ TEST_F(EnvoyEvaluatorTest, UnlimitedAndUnmatchedDescriptorsCarryOnlyTheTime) {
 TEST_F(EnvoyEvaluatorTest, StoreFailureIsReturnedAndNothingIsConsumed) {
   const EnvoyRateLimit a = Rule("a", 2);
   store_.FailWith(absl::UnavailableError("disk gone"));
-  absl::StatusOr<std::vector<EnvoyOutcome>> o = EvaluateEnvoyPlan(limiter_, clock_, {Limited(a)});
+  absl::StatusOr<std::vector<EnvoyOutcome>> o = EvaluateEnvoyPlan(scheduler_, clock_, {Limited(a)});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kUnavailable);
   store_.Heal();
   EXPECT_EQ(Left(a), 2);

@@ -90,7 +90,7 @@ class EnvoyTransactionsTest : public ::testing::Test {
   // Evaluates `plan` (which must succeed) and returns the number of store transactions it made.
   int Transactions(const std::vector<EnvoyDescriptorPlan>& plan) {
     store_.ResetCount();
-    absl::StatusOr<std::vector<EnvoyOutcome>> o = EvaluateEnvoyPlan(limiter_, clock_, plan);
+    absl::StatusOr<std::vector<EnvoyOutcome>> o = EvaluateEnvoyPlan(scheduler_, clock_, plan);
     EXPECT_TRUE(o.ok()) << o.status();
     last_ = o.ok() ? *o : std::vector<EnvoyOutcome>();
     return store_.transactions();
@@ -99,6 +99,7 @@ class EnvoyTransactionsTest : public ::testing::Test {
   FakeClock clock_;
   CountingStore store_;
   Limiter limiter_{store_, clock_};
+  DecisionScheduler scheduler_{limiter_, nullptr};
   std::vector<EnvoyOutcome> last_;
 };
 
@@ -291,7 +292,7 @@ TEST_F(EnvoyTransactionsTest, RandomPlansFollowThePolicy) {
       }
     }
     const Expected expected = Policy(plan, before, clock_.NowMicros());
-    absl::StatusOr<std::vector<EnvoyOutcome>> got = EvaluateEnvoyPlan(limiter_, clock_, plan);
+    absl::StatusOr<std::vector<EnvoyOutcome>> got = EvaluateEnvoyPlan(scheduler_, clock_, plan);
     ASSERT_TRUE(got.ok()) << got.status();
     for (size_t i = 0; i < plan.size(); ++i) {
       SCOPED_TRACE(::testing::Message() << "round " << round << " descriptor " << i);

@@ -1,5 +1,5 @@
 // HMAC-SHA256 with the key absorbed once (server/hmac_sha256.h).
-#include "server/hmac_sha256.h"
+#include "server/v1/hmac_sha256.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

@@ -1,8 +1,8 @@
 // The limits YAML: every field, defaults, and errors that name the file, line and field.
-#include "server/limits_file.h"
+#include "server/v1/limits_file.h"
 
 #include "gtest/gtest.h"
-#include "server/limit_registry.h"
+#include "server/v1/limit_registry.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

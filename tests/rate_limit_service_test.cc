@@ -1,7 +1,7 @@
 // ratelimit.v1.RateLimitService seen through its logs while the store fails: every failing call
 // is answered (failed_open with the open policy), and the log holds a few lines that account
 // for every failure instead of one line per request.
-#include "server/rate_limit_service.h"
+#include "server/v1/rate_limit_service.h"
 
 #include <string>
 #include <vector>

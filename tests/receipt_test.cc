@@ -1,5 +1,5 @@
 // Receipt encoding, signing and the receipt key file (server/receipt.h).
-#include "server/receipt.h"
+#include "server/v1/receipt.h"
 
 #include <openssl/hmac.h>
 

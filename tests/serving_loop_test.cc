@@ -2,7 +2,7 @@
 // one store call, each as if decided alone; its threads' name and scheduling; and the health
 // service served on the loop (server/health_service.h): Check, Watch, and a shutdown that ends
 // the Watch streams.
-#include "server/serving_loop.h"
+#include "server/serving/serving_loop.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -22,13 +22,13 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
-#include "server/admin_auth.h"
+#include "server/admin/admin_auth.h"
 #include "server/envoy/envoy_config_loader.h"
 #include "server/envoy/envoy_service.h"
-#include "server/health_service.h"
-#include "server/limit_registry.h"
+#include "server/admin/health_service.h"
+#include "server/v1/limit_registry.h"
 #include "server/observability/telemetry.h"
-#include "server/rate_limit_service.h"
+#include "server/v1/rate_limit_service.h"
 #include "storage/limiter.h"
 #include "tests/support/envoy_test_support.h"
 #include "tests/support/forwarding_store.h"
@@ -99,10 +99,11 @@ struct V1ServiceOn {
   Store store;
   testing::FakeClock clock;
   Limiter limiter{store, clock};
+  DecisionScheduler scheduler{limiter, nullptr};
   LimitRegistry registry;
   AdminAuthenticator admin{""};
   Telemetry telemetry{nullptr, nullptr, false, "memory"};
-  RateLimitServiceImpl service{limiter, registry, admin, FailurePolicy::kClosed, telemetry};
+  RateLimitServiceImpl service{scheduler, registry, admin, FailurePolicy::kClosed, telemetry};
 };
 
 // The Envoy service on a store of type `Store`, likewise; its registry starts empty.
@@ -111,9 +112,10 @@ struct EnvoyServiceOn {
   Store store;
   testing::FakeClock clock;
   Limiter limiter{store, clock};
+  DecisionScheduler scheduler{limiter, nullptr};
   EnvoyConfigRegistry registry;
   Telemetry telemetry{nullptr, nullptr, false, "memory"};
-  EnvoyRateLimitServiceImpl service{limiter, clock, registry, false, telemetry};
+  EnvoyRateLimitServiceImpl service{scheduler, clock, registry, false, telemetry};
 };
 
 // A service's half of the loop, driven by hand: the test takes exactly the calls it sent into one

@@ -2,7 +2,7 @@
 // that the server, given store threads, keeps more decisions in flight than it has serving
 // threads: a store that waits for a peer (as Redis does) no longer limits the server to one
 // decision per serving thread.
-#include "server/store_executor.h"
+#include "server/serving/store_executor.h"
 
 #include <atomic>
 #include <filesystem>

@@ -160,6 +160,7 @@ TEST(EnvoyEvaluatorClockTest, ReadsTheClockOnceInsideTheTransaction) {
   constexpr int64_t kStart = 1700000000LL * 1000000, kStep = 1000;
   testing::TickingClock clock(kStart, kStep);  // every read is a later time
   Limiter limiter(store, clock);
+  DecisionScheduler scheduler(limiter, nullptr);
   std::vector<EnvoyDescriptorPlan> plan(2);
   plan[0].kind = EnvoyDescriptorPlan::Kind::kLimited;
   plan[0].request.name = "web";
@@ -169,7 +170,7 @@ TEST(EnvoyEvaluatorClockTest, ReadsTheClockOnceInsideTheTransaction) {
   plan[0].request.config.period_us = 1000000;
   plan[1].kind = EnvoyDescriptorPlan::Kind::kNoLimit;
 
-  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter, clock, plan);
+  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(scheduler, clock, plan);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
   EXPECT_EQ((clock.Peek() - kStart) / kStep, 1);  // one read, by the transaction
   EXPECT_EQ((*outcomes)[0].now_us, kStart + kStep);
@@ -180,8 +181,9 @@ TEST(EnvoyEvaluatorClockTest, WithoutATransactionTheClockIsReadOnce) {
   MemoryStateStore store;
   testing::FakeClock clock;
   Limiter limiter(store, clock);
+  DecisionScheduler scheduler(limiter, nullptr);
   std::vector<EnvoyDescriptorPlan> plan(1);  // kNoLimit
-  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(limiter, clock, plan);
+  absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(scheduler, clock, plan);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
   EXPECT_EQ((*outcomes)[0].now_us, clock.NowMicros());
 }

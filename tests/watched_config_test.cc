@@ -1,6 +1,6 @@
 // WatchedConfig on its own: a toy configuration (one number per file) read from a temp dir,
 // polled by hand.
-#include "server/watched_config.h"
+#include "server/config/watched_config.h"
 
 #include <cstdio>
 #include <fstream>

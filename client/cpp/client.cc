@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "server/tls_files.h"
+#include "server/tls/tls_files.h"
 
 namespace ratelimit {
 namespace {

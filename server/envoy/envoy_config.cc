@@ -141,6 +141,19 @@ absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_
                                           "key-only rule)"));
 }
 
+absl::StatusOr<std::string> EnvoyResetStateName(
+    const EnvoyConfig& config, absl::string_view domain,
+    absl::Span<const std::pair<std::string, std::string>> path, bool override_limit) {
+  std::vector<EnvoyEntry> entries;
+  entries.reserve(path.size());
+  for (const auto& [key, value] : path) entries.push_back(EnvoyEntry{key, value});
+  std::string name = EnvoyStateName(domain, entries, override_limit);
+  if (absl::Status s = EnvoyResetTargetConfigured(config, domain, name, override_limit); !s.ok()) {
+    return s;
+  }
+  return name;
+}
+
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,
                            bool override_limit) {
   std::string out(1, override_limit ? 'O' : 'R');

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -151,6 +152,13 @@ std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry
 // a descriptor) needs only its domain.
 absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_view domain,
                                         absl::string_view state_name, bool override_limit);
+
+// The state name of a Reset of Envoy states (EnvoyStateName of `domain` and `path`, each entry a
+// key and its value), or NOT_FOUND naming the field when `config` has no such target (as
+// EnvoyResetTargetConfigured).
+absl::StatusOr<std::string> EnvoyResetStateName(
+    const EnvoyConfig& config, absl::string_view domain,
+    absl::Span<const std::pair<std::string, std::string>> path, bool override_limit);
 
 // `*` in `pattern` matches any run of characters (including none); everything else literally.
 bool EnvoyGlobMatch(absl::string_view pattern, absl::string_view text);

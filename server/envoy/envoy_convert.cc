@@ -6,7 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "server/grpc_convert.h"
+#include "server/serving/grpc_convert.h"
 #include "storage/status_util.h"
 
 namespace ratelimit {

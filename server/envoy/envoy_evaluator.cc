@@ -55,13 +55,14 @@ bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v,
 }
 
 // Consume transactions over `active` until they are decided (RecordConsume).
-absl::Status ConsumeUntilDecided(Limiter& limiter, absl::Span<const EnvoyDescriptorPlan> plan,
+absl::Status ConsumeUntilDecided(DecisionScheduler& scheduler,
+                                 absl::Span<const EnvoyDescriptorPlan> plan,
                                  std::vector<size_t> active, bool reserve, bool blocked,
                                  std::vector<EnvoyOutcome>& outcomes,
                                  std::optional<int64_t>& transaction_now) {
   while (!active.empty()) {
     const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
-    absl::StatusOr<Verdict> v = limiter.Evaluate(ConsumeRequests(plan, active, reserve), mode);
+    absl::StatusOr<Verdict> v = scheduler.Evaluate(ConsumeRequests(plan, active, reserve), mode);
     if (!v.ok()) return v.status();
     transaction_now = v->now_us;
     if (RecordConsume(plan, *v, blocked, active, outcomes)) break;
@@ -72,7 +73,7 @@ absl::Status ConsumeUntilDecided(Limiter& limiter, absl::Span<const EnvoyDescrip
 }  // namespace
 
 absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
-    Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan) {
+    DecisionScheduler& scheduler, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan) {
   // Outcomes without a transaction of their own carry the time of the request's last
   // transaction (read by the Limiter inside it); the clock is read here only when there is none.
   std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
@@ -107,7 +108,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
   }
   std::vector<bool> settled(plan.size(), false);
   if (!requests.empty()) {
-    absl::StatusOr<Verdict> v = limiter.Evaluate(requests, Mode::kCheck);
+    absl::StatusOr<Verdict> v = scheduler.Evaluate(requests, Mode::kCheck);
     if (!v.ok()) return v.status();
     transaction_now = v->now_us;
     for (size_t j = 0; j < checks; ++j) {
@@ -142,7 +143,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     active.push_back(i);
     reserve = reserve || plan[i].overdraft();
   }
-  if (absl::Status st = ConsumeUntilDecided(limiter, plan, std::move(active), reserve, blocked,
+  if (absl::Status st = ConsumeUntilDecided(scheduler, plan, std::move(active), reserve, blocked,
                                             outcomes, transaction_now);
       !st.ok()) {
     return st;
@@ -151,9 +152,9 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
   return outcomes;
 }
 
-void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
-                            absl::Span<const EnvoyDescriptorPlan> plan, EnvoyDone done,
-                            EnvoyBlockingRunner run_blocking, DecisionBurst* burst) {
+void EvaluateEnvoyPlanAsync(DecisionScheduler& scheduler, const Clock& clock,
+                            absl::Span<const EnvoyDescriptorPlan> plan, ServingLoop::Burst* burst,
+                            EnvoyDone done) {
   std::vector<size_t> active;
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
@@ -163,15 +164,15 @@ void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
         p.kind == Kind::kBlocked ||
         (p.kind == Kind::kLimited && (p.check_only || p.overdraft() || p.shadow()));
     if (not_one_consume) {
-      run_blocking([&limiter, &clock, plan, done = std::move(done)]() mutable {
-        std::move(done)(EvaluateEnvoyPlan(limiter, clock, plan));
+      scheduler.RunBlocking([&scheduler, &clock, plan, done = std::move(done)]() mutable {
+        std::move(done)(EvaluateEnvoyPlan(scheduler, clock, plan));
       });
       return;
     }
     if (p.kind == Kind::kLimited) active.push_back(i);
   }
   if (active.empty()) {  // no store transaction at all
-    std::move(done)(EvaluateEnvoyPlan(limiter, clock, plan));
+    std::move(done)(EvaluateEnvoyPlan(scheduler, clock, plan));
     return;
   }
   // The common case: one consume transaction, answered once it is durable (possibly on a store
@@ -191,11 +192,7 @@ void EvaluateEnvoyPlanAsync(Limiter& limiter, const Clock& clock,
     FillTimes(plan, v->now_us, outcomes);
     std::move(done)(std::move(outcomes));
   };
-  if (burst != nullptr) {
-    burst->Add(limits, Mode::kConsume, std::move(answer));
-  } else {
-    limiter.EvaluateAsync(limits, Mode::kConsume, std::move(answer));
-  }
+  scheduler.Decide(limits, Mode::kConsume, burst, std::move(answer));
 }
 
 }  // namespace ratelimit

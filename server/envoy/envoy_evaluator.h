@@ -7,15 +7,14 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "server/decision_burst.h"
 #include "server/envoy/envoy_plan.h"
+#include "server/serving/decision_scheduler.h"
 #include "storage/clock.h"
-#include "storage/limiter.h"
 
 namespace ratelimit {
 
-// Ownership and thread safety: EvaluateEnvoyPlan borrows `limiter`, `clock` and `plan` for the
-// call and retains none of them; it is safe to call from any thread (the Limiter is
+// Ownership and thread safety: EvaluateEnvoyPlan borrows `scheduler`, `clock` and `plan` for the
+// call and retains none of them; it is safe to call from any thread (DecisionScheduler is
 // thread-safe and the store isolates the transactions).
 
 // Evaluates the descriptors of one ShouldRateLimit request, all-or-nothing: either every
@@ -31,7 +30,7 @@ namespace ratelimit {
 //     shadow mode, they are left out and the others are tried again: a shadow rule never denies
 //     a request, and never drains the others.
 //
-// Store transactions (Limiter::Evaluate calls) per request:
+// Store transactions (DecisionScheduler::Evaluate calls) per request:
 //  - one when no descriptor needs a check (no hits 0, no max_reserved) and no shadow rule is over
 //    its limit: the common case;
 //  - one when a check or a blocked descriptor blocks the request (the check transaction also
@@ -43,28 +42,22 @@ namespace ratelimit {
 // Returns one outcome per descriptor of `plan` (kNoLimit and kUnlimited ones carry only the
 // time). A store failure is returned as the store's status; nothing was consumed then.
 absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
-    Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan);
+    DecisionScheduler& scheduler, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan);
 
 // Called once with the outcomes of EvaluateEnvoyPlanAsync (or the store's error).
 using EnvoyDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<EnvoyOutcome>>) &&>;
 
-// Runs work that waits for the store: on a thread that may wait (a store thread), or inline.
-using EnvoyBlockingRunner = absl::FunctionRef<void(absl::AnyInvocable<void() &&> work)>;
-
 // EvaluateEnvoyPlan, answered through `done`. The common case (one consume transaction: no
-// descriptor needs a check, a reservation or a shadow rule, none is blocked) uses
-// Limiter::EvaluateAsync, so the calling thread does not wait for the store's write; `done` then
-// runs once the decision is durable, possibly on a store thread. Every other plan is evaluated
-// synchronously (EvaluateEnvoyPlan and then `done`) by `run_blocking`, here by default. Same
-// outcomes and transactions as EvaluateEnvoyPlan. With a `burst` (decision_burst.h), the common
-// case's transaction is deferred to it instead, decided with the rest of the burst.
-// REQUIRES: `limiter`, `clock` and `plan` (and what it points into) live until `done` has run.
-void EvaluateEnvoyPlanAsync(
-    Limiter& limiter, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan,
-    EnvoyDone done,
-    EnvoyBlockingRunner run_blocking =
-        [](absl::AnyInvocable<void() &&> work) { std::move(work)(); },
-    DecisionBurst* burst = nullptr);
+// descriptor needs a check, a reservation or a shadow rule, none is blocked) is one
+// DecisionScheduler::Decide, with the serving loop's `burst` (may be null), so the calling thread
+// does not wait for the store's write; `done` then runs once the decision is durable. Every other
+// plan is evaluated synchronously (EvaluateEnvoyPlan and then `done`) where the store may be
+// waited for (DecisionScheduler::RunBlocking: possibly a store thread). Same outcomes and
+// transactions as EvaluateEnvoyPlan. REQUIRES: `scheduler`, `clock` and `plan` (and what it points
+// into) live until `done` has run.
+void EvaluateEnvoyPlanAsync(DecisionScheduler& scheduler, const Clock& clock,
+                            absl::Span<const EnvoyDescriptorPlan> plan, ServingLoop::Burst* burst,
+                            EnvoyDone done);
 
 }  // namespace ratelimit
 

@@ -1,6 +1,6 @@
 #include "server/envoy/envoy_registry.h"
 
-#include "server/log.h"
+#include "server/observability/log.h"
 
 namespace ratelimit {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/time/time.h"
 #include "server/envoy/envoy_config.h"
 #include "server/envoy/envoy_config_loader.h"
-#include "server/watched_config.h"
+#include "server/config/watched_config.h"
 
 namespace ratelimit {
 

@@ -2,10 +2,9 @@
 
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
-#include "server/grpc_convert.h"
-#include "server/log.h"
-#include "server/serving_loop.h"
-#include "storage/state_store.h"
+#include "server/observability/log.h"
+#include "server/serving/grpc_convert.h"
+#include "server/serving/serving_loop.h"
 #include "storage/store_trace.h"
 
 namespace ratelimit {
@@ -26,11 +25,12 @@ struct EnvoyRateLimitServiceImpl::Evaluation {
   std::vector<EnvoyDescriptorPlan> plan;
 };
 
-void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
-                                      std::unique_ptr<Call> call, DecisionBurst* burst) {
-  auto evaluation = std::make_unique<Evaluation>(
-      telemetry_.StartRpc(kEnvoyService, "ShouldRateLimit",
-                          "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", context));
+void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* burst) {
+  auto call = std::make_unique<Call>(loop_call);
+  if (!call->Parse()) return;
+  auto evaluation = std::make_unique<Evaluation>(telemetry_.StartRpc(
+      kEnvoyService, "ShouldRateLimit",
+      "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", call->context()));
   Telemetry::Rpc& rpc = evaluation->rpc;
   const rlsv3::RateLimitRequest& request = call->request;
   evaluation->domain = request.domain();
@@ -52,16 +52,15 @@ void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
   }
 
   rpc.StoreStarted();
-  // The store tracer stays installed on this thread for the store's part here only.
+  // The store tracer is installed for the store's part on this thread (and handed to a store
+  // thread with work that waits).
   std::unique_ptr<ScopedStoreTracer> tracing = rpc.TakeStoreTracerScope();
   Evaluation& e = *evaluation;
-  // On the serving thread, work that waits goes to a store thread.
-  const bool offload = executor_ != nullptr && ServesInline();
   // An answer made on another thread (the Redis client's I/O thread, a store thread) is finished
   // on the loop thread that received the call.
   LoopInbox* const inbox = ServingLoop::ThreadInbox();
   EvaluateEnvoyPlanAsync(
-      limiter_, clock_, e.plan,
+      scheduler_, clock_, e.plan, burst,
       [this, inbox, evaluation = std::move(evaluation),
        call = std::move(call)](absl::StatusOr<std::vector<EnvoyOutcome>> outcomes) mutable {
         evaluation->rpc.StoreFinished(outcomes.status());
@@ -69,20 +68,7 @@ void EnvoyRateLimitServiceImpl::Serve(const grpc::ServerContext& context,
                                 outcomes = std::move(outcomes)]() mutable {
           call->Finish(Answer(*evaluation, std::move(outcomes), &call->response));
         });
-      },
-      [this, offload](absl::AnyInvocable<void() &&> work) {
-        if (!offload) {
-          std::move(work)();
-          return;
-        }
-        // The store's round trips stay children of this call's store span on that thread.
-        executor_->Run([work = std::move(work), tracer = CurrentStoreTracer()]() mutable {
-          StateStore::WritesHereScope writes_here;
-          ScopedStoreTracer tracing(tracer);
-          std::move(work)();
-        });
-      },
-      burst);
+      });
 }
 
 grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
@@ -94,9 +80,7 @@ grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
     store_failure_log_.Log({{"domain", evaluation.domain},
                             {"error", std::string(outcomes.status().message())},
                             {"trace_id", rpc.TraceId()}});
-    return FinishRpc(rpc, grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                       "rate-limit store unavailable: " +
-                                           std::string(outcomes.status().message())));
+    return FinishRpc(rpc, ToGrpcStatus(StoreUnavailable(outcomes.status())));
   }
   BuildEnvoyResponse(plan, *outcomes, ratelimit_headers_, response);
   stats_.Record(plan, *outcomes);

@@ -1,6 +1,6 @@
 #include "server/observability/health.h"
 
-#include "server/log.h"
+#include "server/observability/log.h"
 
 namespace ratelimit {
 

@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "server/periodic_task.h"
+#include "server/observability/periodic_task.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {

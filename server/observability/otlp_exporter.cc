@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 #include "server/observability/otlp_encoder.h"
 #include "storage/worker_thread.h"
 

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 
 namespace ratelimit {
 namespace {

@@ -24,7 +24,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/log.h"
+#include "server/observability/log.h"
 #include "storage/clock.h"
 
 namespace ratelimit {

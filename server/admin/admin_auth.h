@@ -1,0 +1,69 @@
+#ifndef RATELIMIT_SERVER_ADMIN_ADMIN_AUTH_H_
+#define RATELIMIT_SERVER_ADMIN_ADMIN_AUTH_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/admin_token.h"
+
+namespace ratelimit {
+
+// The refusal of every administrative call by a server with neither an admin token nor admin
+// identities (PERMISSION_DENIED, whatever the caller sent).
+inline constexpr char kAdministrationDisabled[] =
+    "Reset is disabled: the server was started without an admin token (--admin_token_file or "
+    "$RATELIMIT_ADMIN_TOKEN) or admin identities (--admin_identities)";
+
+// Authorizes administrative calls (Reset) by a shared bearer token, sent by the caller as the
+// gRPC metadata `authorization: Bearer <token>`, or by the identity of a verified client
+// certificate (a URI SAN such as a SPIFFE ID, or a DNS SAN) listed among the admin identities.
+// When both are configured, either one suffices: a call is refused only when its certificate
+// identity is not listed and it presents no matching token. The token comparison takes the same
+// time whatever the presented token is, so timing does not reveal how much of it matched.
+//
+// Ownership: keeps its own copy of the token.
+// Thread safety: immutable after construction; thread-safe.
+class AdminAuthenticator {
+ public:
+  // An empty `token` disables authorization by token; no `identities` disables it by
+  // certificate; neither: every administrative call is PERMISSION_DENIED.
+  explicit AdminAuthenticator(std::string token, std::vector<std::string> identities = {})
+      : token_(std::move(token)), identities_(std::move(identities)) {}
+
+  // `authorization` is the metadata value, or nullopt when the caller sent none.
+  // PERMISSION_DENIED kAdministrationDisabled: administration disabled (checked first).
+  // UNAUTHENTICATED: no credential, or not of the form "Bearer <token>".
+  // PERMISSION_DENIED: wrong token, or administration by token disabled.
+  absl::Status Authorize(std::optional<absl::string_view> authorization) const;
+
+  // Authorizes a call by its certificate identities (see PeerIdentities in server/tls.h) or its
+  // token. Returns how the call was authorized, for the audit log: "identity <SAN>" or "token".
+  // PERMISSION_DENIED when the caller proved identities, none of them is an admin identity, and
+  // it sent no token; otherwise errors as Authorize.
+  absl::StatusOr<std::string> AuthorizeCall(std::optional<absl::string_view> authorization,
+                                            absl::Span<const std::string> peer_identities) const;
+
+  bool enabled() const { return !token_.empty() || !identities_.empty(); }
+
+ private:
+  const std::string token_;
+  const std::vector<std::string> identities_;
+};
+
+// True when `a` equals `b`; the time taken depends only on the length of `b` (the secret).
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+// The admin token by the rule of ReadAdminToken (storage/admin_token.h: first line of `file`,
+// trimmed, else the environment variable `env`, else empty = administration disabled), with its
+// warning about a group- or other-readable file logged. Errors as ReadAdminToken.
+absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_ADMIN_ADMIN_AUTH_H_

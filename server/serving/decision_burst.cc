@@ -1,0 +1,25 @@
+#include "server/serving/decision_burst.h"
+
+#include <utility>
+
+namespace ratelimit {
+
+void DecisionBurst::Decide(Limiter& limiter) {
+  if (entries_.empty()) return;
+  items_.clear();
+  for (const Entry& e : entries_) items_.push_back(BatchItem{e.limits, e.mode});
+  std::vector<absl::StatusOr<Verdict>> verdicts = limiter.EvaluateBatch(items_);
+  // `done` may add to a burst no more: it runs after the batch, and the entries are taken first.
+  std::vector<Entry> entries;
+  entries.swap(entries_);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    absl::StatusOr<Verdict> verdict =
+        i < verdicts.size() ? std::move(verdicts[i])
+                            : absl::InternalError("the store answered fewer operations than given");
+    std::move(entries[i].done)(std::move(verdict));
+  }
+  entries.clear();
+  entries_.swap(entries);  // keeps the capacity
+}
+
+}  // namespace ratelimit

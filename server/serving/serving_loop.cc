@@ -1,0 +1,201 @@
+#include "server/serving/serving_loop.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "grpc/support/time.h"
+#include "server/observability/log.h"
+#include "storage/state_store.h"
+
+namespace ratelimit {
+
+namespace {
+// The loop thread's bursts, for Dispatch.
+thread_local std::vector<std::unique_ptr<ServingLoop::Burst>>* thread_bursts = nullptr;
+// The loop thread's inbox, for ThreadInbox.
+thread_local LoopInbox* thread_inbox = nullptr;
+}  // namespace
+
+void LoopCall::Finish(const grpc::ByteBuffer& reply, const grpc::Status& status) {
+  finishing_ = true;
+  if (status.ok()) {
+    writer_.Finish(reply, status, tag());
+  } else {
+    writer_.FinishWithError(status, tag());
+  }
+}
+
+void LoopCall::FinishWithError(const grpc::Status& status) {
+  finishing_ = true;
+  writer_.FinishWithError(status, tag());
+}
+
+void LoopCall::OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* cq) {
+  if (finishing_ || !ok) {
+    // A finished call (its reply sent or not: the client may have gone), or a requested call
+    // that the server's shutdown cancelled.
+    delete this;
+    return;
+  }
+  loop.RequestNew(handler_, method_, cq);
+  loop.Dispatch(this, handler_);
+}
+
+void LoopInbox::Post(absl::AnyInvocable<void() &&> task) {
+  if (thread_inbox == this) {
+    std::move(task)();
+    return;
+  }
+  {
+    absl::MutexLock l(&mu_);
+    if (!closed_) {
+      tasks_.push_back(std::move(task));
+      handoffs_.fetch_add(1, std::memory_order_relaxed);
+      if (!armed_) {
+        armed_ = true;
+        // A deadline in the past: the alarm's event is queued at once.
+        alarm_.Set(cq_, gpr_inf_past(GPR_CLOCK_MONOTONIC), static_cast<LoopEvent*>(this));
+      }
+      return;
+    }
+  }
+  std::move(task)();
+}
+
+void LoopInbox::Close() {
+  absl::MutexLock l(&mu_);
+  closed_ = true;
+}
+
+void LoopInbox::OnEvent(bool /*ok*/, ServingLoop& /*loop*/, grpc::ServerCompletionQueue* /*cq*/) {
+  std::vector<absl::AnyInvocable<void() &&>> tasks;
+  {
+    absl::MutexLock l(&mu_);
+    armed_ = false;
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) std::move(task)();
+}
+
+void RunOnLoopThread(LoopInbox* inbox, absl::AnyInvocable<void() &&> task) {
+  if (inbox == nullptr) {
+    std::move(task)();
+  } else {
+    inbox->Post(std::move(task));
+  }
+}
+
+ServingLoop::ServingLoop(int threads, grpc::ServerBuilder& builder, WorkerScheduling scheduling)
+    : scheduling_(scheduling) {
+  for (int i = 0; i < std::max(threads, 1); ++i) cqs_.push_back(builder.AddCompletionQueue());
+}
+
+ServingLoop::~ServingLoop() {
+  if (started_ && !stopped_) Stop();
+}
+
+void ServingLoop::AddUnary(Handler& handler, std::vector<int> methods, int calls_ready) {
+  unary_.push_back(Unary{&handler, std::move(methods), std::max(calls_ready, 1)});
+}
+
+void ServingLoop::AddStreams(StreamService& service) { streams_.push_back(&service); }
+
+void ServingLoop::Start() {
+  started_ = true;
+  for (auto& cq : cqs_) {
+    for (size_t h = 0; h < unary_.size(); ++h) {
+      for (int method : unary_[h].methods) {
+        for (int i = 0; i < unary_[h].calls_ready; ++i) {
+          RequestNew(static_cast<int>(h), method, cq.get());
+        }
+      }
+    }
+    for (StreamService* s : streams_) s->StartOn(cq.get());
+  }
+  absl::BlockingCounter set_up(static_cast<int>(cqs_.size()));
+  for (auto& cq : cqs_) {
+    inboxes_.push_back(std::make_unique<LoopInbox>(cq.get()));
+    threads_.emplace_back([this, cq = cq.get(), inbox = inboxes_.back().get(), &set_up] {
+      SetUpThread();
+      set_up.DecrementCount();
+      Run(cq, inbox);
+    });
+  }
+  set_up.Wait();
+}
+
+void ServingLoop::SetUpThread() {
+  if (absl::Status st = SetUpWorkerThread("rl-serving", scheduling_); !st.ok()) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      Log(LogLevel::kWarning, "serving threads keep the default scheduling policy",
+          {{"error", std::string(st.message())}});
+    }
+  }
+}
+
+void ServingLoop::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // No alarm may be set on a queue that is shut down: later posts run where they are made.
+  for (auto& inbox : inboxes_) inbox->Close();
+  for (auto& cq : cqs_) cq->Shutdown();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  if (!started_) {
+    // A queue must be drained after its shutdown before it is destroyed (nothing was requested).
+    for (auto& cq : cqs_) {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) {
+      }
+    }
+  }
+}
+
+void ServingLoop::RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq) {
+  auto* call = new LoopCall(handler, method);
+  unary_[static_cast<size_t>(handler)].handler->RequestCall(call, cq);
+}
+
+void ServingLoop::Dispatch(LoopCall* call, int handler) {
+  Burst* burst = (*thread_bursts)[static_cast<size_t>(handler)].get();
+  unary_[static_cast<size_t>(handler)].handler->OnCall(call, burst);
+}
+
+LoopInbox* ServingLoop::ThreadInbox() { return thread_inbox; }
+
+uint64_t ServingLoop::handoffs() const {
+  uint64_t total = 0;
+  for (const auto& inbox : inboxes_) total += inbox->handoffs();
+  return total;
+}
+
+void ServingLoop::Run(grpc::ServerCompletionQueue* cq, LoopInbox* inbox) {
+  // Calls are handled here: a store writes its group on this thread when it is idle.
+  StateStore::WritesHereScope writes_here;
+  std::vector<std::unique_ptr<Burst>> bursts;
+  for (const Unary& u : unary_) bursts.push_back(u.handler->NewBurst());
+  thread_bursts = &bursts;
+  thread_inbox = inbox;
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) {
+    static_cast<LoopEvent*>(tag)->OnEvent(ok, *this, cq);
+    for (int taken = 1; taken < kMaxBurst; ++taken) {
+      const grpc::CompletionQueue::NextStatus next =
+          cq->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+      if (next != grpc::CompletionQueue::GOT_EVENT) break;
+      static_cast<LoopEvent*>(tag)->OnEvent(ok, *this, cq);
+    }
+    for (size_t h = 0; h < bursts.size(); ++h) {
+      if (bursts[h]) unary_[h].handler->EndBurst(*bursts[h]);
+    }
+  }
+  thread_bursts = nullptr;
+  thread_inbox = nullptr;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,140 @@
+#ifndef RATELIMIT_SERVER_V1_RATE_LIMIT_SERVICE_H_
+#define RATELIMIT_SERVER_V1_RATE_LIMIT_SERVICE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "grpcpp/grpcpp.h"
+#include "ratelimit/v1/ratelimit.grpc.pb.h"
+#include "server/admin/admin_auth.h"
+#include "server/observability/repeated_log.h"
+#include "server/observability/telemetry.h"
+#include "server/serving/decision_scheduler.h"
+#include "server/serving/parsed_unary.h"
+#include "server/serving/serving_loop.h"
+#include "server/v1/convert.h"
+#include "server/v1/limit_registry.h"
+#include "server/v1/settle.h"
+
+namespace ratelimit {
+
+// What the server does when the store fails.
+enum class FailurePolicy {
+  kClosed,  // answer UNAVAILABLE (default): nothing is allowed that was not counted
+  kOpen,    // allow, and say so in the reply (failed_open = true)
+};
+
+// ratelimit.v1.RateLimitService, served by a ServingLoop (serving_loop.h): the service is its
+// Handler for every method. Each handler converts the request (convert.h), has it decided
+// (server/serving/decision_scheduler.h: which thread, which burst, the store's errors), converts
+// the verdict back and finishes; it holds no state of its own. The methods are registered raw and
+// parsed here (parsed_unary.h), so that a malformed body is INVALID_ARGUMENT.
+//
+// Thread safety: thread-safe; dependencies are not owned and must outlive the service.
+class RateLimitServiceImpl final
+    : public v1::RateLimitService::WithRawMethod_Consume<
+          v1::RateLimitService::WithRawMethod_Check<v1::RateLimitService::WithRawMethod_Reserve<
+              v1::RateLimitService::WithRawMethod_Reset<v1::RateLimitService::WithRawMethod_Settle<
+                  v1::RateLimitService::WithRawMethod_Batch<v1::RateLimitService::Service>>>>>>,
+      public ServingLoop::Handler {
+ public:
+  // The indexes of the methods (their order in the proto's service).
+  static constexpr int kConsumeMethod = 0;
+  static constexpr int kCheckMethod = 1;
+  static constexpr int kReserveMethod = 2;
+  static constexpr int kResetMethod = 3;
+  static constexpr int kSettleMethod = 4;
+  static constexpr int kBatchMethod = 5;
+  // The methods callers send at volume (every one but Reset), and Reset.
+  static std::vector<int> TrafficMethods() {
+    return {kConsumeMethod, kCheckMethod, kReserveMethod, kSettleMethod, kBatchMethod};
+  }
+  static std::vector<int> AdminMethods() { return {kResetMethod}; }
+
+  RateLimitServiceImpl(DecisionScheduler& scheduler, const LimitRegistry& registry,
+                       const AdminAuthenticator& admin, FailurePolicy policy,
+                       const Telemetry& telemetry,
+                       InlineLimits inline_limits = InlineLimits::kAllow,
+                       SettleOptions settle = SettleOptions())
+      : scheduler_(scheduler),
+        registry_(registry),
+        admin_(admin),
+        policy_(policy),
+        telemetry_(telemetry),
+        inline_limits_(inline_limits),
+        settle_(settle) {}
+
+  // How Reset names the states of an Envoy target (source ENVOY: a domain and a descriptor
+  // path): their state name, or NOT_FOUND naming the field when the Envoy configuration has no
+  // such target. The composition root binds it to the Envoy API; unset (no Envoy API), every
+  // Envoy target is NOT_FOUND. Set before the service is registered.
+  using EnvoyResetResolver = std::function<absl::StatusOr<std::string>(const ResetTarget&)>;
+  void set_envoy_reset_resolver(EnvoyResetResolver resolve) {
+    envoy_reset_resolver_ = std::move(resolve);
+  }
+
+  // ServingLoop::Handler.
+  void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
+  std::unique_ptr<ServingLoop::Burst> NewBurst() override;
+  void OnCall(LoopCall* call, ServingLoop::Burst* burst) override;
+  void EndBurst(ServingLoop::Burst& burst) override;
+
+ private:
+  // The typed handlers, run by ServeParsed (on the store executor when there is one); each
+  // fills the response and returns the call's status.
+  grpc::Status HandleReset(const grpc::ServerContext& context, const v1::ResetRequest* request,
+                           v1::ResetResponse* response);
+  grpc::Status HandleSettle(const grpc::ServerContext& context, const v1::SettleRequest* request,
+                            v1::SettleResponse* response);
+  // Each entry exactly as its method would decide it (Decide), all with one store call
+  // (Limiter::EvaluateBatch); per-entry errors and failure policy in the entry's result.
+  grpc::Status HandleBatch(const grpc::ServerContext& context, const v1::BatchRequest* request,
+                           v1::BatchResponse* response);
+  // One result per entry of `plans`: its error, its verdict (with receipts), or its store failure
+  // under the failure policy; `verdicts` are the valid entries', in order.
+  void AnswerBatch(Telemetry::Rpc& rpc, absl::Span<const BatchEntryPlan> plans,
+                   const std::vector<absl::StatusOr<Verdict>>& verdicts,
+                   v1::BatchResponse* response) const;
+
+  // Consume, Check and Reserve: validates, has it decided (DecisionScheduler::Decide, or for a
+  // request_id DecideRemembered) and answers.
+  void OnDecideCall(LoopCall* call, Mode mode, ServingLoop::Burst* burst);
+  // Consume, Check and Reserve, parsed.
+  using DecideCall = ParsedLoopCall<v1::RateLimitRequest, v1::RateLimitResponse>;
+  struct DecideState;
+  // A call with a request_id: the answer is remembered in the decision's own transaction, which
+  // holds its keys until written; run where the store may be waited for (RunBlocking).
+  void DecideRemembered(std::unique_ptr<DecideCall> call, std::unique_ptr<DecideState> state);
+  // Resolves and validates the request into `state`; the refusal to answer, if any.
+  std::optional<grpc::Status> Prepare(const v1::RateLimitRequest& request,
+                                      DecideState& state) const;
+  // The reply for `verdict` (receipts included), and the call's status; finishes the telemetry.
+  grpc::Status Answer(DecideState& state, const v1::RateLimitRequest& request,
+                      absl::StatusOr<Verdict> verdict, v1::RateLimitResponse* response) const;
+  static void ToProto(const DecideState& state, const Verdict& verdict, v1::RateLimitResponse* out);
+
+  // Names the states `target` resets (ENVOY: through set_envoy_reset_resolver), or NOT_FOUND
+  // naming the field when it names no configured limit. Inline limits have no configuration:
+  // every name is accepted.
+  absl::Status ResolveResetTarget(ResetTarget& target) const;
+  // The store's failure as the call's answer: logged (once, then summarised) and UNAVAILABLE.
+  grpc::Status StoreFailure(Telemetry::Rpc& rpc, const absl::Status& error) const;
+
+  DecisionScheduler& scheduler_;
+  EnvoyResetResolver envoy_reset_resolver_;
+  const LimitRegistry& registry_;
+  const AdminAuthenticator& admin_;
+  const FailurePolicy policy_;
+  const Telemetry& telemetry_;
+  const InlineLimits inline_limits_;
+  const SettleOptions settle_;
+  // Events that can repeat as often as calls arrive: logged once, then summarised.
+  mutable RepeatedLog store_failure_log_{LogLevel::kError, "store failure"};
+  mutable RepeatedLog reset_refused_log_{LogLevel::kWarning, "reset refused"};
+  mutable RepeatedLog reset_failed_log_{LogLevel::kError, "reset failed"};
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_V1_RATE_LIMIT_SERVICE_H_
