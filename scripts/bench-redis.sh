@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the Redis store's figures for the README and prints them as markdown on stdout;
+# Measures the Redis store's figures for docs/performance.md and prints them as markdown on stdout;
 # progress and raw output go to stderr.
 #
 # In one run: a Redis Cluster of 3 primaries and 3 replicas (deploy/redis/start-cluster.sh, in a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the figures the README reports (issue 2) and prints them as markdown on stdout;
+# Measures the figures docs/performance.md reports (issue 2) and prints them as markdown on stdout;
 # progress and raw output go to stderr.
 #
 #   1. In process (Google Benchmark, bench/store_bench.cc): Consume decisions/s and p50/p99 through

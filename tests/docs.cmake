@@ -1,6 +1,7 @@
-# The docs against the code: every flag they name exists (and every flag is documented), one
-# licence everywhere, and every install command a README shows runs as written in a fresh copy
-# of the repository. Script tests: tests/docs/*.py.
+# The docs against the code: the flag reference (docs/configuration.md) is each program's --help
+# in both directions and every other flag the docs name exists, every relative link between the
+# Markdown files resolves, one licence everywhere, and every install command a README shows runs
+# as written in a fresh copy of the repository. Script tests: tests/docs/*.py.
 find_program(DOCS_PYTHON3 python3 HINTS /usr/bin REQUIRED)
 set(DOCS_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/docs)
 
@@ -14,6 +15,9 @@ endif()
 add_test(NAME docs.FlagsInTheDocsAreTheProgramsFlags
          COMMAND ${DOCS_PYTHON3} ${DOCS_TESTS}/flags_doc_test.py ${PROJECT_SOURCE_DIR}
                  $<TARGET_FILE:ratelimit-server> $<TARGET_FILE:ratelimit> ${DOCS_OTHER_BINARIES})
+
+add_test(NAME docs.RelativeLinksResolve
+         COMMAND ${DOCS_PYTHON3} ${DOCS_TESTS}/links_test.py ${PROJECT_SOURCE_DIR})
 
 add_test(NAME docs.OneLicenceEverywhere
          COMMAND ${DOCS_PYTHON3} ${DOCS_TESTS}/licence_test.py ${PROJECT_SOURCE_DIR})

@@ -2,7 +2,7 @@
 //
 // A client asks one question: may this happen now, and if not, when? Each request names one or
 // more limits; each limit is a (name, key) pair whose state is two numbers, the tokens available
-// (`value`) and the time they were computed at. See README.md for the exact semantics.
+// (`value`) and the time they were computed at. See docs/api.md for the exact semantics.
 //
 // Sizes (requests breaking any of them are rejected with INVALID_ARGUMENT naming the field):
 //   name            1..256 bytes, no control characters
@@ -463,7 +463,7 @@ type RateLimitRequest struct {
 	Limits []*LimitRequest `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
 	// Optional idempotency key, 1..128 bytes; empty: none. The server remembers its answer to a
 	// Consume or Reserve carrying a request_id (with the states, so across restarts) for a bounded
-	// time (see the README) and answers a retry of the same request with the same answer, marked
+	// time (see docs/api.md) and answers a retry of the same request with the same answer, marked
 	// `replayed`, without deciding again. The same request_id with a different request (method or
 	// limits) is INVALID_ARGUMENT. Ignored by Check.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
