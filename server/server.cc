@@ -17,7 +17,7 @@
 #include "server/tls_files.h"
 #include "storage/file_util.h"
 #include "storage/limit_config.h"
-#include "storage/state_store_factory.h"
+#include "storage/factory/state_store_factory.h"
 
 namespace ratelimit {
 namespace {

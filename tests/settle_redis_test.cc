@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
 #include "storage/redis/redis_function_library.h"
-#include "storage/redis/redis_slot.h"
+#include "storage/redis/cluster/redis_slot.h"
 #include "tests/support/redis_process.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/redis_test_store.h"
