@@ -24,29 +24,10 @@ namespace ratelimit {
 namespace {
 
 using ::ratelimit::testing::Eventually;
+using ::ratelimit::testing::kLimits;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
-
-constexpr char kLimits[] = R"(limits:
-  - name: api
-    kind: token_bucket
-    rate: 10
-    period: 1s
-  # Practically no refill: what was consumed stays consumed for the test's duration.
-  - name: ledger
-    kind: token_bucket
-    rate: 1
-    period: 24h
-    capacity: 1000000
-  # A window that ends in 2070: its value changes only by what a test takes, however long the
-  # test's calls take.
-  - name: cli
-    kind: fixed_window
-    rate: 10
-    period: 36600d
-    start: 0s
-)";
 
 class ProcessTest : public ::testing::Test {
  protected:

@@ -9,22 +9,14 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::kLedgerOf1000Limits;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 
-// Practically no refill: what was consumed stays consumed for the test's duration.
-constexpr char kLimits[] = R"(limits:
-  - name: ledger
-    kind: token_bucket
-    rate: 1
-    period: 24h
-    capacity: 1000
-)";
-
 class SettleProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override { WriteFileAtomically(dir_.File("limits.yaml"), kLimits); }
+  void SetUp() override { WriteFileAtomically(dir_.File("limits.yaml"), kLedgerOf1000Limits); }
   std::unique_ptr<ServerProcess> Start() {
     auto p = ServerProcess::Start(
         {"--data_dir=" + dir_.File("data"), "--limits_file=" + dir_.File("limits.yaml")},

@@ -110,7 +110,8 @@ class RendezvousStore final : public MemoryBackedStore {
   Rendezvous rendezvous_;
 };
 
-constexpr char kLimits[] = R"(limits:
+// "api" at 1000 per second: never what limits how many decisions are in flight.
+constexpr char kFastApiLimits[] = R"(limits:
   - name: api
     kind: token_bucket
     rate: 1000
@@ -125,7 +126,7 @@ TEST(StoreThreadsTest, TheServerKeepsMoreDecisionsInFlightThanGrpcHasCallbackThr
   FakeClock clock;
   ServerOptions options;
   options.store_threads = kCallers;
-  auto started = StartServerAndClient(options, dir, kLimits, clock,
+  auto started = StartServerAndClient(options, dir, kFastApiLimits, clock,
                                       std::make_unique<RendezvousStore>(kCallers),
                                       ClientOptions{absl::Seconds(60), ""});
   ASSERT_OK(started);
@@ -185,7 +186,7 @@ TEST(StoreThreadsTest, ACallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
   options.store_threads = 1;  // one thread, taken by the stuck transaction
   auto owned = std::make_unique<GatedSyncStore>();
   GatedSyncStore& store = *owned;
-  auto started = StartServerAndClient(options, dir, kLimits, clock, std::move(owned),
+  auto started = StartServerAndClient(options, dir, kFastApiLimits, clock, std::move(owned),
                                       ClientOptions{absl::Seconds(60), ""});
   ASSERT_OK(started);
   const std::string target = "127.0.0.1:" + std::to_string(started->server->port());
@@ -226,7 +227,7 @@ descriptors:
   options.envoy_config_dir = dir.File("envoy");
   auto owned = std::make_unique<GatedSyncStore>();
   GatedSyncStore& store = *owned;
-  auto started = StartServerAndClient(options, dir, kLimits, clock, std::move(owned));
+  auto started = StartServerAndClient(options, dir, kFastApiLimits, clock, std::move(owned));
   ASSERT_OK(started);
   const std::string target = "127.0.0.1:" + std::to_string(started->server->port());
   std::thread stuck([&] {

@@ -32,6 +32,7 @@ using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::HttpGet;
+using ::ratelimit::testing::kLimits;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::SelectiveFailingStore;
 using ::ratelimit::testing::ServerAndClient;
@@ -39,24 +40,6 @@ using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
-
-constexpr char kLimits[] = R"(limits:
-  - name: api
-    kind: token_bucket
-    rate: 10
-    period: 1s
-  - name: daily
-    kind: fixed_window
-    rate: 3
-    period: 24h
-    start: 0s
-  # Practically no refill: what was consumed stays consumed for the test's duration.
-  - name: ledger
-    kind: token_bucket
-    rate: 1
-    period: 24h
-    capacity: 1000000
-)";
 
 constexpr int kInvalidArgument = 3;
 constexpr int kNotFound = 5;

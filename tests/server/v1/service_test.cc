@@ -15,23 +15,12 @@ namespace {
 using ::ratelimit::testing::CheckedBalance;
 using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::kLimits;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::TickingClock;
 using ::ratelimit::testing::WriteFileAtomically;
-
-constexpr char kLimits[] = R"(limits:
-  - name: api
-    kind: token_bucket
-    rate: 10
-    period: 1s
-  - name: daily
-    kind: fixed_window
-    rate: 3
-    period: 24h
-    start: 0s
-)";
 
 class ServiceTest : public ::testing::Test {
  protected:

@@ -20,7 +20,9 @@ using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 
-constexpr char kLimits[] = R"(limits:
+// Two token buckets of 10 per 10 s (one token a second: a take stays visible), "other" for the
+// receipts of another name and of a limit later removed.
+constexpr char kApiAndOtherPer10sLimits[] = R"(limits:
   - name: api
     kind: token_bucket
     rate: 10
@@ -39,7 +41,7 @@ class SettleServiceTest : public ::testing::Test {
   void StartServer(ServerOptions options = {}) {
     options.limits_reload_interval = absl::Milliseconds(10);
     options.on_config_reload = reloads_.Callback();
-    auto started = StartServerAndClient(std::move(options), dir_, kLimits, clock_);
+    auto started = StartServerAndClient(std::move(options), dir_, kApiAndOtherPer10sLimits, clock_);
     ASSERT_OK(started);
     server_ = std::move(started->server);
     client_ = std::move(started->client);

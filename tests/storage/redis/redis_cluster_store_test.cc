@@ -1,6 +1,7 @@
 // The Redis store over the cluster client: requests whose keys span slots (per-slot takes under a
 // hold, refunds), hash tags from keys, DeleteAll and Health on every primary, and what Open
-// refuses. The store contract itself runs in store_apply_contract_test and property_test.
+// refuses. The store contract itself runs in store_apply_contract_test and
+// state_store_property_test.
 #include <atomic>
 #include <string>
 #include <thread>

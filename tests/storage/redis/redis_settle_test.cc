@@ -25,6 +25,7 @@ namespace ratelimit {
 namespace {
 
 using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::kLedgerOf1000Limits;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisTestTarget;
@@ -79,7 +80,7 @@ class RedisClusterRecordTest : public ::testing::Test {
 };
 
 // Keys "a" and "b" hash to different slots (checked): a request_id on both is decided across
-// the slots (settle_cross_slot_test has the details), taken once and remembered.
+// the slots (redis_settle_cross_slot_test has the details), taken once and remembered.
 TEST_F(RedisClusterRecordTest, ARequestIdOnLimitsInDifferentSlotsIsTakenOnceAndRemembered) {
   ASSERT_NE(redis::KeySlot(RedisKeyOf("a")), redis::KeySlot(RedisKeyOf("b")));
   Remember remember;
@@ -179,14 +180,6 @@ TEST_F(RedisClusterRecordTest, ConcurrentRecordedAndPlainTakesLoseNothing) {
   EXPECT_DOUBLE_EQ(v->decisions[0].value, 1000 - kThreads * kEach);  // the clock stands still
 }
 
-constexpr char kLimits[] = R"(limits:
-  - name: ledger
-    kind: token_bucket
-    rate: 1
-    period: 24h
-    capacity: 1000
-)";
-
 // Two server replicas on one cluster, neither given a receipt key file: they agree on the key
 // kept in Redis.
 class RedisReplicasSettleTest : public ::testing::Test {
@@ -196,7 +189,7 @@ class RedisReplicasSettleTest : public ::testing::Test {
     auto target = testing::StartRedisTestTarget(RedisTopology::kCluster);
     ASSERT_OK(target);
     target_ = *std::move(target);
-    WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
+    WriteFileAtomically(dir_.File("limits.yaml"), kLedgerOf1000Limits);
     for (int i = 0; i < 2; ++i) {
       auto server = ServerProcess::Start(
           {"--store=redis", "--redis_address=" + target_.seeds,

@@ -51,7 +51,7 @@ class StoreHardeningTest : public ::testing::Test {
 // --- A full disk: writes stop, health says so, and both come back with the space. ---
 
 // With a write(2) per write group, the first write after the disk fills fails. (A mapped WAL
-// writes into space reserved before: mapped_wal_test covers it.)
+// writes into space reserved before: mapped_wal_file_system_test covers it.)
 TEST_F(StoreHardeningTest, FullDiskStopsWritesReportsUnhealthyAndResumesWhenSpaceReturns) {
   auto faulty = std::make_shared<FaultyFileSystem>();
   const std::string path = dir_.path() + "/db";
