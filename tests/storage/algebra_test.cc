@@ -1,15 +1,21 @@
 // Every line of the algebra (README "Semantics"), on explicit times: no clock, no store.
 #include "storage/algebra.h"
 
+#include <cstring>
+
 #include "gtest/gtest.h"
+#include "tests/support/algebra_vectors.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::AlgebraVector;
 using ::ratelimit::testing::FixedWindow;
+using ::ratelimit::testing::kAlgebraVectors;
 using ::ratelimit::testing::kMinute;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::kVectorId;
 using ::ratelimit::testing::TokenBucket;
 
 constexpr int64_t kT0 = 1700000000LL * kSecond;
@@ -286,6 +292,30 @@ TEST(FixedWindowTest, FullAtIsTheFirstBoundaryWithEnoughWindows) {
   const LimitConfig c = FixedWindow(10, kMinute, 0, 25);
   EXPECT_EQ(FullAt(c, State{4, kWs, 0}), kWs + 3 * kMinute + 1);  // ceil(21 / 10) windows
   EXPECT_EQ(FullAt(c, State{25, kWs, 0}), kWs);
+}
+
+// ---- The shared vectors ---------------------------------------------------------------------
+// tests/support/algebra_vectors.h: exact answers worked out by hand, which the Redis function
+// library must give too (tests/storage/redis/redis_lua_test.cc).
+
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(AlgebraVectorsTest, DecideGivesEachVectorItsExactAnswer) {
+  for (const AlgebraVector& v : kAlgebraVectors) {
+    SCOPED_TRACE(v.name);
+    const Decision d = Decide(v.config, kVectorId, v.current, v.count, v.mode, v.now_us);
+    EXPECT_EQ(d.allowed, v.allowed);
+    EXPECT_EQ(d.reason, v.reason);
+    EXPECT_TRUE(SameBits(d.value, v.value)) << d.value << " vs " << v.value;
+    EXPECT_EQ(d.retry_at_us, v.retry_at_us);
+    // A vector's `next` is set exactly when the decision writes a state.
+    ASSERT_EQ(v.next.has_value(), v.allowed && v.mode != Mode::kCheck);
+    if (v.next) {
+      EXPECT_TRUE(SameBits(d.next.value, v.next->value)) << d.next.value << " vs " << v.next->value;
+      EXPECT_EQ(d.next.ts_us, v.next->ts_us);
+      EXPECT_EQ(d.next.full_at_us, v.next->full_at_us);
+    }
+  }
 }
 
 }  // namespace

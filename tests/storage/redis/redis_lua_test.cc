@@ -16,15 +16,19 @@
 #include "storage/apply.h"
 #include "storage/memory_state_store.h"
 #include "storage/redis/redis_function_library.h"
+#include "tests/support/algebra_vectors.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::AlgebraVector;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::HiredisConnection;
+using ::ratelimit::testing::kAlgebraVectors;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::kVectorId;
 using ::ratelimit::testing::RedisServerInstalled;
 using ::ratelimit::testing::RedisStandalone;
 using ::ratelimit::testing::TokenBucket;
@@ -562,6 +566,54 @@ TEST_F(RedisLuaTest, StatesAroundEveryThresholdDecideExactlyAsTheAlgebra) {
   }
   // The states sat on the thresholds: some answers change with the last bit of the balance.
   EXPECT_GT(flips, 0);
+}
+
+// --- The shared vectors -----------------------------------------------------------------------
+
+// Every vector of tests/support/algebra_vectors.h (exact answers worked out by hand, which
+// storage/algebra gives too: tests/storage/algebra_test.cc) decided by the library from the
+// state the vector starts from: the verdict and the state it writes, bit for bit, straight from
+// the function's reply; then the whole decision (retry_at, reasons) as the server explains it.
+TEST_F(RedisLuaTest, EachAlgebraVectorDecidesAndStoresItsExactAnswer) {
+  ASSERT_OK(EnsureRedisLibrary(*redis_));
+  for (const AlgebraVector& v : kAlgebraVectors) {
+    SCOPED_TRACE(v.name);
+    ASSERT_EQ(Call({"FLUSHALL"}).type, redis::Reply::Type::kStatus);
+    const StateKey key{std::string(kVectorId.name), std::string(kVectorId.key)};
+    if (v.current) Call({"SET", RedisKeyFor("rl:", key, ""), EncodeRedisState(*v.current)});
+    const LimitOp limit{key, v.config, v.count};
+    const Operation op{absl::MakeConstSpan(&limit, 1), v.mode};
+    const OperationKeys keys = DistinctKeys(op.limits);
+    auto reply = redis_->Command(RedisApplyCommand(op, keys, RedisKeys(keys), v.now_us));
+    ASSERT_OK(reply);
+
+    // {now, allowed, the state read, the state written}.
+    ASSERT_EQ(reply->type, redis::Reply::Type::kArray);
+    ASSERT_EQ(reply->elements.size(), 4u);
+    EXPECT_EQ(reply->elements[0].str, absl::StrCat(v.now_us));
+    EXPECT_EQ(reply->elements[1].integer, v.allowed ? 1 : 0);
+    EXPECT_EQ(reply->elements[2].str, v.current ? EncodeRedisState(*v.current) : "");
+    if (v.next) {
+      const std::optional<State> written = DecodeRedisState(reply->elements[3].str);
+      ASSERT_TRUE(written.has_value()) << reply->elements[3].str;
+      EXPECT_TRUE(SameBits(written->value, v.next->value))
+          << written->value << " vs " << v.next->value;
+      EXPECT_EQ(written->ts_us, v.next->ts_us);
+      EXPECT_EQ(written->full_at_us, v.next->full_at_us);
+      EXPECT_EQ(StoredInRedis(key), v.next);
+    } else {
+      EXPECT_EQ(reply->elements[3].str, "");
+      EXPECT_EQ(StoredInRedis(key), v.current);
+    }
+
+    auto outcome = RedisApplyOutcome(op, keys, *reply);
+    ASSERT_OK(outcome);
+    const Decision& d = outcome->decisions[0];
+    EXPECT_EQ(d.allowed, v.allowed);
+    EXPECT_EQ(d.reason, v.reason);
+    EXPECT_TRUE(SameBits(d.value, v.value)) << d.value << " vs " << v.value;
+    EXPECT_EQ(d.retry_at_us, v.retry_at_us);
+  }
 }
 
 }  // namespace
