@@ -19,6 +19,8 @@ packages+=(
   # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
   # (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
+  # The formatting check (scripts/format.sh --check, a test of the suite).
+  clang-format
   # TLS tests: the openssl tool (test certificates), systemd-analyze (the unit's test).
   openssl systemd
   # The deploy/ checks (tests/deploy): Python with PyYAML.

@@ -6,7 +6,7 @@
 #   3. the sanitizer build (./build-asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
 #      -Wthread-safety, every warning an error) and its test suite, which also replays each fuzz
 #      target's checked-in corpus (tests/fuzz/corpus) and then fuzzes each target from a fixed
-#      seed for a fixed number of inputs (about 30 s each; tests/fuzz.cmake).
+#      seed for a fixed number of inputs (about 30 s each; tests/fuzz/CMakeLists.txt).
 # Environment: RATELIMIT_QUICK=1 runs step 1 only (the quick loop);
 #   RATELIMIT_CONTAINER_TEST=0 skips step 2 (for machines without root or podman);
 #   RATELIMIT_FUZZ_SECONDS=N caps each fuzz run at N seconds (default 120; 0: replay the corpora

@@ -68,6 +68,44 @@ inline constexpr char kApiLimits[] = R"(limits:
     period: 1s
 )";
 
+// The limits file of the service and process tests:
+//   api     a token bucket of 10 per second;
+//   daily   a fixed window of 3 per UTC day;
+//   ledger  a token bucket of 1,000,000 that refills by 1 a day: what a test consumes stays
+//           consumed for the test's duration;
+//   cli     a fixed window of 10 that ends in 2070: its value changes only by what a test takes,
+//           however long the test's calls take.
+inline constexpr char kLimits[] = R"(limits:
+  - name: api
+    kind: token_bucket
+    rate: 10
+    period: 1s
+  - name: daily
+    kind: fixed_window
+    rate: 3
+    period: 24h
+    start: 0s
+  - name: ledger
+    kind: token_bucket
+    rate: 1
+    period: 24h
+    capacity: 1000000
+  - name: cli
+    kind: fixed_window
+    rate: 10
+    period: 36600d
+    start: 0s
+)";
+
+// A limits file of one "ledger": a token bucket of 1,000 that refills by 1 a day.
+inline constexpr char kLedgerOf1000Limits[] = R"(limits:
+  - name: ledger
+    kind: token_bucket
+    rate: 1
+    period: 24h
+    capacity: 1000
+)";
+
 // A clock that moves only when told to.
 class FakeClock final : public Clock {
  public:
