@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 
 ABSL_FLAG(int64_t, keys, 1000000, "number of distinct keys to write");
 ABSL_FLAG(std::string, dir, "",

@@ -19,7 +19,7 @@
 #include "bench/tool_util.h"
 #include "server/observability/log.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "host:port to serve on; port 0 picks a free port");
 ABSL_FLAG(std::string, port_file, "", "write the chosen port to this file once listening");

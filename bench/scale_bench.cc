@@ -37,7 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 
 ABSL_FLAG(std::string, keys, "10000,1000000,10000000", "comma-separated distinct key counts");
 ABSL_FLAG(std::string, limits, "1,3,16", "comma-separated limits (keys) per request");

@@ -42,8 +42,8 @@
 #include "benchmark/benchmark.h"
 #include "storage/clock.h"
 #include "storage/limiter.h"
-#include "storage/memory_state_store.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/memory/memory_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 
 namespace ratelimit {
 namespace {

@@ -21,7 +21,7 @@
 #include "server/tls/tls.h"
 #include "server/v1/convert.h"
 #include "server/v1/rate_limit_service.h"
-#include "storage/state_store_factory.h"
+#include "storage/factory/state_store_factory.h"
 #include "storage/worker_thread.h"
 
 namespace ratelimit {

@@ -15,9 +15,9 @@
 #include "server/envoy/envoy_config.h"
 #include "server/observability/log.h"
 #include "server/tls/tls_files.h"
+#include "storage/factory/state_store_factory.h"
 #include "storage/file_util.h"
 #include "storage/limit_config.h"
-#include "storage/state_store_factory.h"
 
 namespace ratelimit {
 namespace {

@@ -1,12 +1,42 @@
 #ifndef RATELIMIT_STORAGE_STATE_STORE_H_
 #define RATELIMIT_STORAGE_STATE_STORE_H_
 
+// The contract between the service and a backend that keeps the (value, ts) states.
+//
+// Writing a backend. Implement the five REQUIRED methods (pure virtual): Update, Get, Delete,
+// DeleteAll and backend_name. That is a complete, correct store: every OPTIONAL method below has
+// a default built on the required ones (or a refusal, for a capability the store does not have),
+// and the service works with it unchanged. Override an optional method for one of two reasons:
+//  - to provide a capability the default refuses: idempotency records (UpdateWithRecords) and
+//    secrets (Secret) answer UNIMPLEMENTED by default, so receipts and request_id are refused;
+//  - to do what the default does, better: decide where the states live (Apply), without blocking
+//    the caller (ApplyAsync), many operations per write (ApplyBatch), or report health, garbage
+//    collection, closing and metrics of its own.
+// storage/memory/ is the smallest complete backend (the required methods, records and secrets);
+// storage/rocksdb/ and storage/redis/ override most optional methods. A new backend is a folder
+// of its own and one line in storage/factory/state_store_factory.cc.
+//
+// Every implementation guarantees, for every method:
+//  - Update is atomic and isolated: the states `decide` sees are not changed by anyone else
+//    until its writes are applied, and its writes are applied all together or not at all.
+//  - A successful Update is durable to the implementation's promise (RocksDB: in the WAL).
+//  - Errors come back as a status (UNAVAILABLE for I/O trouble); nothing throws.
+//  - Once a write fails (full disk, I/O error), writes are refused with UNAVAILABLE until
+//    Health() finds the store writable again; a failed write was never applied.
+//
+// Thread safety: a StateStore is thread-safe. Every method may be called concurrently from any
+// number of threads, and an override must keep it so; the methods below say only what they add.
+//
+// Dispatch: the service makes one virtual call per decision (Apply, ApplyAsync or ApplyBatch); a
+// default makes the calls it needs of the required methods (the default Apply: one Update).
+
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -15,92 +45,10 @@
 #include "absl/types/span.h"
 #include "storage/algebra.h"
 #include "storage/clock.h"
+#include "storage/operation.h"
 
 namespace ratelimit {
 
-// Identifies one state: a limit name and a key within it, in the namespace of the limit's source
-// (states of different sources never meet, whatever their names).
-struct StateKey {
-  std::string name;
-  std::string key;
-  LimitSource source = LimitSource::kDefined;
-
-  friend bool operator==(const StateKey&, const StateKey&) = default;
-};
-
-// One limit of an Operation.
-struct LimitOp {
-  StateKey key;
-  // REQUIRES: ValidateLimitConfig(config) is OK.
-  LimitConfig config;
-  // REQUIRES: finite and > 0.
-  double count = 1;
-  // Set: this limit settles an earlier take (storage/algebra Settle) instead of being decided
-  // by the operation's mode; `count` is ignored. A settlement is always allowed.
-  struct Settlement {
-    double taken = 0;  // REQUIRES: finite and > 0
-    double used = 0;   // REQUIRES: finite and >= 0
-    int64_t taken_at_us = 0;
-    // The balance the take left (storage/algebra Settle); unset when not known.
-    std::optional<double> value_after_take = std::nullopt;
-  };
-  std::optional<Settlement> settle = std::nullopt;
-};
-
-// An idempotency record, decided atomically with an Operation: when one of an operation's
-// records is present (and not expired), the store returns it without deciding or writing
-// anything; when none is, the store decides and writes the states and every record together.
-struct RecordSpec {
-  // Opaque key, in one namespace shared by all records of the store. 1..256 bytes.
-  std::string key;
-  // After this time the record reads as absent and the store may drop it.
-  int64_t expires_at_us = 0;
-};
-
-struct Outcome;
-
-// A whole request, stated declaratively so that a store can decide it where the states live.
-struct Operation {
-  // 1..N limits, in request order. The same key may appear more than once: it names one state,
-  // and each later mention decides against the state the earlier ones left.
-  absl::Span<const LimitOp> limits;
-  Mode mode = Mode::kConsume;
-  // Idempotency records (none by default); see RecordSpec. Not with kCheck.
-  absl::Span<const RecordSpec> records = {};
-  // The bytes stored in every record of `records`, computed from the outcome inside the
-  // transaction (possibly more than once: it must be a pure function of the outcome and what it
-  // captured). Unset: empty bytes.
-  std::function<std::string(const Outcome&)> record_value = nullptr;
-};
-
-// One decision per limit of an operation; inline for the common single-limit request.
-using Decisions = absl::InlinedVector<Decision, 1>;
-
-// What a store answers to an Operation.
-struct Outcome {
-  // Every limit allowed (and, unless checking, every one was taken, all in one transaction).
-  bool allowed = false;
-  // One per limit, in operation order, as storage/algebra `Decide` gives it for the state the
-  // limit saw and `now_us`. When the operation is denied, nothing is taken anywhere, and the
-  // `value` of each limit that alone would have been allowed is its balance as it is.
-  Decisions decisions;
-  // The time the decision was made at.
-  int64_t now_us = 0;
-  // Set when a record of the operation was already present: the index of the first such record
-  // in Operation::records and its stored bytes. Nothing was decided then (`decisions` is empty).
-  std::optional<size_t> existing_record = std::nullopt;
-  std::string existing_value = std::string();
-};
-
-// Where the (value, ts) states live. Every implementation guarantees:
-//  - Update is atomic and isolated: the states `decide` sees are not changed by anyone else
-//    until its writes are applied, and its writes are applied all together or not at all.
-//  - A successful Update is durable to the implementation's promise (RocksDB: in the WAL).
-//  - Errors come back as a status (UNAVAILABLE for I/O trouble); nothing throws.
-//  - Once a write fails (full disk, I/O error), writes are refused with UNAVAILABLE until
-//    Health() finds the store writable again; a failed write was never applied.
-//
-// Thread safety: all methods may be called concurrently from any number of threads.
 class StateStore {
  public:
   // Called with the current states of the keys passed to Update (same order; nullopt where there
@@ -116,10 +64,52 @@ class StateStore {
   using DecideFn = absl::FunctionRef<absl::Status(absl::Span<const std::optional<State>> current,
                                                   absl::Span<std::optional<State>> writes)>;
 
+  // Called inside UpdateWithRecords with the current states (as DecideFn) and the stored value of
+  // each record (nullopt when absent or expired). It fills `writes` like DecideFn and
+  // `record_writes` (same size as the records, initially nullopt) with the values of the records
+  // to store. Same purity rules as DecideFn.
+  using RecordDecideFn = absl::FunctionRef<absl::Status(
+      absl::Span<const std::optional<State>> current,
+      absl::Span<const std::optional<std::string>> records, absl::Span<std::optional<State>> writes,
+      absl::Span<std::optional<std::string>> record_writes)>;
+
+  // Called once with the result of ApplyAsync.
+  using ApplyDone = absl::AnyInvocable<void(absl::StatusOr<Outcome>) &&>;
+
   virtual ~StateStore() = default;
 
-  // Reads, decides and writes `keys` as one transaction. REQUIRES: keys are distinct, 1..N.
+  // ---------------------------------------------------------------------------------------------
+  // REQUIRED: every backend implements these.
+
+  // Reads, decides and writes `keys` as one transaction: calls `decide` with their current states
+  // and applies the writes it returns, atomically and in isolation (see above). Returns OK once the
+  // writes are as durable as the store promises; `decide`'s error, with nothing written; or the
+  // store's error, with nothing written. REQUIRES: keys are distinct, 1..N.
+  // Required: the transaction every default of the decision path is built on.
   virtual absl::Status Update(absl::Span<const StateKey> keys, DecideFn decide) = 0;
+
+  // The current state of `key`, or nullopt when it has none. Sees every write acknowledged
+  // before the call. Required.
+  virtual absl::StatusOr<std::optional<State>> Get(const StateKey& key) = 0;
+
+  // Removes the state of one key (it becomes full). Returns how many states it removed: 1, or 0
+  // when the key had none (not an error). Ordered with Update on the key: a decision lands either
+  // before the removal or after it. Required.
+  virtual absl::StatusOr<uint64_t> Delete(const StateKey& key) = 0;
+
+  // Removes the state of every key of limit `name` of `source`, and nothing else. Returns how
+  // many states it removed. Each key's removal is ordered with Update on that key, as Delete;
+  // the removals need not be one transaction. Required.
+  virtual absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) = 0;
+
+  // The backend's name as OpenTelemetry's `db.system` attribute spells it (e.g. "rocksdb"), for
+  // traces, logs and error messages. A literal; valid for the store's lifetime. Required.
+  virtual absl::string_view backend_name() const = 0;
+
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, the decision path: how an Operation is decided. The defaults decide with
+  // storage/algebra in C++ over Update (storage/apply.h); a backend overrides them to decide
+  // elsewhere or to write less often. Each override must give the outcome the default would.
 
   // Decides `op` with storage/algebra and applies it, all-or-nothing, as one transaction: when
   // every limit is allowed and the mode is not kCheck, every limit's tokens are taken; otherwise
@@ -128,13 +118,10 @@ class StateStore {
   // applies). `clock` is that time's source, except for a store that decides inside a remote
   // engine, which uses the engine's clock (documented by that store). `clock` need only live for
   // the call. A store error comes back as the store's status; nothing was taken then.
-  // Default: Update with the algebra, in C++ (storage/apply.h). REQUIRES: `op` has no records
-  // and no settlements; those go through ApplyWithRecords (storage/apply.h), on
-  // UpdateWithRecords.
+  // REQUIRES: `op` has no records and no settlements; those go through ApplyRecorded.
+  // Default: one Update running the algebra (ApplyWithUpdate, storage/apply.h). Override to decide
+  // where the states live (Redis: one server-side function call instead of a read and a write).
   virtual absl::StatusOr<Outcome> Apply(const Operation& op, const Clock& clock);
-
-  // Called once with the result of ApplyAsync.
-  using ApplyDone = absl::AnyInvocable<void(absl::StatusOr<Outcome>) &&>;
 
   // Apply, answered through `done` instead of a return value, for a caller whose thread must not
   // wait for a write (a server thread that handles other calls meanwhile). `done` gets what Apply
@@ -143,16 +130,32 @@ class StateStore {
   // shared with the decisions queued meanwhile; Redis: the client's I/O thread), outside the
   // store's locks. `done` must not wait for the store (on the store's I/O thread that would wait
   // forever); it may hand further store work to another thread. `op` and `clock` need only live
-  // for the call. REQUIRES: as for Apply. Default: done(Apply(op, clock)) before returning.
+  // for the call. REQUIRES: as for Apply.
+  // Default: done(Apply(op, clock)) before returning. Override when the store can answer later
+  // without holding the calling thread (then also override ApplyAsyncMayWait).
   virtual void ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done);
+
   // Whether ApplyAsync of an operation without records can wait on the calling thread for a peer
   // (a network round trip): a server then calls it from a thread of its own, not from one of
-  // gRPC's few threads. Default (ApplyAsync is Apply): true.
+  // gRPC's few threads. Constant for the store's lifetime.
+  // Default: true (the default ApplyAsync is Apply, which may wait). Override with false when
+  // ApplyAsync never waits for a peer (a local store, or one that answers from its I/O thread).
   virtual bool ApplyAsyncMayWait() const { return true; }
+
+  // Applies independent operations, as Apply would one after the other in order: each is
+  // all-or-nothing on its own and sees the effect of the earlier ones of the batch; one result per
+  // operation, in order (an operation's store error fails that operation only). Every result is
+  // returned only once its operation is as durable as Apply makes it. REQUIRES: the operations
+  // carry no records and no settlements.
+  // Default: Apply for each operation, in order. Override when the store can decide and write the
+  // whole batch together (RocksDB: one WAL write), so a batch costs far less than its operations.
+  virtual std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
+                                                          const Clock& clock);
 
   // Whether ApplyBatch decides on this machine, never waiting for a peer (a network round trip):
   // a server thread may then decide a burst of calls with one ApplyBatch (one write for all of
-  // them) instead of one ApplyAsync each. Default: false.
+  // them) instead of one ApplyAsync each. Constant for the store's lifetime.
+  // Default: false. Override with true for a local store.
   virtual bool BatchesDecideLocally() const { return false; }
 
   // While a WritesHereScope lives, ApplyAsync on its thread may do the store's write itself and
@@ -163,6 +166,9 @@ class StateStore {
   // costlier than the write when the threads share a core); decisions made while a write is in
   // progress still join the next group. Without the scope, ApplyAsync hands the write over, so a
   // caller that keeps many decisions in flight overlaps its work with the store's writes. Nests.
+  // A store that has no such hand-off ignores it.
+  //
+  // Thread safety: a scope belongs to the thread that made it (a thread-local flag).
   class WritesHereScope {
    public:
     WritesHereScope();
@@ -177,71 +183,64 @@ class StateStore {
     const bool outer_;
   };
 
-  // Applies independent operations, as Apply would one after the other in order: each is
-  // all-or-nothing on its own and sees the effect of the earlier ones of the batch; one result per
-  // operation, in order (an operation's store error fails that operation only). A store may
-  // decide and write the whole batch together (RocksDB: one WAL write), so a batch costs far less
-  // than its operations one by one; every result is returned only once its operation is as
-  // durable as Apply makes it. REQUIRES: the operations carry no records and no settlements.
-  // Default: Apply for each operation, in order.
-  virtual std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
-                                                          const Clock& clock);
-
-  // Called inside UpdateWithRecords with the current states (as DecideFn) and the stored value of
-  // each record (nullopt when absent or expired). It fills `writes` like DecideFn and
-  // `record_writes` (same size as the records, initially nullopt) with the values of the records
-  // to store. Same purity rules as DecideFn.
-  using RecordDecideFn = absl::FunctionRef<absl::Status(
-      absl::Span<const std::optional<State>> current,
-      absl::Span<const std::optional<std::string>> records, absl::Span<std::optional<State>> writes,
-      absl::Span<std::optional<std::string>> record_writes)>;
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, idempotency records (receipts, request_id). The default keeps none: an operation
+  // with records is refused with UNIMPLEMENTED. Override UpdateWithRecords to keep them; the
+  // default ApplyRecorded then works as it is.
 
   // Update with idempotency records: reads `keys` and `records` (a record whose expires_at_us is
   // not after `clock`'s time reads as absent), decides and writes states and records as one
-  // transaction. REQUIRES: keys distinct, records distinct. Default: UNIMPLEMENTED (the store
-  // keeps no records).
+  // transaction, with the guarantees of Update. REQUIRES: keys distinct, records distinct.
+  // Default: UNIMPLEMENTED naming backend_name() (the store keeps no records). Override to keep
+  // records (in the transaction of the states they guard).
   virtual absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                          absl::Span<const RecordSpec> records, const Clock& clock,
                                          RecordDecideFn decide);
 
   // Applies an operation that may carry records and settlements, with the guarantees of
   // storage/apply.h ApplyWithRecords: a present record is returned (nothing decided), else the
-  // operation is decided and its records written. A store whose keys may not meet in one
-  // transaction (a Redis Cluster) overrides it with a protocol of its own (documented there).
-  // Default: ApplyWithRecords on UpdateWithRecords.
+  // operation is decided and its records written.
+  // Default: ApplyWithRecords on UpdateWithRecords (UNIMPLEMENTED where that is). Override only
+  // when the keys of one operation may not meet in one transaction (a Redis Cluster), with a
+  // protocol of the store's own (documented there).
   virtual absl::StatusOr<Outcome> ApplyRecorded(const Operation& op, const Clock& clock);
 
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, secrets.
+
   // A secret of the store's own, created once with `generate` and kept with the states (so it
-  // survives restarts where the states do). Default: UNIMPLEMENTED (the store keeps none).
+  // survives restarts where the states do, and every server sharing the states agrees on it).
+  // Concurrent first calls agree on one secret.
+  // Default: UNIMPLEMENTED naming backend_name() (the store keeps none; receipts are refused).
   virtual absl::StatusOr<std::string> Secret(absl::string_view name,
                                              absl::FunctionRef<std::string()> generate);
 
-  // The current state of `key`, or nullopt when it has none.
-  virtual absl::StatusOr<std::optional<State>> Get(const StateKey& key) = 0;
-
-  // Removes the state of one key (it becomes full). Returns how many states it removed: 1, or 0
-  // when the key had none (not an error).
-  virtual absl::StatusOr<uint64_t> Delete(const StateKey& key) = 0;
-
-  // Removes the state of every key of limit `name` of `source`, and nothing else. Returns how
-  // many states it removed.
-  virtual absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) = 0;
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, lifecycle and maintenance. Called by the server's background threads, never on the
+  // decision path.
 
   // Whether the store can take decisions now: OK, or the error that stops it (UNAVAILABLE after
   // a failed write or a background error, or when closed). Checks that a write goes through
   // and, when the store is failing, tries to recover (so calling it periodically is what brings
-  // a store back after, say, a full disk was cleared). Default: a read of one key.
-  virtual absl::Status Health() { return Get(StateKey{"ratelimit.health", "probe"}).status(); }
+  // a store back after, say, a full disk was cleared).
+  // Default: a Get of one key. Override when a read does not show that writes go through.
+  virtual absl::Status Health();
 
   // Drops states that have refilled (equivalent to no state) now, instead of waiting for
-  // writes to trigger it. Called periodically by the server. Default: nothing to do.
+  // writes to trigger it. Called periodically by the server.
+  // Default: nothing to do (right for a store whose states expire by themselves, or that keeps
+  // them only in memory).
   virtual absl::Status CollectGarbage() { return absl::OkStatus(); }
 
   // Makes everything written durable and releases the store; later calls fail with
-  // UNAVAILABLE. Idempotent. Default: nothing to release.
+  // UNAVAILABLE. Idempotent. Default: nothing to release (the store closes in its destructor).
   virtual absl::Status Close() { return absl::OkStatus(); }
 
-  // A number the store reports for monitoring, read when metrics are scraped.
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, monitoring. Called when the server starts; the `read` functions are called when
+  // metrics are scraped, from any thread, and must not block on a decision.
+
+  // A number the store reports for monitoring.
   struct Gauge {
     std::string name;  // metric name without the "ratelimit_" prefix, e.g. "store_live_states"
     std::string help;
@@ -250,8 +249,8 @@ class StateStore {
   // The store's own gauges. Default: none.
   virtual std::vector<Gauge> Gauges() { return {}; }
 
-  // A labelled metric the store reports, read when metrics are scraped: one sample per label
-  // value tuple (e.g. per Redis primary).
+  // A labelled metric the store reports: one sample per label value tuple (e.g. per Redis
+  // primary).
   struct MetricFamily {
     std::string name;  // without the "ratelimit_" prefix, e.g. "redis_round_trips_total"
     std::string help;
@@ -262,10 +261,6 @@ class StateStore {
   };
   // The store's labelled metrics. Default: none.
   virtual std::vector<MetricFamily> MetricFamilies() { return {}; }
-
-  // The backend's name as OpenTelemetry's `db.system` attribute spells it (e.g. "rocksdb"), for
-  // traces and logs. A literal; valid for the store's lifetime.
-  virtual absl::string_view backend_name() const = 0;
 };
 
 }  // namespace ratelimit

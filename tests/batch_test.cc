@@ -17,7 +17,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/client_server_test_support.h"
 #include "tests/support/selective_store.h"
 #include "tests/support/server_test_support.h"

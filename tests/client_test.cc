@@ -8,7 +8,7 @@
 #include "client/cpp/output.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

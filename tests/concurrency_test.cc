@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

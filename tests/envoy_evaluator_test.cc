@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_plan.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

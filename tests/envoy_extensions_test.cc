@@ -1,7 +1,7 @@
 // ShouldRateLimit beyond the reference: RateLimit-* response headers, store failures, and our
 // extensions (token bucket, max_reserved), over real gRPC with a fake clock.
 #include "gtest/gtest.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"
 

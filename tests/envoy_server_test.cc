@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/envoy_test_support.h"
 #include "tests/support/reload_recorder.h"
 #include "tests/support/test_support.h"

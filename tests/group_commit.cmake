@@ -4,6 +4,6 @@ ratelimit_test(group_commit_test group_commit_test.cc LIBS ratelimit_client Rock
 add_dependencies(group_commit_test ratelimit-server)
 ratelimit_test(state_cache_test state_cache_test.cc LIBS RocksDB::rocksdb)
 # Coalescing of a group write: each key's last entry only.
-ratelimit_test(write_coalesce_test write_coalesce_test.cc LIBS ratelimit_storage RocksDB::rocksdb)
+ratelimit_test(write_coalesce_test write_coalesce_test.cc LIBS ratelimit_storage_rocksdb RocksDB::rocksdb)
 # The group commit queue alone: completion order, each group's entries, a failed group.
-ratelimit_test(group_commit_queue_test group_commit_queue_test.cc LIBS ratelimit_storage RocksDB::rocksdb)
+ratelimit_test(group_commit_queue_test group_commit_queue_test.cc LIBS ratelimit_storage_rocksdb RocksDB::rocksdb)

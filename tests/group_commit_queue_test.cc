@@ -2,7 +2,7 @@
 // order they were registered in, every group write carries exactly the entries appended since the
 // previous one (a written batch is emptied before it is reused), and a failed write fails only
 // its own group.
-#include "storage/group_commit.h"
+#include "storage/rocksdb/group_commit.h"
 
 #include <string>
 #include <vector>

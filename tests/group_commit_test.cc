@@ -20,7 +20,7 @@
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/faulty_file_system.h"
 #include "tests/support/test_support.h"
 

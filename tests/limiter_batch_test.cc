@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/selective_store.h"
 #include "tests/support/test_support.h"
 

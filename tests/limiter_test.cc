@@ -3,7 +3,7 @@
 #include "storage/limiter.h"
 
 #include "gtest/gtest.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

@@ -3,7 +3,7 @@
 // recovery, records across chunk boundaries, and a full disk met at the probe or when the
 // reserved space runs out, never as a crash and never losing an acknowledged write.
 
-#include "storage/mapped_wal_file_system.h"
+#include "storage/rocksdb/mapped_wal_file_system.h"
 
 #include <atomic>
 #include <filesystem>
@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
 #include "storage/file_util.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/faulty_file_system.h"
 #include "tests/support/rocksdb_test_support.h"
 #include "tests/support/test_support.h"

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
-#include "storage/memory_state_store.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/memory/memory_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/redis_test_store.h"
 #include "tests/support/test_support.h"
 

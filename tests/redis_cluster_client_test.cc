@@ -1,4 +1,4 @@
-#include "storage/redis/redis_cluster_client.h"
+#include "storage/redis/cluster/redis_cluster_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,7 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "storage/redis/redis_slot.h"
+#include "storage/redis/cluster/redis_slot.h"
 #include "tests/support/redis_process.h"
 #include "tests/support/test_support.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "storage/redis/redis_connection.h"
+#include "storage/redis/cluster/redis_connection.h"
 
 namespace ratelimit::redis {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "storage/apply.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "storage/redis/redis_function_library.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/test_support.h"

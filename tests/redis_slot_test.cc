@@ -1,4 +1,4 @@
-#include "storage/redis/redis_slot.h"
+#include "storage/redis/cluster/redis_slot.h"
 
 #include <random>
 #include <string>

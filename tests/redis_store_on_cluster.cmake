@@ -4,7 +4,7 @@
 # (redis_server_process_test).
 add_library(ratelimit_redis_store_test_support STATIC support/redis_test_store.cc)
 target_link_libraries(ratelimit_redis_store_test_support
-  PUBLIC ratelimit_redis_lua ratelimit_redis_test_support ratelimit_test_support)
+  PUBLIC ratelimit_storage_redis ratelimit_redis_test_support ratelimit_test_support)
 target_link_libraries(store_apply_contract_test PRIVATE ratelimit_redis_store_test_support)
 target_link_libraries(property_test PRIVATE ratelimit_redis_store_test_support)
 ratelimit_test(redis_cluster_store_test redis_cluster_store_test.cc

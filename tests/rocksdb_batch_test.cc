@@ -12,8 +12,8 @@
 
 #include "gtest/gtest.h"
 #include "storage/apply.h"
-#include "storage/memory_state_store.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/memory/memory_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/rocksdb_test_support.h"
 #include "tests/support/test_support.h"
 

@@ -1,6 +1,6 @@
 // RocksDbInfoLog: RocksDB's LOG written so that a full disk drops lines instead of aborting the
 // process, says how many it dropped, and stays within its size.
-#include "storage/rocksdb_info_log.h"
+#include "storage/rocksdb/rocksdb_info_log.h"
 
 #include <filesystem>
 #include <string>

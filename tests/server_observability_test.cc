@@ -12,7 +12,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/fake_collector.h"
 #include "tests/support/reload_recorder.h"
 #include "tests/support/server_test_support.h"

@@ -12,9 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
-#include "storage/memory_state_store.h"
-#include "storage/rocksdb_state_store.h"
-#include "storage/state_cache.h"
+#include "storage/memory/memory_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
+#include "storage/rocksdb/state_cache.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

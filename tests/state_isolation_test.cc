@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_config.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"
 

@@ -1,4 +1,4 @@
-#include "storage/state_store_factory.h"
+#include "storage/factory/state_store_factory.h"
 
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"

@@ -5,9 +5,9 @@
 
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
-#include "storage/memory_state_store.h"
-#include "storage/rocksdb_state_store.h"
-#include "storage/state_codec.h"
+#include "storage/memory/memory_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
+#include "storage/rocksdb/state_codec.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

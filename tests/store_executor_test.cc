@@ -16,7 +16,7 @@
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/client_server_test_support.h"
 #include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"

@@ -10,7 +10,7 @@
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/faulty_file_system.h"
 #include "tests/support/rocksdb_test_support.h"
 #include "tests/support/server_test_support.h"

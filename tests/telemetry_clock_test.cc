@@ -10,7 +10,7 @@
 #include "server/observability/telemetry.h"
 #include "server/observability/telemetry_clock.h"
 #include "server/observability/tracer.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

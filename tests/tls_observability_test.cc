@@ -10,7 +10,7 @@
 #include "server/observability/otlp_exporter.h"
 #include "server/server.h"
 #include "storage/file_util.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/fake_collector.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/test_support.h"

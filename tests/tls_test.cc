@@ -11,7 +11,7 @@
 #include "server/server.h"
 #include "server/tls/tls.h"
 #include "storage/file_util.h"
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/test_support.h"
 

@@ -1,7 +1,7 @@
 // Coalescing of a group write (storage/write_coalesce.h): each key keeps only its last entry, in
 // the order of those last entries; a batch without repeated keys, or with an entry other than a
 // Put or a Delete, is left exactly as it was.
-#include "storage/write_coalesce.h"
+#include "storage/rocksdb/write_coalesce.h"
 
 #include <memory>
 #include <string>

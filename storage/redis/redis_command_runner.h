@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "storage/redis/redis_reply.h"
+#include "storage/redis/cluster/redis_reply.h"
 
 namespace ratelimit {
 

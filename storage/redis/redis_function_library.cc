@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "storage/redis/redis_slot.h"
+#include "storage/redis/cluster/redis_slot.h"
 
 namespace ratelimit {
 namespace {

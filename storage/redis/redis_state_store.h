@@ -9,11 +9,14 @@
 
 #include "absl/time/time.h"
 #include "storage/apply.h"
-#include "storage/redis/redis_cluster_client.h"
+#include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/redis/redis_command_runner.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {
+namespace redis_internal {
+class Router;  // redis_router.h
+}  // namespace redis_internal
 
 struct RedisStateStoreOptions {
   // Every key starts with it. REQUIRES: ValidateRedisKeyPrefix(key_prefix) is OK.
@@ -144,9 +147,11 @@ class RedisStateStore final : public StateStore {
   std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "redis"; }
 
-  class Router;  // how commands reach Redis; defined in the .cc
-
  private:
+  using Router = redis_internal::Router;  // how commands reach Redis
+  // Update and the record protocols decide again after a conflicting write, at most this often.
+  static constexpr int kMaxUpdateAttempts = 64;
+
   RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options);
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);

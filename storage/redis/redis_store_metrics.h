@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "storage/redis/redis_cluster_client.h"
+#include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {

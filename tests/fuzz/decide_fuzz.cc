@@ -31,8 +31,8 @@
 #include "server/v1/convert.h"
 #include "server/v1/limits_file.h"
 #include "storage/limiter.h"
-#include "storage/memory_state_store.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/memory/memory_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/support/test_support.h"
 

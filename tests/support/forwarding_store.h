@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "storage/memory_state_store.h"
+#include "storage/memory/memory_state_store.h"
 #include "storage/state_store.h"
 
 namespace ratelimit::testing {

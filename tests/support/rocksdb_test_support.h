@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "storage/clock.h"
-#include "storage/rocksdb_state_store.h"
+#include "storage/rocksdb/rocksdb_state_store.h"
 
 namespace ratelimit::testing {
 

@@ -1,0 +1,246 @@
+#include "storage/rocksdb/mapped_wal_file_system.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ratelimit {
+
+namespace {
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+rocksdb::IOStatus ErrnoStatus(const std::string& what, const std::string& fname, int err) {
+  const std::string message = absl::StrCat(what, " ", fname, ": ", std::strerror(err));
+  if (err == ENOSPC) return rocksdb::IOStatus::NoSpace(message);
+  return rocksdb::IOStatus::IOError(message);
+}
+
+// A WAL file written through mappings of its chunks. The wrapped file (`file_`) is kept open to
+// grow the file: every chunk is appended through it as zeros before it is mapped, so every
+// mapped byte has its disk block.
+//
+// Thread safety: RocksDB appends from one thread at a time; a sync may come from another
+// thread, so the mappings and sizes are guarded.
+class MappedWalFile final : public rocksdb::FSWritableFile {
+ public:
+  MappedWalFile(std::unique_ptr<rocksdb::FSWritableFile> file, std::string fname, int fd,
+                size_t chunk_bytes)
+      : file_(std::move(file)), fname_(std::move(fname)), fd_(fd), chunk_bytes_(chunk_bytes) {}
+
+  ~MappedWalFile() override {
+    if (!closed_) (void)Close(rocksdb::IOOptions(), nullptr);
+  }
+
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return rocksdb::IOStatus::IOError(absl::StrCat("append to closed ", fname_));
+    const uint64_t end = size_ + data.size();
+    while (reserved_ < end) {
+      if (rocksdb::IOStatus s = ReserveChunkLocked(options, dbg); !s.ok()) return s;
+    }
+    CopyLocked(size_, data.data(), data.size());
+    size_ = end;
+    return rocksdb::IOStatus::OK();
+  }
+
+  rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& /*data*/, uint64_t /*offset*/,
+                                     const rocksdb::IOOptions& /*options*/,
+                                     rocksdb::IODebugContext* /*dbg*/) override {
+    return rocksdb::IOStatus::NotSupported("positioned append to a mapped WAL file");
+  }
+
+  // Forgets the bytes past `size` (zeroing them, so that a crash cannot bring them back).
+  rocksdb::IOStatus Truncate(uint64_t size, const rocksdb::IOOptions& /*options*/,
+                             rocksdb::IODebugContext* /*dbg*/) override {
+    absl::MutexLock lock(&mu_);
+    if (size > size_) return rocksdb::IOStatus::InvalidArgument("truncate beyond the end");
+    ZeroLocked(size, size_ - size);
+    size_ = size;
+    synced_ = std::min(synced_, size_);
+    return rocksdb::IOStatus::OK();
+  }
+
+  rocksdb::IOStatus Close(const rocksdb::IOOptions& options,
+                          rocksdb::IODebugContext* dbg) override {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return rocksdb::IOStatus::OK();
+    closed_ = true;
+    for (char* map : maps_) munmap(map, chunk_bytes_);
+    maps_.clear();
+    rocksdb::IOStatus s = file_->Close(options, dbg);
+    // Drop the zeros past the last record: a file closed cleanly holds its records only.
+    if (ftruncate(fd_, static_cast<off_t>(size_)) != 0 && s.ok()) {
+      s = ErrnoStatus("truncate", fname_, errno);
+    }
+    close(fd_);
+    return s;
+  }
+
+  // The bytes are in the page cache once copied: nothing to flush.
+  rocksdb::IOStatus Flush(const rocksdb::IOOptions& /*options*/,
+                          rocksdb::IODebugContext* /*dbg*/) override {
+    return rocksdb::IOStatus::OK();
+  }
+
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions& /*options*/,
+                         rocksdb::IODebugContext* /*dbg*/) override {
+    absl::MutexLock lock(&mu_);
+    return SyncLocked();
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
+                          rocksdb::IODebugContext* dbg) override {
+    return Sync(options, dbg);
+  }
+
+  // Sync takes the file's lock, so RocksDB may sync while another thread appends (SyncWAL
+  // requires it).
+  bool IsSyncThreadSafe() const override { return true; }
+
+  uint64_t GetFileSize(const rocksdb::IOOptions& /*options*/,
+                       rocksdb::IODebugContext* /*dbg*/) override {
+    absl::MutexLock lock(&mu_);
+    return size_;
+  }
+
+  // Space is reserved chunk by chunk by Append itself.
+  rocksdb::IOStatus Allocate(uint64_t /*offset*/, uint64_t /*len*/,
+                             const rocksdb::IOOptions& /*options*/,
+                             rocksdb::IODebugContext* /*dbg*/) override {
+    return rocksdb::IOStatus::OK();
+  }
+  void PrepareWrite(size_t /*offset*/, size_t /*len*/, const rocksdb::IOOptions& /*options*/,
+                    rocksdb::IODebugContext* /*dbg*/) override {}
+
+  size_t GetUniqueId(char* id, size_t max_size) const override {
+    return file_->GetUniqueId(id, max_size);
+  }
+
+ private:
+  // Appends one chunk of zeros through the wrapped file (allocating its blocks, or failing
+  // with NoSpace on a full disk) and maps it.
+  rocksdb::IOStatus ReserveChunkLocked(const rocksdb::IOOptions& options,
+                                       rocksdb::IODebugContext* dbg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::string zeros(chunk_bytes_, '\0');
+    if (rocksdb::IOStatus s = file_->Append(zeros, options, dbg); !s.ok()) return s;
+    if (rocksdb::IOStatus s = file_->Flush(options, dbg); !s.ok()) return s;
+    void* map = mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                     static_cast<off_t>(reserved_));
+    if (map == MAP_FAILED) return ErrnoStatus("map", fname_, errno);
+    maps_.push_back(static_cast<char*>(map));
+    reserved_ += chunk_bytes_;
+    return rocksdb::IOStatus::OK();
+  }
+
+  // Calls `f(mapped, length)` for each piece of the mapped bytes [offset, offset + n), in order,
+  // one piece per chunk they touch; stops at, and returns, the first piece for which f is false.
+  template <typename F>
+  bool ForEachPieceLocked(uint64_t offset, uint64_t n, F f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (n > 0) {
+      const size_t within = offset % chunk_bytes_;
+      const size_t take = std::min<uint64_t>(n, chunk_bytes_ - within);
+      if (!f(maps_[offset / chunk_bytes_] + within, take)) return false;
+      offset += take;
+      n -= take;
+    }
+    return true;
+  }
+
+  void CopyLocked(uint64_t offset, const char* data, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ForEachPieceLocked(offset, n, [&data](char* to, size_t take) {
+      std::memcpy(to, data, take);
+      data += take;
+      return true;
+    });
+  }
+
+  void ZeroLocked(uint64_t offset, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ForEachPieceLocked(offset, n, [](char* to, size_t take) {
+      std::memset(to, 0, take);
+      return true;
+    });
+  }
+
+  // msync of the pages written since the last sync: for a file mapping, the same as fdatasync
+  // of that range (the file's size was made durable-ready by the appends that reserved it).
+  rocksdb::IOStatus SyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (closed_) return rocksdb::IOStatus::OK();
+    const uint64_t from = synced_ - synced_ % PageSize();
+    int err = 0;
+    if (!ForEachPieceLocked(from, size_ - from, [&err](char* at, size_t take) {
+          if (msync(at, take, MS_SYNC) == 0) return true;
+          err = errno;
+          return false;
+        })) {
+      return ErrnoStatus("sync", fname_, err);
+    }
+    synced_ = size_;
+    return rocksdb::IOStatus::OK();
+  }
+
+  const std::unique_ptr<rocksdb::FSWritableFile> file_;
+  const std::string fname_;
+  const int fd_;
+  const size_t chunk_bytes_;
+  absl::Mutex mu_;
+  std::vector<char*> maps_ ABSL_GUARDED_BY(mu_);  // maps_[i]: bytes [i, i + 1) * chunk_bytes_
+  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;    // bytes mapped
+  uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;        // bytes appended
+  uint64_t synced_ ABSL_GUARDED_BY(mu_) = 0;      // bytes synced
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+MappedWalFileSystem::MappedWalFileSystem(std::shared_ptr<rocksdb::FileSystem> target,
+                                         size_t chunk_bytes)
+    : FileSystemWrapper(std::move(target)),
+      chunk_bytes_(
+          std::max<size_t>(PageSize(), (chunk_bytes + PageSize() - 1) / PageSize() * PageSize())) {}
+
+bool MappedWalFileSystem::IsWal(const std::string& fname) {
+  return fname.size() > 4 && absl::EndsWith(fname, ".log");
+}
+
+rocksdb::IOStatus MappedWalFileSystem::NewWritableFile(
+    const std::string& fname, const rocksdb::FileOptions& opts,
+    std::unique_ptr<rocksdb::FSWritableFile>* result, rocksdb::IODebugContext* dbg) {
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s = target()->NewWritableFile(fname, opts, &file, dbg);
+  if (!s.ok() || !IsWal(fname) || opts.use_direct_writes) {
+    if (s.ok()) {
+      if (IsWal(fname)) unmapped_files_.fetch_add(1, std::memory_order_relaxed);
+      *result = std::move(file);
+    }
+    return s;
+  }
+  // The wrapped file system created the file; map it through a descriptor of our own. A file
+  // this process cannot open by its name (not on the local file system) is written as is.
+  const int fd = open(fname.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    unmapped_files_.fetch_add(1, std::memory_order_relaxed);
+    *result = std::move(file);
+    return s;
+  }
+  mapped_files_.fetch_add(1, std::memory_order_relaxed);
+  *result = std::make_unique<MappedWalFile>(std::move(file), fname, fd, chunk_bytes_);
+  return s;
+}
+
+}  // namespace ratelimit
