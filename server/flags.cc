@@ -239,21 +239,21 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
 
   ServerStoreOptions& store = options.store;
   store.open.backend = absl::GetFlag(FLAGS_store);
-  store.open.path = absl::GetFlag(FLAGS_data_dir);
-  store.open.sync = absl::GetFlag(FLAGS_sync);
-  store.open.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
-  store.open.map_wal = absl::GetFlag(FLAGS_wal_mmap);
+  store.open.rocksdb.path = absl::GetFlag(FLAGS_data_dir);
+  store.open.rocksdb.sync = absl::GetFlag(FLAGS_sync);
+  store.open.rocksdb.salvage_wal = absl::GetFlag(FLAGS_salvage_wal);
+  store.open.rocksdb.map_wal = absl::GetFlag(FLAGS_wal_mmap);
   absl::StatusOr<int64_t> cache = MiB(absl::GetFlag(FLAGS_state_cache_mb), 0, int64_t{1} << 30,
                                       "--state_cache_mb", "0 and 2^30");
   if (!cache.ok()) return cache.status();
-  store.open.state_cache_bytes = static_cast<size_t>(*cache);
-  store.open.redis_address = absl::GetFlag(FLAGS_redis_address);
-  store.open.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
-  store.open.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
-  store.open.redis_hold_ttl = absl::GetFlag(FLAGS_redis_hold_ttl);
-  store.open.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
-  store.open.redis_wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
-  store.open.redis_io_scheduling = listen.scheduling;
+  store.open.rocksdb.state_cache_bytes = static_cast<size_t>(*cache);
+  store.open.redis.address = absl::GetFlag(FLAGS_redis_address);
+  store.open.redis.password_file = absl::GetFlag(FLAGS_redis_password_file);
+  store.open.redis.timeout = absl::GetFlag(FLAGS_redis_timeout);
+  store.open.redis.hold_ttl = absl::GetFlag(FLAGS_redis_hold_ttl);
+  store.open.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  store.open.redis.wait_replicas = absl::GetFlag(FLAGS_redis_wait_replicas);
+  store.open.redis.io_scheduling = listen.scheduling;
   store.threads = absl::GetFlag(FLAGS_store_threads);
   store.gc_interval = absl::GetFlag(FLAGS_gc_interval);
   store.health_probe_interval = absl::GetFlag(FLAGS_health_probe_interval);

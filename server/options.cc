@@ -59,37 +59,7 @@ absl::Status ValidateStore(const ServerStoreOptions& o) {
   if (o.threads < -1 || o.threads > 4096) {
     return Invalid("--store_threads", "must be -1 (automatic) or 0 to 4096");
   }
-  const StoreOptions& open = o.open;
-  if (open.state_cache_bytes > (size_t{1} << 50)) {
-    return Invalid("--state_cache_mb", "must be between 0 and 2^30");
-  }
-  if (open.backend == "redis") {
-    if (open.redis_address.empty()) return Invalid("--redis_address", "required by --store=redis");
-    if (open.sync || open.salvage_wal) {
-      return Invalid("--sync and --salvage_wal", "apply to --store=rocksdb only");
-    }
-    if (open.redis_timeout <= absl::ZeroDuration()) {
-      return Invalid("--redis_timeout", "must be positive");
-    }
-    if (open.redis_wait_replicas < 0)
-      return Invalid("--redis_wait_replicas", "must not be negative");
-    if (open.redis_hold_ttl < 2 * open.redis_timeout) {
-      return Invalid("--redis_hold_ttl",
-                     absl::StrCat("(", absl::FormatDuration(open.redis_hold_ttl),
-                                  ") must be at least twice --redis_timeout (",
-                                  absl::FormatDuration(open.redis_timeout), ")"));
-    }
-    return absl::OkStatus();
-  }
-  if (open.backend != "rocksdb" && open.backend != "memory") {
-    return Invalid("--store", "must be rocksdb, redis or memory");
-  }
-  if (!open.redis_address.empty() || !open.redis_password_file.empty() ||
-      open.redis_wait_replicas != 0) {
-    return Invalid("--redis_address, --redis_password_file and --redis_wait_replicas",
-                   "require --store=redis");
-  }
-  return absl::OkStatus();
+  return ValidateStoreOptions(o.open);  // the backends' rules, kept by the factory
 }
 
 absl::Status ValidateReceipts(const ReceiptOptions& o) {

@@ -62,7 +62,7 @@ struct ServerStoreOptions {
   // injected (RateLimitServer::Start).
   StoreOptions open = [] {
     StoreOptions o;
-    o.path = "./data";
+    o.rocksdb.path = "./data";
     return o;
   }();
   // Threads synchronous store work runs on (store_executor.h), so that a store waiting for the

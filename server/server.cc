@@ -179,11 +179,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     for (const std::string& warning : report.warnings) Log(LogLevel::kWarning, warning);
     if (!report.recovery.empty()) {
       Log(report.salvaged ? LogLevel::kWarning : LogLevel::kInfo, "store recovered",
-          {{"data_dir", options.store.open.path}, {"recovery", report.recovery}});
+          {{"data_dir", options.store.open.rocksdb.path}, {"recovery", report.recovery}});
     }
     if (report.upgraded_states) {
       Log(LogLevel::kInfo, "state store upgraded to format 2",
-          {{"data_dir", options.store.open.path},
+          {{"data_dir", options.store.open.rocksdb.path},
            {"states_moved_to_limits_file_namespace", std::to_string(*report.upgraded_states)}});
     }
     s->store_ = std::move(opened->store);
@@ -324,7 +324,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                                            : "mtls"},
        {"plaintext_port", s->plaintext_port_ ? std::to_string(s->plaintext_port_) : ""},
        {"metrics_port", s->http_ ? std::to_string(s->http_->port()) : ""},
-       {"data_dir", injected ? std::string("(injected)") : options.store.open.path},
+       {"data_dir", injected ? std::string("(injected)") : options.store.open.rocksdb.path},
        {"admin", s->admin_->enabled() ? "enabled" : "disabled"},
        {"failure_policy", options.store.failure_policy == FailurePolicy::kOpen ? "open" : "closed"},
        {"tracing", observability.otel_endpoint.empty() ? "off" : observability.otel_endpoint}});
