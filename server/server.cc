@@ -82,7 +82,7 @@ int CpusAvailable() {
 }
 
 // The per-connection limits of `options` and an exclusive port.
-void ConfigureTransport(const ServerOptions& options, grpc::ServerBuilder& builder) {
+void ConfigureTransport(const ListenOptions& options, grpc::ServerBuilder& builder) {
   // gRPC sets SO_REUSEPORT by default: a second instance could then bind the same port and the
   // kernel would split the traffic (and the limits) between the two.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -99,42 +99,20 @@ void ConfigureTransport(const ServerOptions& options, grpc::ServerBuilder& build
   quota.Resize(static_cast<size_t>(options.grpc_memory_limit_bytes));
   builder.SetResourceQuota(quota);
 }
-// The credentials of the main gRPC listener, after the checks of the security options: TLS when
-// configured; plaintext only on loopback unless explicitly allowed.
+// The credentials of the main gRPC listener: TLS when configured (its files checked here),
+// plaintext otherwise (ValidateServerOptions allowed it).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const ServerOptions& options) {
-  if (!options.allow_insecure_listen && !options.plaintext_listen.empty() &&
-      !IsLoopbackAddress(options.plaintext_listen)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--plaintext_listen ", options.plaintext_listen,
-        ": not a loopback address; plaintext gRPC elsewhere needs --allow_insecure_listen"));
-  }
-  if (!options.admin_identities.empty() && options.tls.client_ca_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--admin_identities: requires --tls_client_ca_file (identities come from verified "
-        "client certificates)");
-  }
+    const ListenOptions& options) {
   if (options.tls.enabled()) return MakeServerTlsCredentials(options.tls);
-  if (!options.allow_insecure_listen && !IsLoopbackAddress(options.listen_address)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen ", options.listen_address,
-        ": plaintext gRPC on an address that is not loopback; configure --tls_cert_file and "
-        "--tls_key_file, or pass --allow_insecure_listen"));
-  }
   return grpc::InsecureServerCredentials();
 }
 
 // The exporter options for options.otel_endpoint, with the collector's CA when it is TLS.
-absl::StatusOr<OtlpExporterOptions> ExporterOptions(const ServerOptions& options) {
+absl::StatusOr<OtlpExporterOptions> ExporterOptions(const ObservabilityOptions& options) {
   OtlpExporterOptions eo = options.otel_exporter;
   eo.endpoint = options.otel_endpoint;
   eo.resource = options.otel_resource;
   if (!options.otel_ca_file.empty()) {
-    if (!absl::StartsWith(options.otel_endpoint, "https://")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--otel_ca_file: set, but the collector endpoint \"", options.otel_endpoint,
-                       "\" is not https:// (traces would travel in clear)"));
-    }
     absl::StatusOr<std::string> ca = ReadPemCertificates("--otel_ca_file", options.otel_ca_file);
     if (!ca.ok()) return ca.status();
     eo.tls_ca_pem = *std::move(ca);
@@ -146,13 +124,17 @@ absl::StatusOr<OtlpExporterOptions> ExporterOptions(const ServerOptions& options
 
 absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     const ServerOptions& options, const Clock& clock, std::unique_ptr<StateStore> store) {
-  // Security settings are checked before anything starts, so that a bad one is the only error.
+  // The options and the security files are checked before anything starts, so that a bad one is
+  // the only error.
+  if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      ListenerCredentials(options);
+      ListenerCredentials(options.listen);
   if (!credentials.ok()) return credentials.status();
-  absl::StatusOr<OtlpExporterOptions> exporter_options = ExporterOptions(options);
+  const ObservabilityOptions& observability = options.observability;
+  absl::StatusOr<OtlpExporterOptions> exporter_options = ExporterOptions(observability);
   if (!exporter_options.ok()) return exporter_options.status();
-  HttpServerTls metrics_tls{options.metrics_tls_cert_file, options.metrics_tls_key_file};
+  HttpServerTls metrics_tls{observability.metrics_tls_cert_file,
+                            observability.metrics_tls_key_file};
   if (metrics_tls.enabled()) {
     absl::StatusOr<PemKeyPair> pair =
         ReadPemKeyPair("--metrics_tls_cert_file", metrics_tls.cert_file, "--metrics_tls_key_file",
@@ -165,44 +147,27 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
 
   // Observability first: /healthz answers STARTING while the store opens.
   s->metrics_ = std::make_unique<ServerMetrics>(s->metrics_registry_);
-  if (!options.metrics_listen.empty()) {
-    const size_t colon = options.metrics_listen.rfind(':');
+  if (const std::string& listen = observability.metrics_listen; !listen.empty()) {
+    const size_t colon = listen.rfind(':');
     int port = 0;
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(options.metrics_listen.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("metrics_listen: expected host:port, got ", options.metrics_listen));
-    }
-    absl::StatusOr<std::unique_ptr<HttpServer>> http =
-        HttpServer::Start(options.metrics_listen.substr(0, colon), port, s->metrics_registry_,
-                          s->health_, metrics_tls);
+    (void)absl::SimpleAtoi(listen.substr(colon + 1), &port);  // validated
+    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+        listen.substr(0, colon), port, s->metrics_registry_, s->health_, metrics_tls);
     if (!http.ok()) return http.status();
     s->http_ = *std::move(http);
-    if (options.on_metrics_listening) options.on_metrics_listening(s->http_->port());
+    if (observability.on_metrics_listening) observability.on_metrics_listening(s->http_->port());
   }
-  if (!options.otel_endpoint.empty()) {
+  if (!observability.otel_endpoint.empty()) {
     s->exporter_ = std::make_unique<OtlpExporter>(*exporter_options);
-    s->tracer_ = std::make_unique<Tracer>(TracerOptions{options.otel_sample_ratio}, *s->exporter_);
+    s->tracer_ =
+        std::make_unique<Tracer>(TracerOptions{observability.otel_sample_ratio}, *s->exporter_);
   }
   const bool injected = store != nullptr;
   if (injected) {
     s->store_ = std::move(store);
   } else {
-    StoreOptions so;
-    so.backend = options.store;
-    so.redis_address = options.redis_address;
-    so.redis_password_file = options.redis_password_file;
-    so.redis_timeout = options.redis_timeout;
-    so.redis_key_prefix = options.redis_key_prefix;
-    so.redis_wait_replicas = options.redis_wait_replicas;
-    so.redis_hold_ttl = options.redis_hold_ttl;
-    so.redis_io_scheduling = options.worker_scheduling;
-    so.path = options.data_dir;
-    so.sync = options.sync;
-    so.state_cache_bytes = options.state_cache_bytes;
+    StoreOptions so = options.store.open;
     so.clock = &clock;
-    so.salvage_wal = options.salvage_wal;
-    so.map_wal = options.map_wal;
     absl::StatusOr<OpenedStateStore> opened = OpenStateStore(so);
     if (!opened.ok()) {
       if (opened.status().code() != absl::StatusCode::kDataLoss) return opened.status();
@@ -214,30 +179,30 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     for (const std::string& warning : report.warnings) Log(LogLevel::kWarning, warning);
     if (!report.recovery.empty()) {
       Log(report.salvaged ? LogLevel::kWarning : LogLevel::kInfo, "store recovered",
-          {{"data_dir", options.data_dir}, {"recovery", report.recovery}});
+          {{"data_dir", options.store.open.rocksdb.path}, {"recovery", report.recovery}});
     }
     if (report.upgraded_states) {
       Log(LogLevel::kInfo, "state store upgraded to format 2",
-          {{"data_dir", options.data_dir},
+          {{"data_dir", options.store.open.rocksdb.path},
            {"states_moved_to_limits_file_namespace", std::to_string(*report.upgraded_states)}});
     }
     s->store_ = std::move(opened->store);
   }
   s->telemetry_ = std::make_unique<Telemetry>(s->metrics_.get(), s->tracer_.get(),
-                                              options.trace_keys, s->store_->backend_name());
+                                              observability.trace_keys, s->store_->backend_name());
   s->RegisterStoreMetrics();
   s->limiter_ = std::make_unique<Limiter>(*s->store_, clock);
-  if (!options.limits_file.empty()) {
+  if (!options.limits.file.empty()) {
     s->watcher_ = std::make_unique<LimitsFileWatcher>(
-        options.limits_file, s->registry_, options.limits_reload_interval,
-        CountReloads(*s->metrics_, "limits", options.on_config_reload));
+        options.limits.file, s->registry_, options.limits.reload_interval,
+        CountReloads(*s->metrics_, "limits", options.limits.on_config_reload));
     if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
   }
-  if (!options.receipt_key_file.empty()) {
+  if (!options.receipts.key_file.empty()) {
     s->receipt_watcher_ = std::make_unique<WatchedConfig<ReceiptKeys, std::string>>(
-        ReceiptKeyFileSpec(options.receipt_key_file), s->receipt_keys_,
-        options.limits_reload_interval,
-        CountReloads(*s->metrics_, "receipt_keys", options.on_config_reload));
+        ReceiptKeyFileSpec(options.receipts.key_file), s->receipt_keys_,
+        options.limits.reload_interval,
+        CountReloads(*s->metrics_, "receipt_keys", options.limits.on_config_reload));
     if (absl::Status st = s->receipt_watcher_->Load(); !st.ok()) return st;
   } else {
     absl::StatusOr<std::string> key = s->store_->Secret("receipt_key", NewReceiptKey);
@@ -253,35 +218,35 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   }
   SettleOptions settle;
   settle.keys = &s->receipt_keys_;
-  settle.receipt_ttl_us = absl::ToInt64Microseconds(options.receipt_ttl);
-  settle.request_id_ttl_us = absl::ToInt64Microseconds(options.request_id_ttl);
+  settle.receipt_ttl_us = absl::ToInt64Microseconds(options.receipts.ttl);
+  settle.request_id_ttl_us = absl::ToInt64Microseconds(options.receipts.request_id_ttl);
   settle.clock = &clock;
-  s->admin_ = std::make_unique<AdminAuthenticator>(options.admin_token, options.admin_identities);
+  s->admin_ = std::make_unique<AdminAuthenticator>(options.admin.token, options.admin.identities);
   // A store whose batches wait for a peer (Redis) has its synchronous transactions run on store
   // threads, so that a serving thread is never parked on a round trip.
-  const int store_threads = options.store_threads >= 0            ? options.store_threads
+  const int store_threads = options.store.threads >= 0            ? options.store.threads
                             : s->limiter_->BatchesDecideLocally() ? 0
                                                                   : 64;
   s->executor_ = std::make_unique<StoreExecutor>(store_threads);
   s->scheduler_ = std::make_unique<DecisionScheduler>(*s->limiter_, s->executor_.get());
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->scheduler_, s->registry_, *s->admin_,
-                                                       options.failure_policy, *s->telemetry_,
-                                                       options.inline_limits, settle);
+                                                       options.store.failure_policy, *s->telemetry_,
+                                                       options.limits.inline_limits, settle);
 
   // Every service is served by the serving loop; gRPC's default health service (a callback one)
   // is replaced by ours there (health_service.h).
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  ConfigureTransport(options, builder);
-  builder.AddListeningPort(options.listen_address, *credentials, &s->port_);
-  if (!options.plaintext_listen.empty()) {
-    builder.AddListeningPort(options.plaintext_listen, grpc::InsecureServerCredentials(),
+  ConfigureTransport(options.listen, builder);
+  builder.AddListeningPort(options.listen.address, *credentials, &s->port_);
+  if (!options.listen.plaintext_address.empty()) {
+    builder.AddListeningPort(options.listen.plaintext_address, grpc::InsecureServerCredentials(),
                              &s->plaintext_port_);
   }
   s->serving_loop_ = std::make_unique<ServingLoop>(
-      options.serving_threads > 0 ? options.serving_threads : CpusAvailable(), builder,
-      options.worker_scheduling);
+      options.listen.serving_threads > 0 ? options.listen.serving_threads : CpusAvailable(),
+      builder, options.listen.scheduling);
   builder.RegisterService(s->service_.get());
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::TrafficMethods(), kHotCallsReady);
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::AdminMethods(), kColdCallsReady);
@@ -291,17 +256,18 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                              kColdCallsReady);
   s->serving_loop_->AddStreams(*s->health_service_);
   // The Envoy RLS v3 API, on the same port, limiter and store.
-  if (!options.envoy_config_dir.empty()) {
+  if (!options.limits.envoy_config_dir.empty()) {
     s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
-        options.envoy_config_dir, s->envoy_registry_, options.limits_reload_interval,
-        CountReloads(*s->metrics_, "envoy", options.on_config_reload));
+        options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
+        CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     s->service_->set_envoy_reset_resolver([registry = &s->envoy_registry_](const ResetTarget& t) {
       return EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path,
                                  t.envoy_override);
     });
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
-        *s->scheduler_, clock, s->envoy_registry_, options.envoy_ratelimit_headers, *s->telemetry_);
+        *s->scheduler_, clock, s->envoy_registry_, options.limits.envoy_ratelimit_headers,
+        *s->telemetry_);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
     s->serving_loop_->AddUnary(*s->envoy_service_,
@@ -310,22 +276,24 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen.address));
   }
-  if (!options.plaintext_listen.empty() && s->plaintext_port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.plaintext_listen));
+  if (!options.listen.plaintext_address.empty() && s->plaintext_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen.plaintext_address));
   }
   s->serving_loop_->Start();
   std::vector<std::string> services = {"", kServiceName};
   if (s->envoy_service_) services.push_back(kEnvoyServiceName);
   s->health_.Attach(s->health_service_.get(), services);  // NOT_SERVING until ready
 
-  s->probe_ = std::make_unique<StoreProbe>(*s->store_, s->health_, options.health_probe_interval);
+  s->probe_ =
+      std::make_unique<StoreProbe>(*s->store_, s->health_, options.store.health_probe_interval);
   s->probe_->ProbeOnce();
   s->probe_->Start();
-  if (options.gc_interval > absl::ZeroDuration()) {
+  if (options.store.gc_interval > absl::ZeroDuration()) {
     StateStore* store_ptr = s->store_.get();
-    s->gc_ = std::make_unique<PeriodicTask>(options.gc_interval, [store_ptr] {
+    s->gc_ = std::make_unique<PeriodicTask>(options.store.gc_interval, [store_ptr] {
       const absl::Time start = absl::Now();
       if (absl::Status st = store_ptr->CollectGarbage(); !st.ok()) {
         Log(LogLevel::kWarning, "garbage collection failed",
@@ -344,22 +312,22 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   s->health_.SetServing();
   s->started_ = true;
-  if (!options.tls.enabled() && !IsLoopbackAddress(options.listen_address)) {
+  if (!options.listen.tls.enabled() && !IsLoopbackAddress(options.listen.address)) {
     Log(LogLevel::kWarning, "plaintext gRPC on an address that is not loopback",
-        {{"address", options.listen_address}, {"allowed_by", "--allow_insecure_listen"}});
+        {{"address", options.listen.address}, {"allowed_by", "--allow_insecure_listen"}});
   }
   Log(LogLevel::kInfo, "listening",
-      {{"address", options.listen_address},
+      {{"address", options.listen.address},
        {"port", std::to_string(s->port_)},
-       {"tls", !options.tls.enabled()               ? "off"
-               : options.tls.client_ca_file.empty() ? "tls"
-                                                    : "mtls"},
+       {"tls", !options.listen.tls.enabled()               ? "off"
+               : options.listen.tls.client_ca_file.empty() ? "tls"
+                                                           : "mtls"},
        {"plaintext_port", s->plaintext_port_ ? std::to_string(s->plaintext_port_) : ""},
        {"metrics_port", s->http_ ? std::to_string(s->http_->port()) : ""},
-       {"data_dir", injected ? std::string("(injected)") : options.data_dir},
+       {"data_dir", injected ? std::string("(injected)") : options.store.open.rocksdb.path},
        {"admin", s->admin_->enabled() ? "enabled" : "disabled"},
-       {"failure_policy", options.failure_policy == FailurePolicy::kOpen ? "open" : "closed"},
-       {"tracing", options.otel_endpoint.empty() ? "off" : options.otel_endpoint}});
+       {"failure_policy", options.store.failure_policy == FailurePolicy::kOpen ? "open" : "closed"},
+       {"tracing", observability.otel_endpoint.empty() ? "off" : observability.otel_endpoint}});
   return s;
 }
 
@@ -427,7 +395,7 @@ void RateLimitServer::Shutdown() {
   if (health_service_) health_service_->Shutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoMicroseconds(options_.shutdown_grace));
+                      absl::ToChronoMicroseconds(options_.listen.shutdown_grace));
   }
   // No call is left: the loop's queues may go.
   if (serving_loop_) serving_loop_->Stop();
@@ -436,7 +404,7 @@ void RateLimitServer::Shutdown() {
   if (watcher_) watcher_->Stop();
   if (receipt_watcher_) receipt_watcher_->Stop();
   if (envoy_watcher_) envoy_watcher_->Stop();
-  if (exporter_) exporter_->Shutdown(options_.shutdown_grace);
+  if (exporter_) exporter_->Shutdown(options_.listen.shutdown_grace);
   if (gc_) gc_->Stop();
   if (store_) {
     if (absl::Status s = store_->Close(); !s.ok()) {

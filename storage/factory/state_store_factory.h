@@ -16,14 +16,10 @@
 
 namespace ratelimit {
 
-// What the server's flags say about the store. The backend is chosen here and nowhere else: a
-// new backend is a new StateStore implementation in a folder of its own (storage/memory/ is the
-// smallest) and one more line in OpenStateStore's table of backends.
-struct StoreOptions {
-  // "rocksdb" (default): durable, in `path`. "memory": nothing survives the process (for tests
-  // and benchmarks); `path`, `sync` and `salvage_wal` are ignored.
-  std::string backend = "rocksdb";
-  // The data directory; created if missing. Required for "rocksdb".
+// The RocksDB store's settings (the server's --data_dir, --sync, --salvage_wal, --wal_mmap,
+// --state_cache_mb).
+struct RocksDbOptions {
+  // The data directory; created if missing. Required.
   std::string path;
   // Also fsync every write (see RocksDbStateStoreOptions::sync). Default false.
   bool sync = false;
@@ -33,32 +29,56 @@ struct StoreOptions {
   // Write the WAL through a shared memory mapping (see RocksDbStateStoreOptions::map_wal).
   // Default true.
   bool map_wal = true;
-  // Memory bound of the RocksDB store's cache of hot states, in bytes (see
-  // RocksDbStateStoreOptions::state_cache_bytes). Default 256 MiB.
+  // Memory bound of the cache of hot states, in bytes (see
+  // RocksDbStateStoreOptions::state_cache_bytes). At most 2^50. Default 256 MiB.
   size_t state_cache_bytes = size_t{256} << 20;
-  // "redis": the states live in Redis (storage/redis/redis_state_store.h), a Redis Cluster or one
-  // standalone server (detected at open); `path`, `sync` and `salvage_wal` are ignored.
-  // Seed nodes "host:port[,host:port...]". Required for "redis".
-  std::string redis_address;
+};
+
+// The Redis store's settings (the server's --redis_* flags): a Redis Cluster or one standalone
+// server (detected at open), see storage/redis/redis_state_store.h.
+struct RedisOptions {
+  // Seed nodes "host:port[,host:port...]". Required.
+  std::string address;
   // A file holding the AUTH password (one line; a trailing newline is ignored). Empty: no AUTH.
-  std::string redis_password_file;
-  // Connecting to a node, and one command's round trip (redirections included). Default 1 s.
-  absl::Duration redis_timeout = absl::Seconds(1);
+  std::string password_file;
+  // Connecting to a node, and one command's round trip (redirections included). Positive.
+  // Default 1 s.
+  absl::Duration timeout = absl::Seconds(1);
   // How long the take of a request whose keys span slots is remembered (RedisStateStoreOptions::
-  // hold_ttl). At least twice redis_timeout. Default 10 s.
-  absl::Duration redis_hold_ttl = absl::Seconds(10);
+  // hold_ttl). At least twice `timeout`. Default 10 s.
+  absl::Duration hold_ttl = absl::Seconds(10);
   // Every Redis key starts with it; no '{' or '}'. Default "ratelimit:".
-  std::string redis_key_prefix = "ratelimit:";
+  std::string key_prefix = "ratelimit:";
   // Replicas that must acknowledge each pipelined batch of writes to a primary (one WAIT per
-  // batch) before its decisions are answered; fewer: UNAVAILABLE. Default 0: no WAIT.
-  int redis_wait_replicas = 0;
+  // batch) before its decisions are answered; fewer: UNAVAILABLE. Not negative. Default 0: no
+  // WAIT.
+  int wait_replicas = 0;
   // The scheduling of the Redis client's I/O thread (storage/worker_thread.h). Default: the
   // process's policy.
-  WorkerScheduling redis_io_scheduling = WorkerScheduling::kDefault;
+  WorkerScheduling io_scheduling = WorkerScheduling::kDefault;
+};
+
+// Which store to open, and the settings of each backend. The backend is chosen here and nowhere
+// else: a new backend is a new StateStore implementation in a folder of its own
+// (storage/memory/ is the smallest), one more line in OpenStateStore's table of backends and,
+// if it has settings, one more nested struct here.
+struct StoreOptions {
+  // "rocksdb" (default): durable, in rocksdb.path. "redis": shared by every replica. "memory":
+  // nothing survives the process (for trying out, tests and benchmarks).
+  std::string backend = "rocksdb";
+  RocksDbOptions rocksdb;
+  RedisOptions redis;
   // The clock that garbage collection compares against. Not owned; must outlive the store.
   // Default: the system clock.
   const Clock* clock = &SystemClock::Default();
 };
+
+// Every rule of `options`, checked once, here: OK, or INVALID_ARGUMENT naming the server flag
+// that sets the offending field (--store, --data_dir, --redis_timeout, ...): an unknown
+// backend, a missing required setting, a value out of its range, or the settings of one
+// backend given to another (--redis_address with --store=rocksdb, --sync with --store=redis).
+// OpenStateStore checks it first; the server checks it before anything starts.
+absl::Status ValidateStoreOptions(const StoreOptions& options);
 
 // What opening found, for the operator's log; empty for a backend with nothing to say.
 struct StoreOpenReport {
@@ -77,8 +97,8 @@ struct OpenedStateStore {
   StoreOpenReport report;
 };
 
-// Opens the store `options` describe. INVALID_ARGUMENT naming `backend` for an unknown one;
-// otherwise the errors of the backend's Open (for RocksDB: DATA_LOSS for a damaged log without
+// Opens the store `options` describe. INVALID_ARGUMENT as ValidateStoreOptions; otherwise the
+// errors of the backend's Open (for RocksDB: DATA_LOSS for a damaged log without
 // salvage_wal, FAILED_PRECONDITION for another format version, UNAVAILABLE when it cannot open;
 // for Redis: INVALID_ARGUMENT naming the bad field, UNAVAILABLE when no seed answers as Redis or
 // some slot is unserved, UNAUTHENTICATED for a refused password, each naming the address).

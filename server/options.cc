@@ -1,0 +1,105 @@
+#include "server/options.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+
+namespace {
+
+constexpr absl::Duration kYear = absl::Hours(24 * 366);
+
+absl::Status Invalid(absl::string_view flag, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
+}
+
+absl::Status ValidateListen(const ListenOptions& o, const AdminOptions& admin) {
+  if (o.serving_threads < 0 || o.serving_threads > 256) {
+    return Invalid("--serving_threads", "must be 0 (one per CPU) to 256");
+  }
+  if (!o.allow_insecure && !o.plaintext_address.empty() &&
+      !IsLoopbackAddress(o.plaintext_address)) {
+    return Invalid("--plaintext_listen",
+                   absl::StrCat(o.plaintext_address,
+                                " is not a loopback address; plaintext gRPC elsewhere needs "
+                                "--allow_insecure_listen"));
+  }
+  if (!admin.identities.empty() && o.tls.client_ca_file.empty()) {
+    return Invalid("--admin_identities",
+                   "requires --tls_client_ca_file (identities come from verified client "
+                   "certificates)");
+  }
+  if (!o.tls.enabled() && !o.allow_insecure && !IsLoopbackAddress(o.address)) {
+    return Invalid("--listen", absl::StrCat(o.address,
+                                            ": plaintext gRPC on an address that is not "
+                                            "loopback; configure --tls_cert_file and "
+                                            "--tls_key_file, or pass --allow_insecure_listen"));
+  }
+  if (o.max_concurrent_streams < 1) return Invalid("--max_concurrent_streams", "must be >= 1");
+  if (o.grpc_memory_limit_bytes < (int64_t{1} << 20) ||
+      o.grpc_memory_limit_bytes > (int64_t{1} << 60)) {
+    return Invalid("--grpc_memory_limit_mb", "must be between 1 and 2^40");
+  }
+  if (o.max_connection_idle <= absl::ZeroDuration()) {
+    return Invalid("--max_connection_idle", "must be positive (inf: never)");
+  }
+  if (o.keepalive_min_ping_interval < absl::ZeroDuration()) {
+    return Invalid("--keepalive_min_ping_interval", "must not be negative");
+  }
+  if (o.keepalive_max_ping_strikes < 0) {
+    return Invalid("--keepalive_max_ping_strikes", "must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStore(const ServerStoreOptions& o) {
+  if (o.threads < -1 || o.threads > 4096) {
+    return Invalid("--store_threads", "must be -1 (automatic) or 0 to 4096");
+  }
+  return ValidateStoreOptions(o.open);  // the backends' rules, kept by the factory
+}
+
+absl::Status ValidateReceipts(const ReceiptOptions& o) {
+  if (o.ttl <= absl::ZeroDuration() || o.ttl > kYear) {
+    return Invalid("--receipt_ttl", "must be positive and at most a year");
+  }
+  if (o.request_id_ttl <= absl::ZeroDuration() || o.request_id_ttl > kYear) {
+    return Invalid("--request_id_ttl", "must be positive and at most a year");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateObservability(const ObservabilityOptions& o) {
+  if (!o.metrics_listen.empty()) {
+    const size_t colon = o.metrics_listen.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(o.metrics_listen.substr(colon + 1), &port)) {
+      return Invalid("--metrics_listen",
+                     absl::StrCat("expected host:port, got ", o.metrics_listen));
+    }
+  }
+  if (!(o.otel_sample_ratio >= 0 && o.otel_sample_ratio <= 1)) {
+    return Invalid("--otel_sample_ratio", "must be in [0, 1]");
+  }
+  if (!o.otel_ca_file.empty() && !absl::StartsWith(o.otel_endpoint, "https://")) {
+    return Invalid("--otel_ca_file",
+                   absl::StrCat("set, but the collector endpoint \"", o.otel_endpoint,
+                                "\" is not https:// (traces would travel in clear)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateServerOptions(const ServerOptions& options) {
+  if (absl::Status s = ValidateListen(options.listen, options.admin); !s.ok()) return s;
+  if (absl::Status s = ValidateStore(options.store); !s.ok()) return s;
+  if (absl::Status s = ValidateReceipts(options.receipts); !s.ok()) return s;
+  return ValidateObservability(options.observability);
+}
+
+}  // namespace ratelimit
