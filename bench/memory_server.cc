@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   sigset_t signals = ratelimit::bench::BlockTerminationSignals();
 
   ratelimit::ServerOptions options;
-  options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.listen.address = absl::GetFlag(FLAGS_listen);
   absl::StatusOr<std::unique_ptr<ratelimit::RateLimitServer>> server =
       ratelimit::RateLimitServer::Start(options, ratelimit::SystemClock::Default(),
                                         std::make_unique<ratelimit::MemoryStateStore>());
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "start: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  if (!ratelimit::bench::AnnouncePort("memory-store server", options.listen_address,
+  if (!ratelimit::bench::AnnouncePort("memory-store server", options.listen.address,
                                       (*server)->port(), absl::GetFlag(FLAGS_port_file))) {
     return 1;
   }

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/config/watched_config.h"
 #include "server/envoy/envoy_config.h"
 #include "server/envoy/envoy_config_loader.h"
-#include "server/config/watched_config.h"
 
 namespace ratelimit {
 

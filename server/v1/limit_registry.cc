@@ -1,8 +1,8 @@
 #include "server/v1/limit_registry.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/v1/limits_file.h"
 #include "server/observability/log.h"
+#include "server/v1/limits_file.h"
 
 namespace ratelimit {
 namespace {

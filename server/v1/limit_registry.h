@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "server/v1/limits_file.h"
 #include "server/config/watched_config.h"
+#include "server/v1/limits_file.h"
 
 namespace ratelimit {
 

@@ -12,9 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ratelimit/v1/ratelimit.pb.h"
+#include "server/config/watched_config.h"
 #include "server/v1/limits_file.h"
 #include "server/v1/receipt.h"
-#include "server/config/watched_config.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {

@@ -47,8 +47,8 @@ struct RocksDbStateStoreOptions {
   size_t lock_stripes = 4096;
   // Block cache for the states column family. Default 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
-  // Memory bound of the cache of hot states (storage/rocksdb/state_cache.h), in bytes. Default 256 MiB.
-  // 0: no state is kept in memory beyond the decisions waiting for their WAL write.
+  // Memory bound of the cache of hot states (storage/rocksdb/state_cache.h), in bytes. Default 256
+  // MiB. 0: no state is kept in memory beyond the decisions waiting for their WAL write.
   size_t state_cache_bytes = size_t{256} << 20;
   // false (default): a WAL that does not replay cleanly (a truncated or corrupted record) makes
   // Open fail with DATA_LOSS, since acknowledged decisions would be lost. true: Open then
@@ -59,8 +59,8 @@ struct RocksDbStateStoreOptions {
   // wrappers that fail on command.
   std::shared_ptr<rocksdb::FileSystem> file_system;
   // true (default): WAL files are written through a shared memory mapping
-  // (storage/rocksdb/mapped_wal_file_system.h), as durable as a write(2) per group without the system
-  // call; they grow by `wal_map_chunk_bytes` at a time. false: one write(2) per group.
+  // (storage/rocksdb/mapped_wal_file_system.h), as durable as a write(2) per group without the
+  // system call; they grow by `wal_map_chunk_bytes` at a time. false: one write(2) per group.
   bool map_wal = true;
   size_t wal_map_chunk_bytes = size_t{1} << 20;
   // Called by the thread about to write a group of decisions to the WAL, before it writes (tests
@@ -86,9 +86,9 @@ struct RocksDbOpenReport {
 // "default" is unused. A hot key's memtable entry is updated in place. Decisions on one
 // key are serialized by a striped mutex; a multi-key Update locks its stripes in increasing order
 // (so two Updates never deadlock), reads the states (from the cache of hot states, else
-// RocksDB), decides, queues its writes for the next group write (storage/rocksdb/group_commit.h) and
-// puts its new states into the cache, where later decisions on the keys see them at once; it then
-// releases the stripes and returns once its group is in the WAL (and once every state it read
+// RocksDB), decides, queues its writes for the next group write (storage/rocksdb/group_commit.h)
+// and puts its new states into the cache, where later decisions on the keys see them at once; it
+// then releases the stripes and returns once its group is in the WAL (and once every state it read
 // is). Decisions made meanwhile by other threads share one WAL write. A failed group write fails
 // every decision queued until then and invalidates the whole cache, so a state that was never
 // written is never read again. UpdateWithRecords keeps its stripes until its write is in the

@@ -4,9 +4,9 @@
 // The RocksDB store's cache of hot states: a sharded LRU map from a stored key (the states
 // column family's key) to the key's latest state, so that a decision on a hot key costs no
 // RocksDB read. RocksDB stays the durable truth: an entry is either a copy of what RocksDB holds,
-// or a state a decision has queued for the WAL (storage/rocksdb/group_commit.h) and that later decisions
-// on the key must see at once. A queued entry is not evicted until its ticket is resolved (so a
-// miss never reads an older state from RocksDB than what was queued); the others are evicted,
+// or a state a decision has queued for the WAL (storage/rocksdb/group_commit.h) and that later
+// decisions on the key must see at once. A queued entry is not evicted until its ticket is resolved
+// (so a miss never reads an older state from RocksDB than what was queued); the others are evicted,
 // least recently used first, once a shard holds more than its share of the byte bound.
 //
 // Entries carry the epoch of the group commit they were made in; a lookup with another epoch

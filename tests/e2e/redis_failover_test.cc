@@ -117,10 +117,10 @@ TEST(RedisWaitFlagTest, ANegativeCountOrOneWithoutTheRedisStoreIsRefused) {
   const auto [c1, o1] = testing::RunCommand(
       server + " --store=redis --redis_address=127.0.0.1:1 --redis_wait_replicas=-1 2>&1");
   EXPECT_NE(c1, 0);
-  EXPECT_TRUE(absl::StrContains(o1, "--redis_wait_replicas must not be negative")) << o1;
+  EXPECT_TRUE(absl::StrContains(o1, "--redis_wait_replicas: must not be negative")) << o1;
   const auto [c2, o2] = testing::RunCommand(server + " --redis_wait_replicas=1 2>&1");
   EXPECT_NE(c2, 0);
-  EXPECT_TRUE(absl::StrContains(o2, "--redis_wait_replicas require --store=redis")) << o2;
+  EXPECT_TRUE(absl::StrContains(o2, "--redis_wait_replicas: require --store=redis")) << o2;
   const auto [c3, o3] = testing::RunCommand(server + " --helpfull 2>&1");
   EXPECT_TRUE(absl::StrContains(o3, "-redis_wait_replicas")) << o3;
 }
@@ -135,7 +135,7 @@ TEST(RedisHoldTtlFlagTest, LessThanTwiceTheTimeoutIsRefusedNamingBothFlags) {
       testing::RunCommand(server + " --redis_timeout=2s --redis_hold_ttl=3s 2>&1");
   EXPECT_NE(code, 0);
   EXPECT_TRUE(
-      absl::StrContains(out, "--redis_hold_ttl (3s) must be at least twice --redis_timeout (2s)"))
+      absl::StrContains(out, "--redis_hold_ttl: (3s) must be at least twice --redis_timeout (2s)"))
       << out;
 }
 

@@ -126,13 +126,14 @@ TEST_F(RedisServerStartTest, BadCombinationsOfFlagsAreRefused) {
   const std::string address = "--redis_address=" + nobody.target();
   const auto [c1, o1] = RunRefused(dir_, {"--store=redis"});
   EXPECT_NE(c1, 0);
-  EXPECT_TRUE(absl::StrContains(o1, "--store=redis requires --redis_address")) << o1;
+  EXPECT_TRUE(absl::StrContains(o1, "--redis_address: required by --store=redis")) << o1;
   const auto [c2, o2] = RunRefused(dir_, {address});
   EXPECT_NE(c2, 0);
   EXPECT_TRUE(absl::StrContains(o2, "require --store=redis")) << o2;
   const auto [c3, o3] = RunRefused(dir_, {"--store=etcd"});
   EXPECT_NE(c3, 0);
-  EXPECT_TRUE(absl::StrContains(o3, "--store must be rocksdb or redis")) << o3;
+  EXPECT_TRUE(absl::StrContains(o3, "--store: unknown state store")) << o3;
+  EXPECT_TRUE(absl::StrContains(o3, "(rocksdb, redis or memory)")) << o3;
   const auto [c4, o4] = RunRefused(dir_, {"--store=redis", address, "--sync"});
   EXPECT_NE(c4, 0);
   EXPECT_TRUE(absl::StrContains(o4, "--store=rocksdb only")) << o4;

@@ -36,15 +36,15 @@ using ::ratelimit::testing::TempDir;
 class EdgeServerTest : public ::testing::Test {
  protected:
   std::unique_ptr<RateLimitServer> Start(ServerOptions options) {
-    options.listen_address =
-        options.listen_address.empty() ? "127.0.0.1:0" : options.listen_address;
+    options.listen.address =
+        options.listen.address.empty() ? "127.0.0.1:0" : options.listen.address;
     auto server = RateLimitServer::Start(options, clock_, std::make_unique<MemoryStateStore>());
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }
   static ServerOptions Options() {
     ServerOptions o;
-    o.listen_address = "127.0.0.1:0";
+    o.listen.address = "127.0.0.1:0";
     return o;
   }
   FakeClock clock_;
@@ -54,7 +54,7 @@ TEST_F(EdgeServerTest, SecondServerOnTheSamePortFailsToStart) {
   auto first = Start(Options());
   ASSERT_NE(first, nullptr);
   ServerOptions o = Options();
-  o.listen_address = "127.0.0.1:" + std::to_string(first->port());
+  o.listen.address = "127.0.0.1:" + std::to_string(first->port());
   auto second = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
   EXPECT_FALSE(second.ok()) << "a second server shares port " << first->port();
 }
@@ -194,7 +194,7 @@ std::optional<uint32_t> AdvertisedMaxConcurrentStreams(int port) {
 
 TEST_F(EdgeServerTest, AdvertisesMaxConcurrentStreams) {
   ServerOptions o = Options();
-  o.max_concurrent_streams = 7;
+  o.listen.max_concurrent_streams = 7;
   auto server = Start(o);
   ASSERT_NE(server, nullptr);
   EXPECT_EQ(AdvertisedMaxConcurrentStreams(server->port()), std::optional<uint32_t>(7));
@@ -208,7 +208,7 @@ TEST_F(EdgeServerTest, DefaultLimitsConcurrentStreamsTo100) {
 
 TEST_F(EdgeServerTest, IdleConnectionIsClosedByTheServer) {
   ServerOptions o = Options();
-  o.max_connection_idle = absl::Milliseconds(200);
+  o.listen.max_connection_idle = absl::Milliseconds(200);
   auto server = Start(o);
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
@@ -271,7 +271,7 @@ grpc::Status CallWithRawBody(int port, const std::string& method, const std::str
 TEST_F(EdgeServerTest, MalformedBodyIsInvalidArgumentNamingTheProblem) {
   ServerOptions o = Options();
   TempDir dir;
-  o.envoy_config_dir = dir.path();  // serve the Envoy API too (no domains)
+  o.limits.envoy_config_dir = dir.path();  // serve the Envoy API too (no domains)
   auto server = Start(o);
   ASSERT_NE(server, nullptr);
   // A truncated length-delimited field and an invalid wire type: not a protobuf message.
@@ -300,8 +300,8 @@ TEST_F(EdgeServerTest, MalformedBodyIsInvalidArgumentNamingTheProblem) {
 TEST_F(EdgeServerTest, BadTracestateIsDroppedAndSpansStillArrive) {
   ::ratelimit::testing::FakeCollector collector;
   ServerOptions o = Options();
-  o.otel_endpoint = collector.target();
-  o.otel_exporter.batch_delay = absl::Milliseconds(10);
+  o.observability.otel_endpoint = collector.target();
+  o.observability.otel_exporter.batch_delay = absl::Milliseconds(10);
   auto server = Start(o);
   ASSERT_NE(server, nullptr);
   v1::RateLimitRequest request = MakeRequest("api", "k");

@@ -45,10 +45,12 @@ class StateIsolationTest : public ::testing::Test {
   void SetUp() override { std::filesystem::create_directories(dir_.File("envoy")); }
 
   void Start(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr) {
-    options.listen_address = "127.0.0.1:0";
-    if (options.data_dir == ServerOptions().data_dir) options.data_dir = dir_.File("data");
-    if (options.envoy_config_dir.empty()) options.envoy_config_dir = dir_.File("envoy");
-    options.admin_token = "s3cret";
+    options.listen.address = "127.0.0.1:0";
+    if (options.store.open.rocksdb.path == ServerOptions().store.open.rocksdb.path)
+      options.store.open.rocksdb.path = dir_.File("data");
+    if (options.limits.envoy_config_dir.empty())
+      options.limits.envoy_config_dir = dir_.File("envoy");
+    options.admin.token = "s3cret";
     auto server = RateLimitServer::Start(options, clock_, std::move(store));
     ASSERT_OK(server);
     server_ = *std::move(server);
@@ -100,7 +102,7 @@ TEST_F(StateIsolationTest, InlineLimitCannotReachALimitsFileState) {
                       "limits:\n  - name: api\n    kind: fixed_window\n    rate: 10\n"
                       "    period: 1h\n    start: 0s\n");
   ServerOptions options;
-  options.limits_file = dir_.File("limits.yaml");
+  options.limits.file = dir_.File("limits.yaml");
   Start(options);  // RocksDB in data_dir
   // An inline config for a defined name is still refused.
   auto refused = client_->Consume(Inline("api", "k", 1, 100));
@@ -135,8 +137,8 @@ TEST_F(StateIsolationTest, InlineLimitsDenyRefusesInlineConfigsOnly) {
                       "limits:\n  - name: api\n    kind: token_bucket\n    rate: 10\n"
                       "    period: 1s\n");
   ServerOptions options;
-  options.limits_file = dir_.File("limits.yaml");
-  options.inline_limits = InlineLimits::kDeny;
+  options.limits.file = dir_.File("limits.yaml");
+  options.limits.inline_limits = InlineLimits::kDeny;
   Start(options, std::make_unique<MemoryStateStore>());
   v1::RateLimitRequest both = MakeRequest("api", "k");
   *both.add_limits() = Inline("tmp", "k", 1, 5).limits(0);
@@ -157,7 +159,7 @@ TEST_F(StateIsolationTest, ResetReachesEachSourceAndOnlyIt) {
                       "limits:\n  - name: api\n    kind: fixed_window\n    rate: 10\n"
                       "    period: 1h\n    start: 0s\n");
   ServerOptions options;
-  options.limits_file = dir_.File("limits.yaml");
+  options.limits.file = dir_.File("limits.yaml");
   Start(options, std::make_unique<MemoryStateStore>());
   ASSERT_OK(client_->Consume(MakeRequest("api", "k", 4)));
   ASSERT_OK(client_->Consume(Inline("tmp", "k", 4, 10)));

@@ -87,7 +87,7 @@ TEST_F(StoreHealthServerTest, IdleRefilledStatesAreCollectedOnATimer) {
   ASSERT_NE(store, nullptr);
   RocksDbStateStore* rocks = store.get();
   ServerOptions o;
-  o.gc_interval = absl::Milliseconds(20);
+  o.store.gc_interval = absl::Milliseconds(20);
   Start(std::move(store), o);
   for (int i = 0; i < 100; ++i) {
     ASSERT_OK(client_->Consume(MakeRequest("api", absl::StrCat("user-", i))));

@@ -88,7 +88,9 @@ TEST(AlgebraOverflowTest, WindowArithmeticHoldsForAnyNow) {
       // A later decision on the stored state, at the same time and at the far end of time.
       for (int64_t later : {now, kMax}) {
         const Decision again = Decide(c, kId, d.next, 5, Mode::kReserve, later);
-        if (again.retry_at_us) EXPECT_GE(*again.retry_at_us, later);
+        if (again.retry_at_us) {
+          EXPECT_GE(*again.retry_at_us, later);
+        }
       }
     }
   }

@@ -141,7 +141,9 @@ TEST_P(PropertyTest, StoreMatchesTheReferenceModel) {
       clock.Advance(pick(5 * kSecond));
     high = std::max(high, clock.NowMicros());
     gc_clock.Set(high - kSecond);
-    if (step % 500 == 499) ASSERT_OK(Compact(**rocks));
+    if (step % 500 == 499) {
+      ASSERT_OK(Compact(**rocks));
+    }
 
     const int op = pick(20);
     if (op == 0) {

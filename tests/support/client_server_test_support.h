@@ -22,19 +22,20 @@ struct ServerAndClient {
 };
 
 // Writes `limits_yaml` to dir/limits.yaml, starts a server on 127.0.0.1:0 (gRPC, and the HTTP
-// endpoint on port 0 too) with the limits file and, unless options.data_dir was changed from its default,
-// dir/`data_subdir` as its data directory; on `store` (null: the RocksDB store of data_dir) with
-// `clock`; and connects a client with `client_options`.
+// endpoint on port 0 too) with the limits file and, unless options.store.open.rocksdb.path was
+// changed from its default, dir/`data_subdir` as its data directory; on `store` (null: the RocksDB
+// store of data_dir) with `clock`; and connects a client with `client_options`.
 inline absl::StatusOr<ServerAndClient> StartServerAndClient(
-    ServerOptions options, const TempDir& dir, const std::string& limits_yaml,
-    const Clock& clock, std::unique_ptr<StateStore> store = nullptr,
+    ServerOptions options, const TempDir& dir, const std::string& limits_yaml, const Clock& clock,
+    std::unique_ptr<StateStore> store = nullptr,
     ClientOptions client_options = ClientOptions{absl::Seconds(10), ""},
     const std::string& data_subdir = "data") {
   WriteFileAtomically(dir.File("limits.yaml"), limits_yaml);
-  options.listen_address = "127.0.0.1:0";
-  options.metrics_listen = "127.0.0.1:0";
-  if (options.data_dir == ServerOptions{}.data_dir) options.data_dir = dir.File(data_subdir);
-  options.limits_file = dir.File("limits.yaml");
+  options.listen.address = "127.0.0.1:0";
+  options.observability.metrics_listen = "127.0.0.1:0";
+  if (options.store.open.rocksdb.path == ServerOptions{}.store.open.rocksdb.path)
+    options.store.open.rocksdb.path = dir.File(data_subdir);
+  options.limits.file = dir.File("limits.yaml");
   auto server = RateLimitServer::Start(options, clock, std::move(store));
   if (!server.ok()) return server.status();
   ServerAndClient started;

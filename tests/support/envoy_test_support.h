@@ -97,10 +97,10 @@ class EnvoyServiceTestBase : public ::testing::Test {
     std::filesystem::create_directories(dir_.File("envoy"));
     WriteFileAtomically(dir_.File("envoy/config.yaml"), yaml);
     ServerOptions options;
-    options.listen_address = "127.0.0.1:0";
-    options.data_dir = dir_.File("data");
-    options.envoy_config_dir = dir_.File("envoy");
-    options.envoy_ratelimit_headers = headers;
+    options.listen.address = "127.0.0.1:0";
+    options.store.open.rocksdb.path = dir_.File("data");
+    options.limits.envoy_config_dir = dir_.File("envoy");
+    options.limits.envoy_ratelimit_headers = headers;
     auto server = RateLimitServer::Start(options, clock_, std::move(store));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

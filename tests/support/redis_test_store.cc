@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(const RedisT
   return OpenRedisTestStore(target, std::move(o));
 }
 
-absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(const RedisTestTarget& target,
-                                                                    RedisStateStoreOptions options) {
+absl::StatusOr<std::unique_ptr<RedisStateStore>> OpenRedisTestStore(
+    const RedisTestTarget& target, RedisStateStoreOptions options) {
   redis::RedisClusterClient::Options co;
   co.seeds = target.seeds;
   co.command_timeout = absl::Seconds(5);

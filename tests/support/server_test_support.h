@@ -52,13 +52,13 @@ inline std::pair<int, std::string> HttpGet(int port, const std::string& path) {
 class InProcessServerTest : public ::testing::Test {
  protected:
   // Starts the server with `options` (listen addresses, limits file and probe interval set
-  // here) on `store` (null: the one options.data_dir names).
+  // here) on `store` (null: the one options.store.open.rocksdb.path names).
   void StartServer(ServerOptions options, std::unique_ptr<StateStore> store) {
     WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);
-    options.listen_address = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    options.limits_file = dir_.File("limits.yaml");
-    options.health_probe_interval = absl::Milliseconds(10);
+    options.listen.address = "127.0.0.1:0";
+    options.observability.metrics_listen = "127.0.0.1:0";
+    options.limits.file = dir_.File("limits.yaml");
+    options.store.health_probe_interval = absl::Milliseconds(10);
     auto server = RateLimitServer::Start(options, clock_, std::move(store));
     ASSERT_OK(server);
     server_ = *std::move(server);

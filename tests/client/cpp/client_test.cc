@@ -30,9 +30,9 @@ class ClientTest : public ::testing::Test {
   void SetUp() override {
     WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);
     ServerOptions o;
-    o.listen_address = "127.0.0.1:0";
-    o.limits_file = dir_.File("limits.yaml");
-    o.admin_token = "tok";
+    o.listen.address = "127.0.0.1:0";
+    o.limits.file = dir_.File("limits.yaml");
+    o.admin.token = "tok";
     auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
     ASSERT_OK(server);
     server_ = *std::move(server);
@@ -146,8 +146,8 @@ TEST(ClientHealthTest, HealthFollowsTheServersStoreAndTheCliExitStatusSaysSo) {
   auto failing = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   FailingStateStore* store = failing.get();
   ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
-  o.health_probe_interval = absl::Milliseconds(20);
+  o.listen.address = "127.0.0.1:0";
+  o.store.health_probe_interval = absl::Milliseconds(20);
   auto server = RateLimitServer::Start(o, clock, std::move(failing));
   ASSERT_OK(server);
   const std::string target = "127.0.0.1:" + std::to_string((*server)->port());
@@ -182,7 +182,7 @@ TEST(ClientHealthTest, HealthFollowsTheServersStoreAndTheCliExitStatusSaysSo) {
 TEST(ClientCliTest, OmitReceiptsConsumesWithoutPrintingAReceipt) {
   FakeClock clock;
   ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
+  o.listen.address = "127.0.0.1:0";
   auto server = RateLimitServer::Start(o, clock, std::make_unique<MemoryStateStore>());
   ASSERT_OK(server);
   const std::string cli = absl::StrCat(

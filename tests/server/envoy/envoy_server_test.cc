@@ -35,10 +35,10 @@ class EnvoyServerTest : public ::testing::Test {
 
   ServerOptions Options() {
     ServerOptions o;
-    o.listen_address = "127.0.0.1:0";
-    o.data_dir = dir_.File("data");
-    o.envoy_config_dir = dir_.File("envoy");
-    o.admin_token = "s3cret";
+    o.listen.address = "127.0.0.1:0";
+    o.store.open.rocksdb.path = dir_.File("data");
+    o.limits.envoy_config_dir = dir_.File("envoy");
+    o.admin.token = "s3cret";
     return o;
   }
 
@@ -57,7 +57,7 @@ class EnvoyServerTest : public ::testing::Test {
 
 TEST_F(EnvoyServerTest, OffWithoutAConfigDirectory) {
   ServerOptions o = Options();
-  o.envoy_config_dir.clear();
+  o.limits.envoy_config_dir.clear();
   auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
   ASSERT_OK(server);
   EXPECT_EQ((*server)->envoy_service(), nullptr);
@@ -80,9 +80,9 @@ TEST_F(EnvoyServerTest, StartUpFailsOnABadConfigWithFileAndLine) {
 TEST_F(EnvoyServerTest, HotReloadAppliesAGoodEdit) {
   WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
   ServerOptions o = Options();
-  o.limits_reload_interval = absl::Milliseconds(5);
+  o.limits.reload_interval = absl::Milliseconds(5);
   ReloadRecorder reloads;
-  o.on_config_reload = reloads.Callback();
+  o.limits.on_config_reload = reloads.Callback();
   auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
   ASSERT_OK(server);
   EnvoyClient client(Target(**server));

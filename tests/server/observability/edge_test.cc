@@ -20,14 +20,14 @@
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
-#include "server/v1/convert.h"
-#include "server/v1/limit_registry.h"
 #include "server/observability/health.h"
 #include "server/observability/http_server.h"
 #include "server/observability/metrics.h"
 #include "server/observability/otlp_encoder.h"
 #include "server/observability/telemetry.h"
 #include "server/observability/trace_context.h"
+#include "server/v1/convert.h"
+#include "server/v1/limit_registry.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {

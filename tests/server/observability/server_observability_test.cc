@@ -52,10 +52,11 @@ const opentelemetry::proto::common::v1::AnyValue* Attr(const otlp::Span& span,
 class TelemetryServerTest : public InProcessServerTest {
  protected:
   void Start(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr) {
-    options.data_dir = dir_.File("data");
-    options.admin_token = "tok";
-    if (options.otel_resource.empty()) options.otel_resource = {{"service.name", "rl-test"}};
-    options.otel_exporter.batch_delay = absl::Milliseconds(10);
+    options.store.open.rocksdb.path = dir_.File("data");
+    options.admin.token = "tok";
+    if (options.observability.otel_resource.empty())
+      options.observability.otel_resource = {{"service.name", "rl-test"}};
+    options.observability.otel_exporter.batch_delay = absl::Milliseconds(10);
     StartServer(std::move(options), std::move(store));
     stub_ = v1::RateLimitService::NewStub(channel_);
   }
@@ -79,8 +80,9 @@ class TelemetryServerTest : public InProcessServerTest {
 TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceWithAStoreChild) {
   FakeCollector collector;
   ServerOptions o;
-  o.otel_endpoint = collector.target();
-  o.otel_sample_ratio = 0;  // new traces are not sampled: only the caller's flag matters
+  o.observability.otel_endpoint = collector.target();
+  o.observability.otel_sample_ratio =
+      0;  // new traces are not sampled: only the caller's flag matters
   Start(o);
   ASSERT_TRUE(Consume("u1", kTraceparent).ok());
   ASSERT_TRUE(collector.WaitForSpans(2));
@@ -119,9 +121,9 @@ TEST_F(TelemetryServerTest, SpansJoinTheCallersTraceWithAStoreChild) {
 TEST_F(TelemetryServerTest, DenialsErrorsKeysAndSamplingRatios) {
   FakeCollector collector;
   ServerOptions o;
-  o.otel_endpoint = collector.target();
-  o.otel_sample_ratio = 1;
-  o.trace_keys = true;
+  o.observability.otel_endpoint = collector.target();
+  o.observability.otel_sample_ratio = 1;
+  o.observability.trace_keys = true;
   Start(o);
   ASSERT_TRUE(Consume("u1").ok());
   ASSERT_TRUE(Consume("u1").ok());
@@ -148,8 +150,8 @@ TEST_F(TelemetryServerTest, DenialsErrorsKeysAndSamplingRatios) {
 TEST_F(TelemetryServerTest, RatioZeroSamplesNoNewTrace) {
   FakeCollector collector;
   ServerOptions o;
-  o.otel_endpoint = collector.target();
-  o.otel_sample_ratio = 0;
+  o.observability.otel_endpoint = collector.target();
+  o.observability.otel_sample_ratio = 0;
   Start(o);
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(Consume("k" + std::to_string(i)).ok());
   server_->Shutdown();
@@ -160,11 +162,12 @@ TEST_F(TelemetryServerTest, RatioZeroSamplesNoNewTrace) {
 TEST_F(TelemetryServerTest, RequestsKeepSucceedingWhileTheCollectorIsDown) {
   RefusingPort down;  // the collector: refuses connections
   ServerOptions o;
-  o.otel_endpoint = down.target();
-  o.otel_exporter.max_queue = 64;
-  o.otel_exporter.initial_backoff = absl::Seconds(30);  // the exporter is stuck retrying
-  o.otel_exporter.max_attempts = 100;
-  o.shutdown_grace = absl::Milliseconds(100);
+  o.observability.otel_endpoint = down.target();
+  o.observability.otel_exporter.max_queue = 64;
+  o.observability.otel_exporter.initial_backoff =
+      absl::Seconds(30);  // the exporter is stuck retrying
+  o.observability.otel_exporter.max_attempts = 100;
+  o.listen.shutdown_grace = absl::Milliseconds(100);
   Start(o);
   for (int i = 0; i < 500; ++i) {
     ASSERT_TRUE(Consume("k" + std::to_string(i)).ok()) << i;
@@ -182,7 +185,7 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
   auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   FailingStateStore* failing = store.get();
   ServerOptions o;
-  o.failure_policy = FailurePolicy::kOpen;
+  o.store.failure_policy = FailurePolicy::kOpen;
   Start(o, std::move(store));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Consume("u1").ok());  // 2 allowed, 1 denied
   {
@@ -229,9 +232,9 @@ TEST_F(TelemetryServerTest, MetricsCountKnownTrafficExactly) {
 
 TEST_F(TelemetryServerTest, ConfigReloadsAndRocksDbGaugesAreExposed) {
   ServerOptions o;
-  o.limits_reload_interval = absl::Milliseconds(10);
+  o.limits.reload_interval = absl::Milliseconds(10);
   ReloadRecorder reloads;
-  o.on_config_reload = reloads.Callback();
+  o.limits.on_config_reload = reloads.Callback();
   Start(o);
   ASSERT_TRUE(Consume("u1").ok());
   WriteFileAtomically(dir_.File("limits.yaml"), "limits: [oops");
@@ -270,11 +273,11 @@ descriptors:
       requests_per_unit: 1
 )");
   ServerOptions o;
-  o.envoy_config_dir = dir_.File("envoy");
-  o.otel_endpoint = collector.target();
-  o.limits_reload_interval = absl::Milliseconds(10);
+  o.limits.envoy_config_dir = dir_.File("envoy");
+  o.observability.otel_endpoint = collector.target();
+  o.limits.reload_interval = absl::Milliseconds(10);
   ReloadRecorder reloads;
-  o.on_config_reload = reloads.Callback();
+  o.limits.on_config_reload = reloads.Callback();
   Start(o);
   auto envoy = ::envoy::service::ratelimit::v3::RateLimitService::NewStub(channel_);
   auto call = [&](const char* key, const char* value) {
@@ -391,14 +394,14 @@ TEST_F(TelemetryServerTest, HealthGoesStartingServingDraining) {
   gate->CloseGate();  // the start-up probe waits: the server is "starting"
   WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);
   ServerOptions o;
-  o.listen_address = "127.0.0.1:0";
-  o.metrics_listen = "127.0.0.1:0";
-  o.limits_file = dir_.File("limits.yaml");
-  o.shutdown_grace = absl::Seconds(60);
-  o.health_probe_interval = absl::Hours(1);  // only the start-up probe touches the gate
+  o.listen.address = "127.0.0.1:0";
+  o.observability.metrics_listen = "127.0.0.1:0";
+  o.limits.file = dir_.File("limits.yaml");
+  o.listen.shutdown_grace = absl::Seconds(60);
+  o.store.health_probe_interval = absl::Hours(1);  // only the start-up probe touches the gate
   std::atomic<int> metrics_port{0};
   absl::Notification listening;
-  o.on_metrics_listening = [&](int port) {
+  o.observability.on_metrics_listening = [&](int port) {
     metrics_port = port;
     listening.Notify();
   };

@@ -125,7 +125,7 @@ TEST(StoreThreadsTest, TheServerKeepsMoreDecisionsInFlightThanGrpcHasCallbackThr
   TempDir dir;
   FakeClock clock;
   ServerOptions options;
-  options.store_threads = kCallers;
+  options.store.threads = kCallers;
   auto started = StartServerAndClient(options, dir, kFastApiLimits, clock,
                                       std::make_unique<RendezvousStore>(kCallers),
                                       ClientOptions{absl::Seconds(60), ""});
@@ -183,7 +183,7 @@ TEST(StoreThreadsTest, ACallThatNeverWaitsIsNotQueuedBehindOneThatDoes) {
   TempDir dir;
   FakeClock clock;
   ServerOptions options;
-  options.store_threads = 1;  // one thread, taken by the stuck transaction
+  options.store.threads = 1;  // one thread, taken by the stuck transaction
   auto owned = std::make_unique<GatedSyncStore>();
   GatedSyncStore& store = *owned;
   auto started = StartServerAndClient(options, dir, kFastApiLimits, clock, std::move(owned),
@@ -223,8 +223,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 100}
 )");
   ServerOptions options;
-  options.store_threads = 1;  // one thread, taken by the stuck transaction
-  options.envoy_config_dir = dir.File("envoy");
+  options.store.threads = 1;  // one thread, taken by the stuck transaction
+  options.limits.envoy_config_dir = dir.File("envoy");
   auto owned = std::make_unique<GatedSyncStore>();
   GatedSyncStore& store = *owned;
   auto started = StartServerAndClient(options, dir, kFastApiLimits, clock, std::move(owned));

@@ -68,10 +68,10 @@ class TlsObservabilityTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(pki_.ok()) << pki_.status(); }
 
   absl::StatusOr<std::unique_ptr<RateLimitServer>> Start(ServerOptions o) {
-    o.listen_address = "127.0.0.1:0";
-    o.otel_exporter.batch_delay = absl::Milliseconds(10);
-    o.otel_exporter.initial_backoff = absl::Milliseconds(10);
-    o.otel_exporter.max_attempts = 2;
+    o.listen.address = "127.0.0.1:0";
+    o.observability.otel_exporter.batch_delay = absl::Milliseconds(10);
+    o.observability.otel_exporter.initial_backoff = absl::Milliseconds(10);
+    o.observability.otel_exporter.max_attempts = 2;
     return RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
   }
 
@@ -94,8 +94,8 @@ class TlsObservabilityTest : public ::testing::Test {
 TEST_F(TlsObservabilityTest, HttpsEndpointExportsToATlsCollectorVerifiedByTheCaFile) {
   TlsCollector tls_collector(pki_);
   ServerOptions o;
-  o.otel_endpoint = "https://127.0.0.1:" + std::to_string(tls_collector.port());
-  o.otel_ca_file = pki_.Cert("ca");
+  o.observability.otel_endpoint = "https://127.0.0.1:" + std::to_string(tls_collector.port());
+  o.observability.otel_ca_file = pki_.Cert("ca");
   auto server = Start(o);
   ASSERT_OK(server);
   Consume(**server);
@@ -105,8 +105,8 @@ TEST_F(TlsObservabilityTest, HttpsEndpointExportsToATlsCollectorVerifiedByTheCaF
 TEST_F(TlsObservabilityTest, CollectorWhoseCertificateDoesNotVerifyGetsNothing) {
   TlsCollector tls_collector(pki_);
   ServerOptions o;
-  o.otel_endpoint = "https://127.0.0.1:" + std::to_string(tls_collector.port());
-  o.otel_ca_file = pki_.Cert("other-ca");
+  o.observability.otel_endpoint = "https://127.0.0.1:" + std::to_string(tls_collector.port());
+  o.observability.otel_ca_file = pki_.Cert("other-ca");
   auto server = Start(o);
   ASSERT_OK(server);
   Consume(**server);
@@ -117,8 +117,8 @@ TEST_F(TlsObservabilityTest, CollectorWhoseCertificateDoesNotVerifyGetsNothing) 
 TEST_F(TlsObservabilityTest, HttpsEndpointIsNeverDowngradedToAPlaintextCollector) {
   FakeCollector plaintext;
   ServerOptions o;
-  o.otel_endpoint = "https://" + plaintext.target();
-  o.otel_ca_file = pki_.Cert("ca");
+  o.observability.otel_endpoint = "https://" + plaintext.target();
+  o.observability.otel_ca_file = pki_.Cert("ca");
   auto server = Start(o);
   ASSERT_OK(server);
   Consume(**server);
@@ -128,8 +128,8 @@ TEST_F(TlsObservabilityTest, HttpsEndpointIsNeverDowngradedToAPlaintextCollector
 
 TEST_F(TlsObservabilityTest, CaFileWithAPlaintextEndpointFailsStart) {
   ServerOptions o;
-  o.otel_endpoint = "http://127.0.0.1:4317";
-  o.otel_ca_file = pki_.Cert("ca");
+  o.observability.otel_endpoint = "http://127.0.0.1:4317";
+  o.observability.otel_ca_file = pki_.Cert("ca");
   auto server = Start(o);
   ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(server.status().message(), "--otel_ca_file")) << server.status();
@@ -137,9 +137,9 @@ TEST_F(TlsObservabilityTest, CaFileWithAPlaintextEndpointFailsStart) {
 
 TEST_F(TlsObservabilityTest, MetricsOverHttpsAndRotation) {
   ServerOptions o;
-  o.metrics_listen = "127.0.0.1:0";
-  o.metrics_tls_cert_file = dir_.File("metrics.pem");
-  o.metrics_tls_key_file = dir_.File("metrics.key");
+  o.observability.metrics_listen = "127.0.0.1:0";
+  o.observability.metrics_tls_cert_file = dir_.File("metrics.pem");
+  o.observability.metrics_tls_key_file = dir_.File("metrics.key");
   ASSERT_OK(pki_.Issue("metrics", "ca", "metrics", "DNS:localhost,IP:127.0.0.1"));
   auto server = Start(o);
   ASSERT_OK(server);
@@ -165,9 +165,9 @@ TEST_F(TlsObservabilityTest, MetricsOverHttpsAndRotation) {
 
 TEST_F(TlsObservabilityTest, BadMetricsKeyFailsStartNamingTheFlag) {
   ServerOptions o;
-  o.metrics_listen = "127.0.0.1:0";
-  o.metrics_tls_cert_file = pki_.Cert("server");
-  o.metrics_tls_key_file = pki_.Key("admin");
+  o.observability.metrics_listen = "127.0.0.1:0";
+  o.observability.metrics_tls_cert_file = pki_.Cert("server");
+  o.observability.metrics_tls_key_file = pki_.Key("admin");
   auto server = Start(o);
   ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(server.status().message(), "--metrics_tls_key_file"));

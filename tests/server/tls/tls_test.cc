@@ -61,10 +61,10 @@ class TlsTest : public ::testing::Test {
 
   ServerOptions TlsOptions(bool mtls) {
     ServerOptions o;
-    o.listen_address = "127.0.0.1:0";
-    o.tls.cert_file = pki_.Cert("server");
-    o.tls.key_file = pki_.Key("server");
-    if (mtls) o.tls.client_ca_file = pki_.Cert("ca");
+    o.listen.address = "127.0.0.1:0";
+    o.listen.tls.cert_file = pki_.Cert("server");
+    o.listen.tls.key_file = pki_.Key("server");
+    if (mtls) o.listen.tls.client_ca_file = pki_.Cert("ca");
     return o;
   }
 
@@ -140,7 +140,7 @@ TEST_F(TlsTest, MutualTlsRefusesACertificateOfAnotherCa) {
 
 TEST_F(TlsTest, RotatedCertificateIsServedWithoutRestart) {
   ServerOptions o = TlsOptions(false);
-  o.tls.reload_interval = absl::Seconds(1);
+  o.listen.tls.reload_interval = absl::Seconds(1);
   auto server = Start(o);
   ASSERT_OK(server);
   const int port = (*server)->port();
@@ -153,21 +153,21 @@ TEST_F(TlsTest, RotatedCertificateIsServedWithoutRestart) {
 
 TEST_F(TlsTest, RotatedClientCaIsUsedWithoutRestart) {
   ServerOptions o = TlsOptions(true);
-  o.tls.client_ca_file = dir_.File("client-ca.pem");
-  testing::WriteFileAtomically(o.tls.client_ca_file, Contents(pki_.Cert("ca")));
-  o.tls.reload_interval = absl::Seconds(1);
+  o.listen.tls.client_ca_file = dir_.File("client-ca.pem");
+  testing::WriteFileAtomically(o.listen.tls.client_ca_file, Contents(pki_.Cert("ca")));
+  o.listen.tls.reload_interval = absl::Seconds(1);
   auto server = Start(o);
   ASSERT_OK(server);
   ASSERT_EQ(Client(**server, "rogue")->Consume(InlineRequest()).status().code(),
             absl::StatusCode::kUnavailable);
-  testing::WriteFileAtomically(o.tls.client_ca_file, Contents(pki_.Cert("other-ca")));
+  testing::WriteFileAtomically(o.listen.tls.client_ca_file, Contents(pki_.Cert("other-ca")));
   // Each attempt is a new client (a new connection), so the new bundle is what verifies it.
   EXPECT_TRUE(Eventually([&] { return Client(**server, "rogue")->Consume(InlineRequest()).ok(); }));
 }
 
 TEST_F(TlsTest, PlaintextListenerBesideTls) {
   ServerOptions o = TlsOptions(true);
-  o.plaintext_listen = "127.0.0.1:0";
+  o.listen.plaintext_address = "127.0.0.1:0";
   auto server = Start(o);
   ASSERT_OK(server);
   ASSERT_NE((*server)->plaintext_port(), 0);
@@ -178,24 +178,24 @@ TEST_F(TlsTest, PlaintextListenerBesideTls) {
 
 TEST_F(TlsTest, PlaintextOnANonLoopbackAddressIsRefused) {
   ServerOptions o;
-  o.listen_address = "0.0.0.0:0";
+  o.listen.address = "0.0.0.0:0";
   auto server = Start(o);
   ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(server.status().message(), "--allow_insecure_listen"));
 
   ServerOptions tls = TlsOptions(false);
-  tls.plaintext_listen = "[::]:0";
+  tls.listen.plaintext_address = "[::]:0";
   server = Start(tls);
   ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(server.status().message(), "--plaintext_listen"));
 
-  o.allow_insecure_listen = true;
+  o.listen.allow_insecure = true;
   EXPECT_OK(Start(o));
 }
 
 TEST_F(TlsTest, TlsOnANonLoopbackAddressNeedsNoExemption) {
   ServerOptions o = TlsOptions(false);
-  o.listen_address = "0.0.0.0:0";
+  o.listen.address = "0.0.0.0:0";
   EXPECT_OK(Start(o));
 }
 
@@ -218,10 +218,10 @@ TEST_F(TlsTest, BadFilesFailStartNamingTheFlagAndFile) {
   };
   for (const Case& c : cases) {
     ServerOptions o;
-    o.listen_address = "127.0.0.1:0";
-    o.tls.cert_file = c.cert;
-    o.tls.key_file = c.key;
-    o.tls.client_ca_file = c.ca;
+    o.listen.address = "127.0.0.1:0";
+    o.listen.tls.cert_file = c.cert;
+    o.listen.tls.key_file = c.key;
+    o.listen.tls.client_ca_file = c.ca;
     auto server = Start(o);
     ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << c.flag;
     EXPECT_TRUE(absl::StrContains(server.status().message(), c.flag)) << server.status();
@@ -231,7 +231,7 @@ TEST_F(TlsTest, BadFilesFailStartNamingTheFlagAndFile) {
 
 TEST_F(TlsTest, AdminIdentitiesNeedClientCertificates) {
   ServerOptions o = TlsOptions(false);
-  o.admin_identities = {"spiffe://example.org/admin"};
+  o.admin.identities = {"spiffe://example.org/admin"};
   auto server = Start(o);
   ASSERT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(server.status().message(), "--tls_client_ca_file"));
@@ -239,7 +239,7 @@ TEST_F(TlsTest, AdminIdentitiesNeedClientCertificates) {
 
 TEST_F(TlsTest, ResetByAdminIdentity) {
   ServerOptions o = TlsOptions(true);
-  o.admin_identities = {"spiffe://example.org/admin", "ops.example.org"};
+  o.admin.identities = {"spiffe://example.org/admin", "ops.example.org"};
   auto server = Start(o);
   ASSERT_OK(server);
   auto user = Client(**server, "user");

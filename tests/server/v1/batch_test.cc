@@ -510,7 +510,7 @@ TEST_F(BatchTest, FailedStoreOpenAllowsEachEntryFailedOpen) {
   auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   FailingStateStore* failing = store.get();
   ServerOptions options;
-  options.failure_policy = FailurePolicy::kOpen;
+  options.store.failure_policy = FailurePolicy::kOpen;
   StartServer(options, std::move(store));
   failing->FailWith(absl::UnavailableError("disk full"));
   auto r = client_->Batch(Batch({{v1::BatchEntry::CONSUME, MakeRequest("api", "u1", 20)},

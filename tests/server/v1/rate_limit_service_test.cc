@@ -30,7 +30,7 @@ TEST(RateLimitServiceLogTest, AHundredThousandFailingRequestsLogAFewLinesThatAdd
   auto failing = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   failing->FailWith(absl::UnavailableError("No space left on device"));
   ServerOptions options;
-  options.failure_policy = FailurePolicy::kOpen;
+  options.store.failure_policy = FailurePolicy::kOpen;
   ::testing::internal::CaptureStderr();
   {
     auto started = StartServerAndClient(options, dir, kApiLimits, clock, std::move(failing));

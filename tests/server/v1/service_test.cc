@@ -26,7 +26,7 @@ class ServiceTest : public ::testing::Test {
  protected:
   void StartServer(ServerOptions options = {}, std::unique_ptr<StateStore> store = nullptr,
                    const Clock* clock = nullptr) {
-    if (options.admin_token.empty()) options.admin_token = "s3cret";
+    if (options.admin.token.empty()) options.admin.token = "s3cret";
     auto started =
         StartServerAndClient(std::move(options), dir_, kLimits, clock ? *clock : clock_,
                              std::move(store), ClientOptions{absl::Seconds(10), "s3cret"});
@@ -346,10 +346,10 @@ TEST_F(ServiceTest, ResetOfAnUnconfiguredNameIsNotFoundAndChangesNothing) {
 TEST_F(ServiceTest, ResetIsDisabledWithoutAConfiguredToken) {
   // A server started without a token refuses every reset, whatever the caller sends.
   ServerOptions options;
-  options.admin_token = "";
+  options.admin.token = "";
   WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
-  options.listen_address = "127.0.0.1:0";
-  options.data_dir = dir_.File("data");
+  options.listen.address = "127.0.0.1:0";
+  options.store.open.rocksdb.path = dir_.File("data");
   auto server = RateLimitServer::Start(options, clock_);
   ASSERT_OK(server);
   auto client = RateLimitClient::Connect("127.0.0.1:" + std::to_string((*server)->port()),
@@ -381,7 +381,7 @@ TEST_F(ServiceTest, StoreFailureAllowsAndSaysSoWhenFailingOpen) {
   auto store = std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>());
   FailingStateStore* failing = store.get();
   ServerOptions options;
-  options.failure_policy = FailurePolicy::kOpen;
+  options.store.failure_policy = FailurePolicy::kOpen;
   StartServer(options, std::move(store));
   failing->FailWith(absl::UnavailableError("disk gone"));
   auto r = client_->Consume(MakeRequest("api", "u1"));

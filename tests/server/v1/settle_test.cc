@@ -39,8 +39,8 @@ const std::string kKey2(64, 'b');
 class SettleServiceTest : public ::testing::Test {
  protected:
   void StartServer(ServerOptions options = {}) {
-    options.limits_reload_interval = absl::Milliseconds(10);
-    options.on_config_reload = reloads_.Callback();
+    options.limits.reload_interval = absl::Milliseconds(10);
+    options.limits.on_config_reload = reloads_.Callback();
     auto started = StartServerAndClient(std::move(options), dir_, kApiAndOtherPer10sLimits, clock_);
     ASSERT_OK(started);
     server_ = std::move(started->server);
@@ -173,7 +173,7 @@ TEST_F(SettleServiceTest, ReceiptOfOneNameAndKeyCannotSettleAnother) {
 
 TEST_F(SettleServiceTest, ExpiredReceiptIsRefused) {
   ServerOptions o;
-  o.receipt_ttl = absl::Minutes(5);
+  o.receipts.ttl = absl::Minutes(5);
   StartServer(o);
   const std::string receipt = Take("api", "u1", 6);
   ASSERT_OK(client_->Consume(MakeRequest("api", "u1", 4)));
@@ -187,7 +187,7 @@ TEST_F(SettleServiceTest, ExpiredReceiptIsRefused) {
 TEST_F(SettleServiceTest, ReceiptOfARemovedKeyIsRefusedAndRotationKeepsThePreviousKey) {
   WriteFileAtomically(dir_.File("keys"), kKey1 + "\n");
   ServerOptions o;
-  o.receipt_key_file = dir_.File("keys");
+  o.receipts.key_file = dir_.File("keys");
   StartServer(o);
   const std::string first = Take("api", "u1", 2);
   const std::string second = Take("api", "u1", 2);

@@ -11,7 +11,7 @@ using ::ratelimit::testing::TempDir;
 TEST(StateStoreFactoryTest, OpensRocksDbByDefault) {
   TempDir dir;
   StoreOptions options;
-  options.path = dir.File("data");
+  options.rocksdb.path = dir.File("data");
   absl::StatusOr<OpenedStateStore> opened = OpenStateStore(options);
   ASSERT_TRUE(opened.ok()) << opened.status();
   ASSERT_NE(opened->store, nullptr);
@@ -47,7 +47,29 @@ TEST(StateStoreFactoryTest, MemoryBackendAndUnknownBackend) {
   options.backend = "cassandra";
   opened = OpenStateStore(options);
   EXPECT_EQ(opened.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(opened.status().message().find("backend"), absl::string_view::npos);
+  EXPECT_EQ(opened.status().message(),
+            "--store: unknown state store \"cassandra\" (rocksdb, redis or memory)");
+}
+
+TEST(StateStoreFactoryTest, EachBackendsRulesAreCheckedBeforeOpening) {
+  StoreOptions options;  // rocksdb, without a data directory
+  absl::StatusOr<OpenedStateStore> opened = OpenStateStore(options);
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(opened.status().message(), "--data_dir: required by --store=rocksdb");
+
+  options.rocksdb.path = "/nonexistent/never/opened";
+  options.redis.address = "127.0.0.1:1";  // another backend's setting
+  opened = OpenStateStore(options);
+  EXPECT_EQ(opened.status().message(),
+            "--redis_address, --redis_password_file and --redis_wait_replicas: require "
+            "--store=redis");
+
+  options.backend = "redis";
+  options.redis.timeout = absl::Seconds(2);
+  options.redis.hold_ttl = absl::Seconds(3);
+  opened = OpenStateStore(options);
+  EXPECT_EQ(opened.status().message(),
+            "--redis_hold_ttl: (3s) must be at least twice --redis_timeout (2s)");
 }
 
 }  // namespace

@@ -224,10 +224,10 @@ TEST_F(RedisClusterStoreTest, KeysWithTheSameHashTagAreDecidedInOneCallWithoutAH
 TEST_F(RedisClusterStoreTest, AHoldExpiresAfterTheHoldTtlTheFactoryWasGiven) {
   StoreOptions options;
   options.backend = "redis";
-  options.redis_address = target_.seeds;
-  options.redis_key_prefix = target_.key_prefix;
-  options.redis_timeout = absl::Seconds(1);
-  options.redis_hold_ttl = absl::Seconds(3);
+  options.redis.address = target_.seeds;
+  options.redis.key_prefix = target_.key_prefix;
+  options.redis.timeout = absl::Seconds(1);
+  options.redis.hold_ttl = absl::Seconds(3);
   absl::StatusOr<OpenedStateStore> opened = OpenStateStore(options);
   ASSERT_OK(opened);
   const StateKey u{"user", "u42"};
@@ -252,7 +252,7 @@ TEST_F(RedisClusterStoreTest, AHoldExpiresAfterTheHoldTtlTheFactoryWasGiven) {
   EXPECT_EQ(holds, 2);
 
   // Less than twice the command timeout is refused: a hold must outlive its request.
-  options.redis_hold_ttl = absl::Milliseconds(1500);
+  options.redis.hold_ttl = absl::Milliseconds(1500);
   absl::StatusOr<OpenedStateStore> refused = OpenStateStore(options);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "redis_hold_ttl")) << refused.status();

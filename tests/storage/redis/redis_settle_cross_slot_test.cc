@@ -109,8 +109,8 @@ class CrossSlotRecordTest : public ::testing::Test {
 TEST_F(CrossSlotRecordTest, ASettleOfReceiptsInDifferentSlotsGivesBackBoth) {
   Consume("a", 100);
   Consume("b", 40);
-  auto settled = limiter_->Settle(std::vector<SettleItem>{Receipt("a", 100, "ra"),
-                                                          Receipt("b", 40, "rb")});
+  auto settled =
+      limiter_->Settle(std::vector<SettleItem>{Receipt("a", 100, "ra"), Receipt("b", 40, "rb")});
   ASSERT_OK(settled);
   ASSERT_FALSE(settled->already_settled.has_value());
   ASSERT_EQ(settled->results.size(), 2u);
@@ -144,8 +144,8 @@ TEST_F(CrossSlotRecordTest, ASettleWithOneSpentReceiptAndOneFreshIsRefusedAndCha
   Consume("b", 100);
   ASSERT_OK(limiter_->Settle(std::vector<SettleItem>{Receipt("b", 100, "rb")}));
   EXPECT_DOUBLE_EQ(Value("b"), 700);
-  auto mixed = limiter_->Settle(std::vector<SettleItem>{Receipt("a", 100, "ra"),
-                                                        Receipt("b", 100, "rb")});
+  auto mixed =
+      limiter_->Settle(std::vector<SettleItem>{Receipt("a", 100, "ra"), Receipt("b", 100, "rb")});
   ASSERT_OK(mixed);
   ASSERT_TRUE(mixed->already_settled.has_value());
   EXPECT_EQ(*mixed->already_settled, 1u);  // the spent one

@@ -65,11 +65,11 @@ class RedisTraceTest : public InProcessServerTest {
     auto store = testing::OpenRedisTestStore(target_, &clock_);
     ASSERT_OK(store);
     ServerOptions o;
-    o.data_dir = dir_.File("data");
-    o.admin_token = "tok";
-    o.otel_endpoint = collector_.target();
-    o.otel_sample_ratio = sample_ratio;
-    o.otel_exporter.batch_delay = absl::Milliseconds(10);
+    o.store.open.rocksdb.path = dir_.File("data");
+    o.admin.token = "tok";
+    o.observability.otel_endpoint = collector_.target();
+    o.observability.otel_sample_ratio = sample_ratio;
+    o.observability.otel_exporter.batch_delay = absl::Milliseconds(10);
     StartServer(std::move(o), *std::move(store));
     stub_ = v1::RateLimitService::NewStub(channel_);
   }
