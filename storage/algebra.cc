@@ -1,3 +1,8 @@
+// The algebra's arithmetic (formulas: docs/api.md "Semantics"). Repeated in Lua, bit for bit, by
+// storage/redis/ratelimit.lua, which the Redis store runs inside Redis: a change here is a change
+// there. One table of vectors (tests/support/algebra_vectors.h) runs through both, in algebra_test
+// and redis_lua_test; this file is compiled with -ffp-contract=off so that no fused multiply-add
+// changes a result.
 #include "storage/algebra.h"
 
 #include <algorithm>

@@ -3,7 +3,8 @@
 -- whole operation on keys of one slot, atomically, and writes its states. It computes exactly
 -- what the C++ algebra computes (same IEEE operations in the same order); the server explains the
 -- decision (retry_at, reasons, jitter) by running the C++ algebra on the states and time this
--- function returns, and checks that both agree.
+-- function returns, and checks that both agree. One table of vectors
+-- (tests/support/algebra_vectors.h) runs through both, in algebra_test and redis_lua_test.
 --
 -- Stored state, one string per key: "<value> <ts_us> <full_at_us>", each printed with '%.17g'
 -- (which, with tonumber, round-trips every double exactly).
