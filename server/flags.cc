@@ -150,6 +150,12 @@ ABSL_FLAG(std::string, envoy_config_dir, "",
           "(one domain per file, hot-reloaded); empty: the Envoy API is off");
 ABSL_FLAG(bool, envoy_ratelimit_headers, false,
           "Envoy API: return RateLimit-Limit/-Remaining/-Reset in response_headers_to_add");
+ABSL_FLAG(bool, envoy_shadow_mode, false,
+          "Envoy API: never deny (an OVER_LIMIT answer becomes OK; statuses and statistics "
+          "unchanged), as the reference's SHADOW_MODE");
+ABSL_FLAG(bool, envoy_quota_mode, false,
+          "Envoy API: every descriptor is a quota descriptor (a request is OVER_LIMIT only when "
+          "every one is over), as the reference's QUOTA_MODE");
 
 namespace ratelimit {
 
@@ -277,6 +283,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   }
   limits.envoy_config_dir = absl::GetFlag(FLAGS_envoy_config_dir);
   limits.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);
+  limits.envoy_shadow_mode = absl::GetFlag(FLAGS_envoy_shadow_mode);
+  limits.envoy_quota_mode = absl::GetFlag(FLAGS_envoy_quota_mode);
 
   options.receipts.key_file = absl::GetFlag(FLAGS_receipt_key_file);
   options.receipts.ttl = absl::GetFlag(FLAGS_receipt_ttl);

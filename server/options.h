@@ -92,6 +92,10 @@ struct LimitsOptions {
   std::string envoy_config_dir;
   // Envoy API: add RateLimit-Limit / -Remaining / -Reset to response_headers_to_add.
   bool envoy_ratelimit_headers = false;
+  // Envoy API: no request is denied (an OVER_LIMIT overall code is answered OK).
+  bool envoy_shadow_mode = false;
+  // Envoy API: every descriptor is a quota descriptor (quota_mode on every rule).
+  bool envoy_quota_mode = false;
   // Called on the watcher's thread after each reload attempt of a changed configuration
   // ("limits", "envoy" or "receipt_keys") with its outcome (OK, or why the previous
   // configuration stays), once the outcome is counted. May be empty (default).

@@ -262,11 +262,18 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
     if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     s->service_->set_envoy_reset_resolver([registry = &s->envoy_registry_](const ResetTarget& t) {
-      return EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path,
-                                 t.envoy_override);
+      absl::StatusOr<EnvoyResetState> state =
+          EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path, t.envoy_override);
+      if (!state.ok())
+        return absl::StatusOr<RateLimitServiceImpl::EnvoyResetResolution>(state.status());
+      return absl::StatusOr<RateLimitServiceImpl::EnvoyResetResolution>(
+          RateLimitServiceImpl::EnvoyResetResolution{std::move(state->name),
+                                                     std::move(state->key_suffixes)});
     });
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
-        *s->scheduler_, clock, s->envoy_registry_, options.limits.envoy_ratelimit_headers,
+        *s->scheduler_, clock, s->envoy_registry_,
+        EnvoyServiceOptions{options.limits.envoy_ratelimit_headers,
+                            options.limits.envoy_shadow_mode, options.limits.envoy_quota_mode},
         *s->telemetry_);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
@@ -336,7 +343,7 @@ void RateLimitServer::RegisterEnvoyMetrics() {
   metrics_registry_.AddCollector(
       "ratelimit_envoy_rule_hits_total",
       "Hits counted per Envoy rule (the reference's per-rule stats), by result: total, "
-      "over_limit (shadow included), within_limit, shadow_mode.",
+      "over_limit (shadow included), within_limit, shadow_mode, negative_hits (refunded).",
       "counter", {"rule", "result"},
       [envoy] {
         std::vector<std::pair<std::vector<std::string>, double>> out;
@@ -345,10 +352,16 @@ void RateLimitServer::RegisterEnvoyMetrics() {
           out.push_back({{rule, "over_limit"}, static_cast<double>(c.over_limit)});
           out.push_back({{rule, "within_limit"}, static_cast<double>(c.within_limit)});
           out.push_back({{rule, "shadow_mode"}, static_cast<double>(c.shadow_mode)});
+          out.push_back({{rule, "negative_hits"}, static_cast<double>(c.negative_hits)});
         }
         return out;
       },
       2000, "rule");
+  metrics_registry_.AddCounterFn(
+      "ratelimit_envoy_global_shadow_mode_total",
+      "Envoy requests answered OK only because of --envoy_shadow_mode (the reference's "
+      "global_shadow_mode).",
+      [envoy] { return static_cast<double>(envoy->stats().global_shadow_mode()); });
 }
 
 void RateLimitServer::RegisterStoreMetrics() {

@@ -115,12 +115,13 @@ EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntr
 
 namespace {
 
-bool HasRuleWithStateName(const EnvoyDescriptorList& level, absl::string_view state_name) {
+const EnvoyRateLimit* FindRuleWithStateName(const EnvoyDescriptorList& level,
+                                            absl::string_view state_name) {
   for (const EnvoyDescriptorNode& node : level.nodes) {
-    if (node.limit && node.limit->state_name == state_name) return true;
-    if (HasRuleWithStateName(node.children, state_name)) return true;
+    if (node.limit && node.limit->state_name == state_name) return &*node.limit;
+    if (const EnvoyRateLimit* r = FindRuleWithStateName(node.children, state_name)) return r;
   }
-  return false;
+  return nullptr;
 }
 
 }  // namespace
@@ -132,7 +133,7 @@ absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_
     return absl::NotFoundError(
         absl::StrCat("name: no Envoy domain \"", domain, "\" in the Envoy configuration"));
   }
-  if (override_limit || HasRuleWithStateName(d->descriptors, state_name)) {
+  if (override_limit || FindRuleWithStateName(d->descriptors, state_name) != nullptr) {
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("envoy_path: no rule of domain \"", domain,
@@ -141,17 +142,28 @@ absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_
                                           "key-only rule)"));
 }
 
-absl::StatusOr<std::string> EnvoyResetStateName(
+absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
     const EnvoyConfig& config, absl::string_view domain,
     absl::Span<const std::pair<std::string, std::string>> path, bool override_limit) {
   std::vector<EnvoyEntry> entries;
   entries.reserve(path.size());
   for (const auto& [key, value] : path) entries.push_back(EnvoyEntry{key, value});
-  std::string name = EnvoyStateName(domain, entries, override_limit);
-  if (absl::Status s = EnvoyResetTargetConfigured(config, domain, name, override_limit); !s.ok()) {
+  EnvoyResetState state{EnvoyStateName(domain, entries, override_limit), {}};
+  if (absl::Status s = EnvoyResetTargetConfigured(config, domain, state.name, override_limit);
+      !s.ok()) {
     return s;
   }
-  return name;
+  if (override_limit) return state;
+  const EnvoyRateLimit* rule =
+      FindRuleWithStateName(config.FindDomain(domain)->descriptors, state.name);
+  for (size_t i = 1; i < rule->limits.size(); ++i) {
+    state.key_suffixes.push_back(EnvoyLimitKeySuffix(i));
+  }
+  return state;
+}
+
+std::string EnvoyLimitKeySuffix(size_t index) {
+  return index == 0 ? std::string() : absl::StrCat("|#", index);
 }
 
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,

@@ -48,24 +48,13 @@ enum class EnvoyAlgorithm {
   kTokenBucket,  // our extension: refills continuously at requests_per_unit per unit
 };
 
-// The `rate_limit` block of a descriptor (with the descriptor-level shadow_mode and
-// detailed_metric flags folded in).
-struct EnvoyRateLimit {
-  // The limit's readable name: "<domain>.<path>", where the path has one segment per level,
-  // `key` or `key_value` as written in the configuration (the reference's statistics key), e.g.
-  // "messaging.message_type_marketing.to_number". Names statistics, metrics and logs. Two rules
-  // of different domains may share it ("a" + "b.c" and "a.b" + "c"), so the store does not use
-  // it: see state_name.
-  std::string limit_name;
-  // The name this limit's counters are kept under in the store (LimitSource::kEnvoy namespace):
-  // EnvoyStateName of the domain and the descriptor path. Unique to the rule.
-  std::string state_name;
-  // `rate_limit.name`, the target of other limits' `replaces`; may be empty.
+// The most limits one rule may carry (`rate_limits`).
+inline constexpr size_t kMaxEnvoyLimitsPerRule = 8;
+
+// One limit of a rule: requests per unit of time, counted by an algorithm.
+struct EnvoyLimit {
+  // `name` of its block: reported in current_limit when this limit is the one a status shows.
   std::string name;
-  // Names of limits this one replaces when both apply to one request.
-  std::vector<std::string> replaces;
-  // Matches, but never limits (reported with limit_remaining = UINT32_MAX).
-  bool unlimited = false;
   // 0 blocks every request that matches.
   uint32_t requests_per_unit = 0;
   EnvoyUnit unit = EnvoyUnit::kSecond;
@@ -75,13 +64,63 @@ struct EnvoyRateLimit {
   // How far into debt one large request may take the limit (see deploy/envoy/README.md).
   // Unset: no debt.
   std::optional<uint32_t> max_reserved;
+};
+
+// The rate limit of a descriptor (its `rate_limit` block, or the list of its `rate_limits`, with
+// the descriptor-level flags folded in).
+struct EnvoyRateLimit {
+  // The limit's readable name: "<domain>.<path>", where the path has one segment per level,
+  // `key` or `key_value` as written in the configuration (the reference's statistics key), e.g.
+  // "messaging.message_type_marketing.to_number". Names statistics, metrics and logs. Two rules
+  // of different domains may share it ("a" + "b.c" and "a.b" + "c"), so the store does not use
+  // it: see state_name.
+  std::string limit_name;
+  // The name this rule's counters are kept under in the store (LimitSource::kEnvoy namespace):
+  // EnvoyStateName of the domain and the descriptor path. Unique to the rule.
+  std::string state_name;
+  // `rate_limit.name` (with `rate_limits`: the first limit's), the target of other rules'
+  // `replaces` together with every limit's name; may be empty.
+  std::string name;
+  // Names of limits this one replaces when both apply to one request.
+  std::vector<std::string> replaces;
+  // Matches, but never limits (reported with limit_remaining = UINT32_MAX).
+  bool unlimited = false;
+  // The rule's limits, all decided together (all-or-nothing): one from `rate_limit`, one or more
+  // from `rate_limits` (our extension). Empty when unlimited. Limit i > 0 keeps its counters
+  // under the key of limit 0 followed by EnvoyLimitKeySuffix(i).
+  std::vector<EnvoyLimit> limits;
   // Over-limit verdicts are reported OK (and counted as shadow_mode).
   bool shadow_mode = false;
+  // A quota descriptor (the reference's quota_mode): over its limit, it makes the request
+  // OVER_LIMIT only when every quota descriptor of the request is over.
+  bool quota_mode = false;
   // Statistics of a key-only rule are kept per value.
   bool detailed_metric = false;
   // file:line of the descriptor, for logs.
   std::string where;
+
+  // Whether `replaces` naming `n` drops this rule: the rule's name or one of its limits'.
+  bool Named(absl::string_view n) const {
+    if (n == name) return true;
+    for (const EnvoyLimit& l : limits) {
+      if (l.name == n) return true;
+    }
+    return false;
+  }
+  // Some limit blocks every request (requests_per_unit 0).
+  bool blocks() const {
+    for (const EnvoyLimit& l : limits) {
+      if (l.requests_per_unit == 0) return true;
+    }
+    return false;
+  }
 };
+
+// What follows the state key of limit `index` (> 0) of a rule with several limits: '|', '#' and
+// the index. A rule's descriptors always have the same number of entries, so the suffixed key
+// never equals the key of another descriptor of the rule (whose values are joined by '|' with
+// '|' inside values escaped). Empty for index 0.
+std::string EnvoyLimitKeySuffix(size_t index);
 
 struct EnvoyDescriptorNode;
 
@@ -153,10 +192,17 @@ std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry
 absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_view domain,
                                         absl::string_view state_name, bool override_limit);
 
-// The state name of a Reset of Envoy states (EnvoyStateName of `domain` and `path`, each entry a
-// key and its value), or NOT_FOUND naming the field when `config` has no such target (as
-// EnvoyResetTargetConfigured).
-absl::StatusOr<std::string> EnvoyResetStateName(
+// The states of a Reset of Envoy states: their name (EnvoyStateName of `domain` and `path`, each
+// entry a key and its value) and, for a rule with several limits, the key suffixes of limits
+// 1.. (EnvoyLimitKeySuffix).
+struct EnvoyResetState {
+  std::string name;
+  std::vector<std::string> key_suffixes;
+};
+
+// The states of a Reset of Envoy states, or NOT_FOUND naming the field when `config` has no such
+// target (as EnvoyResetTargetConfigured).
+absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
     const EnvoyConfig& config, absl::string_view domain,
     absl::Span<const std::pair<std::string, std::string>> path, bool override_limit);
 

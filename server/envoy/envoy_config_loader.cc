@@ -82,9 +82,11 @@ absl::Status UnknownKey(const ParseContext& ctx, const YAML::Node& key_node,
   return ErrorAt(ctx, key_node, field, absl::StrCat("unknown key \"", key, "\""));
 }
 
-absl::StatusOr<EnvoyRateLimit> ParseRateLimit(const ParseContext& ctx, const YAML::Node& node,
-                                              const std::string& field) {
-  EnvoyRateLimit rl;
+// One `rate_limit` block (or one item of `rate_limits`): the rule-wide keys (unlimited, name,
+// replaces) into `rl`, the limit into rl.limits (none when unlimited).
+absl::Status ParseRateLimit(const ParseContext& ctx, const YAML::Node& node,
+                            const std::string& field, EnvoyRateLimit& rl) {
+  EnvoyLimit limit;
   std::optional<YAML::Node> unit_node, rpu_node, algorithm_node, burst_node, reserved_node;
   absl::Status s = ForEachKey(
       ctx, node, field,
@@ -101,7 +103,7 @@ absl::StatusOr<EnvoyRateLimit> ParseRateLimit(const ParseContext& ctx, const YAM
         } else if (key == "name") {
           absl::StatusOr<std::string> name = ScalarString(ctx, v, f);
           if (!name.ok()) return name.status();
-          rl.name = *name;
+          limit.name = *name;
         } else if (key == "replaces") {
           if (!v.IsSequence()) return ErrorAt(ctx, v, f, "must be a list of {name: ...}");
           for (size_t i = 0; i < v.size(); ++i) {
@@ -135,12 +137,13 @@ absl::StatusOr<EnvoyRateLimit> ParseRateLimit(const ParseContext& ctx, const YAM
   if (!s.ok()) return s;
 
   for (const std::string& r : rl.replaces) {
-    if (!rl.name.empty() && r == rl.name) {
+    if (!limit.name.empty() && r == limit.name) {
       return ErrorAt(ctx, node, field + ".replaces",
                      absl::StrCat("a limit cannot replace itself (\"", r, "\")"));
     }
   }
   if (rl.unlimited) {
+    rl.name = limit.name;
     for (const auto& [n, what] : {std::pair{&unit_node, "unit"},
                                   {&rpu_node, "requests_per_unit"},
                                   {&algorithm_node, "algorithm"},
@@ -151,7 +154,7 @@ absl::StatusOr<EnvoyRateLimit> ParseRateLimit(const ParseContext& ctx, const YAM
                        "must not be set when unlimited is true");
       }
     }
-    return rl;
+    return absl::OkStatus();
   }
   if (!unit_node) return ErrorAt(ctx, node, field + ".unit", "required");
   std::optional<EnvoyUnit> unit =
@@ -161,34 +164,66 @@ absl::StatusOr<EnvoyRateLimit> ParseRateLimit(const ParseContext& ctx, const YAM
                    absl::StrCat("invalid unit \"", unit_node->IsScalar() ? unit_node->Scalar() : "",
                                 "\" (second, minute, hour, day, week, month or year)"));
   }
-  rl.unit = *unit;
+  limit.unit = *unit;
   if (!rpu_node) return ErrorAt(ctx, node, field + ".requests_per_unit", "required");
   absl::StatusOr<uint32_t> rpu = ScalarUint32(ctx, *rpu_node, field + ".requests_per_unit", 0);
   if (!rpu.ok()) return rpu.status();
-  rl.requests_per_unit = *rpu;
+  limit.requests_per_unit = *rpu;
   if (algorithm_node) {
     const std::string a = algorithm_node->IsScalar() ? algorithm_node->Scalar() : "";
     if (a == "token_bucket") {
-      rl.algorithm = EnvoyAlgorithm::kTokenBucket;
+      limit.algorithm = EnvoyAlgorithm::kTokenBucket;
     } else if (a != "fixed_window") {
       return ErrorAt(ctx, *algorithm_node, field + ".algorithm",
                      absl::StrCat("must be fixed_window or token_bucket, got \"", a, "\""));
     }
   }
   if (burst_node) {
-    if (rl.algorithm != EnvoyAlgorithm::kTokenBucket) {
+    if (limit.algorithm != EnvoyAlgorithm::kTokenBucket) {
       return ErrorAt(ctx, *burst_node, field + ".burst", "only applies to algorithm: token_bucket");
     }
     absl::StatusOr<uint32_t> b = ScalarUint32(ctx, *burst_node, field + ".burst", 1);
     if (!b.ok()) return b.status();
-    rl.burst = *b;
+    limit.burst = *b;
   }
   if (reserved_node) {
     absl::StatusOr<uint32_t> m = ScalarUint32(ctx, *reserved_node, field + ".max_reserved", 0);
     if (!m.ok()) return m.status();
-    rl.max_reserved = *m;
+    limit.max_reserved = *m;
   }
-  return rl;
+  if (rl.limits.empty()) rl.name = limit.name;
+  rl.limits.push_back(std::move(limit));
+  return absl::OkStatus();
+}
+
+// The `rate_limits` list of a descriptor (our extension): 1..kMaxEnvoyLimitsPerRule limits of
+// one rule, decided together. An item is a `rate_limit` block without `unlimited`.
+absl::Status ParseRateLimits(const ParseContext& ctx, const YAML::Node& node,
+                             const std::string& field, EnvoyRateLimit& rl) {
+  if (!node.IsSequence() || node.size() == 0) {
+    return ErrorAt(ctx, node, field, "must be a non-empty list of rate_limit blocks");
+  }
+  if (node.size() > kMaxEnvoyLimitsPerRule) {
+    return ErrorAt(ctx, node, field,
+                   absl::StrCat("at most ", kMaxEnvoyLimitsPerRule, " limits, got ", node.size()));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string fi = absl::StrCat(field, "[", i, "]");
+    if (node[i].IsMap() && node[i]["unlimited"]) {
+      return ErrorAt(ctx, node[i]["unlimited"], fi + ".unlimited",
+                     "not allowed in rate_limits (an unlimited rule is one rate_limit block)");
+    }
+    if (absl::Status s = ParseRateLimit(ctx, node[i], fi, rl); !s.ok()) return s;
+  }
+  absl::flat_hash_set<std::string> names;
+  for (size_t i = 0; i < rl.limits.size(); ++i) {
+    const std::string& n = rl.limits[i].name;
+    if (!n.empty() && !names.insert(n).second) {
+      return ErrorAt(ctx, node[i], absl::StrCat(field, "[", i, "].name"),
+                     absl::StrCat("\"", n, "\" names another limit of this rule too"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
@@ -198,8 +233,8 @@ absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
 absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const std::string& field,
                              const std::string& parent_path, EnvoyDescriptorList* level) {
   EnvoyDescriptorNode d;
-  std::optional<YAML::Node> key_node, rate_limit_node, children_node;
-  bool shadow_mode = false, detailed_metric = false;
+  std::optional<YAML::Node> key_node, rate_limit_node, rate_limits_node, children_node;
+  bool shadow_mode = false, detailed_metric = false, quota_mode = false;
   absl::Status s = ForEachKey(
       ctx, node, field,
       [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
@@ -215,12 +250,16 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
           d.value = *str;
         } else if (key == "rate_limit") {
           rate_limit_node = v;
+        } else if (key == "rate_limits") {
+          rate_limits_node = v;
         } else if (key == "descriptors") {
           children_node = v;
-        } else if (key == "shadow_mode" || key == "detailed_metric") {
+        } else if (key == "shadow_mode" || key == "detailed_metric" || key == "quota_mode") {
           absl::StatusOr<bool> b = ScalarBool(ctx, v, f);
           if (!b.ok()) return b.status();
-          (key == "shadow_mode" ? shadow_mode : detailed_metric) = *b;
+          (key == "shadow_mode"  ? shadow_mode
+           : key == "quota_mode" ? quota_mode
+                                 : detailed_metric) = *b;
         } else {
           return UnknownKey(ctx, k, field, key);
         }
@@ -248,16 +287,23 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
   if (!fresh) {
     return ErrorAt(ctx, node, field, absl::StrCat("duplicate descriptor \"", path, "\""));
   }
-  if (rate_limit_node) {
-    absl::StatusOr<EnvoyRateLimit> rl =
-        ParseRateLimit(ctx, *rate_limit_node, field + ".rate_limit");
-    if (!rl.ok()) return rl.status();
+  if (rate_limit_node && rate_limits_node) {
+    return ErrorAt(ctx, *rate_limits_node, field + ".rate_limits",
+                   "a descriptor has rate_limit or rate_limits, not both");
+  }
+  if (rate_limit_node || rate_limits_node) {
+    std::optional<EnvoyRateLimit> rl(std::in_place);
+    absl::Status parsed =
+        rate_limit_node ? ParseRateLimit(ctx, *rate_limit_node, field + ".rate_limit", *rl)
+                        : ParseRateLimits(ctx, *rate_limits_node, field + ".rate_limits", *rl);
+    if (!parsed.ok()) return parsed;
     rl->limit_name = path;
     std::vector<EnvoyEntry> levels;
     for (const auto& [k, v] : ctx.path) levels.push_back(EnvoyEntry{k, v});
     levels.push_back(EnvoyEntry{d.key, d.value});
     rl->state_name = EnvoyStateName(ctx.domain, levels, /*override_limit=*/false);
     rl->shadow_mode = shadow_mode;
+    rl->quota_mode = quota_mode;
     rl->detailed_metric = detailed_metric;
     rl->where = Where(ctx, node);
     if (absl::Status st = ValidateName(path, "limit name"); !st.ok()) {

@@ -8,6 +8,7 @@
 //     - key: message_type             # required
 //       value: marketing              # optional; `*` matches any run of characters
 //       shadow_mode: false            # over-limit verdicts are reported OK
+//       quota_mode: false             # over limit only matters when every quota descriptor is
 //       detailed_metric: false        # statistics of a key-only rule per value
 //       rate_limit:                   # optional
 //         unit: day                   # second|minute|hour|day|week|month|year (any case)
@@ -18,6 +19,9 @@
 //         algorithm: fixed_window     # extension: fixed_window (default) | token_bucket
 //         burst: 10                   # extension, token_bucket only: capacity (default rpu)
 //         max_reserved: 0             # extension: debt one large request may leave
+//       rate_limits:                  # extension, instead of rate_limit: 1..8 limits of one
+//         - {unit: second, requests_per_unit: 10}  # rule, all-or-nothing (no `unlimited`;
+//         - {unit: day, requests_per_unit: 10000}  # limit i > 0 counts under its own key)
 //       descriptors: [...]            # nested levels, same form
 //
 // Every error is INVALID_ARGUMENT "<file>:<line>:<column>: <field>: <what>", where field is a

@@ -57,41 +57,18 @@ absl::StatusOr<EnvoyRateLimit> OverrideRule(absl::string_view domain, const Desc
       !s.ok()) {
     return InvalidField(field + ".entries", s.message());
   }
-  r.requests_per_unit = d.limit().requests_per_unit();
-  r.unit = static_cast<EnvoyUnit>(d.limit().unit());
+  EnvoyLimit limit;
+  limit.requests_per_unit = d.limit().requests_per_unit();
+  limit.unit = static_cast<EnvoyUnit>(d.limit().unit());
+  r.limits.push_back(limit);
   r.where = "limit override";
   return r;
-}
-
-int64_t WindowResetMicros(const EnvoyRateLimit& rule, int64_t now_us) {
-  const int64_t period = EnvoyUnitSeconds(rule.unit) * 1000000;
-  const int64_t into = ((now_us % period) + period) % period;
-  return period - into;
-}
-
-// Fixed window: until the window ends. Token bucket: until the bucket is full again.
-int64_t ResetMicros(const EnvoyRateLimit& rule, const EnvoyOutcome& o) {
-  if (rule.algorithm == EnvoyAlgorithm::kFixedWindow || rule.requests_per_unit == 0) {
-    return WindowResetMicros(rule, o.now_us);
-  }
-  const double capacity = rule.burst.value_or(rule.requests_per_unit);
-  const double missing = capacity - o.value;
-  if (missing <= 0) return 0;
-  const double period = static_cast<double>(EnvoyUnitSeconds(rule.unit)) * 1e6;
-  return static_cast<int64_t>(std::ceil(missing * period / rule.requests_per_unit - 1e-6));
-}
-
-uint32_t Remaining(double value) {
-  if (!(value > 0)) return 0;
-  const double whole = std::floor(value + 1e-9);
-  return whole >= std::numeric_limits<uint32_t>::max() ? std::numeric_limits<uint32_t>::max()
-                                                       : static_cast<uint32_t>(whole);
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
-    const rlsv3::RateLimitRequest& request, const EnvoyConfig& config) {
+    const rlsv3::RateLimitRequest& request, const EnvoyConfig& config, EnvoyPolicy policy) {
   if (request.domain().empty()) return InvalidField("domain", "must not be empty");
   if (absl::Status s = ValidateName(request.domain(), "domain"); !s.ok()) return s;
   const int n = request.descriptors_size();
@@ -134,47 +111,63 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     const EnvoyRateLimit& rule = *p.rule();
     p.hits = d.has_hits_addend() ? d.hits_addend().value()
                                  : std::max<uint64_t>(1, request.hits_addend());
-    p.check_only = p.hits == 0;
+    p.shadow = rule.shadow_mode || policy.shadow_mode;
+    p.quota = rule.quota_mode || policy.quota_mode;
     if (rule.unlimited) {
       p.kind = EnvoyDescriptorPlan::Kind::kUnlimited;
       continue;  // an unlimited rule's replaces are ignored, as in the reference
     }
     for (const std::string& r : rule.replaces) replaced.insert(r);
-    if (rule.requests_per_unit == 0) {
+    if (d.is_negative_hits()) {
+      // A refund: nothing to give back for 0 hits or a blocking rule (nothing was ever taken).
+      if (p.hits == 0 || rule.blocks()) continue;
+      p.kind = EnvoyDescriptorPlan::Kind::kRefund;
+    } else if (rule.blocks()) {
       p.kind = EnvoyDescriptorPlan::Kind::kBlocked;
+      p.check_only = p.hits == 0;
       continue;
+    } else {
+      p.kind = EnvoyDescriptorPlan::Kind::kLimited;
+      p.check_only = p.hits == 0;
     }
-    p.kind = EnvoyDescriptorPlan::Kind::kLimited;
-    p.request.name = rule.state_name;
-    p.request.source = LimitSource::kEnvoy;
-    p.request.key = EnvoyStateKey(entries);
-    if (absl::Status s = ValidateKey(p.request.key, field + ".entries"); !s.ok()) {
+    const std::string key = EnvoyStateKey(entries);
+    if (absl::Status s = ValidateKey(key, field + ".entries"); !s.ok()) {
       return InvalidField(field + ".entries",
-                          absl::StrCat("the joined values are ", p.request.key.size(),
-                                       " bytes; at most ", kMaxKeyBytes, " are accepted"));
+                          absl::StrCat("the joined values are ", key.size(), " bytes; at most ",
+                                       kMaxKeyBytes, " are accepted"));
     }
-    p.request.config = EnvoyLimitConfig(rule);
-    p.request.count = p.check_only ? 1 : static_cast<double>(p.hits);
+    for (size_t l = 0; l < rule.limits.size(); ++l) {
+      LimitRequest& r = p.requests.emplace_back();
+      r.name = rule.state_name;
+      r.source = LimitSource::kEnvoy;
+      r.key = key + EnvoyLimitKeySuffix(l);
+      r.config = EnvoyLimitConfig(rule.limits[l]);
+      r.count = p.check_only ? 1 : static_cast<double>(p.hits);
+    }
   }
   if (!replaced.empty()) {
     for (EnvoyDescriptorPlan& p : plan) {
       const EnvoyRateLimit* rule = p.rule();
-      if (rule == nullptr || rule->unlimited || rule->name.empty()) continue;
-      if (replaced.contains(rule->name)) {
+      if (rule == nullptr || rule->unlimited) continue;
+      if (std::any_of(replaced.begin(), replaced.end(),
+                      [rule](absl::string_view n) { return !n.empty() && rule->Named(n); })) {
         p.kind = EnvoyDescriptorPlan::Kind::kNoLimit;
         p.config_rule = nullptr;
         p.override_rule.reset();
+        p.requests.clear();
       }
     }
   }
   return plan;
 }
 
-void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
-                        absl::Span<const EnvoyOutcome> outcomes, bool ratelimit_headers,
+bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
+                        absl::Span<const EnvoyOutcome> outcomes, EnvoyResponseOptions options,
                         rlsv3::RateLimitResponse* response) {
   using Kind = EnvoyDescriptorPlan::Kind;
-  bool over = false;
+  bool over = false;  // a descriptor that is not a quota descriptor is over
+  // The quota descriptors: whether there are any, all are over, and one of those is not a shadow.
+  bool quotas = false, quotas_all_over = true, quota_over_for_real = false;
   int tightest = -1;
   uint32_t tightest_remaining = 0;
   int64_t tightest_reset = 0;
@@ -189,16 +182,25 @@ void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
     }
     const EnvoyRateLimit& rule = *p.rule();
     const EnvoyOutcome& o = outcomes[i];
-    if (o.over && !rule.shadow_mode) {
-      s->set_code(rlsv3::RateLimitResponse::OVER_LIMIT);
-      over = true;
+    // The status of a rule in shadow mode is OK; the server's shadow mode leaves statuses as they
+    // are and answers OK overall, as the reference does.
+    const bool status_over = o.over && !rule.shadow_mode;
+    if (p.quota && p.kind != Kind::kRefund) {
+      quotas = true;
+      quotas_all_over = quotas_all_over && o.over;
+      quota_over_for_real = quota_over_for_real || status_over;
     }
-    rlsv3::RateLimitResponse::RateLimit* limit = s->mutable_current_limit();
-    limit->set_name(rule.name);
-    limit->set_requests_per_unit(rule.requests_per_unit);
-    limit->set_unit(static_cast<rlsv3::RateLimitResponse::RateLimit::Unit>(rule.unit));
-    const uint32_t remaining = p.kind == Kind::kBlocked ? 0 : Remaining(o.value);
-    const int64_t reset = ResetMicros(rule, o);
+    if (status_over) {
+      s->set_code(rlsv3::RateLimitResponse::OVER_LIMIT);
+      if (!p.quota) over = true;
+    }
+    const EnvoyLimit& limit = rule.limits[o.limit];
+    rlsv3::RateLimitResponse::RateLimit* current = s->mutable_current_limit();
+    current->set_name(limit.name.empty() ? rule.name : limit.name);
+    current->set_requests_per_unit(limit.requests_per_unit);
+    current->set_unit(static_cast<rlsv3::RateLimitResponse::RateLimit::Unit>(limit.unit));
+    const uint32_t remaining = p.kind == Kind::kBlocked ? 0 : EnvoyRemaining(o.value);
+    const int64_t reset = EnvoyResetMicros(limit, o.value, o.now_us);
     s->set_limit_remaining(remaining);
     SetDuration(reset, s->mutable_duration_until_reset());
     if (!rule.shadow_mode && (tightest < 0 || remaining < tightest_remaining ||
@@ -208,21 +210,25 @@ void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
       tightest_reset = reset;
     }
   }
-  response->set_overall_code(over ? rlsv3::RateLimitResponse::OVER_LIMIT
-                                  : rlsv3::RateLimitResponse::OK);
-  if (!ratelimit_headers || tightest < 0) return;
-  const EnvoyRateLimit& rule = *plan[tightest].rule();
-  const uint32_t limit = rule.algorithm == EnvoyAlgorithm::kTokenBucket
-                             ? rule.burst.value_or(rule.requests_per_unit)
-                             : rule.requests_per_unit;
+  over = over || (quotas && quotas_all_over && quota_over_for_real);
+  const bool shadowed = over && options.shadow_mode;
+  response->set_overall_code(over && !shadowed ? rlsv3::RateLimitResponse::OVER_LIMIT
+                                               : rlsv3::RateLimitResponse::OK);
+  if (!options.ratelimit_headers || tightest < 0) return shadowed;
+  const EnvoyDescriptorPlan& p = plan[tightest];
+  const EnvoyLimit& limit = p.rule()->limits[outcomes[tightest].limit];
+  const uint32_t limit_value = limit.algorithm == EnvoyAlgorithm::kTokenBucket
+                                   ? limit.burst.value_or(limit.requests_per_unit)
+                                   : limit.requests_per_unit;
   auto add = [response](absl::string_view key, uint64_t value) {
     auto* h = response->add_response_headers_to_add();
     h->set_key(std::string(key));
     h->set_value(absl::StrCat(value));
   };
-  add("RateLimit-Limit", limit);
+  add("RateLimit-Limit", limit_value);
   add("RateLimit-Remaining", tightest_remaining);
   add("RateLimit-Reset", static_cast<uint64_t>((tightest_reset + 999999) / 1000000));
+  return shadowed;
 }
 
 }  // namespace ratelimit

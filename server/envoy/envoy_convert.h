@@ -29,18 +29,39 @@ inline constexpr int kMaxEnvoyDescriptors = 64;  // descriptors per request
 inline constexpr int kMaxEnvoyEntries = 32;      // entries per descriptor
 // Entry values of one descriptor, joined into the state key: kMaxKeyBytes (1024) bytes.
 
+// The server-wide switches of the Envoy API.
+struct EnvoyPolicy {
+  // --envoy_shadow_mode: no descriptor denies a request; statuses still say OVER_LIMIT.
+  bool shadow_mode = false;
+  // --envoy_quota_mode: every descriptor is a quota descriptor (EnvoyDescriptorPlan::quota).
+  bool quota_mode = false;
+};
+
+// What BuildEnvoyResponse adds beyond the statuses.
+struct EnvoyResponseOptions {
+  // Add RateLimit-Limit / -Remaining / -Reset from the most restrictive non-shadow descriptor.
+  bool ratelimit_headers = false;
+  // --envoy_shadow_mode: an OVER_LIMIT overall code is answered OK.
+  bool shadow_mode = false;
+};
+
 // Validates `request` and decides, per descriptor, which rule applies and how it is evaluated.
 // `config` must outlive the result (plans point into it). Errors: INVALID_ARGUMENT naming the
 // field (domain, descriptors[i].entries[j].key, descriptors[i].hits_addend,
-// descriptors[i].limit.unit, ...). Nothing is looked up in the store.
+// descriptors[i].limit.unit, ...). Nothing is looked up in the store. A descriptor with
+// is_negative_hits is a refund (Kind::kRefund) of its hits to every limit of its rule.
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
-    const rlsv3::RateLimitRequest& request, const EnvoyConfig& config);
+    const rlsv3::RateLimitRequest& request, const EnvoyConfig& config, EnvoyPolicy policy = {});
 
-// Fills `response`: statuses in request order, overall_code, and (when `ratelimit_headers`)
-// RateLimit-Limit / -Remaining / -Reset from the most restrictive non-shadow descriptor.
-// REQUIRES: outcomes.size() == plan.size().
-void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
-                        absl::Span<const EnvoyOutcome> outcomes, bool ratelimit_headers,
+// Fills `response`: statuses in request order (each reporting its rule's tightest limit: see
+// EnvoyOutcome::limit), overall_code, and (options.ratelimit_headers) RateLimit-Limit /
+// -Remaining / -Reset from the most restrictive non-shadow descriptor. The overall code is
+// OVER_LIMIT when a descriptor that is not a quota descriptor is, or when every quota descriptor
+// is over its limit and one of them is not in shadow mode (the reference's quota mode); answered
+// OK in the server's shadow mode. Returns true when the server's shadow mode turned OVER_LIMIT
+// into OK. REQUIRES: outcomes.size() == plan.size().
+bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
+                        absl::Span<const EnvoyOutcome> outcomes, EnvoyResponseOptions options,
                         rlsv3::RateLimitResponse* response);
 
 }  // namespace ratelimit

@@ -4,51 +4,90 @@
 #include <optional>
 #include <utility>
 
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+
 namespace ratelimit {
 namespace {
 
 using Kind = EnvoyDescriptorPlan::Kind;
 
-void Record(const Verdict& v, absl::Span<const size_t> index, std::vector<EnvoyOutcome>& outcomes) {
-  for (size_t j = 0; j < index.size(); ++j) {
-    const Decision& d = v.decisions[j];
-    outcomes[index[j]] = EnvoyOutcome{!d.allowed, d.value, v.now_us};
+// The requests of some descriptors in one transaction: each descriptor's limits in its rule's
+// order, one after the other.
+struct Flat {
+  LimitRequests requests;
+  // Per descriptor: its index in the plan and the index of its first request.
+  std::vector<std::pair<size_t, size_t>> spans;
+
+  void Add(const EnvoyDescriptorPlan& p, size_t i, bool count_one, bool reserve) {
+    spans.emplace_back(i, requests.size());
+    for (const LimitRequest& r : p.requests) {
+      requests.push_back(r);
+      if (count_one) requests.back().count = 1;
+      if (reserve && !r.config.max_reserved.has_value()) requests.back().config.max_reserved = 0;
+    }
   }
+  // The decisions of descriptor `j` (the j-th added) in `v`.
+  absl::Span<const Decision> Of(const Verdict& v, size_t j, size_t limits) const {
+    return absl::MakeConstSpan(v.decisions).subspan(spans[j].second, limits);
+  }
+};
+
+EnvoyOutcome OutcomeOf(const EnvoyDescriptorPlan& p, absl::Span<const Decision> decisions,
+                       int64_t now_us) {
+  return EnvoyOutcomeOf(*p.rule(), decisions, now_us);
 }
 
 // Outcomes without a transaction of their own carry the time of the request's last transaction.
 void FillTimes(absl::Span<const EnvoyDescriptorPlan> plan, int64_t now,
                std::vector<EnvoyOutcome>& outcomes) {
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].kind != Kind::kLimited) outcomes[i].now_us = now;
+    if (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kRefund) outcomes[i].now_us = now;
   }
+}
+
+// Whether the quota descriptors deny the request: there are some, every one of them is over its
+// limit (outcomes of descriptors not decided yet read "not over"), and not every one of them is
+// in shadow mode.
+bool QuotaDenies(absl::Span<const EnvoyDescriptorPlan> plan,
+                 const std::vector<EnvoyOutcome>& outcomes) {
+  bool denies = false;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (!plan[i].quota || (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kBlocked)) {
+      continue;
+    }
+    if (!outcomes[i].over) return false;
+    denies = denies || !plan[i].shadow;
+  }
+  return denies;
 }
 
 // The requests of one consume transaction over the descriptors `active`.
-LimitRequests ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan,
-                              absl::Span<const size_t> active, bool reserve) {
-  LimitRequests requests;
-  requests.reserve(active.size());
-  for (size_t i : active) {
-    requests.push_back(plan[i].request);
-    if (reserve && !plan[i].overdraft()) requests.back().config.max_reserved = 0;
-  }
-  return requests;
+Flat ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan, absl::Span<const size_t> active,
+                     bool reserve) {
+  Flat flat;
+  for (size_t i : active) flat.Add(plan[i], i, /*count_one=*/false, reserve);
+  return flat;
 }
 
-// Records the verdict `v` of a consume transaction over `active`. Returns true when the
-// descriptors are decided; false when only shadow rules denied, after narrowing `active` to the
-// others, which are tried again without them (the outcome of a left-out one stays "over").
-bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v, bool blocked,
-                   std::vector<size_t>& active, std::vector<EnvoyOutcome>& outcomes) {
-  Record(v, active, outcomes);
-  if (blocked || v.allowed) return true;
+// Records the verdict `v` of a consume transaction `flat` over `active`. Returns true when the
+// descriptors are decided; false when only soft descriptors (shadow, or quota while another quota
+// descriptor is within its limit) denied, after narrowing `active` to the others, which are tried
+// again without them (the outcome of a left-out one stays "over").
+bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v, const Flat& flat,
+                   bool blocked, std::vector<size_t>& active, std::vector<EnvoyOutcome>& outcomes) {
   for (size_t j = 0; j < active.size(); ++j) {
-    if (!v.decisions[j].allowed && !plan[active[j]].shadow()) return true;  // a real denial
+    const EnvoyDescriptorPlan& p = plan[active[j]];
+    outcomes[active[j]] = OutcomeOf(p, flat.Of(v, j, p.requests.size()), v.now_us);
   }
+  if (blocked || v.allowed) return true;
+  for (size_t i : active) {
+    if (outcomes[i].over && !plan[i].soft()) return true;  // a real denial
+  }
+  if (QuotaDenies(plan, outcomes)) return true;
   std::vector<size_t> next;
-  for (size_t j = 0; j < active.size(); ++j) {
-    if (v.decisions[j].allowed) next.push_back(active[j]);
+  for (size_t i : active) {
+    if (!outcomes[i].over) next.push_back(i);
   }
   active = std::move(next);
   return active.empty();
@@ -62,10 +101,70 @@ absl::Status ConsumeUntilDecided(DecisionScheduler& scheduler,
                                  std::optional<int64_t>& transaction_now) {
   while (!active.empty()) {
     const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
-    absl::StatusOr<Verdict> v = scheduler.Evaluate(ConsumeRequests(plan, active, reserve), mode);
+    const Flat flat = ConsumeRequests(plan, active, reserve);
+    absl::StatusOr<Verdict> v = scheduler.Evaluate(flat.requests, mode);
     if (!v.ok()) return v.status();
     transaction_now = v->now_us;
-    if (RecordConsume(plan, *v, blocked, active, outcomes)) break;
+    if (RecordConsume(plan, *v, flat, blocked, active, outcomes)) break;
+  }
+  return absl::OkStatus();
+}
+
+// A random 128-bit hexadecimal id.
+std::string RandomId() {
+  thread_local absl::BitGen gen;
+  return absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16),
+                      absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
+}
+
+// How long the record that marks a refund applied is kept: a refund is never retried with it
+// (each ShouldRateLimit is a new refund), so it only has to outlive the transaction.
+constexpr int64_t kRefundRecordMicros = 60 * 1000000;
+
+// Gives the hits of the kRefund descriptors back in one settlement transaction: each limit of
+// each rule settles a take of `hits` made now of which nothing was used (storage/algebra Settle:
+// never above capacity; a fixed window only in its current window).
+absl::Status Refund(DecisionScheduler& scheduler, const Clock& clock,
+                    absl::Span<const EnvoyDescriptorPlan> plan, std::vector<EnvoyOutcome>& outcomes,
+                    std::optional<int64_t>& transaction_now) {
+  std::vector<SettleItem> items;
+  std::vector<size_t> owner;
+  std::optional<int64_t> now;  // read only when there is a refund
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].kind != Kind::kRefund) continue;
+    if (!now) now = clock.NowMicros();
+    for (const LimitRequest& r : plan[i].requests) {
+      SettleItem item;
+      item.name = r.name;
+      item.key = r.key;
+      item.source = r.source;
+      item.config = r.config;
+      item.taken = r.count;
+      item.used = 0;
+      item.taken_at_us = *now;
+      item.spent =
+          RecordSpec{absl::StrCat("envoy-refund ", RandomId()), *now + kRefundRecordMicros};
+      items.push_back(std::move(item));
+      owner.push_back(i);
+    }
+  }
+  if (items.empty()) return absl::OkStatus();
+  absl::StatusOr<SettleVerdict> v = scheduler.Settle(items);
+  if (!v.ok()) return v.status();
+  if (v->already_settled || v->results.size() != items.size()) {
+    return absl::InternalError("a refund's record was already present");
+  }
+  transaction_now = v->now_us;
+  for (size_t k = 0; k < items.size();) {
+    const size_t i = owner[k];
+    Decisions decisions;
+    for (; k < items.size() && owner[k] == i; ++k) {
+      Decision d;
+      d.allowed = true;
+      d.value = v->results[k].value;
+      decisions.push_back(d);
+    }
+    outcomes[i] = OutcomeOf(plan[i], decisions, v->now_us);
   }
   return absl::OkStatus();
 }
@@ -76,58 +175,58 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     DecisionScheduler& scheduler, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan) {
   // Outcomes without a transaction of their own carry the time of the request's last
   // transaction (read by the Limiter inside it); the clock is read here only when there is none.
-  std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
+  std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0, 0});
   std::optional<int64_t> transaction_now;
+  if (absl::Status st = Refund(scheduler, clock, plan, outcomes, transaction_now); !st.ok()) {
+    return st;
+  }
   bool blocked = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kBlocked) continue;
     outcomes[i].over = true;
-    blocked = blocked || !plan[i].shadow();
+    blocked = blocked || !plan[i].soft();
   }
+  blocked = blocked || QuotaDenies(plan, outcomes);
 
   // 1. Checks. The check transaction also checks the descriptors that add hits when a check may
-  // block them (a non-shadow check) or they are blocked already: if they end up blocked, their
-  // outcomes are these checks and the request needs no second transaction.
-  std::vector<size_t> index;
-  LimitRequests requests;
+  // block them (a check of a descriptor not in shadow mode) or they are blocked already: if they
+  // end up blocked, their outcomes are these checks and the request needs no second transaction.
+  Flat flat;
   bool blocking_check = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kLimited || !(plan[i].check_only || plan[i].overdraft())) continue;
-    index.push_back(i);
-    requests.push_back(plan[i].request);
-    requests.back().count = 1;
-    blocking_check = blocking_check || !plan[i].shadow();
+    flat.Add(plan[i], i, /*count_one=*/true, /*reserve=*/false);
+    blocking_check = blocking_check || !plan[i].shadow;
   }
-  const size_t checks = index.size();
+  const size_t checks = flat.spans.size();
   if (checks > 0 && (blocked || blocking_check)) {
     for (size_t i = 0; i < plan.size(); ++i) {
       if (plan[i].kind != Kind::kLimited || plan[i].check_only) continue;
-      index.push_back(i);
-      requests.push_back(plan[i].request);
+      flat.Add(plan[i], i, /*count_one=*/false, /*reserve=*/false);
     }
   }
   std::vector<bool> settled(plan.size(), false);
-  if (!requests.empty()) {
-    absl::StatusOr<Verdict> v = scheduler.Evaluate(requests, Mode::kCheck);
+  if (!flat.requests.empty()) {
+    absl::StatusOr<Verdict> v = scheduler.Evaluate(flat.requests, Mode::kCheck);
     if (!v.ok()) return v.status();
     transaction_now = v->now_us;
     for (size_t j = 0; j < checks; ++j) {
-      const size_t i = index[j];
-      const Decision& d = v->decisions[j];
-      if (plan[i].check_only || !d.allowed) {
-        outcomes[i] = EnvoyOutcome{!d.allowed, d.value, v->now_us};
+      const size_t i = flat.spans[j].first;
+      const EnvoyOutcome o = OutcomeOf(plan[i], flat.Of(*v, j, plan[i].requests.size()), v->now_us);
+      if (plan[i].check_only || o.over) {
+        outcomes[i] = o;
         settled[i] = true;
       }
-      if (!d.allowed && !plan[i].shadow()) blocked = true;
+      if (o.over && !plan[i].soft()) blocked = true;
     }
+    blocked = blocked || QuotaDenies(plan, outcomes);
     if (blocked) {
       // Blocked: the descriptors that add hits are only checked (a checked kCheck decision
       // depends on its own state only, so the one transaction answers them all).
-      for (size_t j = checks; j < index.size(); ++j) {
-        const size_t i = index[j];
-        if (settled[i] && plan[i].shadow()) continue;  // a shadow overdraft that failed its check
-        const Decision& d = v->decisions[j];
-        outcomes[i] = EnvoyOutcome{!d.allowed, d.value, v->now_us};
+      for (size_t j = checks; j < flat.spans.size(); ++j) {
+        const size_t i = flat.spans[j].first;
+        if (settled[i] && plan[i].soft()) continue;  // a soft overdraft that failed its check
+        outcomes[i] = OutcomeOf(plan[i], flat.Of(*v, j, plan[i].requests.size()), v->now_us);
       }
       FillTimes(plan, *transaction_now, outcomes);
       return outcomes;
@@ -139,7 +238,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
   bool reserve = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kLimited || plan[i].check_only) continue;
-    if (settled[i] && plan[i].shadow()) continue;  // a shadow overdraft that failed its check
+    if (settled[i] && plan[i].soft()) continue;  // a soft overdraft that failed its check
     active.push_back(i);
     reserve = reserve || plan[i].overdraft();
   }
@@ -161,8 +260,8 @@ void EvaluateEnvoyPlanAsync(DecisionScheduler& scheduler, const Clock& clock,
     // A check, a reservation, or a shadow rule (whose denial retries without it): evaluated
     // here, as EvaluateEnvoyPlan does, so `done` never has to call the store.
     const bool not_one_consume =
-        p.kind == Kind::kBlocked ||
-        (p.kind == Kind::kLimited && (p.check_only || p.overdraft() || p.shadow()));
+        p.kind == Kind::kBlocked || p.kind == Kind::kRefund ||
+        (p.kind == Kind::kLimited && (p.check_only || p.overdraft() || p.soft()));
     if (not_one_consume) {
       scheduler.RunBlocking([&scheduler, &clock, plan, done = std::move(done)]() mutable {
         std::move(done)(EvaluateEnvoyPlan(scheduler, clock, plan));
@@ -178,17 +277,17 @@ void EvaluateEnvoyPlanAsync(DecisionScheduler& scheduler, const Clock& clock,
   // The common case: one consume transaction, answered once it is durable (possibly on a store
   // thread).
   // The requests live on the heap, where the burst's view of them stays valid until `answer`.
-  auto requests = std::make_unique<LimitRequests>(ConsumeRequests(plan, active, /*reserve=*/false));
-  const absl::Span<const LimitRequest> limits(*requests);
-  auto answer = [plan, active = std::move(active), requests = std::move(requests),
+  auto flat = std::make_unique<Flat>(ConsumeRequests(plan, active, /*reserve=*/false));
+  const absl::Span<const LimitRequest> limits(flat->requests);
+  auto answer = [plan, active = std::move(active), flat = std::move(flat),
                  done = std::move(done)](absl::StatusOr<Verdict> v) mutable {
     if (!v.ok()) {
       std::move(done)(v.status());
       return;
     }
-    std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0});
-    // No shadow rule: this transaction decides every descriptor.
-    RecordConsume(plan, *v, /*blocked=*/false, active, outcomes);
+    std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0, 0});
+    // No soft descriptor: this transaction decides every descriptor.
+    RecordConsume(plan, *v, *flat, /*blocked=*/false, active, outcomes);
     FillTimes(plan, v->now_us, outcomes);
     std::move(done)(std::move(outcomes));
   };

@@ -18,29 +18,36 @@ namespace ratelimit {
 // thread-safe and the store isolates the transactions).
 
 // Evaluates the descriptors of one ShouldRateLimit request, all-or-nothing: either every
-// kLimited descriptor that adds hits is consumed in one store transaction, or none is.
+// kLimited descriptor that adds hits is consumed in one store transaction (every limit of its
+// rule), or none is.
 //
+//  0. Refunds (kRefund) first, together in one settlement transaction: each gives its hits back
+//     to every limit of its rule (never above capacity; a fixed window only in its current one).
 //  1. Checks (nothing written): descriptors with hits 0 ask "would one more hit be allowed?";
 //     descriptors whose rule has max_reserved must have at least one token left before they may
 //     go into debt.
-//  2. If a non-shadow descriptor failed a check or is blocked (requests_per_unit 0), the others
-//     are only checked, so their statuses are true and nothing is consumed.
-//  3. Otherwise the rest are consumed together (Mode::kReserve, with max_reserved 0 for rules
-//     without it, when any rule allows debt). When the only descriptors over their limit are in
-//     shadow mode, they are left out and the others are tried again: a shadow rule never denies
-//     a request, and never drains the others.
+//  2. If a descriptor that is not soft (shadow or quota) failed a check or is blocked
+//     (requests_per_unit 0), or every quota descriptor is over (and one is not a shadow), the
+//     others are only checked, so their statuses are true and nothing is consumed.
+//  3. Otherwise the rest are consumed together (Mode::kReserve, with max_reserved 0 for limits
+//     without it, when any rule allows debt). When the only descriptors over their limit are soft
+//     and not every quota descriptor is over, they are left out and the others are tried again:
+//     a shadow rule, or a spent quota while another quota is left, never denies a request and
+//     never drains the others.
 //
-// Store transactions (DecisionScheduler::Evaluate calls) per request:
-//  - one when no descriptor needs a check (no hits 0, no max_reserved) and no shadow rule is over
-//    its limit: the common case;
+// Store transactions (DecisionScheduler::Evaluate and Settle calls) per request:
+//  - one when no descriptor needs a check (no hits 0, no max_reserved), none is a refund and no
+//    soft descriptor is over its limit: the common case;
+//  - one for the refunds, when there are any;
 //  - one when a check or a blocked descriptor blocks the request (the check transaction also
 //    checks the descriptors that add hits), and one when every descriptor only checks;
 //  - one for the checks plus one for the consume when the checks pass;
-//  - plus one per retry without shadow rules found over their limit (one in the absence of
+//  - plus one per retry without soft descriptors found over their limit (one in the absence of
 //    concurrent requests on the same keys).
 //
 // Returns one outcome per descriptor of `plan` (kNoLimit and kUnlimited ones carry only the
-// time). A store failure is returned as the store's status; nothing was consumed then.
+// time). A store failure is returned as the store's status; nothing was consumed then (refunds
+// made before the failure stay made).
 absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     DecisionScheduler& scheduler, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan);
 
@@ -48,7 +55,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
 using EnvoyDone = absl::AnyInvocable<void(absl::StatusOr<std::vector<EnvoyOutcome>>) &&>;
 
 // EvaluateEnvoyPlan, answered through `done`. The common case (one consume transaction: no
-// descriptor needs a check, a reservation or a shadow rule, none is blocked) is one
+// descriptor needs a check, a reservation or a refund, none is soft or blocked) is one
 // DecisionScheduler::Decide, with the serving loop's `burst` (may be null), so the calling thread
 // does not wait for the store's write; `done` then runs once the decision is durable. Every other
 // plan is evaluated synchronously (EvaluateEnvoyPlan and then `done`) where the store may be

@@ -1,19 +1,22 @@
 #include "server/envoy/envoy_plan.h"
 
+#include <cmath>
+#include <limits>
+
 namespace ratelimit {
 
-LimitConfig EnvoyLimitConfig(const EnvoyRateLimit& rule) {
+LimitConfig EnvoyLimitConfig(const EnvoyLimit& limit) {
   LimitConfig c;
-  c.rate = rule.requests_per_unit;
-  c.period_us = EnvoyUnitSeconds(rule.unit) * 1000000;
-  if (rule.algorithm == EnvoyAlgorithm::kFixedWindow) {
+  c.rate = limit.requests_per_unit;
+  c.period_us = EnvoyUnitSeconds(limit.unit) * 1000000;
+  if (limit.algorithm == EnvoyAlgorithm::kFixedWindow) {
     c.kind = LimitKind::kFixedWindow;
     c.start_us = 0;  // windows aligned to unit boundaries, as the reference's
   } else {
     c.kind = LimitKind::kTokenBucket;
-    if (rule.burst) c.capacity = *rule.burst;
+    if (limit.burst) c.capacity = *limit.burst;
   }
-  if (rule.max_reserved) c.max_reserved = *rule.max_reserved;
+  if (limit.max_reserved) c.max_reserved = *limit.max_reserved;
   return c;
 }
 
@@ -27,6 +30,54 @@ std::string EnvoyStateKey(absl::Span<const EnvoyEntry> entries) {
     }
   }
   return key;
+}
+
+uint32_t EnvoyRemaining(double value) {
+  if (!(value > 0)) return 0;
+  const double whole = std::floor(value + 1e-9);
+  return whole >= std::numeric_limits<uint32_t>::max() ? std::numeric_limits<uint32_t>::max()
+                                                       : static_cast<uint32_t>(whole);
+}
+
+int64_t EnvoyResetMicros(const EnvoyLimit& limit, double value, int64_t now_us) {
+  const int64_t period = EnvoyUnitSeconds(limit.unit) * 1000000;
+  if (limit.algorithm == EnvoyAlgorithm::kFixedWindow || limit.requests_per_unit == 0) {
+    const int64_t into = ((now_us % period) + period) % period;
+    return period - into;
+  }
+  const double capacity = limit.burst.value_or(limit.requests_per_unit);
+  const double missing = capacity - value;
+  if (missing <= 0) return 0;
+  return static_cast<int64_t>(
+      std::ceil(missing * static_cast<double>(period) / limit.requests_per_unit - 1e-6));
+}
+
+EnvoyOutcome EnvoyOutcomeOf(const EnvoyRateLimit& rule, absl::Span<const Decision> decisions,
+                            int64_t now_us) {
+  EnvoyOutcome out{false, 0, now_us, 0};
+  bool have = false;
+  bool tight_over = false;
+  uint32_t tight_remaining = 0;
+  int64_t tight_reset = 0;
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    const Decision& d = decisions[i];
+    const bool over = !d.allowed;
+    out.over = out.over || over;
+    const uint32_t remaining = EnvoyRemaining(d.value);
+    const int64_t reset = EnvoyResetMicros(rule.limits[i], d.value, now_us);
+    const bool tighter =
+        !have || (over && !tight_over) ||
+        (over == tight_over &&
+         (remaining < tight_remaining || (remaining == tight_remaining && reset > tight_reset)));
+    if (!tighter) continue;
+    have = true;
+    tight_over = over;
+    tight_remaining = remaining;
+    tight_reset = reset;
+    out.value = d.value;
+    out.limit = i;
+  }
+  return out;
 }
 
 }  // namespace ratelimit

@@ -7,6 +7,7 @@
 // evaluation policy is tested without gRPC. Free functions and plain structs (values, owned by
 // whoever holds them); thread-compatible.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@ struct EnvoyDescriptorPlan {
     kUnlimited,  // an `unlimited` rule: OK, limit_remaining UINT32_MAX
     kBlocked,    // requests_per_unit 0: over limit, nothing to count
     kLimited,    // evaluated against the store
+    kRefund,     // is_negative_hits: `hits` given back to every limit of the rule (a settlement)
   };
   Kind kind = Kind::kNoLimit;
   // The configured rule that applied (points into the configuration snapshot), or the limit
@@ -32,38 +34,70 @@ struct EnvoyDescriptorPlan {
   std::optional<EnvoyRateLimit> override_rule;
   // Statistics key (the rule's limit name, per value with detailed_metric).
   std::string stat_key;
-  // Hits this descriptor adds: its own hits_addend, else the request's (0 meaning 1).
+  // Hits this descriptor adds (or gives back): its own hits_addend, else the request's (0
+  // meaning 1).
   uint64_t hits = 1;
   // hits was 0: check whether one more hit would be allowed, consume nothing.
   bool check_only = false;
-  // kLimited: the limit to evaluate, count = hits (1 when check_only).
-  LimitRequest request;
+  // Never denies the request: its rule is in shadow mode, or the server is (--envoy_shadow_mode).
+  bool shadow = false;
+  // A quota descriptor (its rule's quota_mode, or --envoy_quota_mode): over its limit, it denies
+  // the request only when every quota descriptor of the request is over.
+  bool quota = false;
+  // kLimited and kRefund: one request per limit of the rule, in the rule's order (count = hits,
+  // 1 when check_only).
+  LimitRequests requests;
 
   // The rule that applied; nullptr for kNoLimit.
   const EnvoyRateLimit* rule() const { return override_rule ? &*override_rule : config_rule; }
-  bool shadow() const { return rule() != nullptr && rule()->shadow_mode; }
+  // Over its limit, this descriptor alone does not deny the request.
+  bool soft() const { return shadow || quota; }
   // The rule lets one request take the limit into debt (max_reserved), from a positive balance.
-  bool overdraft() const { return rule() != nullptr && rule()->max_reserved.has_value(); }
+  bool overdraft() const {
+    const EnvoyRateLimit* r = rule();
+    if (r == nullptr) return false;
+    for (const EnvoyLimit& l : r->limits) {
+      if (l.max_reserved.has_value()) return true;
+    }
+    return false;
+  }
 };
 
-// The algebra's definition of a rule: a fixed window of requests_per_unit per unit, aligned to
+// The algebra's definition of a limit: a fixed window of requests_per_unit per unit, aligned to
 // unit boundaries (start 0), or a token bucket refilling requests_per_unit per unit up to burst.
-// REQUIRES: rule.requests_per_unit > 0 and !rule.unlimited.
-LimitConfig EnvoyLimitConfig(const EnvoyRateLimit& rule);
+// REQUIRES: limit.requests_per_unit > 0.
+LimitConfig EnvoyLimitConfig(const EnvoyLimit& limit);
 
 // The state key of a descriptor: its entry values joined by '|', with '\' and '|' inside values
 // escaped by a '\'. Unambiguous, so different value tuples never share a counter.
 std::string EnvoyStateKey(absl::Span<const EnvoyEntry> entries);
 
+// Whole requests left in a balance (0 when negative; saturates at UINT32_MAX).
+uint32_t EnvoyRemaining(double value);
+
+// Until the limit resets, from `now_us`: a fixed window (or a blocking limit) until its window
+// ends; a token bucket until it is full again from `value`.
+int64_t EnvoyResetMicros(const EnvoyLimit& limit, double value, int64_t now_us);
+
 // The result of evaluating one descriptor.
 struct EnvoyOutcome {
-  // Over its limit on its own (for kBlocked: always).
+  // Over its limit on its own (for kBlocked: always): over any limit of its rule.
   bool over = false;
-  // Tokens after the decision (consumed only if the whole request was allowed).
+  // Tokens after the decision (consumed only if the whole request was allowed) of the limit
+  // reported (`limit`).
   double value = 0;
   // When the decision was made.
   int64_t now_us = 0;
+  // The index in rule()->limits of the limit the status reports: the tightest (an over limit
+  // before any other, then the fewest whole requests left, then the longest until reset).
+  size_t limit = 0;
 };
+
+// The outcome of a descriptor from its decisions (one per limit of its rule, in order):
+// over when any is denied; reports the tightest limit. REQUIRES: the rule has
+// decisions.size() limits.
+EnvoyOutcome EnvoyOutcomeOf(const EnvoyRateLimit& rule, absl::Span<const Decision> decisions,
+                            int64_t now_us);
 
 }  // namespace ratelimit
 

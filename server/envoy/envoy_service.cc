@@ -35,8 +35,8 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
   const rlsv3::RateLimitRequest& request = call->request;
   evaluation->domain = request.domain();
   evaluation->config = registry_.Current();
-  absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan =
-      PlanEnvoyRequest(request, *evaluation->config);
+  absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(
+      request, *evaluation->config, EnvoyPolicy{options_.shadow_mode, options_.quota_mode});
   if (!plan.ok()) {
     call->Finish(FinishRpc(rpc, ToGrpcStatus(plan.status())));
     return;
@@ -46,7 +46,10 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
     rpc.span().SetAttribute("ratelimit.domain", request.domain());
     std::vector<absl::string_view> names;
     for (const EnvoyDescriptorPlan& p : evaluation->plan) {
-      if (p.kind == EnvoyDescriptorPlan::Kind::kLimited) names.push_back(p.rule()->limit_name);
+      if (p.kind == EnvoyDescriptorPlan::Kind::kLimited ||
+          p.kind == EnvoyDescriptorPlan::Kind::kRefund) {
+        names.push_back(p.rule()->limit_name);
+      }
     }
     rpc.SetLimitNames(names);
   }
@@ -82,19 +85,25 @@ grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
                             {"trace_id", rpc.TraceId()}});
     return FinishRpc(rpc, ToGrpcStatus(StoreUnavailable(outcomes.status())));
   }
-  BuildEnvoyResponse(plan, *outcomes, ratelimit_headers_, response);
+  if (BuildEnvoyResponse(plan, *outcomes,
+                         EnvoyResponseOptions{options_.ratelimit_headers, options_.shadow_mode},
+                         response)) {
+    stats_.RecordGlobalShadow();
+  }
   stats_.Record(plan, *outcomes);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
     if (p.kind != EnvoyDescriptorPlan::Kind::kLimited &&
-        p.kind != EnvoyDescriptorPlan::Kind::kBlocked) {
+        p.kind != EnvoyDescriptorPlan::Kind::kBlocked &&
+        p.kind != EnvoyDescriptorPlan::Kind::kRefund) {
       continue;
     }
-    const char* outcome = !(*outcomes)[i].over ? "allowed"
-                          : p.shadow()         ? "shadow_denied"
-                                               : "denied";
+    const char* outcome = p.kind == EnvoyDescriptorPlan::Kind::kRefund ? "refunded"
+                          : !(*outcomes)[i].over                       ? "allowed"
+                          : p.shadow                                   ? "shadow_denied"
+                                                                       : "denied";
     rpc.RecordDecision(
-        p.kind == EnvoyDescriptorPlan::Kind::kLimited ? p.rule()->limit_name : p.stat_key, outcome);
+        p.kind == EnvoyDescriptorPlan::Kind::kBlocked ? p.stat_key : p.rule()->limit_name, outcome);
   }
   rpc.SetDecision(response->overall_code() == rlsv3::RateLimitResponse::OK);
   return FinishRpc(rpc, grpc::Status::OK);

@@ -18,6 +18,15 @@
 
 namespace ratelimit {
 
+// The server-wide switches of the Envoy API (all off by default, as in the reference).
+struct EnvoyServiceOptions {
+  // Add RateLimit-Limit / -Remaining / -Reset to every response that has a limited descriptor.
+  bool ratelimit_headers = false;
+  // --envoy_shadow_mode and --envoy_quota_mode (EnvoyPolicy).
+  bool shadow_mode = false;
+  bool quota_mode = false;
+};
+
 // envoy.service.ratelimit.v3.RateLimitService, served by a ServingLoop (serving_loop.h): a drop-in
 // replacement for envoyproxy/ratelimit, on the same decisions and store as ratelimit.v1. The
 // handler plans the request (envoy_convert.h), evaluates it all-or-nothing (envoy_evaluator.h,
@@ -34,15 +43,13 @@ class EnvoyRateLimitServiceImpl final
  public:
   static constexpr int kShouldRateLimitMethod = 0;
 
-  // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset to every response that has a
-  // limited descriptor. Default off, as in the reference.
   EnvoyRateLimitServiceImpl(DecisionScheduler& scheduler, const Clock& clock,
-                            const EnvoyConfigRegistry& registry, bool ratelimit_headers,
+                            const EnvoyConfigRegistry& registry, EnvoyServiceOptions options,
                             const Telemetry& telemetry)
       : scheduler_(scheduler),
         clock_(clock),
         registry_(registry),
-        ratelimit_headers_(ratelimit_headers),
+        options_(options),
         telemetry_(telemetry) {}
 
   // ServingLoop::Handler.
@@ -67,7 +74,7 @@ class EnvoyRateLimitServiceImpl final
   DecisionScheduler& scheduler_;
   const Clock& clock_;
   const EnvoyConfigRegistry& registry_;
-  const bool ratelimit_headers_;
+  const EnvoyServiceOptions options_;
   const Telemetry& telemetry_;
   EnvoyStats stats_;
   // Logged once, then summarised (a failing store fails every call).

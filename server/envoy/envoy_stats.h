@@ -17,9 +17,10 @@ namespace ratelimit {
 // synchronized, copied out of EnvoyStats.
 struct EnvoyRuleCounters {
   uint64_t total_hits = 0;
-  uint64_t over_limit = 0;    // hits of over-limit verdicts (shadow ones included)
-  uint64_t within_limit = 0;  // hits of within-limit verdicts
-  uint64_t shadow_mode = 0;   // hits of over-limit verdicts reported OK because of shadow_mode
+  uint64_t over_limit = 0;     // hits of over-limit verdicts (shadow ones included)
+  uint64_t within_limit = 0;   // hits of within-limit verdicts
+  uint64_t shadow_mode = 0;    // hits of over-limit verdicts reported OK because of shadow_mode
+  uint64_t negative_hits = 0;  // hits given back (is_negative_hits refunds); not in total_hits
 
   friend bool operator==(const EnvoyRuleCounters&, const EnvoyRuleCounters&) = default;
 };
@@ -35,9 +36,15 @@ class EnvoyStats {
 
   absl::flat_hash_map<std::string, EnvoyRuleCounters> Snapshot() const;
 
+  // Counts one request answered OK only because of the server's shadow mode (the reference's
+  // global_shadow_mode statistic).
+  void RecordGlobalShadow();
+  uint64_t global_shadow_mode() const;
+
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, EnvoyRuleCounters> counters_ ABSL_GUARDED_BY(mu_);
+  uint64_t global_shadow_mode_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ratelimit

@@ -90,6 +90,10 @@ struct ResetTarget {
   std::string envoy_domain;
   std::vector<std::pair<std::string, std::string>> envoy_path;
   bool envoy_override = false;
+  // Set by the resolver of ENVOY targets: what follows `key` in the keys of the target's other
+  // states (a rule with several limits keeps limit i > 0 under key + suffix i); a Reset of one
+  // key resets those too.
+  std::vector<std::string> key_suffixes;
 };
 
 // Validates a Reset request and names the states it deletes (INVALID_ARGUMENT naming the field).

@@ -416,9 +416,10 @@ absl::Status RateLimitServiceImpl::ResolveResetTarget(ResetTarget& target) const
         return absl::NotFoundError(
             "source: this server does not serve the Envoy API (--envoy_config_dir is not set)");
       }
-      absl::StatusOr<std::string> name = envoy_reset_resolver_(target);
-      if (!name.ok()) return name.status();
-      target.name = *std::move(name);
+      absl::StatusOr<EnvoyResetResolution> resolved = envoy_reset_resolver_(target);
+      if (!resolved.ok()) return resolved.status();
+      target.name = std::move(resolved->name);
+      target.key_suffixes = std::move(resolved->key_suffixes);
       return absl::OkStatus();
     }
     case LimitSource::kInline:
@@ -459,6 +460,12 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
   absl::StatusOr<uint64_t> deleted =
       target->all_keys ? scheduler_.ResetAll(target->name, target->source)
                        : scheduler_.Reset(target->name, target->key, target->source);
+  for (const std::string& suffix : target->key_suffixes) {
+    if (!deleted.ok() || target->all_keys) break;
+    absl::StatusOr<uint64_t> more =
+        scheduler_.Reset(target->name, target->key + suffix, target->source);
+    deleted = more.ok() ? absl::StatusOr<uint64_t>(*deleted + *more) : more;
+  }
   const absl::Status s = deleted.status();
   rpc.StoreFinished(s);
   const std::string key = target->all_keys ? std::string("(all keys)") : target->key;

@@ -66,10 +66,16 @@ class RateLimitServiceImpl final
         settle_(settle) {}
 
   // How Reset names the states of an Envoy target (source ENVOY: a domain and a descriptor
-  // path): their state name, or NOT_FOUND naming the field when the Envoy configuration has no
-  // such target. The composition root binds it to the Envoy API; unset (no Envoy API), every
-  // Envoy target is NOT_FOUND. Set before the service is registered.
-  using EnvoyResetResolver = std::function<absl::StatusOr<std::string>(const ResetTarget&)>;
+  // path): their state name and, for a rule with several limits, the key suffixes of its other
+  // states (ResetTarget::key_suffixes), or NOT_FOUND naming the field when the Envoy
+  // configuration has no such target. The composition root binds it to the Envoy API; unset (no
+  // Envoy API), every Envoy target is NOT_FOUND. Set before the service is registered.
+  struct EnvoyResetResolution {
+    std::string name;
+    std::vector<std::string> key_suffixes;
+  };
+  using EnvoyResetResolver =
+      std::function<absl::StatusOr<EnvoyResetResolution>(const ResetTarget&)>;
   void set_envoy_reset_resolver(EnvoyResetResolver resolve) {
     envoy_reset_resolver_ = std::move(resolve);
   }

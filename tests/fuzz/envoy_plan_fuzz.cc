@@ -55,6 +55,11 @@ descriptors:
     rate_limit: {unlimited: true}
   - key: blocked
     rate_limit: {unit: second, requests_per_unit: 0}
+  - key: two
+    quota_mode: true
+    rate_limits:
+      - {unit: second, requests_per_unit: 2, name: two_per_second}
+      - {unit: day, requests_per_unit: 20}
   - key: bucket
     detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token_bucket, burst: 90,
@@ -129,25 +134,30 @@ void PlanAndCheck(const rlsv3::RateLimitRequest& request, Counters& counters) {
     outcomes[i].over = (i % 2) == 1;
     outcomes[i].value = static_cast<double>(i) - 1;
     outcomes[i].now_us = 1795392896789012;
-    if (p.kind != EnvoyDescriptorPlan::Kind::kLimited) continue;
+    if (p.kind != EnvoyDescriptorPlan::Kind::kLimited &&
+        p.kind != EnvoyDescriptorPlan::Kind::kRefund) {
+      continue;
+    }
     FUZZ_CHECK(p.rule() != nullptr, "a limited descriptor without a rule");
-    const LimitRequest& l = p.request;
-    absl::Status s = ValidateName(l.name, "name");
-    FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
-    s = ValidateKey(l.key, "key");
-    FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
-    s = ValidateCount(l.count, "count");
-    FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
-    s = ValidateLimitConfig(l.config, "config.");
-    FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
-
+    FUZZ_CHECK(p.requests.size() == p.rule()->limits.size(), "%zu requests for %zu limits",
+               p.requests.size(), p.rule()->limits.size());
     const std::string owner = Owner(request, static_cast<int>(i), p);
-    auto [it, inserted] = counters.try_emplace({l.name, l.key}, owner);
-    FUZZ_CHECK(inserted || it->second == owner, "counter (\"%s\", \"%s\") is shared by %s and %s",
-               l.name.c_str(), l.key.c_str(), it->second.c_str(), owner.c_str());
+    for (const LimitRequest& l : p.requests) {
+      absl::Status s = ValidateName(l.name, "name");
+      FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
+      s = ValidateKey(l.key, "key");
+      FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
+      s = ValidateCount(l.count, "count");
+      FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
+      s = ValidateLimitConfig(l.config, "config.");
+      FUZZ_CHECK(s.ok(), "descriptors[%zu]: %s", i, s.ToString().c_str());
+      auto [it, inserted] = counters.try_emplace({l.name, l.key}, owner);
+      FUZZ_CHECK(inserted || it->second == owner, "counter (\"%s\", \"%s\") is shared by %s and %s",
+                 l.name.c_str(), l.key.c_str(), it->second.c_str(), owner.c_str());
+    }
   }
   rlsv3::RateLimitResponse response;
-  BuildEnvoyResponse(*plan, outcomes, /*ratelimit_headers=*/true, &response);
+  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{/*ratelimit_headers=*/true}, &response);
   FUZZ_CHECK(response.statuses_size() == request.descriptors_size(), "%d statuses for %d",
              response.statuses_size(), request.descriptors_size());
 }
@@ -192,6 +202,7 @@ void RunStructured(const uint8_t* data, size_t size) {
           static_cast<envoy::type::v3::RateLimitUnit>(in.ConsumeIntegralInRange(-1, 8)));
     }
     if (in.ConsumeBool()) d->mutable_hits_addend()->set_value(in.ConsumeIntegral<uint64_t>());
+    d->set_is_negative_hits(in.ConsumeBool());
   }
   // Only what the wire can carry: strings must be UTF-8, else the server cannot parse the call.
   rlsv3::RateLimitRequest sent;

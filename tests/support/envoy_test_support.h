@@ -5,6 +5,7 @@
 // client that calls ShouldRateLimit over a real gRPC channel, and a fixture that starts an
 // in-process server (port 0, fake clock, in-memory store) on a one-file configuration.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,19 +26,26 @@ namespace ratelimit::testing {
 
 namespace rls = ::envoy::service::ratelimit::v3;
 
-// One descriptor: its entries, and optionally its own hits_addend and a limit override.
+// One descriptor: its entries, and optionally its own hits_addend, a limit override, and
+// is_negative_hits (a refund).
 struct Descriptor {
   using Entries = std::vector<std::pair<std::string, std::string>>;
   using Override = std::pair<uint32_t, ::envoy::type::v3::RateLimitUnit>;
 
   Descriptor(Entries e, std::optional<uint64_t> h = std::nullopt,
-             std::optional<Override> l = std::nullopt)
-      : entries(std::move(e)), hits(h), limit(l) {}
+             std::optional<Override> l = std::nullopt, bool n = false)
+      : entries(std::move(e)), hits(h), limit(l), negative(n) {}
 
   Entries entries;
   std::optional<uint64_t> hits;
   std::optional<Override> limit;
+  bool negative = false;
 };
+
+// A refund of `hits` on `entries` (is_negative_hits).
+inline Descriptor Refund(Descriptor::Entries entries, uint64_t hits) {
+  return Descriptor(std::move(entries), hits, std::nullopt, /*n=*/true);
+}
 
 inline rls::RateLimitRequest EnvoyRequest(const std::string& domain,
                                           const std::vector<Descriptor>& descriptors,
@@ -53,6 +61,7 @@ inline rls::RateLimitRequest EnvoyRequest(const std::string& domain,
       e->set_value(v);
     }
     if (d.hits) p->mutable_hits_addend()->set_value(*d.hits);
+    p->set_is_negative_hits(d.negative);
     if (d.limit) {
       p->mutable_limit()->set_requests_per_unit(d.limit->first);
       p->mutable_limit()->set_unit(d.limit->second);
@@ -93,7 +102,8 @@ class EnvoyServiceTestBase : public ::testing::Test {
   using Response = rls::RateLimitResponse;
 
   void Start(const std::string& yaml, bool headers = false,
-             std::unique_ptr<StateStore> store = std::make_unique<MemoryStateStore>()) {
+             std::unique_ptr<StateStore> store = std::make_unique<MemoryStateStore>(),
+             const std::function<void(ServerOptions&)>& tune = nullptr) {
     std::filesystem::create_directories(dir_.File("envoy"));
     WriteFileAtomically(dir_.File("envoy/config.yaml"), yaml);
     ServerOptions options;
@@ -101,6 +111,7 @@ class EnvoyServiceTestBase : public ::testing::Test {
     options.store.open.rocksdb.path = dir_.File("data");
     options.limits.envoy_config_dir = dir_.File("envoy");
     options.limits.envoy_ratelimit_headers = headers;
+    if (tune) tune(options);
     auto server = RateLimitServer::Start(options, clock_, std::move(store));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

@@ -68,17 +68,21 @@ descriptors:
   EXPECT_EQ(user.limit->limit_name, "example.service.user_user-a");
   EXPECT_EQ(user.limit->name, "a");
   EXPECT_EQ(user.limit->replaces, std::vector<std::string>{"b"});
-  EXPECT_EQ(user.limit->unit, EnvoyUnit::kSecond);
-  EXPECT_EQ(user.limit->requests_per_unit, 10u);
+  ASSERT_EQ(user.limit->limits.size(), 1u);
+  EXPECT_EQ(user.limit->limits[0].name, "a");
+  EXPECT_EQ(user.limit->limits[0].unit, EnvoyUnit::kSecond);
+  EXPECT_EQ(user.limit->limits[0].requests_per_unit, 10u);
   EXPECT_TRUE(user.limit->shadow_mode);
   EXPECT_TRUE(user.limit->detailed_metric);
-  EXPECT_EQ(user.limit->algorithm, EnvoyAlgorithm::kFixedWindow);
+  EXPECT_EQ(user.limit->limits[0].algorithm, EnvoyAlgorithm::kFixedWindow);
   EXPECT_THAT(user.limit->where, HasSubstr("test.yaml:6:"));
   const EnvoyRateLimit& tb = *d.descriptors.nodes[1].limit;
-  EXPECT_EQ(tb.algorithm, EnvoyAlgorithm::kTokenBucket);
-  EXPECT_EQ(tb.burst, 5u);
-  EXPECT_EQ(tb.max_reserved, 100u);
+  ASSERT_EQ(tb.limits.size(), 1u);
+  EXPECT_EQ(tb.limits[0].algorithm, EnvoyAlgorithm::kTokenBucket);
+  EXPECT_EQ(tb.limits[0].burst, 5u);
+  EXPECT_EQ(tb.limits[0].max_reserved, 100u);
   EXPECT_TRUE(d.descriptors.nodes[2].limit->unlimited);
+  EXPECT_TRUE(d.descriptors.nodes[2].limit->limits.empty());
   EXPECT_FALSE(d.descriptors.nodes[0].limit.has_value());
 }
 

@@ -114,15 +114,15 @@ TEST_F(EnvoyConvertTest, NamesKeysAndConfigs) {
   const EnvoyDescriptorPlan& p = (*plan)[0];
   EXPECT_EQ(p.kind, Kind::kLimited);
   EXPECT_EQ(p.rule()->limit_name, "web.user");
-  EXPECT_EQ(p.request.name, "R3:web4:user0:");
-  EXPECT_EQ(p.request.source, LimitSource::kEnvoy);
-  EXPECT_EQ(p.request.key, "u\\|1\\\\x");
-  EXPECT_EQ(p.request.count, 1);
-  EXPECT_EQ(p.request.config.kind, LimitKind::kFixedWindow);
-  EXPECT_EQ(p.request.config.rate, 20);
-  EXPECT_EQ(p.request.config.period_us, 60 * testing::kSecond);
-  EXPECT_EQ(p.request.config.start_us, 0);  // aligned to minute boundaries
-  EXPECT_OK(ValidateLimitConfig(p.request.config, ""));
+  EXPECT_EQ(p.requests[0].name, "R3:web4:user0:");
+  EXPECT_EQ(p.requests[0].source, LimitSource::kEnvoy);
+  EXPECT_EQ(p.requests[0].key, "u\\|1\\\\x");
+  EXPECT_EQ(p.requests[0].count, 1);
+  EXPECT_EQ(p.requests[0].config.kind, LimitKind::kFixedWindow);
+  EXPECT_EQ(p.requests[0].config.rate, 20);
+  EXPECT_EQ(p.requests[0].config.period_us, 60 * testing::kSecond);
+  EXPECT_EQ(p.requests[0].config.start_us, 0);  // aligned to minute boundaries
+  EXPECT_OK(ValidateLimitConfig(p.requests[0].config, ""));
 
   std::vector<EnvoyEntry> a = {{"k", "a|b"}, {"k", "c"}};
   std::vector<EnvoyEntry> b = {{"k", "a"}, {"k", "b|c"}};
@@ -130,7 +130,7 @@ TEST_F(EnvoyConvertTest, NamesKeysAndConfigs) {
 
   auto tb = PlanEnvoyRequest(Request({{"tb", "x"}}), config_);
   ASSERT_OK(tb);
-  const LimitConfig& c = (*tb)[0].request.config;
+  const LimitConfig& c = (*tb)[0].requests[0].config;
   EXPECT_EQ(c.kind, LimitKind::kTokenBucket);
   EXPECT_EQ(c.rate, 10);
   EXPECT_EQ(c.period_us, testing::kSecond);
@@ -152,12 +152,12 @@ TEST_F(EnvoyConvertTest, HitsAddendResolution) {
   EXPECT_EQ((*plan)[1].hits, 7u);  // the descriptor's own wins
   EXPECT_EQ((*plan)[2].hits, 0u);
   EXPECT_TRUE((*plan)[2].check_only);
-  EXPECT_EQ((*plan)[2].request.count, 1);
+  EXPECT_EQ((*plan)[2].requests[0].count, 1);
   r.set_hits_addend(3);
   plan = PlanEnvoyRequest(r, config_);
   ASSERT_OK(plan);
   EXPECT_EQ((*plan)[0].hits, 3u);
-  EXPECT_EQ((*plan)[0].request.count, 3);
+  EXPECT_EQ((*plan)[0].requests[0].count, 3);
   EXPECT_EQ((*plan)[1].hits, 7u);
   EXPECT_TRUE((*plan)[2].check_only);
 }
@@ -183,13 +183,13 @@ TEST_F(EnvoyConvertTest, KindsReplacesAndOverrides) {
   const EnvoyDescriptorPlan& o = (*plan)[5];
   EXPECT_EQ(o.kind, Kind::kLimited);
   EXPECT_EQ(o.rule()->limit_name, "web.nothing#override");
-  EXPECT_EQ(o.request.name, "O3:web7:nothing0:");
-  EXPECT_EQ(o.request.source, LimitSource::kEnvoy);
-  EXPECT_EQ(o.request.config.rate, 3);
-  EXPECT_EQ(o.request.config.period_us, 3600 * testing::kSecond);
+  EXPECT_EQ(o.requests[0].name, "O3:web7:nothing0:");
+  EXPECT_EQ(o.requests[0].source, LimitSource::kEnvoy);
+  EXPECT_EQ(o.requests[0].config.rate, 3);
+  EXPECT_EQ(o.requests[0].config.period_us, 3600 * testing::kSecond);
   // The plan survives being moved (the override rule lives inside it).
   std::vector<EnvoyDescriptorPlan> moved = *std::move(plan);
-  EXPECT_EQ(moved[5].rule()->requests_per_unit, 3u);
+  EXPECT_EQ(moved[5].rule()->limits[0].requests_per_unit, 3u);
 
   // Unknown domain: every descriptor is OK, overrides included (as the reference).
   r.set_domain("other");
@@ -211,7 +211,7 @@ TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
   std::vector<EnvoyOutcome> outcomes = {
       {false, 12, now}, {false, 30.5, now}, {false, 0, now}, {false, 0, now}};
   rlsv3::RateLimitResponse resp;
-  BuildEnvoyResponse(*plan, outcomes, /*ratelimit_headers=*/true, &resp);
+  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{/*ratelimit_headers=*/true}, &resp);
   EXPECT_EQ(resp.overall_code(), rlsv3::RateLimitResponse::OK);
   ASSERT_EQ(resp.statuses_size(), 4);
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 12u);
@@ -239,14 +239,14 @@ TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
 
   outcomes[1] = {false, 2.25, now};
   rlsv3::RateLimitResponse resp2;
-  BuildEnvoyResponse(*plan, outcomes, true, &resp2);
+  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{true}, &resp2);
   EXPECT_EQ(resp2.response_headers_to_add(0).value(), "40");  // the bucket's burst
   EXPECT_EQ(resp2.response_headers_to_add(1).value(), "2");
   EXPECT_EQ(resp2.response_headers_to_add(2).value(), "4");  // 37.75 missing at 10/s: 3.775 s
 
   outcomes[0] = {true, 0, now};
   rlsv3::RateLimitResponse resp3;
-  BuildEnvoyResponse(*plan, outcomes, /*ratelimit_headers=*/false, &resp3);
+  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{/*ratelimit_headers=*/false}, &resp3);
   EXPECT_EQ(resp3.overall_code(), rlsv3::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp3.statuses(0).code(), rlsv3::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp3.statuses(1).code(), rlsv3::RateLimitResponse::OK);

@@ -22,22 +22,25 @@ EnvoyRateLimit Rule(const std::string& name, uint32_t requests_per_unit) {
   EnvoyRateLimit r;
   r.limit_name = "d." + name;
   r.state_name = "d/" + name;
-  r.requests_per_unit = requests_per_unit;
-  r.unit = EnvoyUnit::kMinute;
+  EnvoyLimit& l = r.limits.emplace_back();
+  l.requests_per_unit = requests_per_unit;
+  l.unit = EnvoyUnit::kMinute;
   return r;
 }
 
 // A descriptor evaluated against `rule` (which must outlive the plan) for key "k".
 EnvoyDescriptorPlan Limited(const EnvoyRateLimit& rule, uint64_t hits = 1) {
   EnvoyDescriptorPlan p;
-  p.kind = rule.requests_per_unit == 0 ? Kind::kBlocked : Kind::kLimited;
+  p.kind = rule.blocks() ? Kind::kBlocked : Kind::kLimited;
   p.config_rule = &rule;
   p.stat_key = rule.limit_name;
   p.hits = hits;
   p.check_only = hits == 0;
+  p.shadow = rule.shadow_mode;
   if (p.kind == Kind::kLimited) {
-    p.request = LimitRequest{rule.state_name, "k", EnvoyLimitConfig(rule),
-                             static_cast<double>(hits == 0 ? 1 : hits), LimitSource::kEnvoy};
+    p.requests.push_back(LimitRequest{rule.state_name, "k", EnvoyLimitConfig(rule.limits[0]),
+                                      static_cast<double>(hits == 0 ? 1 : hits),
+                                      LimitSource::kEnvoy});
   }
   return p;
 }

@@ -27,7 +27,7 @@ uint32_t LimitOfA(const EnvoyConfigRegistry& r) {
   const auto config = r.Current();
   const EnvoyDomain* d = config->FindDomain("web");
   if (d == nullptr || d->descriptors.nodes.empty()) return 0;
-  return d->descriptors.nodes[0].limit->requests_per_unit;
+  return d->descriptors.nodes[0].limit->limits[0].requests_per_unit;
 }
 
 TEST(EnvoyRegistryTest, GoodEditAppliesBadEditKeepsPrevious) {

@@ -68,13 +68,13 @@ TEST_F(EnvoyServerTest, OffWithoutAConfigDirectory) {
 
 TEST_F(EnvoyServerTest, StartUpFailsOnABadConfigWithFileAndLine) {
   WriteFileAtomically(dir_.File("envoy/web.yaml"),
-                      "domain: web\ndescriptors:\n  - key: user\n    rate_limits: {}\n");
+                      "domain: web\ndescriptors:\n  - key: user\n    rate_limitz: {}\n");
   auto server = RateLimitServer::Start(Options(), clock_, std::make_unique<MemoryStateStore>());
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(
       server.status().message(),
-      HasSubstr(dir_.File("envoy/web.yaml") + ":4:5: descriptors[0]: unknown key \"rate_limits\""));
+      HasSubstr(dir_.File("envoy/web.yaml") + ":4:5: descriptors[0]: unknown key \"rate_limitz\""));
 }
 
 TEST_F(EnvoyServerTest, HotReloadAppliesAGoodEdit) {

@@ -59,12 +59,13 @@ EnvoyRateLimit Rule(const std::string& name, uint32_t requests_per_unit, bool sh
   EnvoyRateLimit r;
   r.limit_name = "d." + name;
   r.state_name = "d/" + name;
-  r.requests_per_unit = requests_per_unit;
-  r.unit = EnvoyUnit::kMinute;
+  EnvoyLimit& l = r.limits.emplace_back();
+  l.requests_per_unit = requests_per_unit;
+  l.unit = EnvoyUnit::kMinute;
   r.shadow_mode = shadow;
   if (max_reserved) {
-    r.algorithm = EnvoyAlgorithm::kTokenBucket;
-    r.max_reserved = max_reserved;
+    l.algorithm = EnvoyAlgorithm::kTokenBucket;
+    l.max_reserved = max_reserved;
   }
   return r;
 }
@@ -73,14 +74,16 @@ EnvoyRateLimit Rule(const std::string& name, uint32_t requests_per_unit, bool sh
 EnvoyDescriptorPlan Limited(const EnvoyRateLimit& rule, uint64_t hits = 1,
                             const std::string& key = "k") {
   EnvoyDescriptorPlan p;
-  p.kind = rule.requests_per_unit == 0 ? Kind::kBlocked : Kind::kLimited;
+  p.kind = rule.blocks() ? Kind::kBlocked : Kind::kLimited;
   p.config_rule = &rule;
   p.stat_key = rule.limit_name;
   p.hits = hits;
   p.check_only = hits == 0;
+  p.shadow = rule.shadow_mode;
   if (p.kind == Kind::kLimited) {
-    p.request = LimitRequest{rule.state_name, key, EnvoyLimitConfig(rule),
-                             static_cast<double>(hits == 0 ? 1 : hits), LimitSource::kEnvoy};
+    p.requests.push_back(LimitRequest{rule.state_name, key, EnvoyLimitConfig(rule.limits[0]),
+                                      static_cast<double>(hits == 0 ? 1 : hits),
+                                      LimitSource::kEnvoy});
   }
   return p;
 }
@@ -200,7 +203,7 @@ Outcome Run(const std::vector<EnvoyDescriptorPlan>& plan, const std::vector<size
             std::map<std::string, std::optional<State>>& states) {
   std::vector<LimitOp> ops;
   for (size_t i : limits) {
-    const LimitRequest& r = plan[i].request;
+    const LimitRequest& r = plan[i].requests[0];
     LimitOp op{StateKey{r.name, r.key, r.source}, r.config, r.count};
     if (zero_reserve && !plan[i].overdraft()) op.config.max_reserved = 0;
     ops.push_back(op);
@@ -227,22 +230,22 @@ Expected Policy(const std::vector<EnvoyDescriptorPlan>& plan,
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind == Kind::kBlocked) {
       e.outcomes[i].over = true;
-      blocked = blocked || !plan[i].shadow();
+      blocked = blocked || !plan[i].shadow;
     }
     if (plan[i].kind != Kind::kLimited || !(plan[i].check_only || plan[i].overdraft())) continue;
     // One more hit, checked against the state as it is.
-    const LimitRequest& r = plan[i].request;
+    const LimitRequest& r = plan[i].requests[0];
     const Decision d =
         Decide(r.config, LimitId{r.name, r.key}, states[Id(r)], 1, Mode::kCheck, now);
     if (plan[i].check_only || !d.allowed) e.outcomes[i] = EnvoyOutcome{!d.allowed, d.value, now};
     failed_check[i] = !d.allowed;
-    blocked = blocked || (!d.allowed && !plan[i].shadow());
+    blocked = blocked || (!d.allowed && !plan[i].shadow);
   }
   std::vector<size_t> active;
   bool reserve = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan[i].kind != Kind::kLimited || plan[i].check_only) continue;
-    if (failed_check[i] && plan[i].shadow()) continue;
+    if (failed_check[i] && plan[i].shadow) continue;
     active.push_back(i);
     reserve = reserve || plan[i].overdraft();
   }
@@ -257,7 +260,7 @@ Expected Policy(const std::vector<EnvoyDescriptorPlan>& plan,
     bool real_denial = false;
     for (size_t j = 0; j < active.size(); ++j) {
       if (out.decisions[j].allowed) next.push_back(active[j]);
-      if (!out.decisions[j].allowed && !plan[active[j]].shadow()) real_denial = true;
+      if (!out.decisions[j].allowed && !plan[active[j]].shadow) real_denial = true;
     }
     if (real_denial) break;
     active = std::move(next);

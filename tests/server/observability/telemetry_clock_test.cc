@@ -161,13 +161,17 @@ TEST(EnvoyEvaluatorClockTest, ReadsTheClockOnceInsideTheTransaction) {
   testing::TickingClock clock(kStart, kStep);  // every read is a later time
   Limiter limiter(store, clock);
   DecisionScheduler scheduler(limiter, nullptr);
+  EnvoyRateLimit rule;
+  EnvoyLimit& limit = rule.limits.emplace_back();
+  limit.requests_per_unit = 10;
   std::vector<EnvoyDescriptorPlan> plan(2);
   plan[0].kind = EnvoyDescriptorPlan::Kind::kLimited;
-  plan[0].request.name = "web";
-  plan[0].request.key = "u1";
-  plan[0].request.source = LimitSource::kEnvoy;
-  plan[0].request.config.rate = 10;
-  plan[0].request.config.period_us = 1000000;
+  plan[0].config_rule = &rule;
+  LimitRequest& request = plan[0].requests.emplace_back();
+  request.name = "web";
+  request.key = "u1";
+  request.source = LimitSource::kEnvoy;
+  request.config = EnvoyLimitConfig(rule.limits[0]);
   plan[1].kind = EnvoyDescriptorPlan::Kind::kNoLimit;
 
   absl::StatusOr<std::vector<EnvoyOutcome>> outcomes = EvaluateEnvoyPlan(scheduler, clock, plan);

@@ -115,7 +115,7 @@ struct EnvoyServiceOn {
   DecisionScheduler scheduler{limiter, nullptr};
   EnvoyConfigRegistry registry;
   Telemetry telemetry{nullptr, nullptr, false, "memory"};
-  EnvoyRateLimitServiceImpl service{scheduler, clock, registry, false, telemetry};
+  EnvoyRateLimitServiceImpl service{scheduler, clock, registry, EnvoyServiceOptions{}, telemetry};
 };
 
 // A service's half of the loop, driven by hand: the test takes exactly the calls it sent into one
