@@ -265,9 +265,15 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
       return EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path,
                                  t.envoy_override);
     });
+    EnvoyReferenceOptions reference;
+    reference.near_limit_ratio = options.limits.envoy_near_limit_ratio;
+    reference.response_dynamic_metadata = options.limits.envoy_response_dynamic_metadata;
+    reference.header_names = {options.limits.envoy_ratelimit_limit_header,
+                              options.limits.envoy_ratelimit_remaining_header,
+                              options.limits.envoy_ratelimit_reset_header};
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->scheduler_, clock, s->envoy_registry_, options.limits.envoy_ratelimit_headers,
-        *s->telemetry_);
+        *s->telemetry_, std::move(reference));
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
     s->serving_loop_->AddUnary(*s->envoy_service_,
@@ -336,7 +342,7 @@ void RateLimitServer::RegisterEnvoyMetrics() {
   metrics_registry_.AddCollector(
       "ratelimit_envoy_rule_hits_total",
       "Hits counted per Envoy rule (the reference's per-rule stats), by result: total, "
-      "over_limit (shadow included), within_limit, shadow_mode.",
+      "over_limit (shadow included), within_limit, shadow_mode, near_limit.",
       "counter", {"rule", "result"},
       [envoy] {
         std::vector<std::pair<std::vector<std::string>, double>> out;
@@ -345,6 +351,7 @@ void RateLimitServer::RegisterEnvoyMetrics() {
           out.push_back({{rule, "over_limit"}, static_cast<double>(c.over_limit)});
           out.push_back({{rule, "within_limit"}, static_cast<double>(c.within_limit)});
           out.push_back({{rule, "shadow_mode"}, static_cast<double>(c.shadow_mode)});
+          out.push_back({{rule, "near_limit"}, static_cast<double>(c.near_limit)});
         }
         return out;
       },

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/status_util.h"
@@ -130,6 +131,10 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       if (m.limit == nullptr) continue;
       p.config_rule = m.limit;
       p.stat_key = std::move(m.stat_key);
+      // share_threshold: the level's pattern stands for every value it matches (one counter).
+      for (size_t j = 0; j < m.shared_values.size(); ++j) {
+        if (!m.shared_values[j].empty()) entries[j].value = m.shared_values[j];
+      }
     }
     const EnvoyRateLimit& rule = *p.rule();
     p.hits = d.has_hits_addend() ? d.hits_addend().value()
@@ -172,7 +177,7 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
 
 void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
                         absl::Span<const EnvoyOutcome> outcomes, bool ratelimit_headers,
-                        rlsv3::RateLimitResponse* response) {
+                        rlsv3::RateLimitResponse* response, const EnvoyHeaderNames& header_names) {
   using Kind = EnvoyDescriptorPlan::Kind;
   bool over = false;
   int tightest = -1;
@@ -220,9 +225,20 @@ void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
     h->set_key(std::string(key));
     h->set_value(absl::StrCat(value));
   };
-  add("RateLimit-Limit", limit);
-  add("RateLimit-Remaining", tightest_remaining);
-  add("RateLimit-Reset", static_cast<uint64_t>((tightest_reset + 999999) / 1000000));
+  add(header_names.limit, limit);
+  add(header_names.remaining, tightest_remaining);
+  add(header_names.reset, static_cast<uint64_t>((tightest_reset + 999999) / 1000000));
+}
+
+bool IsHttpHeaderName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("!#$%&'*+-.^_`|~").find(c) == absl::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ratelimit

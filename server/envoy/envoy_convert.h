@@ -36,12 +36,26 @@ inline constexpr int kMaxEnvoyEntries = 32;      // entries per descriptor
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     const rlsv3::RateLimitRequest& request, const EnvoyConfig& config);
 
+// The names of the rate-limit response headers (the reference's LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER). REQUIRES: valid HTTP header names
+// (IsHttpHeaderName).
+struct EnvoyHeaderNames {
+  std::string limit = "RateLimit-Limit";
+  std::string remaining = "RateLimit-Remaining";
+  std::string reset = "RateLimit-Reset";
+};
+
+// Whether `name` is an HTTP header name (an RFC 9110 token: one or more of A-Z a-z 0-9
+// !#$%&'*+-.^_`|~).
+bool IsHttpHeaderName(absl::string_view name);
+
 // Fills `response`: statuses in request order, overall_code, and (when `ratelimit_headers`)
-// RateLimit-Limit / -Remaining / -Reset from the most restrictive non-shadow descriptor.
-// REQUIRES: outcomes.size() == plan.size().
+// the limit, remaining and reset headers named by `header_names` from the most restrictive
+// non-shadow descriptor. REQUIRES: outcomes.size() == plan.size().
 void BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
                         absl::Span<const EnvoyOutcome> outcomes, bool ratelimit_headers,
-                        rlsv3::RateLimitResponse* response);
+                        rlsv3::RateLimitResponse* response,
+                        const EnvoyHeaderNames& header_names = EnvoyHeaderNames());
 
 }  // namespace ratelimit
 

@@ -2,6 +2,7 @@
 #define RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -17,6 +18,16 @@
 #include "storage/clock.h"
 
 namespace ratelimit {
+
+// The Envoy API's settings taken from the reference's environment (flags --envoy_*).
+struct EnvoyReferenceOptions {
+  // NEAR_LIMIT_RATIO: the share of a limit past which hits count as near_limit. In (0, 1].
+  double near_limit_ratio = 0.8;
+  // RESPONSE_DYNAMIC_METADATA: fill the response's dynamic_metadata (envoy_metadata.h).
+  bool response_dynamic_metadata = false;
+  // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER.
+  EnvoyHeaderNames header_names;
+};
 
 // envoy.service.ratelimit.v3.RateLimitService, served by a ServingLoop (serving_loop.h): a drop-in
 // replacement for envoyproxy/ratelimit, on the same decisions and store as ratelimit.v1. The
@@ -34,16 +45,20 @@ class EnvoyRateLimitServiceImpl final
  public:
   static constexpr int kShouldRateLimitMethod = 0;
 
-  // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset to every response that has a
-  // limited descriptor. Default off, as in the reference.
+  // `ratelimit_headers`: add RateLimit-Limit / -Remaining / -Reset (named by
+  // `reference.header_names`) to every response that has a limited descriptor. Default off, as in
+  // the reference. REQUIRES: `reference.near_limit_ratio` in (0, 1], header names valid.
   EnvoyRateLimitServiceImpl(DecisionScheduler& scheduler, const Clock& clock,
                             const EnvoyConfigRegistry& registry, bool ratelimit_headers,
-                            const Telemetry& telemetry)
+                            const Telemetry& telemetry,
+                            EnvoyReferenceOptions reference = EnvoyReferenceOptions())
       : scheduler_(scheduler),
         clock_(clock),
         registry_(registry),
         ratelimit_headers_(ratelimit_headers),
-        telemetry_(telemetry) {}
+        telemetry_(telemetry),
+        reference_(std::move(reference)),
+        stats_(reference_.near_limit_ratio) {}
 
   // ServingLoop::Handler.
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override {
@@ -69,6 +84,7 @@ class EnvoyRateLimitServiceImpl final
   const EnvoyConfigRegistry& registry_;
   const bool ratelimit_headers_;
   const Telemetry& telemetry_;
+  const EnvoyReferenceOptions reference_;
   EnvoyStats stats_;
   // Logged once, then summarised (a failing store fails every call).
   RepeatedLog store_failure_log_{LogLevel::kError, "store failure (envoy api)"};

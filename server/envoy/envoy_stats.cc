@@ -1,22 +1,58 @@
 #include "server/envoy/envoy_stats.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace ratelimit {
+
+uint64_t EnvoyNearLimitHits(const EnvoyRateLimit& rule, const EnvoyOutcome& outcome, uint64_t hits,
+                            bool consumed, double near_limit_ratio) {
+  const int64_t limit = rule.algorithm == EnvoyAlgorithm::kTokenBucket
+                            ? rule.burst.value_or(rule.requests_per_unit)
+                            : rule.requests_per_unit;
+  const int64_t threshold = static_cast<int64_t>(
+      std::floor(static_cast<float>(limit) * static_cast<float>(near_limit_ratio)));
+  const int64_t left = static_cast<int64_t>(std::floor(outcome.value + 1e-9));
+  const int64_t h = static_cast<int64_t>(hits);
+  const int64_t before = !outcome.over && consumed ? limit - left - h : limit - left;
+  const int64_t after = before + h;
+  if (!outcome.over) {
+    if (after <= threshold) return 0;
+    return static_cast<uint64_t>(before >= threshold ? h : after - threshold);
+  }
+  if (before >= limit) return 0;
+  return static_cast<uint64_t>(limit - std::max(threshold, before));
+}
 
 void EnvoyStats::Record(absl::Span<const EnvoyDescriptorPlan> plan,
                         absl::Span<const EnvoyOutcome> outcomes) {
+  using Kind = EnvoyDescriptorPlan::Kind;
+  bool consumed = true;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].kind != Kind::kNoLimit && plan[i].kind != Kind::kUnlimited && outcomes[i].over &&
+        !plan[i].shadow()) {
+      consumed = false;
+    }
+  }
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
-    if (p.kind == EnvoyDescriptorPlan::Kind::kNoLimit) continue;
+    if (p.kind == Kind::kNoLimit) continue;
     EnvoyRuleCounters& c = counters_[p.stat_key];
     c.total_hits += p.hits;
-    if (p.kind == EnvoyDescriptorPlan::Kind::kUnlimited) {
+    if (p.kind == Kind::kUnlimited) {
       c.within_limit += p.hits;
-    } else if (outcomes[i].over) {
+      continue;
+    }
+    if (outcomes[i].over) {
       c.over_limit += p.hits;
       if (p.shadow()) c.shadow_mode += p.hits;
     } else {
       c.within_limit += p.hits;
+    }
+    if (p.kind == Kind::kLimited) {
+      c.near_limit +=
+          EnvoyNearLimitHits(*p.rule(), outcomes[i], p.hits, consumed, near_limit_ratio_);
     }
   }
 }
