@@ -148,6 +148,16 @@ ABSL_FLAG(std::string, log_format, "text", "text or json");
 ABSL_FLAG(std::string, envoy_config_dir, "",
           "serve Envoy's RLS v3 API with the envoyproxy/ratelimit YAML files of this directory "
           "(one domain per file, hot-reloaded); empty: the Envoy API is off");
+ABSL_FLAG(double, envoy_near_limit_ratio, 0.8,
+          "Envoy API: share of a limit, in (0, 1], past which hits count as near_limit");
+ABSL_FLAG(bool, envoy_response_dynamic_metadata, false,
+          "Envoy API: return the request and the passed rules' metadata in dynamic_metadata");
+ABSL_FLAG(std::string, envoy_ratelimit_limit_header, "RateLimit-Limit",
+          "Envoy API: name of the limit header of --envoy_ratelimit_headers");
+ABSL_FLAG(std::string, envoy_ratelimit_remaining_header, "RateLimit-Remaining",
+          "Envoy API: name of the remaining header of --envoy_ratelimit_headers");
+ABSL_FLAG(std::string, envoy_ratelimit_reset_header, "RateLimit-Reset",
+          "Envoy API: name of the reset header of --envoy_ratelimit_headers");
 ABSL_FLAG(bool, envoy_ratelimit_headers, false,
           "Envoy API: return RateLimit-Limit/-Remaining/-Reset in response_headers_to_add");
 ABSL_FLAG(bool, envoy_shadow_mode, false,
@@ -282,6 +292,11 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
     return absl::InvalidArgumentError("--inline_limits: must be allow or deny");
   }
   limits.envoy_config_dir = absl::GetFlag(FLAGS_envoy_config_dir);
+  limits.envoy_near_limit_ratio = absl::GetFlag(FLAGS_envoy_near_limit_ratio);
+  limits.envoy_response_dynamic_metadata = absl::GetFlag(FLAGS_envoy_response_dynamic_metadata);
+  limits.envoy_ratelimit_limit_header = absl::GetFlag(FLAGS_envoy_ratelimit_limit_header);
+  limits.envoy_ratelimit_remaining_header = absl::GetFlag(FLAGS_envoy_ratelimit_remaining_header);
+  limits.envoy_ratelimit_reset_header = absl::GetFlag(FLAGS_envoy_ratelimit_reset_header);
   limits.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);
   limits.envoy_shadow_mode = absl::GetFlag(FLAGS_envoy_shadow_mode);
   limits.envoy_quota_mode = absl::GetFlag(FLAGS_envoy_quota_mode);

@@ -1,10 +1,12 @@
 #include "server/options.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/envoy/envoy_convert.h"
 
 namespace ratelimit {
 
@@ -93,12 +95,32 @@ absl::Status ValidateObservability(const ObservabilityOptions& o) {
   return absl::OkStatus();
 }
 
+// The Envoy API's settings from the reference (--envoy_near_limit_ratio, header names).
+absl::Status ValidateEnvoyReference(const LimitsOptions& o) {
+  if (!(o.envoy_near_limit_ratio > 0 && o.envoy_near_limit_ratio <= 1)) {
+    return Invalid("--envoy_near_limit_ratio", "must be in (0, 1]");
+  }
+  for (const auto& [flag, name] :
+       {std::pair<absl::string_view, const std::string*>{"--envoy_ratelimit_limit_header",
+                                                         &o.envoy_ratelimit_limit_header},
+        {"--envoy_ratelimit_remaining_header", &o.envoy_ratelimit_remaining_header},
+        {"--envoy_ratelimit_reset_header", &o.envoy_ratelimit_reset_header}}) {
+    if (!IsHttpHeaderName(*name)) {
+      return Invalid(flag, absl::StrCat("\"", *name,
+                                        "\" is not an HTTP header name (letters, digits and "
+                                        "!#$%&'*+-.^_`|~, at least one)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (absl::Status s = ValidateListen(options.listen, options.admin); !s.ok()) return s;
   if (absl::Status s = ValidateStore(options.store); !s.ok()) return s;
   if (absl::Status s = ValidateReceipts(options.receipts); !s.ok()) return s;
+  if (absl::Status s = ValidateEnvoyReference(options.limits); !s.ok()) return s;
   return ValidateObservability(options.observability);
 }
 

@@ -90,6 +90,14 @@ struct LimitsOptions {
   // Envoy RLS v3 API (same port): a directory of envoyproxy/ratelimit YAML files, one domain per
   // file. Empty: the Envoy API is not served (calls get UNIMPLEMENTED).
   std::string envoy_config_dir;
+  // Envoy API, the reference's settings: NEAR_LIMIT_RATIO (in (0, 1]), RESPONSE_DYNAMIC_METADATA,
+  // and the header names LIMIT_LIMIT_HEADER / LIMIT_REMAINING_HEADER / LIMIT_RESET_HEADER (HTTP
+  // header names).
+  double envoy_near_limit_ratio = 0.8;
+  bool envoy_response_dynamic_metadata = false;
+  std::string envoy_ratelimit_limit_header = "RateLimit-Limit";
+  std::string envoy_ratelimit_remaining_header = "RateLimit-Remaining";
+  std::string envoy_ratelimit_reset_header = "RateLimit-Reset";
   // Envoy API: add RateLimit-Limit / -Remaining / -Reset to response_headers_to_add.
   bool envoy_ratelimit_headers = false;
   // Envoy API: no request is denied (an OVER_LIMIT overall code is answered OK).

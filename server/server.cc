@@ -270,11 +270,17 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
           RateLimitServiceImpl::EnvoyResetResolution{std::move(state->name),
                                                      std::move(state->key_suffixes)});
     });
+    EnvoyServiceOptions envoy_options;
+    envoy_options.ratelimit_headers = options.limits.envoy_ratelimit_headers;
+    envoy_options.shadow_mode = options.limits.envoy_shadow_mode;
+    envoy_options.quota_mode = options.limits.envoy_quota_mode;
+    envoy_options.near_limit_ratio = options.limits.envoy_near_limit_ratio;
+    envoy_options.response_dynamic_metadata = options.limits.envoy_response_dynamic_metadata;
+    envoy_options.header_names = {options.limits.envoy_ratelimit_limit_header,
+                                  options.limits.envoy_ratelimit_remaining_header,
+                                  options.limits.envoy_ratelimit_reset_header};
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
-        *s->scheduler_, clock, s->envoy_registry_,
-        EnvoyServiceOptions{options.limits.envoy_ratelimit_headers,
-                            options.limits.envoy_shadow_mode, options.limits.envoy_quota_mode},
-        *s->telemetry_);
+        *s->scheduler_, clock, s->envoy_registry_, std::move(envoy_options), *s->telemetry_);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
     s->serving_loop_->AddUnary(*s->envoy_service_,
@@ -343,7 +349,8 @@ void RateLimitServer::RegisterEnvoyMetrics() {
   metrics_registry_.AddCollector(
       "ratelimit_envoy_rule_hits_total",
       "Hits counted per Envoy rule (the reference's per-rule stats), by result: total, "
-      "over_limit (shadow included), within_limit, shadow_mode, negative_hits (refunded).",
+      "over_limit (shadow included), within_limit, shadow_mode, near_limit, negative_hits "
+      "(refunded).",
       "counter", {"rule", "result"},
       [envoy] {
         std::vector<std::pair<std::vector<std::string>, double>> out;
@@ -353,6 +360,7 @@ void RateLimitServer::RegisterEnvoyMetrics() {
           out.push_back({{rule, "within_limit"}, static_cast<double>(c.within_limit)});
           out.push_back({{rule, "shadow_mode"}, static_cast<double>(c.shadow_mode)});
           out.push_back({{rule, "negative_hits"}, static_cast<double>(c.negative_hits)});
+          out.push_back({{rule, "near_limit"}, static_cast<double>(c.near_limit)});
         }
         return out;
       },

@@ -1,6 +1,8 @@
 #include "server/envoy/envoy_config.h"
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ratelimit {
@@ -96,19 +98,49 @@ const EnvoyDescriptorNode* FindAtLevel(const EnvoyDescriptorList& level, const E
 
 EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntry> entries) {
   EnvoyMatch match;
+  absl::InlinedVector<const EnvoyDescriptorNode*, 8> path;
   const EnvoyDescriptorList* level = &domain.descriptors;
   for (size_t i = 0; i < entries.size(); ++i) {
     const EnvoyDescriptorNode* node = FindAtLevel(*level, entries[i]);
     if (node == nullptr) break;
-    if (node->limit && i + 1 == entries.size()) {
-      match.limit = &*node->limit;
-      match.stat_key = node->limit->limit_name;
-      if (node->limit->detailed_metric && node->value.empty()) {
-        absl::StrAppend(&match.stat_key, "_", entries[i].value);
-      }
-    }
+    path.push_back(node);
+    if (node->limit && i + 1 == entries.size()) match.limit = &*node->limit;
     if (node->children.nodes.empty()) break;
     level = &node->children;
+  }
+  if (match.limit == nullptr) return match;
+  // A limit applies only at the last entry, so every entry matched a node of `path`.
+  bool shared = false, value_to_metric = false;
+  for (const EnvoyDescriptorNode* node : path) {
+    shared = shared || node->share_threshold;
+    value_to_metric = value_to_metric || node->value_to_metric;
+  }
+  if (shared) {
+    match.shared_values.resize(path.size());
+    for (size_t i = 0; i < path.size(); ++i) {
+      if (path[i]->share_threshold) match.shared_values[i] = path[i]->value;
+    }
+  }
+  if (match.limit->detailed_metric) {
+    match.stat_key = domain.name;
+    for (size_t i = 0; i < path.size(); ++i) {
+      absl::StrAppend(
+          &match.stat_key, ".", entries[i].key, "_",
+          shared && !match.shared_values[i].empty() ? match.shared_values[i] : entries[i].value);
+    }
+  } else if (value_to_metric) {
+    match.stat_key = domain.name;
+    for (size_t i = 0; i < path.size(); ++i) {
+      const EnvoyDescriptorNode& node = *path[i];
+      absl::string_view shown = node.value;  // exact: the value; wildcard: the pattern
+      if (node.value_to_metric && !node.share_threshold &&
+          (node.value.empty() || absl::StrContains(node.value, '*'))) {
+        shown = entries[i].value;
+      }
+      absl::StrAppend(&match.stat_key, ".", entries[i].key, shown.empty() ? "" : "_", shown);
+    }
+  } else {
+    match.stat_key = match.limit->limit_name;
   }
   return match;
 }

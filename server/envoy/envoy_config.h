@@ -6,6 +6,7 @@
 // envoy_config_loader.h; this file holds the immutable result and the descriptor matching.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "google/protobuf/struct.pb.h"
 
 namespace ratelimit {
 
@@ -114,6 +116,9 @@ struct EnvoyRateLimit {
     }
     return false;
   }
+  // The descriptor's `metadata` map, returned in the response's dynamic_metadata when the rule's
+  // descriptor passes (--envoy_response_dynamic_metadata). Null: none. Immutable, shared.
+  std::shared_ptr<const google::protobuf::Struct> metadata;
 };
 
 // What follows the state key of limit `index` (> 0) of a rule with several limits: '|', '#' and
@@ -141,6 +146,12 @@ struct EnvoyDescriptorNode {
   std::string value;
   std::optional<EnvoyRateLimit> limit;
   EnvoyDescriptorList children;
+  // Statistics keys carry the request's value at this level where the rule has none, or has a
+  // `*` pattern (the reference's value_to_metric).
+  bool value_to_metric = false;
+  // Wildcard values only: every value matching `value` shares one counter (and one statistics
+  // key, with the pattern as the value), as the reference's share_threshold.
+  bool share_threshold = false;
 };
 
 struct EnvoyDomain {
@@ -160,6 +171,10 @@ struct EnvoyEntry {
 struct EnvoyMatch {
   const EnvoyRateLimit* limit = nullptr;
   std::string stat_key;
+  // With a limit and some level matched by a share_threshold wildcard: one per entry, that
+  // level's pattern (which replaces the request's value in the state key) or empty. Points into
+  // the configuration, as `limit`. Empty otherwise.
+  std::vector<absl::string_view> shared_values;
 };
 
 // All domains in force. Immutable once built.
@@ -176,6 +191,11 @@ struct EnvoyConfig {
 // (key, value) rule beats a wildcard rule beats a key-only rule; the walk stops at a node
 // without children; a limit applies only when it sits at the depth of the last entry.
 // Returns a match with limit == nullptr when no limit applies.
+// The statistics key, as the reference's: with detailed_metric on the rule,
+// "<domain>.<key>_<value>" for every level with the request's values (a share_threshold level's
+// pattern instead); otherwise the rule's limit_name, except that a level whose node has
+// value_to_metric shows the request's value (key-only or wildcard node, a share_threshold
+// wildcard keeping its pattern).
 EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntry> entries);
 
 // The store name of an Envoy limit: an 'R' (a configured rule) or 'O' (a limit Envoy sent in a

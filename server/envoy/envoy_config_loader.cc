@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <memory>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
@@ -226,6 +227,72 @@ absl::Status ParseRateLimits(const ParseContext& ctx, const YAML::Node& node,
   return absl::OkStatus();
 }
 
+// A YAML value as a google.protobuf.Value, typed as the reference's YAML reader types it:
+// plain scalars that read as booleans, numbers or null become those, everything else (and every
+// quoted scalar) a string; mappings become structs (keys as written), sequences lists.
+void YamlToProtoValue(const YAML::Node& node, google::protobuf::Value* out);
+
+void YamlToProtoStruct(const YAML::Node& map, google::protobuf::Struct* out) {
+  for (const auto& kv : map) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : YAML::Dump(kv.first);
+    YamlToProtoValue(kv.second, &(*out->mutable_fields())[key]);
+  }
+}
+
+void YamlScalarToProtoValue(const YAML::Node& node, google::protobuf::Value* out) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") {  // quoted
+    out->set_string_value(text);
+    return;
+  }
+  static constexpr absl::string_view kTrue[] = {"true", "True", "TRUE", "yes", "Yes",
+                                                "YES",  "on",   "On",   "ON"};
+  static constexpr absl::string_view kFalse[] = {"false", "False", "FALSE", "no", "No",
+                                                 "NO",    "off",   "Off",   "OFF"};
+  static constexpr absl::string_view kNull[] = {"", "~", "null", "Null", "NULL"};
+  auto in = [&text](absl::Span<const absl::string_view> words) {
+    return std::find(words.begin(), words.end(), text) != words.end();
+  };
+  int64_t whole = 0;
+  double number = 0;
+  if (in(kTrue) || in(kFalse)) {
+    out->set_bool_value(in(kTrue));
+  } else if (in(kNull)) {
+    out->set_null_value(google::protobuf::NULL_VALUE);
+  } else if (absl::SimpleAtoi(text, &whole)) {
+    out->set_number_value(static_cast<double>(whole));
+  } else if (text.find_first_not_of("0123456789+-.eE") == std::string::npos &&
+             absl::SimpleAtod(text, &number)) {
+    out->set_number_value(number);
+  } else {
+    out->set_string_value(text);
+  }
+}
+
+void YamlToProtoValue(const YAML::Node& node, google::protobuf::Value* out) {
+  if (node.IsMap()) {
+    YamlToProtoStruct(node, out->mutable_struct_value());
+  } else if (node.IsSequence()) {
+    google::protobuf::ListValue* list = out->mutable_list_value();
+    for (const YAML::Node& item : node) YamlToProtoValue(item, list->add_values());
+  } else if (node.IsScalar()) {
+    YamlScalarToProtoValue(node, out);
+  } else {
+    out->set_null_value(google::protobuf::NULL_VALUE);
+  }
+}
+
+// A descriptor's `metadata`: a mapping (null or empty: none).
+absl::StatusOr<std::shared_ptr<const google::protobuf::Struct>> ParseMetadata(
+    const ParseContext& ctx, const YAML::Node& node, const std::string& field) {
+  if (node.IsNull()) return nullptr;
+  if (!node.IsMap()) return ErrorAt(ctx, node, field, "must be a mapping");
+  auto metadata = std::make_shared<google::protobuf::Struct>();
+  YamlToProtoStruct(node, metadata.get());
+  if (metadata->fields().empty()) return nullptr;
+  return metadata;
+}
+
 absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
                                  const std::string& field, const std::string& parent_path,
                                  EnvoyDescriptorList* out);
@@ -235,6 +302,7 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
   EnvoyDescriptorNode d;
   std::optional<YAML::Node> key_node, rate_limit_node, rate_limits_node, children_node;
   bool shadow_mode = false, detailed_metric = false, quota_mode = false;
+  std::optional<YAML::Node> share_threshold_node, metadata_node;
   absl::Status s = ForEachKey(
       ctx, node, field,
       [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
@@ -260,6 +328,13 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
           (key == "shadow_mode"  ? shadow_mode
            : key == "quota_mode" ? quota_mode
                                  : detailed_metric) = *b;
+        } else if (key == "value_to_metric" || key == "share_threshold") {
+          absl::StatusOr<bool> b = ScalarBool(ctx, v, f);
+          if (!b.ok()) return b.status();
+          (key == "value_to_metric" ? d.value_to_metric : d.share_threshold) = *b;
+          if (key == "share_threshold") share_threshold_node = v;
+        } else if (key == "metadata") {
+          metadata_node = v;
         } else {
           return UnknownKey(ctx, k, field, key);
         }
@@ -268,6 +343,18 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
   if (!s.ok()) return s;
   if (d.key.empty()) {
     return ErrorAt(ctx, key_node ? *key_node : node, field + ".key", "required, must not be empty");
+  }
+  if (d.share_threshold && !absl::StrContains(d.value, '*')) {
+    return ErrorAt(
+        ctx, *share_threshold_node, field + ".share_threshold",
+        absl::StrCat("only applies to a wildcard value (one with '*'), got \"", d.value, "\""));
+  }
+  std::shared_ptr<const google::protobuf::Struct> metadata;
+  if (metadata_node) {
+    absl::StatusOr<std::shared_ptr<const google::protobuf::Struct>> m =
+        ParseMetadata(ctx, *metadata_node, field + ".metadata");
+    if (!m.ok()) return m.status();
+    metadata = *std::move(m);
   }
   const std::string path =
       absl::StrCat(parent_path, ".", d.key, d.value.empty() ? "" : "_", d.value);
@@ -306,6 +393,7 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
     rl->quota_mode = quota_mode;
     rl->detailed_metric = detailed_metric;
     rl->where = Where(ctx, node);
+    rl->metadata = std::move(metadata);
     if (absl::Status st = ValidateName(path, "limit name"); !st.ok()) {
       return ErrorAt(ctx, node, field, st.message());
     }

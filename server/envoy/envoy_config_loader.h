@@ -9,7 +9,10 @@
 //       value: marketing              # optional; `*` matches any run of characters
 //       shadow_mode: false            # over-limit verdicts are reported OK
 //       quota_mode: false             # over limit only matters when every quota descriptor is
-//       detailed_metric: false        # statistics of a key-only rule per value
+//       detailed_metric: false        # statistics per request value, at every level
+//       value_to_metric: false        # statistics show the request's value at this level
+//       share_threshold: false        # `*` values only: every matching value shares one counter
+//       metadata: {any: map}          # returned in dynamic_metadata when the descriptor passes
 //       rate_limit:                   # optional
 //         unit: day                   # second|minute|hour|day|week|month|year (any case)
 //         requests_per_unit: 5        # 0..4294967295; 0 blocks

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/status_util.h"
@@ -107,6 +108,10 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       if (m.limit == nullptr) continue;
       p.config_rule = m.limit;
       p.stat_key = std::move(m.stat_key);
+      // share_threshold: the level's pattern stands for every value it matches (one counter).
+      for (size_t j = 0; j < m.shared_values.size(); ++j) {
+        if (!m.shared_values[j].empty()) entries[j].value = m.shared_values[j];
+      }
     }
     const EnvoyRateLimit& rule = *p.rule();
     p.hits = d.has_hits_addend() ? d.hits_addend().value()
@@ -162,8 +167,8 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
 }
 
 bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
-                        absl::Span<const EnvoyOutcome> outcomes, EnvoyResponseOptions options,
-                        rlsv3::RateLimitResponse* response) {
+                        absl::Span<const EnvoyOutcome> outcomes,
+                        const EnvoyResponseOptions& options, rlsv3::RateLimitResponse* response) {
   using Kind = EnvoyDescriptorPlan::Kind;
   bool over = false;  // a descriptor that is not a quota descriptor is over
   // The quota descriptors: whether there are any, all are over, and one of those is not a shadow.
@@ -225,10 +230,21 @@ bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
     h->set_key(std::string(key));
     h->set_value(absl::StrCat(value));
   };
-  add("RateLimit-Limit", limit_value);
-  add("RateLimit-Remaining", tightest_remaining);
-  add("RateLimit-Reset", static_cast<uint64_t>((tightest_reset + 999999) / 1000000));
+  add(options.header_names.limit, limit_value);
+  add(options.header_names.remaining, tightest_remaining);
+  add(options.header_names.reset, static_cast<uint64_t>((tightest_reset + 999999) / 1000000));
   return shadowed;
+}
+
+bool IsHttpHeaderName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("!#$%&'*+-.^_`|~").find(c) == absl::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ratelimit

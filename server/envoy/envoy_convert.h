@@ -37,12 +37,23 @@ struct EnvoyPolicy {
   bool quota_mode = false;
 };
 
+// The names of the rate-limit response headers (the reference's LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER). REQUIRES: valid HTTP header names
+// (IsHttpHeaderName).
+struct EnvoyHeaderNames {
+  std::string limit = "RateLimit-Limit";
+  std::string remaining = "RateLimit-Remaining";
+  std::string reset = "RateLimit-Reset";
+};
+
 // What BuildEnvoyResponse adds beyond the statuses.
 struct EnvoyResponseOptions {
   // Add RateLimit-Limit / -Remaining / -Reset from the most restrictive non-shadow descriptor.
   bool ratelimit_headers = false;
   // --envoy_shadow_mode: an OVER_LIMIT overall code is answered OK.
   bool shadow_mode = false;
+  // The headers' names.
+  EnvoyHeaderNames header_names;
 };
 
 // Validates `request` and decides, per descriptor, which rule applies and how it is evaluated.
@@ -53,16 +64,20 @@ struct EnvoyResponseOptions {
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     const rlsv3::RateLimitRequest& request, const EnvoyConfig& config, EnvoyPolicy policy = {});
 
+// Whether `name` is an HTTP header name (an RFC 9110 token: one or more of A-Z a-z 0-9
+// !#$%&'*+-.^_`|~).
+bool IsHttpHeaderName(absl::string_view name);
+
 // Fills `response`: statuses in request order (each reporting its rule's tightest limit: see
-// EnvoyOutcome::limit), overall_code, and (options.ratelimit_headers) RateLimit-Limit /
-// -Remaining / -Reset from the most restrictive non-shadow descriptor. The overall code is
-// OVER_LIMIT when a descriptor that is not a quota descriptor is, or when every quota descriptor
-// is over its limit and one of them is not in shadow mode (the reference's quota mode); answered
-// OK in the server's shadow mode. Returns true when the server's shadow mode turned OVER_LIMIT
-// into OK. REQUIRES: outcomes.size() == plan.size().
+// EnvoyOutcome::limit), overall_code, and (options.ratelimit_headers) the limit, remaining and
+// reset headers named by options.header_names from the most restrictive non-shadow descriptor.
+// The overall code is OVER_LIMIT when a descriptor that is not a quota descriptor is, or when
+// every quota descriptor is over its limit and one of them is not in shadow mode (the
+// reference's quota mode); answered OK in the server's shadow mode. Returns true when the
+// server's shadow mode turned OVER_LIMIT into OK. REQUIRES: outcomes.size() == plan.size().
 bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
-                        absl::Span<const EnvoyOutcome> outcomes, EnvoyResponseOptions options,
-                        rlsv3::RateLimitResponse* response);
+                        absl::Span<const EnvoyOutcome> outcomes,
+                        const EnvoyResponseOptions& options, rlsv3::RateLimitResponse* response);
 
 }  // namespace ratelimit
 

@@ -2,6 +2,7 @@
 
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
+#include "server/envoy/envoy_metadata.h"
 #include "server/observability/log.h"
 #include "server/serving/grpc_convert.h"
 #include "server/serving/serving_loop.h"
@@ -23,6 +24,8 @@ struct EnvoyRateLimitServiceImpl::Evaluation {
   // Held until the reply is built: the plan points into this snapshot.
   std::shared_ptr<const EnvoyConfig> config;
   std::vector<EnvoyDescriptorPlan> plan;
+  // The call's request (owned by the call, which outlives the evaluation's answer).
+  const rlsv3::RateLimitRequest* request = nullptr;
 };
 
 void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* burst) {
@@ -34,6 +37,7 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
   Telemetry::Rpc& rpc = evaluation->rpc;
   const rlsv3::RateLimitRequest& request = call->request;
   evaluation->domain = request.domain();
+  evaluation->request = &request;
   evaluation->config = registry_.Current();
   absl::StatusOr<std::vector<EnvoyDescriptorPlan>> plan = PlanEnvoyRequest(
       request, *evaluation->config, EnvoyPolicy{options_.shadow_mode, options_.quota_mode});
@@ -85,10 +89,16 @@ grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
                             {"trace_id", rpc.TraceId()}});
     return FinishRpc(rpc, ToGrpcStatus(StoreUnavailable(outcomes.status())));
   }
-  if (BuildEnvoyResponse(plan, *outcomes,
-                         EnvoyResponseOptions{options_.ratelimit_headers, options_.shadow_mode},
-                         response)) {
+  EnvoyResponseOptions response_options;
+  response_options.ratelimit_headers = options_.ratelimit_headers;
+  response_options.shadow_mode = options_.shadow_mode;
+  response_options.header_names = options_.header_names;
+  if (BuildEnvoyResponse(plan, *outcomes, response_options, response)) {
     stats_.RecordGlobalShadow();
+  }
+  if (options_.response_dynamic_metadata) {
+    *response->mutable_dynamic_metadata() =
+        EnvoyDynamicMetadata(*evaluation.request, plan, response->statuses());
   }
   stats_.Record(plan, *outcomes);
   for (size_t i = 0; i < plan.size(); ++i) {

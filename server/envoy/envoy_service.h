@@ -2,6 +2,7 @@
 #define RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -18,13 +19,21 @@
 
 namespace ratelimit {
 
-// The server-wide switches of the Envoy API (all off by default, as in the reference).
+// The server-wide switches of the Envoy API (flags --envoy_*; all off by default, as in the
+// reference).
 struct EnvoyServiceOptions {
-  // Add RateLimit-Limit / -Remaining / -Reset to every response that has a limited descriptor.
+  // Add the rate-limit headers (named by header_names) to every response that has a limited
+  // descriptor (LIMIT_RESPONSE_HEADERS_ENABLED).
   bool ratelimit_headers = false;
-  // --envoy_shadow_mode and --envoy_quota_mode (EnvoyPolicy).
+  // --envoy_shadow_mode and --envoy_quota_mode (EnvoyPolicy): SHADOW_MODE, QUOTA_MODE.
   bool shadow_mode = false;
   bool quota_mode = false;
+  // NEAR_LIMIT_RATIO: the share of a limit past which hits count as near_limit. In (0, 1].
+  double near_limit_ratio = 0.8;
+  // RESPONSE_DYNAMIC_METADATA: fill the response's dynamic_metadata (envoy_metadata.h).
+  bool response_dynamic_metadata = false;
+  // LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER.
+  EnvoyHeaderNames header_names;
 };
 
 // envoy.service.ratelimit.v3.RateLimitService, served by a ServingLoop (serving_loop.h): a drop-in
@@ -43,14 +52,16 @@ class EnvoyRateLimitServiceImpl final
  public:
   static constexpr int kShouldRateLimitMethod = 0;
 
+  // REQUIRES: options.near_limit_ratio in (0, 1], header names valid.
   EnvoyRateLimitServiceImpl(DecisionScheduler& scheduler, const Clock& clock,
                             const EnvoyConfigRegistry& registry, EnvoyServiceOptions options,
                             const Telemetry& telemetry)
       : scheduler_(scheduler),
         clock_(clock),
         registry_(registry),
-        options_(options),
-        telemetry_(telemetry) {}
+        options_(std::move(options)),
+        telemetry_(telemetry),
+        stats_(options_.near_limit_ratio) {}
 
   // ServingLoop::Handler.
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override {

@@ -1,26 +1,70 @@
 #include "server/envoy/envoy_stats.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace ratelimit {
+
+uint64_t EnvoyNearLimitHits(const EnvoyLimit& rule, const EnvoyOutcome& outcome, uint64_t hits,
+                            bool consumed, double near_limit_ratio) {
+  const int64_t limit = rule.algorithm == EnvoyAlgorithm::kTokenBucket
+                            ? rule.burst.value_or(rule.requests_per_unit)
+                            : rule.requests_per_unit;
+  const int64_t threshold = static_cast<int64_t>(
+      std::floor(static_cast<float>(limit) * static_cast<float>(near_limit_ratio)));
+  const int64_t left = static_cast<int64_t>(std::floor(outcome.value + 1e-9));
+  const int64_t h = static_cast<int64_t>(hits);
+  const int64_t before = !outcome.over && consumed ? limit - left - h : limit - left;
+  const int64_t after = before + h;
+  if (!outcome.over) {
+    if (after <= threshold) return 0;
+    return static_cast<uint64_t>(before >= threshold ? h : after - threshold);
+  }
+  if (before >= limit) return 0;
+  return static_cast<uint64_t>(limit - std::max(threshold, before));
+}
 
 void EnvoyStats::Record(absl::Span<const EnvoyDescriptorPlan> plan,
                         absl::Span<const EnvoyOutcome> outcomes) {
+  using Kind = EnvoyDescriptorPlan::Kind;
+  // Whether the request's hits were consumed: no descriptor that is not soft is over, and not
+  // every quota descriptor is (EvaluateEnvoyPlan's rules).
+  bool consumed = true;
+  bool quotas = false, quotas_all_over = true, quota_not_shadow_over = false;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const EnvoyDescriptorPlan& p = plan[i];
+    if (p.kind != Kind::kLimited && p.kind != Kind::kBlocked) continue;
+    if (outcomes[i].over && !p.soft()) consumed = false;
+    if (p.quota) {
+      quotas = true;
+      quotas_all_over = quotas_all_over && outcomes[i].over;
+      quota_not_shadow_over = quota_not_shadow_over || (outcomes[i].over && !p.shadow);
+    }
+  }
+  if (quotas && quotas_all_over && quota_not_shadow_over) consumed = false;
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
-    if (p.kind == EnvoyDescriptorPlan::Kind::kNoLimit) continue;
+    if (p.kind == Kind::kNoLimit) continue;
     EnvoyRuleCounters& c = counters_[p.stat_key];
     if (p.kind == EnvoyDescriptorPlan::Kind::kRefund) {
       c.negative_hits += p.hits;
       continue;
     }
     c.total_hits += p.hits;
-    if (p.kind == EnvoyDescriptorPlan::Kind::kUnlimited) {
+    if (p.kind == Kind::kUnlimited) {
       c.within_limit += p.hits;
-    } else if (outcomes[i].over) {
+      continue;
+    }
+    if (outcomes[i].over) {
       c.over_limit += p.hits;
       if (p.rule()->shadow_mode) c.shadow_mode += p.hits;
     } else {
       c.within_limit += p.hits;
+    }
+    if (p.kind == Kind::kLimited) {
+      c.near_limit += EnvoyNearLimitHits(p.rule()->limits[outcomes[i].limit], outcomes[i], p.hits,
+                                         consumed, near_limit_ratio_);
     }
   }
 }

@@ -112,6 +112,13 @@ std::string Owner(const rlsv3::RateLimitRequest& request, int i, const EnvoyDesc
                       absl::StrJoin(keys, "], ["), "]");
 }
 
+// Response options with the rate-limit headers on or off.
+EnvoyResponseOptions Headers(bool on) {
+  EnvoyResponseOptions o;
+  o.ratelimit_headers = on;
+  return o;
+}
+
 using Counters = std::map<std::pair<std::string, std::string>, std::string>;
 
 // Plans `request`; checks the plan; records which owner each counter has in `counters`.
@@ -157,7 +164,7 @@ void PlanAndCheck(const rlsv3::RateLimitRequest& request, Counters& counters) {
     }
   }
   rlsv3::RateLimitResponse response;
-  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{/*ratelimit_headers=*/true}, &response);
+  BuildEnvoyResponse(*plan, outcomes, Headers(true), &response);
   FUZZ_CHECK(response.statuses_size() == request.descriptors_size(), "%d statuses for %d",
              response.statuses_size(), request.descriptors_size());
 }

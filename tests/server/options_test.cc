@@ -110,5 +110,25 @@ TEST(OptionsTest, ReceiptAndObservabilityRules) {
                       "--otel_ca_file");
 }
 
+TEST(OptionsTest, EnvoyReferenceRules) {
+  ExpectRefusedNaming(With([](ServerOptions& o) { o.limits.envoy_near_limit_ratio = 0; }),
+                      "--envoy_near_limit_ratio");
+  ExpectRefusedNaming(With([](ServerOptions& o) { o.limits.envoy_near_limit_ratio = 1.01; }),
+                      "--envoy_near_limit_ratio");
+  EXPECT_TRUE(With([](ServerOptions& o) { o.limits.envoy_near_limit_ratio = 1; }).ok());
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.limits.envoy_ratelimit_limit_header = "X Limit"; }),
+      "--envoy_ratelimit_limit_header");
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.limits.envoy_ratelimit_remaining_header = ""; }),
+      "--envoy_ratelimit_remaining_header");
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.limits.envoy_ratelimit_reset_header = "Reset:"; }),
+      "--envoy_ratelimit_reset_header");
+  EXPECT_TRUE(With([](ServerOptions& o) {
+                o.limits.envoy_ratelimit_limit_header = "X-RateLimit-Limit";
+              }).ok());
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -27,6 +27,13 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 40}
 )";
 
+// Response options with the rate-limit headers on or off.
+EnvoyResponseOptions Headers(bool on) {
+  EnvoyResponseOptions o;
+  o.ratelimit_headers = on;
+  return o;
+}
+
 class EnvoyConvertTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -211,7 +218,7 @@ TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
   std::vector<EnvoyOutcome> outcomes = {
       {false, 12, now}, {false, 30.5, now}, {false, 0, now}, {false, 0, now}};
   rlsv3::RateLimitResponse resp;
-  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{/*ratelimit_headers=*/true}, &resp);
+  BuildEnvoyResponse(*plan, outcomes, Headers(true), &resp);
   EXPECT_EQ(resp.overall_code(), rlsv3::RateLimitResponse::OK);
   ASSERT_EQ(resp.statuses_size(), 4);
   EXPECT_EQ(resp.statuses(0).limit_remaining(), 12u);
@@ -239,14 +246,14 @@ TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
 
   outcomes[1] = {false, 2.25, now};
   rlsv3::RateLimitResponse resp2;
-  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{true}, &resp2);
+  BuildEnvoyResponse(*plan, outcomes, Headers(true), &resp2);
   EXPECT_EQ(resp2.response_headers_to_add(0).value(), "40");  // the bucket's burst
   EXPECT_EQ(resp2.response_headers_to_add(1).value(), "2");
   EXPECT_EQ(resp2.response_headers_to_add(2).value(), "4");  // 37.75 missing at 10/s: 3.775 s
 
   outcomes[0] = {true, 0, now};
   rlsv3::RateLimitResponse resp3;
-  BuildEnvoyResponse(*plan, outcomes, EnvoyResponseOptions{/*ratelimit_headers=*/false}, &resp3);
+  BuildEnvoyResponse(*plan, outcomes, Headers(false), &resp3);
   EXPECT_EQ(resp3.overall_code(), rlsv3::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp3.statuses(0).code(), rlsv3::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp3.statuses(1).code(), rlsv3::RateLimitResponse::OK);

@@ -113,8 +113,7 @@ TEST_P(EnvoyReferenceTest, NegativeHitsAreFlooredAtAnUnusedCounter) {
   One(D("tokens", "u1", 3));
   EXPECT_EQ(One(R("tokens", "u1", 100)).limit_remaining(), 10u);
   EXPECT_EQ(One(R("bucket", "u1", 100)).limit_remaining(), 10u);  // burst 10
-  EXPECT_EQ(One(D("tokens", "u1", 11)).code(),
-            Code::RateLimitResponse_Code_OVER_LIMIT);
+  EXPECT_EQ(One(D("tokens", "u1", 11)).code(), Code::RateLimitResponse_Code_OVER_LIMIT);
 }
 
 TEST_P(EnvoyReferenceTest, NegativeHitsRefundOnlyTheCurrentWindow) {
@@ -183,8 +182,7 @@ TEST_P(EnvoyReferenceTest, SeveralLimitsAreRefundedTogether) {
 
 TEST_P(EnvoyReferenceTest, QuotaModeIsOverLimitOnlyWhenEveryQuotaDescriptorIs) {
   StartWith();
-  const std::vector<Descriptor> both = {D("service", "service_1"),
-                                        D("service", "service_2")};
+  const std::vector<Descriptor> both = {D("service", "service_1"), D("service", "service_2")};
   Response r = Call("ref", both);
   EXPECT_EQ(r.overall_code(), Code::RateLimitResponse_Code_OK);
   // service_1 is out of quota, service_2 is not: OK, and only service_2 is charged.
@@ -215,8 +213,7 @@ TEST_P(EnvoyReferenceTest, QuotaModeLeavesRegularDescriptorsAllOrNothing) {
 
 TEST_P(EnvoyReferenceTest, GlobalQuotaModeMakesEveryDescriptorAQuotaDescriptor) {
   StartWith([](ServerOptions& o) { o.limits.envoy_quota_mode = true; });
-  const std::vector<Descriptor> two = {D("regular", "x"),
-                                       D("other", "x")};
+  const std::vector<Descriptor> two = {D("regular", "x"), D("other", "x")};
   One(D("regular", "x"));
   Response r = Call("ref", two);
   EXPECT_EQ(r.overall_code(), Code::RateLimitResponse_Code_OK);

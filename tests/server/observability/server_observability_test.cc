@@ -319,6 +319,7 @@ descriptors:
            "ratelimit_envoy_rule_hits_total{rule=\"edge.bot\",result=\"shadow_mode\"} 1\n",
            "ratelimit_envoy_rule_hits_total{rule=\"edge.user\",result=\"over_limit\"} 1\n",
            "ratelimit_envoy_rule_hits_total{rule=\"edge.user\",result=\"total\"} 2\n",
+           "ratelimit_envoy_rule_hits_total{rule=\"edge.user\",result=\"near_limit\"} 1\n",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
