@@ -166,6 +166,30 @@ ABSL_FLAG(bool, envoy_shadow_mode, false,
 ABSL_FLAG(bool, envoy_quota_mode, false,
           "Envoy API: every descriptor is a quota descriptor (a request is OVER_LIMIT only when "
           "every one is over), as the reference's QUOTA_MODE");
+// The Envoy configuration from an xDS management server (server/envoy/xds).
+ABSL_FLAG(std::string, envoy_xds_server, "",
+          "serve Envoy's RLS v3 API with the configuration of this xDS management server "
+          "(host:port, ADS state of the world, RateLimitConfig resources); not with "
+          "--envoy_config_dir");
+ABSL_FLAG(std::string, envoy_xds_node_id, "default",
+          "xDS: the node id sent to the management server");
+ABSL_FLAG(std::string, envoy_xds_node_metadata, "",
+          "xDS: node metadata sent to the management server, k1=v1,k2=v2");
+ABSL_FLAG(bool, envoy_xds_tls, false, "xDS: TLS to the management server (else plaintext)");
+ABSL_FLAG(std::string, envoy_xds_tls_ca_file, "",
+          "xDS: PEM CA bundle verifying the management server (default: the system roots)");
+ABSL_FLAG(std::string, envoy_xds_tls_cert_file, "",
+          "xDS: PEM client certificate chain presented to the management server (mTLS)");
+ABSL_FLAG(std::string, envoy_xds_tls_key_file, "",
+          "xDS: PEM private key of --envoy_xds_tls_cert_file");
+ABSL_FLAG(std::string, envoy_xds_tls_server_name, "",
+          "xDS: the name the management server's certificate must carry (SAN), also the TLS "
+          "server name and authority (default: the host of --envoy_xds_server)");
+ABSL_FLAG(absl::Duration, envoy_xds_retry_initial, absl::Seconds(1),
+          "xDS: first reconnection delay after the stream fails (doubled up to "
+          "--envoy_xds_retry_max, jittered)");
+ABSL_FLAG(absl::Duration, envoy_xds_retry_max, absl::Seconds(30),
+          "xDS: longest reconnection delay");
 
 namespace ratelimit {
 
@@ -300,6 +324,20 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   limits.envoy_ratelimit_headers = absl::GetFlag(FLAGS_envoy_ratelimit_headers);
   limits.envoy_shadow_mode = absl::GetFlag(FLAGS_envoy_shadow_mode);
   limits.envoy_quota_mode = absl::GetFlag(FLAGS_envoy_quota_mode);
+  EnvoyXdsOptions& xds = limits.envoy_xds;
+  xds.server = absl::GetFlag(FLAGS_envoy_xds_server);
+  xds.node_id = absl::GetFlag(FLAGS_envoy_xds_node_id);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> node_metadata =
+      ParseXdsNodeMetadata(absl::GetFlag(FLAGS_envoy_xds_node_metadata));
+  if (!node_metadata.ok()) return node_metadata.status();
+  xds.node_metadata = *std::move(node_metadata);
+  xds.tls = absl::GetFlag(FLAGS_envoy_xds_tls);
+  xds.tls_ca_file = absl::GetFlag(FLAGS_envoy_xds_tls_ca_file);
+  xds.tls_cert_file = absl::GetFlag(FLAGS_envoy_xds_tls_cert_file);
+  xds.tls_key_file = absl::GetFlag(FLAGS_envoy_xds_tls_key_file);
+  xds.tls_server_name = absl::GetFlag(FLAGS_envoy_xds_tls_server_name);
+  xds.retry_initial = absl::GetFlag(FLAGS_envoy_xds_retry_initial);
+  xds.retry_max = absl::GetFlag(FLAGS_envoy_xds_retry_max);
 
   options.receipts.key_file = absl::GetFlag(FLAGS_receipt_key_file);
   options.receipts.ttl = absl::GetFlag(FLAGS_receipt_ttl);

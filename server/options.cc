@@ -114,6 +114,16 @@ absl::Status ValidateEnvoyReference(const LimitsOptions& o) {
   return absl::OkStatus();
 }
 
+// The Envoy configuration's source: a directory or a management server, not both.
+absl::Status ValidateEnvoyXds(const LimitsOptions& o) {
+  if (o.envoy_xds.enabled() && !o.envoy_config_dir.empty()) {
+    return Invalid("--envoy_xds_server",
+                   "set together with --envoy_config_dir: the Envoy configuration comes from one "
+                   "or the other");
+  }
+  return ValidateEnvoyXdsOptions(o.envoy_xds);
+}
+
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
@@ -121,6 +131,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (absl::Status s = ValidateStore(options.store); !s.ok()) return s;
   if (absl::Status s = ValidateReceipts(options.receipts); !s.ok()) return s;
   if (absl::Status s = ValidateEnvoyReference(options.limits); !s.ok()) return s;
+  if (absl::Status s = ValidateEnvoyXds(options.limits); !s.ok()) return s;
   return ValidateObservability(options.observability);
 }
 

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/envoy/xds/xds_options.h"
 #include "server/observability/otlp_encoder.h"
 #include "server/observability/otlp_exporter.h"
 #include "server/tls/tls.h"
@@ -88,7 +89,8 @@ struct LimitsOptions {
   // Whether ratelimit.v1 requests may define limits inline (default: allow).
   InlineLimits inline_limits = InlineLimits::kAllow;
   // Envoy RLS v3 API (same port): a directory of envoyproxy/ratelimit YAML files, one domain per
-  // file. Empty: the Envoy API is not served (calls get UNIMPLEMENTED).
+  // file. Empty, and envoy_xds not enabled: the Envoy API is not served (calls get
+  // UNIMPLEMENTED).
   std::string envoy_config_dir;
   // Envoy API, the reference's settings: NEAR_LIMIT_RATIO (in (0, 1]), RESPONSE_DYNAMIC_METADATA,
   // and the header names LIMIT_LIMIT_HEADER / LIMIT_REMAINING_HEADER / LIMIT_RESET_HEADER (HTTP
@@ -104,8 +106,12 @@ struct LimitsOptions {
   bool envoy_shadow_mode = false;
   // Envoy API: every descriptor is a quota descriptor (quota_mode on every rule).
   bool envoy_quota_mode = false;
+  // Envoy RLS v3 API configured by an xDS management server instead of envoy_config_dir (one or
+  // the other). Default: off.
+  EnvoyXdsOptions envoy_xds;
   // Called on the watcher's thread after each reload attempt of a changed configuration
-  // ("limits", "envoy" or "receipt_keys") with its outcome (OK, or why the previous
+  // ("limits", "envoy" or "receipt_keys"; "envoy" also for each xDS response, on the xDS
+  // client's thread) with its outcome (OK, or why the previous
   // configuration stays), once the outcome is counted. May be empty (default).
   std::function<void(absl::string_view config, const absl::Status& outcome)> on_config_reload;
 };

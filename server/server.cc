@@ -256,11 +256,22 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                              kColdCallsReady);
   s->serving_loop_->AddStreams(*s->health_service_);
   // The Envoy RLS v3 API, on the same port, limiter and store.
-  if (!options.limits.envoy_config_dir.empty()) {
-    s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
-        options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
-        CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
-    if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
+  if (!options.limits.envoy_config_dir.empty() || options.limits.envoy_xds.enabled()) {
+    if (options.limits.envoy_xds.enabled()) {
+      // From a management server: the Envoy API starts with no domains and the client swaps in
+      // each configuration it receives (see docs/envoy.md on readiness).
+      absl::StatusOr<std::unique_ptr<EnvoyXdsClient>> xds = EnvoyXdsClient::Create(
+          options.limits.envoy_xds, s->envoy_registry_,
+          CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
+      if (!xds.ok()) return xds.status();
+      s->envoy_xds_client_ = *std::move(xds);
+      s->RegisterEnvoyXdsMetrics();
+    } else {
+      s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
+          options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
+          CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
+      if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
+    }
     s->service_->set_envoy_reset_resolver([registry = &s->envoy_registry_](const ResetTarget& t) {
       absl::StatusOr<EnvoyResetState> state =
           EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path, t.envoy_override);
@@ -323,6 +334,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->watcher_) s->watcher_->Start();
   if (s->receipt_watcher_) s->receipt_watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
+  if (s->envoy_xds_client_) s->envoy_xds_client_->Start();
   s->health_.SetServing();
   s->started_ = true;
   if (!options.listen.tls.enabled() && !IsLoopbackAddress(options.listen.address)) {
@@ -370,6 +382,30 @@ void RateLimitServer::RegisterEnvoyMetrics() {
       "Envoy requests answered OK only because of --envoy_shadow_mode (the reference's "
       "global_shadow_mode).",
       [envoy] { return static_cast<double>(envoy->stats().global_shadow_mode()); });
+}
+
+void RateLimitServer::RegisterEnvoyXdsMetrics() {
+  const EnvoyXdsClient* xds = envoy_xds_client_.get();
+  metrics_registry_.AddCollector(
+      "ratelimit_envoy_xds_updates_total",
+      "Configurations received from the xDS management server, by outcome: applied (ACKed) or "
+      "rejected (NACKed, the previous configuration stays).",
+      "counter", {"outcome"}, [xds] {
+        const EnvoyXdsClient::Stats st = xds->stats();
+        return MetricsRegistry::Samples{{{"applied"}, static_cast<double>(st.applied)},
+                                        {{"rejected"}, static_cast<double>(st.rejected)}};
+      });
+  metrics_registry_.AddCollector(
+      "ratelimit_envoy_xds_config_info",
+      "1, labelled with the version_info of the xDS configuration in force (empty before the "
+      "first).",
+      "gauge", {"version"}, [xds] {
+        return MetricsRegistry::Samples{{{xds->stats().version}, 1.0}};
+      });
+  metrics_registry_.AddGauge("ratelimit_envoy_xds_connected",
+                             "1 while the stream to the xDS management server is up and has "
+                             "received a response, else 0.",
+                             [xds] { return xds->stats().connected ? 1.0 : 0.0; });
 }
 
 void RateLimitServer::RegisterStoreMetrics() {
@@ -425,6 +461,7 @@ void RateLimitServer::Shutdown() {
   if (watcher_) watcher_->Stop();
   if (receipt_watcher_) receipt_watcher_->Stop();
   if (envoy_watcher_) envoy_watcher_->Stop();
+  if (envoy_xds_client_) envoy_xds_client_->Stop();
   if (exporter_) exporter_->Shutdown(options_.listen.shutdown_grace);
   if (gc_) gc_->Stop();
   if (store_) {

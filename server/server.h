@@ -15,6 +15,7 @@
 #include "server/admin/health_service.h"
 #include "server/config/watched_config.h"
 #include "server/envoy/envoy_service.h"
+#include "server/envoy/xds/xds_client.h"
 #include "server/observability/health.h"
 #include "server/observability/http_server.h"
 #include "server/observability/metrics.h"
@@ -77,13 +78,17 @@ class RateLimitServer {
   // The trace exporter, nullptr when tracing is off.
   const OtlpExporter* exporter() const { return exporter_.get(); }
 
-  // The Envoy RLS service (for its statistics); nullptr when limits.envoy_config_dir is empty.
+  // The Envoy RLS service (for its statistics); nullptr when the Envoy API is off (neither
+  // limits.envoy_config_dir nor limits.envoy_xds).
   const EnvoyRateLimitServiceImpl* envoy_service() const { return envoy_service_.get(); }
+  // The xDS client; nullptr unless limits.envoy_xds is enabled.
+  const EnvoyXdsClient* envoy_xds_client() const { return envoy_xds_client_.get(); }
 
  private:
   explicit RateLimitServer(const ServerOptions& options) : options_(options) {}
   void RegisterStoreMetrics();
   void RegisterEnvoyMetrics();
+  void RegisterEnvoyXdsMetrics();
 
   const ServerOptions options_;
   // Observability comes first so that it outlives everything that reports to it.
@@ -112,6 +117,7 @@ class RateLimitServer {
   std::unique_ptr<RateLimitServiceImpl> service_;
   EnvoyConfigRegistry envoy_registry_;
   std::unique_ptr<EnvoyConfigWatcher> envoy_watcher_;
+  std::unique_ptr<EnvoyXdsClient> envoy_xds_client_;  // null unless limits.envoy_xds is enabled
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
   // Declared before the gRPC server: its queues are shut down after the server's, and destroyed
   // after it.
