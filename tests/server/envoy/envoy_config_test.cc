@@ -289,6 +289,17 @@ TEST(EnvoyConfigTest, DeployExampleLoads) {
   EXPECT_EQ(Match(*d, {{"generic_key", "api"}, {"user", "alice"}}),
             "frontproxy.generic_key_api.user");
   EXPECT_EQ(Match(*d, {{"generic_key", "search"}}), "frontproxy.generic_key_search");
+  // The LLM route's descriptors: tokens (charged, then refunded) and requests, per user.
+  EXPECT_EQ(Match(*d, {{"generic_key", "llm_tokens"}, {"user", "alice"}}),
+            "frontproxy.generic_key_llm_tokens.user");
+  const std::vector<EnvoyEntry> tokens_entries = {{"generic_key", "llm_tokens"}, {"user", "alice"}};
+  const EnvoyMatch tokens = MatchDescriptor(*d, tokens_entries);
+  ASSERT_NE(tokens.limit, nullptr);
+  EXPECT_EQ(tokens.limit->algorithm, EnvoyAlgorithm::kTokenBucket);
+  EXPECT_EQ(tokens.limit->requests_per_unit, 2000u);
+  EXPECT_EQ(tokens.limit->burst, std::optional<uint32_t>(20000));
+  EXPECT_EQ(Match(*d, {{"generic_key", "llm_requests"}, {"user", "alice"}}),
+            "frontproxy.generic_key_llm_requests.user");
 }
 
 TEST(EnvoyConfigTest, GlobMatch) {
