@@ -295,9 +295,12 @@ TEST(EnvoyConfigTest, DeployExampleLoads) {
   const std::vector<EnvoyEntry> tokens_entries = {{"generic_key", "llm_tokens"}, {"user", "alice"}};
   const EnvoyMatch tokens = MatchDescriptor(*d, tokens_entries);
   ASSERT_NE(tokens.limit, nullptr);
-  EXPECT_EQ(tokens.limit->algorithm, EnvoyAlgorithm::kTokenBucket);
-  EXPECT_EQ(tokens.limit->requests_per_unit, 2000u);
-  EXPECT_EQ(tokens.limit->burst, std::optional<uint32_t>(20000));
+  ASSERT_EQ(tokens.limit->limits.size(), 2u);
+  EXPECT_EQ(tokens.limit->limits[0].algorithm, EnvoyAlgorithm::kTokenBucket);
+  EXPECT_EQ(tokens.limit->limits[0].requests_per_unit, 2000u);
+  EXPECT_EQ(tokens.limit->limits[0].burst, std::optional<uint32_t>(20000));
+  EXPECT_EQ(tokens.limit->limits[1].unit, EnvoyUnit::kDay);
+  EXPECT_EQ(tokens.limit->limits[1].requests_per_unit, 1000000u);
   EXPECT_EQ(Match(*d, {{"generic_key", "llm_requests"}, {"user", "alice"}}),
             "frontproxy.generic_key_llm_requests.user");
 }
