@@ -26,7 +26,8 @@
 #   6. The server's own cost per request (h2load, whose cost per request is far below a gRPC
 #      client's, so the server's one core is the bottleneck): the empty handler
 #      (bench/null_server.cc), v1 Consume on one hot key (ratelimit-server, RocksDB), and Envoy's
-#      ShouldRateLimit with 1 and with 3 descriptors, every one with the same h2load flags
+#      ShouldRateLimit with 1 and with 3 descriptors and with 1 descriptor whose rule has two
+#      limits (rate_limits), every one with the same h2load flags
 #      (H2LOAD_FLAGS), the server on CPU 0 and h2load on CPU 1; H2LOAD_ROUNDS rounds alternating
 #      the targets, medians, and each target's ratio to the empty handler.
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
@@ -166,6 +167,15 @@ mkdir -p "$ENVOY_DIR"
       "$i" 4000000000
   done
 } >"$ENVOY_DIR/bench.yaml"
+# Domain "bench_two": descriptor d0 under a rule of two limits (rate_limits), per second and per
+# day, each far from denying.
+{
+  echo "domain: bench_two"
+  echo "descriptors:"
+  printf '  - key: d0\n    rate_limits:\n'
+  printf '      - {unit: second, requests_per_unit: %d}\n' 4000000000
+  printf '      - {unit: day, requests_per_unit: %d}\n' 4000000000
+} >"$ENVOY_DIR/bench_two.yaml"
 
 # start_server KIND LOGFILE [FLAG...]: starts ratelimit-server (KIND=real; the FLAGs are added to
 # its command line), the in-memory-store variant (memory) or the null server (null) on
@@ -280,10 +290,11 @@ h2load_checked() {
   h2load_target "$out" "$path" "$body"
 }
 
-H2_TARGETS=(null consume envoy1 envoy3)
+H2_TARGETS=(null consume envoy1 envoy3 envoy1x2)
 if [[ $H2LOAD == 1 ]]; then
   "$LOADGEN" --api=envoy --descriptors=1 --write_request="$WORK/envoy1.bin"
   "$LOADGEN" --api=envoy --descriptors=3 --write_request="$WORK/envoy3.bin"
+  "$LOADGEN" --api=envoy --descriptors=1 --domain=bench_two --write_request="$WORK/envoy1x2.bin"
   for ((round = 1; round <= H2LOAD_ROUNDS; round++)); do
     for ((j = 0; j < ${#H2_TARGETS[@]}; j++)); do
       # Each round starts one target later than the previous one: none is always first.
@@ -300,6 +311,12 @@ if [[ $H2LOAD == 1 ]]; then
           start_server real "$WORK/h2.consume.log"
           h2load_checked "$WORK/h2s.consume.$round" /ratelimit.v1.RateLimitService/Consume \
             "$WORK/request.bin"
+          ;;
+        envoy1x2)
+          start_server real "$WORK/h2.$target.log" --envoy_config_dir="$ENVOY_DIR"
+          h2load_checked "$WORK/h2s.$target.$round" \
+            /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit "$WORK/envoy1x2.bin" \
+            --api=envoy --descriptors=1 --domain=bench_two
           ;;
         envoy*)
           n=${target#envoy}
@@ -319,7 +336,8 @@ if [[ $H2LOAD == 1 ]]; then
       "warm-up; $PINNING; $H2LOAD_ROUNDS rounds, the targets alternating (each round starts" \
       "with the next one). Empty handler: bench/null_server.cc (Consume answers at once)." \
       "Consume: ratelimit-server (RocksDB), one hot key. ShouldRateLimit: ratelimit-server with" \
-      "\`--envoy_config_dir\` (section 4's configuration), 1 or 3 descriptors, one hot key each." \
+      "\`--envoy_config_dir\` (section 4's configuration), 1 or 3 descriptors, one hot key each;" \
+      "and 1 descriptor whose rule carries two limits (\`rate_limits\`: per second and per day)." \
       "Median requests/s of the rounds; ratio: median over the empty handler's median."
     echo
     echo "| target | requests/s (median) | rounds (min–max) | mean µs (median) | failed | vs empty handler |"
@@ -339,6 +357,7 @@ if [[ $H2LOAD == 1 ]]; then
         consume) label="Consume, hot key (RocksDB)" ;;
         envoy1) label="ShouldRateLimit, 1 descriptor" ;;
         envoy3) label="ShouldRateLimit, 3 descriptors" ;;
+        envoy1x2) label="ShouldRateLimit, 1 descriptor, a rule of two limits" ;;
       esac
       rps=$(h2_column "$target" 1 | median)
       mean=$(h2_column "$target" 2 | median)

@@ -167,6 +167,65 @@ TEST(EnvoyConfigTest, ErrorsNameFileLineAndField) {
               HasSubstr("test.yaml:3:5: descriptors[0]: limit name: must be at most 256 bytes"));
 }
 
+TEST(EnvoyConfigTest, RateLimitsGiveARuleSeveralLimits) {
+  const EnvoyDomain d = MustParse(R"(
+domain: api
+descriptors:
+  - key: user
+    quota_mode: true
+    rate_limits:
+      - {name: per_second, unit: second, requests_per_unit: 10, replaces: [{name: old}]}
+      - {name: per_day, unit: day, requests_per_unit: 1000, algorithm: token_bucket, burst: 50}
+)");
+  const EnvoyRateLimit& rule = *d.descriptors.nodes[0].limit;
+  ASSERT_EQ(rule.limits.size(), 2u);
+  EXPECT_EQ(rule.name, "per_second");
+  EXPECT_EQ(rule.limits[0].name, "per_second");
+  EXPECT_EQ(rule.limits[0].unit, EnvoyUnit::kSecond);
+  EXPECT_EQ(rule.limits[1].name, "per_day");
+  EXPECT_EQ(rule.limits[1].requests_per_unit, 1000u);
+  EXPECT_EQ(rule.limits[1].algorithm, EnvoyAlgorithm::kTokenBucket);
+  EXPECT_EQ(rule.limits[1].burst, 50u);
+  EXPECT_EQ(rule.replaces, std::vector<std::string>{"old"});
+  EXPECT_TRUE(rule.quota_mode);
+  EXPECT_TRUE(rule.Named("per_day"));
+  EXPECT_FALSE(rule.Named("per_week"));
+  EXPECT_EQ(EnvoyLimitKeySuffix(0), "");
+  EXPECT_EQ(EnvoyLimitKeySuffix(1), "|#1");
+}
+
+TEST(EnvoyConfigTest, RateLimitsErrorsNameTheField) {
+  const std::string head = "domain: d\ndescriptors:\n  - key: a\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"    rate_limit: {unit: second, requests_per_unit: 1}\n"
+       "    rate_limits: [{unit: day, requests_per_unit: 1}]\n",
+       "test.yaml:5:18: descriptors[0].rate_limits: a descriptor has rate_limit or rate_limits, "
+       "not both"},
+      {"    rate_limits: []\n",
+       "descriptors[0].rate_limits: must be a non-empty list of rate_limit blocks"},
+      {"    rate_limits: {unit: day}\n",
+       "descriptors[0].rate_limits: must be a non-empty list of rate_limit blocks"},
+      {"    rate_limits: [{unlimited: true}]\n",
+       "descriptors[0].rate_limits[0].unlimited: not allowed in rate_limits"},
+      {"    rate_limits: [{unit: day, requests_per_unit: 1}, {unit: hour}]\n",
+       "descriptors[0].rate_limits[1].requests_per_unit: required"},
+      {"    rate_limits: [{name: x, unit: day, requests_per_unit: 1},"
+       " {name: x, unit: hour, requests_per_unit: 2}]\n",
+       "descriptors[0].rate_limits[1].name: \"x\" names another limit of this rule too"},
+      {"    rate_limits: ["
+       "{unit: day, requests_per_unit: 1}, {unit: day, requests_per_unit: 1}, "
+       "{unit: day, requests_per_unit: 1}, {unit: day, requests_per_unit: 1}, "
+       "{unit: day, requests_per_unit: 1}, {unit: day, requests_per_unit: 1}, "
+       "{unit: day, requests_per_unit: 1}, {unit: day, requests_per_unit: 1}, "
+       "{unit: day, requests_per_unit: 1}]\n",
+       "descriptors[0].rate_limits: at most 8 limits, got 9"},
+      {"    quota_mode: sometimes\n", "descriptors[0].quota_mode: must be true or false"},
+  };
+  for (const auto& [body, want] : cases) {
+    EXPECT_THAT(ParseError(head + body), HasSubstr(want)) << body;
+  }
+}
+
 TEST(EnvoyConfigTest, DomainTwiceInADirectoryNamesBothFiles) {
   const std::vector<EnvoyConfigFile> files = {{"dir/a.yaml", "domain: d\n"},
                                               {"dir/b.yaml", "domain: d\n"}};

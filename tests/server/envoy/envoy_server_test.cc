@@ -124,6 +124,30 @@ TEST_F(EnvoyServerTest, RocksDbStateSurvivesRestartAndAdminResetWorks) {
   EXPECT_EQ(Remaining(client), 4u);
 }
 
+// A rule with several limits keeps one state per limit; a Reset of one key resets them all.
+TEST_F(EnvoyServerTest, ResetOfARuleWithSeveralLimitsResetsEveryLimit) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"),
+                      "domain: web\ndescriptors:\n  - key: user\n    rate_limits:\n"
+                      "      - {unit: hour, requests_per_unit: 5}\n"
+                      "      - {unit: day, requests_per_unit: 3}\n");
+  auto server = RateLimitServer::Start(Options(), clock_);
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(Remaining(client), 2u);  // the day's limit is the tightest
+  EXPECT_EQ(Remaining(client), 1u);
+  auto admin =
+      RateLimitClient::Connect(Target(**server), ClientOptions{absl::Seconds(10), "s3cret"});
+  v1::ResetRequest reset;
+  reset.set_source(v1::ENVOY);
+  reset.set_name("web");
+  reset.add_envoy_path()->set_key("user");
+  reset.set_key("u1");
+  absl::StatusOr<uint64_t> deleted = admin->Reset(reset);
+  ASSERT_OK(deleted);
+  EXPECT_EQ(*deleted, 2u);  // both limits' states
+  EXPECT_EQ(Remaining(client), 2u);
+}
+
 // A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field,
 // and deletes nothing.
 TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredDomainOrRuleIsNotFound) {
