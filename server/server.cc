@@ -272,15 +272,15 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
           CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
       if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     }
-    s->service_->set_envoy_reset_resolver([registry = &s->envoy_registry_](const ResetTarget& t) {
-      absl::StatusOr<EnvoyResetState> state =
-          EnvoyResetStateName(*registry->Current(), t.envoy_domain, t.envoy_path, t.envoy_override);
-      if (!state.ok())
-        return absl::StatusOr<RateLimitServiceImpl::EnvoyResetResolution>(state.status());
-      return absl::StatusOr<RateLimitServiceImpl::EnvoyResetResolution>(
-          RateLimitServiceImpl::EnvoyResetResolution{std::move(state->name),
-                                                     std::move(state->key_suffixes)});
-    });
+    s->service_->set_envoy_reset_resolver(
+        [registry = &s->envoy_registry_](
+            const ResetTarget& t) -> absl::StatusOr<RateLimitServiceImpl::EnvoyResetResolution> {
+          absl::StatusOr<EnvoyResetState> state = EnvoyResetStateName(
+              *registry->Current(), t.envoy_domain, t.envoy_path, t.envoy_override);
+          if (!state.ok()) return state.status();
+          return RateLimitServiceImpl::EnvoyResetResolution{std::move(state->name),
+                                                            std::move(state->key_suffixes)};
+        });
     EnvoyServiceOptions envoy_options;
     envoy_options.ratelimit_headers = options.limits.envoy_ratelimit_headers;
     envoy_options.shadow_mode = options.limits.envoy_shadow_mode;
