@@ -22,9 +22,15 @@ namespace {
 void CheckRule(const EnvoyRateLimit& rule) {
   absl::Status s = ValidateName(rule.limit_name, "limit_name");
   FUZZ_CHECK(s.ok(), "rule at %s: %s", rule.where.c_str(), s.ToString().c_str());
-  if (rule.unlimited || rule.requests_per_unit == 0) return;
-  s = ValidateLimitConfig(EnvoyLimitConfig(rule), "rate_limit.");
-  FUZZ_CHECK(s.ok(), "rule at %s: %s", rule.where.c_str(), s.ToString().c_str());
+  FUZZ_CHECK(rule.unlimited == rule.limits.empty(), "rule at %s: %zu limits, unlimited %d",
+             rule.where.c_str(), rule.limits.size(), rule.unlimited);
+  FUZZ_CHECK(rule.limits.size() <= kMaxEnvoyLimitsPerRule, "rule at %s: %zu limits",
+             rule.where.c_str(), rule.limits.size());
+  for (const EnvoyLimit& limit : rule.limits) {
+    if (limit.requests_per_unit == 0) continue;
+    s = ValidateLimitConfig(EnvoyLimitConfig(limit), "rate_limit.");
+    FUZZ_CHECK(s.ok(), "rule at %s: %s", rule.where.c_str(), s.ToString().c_str());
+  }
 }
 
 void CheckList(const EnvoyDescriptorList& list, int depth) {

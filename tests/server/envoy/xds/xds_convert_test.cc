@@ -143,7 +143,8 @@ TEST(XdsConvertTest, ShadowModeAndDetailedMetric) {
   d->set_detailed_metric(true);
   d->mutable_rate_limit()->set_unit(rlsconf::SECOND);
   d->mutable_rate_limit()->set_requests_per_unit(1);
-  const EnvoyDescriptorNode& n = Load(c).descriptors.nodes.at(0);
+  const EnvoyDomain domain = Load(c);
+  const EnvoyDescriptorNode& n = domain.descriptors.nodes.at(0);
   EXPECT_TRUE(n.limit->shadow_mode);
   EXPECT_TRUE(n.limit->detailed_metric);
 }
