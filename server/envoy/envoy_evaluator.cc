@@ -46,22 +46,6 @@ void FillTimes(absl::Span<const EnvoyDescriptorPlan> plan, int64_t now,
   }
 }
 
-// Whether the quota descriptors deny the request: there are some, every one of them is over its
-// limit (outcomes of descriptors not decided yet read "not over"), and not every one of them is
-// in shadow mode.
-bool QuotaDenies(absl::Span<const EnvoyDescriptorPlan> plan,
-                 const std::vector<EnvoyOutcome>& outcomes) {
-  bool denies = false;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    if (!plan[i].quota || (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kBlocked)) {
-      continue;
-    }
-    if (!outcomes[i].over) return false;
-    denies = denies || !plan[i].shadow;
-  }
-  return denies;
-}
-
 // The requests of one consume transaction over the descriptors `active`.
 Flat ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan, absl::Span<const size_t> active,
                      bool reserve) {
@@ -84,7 +68,7 @@ bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v,
   for (size_t i : active) {
     if (outcomes[i].over && !plan[i].soft()) return true;  // a real denial
   }
-  if (QuotaDenies(plan, outcomes)) return true;
+  if (EnvoyQuotaDenies(plan, outcomes)) return true;
   std::vector<size_t> next;
   for (size_t i : active) {
     if (!outcomes[i].over) next.push_back(i);
@@ -186,7 +170,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     outcomes[i].over = true;
     blocked = blocked || !plan[i].soft();
   }
-  blocked = blocked || QuotaDenies(plan, outcomes);
+  blocked = blocked || EnvoyQuotaDenies(plan, outcomes);
 
   // 1. Checks. The check transaction also checks the descriptors that add hits when a check may
   // block them (a check of a descriptor not in shadow mode) or they are blocked already: if they
@@ -219,7 +203,7 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
       }
       if (o.over && !plan[i].soft()) blocked = true;
     }
-    blocked = blocked || QuotaDenies(plan, outcomes);
+    blocked = blocked || EnvoyQuotaDenies(plan, outcomes);
     if (blocked) {
       // Blocked: the descriptors that add hits are only checked (a checked kCheck decision
       // depends on its own state only, so the one transaction answers them all).

@@ -52,6 +52,20 @@ int64_t EnvoyResetMicros(const EnvoyLimit& limit, double value, int64_t now_us) 
       std::ceil(missing * static_cast<double>(period) / limit.requests_per_unit - 1e-6));
 }
 
+bool EnvoyQuotaDenies(absl::Span<const EnvoyDescriptorPlan> plan,
+                      absl::Span<const EnvoyOutcome> outcomes) {
+  using Kind = EnvoyDescriptorPlan::Kind;
+  bool denies = false;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (!plan[i].quota || (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kBlocked)) {
+      continue;
+    }
+    if (!outcomes[i].over) return false;
+    denies = denies || !plan[i].shadow;
+  }
+  return denies;
+}
+
 EnvoyOutcome EnvoyOutcomeOf(const EnvoyRateLimit& rule, absl::Span<const Decision> decisions,
                             int64_t now_us) {
   EnvoyOutcome out{false, 0, now_us, 0};

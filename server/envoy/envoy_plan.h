@@ -93,6 +93,12 @@ struct EnvoyOutcome {
   size_t limit = 0;
 };
 
+// Whether the quota descriptors of `plan` deny the request: there are some, every one of them is
+// over its limit (outcomes of descriptors not decided yet read "not over"), and not every one of
+// them is in shadow mode. REQUIRES: outcomes.size() == plan.size().
+bool EnvoyQuotaDenies(absl::Span<const EnvoyDescriptorPlan> plan,
+                      absl::Span<const EnvoyOutcome> outcomes);
+
 // The outcome of a descriptor from its decisions (one per limit of its rule, in order):
 // over when any is denied; reports the tightest limit. REQUIRES: the rule has
 // decisions.size() limits.

@@ -29,19 +29,13 @@ void EnvoyStats::Record(absl::Span<const EnvoyDescriptorPlan> plan,
   using Kind = EnvoyDescriptorPlan::Kind;
   // Whether the request's hits were consumed: no descriptor that is not soft is over, and not
   // every quota descriptor is (EvaluateEnvoyPlan's rules).
-  bool consumed = true;
-  bool quotas = false, quotas_all_over = true, quota_not_shadow_over = false;
+  bool consumed = !EnvoyQuotaDenies(plan, outcomes);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
-    if (p.kind != Kind::kLimited && p.kind != Kind::kBlocked) continue;
-    if (outcomes[i].over && !p.soft()) consumed = false;
-    if (p.quota) {
-      quotas = true;
-      quotas_all_over = quotas_all_over && outcomes[i].over;
-      quota_not_shadow_over = quota_not_shadow_over || (outcomes[i].over && !p.shadow);
+    if ((p.kind == Kind::kLimited || p.kind == Kind::kBlocked) && outcomes[i].over && !p.soft()) {
+      consumed = false;
     }
   }
-  if (quotas && quotas_all_over && quota_not_shadow_over) consumed = false;
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];

@@ -18,6 +18,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "server/envoy/envoy_config_loader.h"
 #include "server/server.h"
 #include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
@@ -68,6 +69,23 @@ inline rls::RateLimitRequest EnvoyRequest(const std::string& domain,
     }
   }
   return r;
+}
+
+// One Envoy configuration file's domain parsed from `yaml` (named "test.yaml" in errors), which
+// must parse.
+inline EnvoyDomain MustParseEnvoyDomain(const std::string& yaml) {
+  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *std::move(d) : EnvoyDomain{};
+}
+
+// The error message of parsing `yaml` as ParseEnvoyDomainYaml does (an INVALID_ARGUMENT), or ""
+// when it parses.
+inline std::string EnvoyDomainParseError(const std::string& yaml) {
+  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
+  if (d.ok()) return "";
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(d.status().message());
 }
 
 // A client of one server's Envoy API.

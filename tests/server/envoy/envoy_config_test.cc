@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_config.h"
 #include "server/envoy/envoy_config_loader.h"
+#include "tests/support/envoy_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -12,19 +13,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-EnvoyDomain MustParse(const std::string& yaml) {
-  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
-  EXPECT_TRUE(d.ok()) << d.status();
-  return d.ok() ? *std::move(d) : EnvoyDomain{};
-}
-
-// The error message of parsing `yaml`, or "" when it parses.
-std::string ParseError(const std::string& yaml) {
-  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
-  if (d.ok()) return "";
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(d.status().message());
-}
+constexpr auto MustParse = testing::MustParseEnvoyDomain;
+constexpr auto ParseError = testing::EnvoyDomainParseError;
 
 // The limit name matched by entries {k, v}..., or "-" when none applies.
 std::string Match(const EnvoyDomain& d, std::vector<std::pair<std::string, std::string>> kv) {

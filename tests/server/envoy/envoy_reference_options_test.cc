@@ -26,18 +26,8 @@ using ::ratelimit::testing::EnvoyRequest;
 using ::testing::HasSubstr;
 using Response = rlsv3::RateLimitResponse;
 
-EnvoyDomain MustParse(const std::string& yaml) {
-  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
-  EXPECT_TRUE(d.ok()) << d.status();
-  return d.ok() ? *std::move(d) : EnvoyDomain{};
-}
-
-std::string ParseError(const std::string& yaml) {
-  absl::StatusOr<EnvoyDomain> d = ParseEnvoyDomainYaml(yaml, "test.yaml");
-  if (d.ok()) return "";
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(d.status().message());
-}
+constexpr auto MustParse = testing::MustParseEnvoyDomain;
+constexpr auto ParseError = testing::EnvoyDomainParseError;
 
 // The statistics key of entries {k, v}..., or "-" when no limit applies.
 std::string StatKey(const EnvoyDomain& d, std::vector<std::pair<std::string, std::string>> kv) {
