@@ -23,6 +23,7 @@ namespace ratelimit {
 namespace {
 constexpr char kServiceName[] = "ratelimit.v1.RateLimitService";
 constexpr char kEnvoyServiceName[] = "envoy.service.ratelimit.v3.RateLimitService";
+constexpr char kRlqsServiceName[] = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
 
 // A reload observer counting the outcomes of `config` ("limits", "envoy") in the metrics, then
 // reporting them to `hook` (ServerOptions::on_config_reload) when it is set.
@@ -297,6 +298,22 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->serving_loop_->AddUnary(*s->envoy_service_,
                                {EnvoyRateLimitServiceImpl::kShouldRateLimitMethod}, kHotCallsReady);
   }
+  // Envoy's Rate Limit Quota Service, on the same port, with the Envoy domains' quota_buckets
+  // (a callback service: see rlqs_service.h).
+  if (options.rlqs.enabled) {
+    RlqsServiceOptions rlqs;
+    rlqs.buckets.default_reporting_interval_seconds =
+        absl::ToInt64Seconds(options.rlqs.reporting_interval);
+    rlqs.buckets.idle_abandon = options.rlqs.idle_abandon;
+    rlqs.buckets.max_buckets_per_stream = static_cast<size_t>(options.rlqs.max_buckets_per_stream);
+    s->rlqs_service_ = std::make_unique<RlqsService>(
+        rlqs, clock, [registry = &s->envoy_registry_](absl::string_view domain) {
+          const EnvoyDomain* d = registry->Current()->FindDomain(domain);
+          return d ? d->quota_buckets : nullptr;
+        });
+    RegisterRlqsMetrics(s->metrics_registry_, *s->rlqs_service_);
+    builder.RegisterService(s->rlqs_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
@@ -309,6 +326,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->serving_loop_->Start();
   std::vector<std::string> services = {"", kServiceName};
   if (s->envoy_service_) services.push_back(kEnvoyServiceName);
+  if (s->rlqs_service_) services.push_back(kRlqsServiceName);
   s->health_.Attach(s->health_service_.get(), services);  // NOT_SERVING until ready
 
   s->probe_ =
@@ -335,6 +353,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->receipt_watcher_) s->receipt_watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   if (s->envoy_xds_client_) s->envoy_xds_client_->Start();
+  if (s->rlqs_service_) {
+    s->rlqs_ticker_ = std::make_unique<PeriodicTask>(
+        options.rlqs.reallocation_interval, [rlqs = s->rlqs_service_.get()] { rlqs->Tick(); });
+    s->rlqs_ticker_->Start();
+  }
   s->health_.SetServing();
   s->started_ = true;
   if (!options.listen.tls.enabled() && !IsLoopbackAddress(options.listen.address)) {
@@ -450,6 +473,9 @@ void RateLimitServer::Shutdown() {
   health_.SetDraining();
   // Ends the Watch streams, which would otherwise hold the server's shutdown for its grace.
   if (health_service_) health_service_->Shutdown();
+  // Envoys fall back at once (TTL 0) and the RLQS streams end, instead of holding the grace.
+  if (rlqs_ticker_) rlqs_ticker_->Stop();
+  if (rlqs_service_) rlqs_service_->Shutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMicroseconds(options_.listen.shutdown_grace));

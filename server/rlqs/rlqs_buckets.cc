@@ -138,39 +138,39 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
     shares.resize(b.subscribers.size());
   }
 
-  // Which subscribers get their new share: all when forced, or when pushing only the moved ones
-  // would let the held rates sum over the global rate.
-  std::vector<bool> moved(shares.size(), force);
+  // Which subscribers get their new share: all when forced; those whose share moved past the
+  // threshold; those whose assignment is half-way through its time to live (the new share, or
+  // the same assignment again as an extension). All of them when updating only those would let
+  // the held rates sum over the global rate.
+  std::vector<bool> update(shares.size(), force);
+  std::vector<bool> due(shares.size(), false);
   double held_sum = 0;
   size_t i = 0;
   for (const auto& [stream, s] : b.subscribers) {
-    if (!moved[i]) moved[i] = !s.has_sent || ShareMoved(s.held, shares[i], b.rule.fair_share);
-    held_sum += moved[i] ? shares[i].rate : s.held.rate;
+    due[i] = s.has_sent && now_us - s.sent_at_us >= ttl * kMicrosPerSecond / 2;
+    if (!update[i]) {
+      update[i] = !s.has_sent || due[i] || ShareMoved(s.held, shares[i], b.rule.fair_share);
+    }
+    held_sum += update[i] ? shares[i].rate : s.held.rate;
     ++i;
   }
-  if (limited && held_sum > b.rule.rate_per_second) std::fill(moved.begin(), moved.end(), true);
+  if (limited && held_sum > b.rule.rate_per_second) std::fill(update.begin(), update.end(), true);
 
   i = 0;
   double assigned = 0;
   for (auto& [stream, s] : b.subscribers) {
     const size_t k = i++;
-    const bool refresh = s.has_sent && now_us - s.sent_at_us >= ttl * kMicrosPerSecond / 2;
-    if (!moved[k] && !refresh) {
+    if (!update[k]) {
       assigned += s.held.rate;
       continue;
     }
     RlqsAssignment a;
     a.ttl_seconds = ttl;
-    if (moved[k]) {
-      s.held = shares[k];
-      a.kind = b.rule.action == RlqsRuleAction::kDenyAll ? RlqsAssignment::Kind::kDenyAll
-               : limited                                 ? RlqsAssignment::Kind::kTokenBucket
-                                                         : RlqsAssignment::Kind::kAllowAll;
-      if (limited) a.token_bucket = ToWholeSecondTokenBucket(s.held);
-    } else {
-      a = s.sent;  // the same assignment: an extension
-      a.ttl_seconds = ttl;
-    }
+    s.held = shares[k];
+    a.kind = b.rule.action == RlqsRuleAction::kDenyAll ? RlqsAssignment::Kind::kDenyAll
+             : limited                                 ? RlqsAssignment::Kind::kTokenBucket
+                                                       : RlqsAssignment::Kind::kAllowAll;
+    if (limited) a.token_bucket = ToWholeSecondTokenBucket(s.held);
     assigned += s.held.rate;
     s.sent = a;
     s.has_sent = true;

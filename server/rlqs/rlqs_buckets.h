@@ -12,9 +12,11 @@
 //   A stream that ends is unsubscribed and the bucket divided again at once.
 // - Tick divides every bucket again. A subscriber gets a new assignment when its share moved by
 //   more than the rule's reassign_threshold, when the rule changed (a reload), or when its
-//   assignment is half-way through its time to live (the same assignment again, which Envoy
-//   treats as an extension and keeps its tokens). When pushing only the moved shares would let
-//   the held rates sum over the global rate, every subscriber gets its new share.
+//   assignment is half-way through its time to live: then its current share, which is the same
+//   assignment again when the share did not change (Envoy treats that as an extension and keeps
+//   its tokens). So a share that moved by less than the threshold is still sent within half a
+//   time to live. When updating only those subscribers would let the held rates sum over the
+//   global rate, every subscriber gets its new share.
 // - A time to live is three reporting intervals (the longest time_elapsed seen in the bucket,
 //   else the configured default), in whole seconds, at least 1.
 // - A subscription without a report for `idle_abandon` is abandoned (AbandonAction) and
