@@ -165,7 +165,9 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
     } else {
       absl::StatusOr<RlqsReports> reports = ParseRlqsReports(in_, domain_);
       absl::MutexLock lock(&service_->mu_);
-      if (!reports.ok()) {
+      if (finish_requested_) {
+        // Ending (shutdown, cancellation): a report read meanwhile changes nothing.
+      } else if (!reports.ok()) {
         RequestFinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                          std::string(reports.status().message())),
                             /*drain=*/false);

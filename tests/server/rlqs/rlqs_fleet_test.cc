@@ -268,6 +268,8 @@ TEST_F(RlqsFleetTest, SteadyDemandAboveTheLimitIsHeldWithinBoundsAndFair) {
   for (double d : kDemands) Join(d);
   Run(5);  // the demands are learnt
   const uint64_t admitted = Run(60);
+  RecordProperty("admitted_per_second", std::to_string(static_cast<double>(admitted) / 60));
+  RecordProperty("assigned_rate", std::to_string(AssignedTotal(Open())));
   EXPECT_GE(admitted, 0.90 * kLimit * 60);
   EXPECT_LE(admitted, 1.05 * kLimit * 60);
   EXPECT_LE(AssignedTotal(Open()), kLimit);

@@ -125,6 +125,28 @@ TEST(RlqsServiceTest, FirstReportIsAnsweredAtOnce) {
   EXPECT_EQ(server.service().stats().messages, 2u);
 }
 
+// A bucket twice in one message, and fields this server does not know: no harm done.
+TEST(RlqsServiceTest, DuplicatedBucketsAndUnknownFieldsAreAccepted) {
+  RlqsTestServer server;
+  server.SetConfig(kConfig);
+  Client c(server);
+  rlqs_v3::RateLimitQuotaUsageReports m = Usage("edge", {{"tenant", "a"}}, 5, 1, 1);
+  *m.add_bucket_quota_usages() = m.bucket_quota_usages(0);
+  // Field 111 of the message and field 99 of the usage: unknown to this server's subset.
+  std::string wire = m.SerializeAsString() + std::string("\xf8\x06\x01", 3);
+  ASSERT_TRUE(m.ParseFromString(wire));
+  m.mutable_bucket_quota_usages(0)
+      ->GetReflection()
+      ->MutableUnknownFields(m.mutable_bucket_quota_usages(0))
+      ->AddVarint(99, 1);
+  ASSERT_TRUE(c.stream->Write(m));
+  rlqs_v3::RateLimitQuotaResponse r = c.Read();
+  ASSERT_EQ(r.bucket_action_size(), 1);  // one subscription, one assignment
+  EXPECT_TRUE(r.bucket_action(0).has_quota_assignment_action());
+  EXPECT_EQ(server.service().RuleStats().at("edge/tenants").reported_allowed, 10u);
+  EXPECT_EQ(server.service().RuleStats().at("edge/tenants").subscribers, 1u);
+}
+
 TEST(RlqsServiceTest, MalformedReportEndsTheStreamWithInvalidArgument) {
   RlqsTestServer server;
   server.SetConfig(kConfig);
@@ -134,6 +156,15 @@ TEST(RlqsServiceTest, MalformedReportEndsTheStreamWithInvalidArgument) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(), "domain: required in the first message of a stream");
   EXPECT_EQ(server.service().RuleStats().size(), 0u);  // nothing changed
+  // A bad usage after good ones in the same message: nothing of the message is applied.
+  Client d(server);
+  rlqs_v3::RateLimitQuotaUsageReports m = Usage("edge", {{"tenant", "a"}}, 1, 0, 1);
+  m.add_bucket_quota_usages();  // no bucket_id
+  ASSERT_TRUE(d.stream->Write(m));
+  s = d.End();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "bucket_quota_usages[1].bucket_id: at least one pair");
+  EXPECT_EQ(server.service().RuleStats().size(), 0u);
 }
 
 TEST(RlqsServiceTest, BucketsPastTheBoundEndTheStream) {
