@@ -9,6 +9,8 @@ namespace ratelimit {
 namespace {
 
 constexpr int64_t kMicrosPerSecond = 1000000;
+// A reported time_elapsed counts as at most this long (a time to live is three of them).
+constexpr int64_t kMaxIntervalSeconds = 300;
 
 bool SameRule(const RlqsRule& a, const RlqsRule& b) {
   return a.name == b.name && a.action == b.action && a.rate_per_second == b.rate_per_second &&
@@ -46,9 +48,10 @@ absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
   std::set<BucketId>& mine = streams_[stream];
   const bool fresh = !mine.contains(id);
   if (fresh && mine.size() >= options_.max_buckets_per_stream) {
-    if (mine.empty()) streams_.erase(stream);
+    const size_t held = mine.size();
+    if (held == 0) streams_.erase(stream);
     return absl::ResourceExhaustedError(
-        absl::StrCat("bucket_quota_usages.bucket_id: this stream is subscribed to ", mine.size(),
+        absl::StrCat("bucket_quota_usages.bucket_id: this stream is subscribed to ", held,
                      " buckets, the most one stream may have (--rlqs_max_buckets_per_stream)"));
   }
   auto [it, new_bucket] = buckets_.try_emplace(id);
@@ -61,7 +64,7 @@ absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
   const double smoothing = b.has_rule ? b.rule.fair_share.smoothing : FairShareSettings().smoothing;
   s.demand.AddReport(allowed + denied, elapsed_seconds, smoothing);
   s.last_report_us = now_us;
-  b.interval_seconds = std::max(b.interval_seconds, elapsed_seconds);
+  if (elapsed_seconds > 0) s.interval_seconds = std::min(elapsed_seconds, kMaxIntervalSeconds);
   if (fresh) {
     mine.insert(std::move(id));
     Divide(b, /*force=*/true, now_us, out);
@@ -123,8 +126,9 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   if (!b.has_rule || !SameRule(rule, b.rule)) force = true;
   b.rule = std::move(rule);
   b.has_rule = true;
-  const int64_t interval =
-      b.interval_seconds > 0 ? b.interval_seconds : options_.default_reporting_interval_seconds;
+  int64_t interval = 0;
+  for (const auto& [stream, s] : b.subscribers) interval = std::max(interval, s.interval_seconds);
+  if (interval == 0) interval = options_.default_reporting_interval_seconds;
   const int64_t ttl = std::max<int64_t>(1, 3 * interval);
 
   std::vector<std::optional<double>> demands;

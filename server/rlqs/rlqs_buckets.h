@@ -17,8 +17,8 @@
 //   its tokens). So a share that moved by less than the threshold is still sent within half a
 //   time to live. When updating only those subscribers would let the held rates sum over the
 //   global rate, every subscriber gets its new share.
-// - A time to live is three reporting intervals (the longest time_elapsed seen in the bucket,
-//   else the configured default), in whole seconds, at least 1.
+// - A time to live is three reporting intervals (the longest of the subscribers' latest
+//   time_elapsed, at most 300 s, else the configured default), in whole seconds, at least 1.
 // - A subscription without a report for `idle_abandon` is abandoned (AbandonAction) and
 //   forgotten; a bucket without subscribers is forgotten.
 // - Shutdown re-sends every held assignment with a time to live of 0: Envoy falls back at once.
@@ -112,13 +112,13 @@ class RlqsBuckets {
     bool has_sent = false;
     int64_t sent_at_us = 0;
     int64_t last_report_us = 0;
+    int64_t interval_seconds = 0;  // its latest whole-second time_elapsed; 0: none yet
   };
   struct Bucket {
     std::string domain;
     RlqsBucketKey key;
     RlqsRule rule;  // the rule of the last division
     bool has_rule = false;
-    int64_t interval_seconds = 0;  // longest time_elapsed seen; 0: none yet
     std::map<uint64_t, Subscriber> subscribers;
   };
   using BucketId = std::pair<std::string, RlqsBucketKey>;

@@ -123,6 +123,19 @@ TEST_F(RlqsBucketsTest, TtlIsThreeReportingIntervalsInWholeSeconds) {
   std::vector<RlqsPush> out;
   ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 2, now_, out).ok());
   EXPECT_EQ(out[0].assignment.ttl_seconds, 6);
+  // A huge time_elapsed (a bucket idle for a day) counts as 300 s.
+  out.clear();
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 86400, now_, out).ok());
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 900);
+  // The subscribers' latest intervals count, not the longest ever seen.
+  out.clear();
+  now_ += 1000 * kSec;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  t->Tick(now_, out);  // both assignments are past half their time to live
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 3);
 }
 
 TEST_F(RlqsBucketsTest, IdleSubscriptionsAreAbandoned) {
