@@ -108,6 +108,11 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
     Run(next);
   }
 
+  // Tells the analysis that the service's mutex, which the caller holds, is this stream's.
+  void AssertServiceLockHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(service_->mu_) {
+    service_->mu_.AssertHeld();
+  }
+
   // Queues `assignment` for `bucket` (replacing one queued for it).
   void QueueLocked(const RlqsBucketKey& bucket, const RlqsAssignment& assignment)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
@@ -256,7 +261,8 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
   bool drain_ ABSL_GUARDED_BY(service_->mu_) = false;
   bool finished_ ABSL_GUARDED_BY(service_->mu_) = false;
   int read_starts_ ABSL_GUARDED_BY(service_->mu_);
-  grpc::Status status_ ABSL_GUARDED_BY(service_->mu_);
+  // Set under the lock before finished_ is; read by the thread that set finished_ (Run).
+  grpc::Status status_;
 };
 
 RlqsService::RlqsService(RlqsServiceOptions options, const Clock& clock,
@@ -295,12 +301,16 @@ void RlqsService::DeliverLocked(std::vector<RlqsPush>& pushes,
   for (RlqsPush& p : pushes) {
     auto it = streams_.find(p.stream);
     if (it == streams_.end()) continue;
+    it->second->AssertServiceLockHeld();
     it->second->QueueLocked(p.bucket, p.assignment);
     touched.push_back(it->second);
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  for (Stream* s : touched) run.emplace_back(s, s->NextLocked());
+  for (Stream* s : touched) {
+    s->AssertServiceLockHeld();
+    run.emplace_back(s, s->NextLocked());
+  }
 }
 
 void RlqsService::Tick() {
@@ -325,6 +335,7 @@ void RlqsService::Shutdown() {
     buckets_.Shutdown(pushes);
     DeliverLocked(pushes, run);
     for (auto& [id, s] : streams_) {
+      s->AssertServiceLockHeld();
       s->RequestFinishLocked(grpc::Status::OK, /*drain=*/true);
       run.emplace_back(s, s->NextLocked());
     }
@@ -336,7 +347,10 @@ RlqsService::Stats RlqsService::stats() const {
   absl::MutexLock lock(&mu_);
   Stats st = stats_;
   st.actions_waiting = 0;
-  for (const auto& [id, s] : streams_) st.actions_waiting += s->WaitingLocked();
+  for (const auto& [id, s] : streams_) {
+    s->AssertServiceLockHeld();
+    st.actions_waiting += s->WaitingLocked();
+  }
   return st;
 }
 
