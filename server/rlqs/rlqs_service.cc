@@ -105,7 +105,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       --read_starts_;
       next = NextLocked();
     }
-    Run(next);
+    if (next != Next::kNone) Run(next);
   }
 
   // Tells the analysis that the service's mutex, which the caller holds, is this stream's.
@@ -166,7 +166,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
     if (!ok) {
       absl::MutexLock lock(&service_->mu_);
       RequestFinishLocked(grpc::Status::OK, /*drain=*/false);
-      run.emplace_back(this, NextLocked());
+      service_->AddRun(run, this, NextLocked());
     } else {
       absl::StatusOr<RlqsReports> reports = ParseRlqsReports(in_, domain_);
       absl::MutexLock lock(&service_->mu_);
@@ -195,7 +195,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       }
       read_again = !finish_requested_;
       if (read_again) ++read_starts_;
-      run.emplace_back(this, NextLocked());
+      service_->AddRun(run, this, NextLocked());
     }
     for (auto& [s, next] : run) s->Run(next);
     if (!read_again) return;
@@ -206,7 +206,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       --read_starts_;
       next = NextLocked();
     }
-    Run(next);
+    if (next != Next::kNone) Run(next);
   }
 
   void OnWriteDone(bool ok) override {
@@ -221,7 +221,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       }
       next = NextLocked();
     }
-    Run(next);
+    if (next != Next::kNone) Run(next);
   }
 
   void OnCancel() override {
@@ -231,7 +231,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       RequestFinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"), false);
       next = NextLocked();
     }
-    Run(next);
+    if (next != Next::kNone) Run(next);
   }
 
   void OnDone() override {
@@ -295,6 +295,10 @@ RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* /*context*/) {
   return stream;
 }
 
+void RlqsService::AddRun(std::vector<std::pair<Stream*, Next>>& run, Stream* s, Next next) {
+  if (next != Next::kNone) run.emplace_back(s, next);
+}
+
 void RlqsService::DeliverLocked(std::vector<RlqsPush>& pushes,
                                 std::vector<std::pair<Stream*, Next>>& run) {
   std::vector<Stream*> touched;
@@ -309,7 +313,7 @@ void RlqsService::DeliverLocked(std::vector<RlqsPush>& pushes,
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   for (Stream* s : touched) {
     s->AssertServiceLockHeld();
-    run.emplace_back(s, s->NextLocked());
+    AddRun(run, s, s->NextLocked());
   }
 }
 
@@ -337,7 +341,7 @@ void RlqsService::Shutdown() {
     for (auto& [id, s] : streams_) {
       s->AssertServiceLockHeld();
       s->RequestFinishLocked(grpc::Status::OK, /*drain=*/true);
-      run.emplace_back(s, s->NextLocked());
+      AddRun(run, s, s->NextLocked());
     }
   }
   for (auto& [s, next] : run) s->Run(next);

@@ -102,6 +102,9 @@ class RlqsService final
   friend class Stream;
   // What a stream must start next, outside the lock.
   enum class Next { kNone, kWrite, kFinish };
+  // Adds what `s` must start to `run`; kNone is not added, since a stream whose write or Finish
+  // another thread started may be gone by the time `run` is run.
+  static void AddRun(std::vector<std::pair<Stream*, Next>>& run, Stream* s, Next next);
 
   // Queues `pushes` on their streams; what each touched stream must start next (outside the
   // lock) goes to `run`.
