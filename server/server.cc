@@ -256,21 +256,28 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->serving_loop_->AddUnary(*s->health_service_, {LoopHealthService::kCheckMethod},
                              kColdCallsReady);
   s->serving_loop_->AddStreams(*s->health_service_);
+  // A new Envoy configuration is divided among the RLQS subscribers at once (the service exists
+  // before the watcher's thread or the xDS client starts).
+  auto envoy_reloaded = [server = s.get(), hook = options.limits.on_config_reload](
+                            absl::string_view config, const absl::Status& st) {
+    if (st.ok() && server->rlqs_service_) server->rlqs_service_->Tick();
+    if (hook) hook(config, st);
+  };
   // The Envoy RLS v3 API, on the same port, limiter and store.
   if (!options.limits.envoy_config_dir.empty() || options.limits.envoy_xds.enabled()) {
     if (options.limits.envoy_xds.enabled()) {
       // From a management server: the Envoy API starts with no domains and the client swaps in
       // each configuration it receives (see docs/envoy.md on readiness).
-      absl::StatusOr<std::unique_ptr<EnvoyXdsClient>> xds = EnvoyXdsClient::Create(
-          options.limits.envoy_xds, s->envoy_registry_,
-          CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
+      absl::StatusOr<std::unique_ptr<EnvoyXdsClient>> xds =
+          EnvoyXdsClient::Create(options.limits.envoy_xds, s->envoy_registry_,
+                                 CountReloads(*s->metrics_, "envoy", envoy_reloaded));
       if (!xds.ok()) return xds.status();
       s->envoy_xds_client_ = *std::move(xds);
       s->RegisterEnvoyXdsMetrics();
     } else {
       s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
           options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
-          CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
+          CountReloads(*s->metrics_, "envoy", envoy_reloaded));
       if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     }
     s->service_->set_envoy_reset_resolver([registry = &s->envoy_registry_](const ResetTarget& t) {

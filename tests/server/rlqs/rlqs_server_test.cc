@@ -9,12 +9,14 @@
 #include "server/server.h"
 #include "storage/memory/memory_state_store.h"
 #include "tests/server/rlqs/rlqs_test_server.h"
+#include "tests/support/reload_recorder.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
 using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::ReloadRecorder;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::Usage;
 using ::testing::HasSubstr;
@@ -69,6 +71,41 @@ TEST_F(RlqsServerTest, ServesTheQuotaBucketsOfTheEnvoyDomains) {
   EXPECT_EQ(r.bucket_action(0).quota_assignment_action().assignment_time_to_live().seconds(), 0);
   EXPECT_FALSE(stream->Read(&r));
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A reload of the Envoy directory that halves the limit reaches the subscribers at once.
+TEST_F(RlqsServerTest, ReloadIsPushedAtOnce) {
+  ReloadRecorder reloads;
+  ServerOptions o = Options();
+  o.limits.reload_interval = absl::Milliseconds(10);
+  o.limits.on_config_reload = reloads.Callback();
+  o.rlqs.reallocation_interval = absl::Hours(1);  // no periodic division during the test
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = Stub(**server);
+  grpc::ClientContext context;
+  // Without the push, the read below fails at this deadline instead of blocking.
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  ASSERT_TRUE(stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+  rlqs_v3::RateLimitQuotaResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  testing::WriteFileAtomically(dir_.File("envoy/edge.yaml"), R"(domain: edge
+quota_buckets:
+  rules:
+    - {name: tenants, match: {tenant: "*"}, requests_per_unit: 50, unit: second,
+       fair_share: {newcomer_reserve: 0}}
+)");
+  ASSERT_TRUE(reloads.WaitFor("envoy", true));
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.bucket_action(0)
+                .quota_assignment_action()
+                .rate_limit_strategy()
+                .token_bucket()
+                .tokens_per_fill()
+                .value(),
+            50u);
+  (*server)->Shutdown();
 }
 
 TEST_F(RlqsServerTest, OffByDefault) {
