@@ -166,6 +166,21 @@ ABSL_FLAG(bool, envoy_shadow_mode, false,
 ABSL_FLAG(bool, envoy_quota_mode, false,
           "Envoy API: every descriptor is a quota descriptor (a request is OVER_LIMIT only when "
           "every one is over), as the reference's QUOTA_MODE");
+// Envoy's Rate Limit Quota Service (server/rlqs).
+ABSL_FLAG(bool, rlqs, false,
+          "serve Envoy's Rate Limit Quota Service (RLQS) on the same port: the quota_buckets of "
+          "the Envoy configuration's domains divided among the reporting Envoys; needs "
+          "--envoy_config_dir or --envoy_xds_server");
+ABSL_FLAG(absl::Duration, rlqs_reallocation_interval, absl::Seconds(1),
+          "RLQS: how often every bucket's budget is divided again (new shares are pushed)");
+ABSL_FLAG(absl::Duration, rlqs_reporting_interval, absl::Seconds(5),
+          "RLQS: the Envoys' reporting interval assumed until their reports show it (an "
+          "assignment lives three intervals); at least 1s");
+ABSL_FLAG(absl::Duration, rlqs_idle_abandon, absl::Minutes(5),
+          "RLQS: a bucket an Envoy has not reported for this long is abandoned (AbandonAction)");
+ABSL_FLAG(int, rlqs_max_buckets_per_stream, 10000,
+          "RLQS: the most buckets one stream may report; past it the stream ends with "
+          "RESOURCE_EXHAUSTED");
 // The Envoy configuration from an xDS management server (server/envoy/xds).
 ABSL_FLAG(std::string, envoy_xds_server, "",
           "serve Envoy's RLS v3 API with the configuration of this xDS management server "
@@ -356,6 +371,13 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   for (const std::string& identity : absl::GetFlag(FLAGS_admin_identities)) {
     if (!identity.empty()) options.admin.identities.push_back(identity);
   }
+
+  RlqsServerOptions& rlqs = options.rlqs;
+  rlqs.enabled = absl::GetFlag(FLAGS_rlqs);
+  rlqs.reallocation_interval = absl::GetFlag(FLAGS_rlqs_reallocation_interval);
+  rlqs.reporting_interval = absl::GetFlag(FLAGS_rlqs_reporting_interval);
+  rlqs.idle_abandon = absl::GetFlag(FLAGS_rlqs_idle_abandon);
+  rlqs.max_buckets_per_stream = absl::GetFlag(FLAGS_rlqs_max_buckets_per_stream);
 
   if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
   return options;

@@ -124,6 +124,28 @@ absl::Status ValidateEnvoyXds(const LimitsOptions& o) {
   return ValidateEnvoyXdsOptions(o.envoy_xds);
 }
 
+// The RLQS service's settings (--rlqs_*).
+absl::Status ValidateRlqs(const RlqsServerOptions& o, const LimitsOptions& limits) {
+  if (!o.enabled) return absl::OkStatus();
+  if (limits.envoy_config_dir.empty() && !limits.envoy_xds.enabled()) {
+    return Invalid("--rlqs",
+                   "needs the Envoy configuration (--envoy_config_dir or "
+                   "--envoy_xds_server): its domains hold the quota_buckets");
+  }
+  if (o.reallocation_interval <= absl::ZeroDuration()) {
+    return Invalid("--rlqs_reallocation_interval", "must be positive");
+  }
+  if (o.reporting_interval < absl::Seconds(1)) {
+    return Invalid("--rlqs_reporting_interval", "must be at least 1s");
+  }
+  if (o.idle_abandon < absl::Seconds(1))
+    return Invalid("--rlqs_idle_abandon", "must be at least 1s");
+  if (o.max_buckets_per_stream < 1) {
+    return Invalid("--rlqs_max_buckets_per_stream", "must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
@@ -132,6 +154,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (absl::Status s = ValidateReceipts(options.receipts); !s.ok()) return s;
   if (absl::Status s = ValidateEnvoyReference(options.limits); !s.ok()) return s;
   if (absl::Status s = ValidateEnvoyXds(options.limits); !s.ok()) return s;
+  if (absl::Status s = ValidateRlqs(options.rlqs, options.limits); !s.ok()) return s;
   return ValidateObservability(options.observability);
 }
 

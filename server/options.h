@@ -162,6 +162,20 @@ struct AdminOptions {
   std::vector<std::string> identities;
 };
 
+// Envoy's Rate Limit Quota Service (server/rlqs, docs/envoy.md), on the same port as the others,
+// with the `quota_buckets` of the Envoy configuration's domains.
+struct RlqsServerOptions {
+  bool enabled = false;  // --rlqs; needs limits.envoy_config_dir or limits.envoy_xds
+  // How often every bucket is divided again. Default 1 s; > 0.
+  absl::Duration reallocation_interval = absl::Seconds(1);
+  // The clients' reporting interval assumed until their reports show it. Default 5 s; >= 1 s.
+  absl::Duration reporting_interval = absl::Seconds(5);
+  // A subscription without a report for this long is abandoned. Default 5 min; >= 1 s.
+  absl::Duration idle_abandon = absl::Minutes(5);
+  // The most buckets one stream may report. Default 10000; >= 1.
+  int max_buckets_per_stream = 10000;
+};
+
 struct ServerOptions {
   ListenOptions listen;
   ServerStoreOptions store;
@@ -169,6 +183,7 @@ struct ServerOptions {
   ReceiptOptions receipts;
   ObservabilityOptions observability;
   AdminOptions admin;
+  RlqsServerOptions rlqs;
 };
 
 // Every rule the options must keep, checked once: OK, or INVALID_ARGUMENT naming the flag that

@@ -23,6 +23,7 @@ namespace ratelimit {
 namespace {
 constexpr char kServiceName[] = "ratelimit.v1.RateLimitService";
 constexpr char kEnvoyServiceName[] = "envoy.service.ratelimit.v3.RateLimitService";
+constexpr char kRlqsServiceName[] = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
 
 // A reload observer counting the outcomes of `config` ("limits", "envoy") in the metrics, then
 // reporting them to `hook` (ServerOptions::on_config_reload) when it is set.
@@ -255,21 +256,28 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->serving_loop_->AddUnary(*s->health_service_, {LoopHealthService::kCheckMethod},
                              kColdCallsReady);
   s->serving_loop_->AddStreams(*s->health_service_);
+  // A new Envoy configuration is divided among the RLQS subscribers at once (the service exists
+  // before the watcher's thread or the xDS client starts).
+  auto envoy_reloaded = [server = s.get(), hook = options.limits.on_config_reload](
+                            absl::string_view config, const absl::Status& st) {
+    if (st.ok() && server->rlqs_service_) server->rlqs_service_->Tick();
+    if (hook) hook(config, st);
+  };
   // The Envoy RLS v3 API, on the same port, limiter and store.
   if (!options.limits.envoy_config_dir.empty() || options.limits.envoy_xds.enabled()) {
     if (options.limits.envoy_xds.enabled()) {
       // From a management server: the Envoy API starts with no domains and the client swaps in
       // each configuration it receives (see docs/envoy.md on readiness).
-      absl::StatusOr<std::unique_ptr<EnvoyXdsClient>> xds = EnvoyXdsClient::Create(
-          options.limits.envoy_xds, s->envoy_registry_,
-          CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
+      absl::StatusOr<std::unique_ptr<EnvoyXdsClient>> xds =
+          EnvoyXdsClient::Create(options.limits.envoy_xds, s->envoy_registry_,
+                                 CountReloads(*s->metrics_, "envoy", envoy_reloaded));
       if (!xds.ok()) return xds.status();
       s->envoy_xds_client_ = *std::move(xds);
       s->RegisterEnvoyXdsMetrics();
     } else {
       s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
           options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
-          CountReloads(*s->metrics_, "envoy", options.limits.on_config_reload));
+          CountReloads(*s->metrics_, "envoy", envoy_reloaded));
       if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     }
     s->service_->set_envoy_reset_resolver(
@@ -297,6 +305,22 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->serving_loop_->AddUnary(*s->envoy_service_,
                                {EnvoyRateLimitServiceImpl::kShouldRateLimitMethod}, kHotCallsReady);
   }
+  // Envoy's Rate Limit Quota Service, on the same port, with the Envoy domains' quota_buckets
+  // (a callback service: see rlqs_service.h).
+  if (options.rlqs.enabled) {
+    RlqsServiceOptions rlqs;
+    rlqs.buckets.default_reporting_interval_seconds =
+        absl::ToInt64Seconds(options.rlqs.reporting_interval);
+    rlqs.buckets.idle_abandon = options.rlqs.idle_abandon;
+    rlqs.buckets.max_buckets_per_stream = static_cast<size_t>(options.rlqs.max_buckets_per_stream);
+    s->rlqs_service_ = std::make_unique<RlqsService>(
+        rlqs, clock, [registry = &s->envoy_registry_](absl::string_view domain) {
+          const EnvoyDomain* d = registry->Current()->FindDomain(domain);
+          return d ? d->quota_buckets : nullptr;
+        });
+    RegisterRlqsMetrics(s->metrics_registry_, *s->rlqs_service_);
+    builder.RegisterService(s->rlqs_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
@@ -309,6 +333,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->serving_loop_->Start();
   std::vector<std::string> services = {"", kServiceName};
   if (s->envoy_service_) services.push_back(kEnvoyServiceName);
+  if (s->rlqs_service_) services.push_back(kRlqsServiceName);
   s->health_.Attach(s->health_service_.get(), services);  // NOT_SERVING until ready
 
   s->probe_ =
@@ -335,6 +360,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   if (s->receipt_watcher_) s->receipt_watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   if (s->envoy_xds_client_) s->envoy_xds_client_->Start();
+  if (s->rlqs_service_) {
+    s->rlqs_ticker_ = std::make_unique<PeriodicTask>(
+        options.rlqs.reallocation_interval, [rlqs = s->rlqs_service_.get()] { rlqs->Tick(); });
+    s->rlqs_ticker_->Start();
+  }
   s->health_.SetServing();
   s->started_ = true;
   if (!options.listen.tls.enabled() && !IsLoopbackAddress(options.listen.address)) {
@@ -450,6 +480,9 @@ void RateLimitServer::Shutdown() {
   health_.SetDraining();
   // Ends the Watch streams, which would otherwise hold the server's shutdown for its grace.
   if (health_service_) health_service_->Shutdown();
+  // Envoys fall back at once (TTL 0) and the RLQS streams end, instead of holding the grace.
+  if (rlqs_ticker_) rlqs_ticker_->Stop();
+  if (rlqs_service_) rlqs_service_->Shutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMicroseconds(options_.listen.shutdown_grace));

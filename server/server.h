@@ -25,6 +25,7 @@
 #include "server/observability/telemetry.h"
 #include "server/observability/tracer.h"
 #include "server/options.h"
+#include "server/rlqs/rlqs_service.h"
 #include "server/serving/decision_scheduler.h"
 #include "server/serving/serving_loop.h"
 #include "server/serving/store_executor.h"
@@ -83,6 +84,8 @@ class RateLimitServer {
   const EnvoyRateLimitServiceImpl* envoy_service() const { return envoy_service_.get(); }
   // The xDS client; nullptr unless limits.envoy_xds is enabled.
   const EnvoyXdsClient* envoy_xds_client() const { return envoy_xds_client_.get(); }
+  // The RLQS service; nullptr unless rlqs.enabled.
+  RlqsService* rlqs_service() const { return rlqs_service_.get(); }
 
  private:
   explicit RateLimitServer(const ServerOptions& options) : options_(options) {}
@@ -119,6 +122,8 @@ class RateLimitServer {
   std::unique_ptr<EnvoyConfigWatcher> envoy_watcher_;
   std::unique_ptr<EnvoyXdsClient> envoy_xds_client_;  // null unless limits.envoy_xds is enabled
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
+  std::unique_ptr<RlqsService> rlqs_service_;                 // null unless rlqs.enabled
+  std::unique_ptr<PeriodicTask> rlqs_ticker_;                 // its divisions
   // Declared before the gRPC server: its queues are shut down after the server's, and destroyed
   // after it.
   std::unique_ptr<ServingLoop> serving_loop_;

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "google/protobuf/struct.pb.h"
+#include "server/rlqs/rlqs_config.h"
 
 namespace ratelimit {
 
@@ -159,6 +160,8 @@ struct EnvoyDomain {
   // The file that defined it.
   std::string source;
   EnvoyDescriptorList descriptors;
+  // Its `quota_buckets` (RLQS, server/rlqs/rlqs_config.h); null when the file has none.
+  std::shared_ptr<const RlqsDomainConfig> quota_buckets;
 };
 
 // One (key, value) entry of a request descriptor.

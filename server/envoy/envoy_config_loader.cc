@@ -437,6 +437,7 @@ absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::s
   ParseContext ctx{source, "", {}, {}};
   if (root.IsNull()) return ErrorAt(ctx, root, "domain", "required (the file is empty)");
   std::optional<YAML::Node> domain_node, descriptors_node;
+  std::shared_ptr<const RlqsDomainConfig> quota_buckets;
   absl::Status s = ForEachKey(
       ctx, root, "document",
       [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
@@ -444,6 +445,11 @@ absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::s
           domain_node = v;
         } else if (key == "descriptors") {
           descriptors_node = v;
+        } else if (key == "quota_buckets") {
+          absl::StatusOr<std::shared_ptr<const RlqsDomainConfig>> q =
+              ParseRlqsQuotaBuckets(v, source);
+          if (!q.ok()) return q.status();
+          quota_buckets = *std::move(q);
         } else {
           return ErrorAt(ctx, k, "document", absl::StrCat("unknown key \"", key, "\""));
         }
@@ -460,6 +466,7 @@ absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::s
   EnvoyDomain out;
   out.name = *domain;
   out.source = std::string(source);
+  out.quota_buckets = std::move(quota_buckets);
   if (descriptors_node) {
     absl::Status st =
         ParseDescriptorList(ctx, *descriptors_node, "descriptors", *domain, &out.descriptors);

@@ -4,6 +4,7 @@
 // Loads the envoyproxy/ratelimit YAML configuration: a directory of files, one domain each.
 //
 //   domain: messaging                 # required, unique across files
+//   quota_buckets: {...}              # RLQS budgets (server/rlqs/rlqs_config.h)
 //   descriptors:
 //     - key: message_type             # required
 //       value: marketing              # optional; `*` matches any run of characters

@@ -1,0 +1,216 @@
+#include "server/rlqs/rlqs_buckets.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr int64_t kMicrosPerSecond = 1000000;
+// A reported time_elapsed counts as at most this long (a time to live is three of them).
+constexpr int64_t kMaxIntervalSeconds = 300;
+
+bool SameRule(const RlqsRule& a, const RlqsRule& b) {
+  return a.name == b.name && a.action == b.action && a.rate_per_second == b.rate_per_second &&
+         a.burst == b.burst && a.shadow == b.shadow && a.fair_share == b.fair_share;
+}
+
+std::string RuleLabel(const std::string& domain, const RlqsRule& rule) {
+  return absl::StrCat(domain, "/", rule.name);
+}
+
+}  // namespace
+
+RlqsBuckets::RlqsBuckets(RlqsBucketsOptions options, RlqsConfigResolver resolver)
+    : options_(std::move(options)), resolver_(std::move(resolver)) {}
+
+RlqsRule RlqsBuckets::RuleFor(const Bucket& b) const {
+  std::shared_ptr<const RlqsDomainConfig> config = resolver_ ? resolver_(b.domain) : nullptr;
+  if (config == nullptr) {
+    RlqsRule allow;
+    allow.name = "default";
+    return allow;
+  }
+  return config->Match(b.key);
+}
+
+RlqsRuleStats& RlqsBuckets::StatsOf(const Bucket& b) {
+  return totals_[RuleLabel(b.domain, b.rule)];
+}
+
+absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
+                                 const RlqsBucketKey& bucket, uint64_t allowed, uint64_t denied,
+                                 int64_t elapsed_seconds, int64_t now_us,
+                                 std::vector<RlqsPush>& out) {
+  BucketId id(std::string(domain), bucket);
+  std::set<BucketId>& mine = streams_[stream];
+  const bool fresh = !mine.contains(id);
+  if (fresh && mine.size() >= options_.max_buckets_per_stream) {
+    const size_t held = mine.size();
+    if (held == 0) streams_.erase(stream);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("bucket_quota_usages.bucket_id: this stream is subscribed to ", held,
+                     " buckets, the most one stream may have (--rlqs_max_buckets_per_stream)"));
+  }
+  auto [it, new_bucket] = buckets_.try_emplace(id);
+  Bucket& b = it->second;
+  if (new_bucket) {
+    b.domain = id.first;
+    b.key = bucket;
+  }
+  Subscriber& s = b.subscribers[stream];
+  const double smoothing = b.has_rule ? b.rule.fair_share.smoothing : FairShareSettings().smoothing;
+  s.demand.AddReport(allowed + denied, elapsed_seconds, smoothing);
+  s.last_report_us = now_us;
+  if (elapsed_seconds > 0) s.interval_seconds = std::min(elapsed_seconds, kMaxIntervalSeconds);
+  if (fresh) {
+    mine.insert(std::move(id));
+    Divide(b, /*force=*/true, now_us, out);
+  }
+  RlqsRuleStats& st = StatsOf(b);  // the bucket has a rule: it was divided when subscribed
+  st.reported_allowed += allowed;
+  st.reported_denied += denied;
+  return absl::OkStatus();
+}
+
+void RlqsBuckets::RemoveStream(uint64_t stream, int64_t now_us, std::vector<RlqsPush>& out) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  for (const BucketId& id : it->second) {
+    auto b = buckets_.find(id);
+    if (b == buckets_.end()) continue;
+    b->second.subscribers.erase(stream);
+    if (b->second.subscribers.empty()) {
+      buckets_.erase(b);
+    } else {
+      Divide(b->second, /*force=*/true, now_us, out);
+    }
+  }
+  streams_.erase(it);
+}
+
+void RlqsBuckets::Tick(int64_t now_us, std::vector<RlqsPush>& out) {
+  const int64_t idle_us = absl::ToInt64Microseconds(options_.idle_abandon);
+  for (auto it = buckets_.begin(); it != buckets_.end();) {
+    Bucket& b = it->second;
+    bool left = false;
+    for (auto s = b.subscribers.begin(); s != b.subscribers.end();) {
+      if (now_us - s->second.last_report_us < idle_us) {
+        ++s;
+        continue;
+      }
+      RlqsPush abandon{s->first, b.key, {}};
+      abandon.assignment.kind = RlqsAssignment::Kind::kAbandon;
+      out.push_back(std::move(abandon));
+      auto st = streams_.find(s->first);
+      if (st != streams_.end()) {
+        st->second.erase(it->first);
+        if (st->second.empty()) streams_.erase(st);
+      }
+      s = b.subscribers.erase(s);
+      left = true;
+    }
+    if (b.subscribers.empty()) {
+      it = buckets_.erase(it);
+      continue;
+    }
+    Divide(b, /*force=*/left, now_us, out);
+    ++it;
+  }
+}
+
+void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out) {
+  RlqsRule rule = RuleFor(b);
+  if (!b.has_rule || !SameRule(rule, b.rule)) force = true;
+  b.rule = std::move(rule);
+  b.has_rule = true;
+  int64_t interval = 0;
+  for (const auto& [stream, s] : b.subscribers) interval = std::max(interval, s.interval_seconds);
+  if (interval == 0) interval = options_.default_reporting_interval_seconds;
+  const int64_t ttl = std::max<int64_t>(1, 3 * interval);
+
+  std::vector<std::optional<double>> demands;
+  demands.reserve(b.subscribers.size());
+  for (const auto& [stream, s] : b.subscribers) demands.push_back(s.demand.demand());
+  const bool limited = b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow;
+  std::vector<FairShare> shares;
+  if (limited) {
+    shares = DivideFairly(b.rule.rate_per_second, b.rule.burst, b.rule.fair_share, demands);
+  } else {
+    shares.resize(b.subscribers.size());
+  }
+
+  // Which subscribers get their new share: all when forced; those whose share moved past the
+  // threshold; those whose assignment is half-way through its time to live (the new share, or
+  // the same assignment again as an extension). All of them when updating only those would let
+  // the held rates sum over the global rate.
+  std::vector<bool> update(shares.size(), force);
+  std::vector<bool> due(shares.size(), false);
+  double held_sum = 0;
+  size_t i = 0;
+  for (const auto& [stream, s] : b.subscribers) {
+    due[i] = s.has_sent && now_us - s.sent_at_us >= ttl * kMicrosPerSecond / 2;
+    if (!update[i]) {
+      update[i] = !s.has_sent || due[i] || ShareMoved(s.held, shares[i], b.rule.fair_share);
+    }
+    held_sum += update[i] ? shares[i].rate : s.held.rate;
+    ++i;
+  }
+  if (limited && held_sum > b.rule.rate_per_second) std::fill(update.begin(), update.end(), true);
+
+  i = 0;
+  double assigned = 0;
+  for (auto& [stream, s] : b.subscribers) {
+    const size_t k = i++;
+    if (!update[k]) {
+      assigned += s.held.rate;
+      continue;
+    }
+    RlqsAssignment a;
+    a.ttl_seconds = ttl;
+    s.held = shares[k];
+    a.kind = b.rule.action == RlqsRuleAction::kDenyAll ? RlqsAssignment::Kind::kDenyAll
+             : limited                                 ? RlqsAssignment::Kind::kTokenBucket
+                                                       : RlqsAssignment::Kind::kAllowAll;
+    if (limited) a.token_bucket = ToWholeSecondTokenBucket(s.held);
+    assigned += s.held.rate;
+    s.sent = a;
+    s.has_sent = true;
+    s.sent_at_us = now_us;
+    out.push_back(RlqsPush{stream, b.key, a});
+  }
+  if (limited && assigned > b.rule.rate_per_second * (1 + 1e-9)) ++StatsOf(b).over_assignments;
+}
+
+void RlqsBuckets::Shutdown(std::vector<RlqsPush>& out) const {
+  for (const auto& [id, b] : buckets_) {
+    for (const auto& [stream, s] : b.subscribers) {
+      if (!s.has_sent) continue;
+      RlqsAssignment a = s.sent;
+      a.ttl_seconds = 0;
+      out.push_back(RlqsPush{stream, b.key, a});
+    }
+  }
+}
+
+size_t RlqsBuckets::BucketsOf(uint64_t stream) const {
+  auto it = streams_.find(stream);
+  return it == streams_.end() ? 0 : it->second.size();
+}
+
+std::map<std::string, RlqsRuleStats> RlqsBuckets::Stats() const {
+  std::map<std::string, RlqsRuleStats> out = totals_;
+  for (const auto& [id, b] : buckets_) {
+    if (!b.has_rule) continue;
+    RlqsRuleStats& st = out[RuleLabel(b.domain, b.rule)];
+    st.subscribers += b.subscribers.size();
+    if (b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow) {
+      for (const auto& [stream, s] : b.subscribers) st.assigned_rate += s.held.rate;
+    }
+  }
+  return out;
+}
+
+}  // namespace ratelimit

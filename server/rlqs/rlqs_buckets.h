@@ -1,0 +1,141 @@
+#ifndef RATELIMIT_SERVER_RLQS_RLQS_BUCKETS_H_
+#define RATELIMIT_SERVER_RLQS_RLQS_BUCKETS_H_
+
+// The state of the RLQS service without its transport: every bucket (a domain and its BucketId
+// pairs in key order), the streams subscribed to it with their demand, and the assignments each
+// holds. Reports, stream ends and periodic ticks go in; the assignments (and abandons) to push
+// to each stream come out. No clock, no protos, no locks: `now` is an argument.
+//
+// Rules of the division (docs/envoy.md, "Rate Limit Quota Service"):
+// - The first report of a bucket by a stream subscribes the stream; the bucket is then divided
+//   again at once and every subscriber gets its assignment (the newcomer's first one included).
+//   A stream that ends is unsubscribed and the bucket divided again at once.
+// - Tick divides every bucket again. A subscriber gets a new assignment when its share moved by
+//   more than the rule's reassign_threshold, when the rule changed (a reload), or when its
+//   assignment is half-way through its time to live: then its current share, which is the same
+//   assignment again when the share did not change (Envoy treats that as an extension and keeps
+//   its tokens). So a share that moved by less than the threshold is still sent within half a
+//   time to live. When updating only those subscribers would let the held rates sum over the
+//   global rate, every subscriber gets its new share.
+// - A time to live is three reporting intervals (the longest of the subscribers' latest
+//   time_elapsed, at most 300 s, else the configured default), in whole seconds, at least 1.
+// - A subscription without a report for `idle_abandon` is abandoned (AbandonAction) and
+//   forgotten; a bucket without subscribers is forgotten.
+// - Shutdown re-sends every held assignment with a time to live of 0: Envoy falls back at once.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/rlqs/rlqs_allocator.h"
+#include "server/rlqs/rlqs_config.h"
+
+namespace ratelimit {
+
+// What a subscriber of a bucket is told.
+struct RlqsAssignment {
+  enum class Kind { kTokenBucket, kAllowAll, kDenyAll, kAbandon };
+  Kind kind = Kind::kAllowAll;
+  WholeSecondTokenBucket token_bucket;  // kTokenBucket only
+  int64_t ttl_seconds = 0;              // not for kAbandon
+
+  friend bool operator==(const RlqsAssignment&, const RlqsAssignment&) = default;
+};
+
+// One action for one stream.
+struct RlqsPush {
+  uint64_t stream = 0;
+  RlqsBucketKey bucket;
+  RlqsAssignment assignment;
+};
+
+// The quota_buckets of a domain (null: the domain has none, every bucket is ALLOW_ALL).
+using RlqsConfigResolver =
+    std::function<std::shared_ptr<const RlqsDomainConfig>(absl::string_view domain)>;
+
+struct RlqsBucketsOptions {
+  // The reporting interval assumed until a bucket's reports show theirs. Default 5 s.
+  int64_t default_reporting_interval_seconds = 5;
+  // A subscription without a report for this long is abandoned. Default 5 minutes.
+  absl::Duration idle_abandon = absl::Minutes(5);
+  // The most buckets one stream may be subscribed to. Default 10000.
+  size_t max_buckets_per_stream = 10000;
+};
+
+// Counters per rule ("<domain>/<rule name>"), for metrics.
+struct RlqsRuleStats {
+  uint64_t subscribers = 0;       // now, over every bucket of the rule
+  double assigned_rate = 0;       // requests per second held by them now
+  uint64_t reported_allowed = 0;  // since start
+  uint64_t reported_denied = 0;   // since start
+  uint64_t over_assignments = 0;  // divisions whose held rates summed over the global rate
+};
+
+// Not thread-safe: the owner serializes calls (RlqsService holds a mutex around it).
+class RlqsBuckets {
+ public:
+  RlqsBuckets(RlqsBucketsOptions options, RlqsConfigResolver resolver);
+  RlqsBuckets(const RlqsBuckets&) = delete;
+  RlqsBuckets& operator=(const RlqsBuckets&) = delete;
+
+  // Adds a usage report of `stream` for `bucket` of `domain`. A first report subscribes the
+  // stream and appends the bucket's new division to `out`. RESOURCE_EXHAUSTED (nothing changed)
+  // when it would subscribe the stream to more than max_buckets_per_stream buckets.
+  // REQUIRES: `bucket` sorted by key, keys unique, at least one pair.
+  absl::Status Report(uint64_t stream, absl::string_view domain, const RlqsBucketKey& bucket,
+                      uint64_t allowed, uint64_t denied, int64_t elapsed_seconds, int64_t now_us,
+                      std::vector<RlqsPush>& out);
+  // The stream ended: unsubscribes it everywhere; the others' new shares go to `out`.
+  void RemoveStream(uint64_t stream, int64_t now_us, std::vector<RlqsPush>& out);
+  // Divides every bucket again, abandons idle subscriptions (see the top of this file).
+  void Tick(int64_t now_us, std::vector<RlqsPush>& out);
+  // Every held assignment again with a time to live of 0.
+  void Shutdown(std::vector<RlqsPush>& out) const;
+
+  // Buckets `stream` is subscribed to.
+  size_t BucketsOf(uint64_t stream) const;
+  size_t bucket_count() const { return buckets_.size(); }
+  std::map<std::string, RlqsRuleStats> Stats() const;
+
+ private:
+  struct Subscriber {
+    DemandEstimator demand;
+    FairShare held;
+    RlqsAssignment sent;
+    bool has_sent = false;
+    int64_t sent_at_us = 0;
+    int64_t last_report_us = 0;
+    int64_t interval_seconds = 0;  // its latest whole-second time_elapsed; 0: none yet
+  };
+  struct Bucket {
+    std::string domain;
+    RlqsBucketKey key;
+    RlqsRule rule;  // the rule of the last division
+    bool has_rule = false;
+    std::map<uint64_t, Subscriber> subscribers;
+  };
+  using BucketId = std::pair<std::string, RlqsBucketKey>;
+
+  // Divides `b` again; `force`: every subscriber gets its assignment.
+  void Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out);
+  RlqsRule RuleFor(const Bucket& b) const;
+  RlqsRuleStats& StatsOf(const Bucket& b);
+
+  const RlqsBucketsOptions options_;
+  const RlqsConfigResolver resolver_;
+  std::map<BucketId, Bucket> buckets_;
+  std::map<uint64_t, std::set<BucketId>> streams_;
+  // Counters that outlive buckets (reported usage, over-assignments), by rule.
+  std::map<std::string, RlqsRuleStats> totals_;
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_RLQS_RLQS_BUCKETS_H_

@@ -1,0 +1,409 @@
+#include "server/rlqs/rlqs_service.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+
+namespace rlqs = envoy::service::rate_limit_quota::v3;
+
+absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageReports& message,
+                                             absl::string_view domain) {
+  RlqsReports out;
+  if (domain.empty()) {
+    if (message.domain().empty()) {
+      return absl::InvalidArgumentError("domain: required in the first message of a stream");
+    }
+    out.domain = message.domain();
+  } else {
+    if (!message.domain().empty() && message.domain() != domain) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "domain: \"", message.domain(), "\" differs from the stream's \"", domain, "\""));
+    }
+    out.domain = std::string(domain);
+  }
+  if (message.bucket_quota_usages().empty()) {
+    return absl::InvalidArgumentError("bucket_quota_usages: at least one usage");
+  }
+  out.usages.reserve(message.bucket_quota_usages_size());
+  for (int i = 0; i < message.bucket_quota_usages_size(); ++i) {
+    const auto& u = message.bucket_quota_usages(i);
+    const std::string field = absl::StrCat("bucket_quota_usages[", i, "]");
+    if (u.bucket_id().bucket().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: at least one pair"));
+    }
+    if (!u.has_time_elapsed()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".time_elapsed: required"));
+    }
+    const google::protobuf::Duration& d = u.time_elapsed();
+    if (d.seconds() < 0 || d.nanos() < 0 || d.nanos() >= 1000000000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".time_elapsed: must be a duration of at least 0"));
+    }
+    if (u.num_requests_allowed() > std::numeric_limits<uint64_t>::max() - u.num_requests_denied()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".num_requests_denied: allowed + denied overflows 64 bits"));
+    }
+    RlqsUsage usage;
+    for (const auto& [k, v] : u.bucket_id().bucket()) usage.bucket.emplace_back(k, v);
+    std::sort(usage.bucket.begin(), usage.bucket.end());
+    usage.allowed = u.num_requests_allowed();
+    usage.denied = u.num_requests_denied();
+    usage.elapsed_seconds = d.seconds();
+    out.usages.push_back(std::move(usage));
+  }
+  return out;
+}
+
+rlqs::RateLimitQuotaResponse::BucketAction ToBucketAction(const RlqsBucketKey& bucket,
+                                                          const RlqsAssignment& assignment) {
+  rlqs::RateLimitQuotaResponse::BucketAction action;
+  auto& pairs = *action.mutable_bucket_id()->mutable_bucket();
+  for (const auto& [k, v] : bucket) pairs[k] = v;
+  if (assignment.kind == RlqsAssignment::Kind::kAbandon) {
+    action.mutable_abandon_action();
+    return action;
+  }
+  auto* q = action.mutable_quota_assignment_action();
+  q->mutable_assignment_time_to_live()->set_seconds(assignment.ttl_seconds);
+  envoy::type::v3::RateLimitStrategy* strategy = q->mutable_rate_limit_strategy();
+  switch (assignment.kind) {
+    case RlqsAssignment::Kind::kDenyAll:
+      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::DENY_ALL);
+      break;
+    case RlqsAssignment::Kind::kTokenBucket: {
+      envoy::type::v3::TokenBucket* tb = strategy->mutable_token_bucket();
+      tb->set_max_tokens(assignment.token_bucket.max_tokens);
+      tb->mutable_tokens_per_fill()->set_value(assignment.token_bucket.tokens_per_fill);
+      tb->mutable_fill_interval()->set_seconds(assignment.token_bucket.fill_interval_seconds);
+      break;
+    }
+    default:
+      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
+      break;
+  }
+  return action;
+}
+
+// One stream. Every field but the messages is guarded by the service's mutex. gRPC operations
+// are started outside it: a write only by the thread that set writing_, Finish only by the one
+// that set finished_, so the reactor (deleted in OnDone, after Finish) is alive for both.
+class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Response> {
+ public:
+  // A stream whose first read is yet to start (Start): read_starts_ is 1 until it has.
+  Stream(RlqsService* service, uint64_t id) : service_(service), id_(id), read_starts_(1) {}
+
+  // Starts the first read. Outside the service's lock.
+  void Start() {
+    StartRead(&in_);
+    Next next;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      --read_starts_;
+      next = NextLocked();
+    }
+    if (next != Next::kNone) Run(next);
+  }
+
+  // Tells the analysis that the service's mutex, which the caller holds, is this stream's.
+  void AssertServiceLockHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(service_->mu_) {
+    service_->mu_.AssertHeld();
+  }
+
+  // Queues `assignment` for `bucket` (replacing one queued for it).
+  void QueueLocked(const RlqsBucketKey& bucket, const RlqsAssignment& assignment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
+    if (finish_requested_ && !drain_) return;
+    pending_[bucket] = assignment;
+  }
+
+  // Ends the stream with `status`, after the queued writes when `drain`.
+  void RequestFinishLocked(grpc::Status status, bool drain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
+    if (finish_requested_) return;
+    finish_requested_ = true;
+    drain_ = drain;
+    status_ = std::move(status);
+    if (!drain) pending_.clear();
+  }
+
+  // What to start next, outside the lock (Run).
+  Next NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
+    if (finished_ || writing_) return Next::kNone;
+    if (!pending_.empty() && (!finish_requested_ || drain_)) {
+      out_.Clear();
+      while (!pending_.empty() && static_cast<size_t>(out_.bucket_action_size()) <
+                                      service_->options_.max_actions_per_response) {
+        auto it = pending_.begin();
+        *out_.add_bucket_action() = ToBucketAction(it->first, it->second);
+        pending_.erase(it);
+      }
+      writing_ = true;
+      return Next::kWrite;
+    }
+    if (finish_requested_ && read_starts_ == 0) {
+      finished_ = true;
+      return Next::kFinish;
+    }
+    return Next::kNone;
+  }
+
+  void Run(Next next) {
+    if (next == Next::kWrite) StartWrite(&out_);
+    if (next == Next::kFinish) Finish(status_);
+  }
+
+  size_t WaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
+    return pending_.size() + (writing_ ? static_cast<size_t>(out_.bucket_action_size()) : 0);
+  }
+
+  void OnReadDone(bool ok) override {
+    std::vector<std::pair<Stream*, Next>> run;
+    bool read_again = false;
+    if (!ok) {
+      absl::MutexLock lock(&service_->mu_);
+      RequestFinishLocked(grpc::Status::OK, /*drain=*/false);
+      service_->AddRun(run, this, NextLocked());
+    } else {
+      absl::StatusOr<RlqsReports> reports = ParseRlqsReports(in_, domain_);
+      absl::MutexLock lock(&service_->mu_);
+      if (finish_requested_) {
+        // Ending (shutdown, cancellation): a report read meanwhile changes nothing.
+      } else if (!reports.ok()) {
+        RequestFinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                         std::string(reports.status().message())),
+                            /*drain=*/false);
+      } else {
+        domain_ = reports->domain;
+        ++service_->stats_.messages;
+        const int64_t now = service_->clock_.NowMicros();
+        std::vector<RlqsPush> pushes;
+        for (const RlqsUsage& u : reports->usages) {
+          absl::Status st = service_->buckets_.Report(id_, domain_, u.bucket, u.allowed, u.denied,
+                                                      u.elapsed_seconds, now, pushes);
+          if (!st.ok()) {
+            RequestFinishLocked(
+                grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(st.message())),
+                /*drain=*/false);
+            break;
+          }
+        }
+        service_->DeliverLocked(pushes, run);
+      }
+      read_again = !finish_requested_;
+      if (read_again) ++read_starts_;
+      service_->AddRun(run, this, NextLocked());
+    }
+    for (auto& [s, next] : run) s->Run(next);
+    if (!read_again) return;
+    StartRead(&in_);
+    Next next;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      --read_starts_;
+      next = NextLocked();
+    }
+    if (next != Next::kNone) Run(next);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Next next;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      writing_ = false;
+      if (ok) {
+        service_->stats_.actions_sent += out_.bucket_action_size();
+      } else {
+        RequestFinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"), false);
+      }
+      next = NextLocked();
+    }
+    if (next != Next::kNone) Run(next);
+  }
+
+  void OnCancel() override {
+    Next next;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      RequestFinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"), false);
+      next = NextLocked();
+    }
+    if (next != Next::kNone) Run(next);
+  }
+
+  void OnDone() override {
+    std::vector<std::pair<Stream*, Next>> run;
+    {
+      absl::MutexLock lock(&service_->mu_);
+      if (service_->streams_.erase(id_) > 0) {
+        --service_->stats_.streams;
+        std::vector<RlqsPush> pushes;
+        service_->buckets_.RemoveStream(id_, service_->clock_.NowMicros(), pushes);
+        service_->DeliverLocked(pushes, run);
+      }
+    }
+    for (auto& [s, next] : run) s->Run(next);
+    delete this;
+  }
+
+ private:
+  RlqsService* const service_;
+  const uint64_t id_;
+  std::string domain_;  // read thread only
+  Reports in_;          // read thread only
+  Response out_;        // the writer only
+  std::map<RlqsBucketKey, RlqsAssignment> pending_ ABSL_GUARDED_BY(service_->mu_);
+  bool writing_ ABSL_GUARDED_BY(service_->mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(service_->mu_) = false;
+  bool drain_ ABSL_GUARDED_BY(service_->mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(service_->mu_) = false;
+  int read_starts_ ABSL_GUARDED_BY(service_->mu_);
+  // Set under the lock before finished_ is; read by the thread that set finished_ (Run).
+  grpc::Status status_;
+};
+
+RlqsService::RlqsService(RlqsServiceOptions options, const Clock& clock,
+                         RlqsConfigResolver resolver)
+    : options_(std::move(options)),
+      clock_(clock),
+      buckets_(options_.buckets, std::move(resolver)) {}
+
+RlqsService::~RlqsService() = default;
+
+grpc::ServerBidiReactor<RlqsService::Reports, RlqsService::Response>*
+RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* /*context*/) {
+  Stream* stream = nullptr;
+  bool refused = false;
+  {
+    absl::MutexLock lock(&mu_);
+    refused = shut_down_;
+    const uint64_t id = refused ? 0 : next_stream_++;
+    stream = new Stream(this, id);  // deletes itself in OnDone
+    if (!refused) {
+      streams_[id] = stream;
+      ++stats_.streams;
+    }
+  }
+  if (refused) {
+    stream->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  } else {
+    stream->Start();
+  }
+  return stream;
+}
+
+void RlqsService::AddRun(std::vector<std::pair<Stream*, Next>>& run, Stream* s, Next next) {
+  if (next != Next::kNone) run.emplace_back(s, next);
+}
+
+void RlqsService::DeliverLocked(std::vector<RlqsPush>& pushes,
+                                std::vector<std::pair<Stream*, Next>>& run) {
+  std::vector<Stream*> touched;
+  for (RlqsPush& p : pushes) {
+    auto it = streams_.find(p.stream);
+    if (it == streams_.end()) continue;
+    it->second->AssertServiceLockHeld();
+    it->second->QueueLocked(p.bucket, p.assignment);
+    touched.push_back(it->second);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (Stream* s : touched) {
+    s->AssertServiceLockHeld();
+    AddRun(run, s, s->NextLocked());
+  }
+}
+
+void RlqsService::Tick() {
+  std::vector<std::pair<Stream*, Next>> run;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    std::vector<RlqsPush> pushes;
+    buckets_.Tick(clock_.NowMicros(), pushes);
+    DeliverLocked(pushes, run);
+  }
+  for (auto& [s, next] : run) s->Run(next);
+}
+
+void RlqsService::Shutdown() {
+  std::vector<std::pair<Stream*, Next>> run;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    std::vector<RlqsPush> pushes;
+    buckets_.Shutdown(pushes);
+    DeliverLocked(pushes, run);
+    for (auto& [id, s] : streams_) {
+      s->AssertServiceLockHeld();
+      s->RequestFinishLocked(grpc::Status::OK, /*drain=*/true);
+      AddRun(run, s, s->NextLocked());
+    }
+  }
+  for (auto& [s, next] : run) s->Run(next);
+}
+
+RlqsService::Stats RlqsService::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats st = stats_;
+  st.actions_waiting = 0;
+  for (const auto& [id, s] : streams_) {
+    s->AssertServiceLockHeld();
+    st.actions_waiting += s->WaitingLocked();
+  }
+  return st;
+}
+
+std::map<std::string, RlqsRuleStats> RlqsService::RuleStats() const {
+  absl::MutexLock lock(&mu_);
+  return buckets_.Stats();
+}
+
+void RegisterRlqsMetrics(MetricsRegistry& registry, const RlqsService& service) {
+  const RlqsService* s = &service;
+  registry.AddGauge("ratelimit_rlqs_streams", "RLQS streams open now.",
+                    [s] { return static_cast<double>(s->stats().streams); });
+  registry.AddCollector("ratelimit_rlqs_subscribers",
+                        "RLQS subscriptions now, per quota_buckets rule.", "gauge", {"rule"}, [s] {
+                          MetricsRegistry::Samples out;
+                          for (const auto& [rule, st] : s->RuleStats()) {
+                            out.push_back({{rule}, static_cast<double>(st.subscribers)});
+                          }
+                          return out;
+                        });
+  registry.AddCollector(
+      "ratelimit_rlqs_assigned_rate",
+      "Requests per second assigned now to the subscribers of a rule's buckets, in total.", "gauge",
+      {"rule"}, [s] {
+        MetricsRegistry::Samples out;
+        for (const auto& [rule, st] : s->RuleStats()) out.push_back({{rule}, st.assigned_rate});
+        return out;
+      });
+  registry.AddCollector(
+      "ratelimit_rlqs_reported_requests_total",
+      "Requests Envoy reported over RLQS per rule, by result: allowed or denied.", "counter",
+      {"rule", "result"}, [s] {
+        MetricsRegistry::Samples out;
+        for (const auto& [rule, st] : s->RuleStats()) {
+          out.push_back({{rule, "allowed"}, static_cast<double>(st.reported_allowed)});
+          out.push_back({{rule, "denied"}, static_cast<double>(st.reported_denied)});
+        }
+        return out;
+      });
+  registry.AddCollector(
+      "ratelimit_rlqs_over_assignments_total",
+      "Divisions after which a bucket's held rates summed over its global rate (expected 0).",
+      "counter", {"rule"}, [s] {
+        MetricsRegistry::Samples out;
+        for (const auto& [rule, st] : s->RuleStats()) {
+          out.push_back({{rule}, static_cast<double>(st.over_assignments)});
+        }
+        return out;
+      });
+}
+
+}  // namespace ratelimit

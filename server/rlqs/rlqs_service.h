@@ -1,0 +1,130 @@
+#ifndef RATELIMIT_SERVER_RLQS_RLQS_SERVICE_H_
+#define RATELIMIT_SERVER_RLQS_RLQS_SERVICE_H_
+
+// envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: Envoy's rate
+// limit quota filter reports the usage of its buckets on a long-lived stream; this service
+// answers with the assignments RlqsBuckets (rlqs_buckets.h) decides. The handler is thin: it
+// checks and converts each message (ParseRlqsReports), hands it to the buckets and writes the
+// pushes that come out to the streams they are for.
+//
+// A stream: `domain` from its first message (required there; a later message may repeat it or
+// leave it empty). A malformed message ends the stream with INVALID_ARGUMENT naming the field
+// and changes nothing; a report past --rlqs_max_buckets_per_stream ends it with
+// RESOURCE_EXHAUSTED. When the client half-closes or cancels, the stream ends and its buckets are
+// divided again among their other subscribers.
+//
+// Flow control: one write in flight per stream; the actions waiting for it are kept one per
+// bucket (a newer action for a bucket replaces the older), so what waits for a client that does
+// not read is bounded by its buckets, never by time.
+//
+// Served through gRPC's callback API, from gRPC's own threads: the service is registered only
+// when --rlqs is set (a callback service makes gRPC poll the port from its threads too, which
+// costs the serving loop's bursts some of their batching; serving_loop.h).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
+#include "server/observability/metrics.h"
+#include "server/rlqs/rlqs_buckets.h"
+#include "storage/clock.h"
+
+namespace ratelimit {
+
+// One usage of a checked message.
+struct RlqsUsage {
+  RlqsBucketKey bucket;
+  uint64_t allowed = 0;
+  uint64_t denied = 0;
+  int64_t elapsed_seconds = 0;  // whole seconds, truncated
+};
+
+// Checks one message of a stream and converts it. `domain` is the stream's ("" before its
+// first message); the result's domain is the stream's afterwards. INVALID_ARGUMENT naming the
+// field (domain, bucket_quota_usages[i].bucket_id, ...time_elapsed) when malformed.
+struct RlqsReports {
+  std::string domain;
+  std::vector<RlqsUsage> usages;
+};
+absl::StatusOr<RlqsReports> ParseRlqsReports(
+    const envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports& message,
+    absl::string_view domain);
+
+// An assignment as Envoy's BucketAction.
+envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse::BucketAction ToBucketAction(
+    const RlqsBucketKey& bucket, const RlqsAssignment& assignment);
+
+struct RlqsServiceOptions {
+  RlqsBucketsOptions buckets;
+  // The most actions one response carries. Default 1000.
+  size_t max_actions_per_response = 1000;
+};
+
+// Thread safety: thread-safe. Ownership: owns the buckets and the streams' reactors (each
+// deletes itself when gRPC is done with it); `clock` and the resolver's configuration must
+// outlive the service. Shutdown must be called before the gRPC server shuts down.
+class RlqsService final
+    : public envoy::service::rate_limit_quota::v3::RateLimitQuotaService::CallbackService {
+ public:
+  using Reports = envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
+  using Response = envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
+
+  RlqsService(RlqsServiceOptions options, const Clock& clock, RlqsConfigResolver resolver);
+  ~RlqsService() override;
+
+  grpc::ServerBidiReactor<Reports, Response>* StreamRateLimitQuotas(
+      grpc::CallbackServerContext* context) override;
+
+  // Divides every bucket again at the clock's time and pushes the result (rlqs_buckets.h). The
+  // server calls it every --rlqs_reallocation_interval; tests call it after moving a fake clock.
+  void Tick();
+  // Sends every held assignment again with a time to live of 0, then ends every stream with OK
+  // once its writes are done; later streams end at once with UNAVAILABLE. Idempotent.
+  void Shutdown();
+
+  struct Stats {
+    uint64_t streams = 0;          // open now
+    uint64_t messages = 0;         // usage messages accepted since start
+    uint64_t actions_sent = 0;     // bucket actions whose write completed
+    uint64_t actions_waiting = 0;  // queued or being written now
+  };
+  Stats stats() const;
+  std::map<std::string, RlqsRuleStats> RuleStats() const;
+
+ private:
+  class Stream;
+  friend class Stream;
+  // What a stream must start next, outside the lock.
+  enum class Next { kNone, kWrite, kFinish };
+  // Adds what `s` must start to `run`; kNone is not added, since a stream whose write or Finish
+  // another thread started may be gone by the time `run` is run.
+  static void AddRun(std::vector<std::pair<Stream*, Next>>& run, Stream* s, Next next);
+
+  // Queues `pushes` on their streams; what each touched stream must start next (outside the
+  // lock) goes to `run`.
+  void DeliverLocked(std::vector<RlqsPush>& pushes, std::vector<std::pair<Stream*, Next>>& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RlqsServiceOptions options_;
+  const Clock& clock_;
+  mutable absl::Mutex mu_;
+  RlqsBuckets buckets_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// Adds the service's metrics (ratelimit_rlqs_*, docs/envoy.md) to `registry`. `service` must
+// outlive the registry's renders.
+void RegisterRlqsMetrics(MetricsRegistry& registry, const RlqsService& service);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_RLQS_RLQS_SERVICE_H_

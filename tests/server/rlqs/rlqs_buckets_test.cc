@@ -1,0 +1,274 @@
+#include "server/rlqs/rlqs_buckets.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr int64_t kSec = 1000000;
+using Kind = RlqsAssignment::Kind;
+
+class RlqsBucketsTest : public ::testing::Test {
+ protected:
+  void SetConfig(const std::string& yaml) {
+    absl::StatusOr<std::shared_ptr<const RlqsDomainConfig>> c =
+        ParseRlqsQuotaBuckets(YAML::Load(yaml), "edge.yaml");
+    ASSERT_TRUE(c.ok()) << c.status();
+    config_ = *c;
+  }
+
+  std::unique_ptr<RlqsBuckets> Make(RlqsBucketsOptions options = {}) {
+    return std::make_unique<RlqsBuckets>(
+        options, [this](absl::string_view domain) { return domain == "edge" ? config_ : nullptr; });
+  }
+
+  // Pushes of `out` to `stream`.
+  static std::vector<RlqsPush> To(const std::vector<RlqsPush>& out, uint64_t stream) {
+    std::vector<RlqsPush> mine;
+    for (const RlqsPush& p : out) {
+      if (p.stream == stream) mine.push_back(p);
+    }
+    return mine;
+  }
+
+  static double Rate(const RlqsAssignment& a) {
+    return static_cast<double>(a.token_bucket.tokens_per_fill) /
+           static_cast<double>(a.token_bucket.fill_interval_seconds);
+  }
+
+  std::shared_ptr<const RlqsDomainConfig> config_;
+  const RlqsBucketKey tenant_a_ = {{"tenant", "a"}};
+  int64_t now_ = 1000 * kSec;
+};
+
+constexpr char kLimit100[] = R"(
+rules:
+  - {name: tenants, match: {tenant: "*"}, requests_per_unit: 100, unit: second, burst: 100,
+     fair_share: {newcomer_reserve: 0, smoothing: 1}}
+)";
+
+TEST_F(RlqsBucketsTest, FirstReportSubscribesAndIsAssignedAtOnce) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 0, now_, out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].stream, 1u);
+  EXPECT_EQ(out[0].bucket, tenant_a_);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kTokenBucket);
+  EXPECT_EQ(out[0].assignment.token_bucket, (WholeSecondTokenBucket{100, 100, 1}));
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 15);  // 3 x the default 5 s interval
+  EXPECT_EQ(t->BucketsOf(1), 1u);
+  // A second report is no new subscription.
+  out.clear();
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 10, 0, 1, now_, out).ok());
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(RlqsBucketsTest, JoinDividesAtOnceAndLeaveGivesTheShareBack) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1, now_, out).ok());
+  out.clear();
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(Rate(To(out, 1)[0].assignment) + Rate(To(out, 2)[0].assignment), 100);
+  EXPECT_EQ(Rate(To(out, 1)[0].assignment), 50);
+  out.clear();
+  t->RemoveStream(2, now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].stream, 1u);
+  EXPECT_EQ(Rate(out[0].assignment), 100);
+  EXPECT_EQ(t->BucketsOf(2), 0u);
+}
+
+TEST_F(RlqsBucketsTest, TickPushesOnlyMovedSharesAndRefreshesBeforeExpiry) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
+  out.clear();
+  // Steady demand: nothing to push (TTL 3 s, refresh after 1.5 s).
+  now_ += kSec;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
+  t->Tick(now_, out);
+  EXPECT_TRUE(out.empty());
+  // Stream 2 drops to 10/s: both shares move (10 and 90).
+  now_ += kSec / 4;
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 10, 0, 1, now_, out).ok());
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_LT(Rate(To(out, 2)[0].assignment), 50);
+  EXPECT_LE(Rate(To(out, 1)[0].assignment) + Rate(To(out, 2)[0].assignment), 100);
+  // Half the TTL later, the same assignments again (an extension).
+  const std::vector<RlqsPush> first = out;
+  out.clear();
+  now_ += 2 * kSec;
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(To(out, 1)[0].assignment, To(first, 1)[0].assignment);
+}
+
+TEST_F(RlqsBucketsTest, TtlIsThreeReportingIntervalsInWholeSeconds) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 2, now_, out).ok());
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 6);
+  // A huge time_elapsed (a bucket idle for a day) counts as 300 s.
+  out.clear();
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 86400, now_, out).ok());
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 900);
+  // The subscribers' latest intervals count, not the longest ever seen.
+  out.clear();
+  now_ += 1000 * kSec;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  t->Tick(now_, out);  // both assignments are past half their time to live
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 3);
+}
+
+TEST_F(RlqsBucketsTest, IdleSubscriptionsAreAbandoned) {
+  SetConfig(kLimit100);
+  RlqsBucketsOptions options;
+  options.idle_abandon = absl::Seconds(30);
+  auto t = Make(options);
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  out.clear();
+  now_ += 29 * kSec;
+  t->Tick(now_, out);
+  for (const RlqsPush& p : out) EXPECT_NE(p.assignment.kind, Kind::kAbandon);
+  out.clear();
+  now_ += kSec;
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kAbandon);
+  EXPECT_EQ(t->bucket_count(), 0u);
+  EXPECT_EQ(t->BucketsOf(1), 0u);
+  // A new report starts over: a new subscription.
+  out.clear();
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kTokenBucket);
+}
+
+TEST_F(RlqsBucketsTest, ReloadIsPushedAtTheNextTick) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1000, 0, 1, now_, out).ok());
+  out.clear();
+  SetConfig(R"(
+rules:
+  - {name: tenants, match: {tenant: "*"}, requests_per_unit: 50, unit: second,
+     fair_share: {newcomer_reserve: 0}}
+)");
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Rate(out[0].assignment), 50);
+}
+
+TEST_F(RlqsBucketsTest, DenyAllShadowAndUnconfiguredDomains) {
+  SetConfig(R"(
+default: deny_all
+rules:
+  - {name: shadowed, match: {tenant: "*"}, requests_per_unit: 1, unit: second, shadow: true}
+)");
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", {{"other", "x"}}, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 7, 3, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "nodomain", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kDenyAll);
+  EXPECT_EQ(out[1].assignment.kind, Kind::kAllowAll);
+  EXPECT_EQ(out[2].assignment.kind, Kind::kAllowAll);
+  const std::map<std::string, RlqsRuleStats> stats = t->Stats();
+  ASSERT_TRUE(stats.contains("edge/shadowed"));
+  EXPECT_EQ(stats.at("edge/shadowed").reported_allowed, 7u);
+  EXPECT_EQ(stats.at("edge/shadowed").reported_denied, 3u);
+  EXPECT_EQ(stats.at("edge/shadowed").subscribers, 1u);
+  EXPECT_EQ(stats.at("edge/default").subscribers, 1u);
+}
+
+TEST_F(RlqsBucketsTest, BucketsPerStreamAreBounded) {
+  SetConfig(kLimit100);
+  RlqsBucketsOptions options;
+  options.max_buckets_per_stream = 3;
+  auto t = Make(options);
+  std::vector<RlqsPush> out;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(t->Report(1, "edge", {{"tenant", std::to_string(i)}}, 1, 0, 1, now_, out).ok());
+  }
+  absl::Status s = t->Report(1, "edge", {{"tenant", "x"}}, 1, 0, 1, now_, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(t->BucketsOf(1), 3u);
+  EXPECT_EQ(t->bucket_count(), 3u);
+  // A known bucket is still fine.
+  EXPECT_TRUE(t->Report(1, "edge", {{"tenant", "0"}}, 1, 0, 1, now_, out).ok());
+}
+
+TEST_F(RlqsBucketsTest, ShutdownExpiresEveryAssignment) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  out.clear();
+  t->Shutdown(out);
+  ASSERT_EQ(out.size(), 2u);
+  for (const RlqsPush& p : out) {
+    EXPECT_EQ(p.assignment.ttl_seconds, 0);
+    EXPECT_EQ(p.assignment.kind, Kind::kTokenBucket);
+  }
+}
+
+// Many subscribers whose demands move every tick: the rates they hold never sum over the limit.
+TEST_F(RlqsBucketsTest, HeldRatesNeverExceedTheLimit) {
+  SetConfig(R"(
+rules:
+  - {name: tenants, match: {tenant: "*"}, requests_per_unit: 1000, unit: second}
+)");
+  auto t = Make();
+  std::map<uint64_t, double> held;
+  std::vector<RlqsPush> out;
+  uint64_t seed = 7;
+  // What each stream holds once it has read the pushes so far.
+  auto apply = [&] {
+    for (const RlqsPush& p : out) held[p.stream] = Rate(p.assignment);
+    out.clear();
+    double sum = 0;
+    for (const auto& [s, r] : held) sum += r;
+    return sum;
+  };
+  for (int round = 0; round < 200; ++round) {
+    for (uint64_t s = 1; s <= 20; ++s) {
+      seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+      if (round % 50 == 49 && s % 5 == 0) {
+        t->RemoveStream(s, now_, out);
+        held.erase(s);
+      } else {
+        ASSERT_TRUE(t->Report(s, "edge", tenant_a_, (seed >> 33) % 400, 0, 1, now_, out).ok());
+      }
+      ASSERT_LE(apply(), 1000) << "round " << round << " stream " << s;
+    }
+    t->Tick(now_, out);
+    ASSERT_LE(apply(), 1000) << "round " << round;
+    now_ += kSec;
+  }
+  EXPECT_EQ(t->Stats().at("edge/tenants").over_assignments, 0u);
+}
+
+}  // namespace
+}  // namespace ratelimit

@@ -1,0 +1,147 @@
+// The RLQS service as part of the server (server/server.cc): enabled by --rlqs with the Envoy
+// configuration's quota_buckets, on the same port, and its TTL 0 on shutdown.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "storage/memory/memory_state_store.h"
+#include "tests/server/rlqs/rlqs_test_server.h"
+#include "tests/support/reload_recorder.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::ReloadRecorder;
+using ::ratelimit::testing::TempDir;
+using ::ratelimit::testing::Usage;
+using ::testing::HasSubstr;
+namespace rlqs_v3 = envoy::service::rate_limit_quota::v3;
+
+class RlqsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.File("envoy"));
+    testing::WriteFileAtomically(dir_.File("envoy/edge.yaml"), R"(domain: edge
+quota_buckets:
+  rules:
+    - {name: tenants, match: {tenant: "*"}, requests_per_unit: 100, unit: second,
+       fair_share: {newcomer_reserve: 0}}
+)");
+  }
+
+  ServerOptions Options() {
+    ServerOptions o;
+    o.listen.address = "127.0.0.1:0";
+    o.limits.envoy_config_dir = dir_.File("envoy");
+    o.rlqs.enabled = true;
+    return o;
+  }
+
+  std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> Stub(const RateLimitServer& s) {
+    return rlqs_v3::RateLimitQuotaService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(s.port()), grpc::InsecureChannelCredentials()));
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+};
+
+TEST_F(RlqsServerTest, ServesTheQuotaBucketsOfTheEnvoyDomains) {
+  auto server = RateLimitServer::Start(Options(), clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_NE((*server)->rlqs_service(), nullptr);
+  auto stub = Stub(**server);
+  grpc::ClientContext context;
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  ASSERT_TRUE(stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+  rlqs_v3::RateLimitQuotaResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  const auto& tb =
+      r.bucket_action(0).quota_assignment_action().rate_limit_strategy().token_bucket();
+  EXPECT_EQ(tb.tokens_per_fill().value(), 100u);
+  EXPECT_EQ(tb.fill_interval().seconds(), 1);
+  // Graceful shutdown: the assignment again with a time to live of 0, then the stream ends.
+  (*server)->Shutdown();
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.bucket_action(0).quota_assignment_action().assignment_time_to_live().seconds(), 0);
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A reload of the Envoy directory that halves the limit reaches the subscribers at once.
+TEST_F(RlqsServerTest, ReloadIsPushedAtOnce) {
+  ReloadRecorder reloads;
+  ServerOptions o = Options();
+  o.limits.reload_interval = absl::Milliseconds(10);
+  o.limits.on_config_reload = reloads.Callback();
+  o.rlqs.reallocation_interval = absl::Hours(1);  // no periodic division during the test
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = Stub(**server);
+  grpc::ClientContext context;
+  // Without the push, the read below fails at this deadline instead of blocking.
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  ASSERT_TRUE(stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+  rlqs_v3::RateLimitQuotaResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  testing::WriteFileAtomically(dir_.File("envoy/edge.yaml"), R"(domain: edge
+quota_buckets:
+  rules:
+    - {name: tenants, match: {tenant: "*"}, requests_per_unit: 50, unit: second,
+       fair_share: {newcomer_reserve: 0}}
+)");
+  ASSERT_TRUE(reloads.WaitFor("envoy", true));
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.bucket_action(0)
+                .quota_assignment_action()
+                .rate_limit_strategy()
+                .token_bucket()
+                .tokens_per_fill()
+                .value(),
+            50u);
+  (*server)->Shutdown();
+}
+
+TEST_F(RlqsServerTest, OffByDefault) {
+  ServerOptions o = Options();
+  o.rlqs.enabled = false;
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->rlqs_service(), nullptr);
+  auto stub = Stub(**server);
+  grpc::ClientContext context;
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0));
+  stream->WritesDone();
+  rlqs_v3::RateLimitQuotaResponse r;
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(RlqsServerTest, OptionsAreChecked) {
+  ServerOptions o = Options();
+  o.limits.envoy_config_dir.clear();
+  EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs: needs the Envoy"));
+  o = Options();
+  o.rlqs.reporting_interval = absl::Milliseconds(500);
+  EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_reporting_interval"));
+  o = Options();
+  o.rlqs.max_buckets_per_stream = 0;
+  EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_max_buckets_per_stream"));
+  o = Options();
+  o.rlqs.reallocation_interval = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_reallocation_interval"));
+  o = Options();
+  o.rlqs.idle_abandon = absl::ZeroDuration();
+  EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_idle_abandon"));
+  EXPECT_TRUE(ValidateServerOptions(Options()).ok());
+}
+
+}  // namespace
+}  // namespace ratelimit
