@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds everything.
-#   scripts/build.sh          ./build: the release build (RelWithDebInfo, the system compiler),
-#                             tests and benchmarks included.
+#   scripts/build.sh          ./build: the release build (RelWithDebInfo with -O2 and -g1: line
+#                             tables and function names, enough for backtraces and perf, less to
+#                             compile and link than full debug information), the system
+#                             compiler, tests and benchmarks included.
 #   scripts/build.sh server   ./build: only ratelimit-server and the ratelimit CLI (what
 #                             scripts/run.sh needs; no test or benchmark package required).
 #   scripts/build.sh asan     ./build-asan: clang with AddressSanitizer and
@@ -11,15 +13,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-release}
+RELEASE_FLAGS="-O2 -g1 -DNDEBUG"
 [[ $# -gt 0 ]] && shift
 case $kind in
   release)
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRATELIMIT_BUILD_TESTS=ON \
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$RELEASE_FLAGS" -DRATELIMIT_BUILD_TESTS=ON \
       -DRATELIMIT_BUILD_BENCH=ON "$@" >/dev/null
     cmake --build build -j"$(nproc)"
     ;;
   server)
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRATELIMIT_BUILD_TESTS=OFF \
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$RELEASE_FLAGS" -DRATELIMIT_BUILD_TESTS=OFF \
       -DRATELIMIT_BUILD_BENCH=OFF "$@" >/dev/null
     cmake --build build -j"$(nproc)" --target ratelimit-server ratelimit
     ;;

@@ -210,6 +210,14 @@ RlqsReplicas::Result RlqsReplicas::SyncOne(const RlqsReplicaBucket& bucket, int6
   absl::StatusOr<BoardSyncReply> reply = board_.Sync(request);
   if (!reply.ok()) return {reply.status(), std::nullopt};
   std::optional<RlqsReplicaDecision> decision = RlqsReplicaDecision::Decode(reply->decision);
+  if (reply->leading) {
+    double in_force = 0;
+    for (const auto& [replica, text] : reply->records) {
+      std::optional<RlqsReplicaRecord> r = RlqsReplicaRecord::Decode(text);
+      if (r.has_value()) in_force += r->in_force;
+    }
+    if (in_force > bucket.rule.rate_per_second * (1 + 1e-9)) ++over_assignments_;
+  }
 
   // At most a few rounds: a lost compare-and-set reads the winner's decision, which normally
   // includes this replica; if it does not (it raced with another newcomer), decide again.

@@ -128,6 +128,9 @@ class RlqsReplicas {
   // Decisions this replica wrote, and compare-and-sets it lost, since start.
   uint64_t decisions() const { return decisions_; }
   uint64_t lost_races() const { return lost_races_; }
+  // Syncs as the leader whose fresh records said the replicas together hand out more than the
+  // bucket's global rate (expected 0: the fleet-wide over-assignment check).
+  uint64_t over_assignments() const { return over_assignments_; }
 
  private:
   Result SyncOne(const RlqsReplicaBucket& bucket, int64_t now_us);
@@ -136,6 +139,7 @@ class RlqsReplicas {
   ReplicaBoard& board_;
   uint64_t decisions_ = 0;
   uint64_t lost_races_ = 0;
+  uint64_t over_assignments_ = 0;
 };
 
 }  // namespace ratelimit

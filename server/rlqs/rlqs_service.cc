@@ -355,6 +355,7 @@ void RlqsService::SyncFleet(bool without_part_only) {
       }
     }
     stats_.fleet_decisions = fleet_->decisions();
+    stats_.fleet_over_assignments = fleet_->over_assignments();
     DeliverLocked(pushes, run);
   }
   for (auto& [s, next] : run) s->Run(next);
@@ -487,6 +488,24 @@ void RegisterRlqsMetrics(MetricsRegistry& registry, const RlqsService& service) 
         }
         return out;
       });
+  registry.AddCollector(
+      "ratelimit_rlqs_replica_syncs_total",
+      "Buckets this replica synced with the other replicas through the store, by result: ok or "
+      "error (--store=redis only).",
+      "counter", {"result"}, [s] {
+        const RlqsService::Stats st = s->stats();
+        return MetricsRegistry::Samples{
+            {{"ok"}, static_cast<double>(st.fleet_syncs - st.fleet_errors)},
+            {{"error"}, static_cast<double>(st.fleet_errors)}};
+      });
+  registry.AddCounterFn("ratelimit_rlqs_replica_decisions_total",
+                        "Divisions of a bucket among the replicas that this replica wrote.",
+                        [s] { return static_cast<double>(s->stats().fleet_decisions); });
+  registry.AddCounterFn(
+      "ratelimit_rlqs_replica_over_assignments_total",
+      "Syncs in which this replica, leading a bucket, read records whose parts summed over the "
+      "bucket's global rate (expected 0).",
+      [s] { return static_cast<double>(s->stats().fleet_over_assignments); });
   registry.AddCollector(
       "ratelimit_rlqs_over_assignments_total",
       "Divisions after which a bucket's held rates summed over its global rate (expected 0).",

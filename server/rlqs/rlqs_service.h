@@ -108,6 +108,7 @@ class RlqsService final
     uint64_t fleet_syncs = 0;      // buckets synced with the board
     uint64_t fleet_errors = 0;     // of which the board failed
     uint64_t fleet_decisions = 0;  // decisions this replica wrote
+    uint64_t fleet_over_assignments = 0;  // leader syncs that saw the parts sum over the rate
     uint64_t buckets_waiting_for_part = 0;  // limited buckets with no part yet (with a board)
   };
   Stats stats() const;

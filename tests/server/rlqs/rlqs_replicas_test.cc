@@ -157,6 +157,20 @@ TEST(RlqsReplicasTest, OneDecisionPerIntervalAndNewcomersDecideAtOnce) {
   rb = b.Sync({at_b}, kT0 + 2 * kSecond);
   EXPECT_EQ(b.decisions(), 1u) << "b reads a's decision";
   EXPECT_NEAR(ra[0].part->rate + rb[0].part->rate, 950, 1e-6);
+  EXPECT_EQ(a.over_assignments(), 0u);
+}
+
+TEST(RlqsReplicasTest, TheLeaderCountsRecordsWhosePartsSumOverTheRate) {
+  MemoryReplicaBoard board;
+  RlqsReplicas a({"a", kSecond}, board), b({"b", kSecond}, board);
+  RlqsReplicaBucket bucket{"edge", {{"tenant", "acme"}}, Limit(1000, 100), {500}, 600};
+  b.Sync({bucket}, kT0);  // b leads
+  bucket.in_force = 500;
+  a.Sync({bucket}, kT0 + kSecond / 2);  // a does not lead: it checks nothing
+  EXPECT_EQ(a.over_assignments() + b.over_assignments(), 0u);
+  b.Sync({RlqsReplicaBucket{bucket.domain, bucket.key, bucket.rule, {500}, 600}},
+         kT0 + kSecond);
+  EXPECT_EQ(b.over_assignments(), 1u) << "600 + 500 > 1000";
 }
 
 // Two RLQS servers sharing a board and a fake clock, with simulated Envoys split between them.
@@ -253,6 +267,14 @@ TEST_P(RlqsTwoReplicasTest, TenEnvoysOnTwoReplicasAreHeldWithinTheBoundsAndFair)
   EXPECT_GE(admitted, 0.90 * kLimit * 60);
   EXPECT_LE(admitted, 1.05 * kLimit * 60);
   EXPECT_LE(max_assigned_, kLimit + 1e-6);
+  for (RlqsTestServer* server : Servers()) {
+    EXPECT_EQ(server->service().stats().fleet_over_assignments, 0u);
+    EXPECT_EQ(server->service().stats().fleet_errors, 0u);
+  }
+  EXPECT_GT(servers_[0]->service().stats().fleet_decisions +
+                servers_[1]->service().stats().fleet_decisions,
+            60u)
+      << "one division per interval";
   const std::vector<FairShare> fair = DivideFairly(
       kLimit, 0, FairShareSettings(),
       std::vector<std::optional<double>>(std::begin(kDemands), std::end(kDemands)));

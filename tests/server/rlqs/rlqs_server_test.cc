@@ -9,6 +9,8 @@
 #include "server/server.h"
 #include "storage/memory/memory_state_store.h"
 #include "tests/server/rlqs/rlqs_test_server.h"
+#include "tests/support/redis_standalone.h"
+#include "tests/support/redis_test_store.h"
 #include "tests/support/reload_recorder.h"
 #include "tests/support/test_support.h"
 
@@ -106,6 +108,71 @@ quota_buckets:
                 .value(),
             50u);
   (*server)->Shutdown();
+}
+
+// The token bucket rate of the first action of `r`.
+double AssignedRate(const rlqs_v3::RateLimitQuotaResponse& r) {
+  const auto& tb =
+      r.bucket_action(0).quota_assignment_action().rate_limit_strategy().token_bucket();
+  return static_cast<double>(tb.tokens_per_fill().value()) /
+         static_cast<double>(tb.fill_interval().seconds());
+}
+
+// Two servers on one Redis store share a bucket's global rate: the second server's first Envoy
+// gets the newcomer reserve at once, and after a division has settled the two halves.
+TEST_F(RlqsServerTest, TwoServersOnOneRedisStoreShareABucketsGlobalRate) {
+  ASSERT_TRUE(testing::RedisServerInstalled()) << "redis-server is required";
+  auto target = testing::StartRedisTestTarget(testing::RedisTopology::kCluster);
+  ASSERT_TRUE(target.ok()) << target.status();
+  testing::WriteFileAtomically(dir_.File("envoy/edge.yaml"), R"(domain: edge
+quota_buckets:
+  rules:
+    - {name: tenants, match: {tenant: "*"}, requests_per_unit: 100, unit: second}
+)");
+  ServerOptions o = Options();
+  o.rlqs.reallocation_interval = absl::Hours(1);  // the test ticks
+  std::vector<std::unique_ptr<RateLimitServer>> servers;
+  for (int i = 0; i < 2; ++i) {
+    auto store = testing::OpenRedisTestStore(*target, nullptr);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto server = RateLimitServer::Start(o, clock_, *std::move(store));
+    ASSERT_TRUE(server.ok()) << server.status();
+    servers.push_back(*std::move(server));
+  }
+  std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> stubs[2] = {Stub(*servers[0]),
+                                                                    Stub(*servers[1])};
+  grpc::ClientContext contexts[2];
+  std::unique_ptr<grpc::ClientReaderWriter<rlqs_v3::RateLimitQuotaUsageReports,
+                                           rlqs_v3::RateLimitQuotaResponse>>
+      streams[2];
+  double rates[2] = {0, 0};
+  rlqs_v3::RateLimitQuotaResponse r;
+  for (int i = 0; i < 2; ++i) {
+    contexts[i].set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    streams[i] = stubs[i]->StreamRateLimitQuotas(&contexts[i]);
+    ASSERT_TRUE(streams[i]->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+    ASSERT_TRUE(streams[i]->Read(&r));
+    rates[i] = AssignedRate(r);
+  }
+  EXPECT_EQ(rates[0], 95) << "alone: all but the 5% reserve";
+  EXPECT_EQ(rates[1], 5) << "the reserve, at once";
+  // Later (the division settled), both report a demand above the rate; each server's tick
+  // hands out its half.
+  clock_.Advance(2 * 3600 * testing::kSecond);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(streams[i]->Write(Usage("edge", {{"tenant", "a"}}, 500, 0, 1)));
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 2; ++i) servers[i]->rlqs_service()->Tick();
+  }
+  for (int i = 0; i < 2; ++i) {
+    while (rates[i] < 45) {  // 47.5 each, as whole-second token buckets
+      ASSERT_TRUE(streams[i]->Read(&r)) << "server " << i << " last sent " << rates[i];
+      rates[i] = AssignedRate(r);
+      EXPECT_LE(rates[0] + rates[1], 100);
+    }
+  }
+  for (auto& server : servers) server->Shutdown();
 }
 
 TEST_F(RlqsServerTest, OffByDefault) {
