@@ -1,12 +1,13 @@
 // ratelimit_rlqs_bench: one global limit held two ways against a running ratelimit-server, in one
 // run: a fleet of simulated Envoys on the Rate Limit Quota Service (RLQS: each Envoy enforces the
 // token bucket it is assigned and reports its usage every interval), then the same number of
-// clients calling RLS v3 ShouldRateLimit once per request. Both offer the same unequal demands,
-// --demand times the limit in total. For each way: requests offered, admitted and denied per
-// second, and the server's CPU per admitted request (/proc/<--server_pid>/stat, user + system,
-// over the measured window); then the ratio RLQS / RLS v3 of that CPU, and RLQS's
-// over-assignment: how far the requests admitted exceeded --limit × the window, in percent
-// (bound 5%).
+// clients calling RLS v3 ShouldRateLimit once per request (--rls_in_flight calls at a time each).
+// Both offer the same unequal demands, --demand times the limit in total. For each way: requests
+// offered, admitted and denied per second, and the server's CPU per admitted request
+// (/proc/<--server_pid>/stat, user + system, over the measured window); then the ratio RLQS /
+// RLS v3 of that CPU, and RLQS's over-assignment: how far the requests admitted exceeded
+// --limit × the window, in percent (bound 5%). With --idle_duration, first the server's CPU with
+// no client of ours: the background work both ways' figures include.
 //
 // The server must serve RLQS (--rlqs) with an Envoy domain file holding both a descriptor
 // {--key: --value} whose rule is --limit requests per second, and a quota_buckets rule matching
@@ -53,6 +54,9 @@ ABSL_FLAG(absl::Duration, rlqs_warmup, absl::Seconds(3),
 ABSL_FLAG(absl::Duration, rlqs_duration, absl::Seconds(10), "RLQS: measured time");
 ABSL_FLAG(absl::Duration, rls_warmup, absl::Seconds(1), "RLS v3: time before measuring");
 ABSL_FLAG(absl::Duration, rls_duration, absl::Seconds(10), "RLS v3: measured time");
+ABSL_FLAG(absl::Duration, idle_duration, absl::ZeroDuration(),
+          "first, the server's CPU over this long with no client of ours (its own background "
+          "work, part of both ways' figures); 0: not measured");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 
 namespace ratelimit::bench {
@@ -154,8 +158,11 @@ int Run() {
     return 2;
   }
   if (rlqs_duration <= absl::ZeroDuration() || rls_duration <= absl::ZeroDuration() ||
-      rls_warmup < absl::ZeroDuration()) {
-    std::fprintf(stderr, "--rlqs_duration and --rls_duration: > 0; --rls_warmup: >= 0\n");
+      rls_warmup < absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_idle_duration) < absl::ZeroDuration()) {
+    std::fprintf(
+        stderr,
+        "--rlqs_duration and --rls_duration: > 0; --rls_warmup and --idle_duration: >= 0\n");
     return 2;
   }
   if (absl::StatusOr<int64_t> cpu = ProcessCpuMicros(pid); !cpu.ok()) {
@@ -178,6 +185,19 @@ int Run() {
     return 1;
   }
 
+  // The server's own background work, with no client of ours.
+  const absl::Duration idle_duration = absl::GetFlag(FLAGS_idle_duration);
+  absl::StatusOr<WayResult> idle = WayResult{};
+  if (idle_duration > absl::ZeroDuration()) {
+    idle = Measure(pid, absl::Now(), absl::Now() + idle_duration, [](absl::Time, absl::Time e) {
+      absl::SleepFor(e - absl::Now());
+      return FleetTally{};
+    });
+    if (!idle.ok()) {
+      std::fprintf(stderr, "server CPU: %s\n", std::string(idle.status().message()).c_str());
+      return 1;
+    }
+  }
   absl::Time begin = absl::Now() + rlqs_warmup;
   absl::StatusOr<WayResult> rlqs =
       Measure(pid, begin, begin + rlqs_duration,
@@ -205,11 +225,12 @@ int Run() {
         "\"reporting_interval_s\": %d, \"rlqs\": %s, \"rls\": %s, "
         "\"rlqs_over_assignment_percent\": %.3f, \"rlqs_within_bound\": %s, "
         "\"rlqs_admitted_without_assignment\": %d, \"rlqs_assigned_rate\": %.1f, "
-        "\"rlqs_reports\": %d, \"rlqs_actions\": %d, \"cpu_per_admitted_ratio\": %.6f}\n",
+        "\"rlqs_reports\": %d, \"rlqs_actions\": %d, \"cpu_per_admitted_ratio\": %.6f, "
+        "\"idle_seconds\": %.3f, \"idle_server_cpu_s\": %.3f}\n",
         settings.target, limit, clients, demand, absl::ToInt64Seconds(interval), WayJson(*rlqs),
         WayJson(*rls), over_percent, over_percent <= kBoundPercent ? "true" : "false",
         rlqs->tally.admitted_without_assignment, rlqs->tally.assigned_rate, rlqs->tally.reports,
-        rlqs->tally.actions, ratio);
+        rlqs->tally.actions, ratio, idle->seconds, idle->server_cpu_us / 1e6);
   } else {
     std::printf(
         "target %s, domain %s, {%s: %s}, limit %.0f/s; %d clients offering %.0f/s in total "
@@ -227,6 +248,10 @@ int Run() {
     PrintRow("RLS v3 ShouldRateLimit", *rls, limit);
     std::printf("server CPU per admitted request, RLQS / RLS v3: %.3g (%.3g%%)\n", ratio,
                 100 * ratio);
+    if (idle->seconds > 0) {
+      std::printf("the server idle (no client of ours): %.3f s of CPU over %.1f s\n",
+                  idle->server_cpu_us / 1e6, idle->seconds);
+    }
     std::printf(
         "RLQS over-assignment: %.2f%% above the limit (bound %.0f%%: %s); admitted without an "
         "assignment: %llu; assigned at the end: %.0f/s in total; %llu reports, %llu actions\n",

@@ -104,6 +104,7 @@ TEST(RlqsBenchTest, BadFlagsAreRefusedNamingTheFlag) {
       {{pid, "--limit=100", "--reporting_interval=1500ms"}, "--reporting_interval"},
       {{pid, "--limit=100", "--reporting_interval=2s", "--rlqs_warmup=1s"}, "--rlqs_warmup"},
       {{"--server_pid=2000000000", "--limit=100"}, "--server_pid"},
+      {{pid, "--limit=100", "--idle_duration=-1s"}, "--idle_duration"},
   };
   for (const auto& [flags, named] : cases) {
     const auto [code, out] = RunCommand(Bench(flags));
