@@ -226,11 +226,12 @@ int Run() {
         "\"rlqs_over_assignment_percent\": %.3f, \"rlqs_within_bound\": %s, "
         "\"rlqs_admitted_without_assignment\": %d, \"rlqs_assigned_rate\": %.1f, "
         "\"rlqs_reports\": %d, \"rlqs_actions\": %d, \"cpu_per_admitted_ratio\": %.6f, "
-        "\"idle_seconds\": %.3f, \"idle_server_cpu_s\": %.3f}\n",
+        "\"idle_seconds\": %.3f, \"idle_server_cpu_s\": %.3f, \"rls_in_flight\": %d}\n",
         settings.target, limit, clients, demand, absl::ToInt64Seconds(interval), WayJson(*rlqs),
         WayJson(*rls), over_percent, over_percent <= kBoundPercent ? "true" : "false",
         rlqs->tally.admitted_without_assignment, rlqs->tally.assigned_rate, rlqs->tally.reports,
-        rlqs->tally.actions, ratio, idle->seconds, idle->server_cpu_us / 1e6);
+        rlqs->tally.actions, ratio, idle->seconds, idle->server_cpu_us / 1e6,
+        settings.calls_in_flight);
   } else {
     std::printf(
         "target %s, domain %s, {%s: %s}, limit %.0f/s; %d clients offering %.0f/s in total "

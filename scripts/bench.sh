@@ -444,7 +444,8 @@ for limit in $RLQS_LIMITS; do
   # shellcheck disable=SC2086  # RLQS_FLAGS is a list of flags
   "${PIN_CLIENT[@]}" "$RLQS_BENCH" --target="127.0.0.1:$SERVER_PORT" --server_pid="$SERVER_PID" \
     --limit="$limit" --value="l$limit" --clients="$RLQS_CLIENTS" --rlqs_duration="$RLQS_DURATION" \
-    --rls_duration="$RLQS_DURATION" --idle_duration="$RLQS_DURATION" --json $RLQS_FLAGS >"$WORK/rlqs.$limit.json" &
+    --rls_duration="$RLQS_DURATION" --idle_duration="$RLQS_DURATION" --json $RLQS_FLAGS \
+    >"$WORK/rlqs.$limit.json" &
   pid=$!
   PIDS+=("$pid")
   wait "$pid" || die "ratelimit_rlqs_bench failed: $(cat "$WORK/rlqs.$limit.json")"
@@ -461,7 +462,8 @@ done
   echo
   echo "bench/rlqs_bench.cc, one run per limit: $RLQS_CLIENTS simulated Envoys on RLQS (each its" \
     "own channel and stream, reporting every second, enforcing the token bucket it is assigned)," \
-    "then $RLQS_CLIENTS clients calling ShouldRateLimit once per request (4 calls in flight each)," \
+    "then $RLQS_CLIENTS clients calling ShouldRateLimit once per request (calls in flight per" \
+    "client: in the table)," \
     "both offering twice the limit in total (client i of N: 2 × limit × i / (1 + … + N))," \
     "$RLQS_DURATION measured each way (RLQS after 3 s, RLS after 1 s of warm-up); the same" \
     "ratelimit-server (\`--rlqs\`, RocksDB), whose domain gives the descriptor and the" \
@@ -480,7 +482,7 @@ done
     row("RLQS"; .rlqs) + " \(.cpu_per_admitted_ratio * 100000 | round / 1000)% | " +
       "\(.rlqs_over_assignment_percent * 100 | round / 100)% (server: " +
       "\(.server_over_assignments)) |",
-    row("RLS v3 ShouldRateLimit"; .rls) + " | |",
+    row("RLS v3 ShouldRateLimit, \(.rls_in_flight) in flight per client"; .rls) + " | |",
     "| \(.limit | round) | idle (no client) | | | | \(.idle_server_cpu_s) | | | |"' "$WORK/rlqs.jsonl"
   echo
 } >"$WORK/rlqs.md"
