@@ -30,15 +30,28 @@
 #      limits (rate_limits), every one with the same h2load flags
 #      (H2LOAD_FLAGS), the server on CPU 0 and h2load on CPU 1; H2LOAD_ROUNDS rounds alternating
 #      the targets, medians, and each target's ratio to the empty handler.
+#   7. RLQS against RLS v3 (bench/rlqs_bench.cc): one global limit held by RLQS_CLIENTS
+#      simulated Envoys on the Rate Limit Quota Service (each its own stream, reporting every
+#      second, enforcing its assigned token bucket, offering twice the limit in total with unequal
+#      demands), then by as many clients calling ShouldRateLimit once per request at the same
+#      demands; ratelimit-server started with --rlqs and a generated domain "rlqs_bench" whose
+#      descriptor and quota_buckets rule share each limit of RLQS_LIMITS, one run of the tool per
+#      limit. Requests admitted per second both ways, the server's CPU per admitted request (its
+#      /proc/PID/stat over each measured window; and over as long with no client, first) and the
+#      ratio, RLQS's over-assignment (admitted above the limit, bound 5%) and the server's
+#      ratelimit_rlqs_over_assignments_total.
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
 #
 # Usage: scripts/bench.sh [> results.md]
 #        SECTIONS=h2load scripts/bench.sh   # section 6 only (about 2 minutes once built)
+#        SECTIONS=rlqs scripts/bench.sh     # section 7 only (about a minute once built)
 # Environment (defaults): BUILD_DIR (build-bench), DURATION (10s), WARMUP (1s), CONCURRENCY (64),
 #   ROUNDS (2), DISK_KEYS (1000000), LOADGEN_FLAGS (--threads=2 --channels=1),
 #   STORE_BENCH_FLAGS (none; e.g. --benchmark_filter=hot_key), SKIP_BUILD (0),
 #   H2LOAD (1 if h2load is installed), H2LOAD_DURATION (5s), TRACE_ROUNDS (3), SKIP_SETUP (0),
-#   SECTIONS (all; or h2load), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3).
+#   SECTIONS (all; or h2load, or rlqs), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3),
+#   RLQS_LIMITS (5000 1000000: requests/s, one run each), RLQS_CLIENTS (10), RLQS_DURATION (10s,
+#   each way), RLQS_FLAGS (none; more flags of ratelimit_rlqs_bench).
 # Needs Debian: first runs scripts/setup.sh (the build's packages) and installs jq and
 # nghttp2-client (h2load) with apt-get when they are missing (SKIP_SETUP=1: neither); taskset
 # (util-linux) if available. Takes about 5 minutes once built (2 cores). Sends traffic to
@@ -63,7 +76,12 @@ SKIP_SETUP=${SKIP_SETUP:-0}
 SECTIONS=${SECTIONS:-all}
 H2LOAD_FLAGS=${H2LOAD_FLAGS:--c 8 -m 32 -t 1}
 H2LOAD_ROUNDS=${H2LOAD_ROUNDS:-3}
-[[ $SECTIONS == all || $SECTIONS == h2load ]] || { echo "SECTIONS must be all or h2load" >&2; exit 2; }
+RLQS_LIMITS=${RLQS_LIMITS:-5000 1000000}
+RLQS_CLIENTS=${RLQS_CLIENTS:-10}
+RLQS_DURATION=${RLQS_DURATION:-10s}
+RLQS_FLAGS=${RLQS_FLAGS:-}
+[[ $SECTIONS == all || $SECTIONS == h2load || $SECTIONS == rlqs ]] ||
+  { echo "SECTIONS must be all, h2load or rlqs" >&2; exit 2; }
 
 # Tracing is on only where section 5 turns it on, whatever this environment says.
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_SAMPLER \
@@ -109,7 +127,7 @@ trap 'exit 130' INT TERM
 
 # --- build -------------------------------------------------------------------------------------
 TARGETS=(ratelimit_store_bench ratelimit_disk_usage ratelimit_loadgen ratelimit_null_server
-         ratelimit_memory_server ratelimit_null_collector ratelimit-server)
+         ratelimit_memory_server ratelimit_null_collector ratelimit_rlqs_bench ratelimit-server)
 if [[ $SKIP_BUILD != 1 ]]; then
   log "building ${TARGETS[*]} (Release) in $BUILD_DIR"
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DRATELIMIT_BUILD_TESTS=OFF \
@@ -123,9 +141,10 @@ LOADGEN=$BIN/ratelimit_loadgen
 NULL_SERVER=$BIN/ratelimit_null_server
 MEMORY_SERVER=$BIN/ratelimit_memory_server
 NULL_COLLECTOR=$BIN/ratelimit_null_collector
+RLQS_BENCH=$BIN/ratelimit_rlqs_bench
 SERVER=$BIN/ratelimit-server
 for bin in "$STORE_BENCH" "$DISK_USAGE" "$LOADGEN" "$NULL_SERVER" "$MEMORY_SERVER" \
-  "$NULL_COLLECTOR" "$SERVER"; do
+  "$NULL_COLLECTOR" "$RLQS_BENCH" "$SERVER"; do
   [[ -x $bin ]] || die "$bin was not built"
 done
 
@@ -219,6 +238,17 @@ stop_server() {
   wait "$SERVER_PID" 2>/dev/null || true
 }
 
+# scrape_metrics OUT: GET /metrics of the running ratelimit-server (METRICS_PORT) into OUT. Bash's
+# /dev/tcp, so that no HTTP client is needed.
+scrape_metrics() {
+  local out=$1 fd
+  exec {fd}<>"/dev/tcp/127.0.0.1/$METRICS_PORT" || die "cannot connect to /metrics"
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&"$fd"
+  cat <&"$fd" | tr -d '\r' >"$out"
+  exec {fd}<&-
+  grep -q '^HTTP/1.[01] 200' "$out" || die "GET /metrics failed: $(head -1 "$out")"
+}
+
 # run_load OUT KEYS [FLAG...]: the load generator against SERVER_PORT, with the FLAGs added (e.g.
 # --api=envoy); its JSON result goes to OUT.
 run_load() {
@@ -291,7 +321,7 @@ h2load_checked() {
 }
 
 H2_TARGETS=(null consume envoy1 envoy3 envoy1x2)
-if [[ $H2LOAD == 1 ]]; then
+if [[ $H2LOAD == 1 && $SECTIONS != rlqs ]]; then
   "$LOADGEN" --api=envoy --descriptors=1 --write_request="$WORK/envoy1.bin"
   "$LOADGEN" --api=envoy --descriptors=3 --write_request="$WORK/envoy3.bin"
   "$LOADGEN" --api=envoy --descriptors=1 --domain=bench_two --write_request="$WORK/envoy1x2.bin"
@@ -386,6 +416,91 @@ if [[ $SECTIONS == h2load ]]; then
   exit 0
 fi
 
+# --- 7. RLQS against RLS v3 --------------------------------------------------------------------
+# The domain "rlqs_bench": for each limit L of RLQS_LIMITS, a descriptor {tenant: l<L>} whose rule
+# is a token bucket of L requests per second with a burst of L/10, and a quota_buckets rule
+# matching {tenant: l<L>} with the same rate and burst.
+RLQS_DIR=$WORK/rlqs-envoy
+mkdir -p "$RLQS_DIR"
+{
+  echo "domain: rlqs_bench"
+  echo "descriptors:"
+  for limit in $RLQS_LIMITS; do
+    printf '  - key: tenant\n    value: l%d\n    rate_limit: {unit: second, requests_per_unit: %d, algorithm: token_bucket, burst: %d}\n' \
+      "$limit" "$limit" $((limit / 10 > 0 ? limit / 10 : 1))
+  done
+  echo "quota_buckets:"
+  echo "  rules:"
+  for limit in $RLQS_LIMITS; do
+    printf '    - {name: l%d, match: {tenant: l%d}, requests_per_unit: %d, unit: second, burst: %d}\n' \
+      "$limit" "$limit" "$limit" $((limit / 10 > 0 ? limit / 10 : 1))
+  done
+} >"$RLQS_DIR/rlqs_bench.yaml"
+for limit in $RLQS_LIMITS; do
+  check_idle
+  log "RLQS against RLS v3: limit $limit/s, $RLQS_CLIENTS clients"
+  start_server real "$WORK/server.rlqs.log" --rlqs --envoy_config_dir="$RLQS_DIR"
+  # In the background, so that a signal to this script stops everything at once.
+  # shellcheck disable=SC2086  # RLQS_FLAGS is a list of flags
+  "${PIN_CLIENT[@]}" "$RLQS_BENCH" --target="127.0.0.1:$SERVER_PORT" --server_pid="$SERVER_PID" \
+    --limit="$limit" --value="l$limit" --clients="$RLQS_CLIENTS" --rlqs_duration="$RLQS_DURATION" \
+    --rls_duration="$RLQS_DURATION" --idle_duration="$RLQS_DURATION" --json $RLQS_FLAGS \
+    >"$WORK/rlqs.$limit.json" &
+  pid=$!
+  PIDS+=("$pid")
+  wait "$pid" || die "ratelimit_rlqs_bench failed: $(cat "$WORK/rlqs.$limit.json")"
+  cat "$WORK/rlqs.$limit.json" >&2
+  scrape_metrics "$WORK/rlqs.metrics"
+  stop_server
+  over=$(awk '$1 ~ /^ratelimit_rlqs_over_assignments_total/ { s += $2 } END { print s + 0 }' \
+    "$WORK/rlqs.metrics")
+  jq -c --argjson over "$over" '. + {server_over_assignments: $over}' "$WORK/rlqs.$limit.json" \
+    >>"$WORK/rlqs.jsonl"
+done
+{
+  echo "### RLQS against RLS v3: one global limit, the server's CPU per admitted request"
+  echo
+  echo "bench/rlqs_bench.cc, one run per limit: $RLQS_CLIENTS simulated Envoys on RLQS (each its" \
+    "own channel and stream, reporting every second, enforcing the token bucket it is assigned)," \
+    "then $RLQS_CLIENTS clients calling ShouldRateLimit once per request (calls in flight per" \
+    "client: in the table)," \
+    "both offering twice the limit in total (client i of N: 2 × limit × i / (1 + … + N))," \
+    "$RLQS_DURATION measured each way (RLQS after 3 s, RLS after 1 s of warm-up); the same" \
+    "ratelimit-server (\`--rlqs\`, RocksDB), whose domain gives the descriptor and the" \
+    "quota_buckets rule the same rate (burst: a tenth of it); $PINNING. Server CPU: user + system" \
+    "from /proc/PID/stat over each measured window (10 ms ticks). Over-assignment: RLQS's" \
+    "admitted requests above the limit × the window (bound 5%); server: its" \
+    "\`ratelimit_rlqs_over_assignments_total\`. Idle: the server's CPU over $RLQS_DURATION" \
+    "with no client, before the two ways (its background work, included in both ways' CPU)."
+  echo
+  echo "| limit/s | way | offered/s | admitted/s | of the limit | server CPU s | server CPU µs per admitted | RLQS / RLS v3 | RLQS over-assignment |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  jq -r '
+    def row(way; w): "| \(.limit | round) | \(way) | \(w.offered_per_s | round) | " +
+      "\(w.admitted_per_s | round) | \(w.admitted_per_s / .limit * 1000 | round / 10)% | " +
+      "\(w.server_cpu_s) | \(w.cpu_us_per_admitted * 10000 | round / 10000) |";
+    row("RLQS"; .rlqs) + " \(.cpu_per_admitted_ratio * 100000 | round / 1000)% | " +
+      "\(.rlqs_over_assignment_percent * 100 | round / 100)% (server: " +
+      "\(.server_over_assignments)) |",
+    row("RLS v3 ShouldRateLimit, \(.rls_in_flight) in flight per client"; .rls) + " | |",
+    "| \(.limit | round) | idle (no client) | | | | \(.idle_server_cpu_s) | | | |"' "$WORK/rlqs.jsonl"
+  echo
+} >"$WORK/rlqs.md"
+cat "$WORK/rlqs.md" >&2
+if [[ $SECTIONS == rlqs ]]; then
+  echo "## Benchmark results (RLQS section)"
+  echo
+  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
+    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=rlqs scripts/bench.sh\`."
+  if ((MAX_BUSY > 10)); then
+    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
+  fi
+  echo
+  cat "$WORK/rlqs.md"
+  log "done"
+  exit 0
+fi
+
 for ((round = 1; round <= ROUNDS; round++)); do
   check_idle
   log "end to end, round $round/$ROUNDS: null server"
@@ -447,17 +562,6 @@ stop_collector() {
   wait "$COLLECTOR_PID" 2>/dev/null || true
   [[ -s $COLLECTOR_COUNT ]] || die "the collector did not write its count"
   read -r COLLECTOR_SPANS COLLECTOR_CALLS <"$COLLECTOR_COUNT"
-}
-
-# scrape_metrics OUT: GET /metrics of the running ratelimit-server (METRICS_PORT) into OUT. Bash's
-# /dev/tcp, so that no HTTP client is needed.
-scrape_metrics() {
-  local out=$1 fd
-  exec {fd}<>"/dev/tcp/127.0.0.1/$METRICS_PORT" || die "cannot connect to /metrics"
-  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&"$fd"
-  cat <&"$fd" | tr -d '\r' >"$out"
-  exec {fd}<&-
-  grep -q '^HTTP/1.[01] 200' "$out" || die "GET /metrics failed: $(head -1 "$out")"
 }
 
 # metric_value SAMPLE FILE: the value of the sample written exactly SAMPLE (name and labels) in
@@ -857,4 +961,6 @@ if [[ $H2LOAD == 1 ]]; then
   echo "The same naming a limit defined in the server's limits file instead of an inline config:" \
     "$(fmt_k "$DEFINED_DPS") ($(met "$DEFINED_DPS" 1000000))."
 fi
+echo
+cat "$WORK/rlqs.md"
 log "done"
