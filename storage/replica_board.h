@@ -30,17 +30,17 @@ namespace ratelimit {
 struct BoardSyncRequest {
   std::string group;
   std::string member;
-  std::string record;     // this member's new record; empty: write none
-  int64_t now_us = 0;     // the member's clock
-  int64_t lead_us = 0;    // > 0: take or renew the lead until now_us + lead_us when free
-  int64_t stale_us = 0;   // records written before now_us - stale_us are dropped
-  int64_t keep_us = 0;    // the group is forgotten when not written for this long
+  std::string record;         // this member's new record; empty: write none
+  int64_t now_us = 0;         // the member's clock
+  int64_t lead_us = 0;        // > 0: take or renew the lead until now_us + lead_us when free
+  int64_t stale_us = 0;       // records written before now_us - stale_us are dropped
+  int64_t keep_us = 0;        // the group is forgotten when not written for this long
   bool read_records = false;  // return every fresh record even without the lead
 };
 
 struct BoardSyncReply {
-  bool leading = false;   // this member holds the lead now
-  uint64_t version = 0;   // of `decision`; 0 when none was made
+  bool leading = false;  // this member holds the lead now
+  uint64_t version = 0;  // of `decision`; 0 when none was made
   std::string decision;
   // Every fresh record, by member (this member's own included): filled when leading or when
   // read_records was asked.

@@ -32,7 +32,7 @@ bool ParseNumber(absl::string_view text, double& out) {
 }  // namespace
 
 std::optional<FairShare> RlqsReplicaDecision::PartOf(const std::string& replica,
-                                                    int64_t now_us) const {
+                                                     int64_t now_us) const {
   auto it = parts.find(replica);
   if (it == parts.end()) return std::nullopt;
   const Part& p = it->second;
@@ -48,8 +48,8 @@ double RlqsReplicaDecision::MostOf(const std::string& replica, int64_t now_us) c
 }
 
 std::string RlqsReplicaDecision::Encode() const {
-  std::string out = absl::StrCat(kDecisionTag, " ", Number(rate), " ", Number(burst), " ",
-                                 made_us, " ", effective_us, "\n");
+  std::string out = absl::StrCat(kDecisionTag, " ", Number(rate), " ", Number(burst), " ", made_us,
+                                 " ", effective_us, "\n");
   for (const auto& [replica, p] : parts) {
     absl::StrAppend(&out, replica, " ", Number(p.pre_rate), " ", Number(p.pre_burst), " ",
                     Number(p.rate), " ", Number(p.burst), "\n");
@@ -111,9 +111,9 @@ std::optional<RlqsReplicaRecord> RlqsReplicaRecord::Decode(absl::string_view tex
 }
 
 RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
-                                  const std::map<std::string, RlqsReplicaRecord>& records,
-                                  const std::optional<RlqsReplicaDecision>& previous,
-                                  int64_t now_us, int64_t settle_us) {
+                                       const std::map<std::string, RlqsReplicaRecord>& records,
+                                       const std::optional<RlqsReplicaDecision>& previous,
+                                       int64_t now_us, int64_t settle_us) {
   std::vector<std::optional<double>> all;
   std::vector<const std::string*> owner;
   for (const auto& [replica, record] : records) {
@@ -189,7 +189,7 @@ RlqsReplicas::RlqsReplicas(RlqsReplicasOptions options, ReplicaBoard& board)
     : options_(std::move(options)), board_(board) {}
 
 std::vector<RlqsReplicas::Result> RlqsReplicas::Sync(absl::Span<const RlqsReplicaBucket> buckets,
-                                                int64_t now_us) {
+                                                     int64_t now_us) {
   std::vector<Result> out;
   out.reserve(buckets.size());
   for (const RlqsReplicaBucket& b : buckets) out.push_back(SyncOne(b, now_us));
@@ -222,10 +222,10 @@ RlqsReplicas::Result RlqsReplicas::SyncOne(const RlqsReplicaBucket& bucket, int6
   // At most a few rounds: a lost compare-and-set reads the winner's decision, which normally
   // includes this replica; if it does not (it raced with another newcomer), decide again.
   for (int round = 0; round < 3; ++round) {
-    const bool urgent = !decision.has_value() || !decision->parts.contains(me) ||
-                        !SameRule(*decision, bucket.rule);
-    const bool periodic = reply->leading && decision.has_value() &&
-                          now_us - decision->made_us >= interval * 9 / 10;
+    const bool urgent =
+        !decision.has_value() || !decision->parts.contains(me) || !SameRule(*decision, bucket.rule);
+    const bool periodic =
+        reply->leading && decision.has_value() && now_us - decision->made_us >= interval * 9 / 10;
     if (!urgent && !periodic) break;
     if (!reply->leading || round > 0) {
       BoardSyncRequest read = request;
@@ -248,8 +248,8 @@ RlqsReplicas::Result RlqsReplicas::SyncOne(const RlqsReplicaBucket& bucket, int6
     records[me] = {bucket.in_force, bucket.demands};  // ours as written
     RlqsReplicaDecision next =
         DecideRlqsReplicas(bucket.rule, records, decision, now_us, interval * 3 / 2);
-    absl::StatusOr<bool> won = board_.Decide(request.group, reply->version, next.Encode(),
-                                             request.keep_us);
+    absl::StatusOr<bool> won =
+        board_.Decide(request.group, reply->version, next.Encode(), request.keep_us);
     if (!won.ok()) return {won.status(), std::nullopt};
     if (*won) {
       ++decisions_;

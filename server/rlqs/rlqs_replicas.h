@@ -86,9 +86,9 @@ struct RlqsReplicaRecord {
 // the larger of what its record says it hands out and the most `previous` allows it; a part
 // grows before settle_us only into what those leave free of the global rate.
 RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
-                                  const std::map<std::string, RlqsReplicaRecord>& records,
-                                  const std::optional<RlqsReplicaDecision>& previous,
-                                  int64_t now_us, int64_t settle_us);
+                                       const std::map<std::string, RlqsReplicaRecord>& records,
+                                       const std::optional<RlqsReplicaDecision>& previous,
+                                       int64_t now_us, int64_t settle_us);
 
 // A name for this process on the board: host name, process id and 64 random bits, so that two
 // starts never share one.
@@ -103,12 +103,12 @@ struct RlqsReplicaBucket {
   RlqsBucketKey key;
   RlqsRule rule;
   std::vector<std::optional<double>> demands;  // of this replica's subscribers
-  double in_force = 0;                          // the part this replica hands out now
+  double in_force = 0;                         // the part this replica hands out now
 };
 
 struct RlqsReplicasOptions {
-  std::string replica;             // this replica's member name on the board; unique
-  int64_t interval_us = 1000000;   // the reallocation interval
+  std::string replica;            // this replica's member name on the board; unique
+  int64_t interval_us = 1000000;  // the reallocation interval
 };
 
 // Syncs a replica's buckets with the board. Not thread-safe: one caller at a time.

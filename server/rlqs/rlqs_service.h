@@ -101,14 +101,14 @@ class RlqsService final
   void Shutdown();
 
   struct Stats {
-    uint64_t streams = 0;          // open now
-    uint64_t messages = 0;         // usage messages accepted since start
-    uint64_t actions_sent = 0;     // bucket actions whose write completed
-    uint64_t actions_waiting = 0;  // queued or being written now
-    uint64_t fleet_syncs = 0;      // buckets synced with the board
-    uint64_t fleet_errors = 0;     // of which the board failed
-    uint64_t fleet_decisions = 0;  // decisions this replica wrote
-    uint64_t fleet_over_assignments = 0;  // leader syncs that saw the parts sum over the rate
+    uint64_t streams = 0;                   // open now
+    uint64_t messages = 0;                  // usage messages accepted since start
+    uint64_t actions_sent = 0;              // bucket actions whose write completed
+    uint64_t actions_waiting = 0;           // queued or being written now
+    uint64_t fleet_syncs = 0;               // buckets synced with the board
+    uint64_t fleet_errors = 0;              // of which the board failed
+    uint64_t fleet_decisions = 0;           // decisions this replica wrote
+    uint64_t fleet_over_assignments = 0;    // leader syncs that saw the parts sum over the rate
     uint64_t buckets_waiting_for_part = 0;  // limited buckets with no part yet (with a board)
   };
   Stats stats() const;

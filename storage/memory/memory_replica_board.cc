@@ -46,8 +46,7 @@ absl::StatusOr<BoardSyncReply> MemoryReplicaBoard::Sync(const BoardSyncRequest& 
   return reply;
 }
 
-absl::StatusOr<bool> MemoryReplicaBoard::Decide(const std::string& group,
-                                                uint64_t expected_version,
+absl::StatusOr<bool> MemoryReplicaBoard::Decide(const std::string& group, uint64_t expected_version,
                                                 const std::string& decision, int64_t keep_us) {
   absl::MutexLock lock(&mu_);
   Group& g = groups_[group];

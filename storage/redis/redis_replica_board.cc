@@ -81,27 +81,26 @@ RedisReplicaBoard::RedisReplicaBoard(std::string key_prefix, CommandFn command)
 
 std::string RedisReplicaBoard::KeyOf(const std::string& group, const char* part) const {
   // The tag is a hash of the group, so a group name may hold any byte (braces included).
-  return absl::StrCat(prefix_, "board:{", absl::Hex(StableKeyHash("board", group)), "}:", group, ":",
-                      part);
+  return absl::StrCat(prefix_, "board:{", absl::Hex(StableKeyHash("board", group)), "}:", group,
+                      ":", part);
 }
 
 absl::StatusOr<BoardSyncReply> RedisReplicaBoard::Sync(const BoardSyncRequest& request) {
   const std::string records = KeyOf(request.group, "records");
-  std::vector<std::string> argv = {"EVAL",
-                                   kSyncScript,
-                                   "3",
-                                   records,
-                                   KeyOf(request.group, "lead"),
-                                   KeyOf(request.group, "decision"),
-                                   request.member,
-                                   request.record,
-                                   absl::StrCat(request.now_us),
-                                   request.lead_us > 0
-                                       ? absl::StrCat(request.now_us + request.lead_us)
-                                       : std::string("0"),
-                                   absl::StrCat(request.now_us - request.stale_us),
-                                   KeepMillis(request.keep_us),
-                                   request.read_records ? "1" : "0"};
+  std::vector<std::string> argv = {
+      "EVAL",
+      kSyncScript,
+      "3",
+      records,
+      KeyOf(request.group, "lead"),
+      KeyOf(request.group, "decision"),
+      request.member,
+      request.record,
+      absl::StrCat(request.now_us),
+      request.lead_us > 0 ? absl::StrCat(request.now_us + request.lead_us) : std::string("0"),
+      absl::StrCat(request.now_us - request.stale_us),
+      KeepMillis(request.keep_us),
+      request.read_records ? "1" : "0"};
   absl::StatusOr<redis::Reply> reply = command_(records, std::move(argv));
   if (!reply.ok()) return reply.status();
   const auto& e = reply->elements;
@@ -118,8 +117,7 @@ absl::StatusOr<BoardSyncReply> RedisReplicaBoard::Sync(const BoardSyncRequest& r
   return out;
 }
 
-absl::StatusOr<bool> RedisReplicaBoard::Decide(const std::string& group,
-                                               uint64_t expected_version,
+absl::StatusOr<bool> RedisReplicaBoard::Decide(const std::string& group, uint64_t expected_version,
                                                const std::string& decision, int64_t keep_us) {
   const std::string key = KeyOf(group, "decision");
   absl::StatusOr<redis::Reply> reply =

@@ -10,8 +10,8 @@
 #include "absl/time/time.h"
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
-#include "storage/redis/redis_replica_board.h"
 #include "storage/redis/redis_command_runner.h"
+#include "storage/redis/redis_replica_board.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {

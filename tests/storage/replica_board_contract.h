@@ -33,7 +33,8 @@ inline void ExpectRecordsAreReadFreshByTheLeaderOrOnRequest(ReplicaBoard& board,
   ASSERT_OK(board.Sync(BoardWrite(group, "a", "ra", kBoardT0)));
   ASSERT_OK(board.Sync(BoardWrite(group, "b", "rb", kBoardT0 + 1'000'000)));
   // Without the lead and without asking, no records.
-  absl::StatusOr<BoardSyncReply> plain = board.Sync(BoardWrite(group, "c", "", kBoardT0 + 2'000'000));
+  absl::StatusOr<BoardSyncReply> plain =
+      board.Sync(BoardWrite(group, "c", "", kBoardT0 + 2'000'000));
   ASSERT_OK(plain);
   EXPECT_FALSE(plain->leading);
   EXPECT_TRUE(plain->records.empty());

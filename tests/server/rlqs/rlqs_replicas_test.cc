@@ -88,10 +88,10 @@ TEST(RlqsReplicaDecisionTest, ARecordedPartLargerThanTheDecisionsLeavesLessFree)
   // a's demand fell: b may grow, at first only into what is free. With a's record saying it
   // hands out its 475, the reserve's 50 is free; with a's record saying 525 (a part of an older
   // decision it still hands out), nothing is.
-  RlqsReplicaDecision in_step = DecideRlqsReplicas(
-      rule, {{"a", {475, {10}}}, {"b", {475, {2000}}}}, first, t, kSecond);
-  RlqsReplicaDecision lagging = DecideRlqsReplicas(
-      rule, {{"a", {525, {10}}}, {"b", {475, {2000}}}}, first, t, kSecond);
+  RlqsReplicaDecision in_step =
+      DecideRlqsReplicas(rule, {{"a", {475, {10}}}, {"b", {475, {2000}}}}, first, t, kSecond);
+  RlqsReplicaDecision lagging =
+      DecideRlqsReplicas(rule, {{"a", {525, {10}}}, {"b", {475, {2000}}}}, first, t, kSecond);
   EXPECT_NEAR(in_step.PartOf("b", t)->rate, 525, 1e-9);
   EXPECT_NEAR(lagging.PartOf("b", t)->rate, 475, 1e-9);
   EXPECT_LE(525 + lagging.PartOf("b", t)->rate, 1000 + 1e-9);
@@ -102,17 +102,15 @@ TEST(RlqsReplicaDecisionTest, ARecordedPartLargerThanTheDecisionsLeavesLessFree)
 TEST(RlqsReplicaDecisionTest, AHalvedLimitShrinksEveryPartAtOnce) {
   RlqsReplicaDecision first = DecideRlqsReplicas(
       Limit(1000, 100), {{"a", {0, {800}}}, {"b", {0, {800}}}}, std::nullopt, kT0, kSecond);
-  RlqsReplicaDecision halved =
-      DecideRlqsReplicas(Limit(500, 50), {{"a", {475, {800}}}, {"b", {475, {800}}}}, first,
-                         kT0 + kSecond, kSecond);
+  RlqsReplicaDecision halved = DecideRlqsReplicas(
+      Limit(500, 50), {{"a", {475, {800}}}, {"b", {475, {800}}}}, first, kT0 + kSecond, kSecond);
   EXPECT_LE(SumOfParts(halved, kT0 + kSecond), 500 * 0.95 + 1e-9);
 }
 
 TEST(RlqsReplicaDecisionTest, EncodingRoundTripsAndRefusesGarbage) {
-  RlqsReplicaDecision d = DecideRlqsReplicas(Limit(1000.5, 33.25),
-                                             {{"host-1-ab", {0, {1.0 / 3, std::nullopt}}},
-                                              {"host-2-cd", {0, {7}}}},
-                                             std::nullopt, kT0, kSecond);
+  RlqsReplicaDecision d = DecideRlqsReplicas(
+      Limit(1000.5, 33.25), {{"host-1-ab", {0, {1.0 / 3, std::nullopt}}}, {"host-2-cd", {0, {7}}}},
+      std::nullopt, kT0, kSecond);
   std::optional<RlqsReplicaDecision> back = RlqsReplicaDecision::Decode(d.Encode());
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->Encode(), d.Encode());
@@ -168,8 +166,7 @@ TEST(RlqsReplicasTest, TheLeaderCountsRecordsWhosePartsSumOverTheRate) {
   bucket.in_force = 500;
   a.Sync({bucket}, kT0 + kSecond / 2);  // a does not lead: it checks nothing
   EXPECT_EQ(a.over_assignments() + b.over_assignments(), 0u);
-  b.Sync({RlqsReplicaBucket{bucket.domain, bucket.key, bucket.rule, {500}, 600}},
-         kT0 + kSecond);
+  b.Sync({RlqsReplicaBucket{bucket.domain, bucket.key, bucket.rule, {500}, 600}}, kT0 + kSecond);
   EXPECT_EQ(b.over_assignments(), 1u) << "600 + 500 > 1000";
 }
 
@@ -206,9 +203,7 @@ class RlqsTwoReplicasTest : public ::testing::TestWithParam<BoardKind> {
     servers_.clear();
   }
 
-  std::vector<RlqsTestServer*> Servers() {
-    return {servers_[0].get(), servers_[1].get()};
-  }
+  std::vector<RlqsTestServer*> Servers() { return {servers_[0].get(), servers_[1].get()}; }
   void Settle() { testing::SettleFleet(Servers(), fleet_); }
 
   FakeEnvoy& Join(RlqsTestServer& server, double demand) {
@@ -275,9 +270,9 @@ TEST_P(RlqsTwoReplicasTest, TenEnvoysOnTwoReplicasAreHeldWithinTheBoundsAndFair)
                 servers_[1]->service().stats().fleet_decisions,
             60u)
       << "one division per interval";
-  const std::vector<FairShare> fair = DivideFairly(
-      kLimit, 0, FairShareSettings(),
-      std::vector<std::optional<double>>(std::begin(kDemands), std::end(kDemands)));
+  const std::vector<FairShare> fair =
+      DivideFairly(kLimit, 0, FairShareSettings(),
+                   std::vector<std::optional<double>>(std::begin(kDemands), std::end(kDemands)));
   for (size_t i = 0; i < fleet_.size(); ++i) {
     if (kDemands[i] >= fair.back().rate) continue;
     EXPECT_GE(fleet_[i]->AssignedRate(), 0.98 * kDemands[i]) << "client " << i;
