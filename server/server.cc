@@ -313,6 +313,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         absl::ToInt64Seconds(options.rlqs.reporting_interval);
     rlqs.buckets.idle_abandon = options.rlqs.idle_abandon;
     rlqs.buckets.max_buckets_per_stream = static_cast<size_t>(options.rlqs.max_buckets_per_stream);
+    rlqs.max_streams_per_connection = static_cast<size_t>(options.rlqs.max_streams_per_connection);
+    rlqs.tracer = s->tracer_.get();
     s->rlqs_service_ = std::make_unique<RlqsService>(
         rlqs, clock, [registry = &s->envoy_registry_](absl::string_view domain) {
           const EnvoyDomain* d = registry->Current()->FindDomain(domain);

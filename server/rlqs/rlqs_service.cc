@@ -2,13 +2,45 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/observability/trace_context.h"
 
 namespace ratelimit {
 
 namespace rlqs = envoy::service::rate_limit_quota::v3;
+
+namespace {
+
+constexpr char kServiceName[] = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
+constexpr char kStreamSpan[] =
+    "envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas";
+
+std::optional<std::string> Metadata(const grpc::CallbackServerContext& context, const char* key) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(key);
+  if (it == md.end()) return std::nullopt;
+  return std::string(it->second.data(), it->second.size());
+}
+
+// The stream's SERVER span (a no-op one without a tracer), joining the caller's trace.
+Span StartStreamSpan(Tracer* tracer, const grpc::CallbackServerContext& context) {
+  if (tracer == nullptr) return Span();
+  Span span = tracer->StartServerSpan(
+      kStreamSpan,
+      ParseTraceContext(Metadata(context, "traceparent"), Metadata(context, "tracestate")));
+  if (span.recording()) {
+    span.SetAttribute("rpc.system", "grpc");
+    span.SetAttribute("rpc.service", kServiceName);
+    span.SetAttribute("rpc.method", "StreamRateLimitQuotas");
+    span.SetAttribute("net.peer.name", context.peer());
+  }
+  return span;
+}
+
+}  // namespace
 
 absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageReports& message,
                                              absl::string_view domain) {
@@ -88,13 +120,32 @@ rlqs::RateLimitQuotaResponse::BucketAction ToBucketAction(const RlqsBucketKey& b
   return action;
 }
 
-// One stream. Every field but the messages is guarded by the service's mutex. gRPC operations
-// are started outside it: a write only by the thread that set writing_, Finish only by the one
-// that set finished_, so the reactor (deleted in OnDone, after Finish) is alive for both.
+// One stream. Every field but the messages and spans is guarded by the service's mutex. gRPC
+// operations are started outside it: a write only by the thread that set writing_, Finish only
+// by the one that set finished_, so the reactor (deleted in OnDone, after Finish) is alive for
+// both. The stream's span is changed only at its start and in OnDone; its children are started
+// (a read of it) by the reading thread and the writer.
 class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Response> {
  public:
   // A stream whose first read is yet to start (Start): read_starts_ is 1 until it has.
-  Stream(RlqsService* service, uint64_t id) : service_(service), id_(id), read_starts_(1) {}
+  Stream(RlqsService* service, uint64_t id, std::string peer, Span span)
+      : service_(service),
+        id_(id),
+        peer_(std::move(peer)),
+        span_(std::move(span)),
+        read_starts_(1) {}
+
+  const std::string& peer() const { return peer_; }
+
+  // Ends a stream that is refused before its first read.
+  void Refuse(grpc::Status status) {
+    {
+      absl::MutexLock lock(&service_->mu_);
+      RequestFinishLocked(std::move(status), /*drain=*/false);
+      finished_ = true;
+    }
+    Finish(status_);
+  }
 
   // Starts the first read. Outside the service's lock.
   void Start() {
@@ -142,6 +193,8 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
         pending_.erase(it);
       }
       writing_ = true;
+      write_span_ = span_.StartChild("ratelimit.rlqs/push");
+      write_span_.SetAttribute("ratelimit.rlqs.actions", int64_t{out_.bucket_action_size()});
       return Next::kWrite;
     }
     if (finish_requested_ && read_starts_ == 0) {
@@ -159,6 +212,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
   size_t WaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
     return pending_.size() + (writing_ ? static_cast<size_t>(out_.bucket_action_size()) : 0);
   }
+  bool WritingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) { return writing_; }
 
   void OnReadDone(bool ok) override {
     std::vector<std::pair<Stream*, Next>> run;
@@ -168,11 +222,20 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       RequestFinishLocked(grpc::Status::OK, /*drain=*/false);
       service_->AddRun(run, this, NextLocked());
     } else {
+      Span report = span_.StartChild("ratelimit.rlqs/report");
+      report.SetAttribute("ratelimit.rlqs.buckets", int64_t{in_.bucket_quota_usages_size()});
       absl::StatusOr<RlqsReports> reports = ParseRlqsReports(in_, domain_);
+      if (reports.ok() && domain_.empty()) {
+        Span open = span_.StartChild("ratelimit.rlqs/open");
+        open.SetAttribute("ratelimit.rlqs.domain", reports->domain);
+        open.SetAttribute("ratelimit.rlqs.stream_id", static_cast<int64_t>(id_));
+        open.End();
+      }
       absl::MutexLock lock(&service_->mu_);
       if (finish_requested_) {
         // Ending (shutdown, cancellation): a report read meanwhile changes nothing.
       } else if (!reports.ok()) {
+        report.SetError(reports.status().message());
         RequestFinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                          std::string(reports.status().message())),
                             /*drain=*/false);
@@ -185,6 +248,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
           absl::Status st = service_->buckets_.Report(id_, domain_, u.bucket, u.allowed, u.denied,
                                                       u.elapsed_seconds, now, pushes);
           if (!st.ok()) {
+            report.SetError(st.message());
             RequestFinishLocked(
                 grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(st.message())),
                 /*drain=*/false);
@@ -196,6 +260,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       read_again = !finish_requested_;
       if (read_again) ++read_starts_;
       service_->AddRun(run, this, NextLocked());
+      report.End();
     }
     for (auto& [s, next] : run) s->Run(next);
     if (!read_again) return;
@@ -214,6 +279,8 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
     {
       absl::MutexLock lock(&service_->mu_);
       writing_ = false;
+      if (!ok) write_span_.SetError("write failed");
+      write_span_.End();
       if (ok) {
         service_->stats_.actions_sent += out_.bucket_action_size();
       } else {
@@ -240,21 +307,34 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       absl::MutexLock lock(&service_->mu_);
       if (service_->streams_.erase(id_) > 0) {
         --service_->stats_.streams;
+        auto peer = service_->streams_per_peer_.find(peer_);
+        if (peer != service_->streams_per_peer_.end() && --peer->second == 0) {
+          service_->streams_per_peer_.erase(peer);
+        }
         std::vector<RlqsPush> pushes;
         service_->buckets_.RemoveStream(id_, service_->clock_.NowMicros(), pushes);
         service_->DeliverLocked(pushes, run);
       }
     }
     for (auto& [s, next] : run) s->Run(next);
+    if (span_.recording()) {
+      if (!domain_.empty()) span_.SetAttribute("ratelimit.rlqs.domain", domain_);
+      span_.SetAttribute("rpc.grpc.status_code", int64_t{status_.error_code()});
+      if (!status_.ok()) span_.SetError(status_.error_message());
+      span_.End();
+    }
     delete this;
   }
 
  private:
   RlqsService* const service_;
   const uint64_t id_;
+  const std::string peer_;
+  Span span_;           // see the class comment
   std::string domain_;  // read thread only
   Reports in_;          // read thread only
   Response out_;        // the writer only
+  Span write_span_;     // the writer only
   std::map<RlqsBucketKey, RlqsAssignment> pending_ ABSL_GUARDED_BY(service_->mu_);
   bool writing_ ABSL_GUARDED_BY(service_->mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(service_->mu_) = false;
@@ -274,21 +354,35 @@ RlqsService::RlqsService(RlqsServiceOptions options, const Clock& clock,
 RlqsService::~RlqsService() = default;
 
 grpc::ServerBidiReactor<RlqsService::Reports, RlqsService::Response>*
-RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* /*context*/) {
+RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* context) {
+  std::string peer = context->peer();
+  Span span = StartStreamSpan(options_.tracer, *context);
   Stream* stream = nullptr;
-  bool refused = false;
+  std::optional<grpc::Status> refused;
   {
     absl::MutexLock lock(&mu_);
-    refused = shut_down_;
+    size_t& held = streams_per_peer_[peer];
+    if (shut_down_) {
+      refused = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+    } else if (held >= options_.max_streams_per_connection) {
+      ++stats_.refused_streams;
+      refused = grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("this connection (", peer, ") holds ", held,
+                       " RLQS streams, the most one connection may have "
+                       "(--rlqs_max_streams_per_connection)"));
+    }
+    if (held == 0 && refused) streams_per_peer_.erase(peer);
     const uint64_t id = refused ? 0 : next_stream_++;
-    stream = new Stream(this, id);  // deletes itself in OnDone
+    if (!refused) ++held;
+    stream = new Stream(this, id, std::move(peer), std::move(span));  // deletes itself in OnDone
     if (!refused) {
       streams_[id] = stream;
       ++stats_.streams;
     }
   }
   if (refused) {
-    stream->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    stream->Refuse(*std::move(refused));
   } else {
     stream->Start();
   }
@@ -351,9 +445,11 @@ RlqsService::Stats RlqsService::stats() const {
   absl::MutexLock lock(&mu_);
   Stats st = stats_;
   st.actions_waiting = 0;
+  st.writes_in_flight = 0;
   for (const auto& [id, s] : streams_) {
     s->AssertServiceLockHeld();
     st.actions_waiting += s->WaitingLocked();
+    if (s->WritingLocked()) ++st.writes_in_flight;
   }
   return st;
 }

@@ -10,8 +10,16 @@
 // A stream: `domain` from its first message (required there; a later message may repeat it or
 // leave it empty). A malformed message ends the stream with INVALID_ARGUMENT naming the field
 // and changes nothing; a report past --rlqs_max_buckets_per_stream ends it with
-// RESOURCE_EXHAUSTED. When the client half-closes or cancels, the stream ends and its buckets are
-// divided again among their other subscribers.
+// RESOURCE_EXHAUSTED. A connection (the stream's peer) may hold at most
+// --rlqs_max_streams_per_connection streams: one more ends at once with RESOURCE_EXHAUSTED. When
+// the client half-closes or cancels, the stream ends and its buckets are divided again among
+// their other subscribers.
+//
+// Traces (with a tracer): each stream is a SERVER span named after the method, joining the
+// caller's `traceparent`, ended with the stream's status; its events are INTERNAL children, each
+// ended at once: ratelimit.rlqs/open (the domain, at the first message), ratelimit.rlqs/report
+// (each message read: its bucket count, and its error when refused) and ratelimit.rlqs/push
+// (each response written: its actions, from the start of the write to its end).
 //
 // Flow control: one write in flight per stream; the actions waiting for it are kept one per
 // bucket (a newer action for a bucket replaces the older), so what waits for a client that does
@@ -32,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "server/observability/metrics.h"
+#include "server/observability/tracer.h"
 #include "server/rlqs/rlqs_buckets.h"
 #include "storage/clock.h"
 
@@ -64,6 +73,11 @@ struct RlqsServiceOptions {
   RlqsBucketsOptions buckets;
   // The most actions one response carries. Default 1000.
   size_t max_actions_per_response = 1000;
+  // The most streams one connection (one peer address) may hold at once. Default 16; >= 1.
+  size_t max_streams_per_connection = 16;
+  // Traces each stream and its events (see the top of this file); null: no traces. Not owned;
+  // must outlive the service.
+  Tracer* tracer = nullptr;
 };
 
 // Thread safety: thread-safe. Ownership: owns the buckets and the streams' reactors (each
@@ -93,6 +107,8 @@ class RlqsService final
     uint64_t messages = 0;         // usage messages accepted since start
     uint64_t actions_sent = 0;     // bucket actions whose write completed
     uint64_t actions_waiting = 0;  // queued or being written now
+    uint64_t writes_in_flight = 0;  // responses being written now (at most one per stream)
+    uint64_t refused_streams = 0;   // ended at once: past --rlqs_max_streams_per_connection
   };
   Stats stats() const;
   std::map<std::string, RlqsRuleStats> RuleStats() const;
@@ -116,6 +132,8 @@ class RlqsService final
   mutable absl::Mutex mu_;
   RlqsBuckets buckets_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  // Open streams per peer (connection).
+  std::map<std::string, size_t> streams_per_peer_ ABSL_GUARDED_BY(mu_);
   uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
