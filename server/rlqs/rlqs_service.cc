@@ -459,6 +459,28 @@ std::map<std::string, RlqsRuleStats> RlqsService::RuleStats() const {
   return buckets_.Stats();
 }
 
+RlqsService::AssignmentsView RlqsService::Assignments(absl::string_view domain,
+                                                      const RlqsBucketKey* bucket,
+                                                      const RlqsBucketKey* after,
+                                                      size_t limit) const {
+  AssignmentsView out;
+  absl::MutexLock lock(&mu_);
+  if (bucket != nullptr) {
+    if (std::optional<RlqsBucketView> v = buckets_.View(domain, *bucket)) {
+      out.buckets.push_back(*std::move(v));
+    }
+  } else {
+    out.buckets = buckets_.ViewDomain(domain, after, limit);
+  }
+  for (const RlqsBucketView& b : out.buckets) {
+    for (const RlqsSubscriberView& s : b.subscribers) {
+      auto it = streams_.find(s.stream);
+      if (it != streams_.end()) out.peers[s.stream] = it->second->peer();
+    }
+  }
+  return out;
+}
+
 void RegisterRlqsMetrics(MetricsRegistry& registry, const RlqsService& service) {
   const RlqsService* s = &service;
   registry.AddGauge("ratelimit_rlqs_streams", "RLQS streams open now.",

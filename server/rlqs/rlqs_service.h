@@ -113,6 +113,17 @@ class RlqsService final
   Stats stats() const;
   std::map<std::string, RlqsRuleStats> RuleStats() const;
 
+  // The live assignments, for the admin view (rlqs_admin_service.h): the bucket `*bucket` of
+  // `domain` (none when nobody reports it) when `bucket` is set, else up to `limit` buckets of
+  // `domain` in key order after `*after` (from the first when null); with the peers of the
+  // streams subscribed to them.
+  struct AssignmentsView {
+    std::vector<RlqsBucketView> buckets;
+    std::map<uint64_t, std::string> peers;  // by stream id
+  };
+  AssignmentsView Assignments(absl::string_view domain, const RlqsBucketKey* bucket,
+                              const RlqsBucketKey* after, size_t limit) const;
+
  private:
   class Stream;
   friend class Stream;
