@@ -6,7 +6,7 @@
 #   3. the sanitizer build (./build-asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
 #      -Wthread-safety, every warning an error) and its test suite, which also replays each fuzz
 #      target's checked-in corpus (tests/fuzz/corpus) and then fuzzes each target from a fixed
-#      seed for a fixed number of inputs (about 30 s each; tests/fuzz/CMakeLists.txt).
+#      seed for a fixed number of inputs (about 20 s each; tests/fuzz/CMakeLists.txt).
 # Environment: RATELIMIT_QUICK=1 runs step 1 only (the quick loop);
 #   RATELIMIT_CONTAINER_TEST=0 skips step 2 (for machines without root or podman);
 #   RATELIMIT_FUZZ_SECONDS=N caps each fuzz run at N seconds (default 120; 0: replay the corpora
@@ -17,15 +17,24 @@ cd "$(dirname "$0")/.."
 QUICK=${RATELIMIT_QUICK:-0}
 FUZZ_SECONDS=${RATELIMIT_FUZZ_SECONDS:-120}
 JOBS=$(nproc)
+# Each step's time, so that a slow step shows in the output.
+took() { echo "test.sh: $1 done at ${SECONDS} s"; }
 
 scripts/setup.sh
+took setup
 scripts/build.sh release
+took "release build"
 (cd build && ctest --output-on-failure -j"$JOBS" --timeout 300)
+took "release tests"
 [[ $QUICK == 1 ]] && exit 0
 
-[[ ${RATELIMIT_CONTAINER_TEST:-1} == 1 ]] && scripts/container-test.sh
+if [[ ${RATELIMIT_CONTAINER_TEST:-1} == 1 ]]; then
+  scripts/container-test.sh
+  took "container image"
+fi
 
 scripts/build.sh asan -DRATELIMIT_FUZZ_SECONDS="$FUZZ_SECONDS"
+took "sanitizer build"
 # Sanitizer reports abort the test that triggers them (halt_on_error, -fno-sanitize-recover);
 # third-party leaks reported at exit are listed, each with its reason, in the suppressions file.
 ASAN_DEFAULTS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1

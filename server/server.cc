@@ -315,6 +315,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     rlqs.buckets.max_buckets_per_stream = static_cast<size_t>(options.rlqs.max_buckets_per_stream);
     rlqs.max_streams_per_connection = static_cast<size_t>(options.rlqs.max_streams_per_connection);
     rlqs.tracer = s->tracer_.get();
+    // Replicas sharing a store (Redis) share each bucket's global rate through its board; this
+    // replica's name on it is new with each start, so a restarted replica is a newcomer.
+    rlqs.board = s->store_->replica_board();
+    rlqs.replicas.replica = RlqsReplicaName();
+    rlqs.replicas.interval_us = absl::ToInt64Microseconds(options.rlqs.reallocation_interval);
     s->rlqs_service_ = std::make_unique<RlqsService>(
         rlqs, clock, [registry = &s->envoy_registry_](absl::string_view domain) {
           const EnvoyDomain* d = registry->Current()->FindDomain(domain);

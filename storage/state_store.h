@@ -46,6 +46,7 @@
 #include "storage/algebra.h"
 #include "storage/clock.h"
 #include "storage/operation.h"
+#include "storage/replica_board.h"
 
 namespace ratelimit {
 
@@ -235,6 +236,10 @@ class StateStore {
   // Makes everything written durable and releases the store; later calls fail with
   // UNAVAILABLE. Idempotent. Default: nothing to release (the store closes in its destructor).
   virtual absl::Status Close() { return absl::OkStatus(); }
+
+  // The board replicas sharing this store coordinate through (storage/replica_board.h), or null
+  // when the store belongs to one process. Valid while the store lives. Default: none.
+  virtual ReplicaBoard* replica_board() { return nullptr; }
 
   // ---------------------------------------------------------------------------------------------
   // OPTIONAL, monitoring. Called when the server starts; the `read` functions are called when

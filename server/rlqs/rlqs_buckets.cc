@@ -135,8 +135,20 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   demands.reserve(b.subscribers.size());
   for (const auto& [stream, s] : b.subscribers) demands.push_back(s.demand.demand());
   const bool limited = b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow;
+  // The rate this replica divides: the rule's, or in fleet mode its part (the reserve for
+  // newcomers was kept back from the parts fleet-wide).
+  double budget = b.rule.rate_per_second;
   std::vector<FairShare> shares;
-  if (limited) {
+  if (limited && options_.fleet) {
+    if (!b.part.has_value()) {  // nothing to hand out before the fleet gives a part
+      parts_wanted_ = true;
+      return;
+    }
+    budget = b.part->rate;
+    FairShareSettings local = b.rule.fair_share;
+    local.newcomer_reserve = 0;
+    shares = DivideFairly(b.part->rate, b.part->burst, local, demands);
+  } else if (limited) {
     shares = DivideFairly(b.rule.rate_per_second, b.rule.burst, b.rule.fair_share, demands);
   } else {
     shares.resize(b.subscribers.size());
@@ -158,7 +170,7 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
     held_sum += update[i] ? shares[i].rate : s.held.rate;
     ++i;
   }
-  if (limited && held_sum > b.rule.rate_per_second) std::fill(update.begin(), update.end(), true);
+  if (limited && held_sum > budget) std::fill(update.begin(), update.end(), true);
 
   i = 0;
   double assigned = 0;
@@ -181,7 +193,7 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
     s.sent_at_us = now_us;
     out.push_back(RlqsPush{stream, b.key, a});
   }
-  if (limited && assigned > b.rule.rate_per_second * (1 + 1e-9)) ++StatsOf(b).over_assignments;
+  if (limited && assigned > budget * (1 + 1e-9)) ++StatsOf(b).over_assignments;
 }
 
 void RlqsBuckets::Shutdown(std::vector<RlqsPush>& out) const {
@@ -193,6 +205,36 @@ void RlqsBuckets::Shutdown(std::vector<RlqsPush>& out) const {
       out.push_back(RlqsPush{stream, b.key, a});
     }
   }
+}
+
+std::vector<RlqsLimitedBucket> RlqsBuckets::LimitedBuckets(bool without_part_only) const {
+  std::vector<RlqsLimitedBucket> out;
+  for (const auto& [id, b] : buckets_) {
+    if (!b.has_rule || b.rule.action != RlqsRuleAction::kLimit || b.rule.shadow) continue;
+    if (without_part_only && b.part.has_value()) continue;
+    RlqsLimitedBucket& l = out.emplace_back();
+    l.domain = b.domain;
+    l.key = b.key;
+    l.rule = b.rule;
+    l.has_part = b.part.has_value();
+    l.part_rate = b.part.has_value() ? b.part->rate : 0;
+    l.demands.reserve(b.subscribers.size());
+    for (const auto& [stream, s] : b.subscribers) l.demands.push_back(s.demand.demand());
+  }
+  return out;
+}
+
+void RlqsBuckets::SetPart(absl::string_view domain, const RlqsBucketKey& bucket,
+                          std::optional<FairShare> part, int64_t now_us,
+                          std::vector<RlqsPush>& out) {
+  auto it = buckets_.find(BucketId(std::string(domain), bucket));
+  if (it == buckets_.end()) return;
+  Bucket& b = it->second;
+  const bool first = !b.part.has_value() && part.has_value();
+  b.part = part;
+  // The first part sends every subscriber its first assignment; a smaller part than the held
+  // shares sum to is caught by Divide's check of the held sum.
+  Divide(b, /*force=*/first, now_us, out);
 }
 
 size_t RlqsBuckets::BucketsOf(uint64_t stream) const {

@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,6 +69,20 @@ struct RlqsBucketsOptions {
   absl::Duration idle_abandon = absl::Minutes(5);
   // The most buckets one stream may be subscribed to. Default 10000.
   size_t max_buckets_per_stream = 10000;
+  // Several replicas share the buckets' budgets (rlqs_replicas.h): a limited bucket is divided
+  // among this replica's subscribers within the part SetPart gave it, and sends nothing before
+  // it has one. Default false: the whole global rate is this replica's.
+  bool fleet = false;
+};
+
+// A limited bucket as the fleet sync needs it (rlqs_replicas.h).
+struct RlqsLimitedBucket {
+  std::string domain;
+  RlqsBucketKey key;
+  RlqsRule rule;
+  std::vector<std::optional<double>> demands;  // of this replica's subscribers
+  bool has_part = false;
+  double part_rate = 0;  // the part's rate (0 without one)
 };
 
 // Counters per rule ("<domain>/<rule name>"), for metrics.
@@ -118,6 +133,19 @@ class RlqsBuckets {
   // Every held assignment again with a time to live of 0.
   void Shutdown(std::vector<RlqsPush>& out) const;
 
+  // Fleet mode (options.fleet): the buckets whose rule is a limit; only those without a part
+  // when `without_part_only`.
+  std::vector<RlqsLimitedBucket> LimitedBuckets(bool without_part_only) const;
+  // Fleet mode: this replica's part of the bucket's global rate (nullopt: none; its subscribers
+  // keep what they hold until it expires). The bucket is divided again within it; the pushes go
+  // to `out`. A bucket that is gone is ignored.
+  void SetPart(absl::string_view domain, const RlqsBucketKey& bucket,
+               std::optional<FairShare> part, int64_t now_us, std::vector<RlqsPush>& out);
+
+  // Fleet mode: whether a bucket without a part was subscribed since the last call (the fleet
+  // should sync it now); clears the flag.
+  bool TakePartsWanted() { return std::exchange(parts_wanted_, false); }
+
   // Buckets `stream` is subscribed to.
   size_t BucketsOf(uint64_t stream) const;
   size_t bucket_count() const { return buckets_.size(); }
@@ -144,6 +172,7 @@ class RlqsBuckets {
     RlqsBucketKey key;
     RlqsRule rule;  // the rule of the last division
     bool has_rule = false;
+    std::optional<FairShare> part;  // fleet mode: this replica's part of the global rate
     std::map<uint64_t, Subscriber> subscribers;
   };
   using BucketId = std::pair<std::string, RlqsBucketKey>;
@@ -159,6 +188,7 @@ class RlqsBuckets {
   std::map<uint64_t, std::set<BucketId>> streams_;
   // Counters that outlive buckets (reported usage, over-assignments), by rule.
   std::map<std::string, RlqsRuleStats> totals_;
+  bool parts_wanted_ = false;
 };
 
 }  // namespace ratelimit

@@ -40,6 +40,11 @@ Span StartStreamSpan(Tracer* tracer, const grpc::CallbackServerContext& context)
   return span;
 }
 
+RlqsBucketsOptions WithFleet(RlqsBucketsOptions options, bool fleet) {
+  options.fleet = fleet;
+  return options;
+}
+
 }  // namespace
 
 absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageReports& message,
@@ -217,6 +222,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
   void OnReadDone(bool ok) override {
     std::vector<std::pair<Stream*, Next>> run;
     bool read_again = false;
+    bool wake_joiner = false;
     if (!ok) {
       absl::MutexLock lock(&service_->mu_);
       RequestFinishLocked(grpc::Status::OK, /*drain=*/false);
@@ -256,6 +262,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
           }
         }
         service_->DeliverLocked(pushes, run);
+        wake_joiner = service_->buckets_.TakePartsWanted();
       }
       read_again = !finish_requested_;
       if (read_again) ++read_starts_;
@@ -263,6 +270,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       report.End();
     }
     for (auto& [s, next] : run) s->Run(next);
+    if (wake_joiner) service_->WakeJoiner();
     if (!read_again) return;
     StartRead(&in_);
     Next next;
@@ -349,9 +357,88 @@ RlqsService::RlqsService(RlqsServiceOptions options, const Clock& clock,
                          RlqsConfigResolver resolver)
     : options_(std::move(options)),
       clock_(clock),
-      buckets_(options_.buckets, std::move(resolver)) {}
+      buckets_(WithFleet(options_.buckets, options_.board != nullptr), std::move(resolver)) {
+  if (options_.board == nullptr) return;
+  fleet_ = std::make_unique<RlqsReplicas>(options_.replicas, *options_.board);
+  joiner_ = std::thread([this] { JoinLoop(); });
+}
 
-RlqsService::~RlqsService() = default;
+RlqsService::~RlqsService() {
+  {
+    absl::MutexLock lock(&join_mu_);
+    join_stop_ = true;
+  }
+  if (joiner_.joinable()) joiner_.join();
+}
+
+void RlqsService::JoinLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&join_mu_);
+      join_mu_.Await(absl::Condition(
+          +[](RlqsService* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->join_mu_) {
+            return s->join_wanted_ || s->join_stop_;
+          },
+          this));
+      if (join_stop_) return;
+      join_wanted_ = false;
+    }
+    SyncNewBuckets();
+  }
+}
+
+void RlqsService::WakeJoiner() {
+  absl::MutexLock lock(&join_mu_);
+  join_wanted_ = true;
+}
+
+void RlqsService::SyncNewBuckets() {
+  if (options_.board != nullptr) SyncFleet(/*without_part_only=*/true);
+}
+
+void RlqsService::SyncFleet(bool without_part_only) {
+  absl::MutexLock fleet_lock(&fleet_mu_);
+  std::vector<RlqsReplicaBucket> views;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    for (RlqsLimitedBucket& b : buckets_.LimitedBuckets(without_part_only)) {
+      views.push_back({std::move(b.domain), std::move(b.key), std::move(b.rule),
+                       std::move(b.demands), b.part_rate});
+    }
+  }
+  if (views.empty()) return;
+  const int64_t now = clock_.NowMicros();
+  std::vector<RlqsReplicas::Result> results = fleet_->Sync(views, now);
+  std::vector<std::pair<Stream*, Next>> run;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<RlqsPush> pushes;
+    for (size_t i = 0; i < views.size(); ++i) {
+      const std::string group = RlqsReplicaGroup(views[i].domain, views[i].key);
+      ++stats_.fleet_syncs;
+      if (results[i].status.ok()) {
+        fleet_ok_us_[group] = now;
+        buckets_.SetPart(views[i].domain, views[i].key, results[i].part, now, pushes);
+        continue;
+      }
+      ++stats_.fleet_errors;
+      // The board did not answer: keep the part for two intervals, then stop handing it out
+      // (the others may have divided it among themselves by then).
+      auto ok = fleet_ok_us_.find(group);
+      if (ok == fleet_ok_us_.end() || now - ok->second > 2 * options_.replicas.interval_us) {
+        buckets_.SetPart(views[i].domain, views[i].key, std::nullopt, now, pushes);
+      }
+    }
+    stats_.fleet_decisions = fleet_->decisions();
+    DeliverLocked(pushes, run);
+  }
+  for (auto& [s, next] : run) s->Run(next);
+  // Forget the groups of buckets gone long ago.
+  for (auto it = fleet_ok_us_.begin(); it != fleet_ok_us_.end();) {
+    it = now - it->second > 100 * options_.replicas.interval_us ? fleet_ok_us_.erase(it) : ++it;
+  }
+}
 
 grpc::ServerBidiReactor<RlqsService::Reports, RlqsService::Response>*
 RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* context) {
@@ -421,6 +508,7 @@ void RlqsService::Tick() {
     DeliverLocked(pushes, run);
   }
   for (auto& [s, next] : run) s->Run(next);
+  if (options_.board != nullptr) SyncFleet(/*without_part_only=*/false);
 }
 
 void RlqsService::Shutdown() {
@@ -444,6 +532,7 @@ void RlqsService::Shutdown() {
 RlqsService::Stats RlqsService::stats() const {
   absl::MutexLock lock(&mu_);
   Stats st = stats_;
+  if (options_.board != nullptr) st.buckets_waiting_for_part = buckets_.LimitedBuckets(true).size();
   st.actions_waiting = 0;
   st.writes_in_flight = 0;
   for (const auto& [id, s] : streams_) {

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -42,7 +43,9 @@
 #include "server/observability/metrics.h"
 #include "server/observability/tracer.h"
 #include "server/rlqs/rlqs_buckets.h"
+#include "server/rlqs/rlqs_replicas.h"
 #include "storage/clock.h"
+#include "storage/replica_board.h"
 
 namespace ratelimit {
 
@@ -78,6 +81,11 @@ struct RlqsServiceOptions {
   // Traces each stream and its events (see the top of this file); null: no traces. Not owned;
   // must outlive the service.
   Tracer* tracer = nullptr;
+  // Replicas sharing the buckets' budgets (rlqs_replicas.h): the board they share (null: this
+  // replica divides every global rate alone) and this replica's name and reallocation interval.
+  // Must outlive the service.
+  ReplicaBoard* board = nullptr;
+  RlqsReplicasOptions replicas;
 };
 
 // Thread safety: thread-safe. Ownership: owns the buckets and the streams' reactors (each
@@ -95,9 +103,13 @@ class RlqsService final
   grpc::ServerBidiReactor<Reports, Response>* StreamRateLimitQuotas(
       grpc::CallbackServerContext* context) override;
 
-  // Divides every bucket again at the clock's time and pushes the result (rlqs_buckets.h). The
-  // server calls it every --rlqs_reallocation_interval; tests call it after moving a fake clock.
+  // Divides every bucket again at the clock's time and pushes the result (rlqs_buckets.h); with
+  // a board, first syncs every limited bucket with the other replicas (rlqs_replicas.h). The server
+  // calls it every --rlqs_reallocation_interval; tests call it after moving a fake clock.
   void Tick();
+  // With a board: syncs at once the buckets that have no part yet (a first subscriber here).
+  // A thread of the service calls it when such a bucket appears; tests may call it directly.
+  void SyncNewBuckets();
   // Sends every held assignment again with a time to live of 0, then ends every stream with OK
   // once its writes are done; later streams end at once with UNAVAILABLE. Idempotent.
   void Shutdown();
@@ -109,6 +121,10 @@ class RlqsService final
     uint64_t actions_waiting = 0;  // queued or being written now
     uint64_t writes_in_flight = 0;  // responses being written now (at most one per stream)
     uint64_t refused_streams = 0;   // ended at once: past --rlqs_max_streams_per_connection
+    uint64_t fleet_syncs = 0;      // buckets synced with the board
+    uint64_t fleet_errors = 0;     // of which the board failed
+    uint64_t fleet_decisions = 0;  // decisions this replica wrote
+    uint64_t buckets_waiting_for_part = 0;  // limited buckets with no part yet (with a board)
   };
   Stats stats() const;
   std::map<std::string, RlqsRuleStats> RuleStats() const;
@@ -138,8 +154,23 @@ class RlqsService final
   void DeliverLocked(std::vector<RlqsPush>& pushes, std::vector<std::pair<Stream*, Next>>& run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Syncs the limited buckets (all, or those without a part) with the board and applies the
+  // parts. Serialized by fleet_mu_; takes mu_ only around reading and applying.
+  void SyncFleet(bool without_part_only) ABSL_LOCKS_EXCLUDED(mu_, fleet_mu_);
+  void JoinLoop();
+  void WakeJoiner();
+
   const RlqsServiceOptions options_;
   const Clock& clock_;
+  absl::Mutex fleet_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<RlqsReplicas> fleet_ ABSL_GUARDED_BY(fleet_mu_);
+  // When the board last answered for a bucket's group (a part older than two intervals is
+  // dropped: the others may have given it away).
+  std::map<std::string, int64_t> fleet_ok_us_ ABSL_GUARDED_BY(fleet_mu_);
+  absl::Mutex join_mu_;
+  bool join_wanted_ ABSL_GUARDED_BY(join_mu_) = false;
+  bool join_stop_ ABSL_GUARDED_BY(join_mu_) = false;
+  std::thread joiner_;
   mutable absl::Mutex mu_;
   RlqsBuckets buckets_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Stream*> streams_ ABSL_GUARDED_BY(mu_);

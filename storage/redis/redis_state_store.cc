@@ -27,7 +27,11 @@ using redis_internal::Replies;
 using redis_internal::SlotGroups;
 
 RedisStateStore::RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options)
-    : router_(std::move(router)), options_(std::move(options)) {}
+    : router_(std::move(router)),
+      options_(std::move(options)),
+      board_(options_.key_prefix, [this](const std::string& key, std::vector<std::string> argv) {
+        return Command(key, std::move(argv));
+      }) {}
 
 RedisStateStore::~RedisStateStore() = default;
 

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
+#include "storage/redis/redis_replica_board.h"
 #include "storage/redis/redis_command_runner.h"
 #include "storage/state_store.h"
 
@@ -143,6 +144,8 @@ class RedisStateStore final : public StateStore {
   // A PING of every primary: OK when at least one answers, UNAVAILABLE naming them otherwise.
   absl::Status Health() override;
   absl::Status Close() override;
+  // Groups of keys beside the states (redis_replica_board.h).
+  ReplicaBoard* replica_board() override { return &board_; }
   // The cluster client's counters (redis_store_metrics.h); none over a plain connection.
   std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "redis"; }
@@ -183,6 +186,7 @@ class RedisStateStore final : public StateStore {
 
   const std::unique_ptr<Router> router_;
   const RedisStateStoreOptions options_;
+  RedisReplicaBoard board_;
   std::atomic<bool> closed_{false};
 };
 

@@ -20,11 +20,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/server/rlqs/rlqs_fake_envoy.h"
 #include "tests/server/rlqs/rlqs_test_server.h"
 
 namespace ratelimit {
 namespace {
 
+using testing::FakeEnvoy;
 using testing::kSecond;
 using testing::RlqsTestServer;
 namespace rlqs_v3 = envoy::service::rate_limit_quota::v3;
@@ -36,153 +38,6 @@ std::string Config(double limit) {
   return absl::StrCat("rules: [{name: tenants, match: {tenant: \"*\"}, requests_per_unit: ",
                       static_cast<int64_t>(limit), ", unit: second, burst: 100}]");
 }
-
-class FakeEnvoy {
- public:
-  FakeEnvoy(RlqsTestServer& server, double demand) : server_(server), demand_(demand) {}
-  ~FakeEnvoy() { Close(); }
-
-  // Opens the stream and sends the first report of the bucket at once, as Envoy does on the
-  // bucket's first request.
-  void Open() {
-    stub_ = server_.NewStub();
-    stream_ = stub_->StreamRateLimitQuotas(&context_);
-    reader_ = std::thread([this] {
-      rlqs_v3::RateLimitQuotaResponse r;
-      while (stream_->Read(&r)) Apply(r);
-    });
-    Send(/*first=*/true, 0);
-  }
-
-  // `dt_us` of simulated time at the client's demand.
-  void Step(int64_t dt_us) {
-    owed_ += demand_ * static_cast<double>(dt_us) / kSecond;
-    const int64_t now = server_.clock().NowMicros();
-    absl::MutexLock lock(&mu_);
-    Refill(now);
-    while (owed_ >= 1) {
-      owed_ -= 1;
-      if (Allow(now)) {
-        ++allowed_;
-        ++admitted_;
-      } else {
-        ++denied_;
-      }
-    }
-  }
-
-  // The usage since the last report, over `elapsed_seconds`.
-  void Report(int64_t elapsed_seconds) { Send(/*first=*/false, elapsed_seconds); }
-
-  void Close() {
-    if (!stream_) return;
-    stream_->WritesDone();
-    reader_.join();
-    EXPECT_TRUE(stream_->Finish().ok());
-    stream_.reset();
-  }
-
-  void set_demand(double d) { demand_ = d; }
-  double demand() const { return demand_; }
-  uint64_t TakeAdmitted() {
-    absl::MutexLock lock(&mu_);
-    return std::exchange(admitted_, 0);
-  }
-  // The rate of the assignment in force (0 without one).
-  double AssignedRate() const {
-    absl::MutexLock lock(&mu_);
-    return has_assignment_ ? rate_ : 0;
-  }
-  uint64_t received() const {
-    absl::MutexLock lock(&mu_);
-    return received_;
-  }
-  uint64_t sent() const { return sent_; }
-
- private:
-  void Send(bool first, int64_t elapsed_seconds) {
-    rlqs_v3::RateLimitQuotaUsageReports m;
-    if (first) m.set_domain("edge");
-    auto* u = m.add_bucket_quota_usages();
-    (*u->mutable_bucket_id()->mutable_bucket())["tenant"] = "acme";
-    u->mutable_time_elapsed()->set_seconds(elapsed_seconds);
-    {
-      absl::MutexLock lock(&mu_);
-      u->set_num_requests_allowed(std::exchange(allowed_, 0));
-      u->set_num_requests_denied(std::exchange(denied_, 0));
-    }
-    ASSERT_TRUE(stream_->Write(m));
-    ++sent_;
-  }
-
-  void Apply(const rlqs_v3::RateLimitQuotaResponse& r) {
-    const int64_t now = server_.clock().NowMicros();
-    absl::MutexLock lock(&mu_);
-    for (const auto& a : r.bucket_action()) {
-      ++received_;
-      if (a.has_abandon_action()) {
-        has_assignment_ = false;
-        continue;
-      }
-      const auto& q = a.quota_assignment_action();
-      Refill(now);
-      has_assignment_ = true;
-      expires_us_ = now + q.assignment_time_to_live().seconds() * kSecond;
-      const auto& s = q.rate_limit_strategy();
-      deny_all_ =
-          s.has_blanket_rule() && s.blanket_rule() == envoy::type::v3::RateLimitStrategy::DENY_ALL;
-      token_bucket_ = s.has_token_bucket();
-      if (!token_bucket_) continue;
-      const double rate = static_cast<double>(s.token_bucket().tokens_per_fill().value()) /
-                          static_cast<double>(s.token_bucket().fill_interval().seconds());
-      const double max = s.token_bucket().max_tokens();
-      // A changed bucket starts at the old remaining/max ratio; a new one full.
-      tokens_ = max_ > 0 ? tokens_ / max_ * max : max;
-      rate_ = rate;
-      max_ = max;
-    }
-  }
-
-  void Refill(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (token_bucket_) {
-      tokens_ = std::min(max_, tokens_ + rate_ * static_cast<double>(now - refilled_us_) / kSecond);
-    }
-    refilled_us_ = now;
-  }
-
-  bool Allow(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!has_assignment_ || now >= expires_us_) return true;  // no or expired assignment
-    if (deny_all_) return false;
-    if (!token_bucket_) return true;
-    if (tokens_ < 1) return false;
-    tokens_ -= 1;
-    return true;
-  }
-
-  RlqsTestServer& server_;
-  double demand_;
-  double owed_ = 0;
-  uint64_t sent_ = 0;
-  std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<rlqs_v3::RateLimitQuotaUsageReports,
-                                           rlqs_v3::RateLimitQuotaResponse>>
-      stream_;
-  std::thread reader_;
-  mutable absl::Mutex mu_;
-  uint64_t allowed_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t denied_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
-  bool has_assignment_ ABSL_GUARDED_BY(mu_) = false;
-  bool deny_all_ ABSL_GUARDED_BY(mu_) = false;
-  bool token_bucket_ ABSL_GUARDED_BY(mu_) = false;
-  double rate_ ABSL_GUARDED_BY(mu_) = 0;
-  double max_ ABSL_GUARDED_BY(mu_) = 0;
-  double tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t refilled_us_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t expires_us_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 class RlqsFleetTest : public ::testing::Test {
  protected:
@@ -196,20 +51,7 @@ class RlqsFleetTest : public ::testing::Test {
   }
 
   // Waits until the server processed every report and every action it wrote was applied.
-  void Settle() {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (true) {
-      uint64_t sent = 0, received = 0;
-      for (const auto& c : fleet_) {
-        sent += c->sent();
-        received += c->received();
-      }
-      const RlqsService::Stats st = server_.service().stats();
-      if (st.messages == sent && st.actions_waiting == 0 && st.actions_sent == received) return;
-      ASSERT_LT(absl::Now(), deadline) << "the fleet did not settle";
-      absl::SleepFor(absl::Microseconds(100));
-    }
-  }
+  void Settle() { testing::SettleFleet({&server_}, fleet_); }
 
   // Runs `seconds` of simulated time: demand every step, a report from every open client at
   // the end of each second, then a division. Returns the requests admitted.

@@ -21,7 +21,9 @@ namespace rlqs_v3 = envoy::service::rate_limit_quota::v3;
 
 class RlqsTestServer {
  public:
-  explicit RlqsTestServer(RlqsServiceOptions options = {}) {
+  // `clock`: a clock shared with other servers (replicas of one fleet); null: its own.
+  explicit RlqsTestServer(RlqsServiceOptions options = {}, FakeClock* clock = nullptr)
+      : clock_(clock != nullptr ? *clock : own_clock_) {
     service_ = std::make_unique<RlqsService>(options, clock_, [this](absl::string_view domain) {
       absl::MutexLock lock(&mu_);
       return domain == "edge" ? config_ : nullptr;
@@ -39,6 +41,15 @@ class RlqsTestServer {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     server_.reset();
   }
+
+  // A crash as the Envoys see it: every stream breaks at once, no time to live of 0 is sent,
+  // and nothing of this replica answers any more (its board record goes stale).
+  void Kill() {
+    if (!server_) return;
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_.reset();
+  }
+  bool alive() const { return server_ != nullptr; }
 
   // Sets the `quota_buckets` of domain "edge".
   void SetConfig(const std::string& yaml) {
@@ -59,7 +70,8 @@ class RlqsTestServer {
   FakeClock& clock() { return clock_; }
 
  private:
-  FakeClock clock_;
+  FakeClock own_clock_;
+  FakeClock& clock_;
   absl::Mutex mu_;
   std::shared_ptr<const RlqsDomainConfig> config_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<RlqsService> service_;
