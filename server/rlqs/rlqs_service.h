@@ -4,7 +4,7 @@
 // envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: Envoy's rate
 // limit quota filter reports the usage of its buckets on a long-lived stream; this service
 // answers with the assignments RlqsBuckets (rlqs_buckets.h) decides. The handler is thin: it
-// checks and converts each message (ParseRlqsReports), hands it to the buckets and writes the
+// checks and converts each message (ParseRlqsReports, rlqs_convert.h), hands it to the buckets and writes the
 // pushes that come out to the streams they are for.
 //
 // A stream: `domain` from its first message (required there; a later message may repeat it or
@@ -43,34 +43,12 @@
 #include "server/observability/metrics.h"
 #include "server/observability/tracer.h"
 #include "server/rlqs/rlqs_buckets.h"
+#include "server/rlqs/rlqs_convert.h"
 #include "server/rlqs/rlqs_replicas.h"
 #include "storage/clock.h"
 #include "storage/replica_board.h"
 
 namespace ratelimit {
-
-// One usage of a checked message.
-struct RlqsUsage {
-  RlqsBucketKey bucket;
-  uint64_t allowed = 0;
-  uint64_t denied = 0;
-  int64_t elapsed_seconds = 0;  // whole seconds, truncated
-};
-
-// Checks one message of a stream and converts it. `domain` is the stream's ("" before its
-// first message); the result's domain is the stream's afterwards. INVALID_ARGUMENT naming the
-// field (domain, bucket_quota_usages[i].bucket_id, ...time_elapsed) when malformed.
-struct RlqsReports {
-  std::string domain;
-  std::vector<RlqsUsage> usages;
-};
-absl::StatusOr<RlqsReports> ParseRlqsReports(
-    const envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports& message,
-    absl::string_view domain);
-
-// An assignment as Envoy's BucketAction.
-envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse::BucketAction ToBucketAction(
-    const RlqsBucketKey& bucket, const RlqsAssignment& assignment);
 
 struct RlqsServiceOptions {
   RlqsBucketsOptions buckets;
