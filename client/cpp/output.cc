@@ -99,6 +99,11 @@ std::string FormatRlqsAssignments(const v1::GetRlqsAssignmentsResponse& response
       absl::StrAppend(&out, action(rule.action()));
     }
     if (rule.shadow()) absl::StrAppend(&out, " (shadow: allow all)");
+    if (b.has_replica_part()) {
+      absl::StrAppend(&out, "; this replica's part ",
+                      absl::StrFormat("%g", b.replica_part().rate_per_second()), "/s burst ",
+                      absl::StrFormat("%g", b.replica_part().burst()));
+    }
     out.push_back('\n');
     for (const v1::RlqsSubscriber& s : b.subscribers()) {
       absl::StrAppend(&out, "  stream ", s.stream_id(), "  ", s.peer(), "  demand ",

@@ -125,6 +125,10 @@ void RlqsAssignmentsToProto(const RlqsService::AssignmentsView& view,
     rule->set_rate_per_second(b.rule.rate_per_second);
     rule->set_burst(b.rule.burst);
     rule->set_shadow(b.rule.shadow);
+    if (b.part) {
+      bucket->mutable_replica_part()->set_rate_per_second(b.part->rate);
+      bucket->mutable_replica_part()->set_burst(b.part->burst);
+    }
     for (const RlqsSubscriberView& s : b.subscribers) {
       v1::RlqsSubscriber* sub = bucket->add_subscribers();
       sub->set_stream_id(s.stream);

@@ -109,6 +109,7 @@ struct RlqsSubscriberView {
 struct RlqsBucketView {
   RlqsBucketKey key;
   RlqsRule rule;  // of its last division
+  std::optional<FairShare> part;  // fleet mode: this replica's part of the global rate
   std::vector<RlqsSubscriberView> subscribers;  // by stream id
 };
 

@@ -72,6 +72,8 @@ TEST(FormatRlqsAssignmentsTest, OneLinePerBucketAndPerStream) {
   b->mutable_rule()->set_name("per_tenant");
   b->mutable_rule()->set_rate_per_second(100);
   b->mutable_rule()->set_burst(50);
+  b->mutable_replica_part()->set_rate_per_second(40);
+  b->mutable_replica_part()->set_burst(20);
   v1::RlqsSubscriber* s = b->add_subscribers();
   s->set_stream_id(7);
   s->set_peer("ipv4:10.0.0.7:51234");
@@ -89,7 +91,8 @@ TEST(FormatRlqsAssignmentsTest, OneLinePerBucketAndPerStream) {
   denied->set_action(v1::RLQS_DENY_ALL);
   r.set_next_page_token("abc");
   EXPECT_EQ(FormatRlqsAssignments(r),
-            "route=r,tenant=a  rule per_tenant: token bucket 100/s burst 50\n"
+            "route=r,tenant=a  rule per_tenant: token bucket 100/s burst 50; this replica's part 40/s "
+            "burst 20\n"
             "  stream 7  ipv4:10.0.0.7:51234  demand 30/s  assigned 30/s burst 15 (30 per 1s, "
             "max 15)  ttl 15s  sent 2026-11-21T10:00:01.000Z\n"
             "  stream 8    demand unknown  deny all  ttl 0s\n"

@@ -141,6 +141,7 @@ TEST_F(RlqsAdminServiceTest, ShowsEachSubscriberOfABucket) {
   EXPECT_EQ(bucket.rule().action(), v1::RLQS_TOKEN_BUCKET);
   EXPECT_EQ(bucket.rule().rate_per_second(), 100);
   EXPECT_EQ(bucket.rule().burst(), 50);
+  EXPECT_FALSE(bucket.has_replica_part());  // one replica: the whole rate is its own
   ASSERT_EQ(bucket.subscribers_size(), 2);
   double total = 0;
   for (const v1::RlqsSubscriber& sub : bucket.subscribers()) {

@@ -307,6 +307,24 @@ TEST_F(RlqsBucketsTest, ViewShowsSubscribersAndPagesTheDomain) {
   ASSERT_EQ(page.size(), 1u);  // the other domain's bucket is not in it
   EXPECT_EQ(page[0].key, (RlqsBucketKey{{"tenant", "c"}}));
   EXPECT_TRUE(t->ViewDomain("edge", &page[0].key, 2).empty());
+  EXPECT_FALSE(t->View("edge", tenant_a_)->part.has_value());  // alone: no part
+}
+
+// With several replicas, the view shows this replica's part of the global rate.
+TEST_F(RlqsBucketsTest, ViewShowsTheReplicasPart) {
+  SetConfig(kLimit100);
+  RlqsBucketsOptions options;
+  options.fleet = true;
+  auto t = Make(options);
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  EXPECT_FALSE(t->View("edge", tenant_a_)->part.has_value());  // none given yet
+  t->SetPart("edge", tenant_a_, FairShare{40, 20}, now_, out);
+  std::optional<RlqsBucketView> v = t->View("edge", tenant_a_);
+  ASSERT_TRUE(v->part.has_value());
+  EXPECT_EQ(v->part->rate, 40);
+  EXPECT_EQ(v->part->burst, 20);
+  EXPECT_LE(v->subscribers[0].held.rate, 40);
 }
 
 }  // namespace
