@@ -121,10 +121,10 @@ TEST_F(RlqsAdminServiceTest, ShowsEachSubscriberOfABucket) {
   auto stub = rlqs_v3::RateLimitQuotaService::NewStub(Channel(*server));
   grpc::ClientContext a_context, b_context;
   auto a = stub->StreamRateLimitQuotas(&a_context);
-  auto b = stub->StreamRateLimitQuotas(&b_context);
   rlqs_v3::RateLimitQuotaResponse r;
   ASSERT_TRUE(a->Write(Usage("edge", {{"tenant", "t1"}}, 0, 0, 0)));
   ASSERT_TRUE(a->Read(&r));
+  auto b = stub->StreamRateLimitQuotas(&b_context);  // after a's: a later stream id
   ASSERT_TRUE(a->Write(Usage("edge", {{"tenant", "t1"}}, 30, 0, 1)));  // demand 30/s
   ASSERT_TRUE(testing::Eventually([&] { return server->rlqs_service()->stats().messages == 2; }));
   ASSERT_TRUE(b->Write(Usage("edge", {{"tenant", "t1"}}, 0, 0, 0)));
