@@ -330,8 +330,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   }
   // The administrative view of the RLQS assignments, registered with or without --rlqs (it then
   // answers FAILED_PRECONDITION).
-  s->rlqs_admin_service_ = std::make_unique<RlqsAdminServiceImpl>(s->rlqs_service_.get(),
-                                                                  *s->admin_, *s->telemetry_);
+  s->rlqs_admin_service_ =
+      std::make_unique<RlqsAdminServiceImpl>(s->rlqs_service_.get(), *s->admin_, *s->telemetry_);
   builder.RegisterService(s->rlqs_admin_service_.get());
   s->serving_loop_->AddUnary(*s->rlqs_admin_service_,
                              {RlqsAdminServiceImpl::kGetRlqsAssignmentsMethod}, kColdCallsReady);

@@ -8,8 +8,8 @@
 //   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
 //   ratelimit rlqs assignments --domain=edge --bucket=tenant=a[,route=b]  (needs the admin token)
 //
-// Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With --json, standard
-// output carries one JSON document whatever happens: the reply, or on an error
+// Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With
+// --json, standard output carries one JSON document whatever happens: the reply, or on an error
 // {"error":{"code":"NOT_FOUND","message":"..."}}.
 #include <cstdio>
 #include <iostream>

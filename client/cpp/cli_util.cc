@@ -32,8 +32,8 @@ absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--bucket: \"", item, "\" is not key=value (e.g. --bucket=tenant=a,route=b)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--bucket: \"", item, "\" is not key=value (e.g. --bucket=tenant=a,route=b)"));
     }
     if (!pairs.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
       return absl::InvalidArgumentError(

@@ -146,8 +146,7 @@ absl::StatusOr<v1::GetRlqsAssignmentsResponse> RateLimitClient::GetRlqsAssignmen
     context.AddMetadata("authorization", "Bearer " + options_.admin_token);
   }
   v1::GetRlqsAssignmentsResponse response;
-  if (absl::Status s =
-          FromGrpc(rlqs_admin_stub_->GetRlqsAssignments(&context, request, &response));
+  if (absl::Status s = FromGrpc(rlqs_admin_stub_->GetRlqsAssignments(&context, request, &response));
       !s.ok()) {
     return s;
   }

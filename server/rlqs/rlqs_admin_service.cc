@@ -101,8 +101,7 @@ absl::StatusOr<RlqsBucketKey> ParseRlqsPageToken(absl::string_view token) {
     size_t n = 0;
     if (colon == absl::string_view::npos || colon == 0 || colon > 9 ||
         !absl::SimpleAtoi(rest.substr(0, colon), &n) ||
-        !absl::ascii_isdigit(static_cast<unsigned char>(rest[0])) ||
-        n > rest.size() - colon - 1) {
+        !absl::ascii_isdigit(static_cast<unsigned char>(rest[0])) || n > rest.size() - colon - 1) {
       return BadPageToken();
     }
     parts.emplace_back(rest.substr(colon + 1, n));
@@ -167,9 +166,8 @@ void RlqsAdminServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* /*burst*/)
 grpc::Status RlqsAdminServiceImpl::Handle(const grpc::ServerContext& context,
                                           const v1::GetRlqsAssignmentsRequest* request,
                                           v1::GetRlqsAssignmentsResponse* response) {
-  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "GetRlqsAssignments",
-                                           "ratelimit.v1.RlqsAdminService/GetRlqsAssignments",
-                                           context);
+  Telemetry::Rpc rpc = telemetry_.StartRpc(
+      kService, "GetRlqsAssignments", "ratelimit.v1.RlqsAdminService/GetRlqsAssignments", context);
   std::optional<absl::string_view> authorization;
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {

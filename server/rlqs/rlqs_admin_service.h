@@ -59,8 +59,7 @@ void RlqsAssignmentsToProto(const RlqsService::AssignmentsView& view,
 // Thread safety: thread-safe. Ownership: none; `rlqs` (null when the server runs without
 // --rlqs), `admin` and `telemetry` must outlive the service.
 class RlqsAdminServiceImpl final
-    : public v1::RlqsAdminService::WithRawMethod_GetRlqsAssignments<
-          v1::RlqsAdminService::Service>,
+    : public v1::RlqsAdminService::WithRawMethod_GetRlqsAssignments<v1::RlqsAdminService::Service>,
       public ServingLoop::Handler {
  public:
   static constexpr int kGetRlqsAssignmentsMethod = 0;

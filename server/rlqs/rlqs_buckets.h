@@ -108,7 +108,7 @@ struct RlqsSubscriberView {
 // What the admin view shows of one bucket.
 struct RlqsBucketView {
   RlqsBucketKey key;
-  RlqsRule rule;  // of its last division
+  RlqsRule rule;                  // of its last division
   std::optional<FairShare> part;  // fleet mode: this replica's part of the global rate
   std::vector<RlqsSubscriberView> subscribers;  // by stream id
 };
@@ -140,8 +140,8 @@ class RlqsBuckets {
   // Fleet mode: this replica's part of the bucket's global rate (nullopt: none; its subscribers
   // keep what they hold until it expires). The bucket is divided again within it; the pushes go
   // to `out`. A bucket that is gone is ignored.
-  void SetPart(absl::string_view domain, const RlqsBucketKey& bucket,
-               std::optional<FairShare> part, int64_t now_us, std::vector<RlqsPush>& out);
+  void SetPart(absl::string_view domain, const RlqsBucketKey& bucket, std::optional<FairShare> part,
+               int64_t now_us, std::vector<RlqsPush>& out);
 
   // Fleet mode: whether a bucket without a part was subscribed since the last call (the fleet
   // should sync it now); clears the flag.

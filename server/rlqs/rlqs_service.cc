@@ -374,11 +374,10 @@ RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* context) {
       refused = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
     } else if (held >= options_.max_streams_per_connection) {
       ++stats_.refused_streams;
-      refused = grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("this connection (", peer, ") holds ", held,
-                       " RLQS streams, the most one connection may have "
-                       "(--rlqs_max_streams_per_connection)"));
+      refused = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             absl::StrCat("this connection (", peer, ") holds ", held,
+                                          " RLQS streams, the most one connection may have "
+                                          "(--rlqs_max_streams_per_connection)"));
     }
     if (held == 0 && refused) streams_per_peer_.erase(peer);
     const uint64_t id = refused ? 0 : next_stream_++;

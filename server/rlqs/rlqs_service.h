@@ -4,8 +4,8 @@
 // envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: Envoy's rate
 // limit quota filter reports the usage of its buckets on a long-lived stream; this service
 // answers with the assignments RlqsBuckets (rlqs_buckets.h) decides. The handler is thin: it
-// checks and converts each message (ParseRlqsReports, rlqs_convert.h), hands it to the buckets and writes the
-// pushes that come out to the streams they are for.
+// checks and converts each message (ParseRlqsReports, rlqs_convert.h), hands it to the buckets and
+// writes the pushes that come out to the streams they are for.
 //
 // A stream: `domain` from its first message (required there; a later message may repeat it or
 // leave it empty). A malformed message ends the stream with INVALID_ARGUMENT naming the field
@@ -93,15 +93,15 @@ class RlqsService final
   void Shutdown();
 
   struct Stats {
-    uint64_t streams = 0;          // open now
-    uint64_t messages = 0;         // usage messages accepted since start
-    uint64_t actions_sent = 0;     // bucket actions whose write completed
-    uint64_t actions_waiting = 0;  // queued or being written now
-    uint64_t writes_in_flight = 0;  // responses being written now (at most one per stream)
-    uint64_t refused_streams = 0;   // ended at once: past --rlqs_max_streams_per_connection
-    uint64_t fleet_syncs = 0;      // buckets synced with the board
-    uint64_t fleet_errors = 0;     // of which the board failed
-    uint64_t fleet_decisions = 0;  // decisions this replica wrote
+    uint64_t streams = 0;                   // open now
+    uint64_t messages = 0;                  // usage messages accepted since start
+    uint64_t actions_sent = 0;              // bucket actions whose write completed
+    uint64_t actions_waiting = 0;           // queued or being written now
+    uint64_t writes_in_flight = 0;          // responses being written now (at most one per stream)
+    uint64_t refused_streams = 0;           // ended at once: past --rlqs_max_streams_per_connection
+    uint64_t fleet_syncs = 0;               // buckets synced with the board
+    uint64_t fleet_errors = 0;              // of which the board failed
+    uint64_t fleet_decisions = 0;           // decisions this replica wrote
     uint64_t buckets_waiting_for_part = 0;  // limited buckets with no part yet (with a board)
   };
   Stats stats() const;

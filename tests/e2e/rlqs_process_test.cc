@@ -34,8 +34,8 @@ quota_buckets:
        fair_share: {newcomer_reserve: 0}}
 )");
   WriteFileAtomically(dir.File("token"), "t0ken-for-tests\n");
-  std::filesystem::permissions(dir.File("token"), std::filesystem::perms::owner_read |
-                                                      std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      dir.File("token"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   auto server = ServerProcess::Start(
       {"--data_dir=" + dir.File("data"), "--envoy_config_dir=" + dir.File("envoy"), "--rlqs",
        "--admin_token_file=" + dir.File("token")},

@@ -90,13 +90,14 @@ TEST(FormatRlqsAssignmentsTest, OneLinePerBucketAndPerStream) {
   denied->set_stream_id(8);
   denied->set_action(v1::RLQS_DENY_ALL);
   r.set_next_page_token("abc");
-  EXPECT_EQ(FormatRlqsAssignments(r),
-            "route=r,tenant=a  rule per_tenant: token bucket 100/s burst 50; this replica's part 40/s "
-            "burst 20\n"
-            "  stream 7  ipv4:10.0.0.7:51234  demand 30/s  assigned 30/s burst 15 (30 per 1s, "
-            "max 15)  ttl 15s  sent 2026-11-21T10:00:01.000Z\n"
-            "  stream 8    demand unknown  deny all  ttl 0s\n"
-            "more: --page_token=abc\n");
+  EXPECT_EQ(
+      FormatRlqsAssignments(r),
+      "route=r,tenant=a  rule per_tenant: token bucket 100/s burst 50; this replica's part 40/s "
+      "burst 20\n"
+      "  stream 7  ipv4:10.0.0.7:51234  demand 30/s  assigned 30/s burst 15 (30 per 1s, "
+      "max 15)  ttl 15s  sent 2026-11-21T10:00:01.000Z\n"
+      "  stream 8    demand unknown  deny all  ttl 0s\n"
+      "more: --page_token=abc\n");
   EXPECT_EQ(FormatRlqsAssignments(v1::GetRlqsAssignmentsResponse()),
             "no stream reports this bucket\n");
 }

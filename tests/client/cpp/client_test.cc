@@ -124,11 +124,9 @@ TEST_F(ClientTest, AServerThatIsDownIsUnavailable) {
 TEST_F(ClientTest, GetRlqsAssignmentsSendsTheAdminToken) {
   v1::GetRlqsAssignmentsRequest request;
   request.set_domain("edge");
-  EXPECT_EQ(Connect(ClientOptions{absl::Seconds(10), "tok"})
-                ->GetRlqsAssignments(request)
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      Connect(ClientOptions{absl::Seconds(10), "tok"})->GetRlqsAssignments(request).status().code(),
+      absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Connect()->GetRlqsAssignments(request).status().code(),
             absl::StatusCode::kUnauthenticated);
 }

@@ -107,8 +107,8 @@ quota_buckets:
                           const std::string& token, v1::GetRlqsAssignmentsResponse* response) {
     grpc::ClientContext context;
     if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
-    return v1::RlqsAdminService::NewStub(Channel(s))->GetRlqsAssignments(&context, request,
-                                                                          response);
+    return v1::RlqsAdminService::NewStub(Channel(s))
+        ->GetRlqsAssignments(&context, request, response);
   }
 
   TempDir dir_;

@@ -16,8 +16,8 @@
 namespace ratelimit {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Eventually;
+using ::testing::HasSubstr;
 using testing::RlqsTestServer;
 using testing::Usage;
 namespace rlqs_v3 = envoy::service::rate_limit_quota::v3;
@@ -245,9 +245,8 @@ TEST(RlqsServiceTest, AClientThatNeverReadsHoldsAtMostOneActionPerBucket) {
 std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> OwnConnection(const RlqsTestServer& server) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return rlqs_v3::RateLimitQuotaService::NewStub(
-      grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(server.port()),
-                                grpc::InsecureChannelCredentials(), args));
+  return rlqs_v3::RateLimitQuotaService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials(), args));
 }
 
 TEST(RlqsServiceTest, StreamsPastTheConnectionBoundAreRefused) {
@@ -332,9 +331,8 @@ TEST(RlqsServiceTest, AClientThatNeverReadsWhileReportingStaysBounded) {
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  Client c(rlqs_v3::RateLimitQuotaService::NewStub(
-      grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(server.port()),
-                                grpc::InsecureChannelCredentials(), args)));
+  Client c(rlqs_v3::RateLimitQuotaService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials(), args)));
   constexpr int kBuckets = 200;
   constexpr int kRounds = 30;
   // Long bucket values: the pushes soon fill the client's flow-control window.
