@@ -181,6 +181,9 @@ ABSL_FLAG(absl::Duration, rlqs_idle_abandon, absl::Minutes(5),
 ABSL_FLAG(int, rlqs_max_buckets_per_stream, 10000,
           "RLQS: the most buckets one stream may report; past it the stream ends with "
           "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, rlqs_max_streams_per_connection, 16,
+          "RLQS: the most streams one client connection may hold at once; one more ends at "
+          "once with RESOURCE_EXHAUSTED");
 // The Envoy configuration from an xDS management server (server/envoy/xds).
 ABSL_FLAG(std::string, envoy_xds_server, "",
           "serve Envoy's RLS v3 API with the configuration of this xDS management server "
@@ -378,6 +381,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   rlqs.reporting_interval = absl::GetFlag(FLAGS_rlqs_reporting_interval);
   rlqs.idle_abandon = absl::GetFlag(FLAGS_rlqs_idle_abandon);
   rlqs.max_buckets_per_stream = absl::GetFlag(FLAGS_rlqs_max_buckets_per_stream);
+  rlqs.max_streams_per_connection = absl::GetFlag(FLAGS_rlqs_max_streams_per_connection);
 
   if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
   return options;

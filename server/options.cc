@@ -143,6 +143,9 @@ absl::Status ValidateRlqs(const RlqsServerOptions& o, const LimitsOptions& limit
   if (o.max_buckets_per_stream < 1) {
     return Invalid("--rlqs_max_buckets_per_stream", "must be at least 1");
   }
+  if (o.max_streams_per_connection < 1) {
+    return Invalid("--rlqs_max_streams_per_connection", "must be at least 1");
+  }
   return absl::OkStatus();
 }
 

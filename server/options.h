@@ -174,6 +174,8 @@ struct RlqsServerOptions {
   absl::Duration idle_abandon = absl::Minutes(5);
   // The most buckets one stream may report. Default 10000; >= 1.
   int max_buckets_per_stream = 10000;
+  // The most streams one client connection may hold at once. Default 16; >= 1.
+  int max_streams_per_connection = 16;
 };
 
 struct ServerOptions {

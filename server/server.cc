@@ -313,6 +313,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         absl::ToInt64Seconds(options.rlqs.reporting_interval);
     rlqs.buckets.idle_abandon = options.rlqs.idle_abandon;
     rlqs.buckets.max_buckets_per_stream = static_cast<size_t>(options.rlqs.max_buckets_per_stream);
+    rlqs.max_streams_per_connection = static_cast<size_t>(options.rlqs.max_streams_per_connection);
+    rlqs.tracer = s->tracer_.get();
     // Replicas sharing a store (Redis) share each bucket's global rate through its board; this
     // replica's name on it is new with each start, so a restarted replica is a newcomer.
     rlqs.board = s->store_->replica_board();
@@ -326,6 +328,13 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     RegisterRlqsMetrics(s->metrics_registry_, *s->rlqs_service_);
     builder.RegisterService(s->rlqs_service_.get());
   }
+  // The administrative view of the RLQS assignments, registered with or without --rlqs (it then
+  // answers FAILED_PRECONDITION).
+  s->rlqs_admin_service_ =
+      std::make_unique<RlqsAdminServiceImpl>(s->rlqs_service_.get(), *s->admin_, *s->telemetry_);
+  builder.RegisterService(s->rlqs_admin_service_.get());
+  s->serving_loop_->AddUnary(*s->rlqs_admin_service_,
+                             {RlqsAdminServiceImpl::kGetRlqsAssignmentsMethod}, kColdCallsReady);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

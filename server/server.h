@@ -25,6 +25,7 @@
 #include "server/observability/telemetry.h"
 #include "server/observability/tracer.h"
 #include "server/options.h"
+#include "server/rlqs/rlqs_admin_service.h"
 #include "server/rlqs/rlqs_service.h"
 #include "server/serving/decision_scheduler.h"
 #include "server/serving/serving_loop.h"
@@ -124,6 +125,7 @@ class RateLimitServer {
   std::unique_ptr<EnvoyRateLimitServiceImpl> envoy_service_;  // null when the API is off
   std::unique_ptr<RlqsService> rlqs_service_;                 // null unless rlqs.enabled
   std::unique_ptr<PeriodicTask> rlqs_ticker_;                 // its divisions
+  std::unique_ptr<RlqsAdminServiceImpl> rlqs_admin_service_;  // FAILED_PRECONDITION without it
   // Declared before the gRPC server: its queues are shut down after the server's, and destroyed
   // after it.
   std::unique_ptr<ServingLoop> serving_loop_;

@@ -6,12 +6,14 @@
 //   ratelimit settle  --receipt=BASE64[,BASE64...] --used=1234
 //   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
 //   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
+//   ratelimit rlqs assignments --domain=edge --bucket=tenant=a[,route=b]  (needs the admin token)
 //
-// Exit status: 0 allowed (or reset done, or --help), 2 denied, 1 error. With --json, standard
-// output carries one JSON document whatever happens: the reply, or on an error
+// Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With
+// --json, standard output carries one JSON document whatever happens: the reply, or on an error
 // {"error":{"code":"NOT_FOUND","message":"..."}}.
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,7 +65,16 @@ ABSL_FLAG(std::vector<std::string>, receipt, {},
           "settle: the receipt(s) printed by consume or reserve (base64), comma-separated");
 ABSL_FLAG(double, used, -1, "settle: tokens actually used (0 cancels); required");
 ABSL_FLAG(std::string, admin_token_file, "",
-          "reset: file with the admin token (else $RATELIMIT_ADMIN_TOKEN)");
+          "reset, rlqs assignments: file with the admin token (else $RATELIMIT_ADMIN_TOKEN)");
+ABSL_FLAG(std::string, domain, "", "rlqs assignments: the RLQS domain (required)");
+ABSL_FLAG(std::vector<std::string>, bucket, {},
+          "rlqs assignments: the bucket's BucketId as comma-separated key=value pairs (e.g. "
+          "tenant=a,route=b); none: every bucket of --domain, a page at a time");
+ABSL_FLAG(int, page_size, 0,
+          "rlqs assignments without --bucket: the most buckets shown (0: the server's 100; at "
+          "most 1000)");
+ABSL_FLAG(std::string, page_token, "",
+          "rlqs assignments without --bucket: the page to show, as the previous page printed it");
 ABSL_FLAG(std::string, kind, "", "inline config: token_bucket or fixed_window");
 ABSL_FLAG(double, rate, 0, "inline config: tokens per period");
 ABSL_FLAG(std::string, period, "", "inline config: period, e.g. 1s, 1m, 1h");
@@ -99,7 +110,8 @@ absl::StatusOr<std::string> AdminToken() {
 int Usage() {
   return Error(
       std::string("usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
-                  "ratelimit settle --receipt=BASE64 --used=N or ratelimit health; see --help"));
+                  "ratelimit settle --receipt=BASE64 --used=N, ratelimit rlqs assignments "
+                  "--domain=D [--bucket=k=v,...] or ratelimit health; see --help"));
 }
 
 }  // namespace
@@ -108,6 +120,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ratelimit consume|check|reserve|reset --name=NAME --key=KEY [--count=N] [--json]\n"
       "ratelimit settle --receipt=BASE64 --used=N [--json]\n"
+      "ratelimit rlqs assignments --domain=D [--bucket=k=v[,k=v]] [--json]: the live RLQS "
+      "assignments (admin)\n"
       "ratelimit health: exit status 0 when the server is SERVING (grpc.health.v1), 1 otherwise");
   // --help lists the flags of this file (absl's default looks for a file named after the binary).
   absl::FlagsUsageConfig usage;
@@ -118,15 +132,18 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() != 2) return Usage();
-  const std::string command = positional[1];
+  // `rlqs assignments` is the one command of two words.
+  const bool rlqs = positional.size() == 3 && std::string(positional[1]) == "rlqs" &&
+                    std::string(positional[2]) == "assignments";
+  if (positional.size() != 2 && !rlqs) return Usage();
+  const std::string command = rlqs ? "rlqs assignments" : positional[1];
   const bool json = absl::GetFlag(FLAGS_json);
 
   ratelimit::ClientOptions options;
   absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));
   if (!timeout.ok()) return Error(timeout.status());
   options.timeout = *timeout;
-  if (command == "reset") {
+  if (command == "reset" || rlqs) {
     absl::StatusOr<std::string> token = AdminToken();
     if (!token.ok()) return Error(token.status());
     options.admin_token = *token;
@@ -155,6 +172,30 @@ int main(int argc, char** argv) {
     std::cout << (json ? "{\"status\":\"SERVING\"}" : "SERVING") << "\n";
     return 0;
   }
+  if (rlqs) {
+    ratelimit::v1::GetRlqsAssignmentsRequest request;
+    request.set_domain(absl::GetFlag(FLAGS_domain));
+    if (request.domain().empty()) return Error("rlqs assignments: --domain is required");
+    absl::StatusOr<std::map<std::string, std::string>> pairs =
+        ratelimit::ParseBucketPairs(absl::GetFlag(FLAGS_bucket));
+    if (!pairs.ok()) return Error(pairs.status());
+    request.mutable_bucket()->insert(pairs->begin(), pairs->end());
+    if (absl::GetFlag(FLAGS_page_size) < 0) return Error("--page_size: must be 0 or more");
+    request.set_page_size(static_cast<uint32_t>(absl::GetFlag(FLAGS_page_size)));
+    request.set_page_token(absl::GetFlag(FLAGS_page_token));
+    absl::StatusOr<ratelimit::v1::GetRlqsAssignmentsResponse> response =
+        client->GetRlqsAssignments(request);
+    if (!response.ok()) return call_error(response.status());
+    if (json) {
+      absl::StatusOr<std::string> out = ratelimit::FormatJson(*response);
+      if (!out.ok()) return Error(out.status());
+      std::cout << *out << "\n";
+    } else {
+      std::cout << ratelimit::FormatRlqsAssignments(*response);
+    }
+    return 0;
+  }
+
   const std::string name = absl::GetFlag(FLAGS_name);
   const std::string key = absl::GetFlag(FLAGS_key);
 

@@ -26,6 +26,23 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
   return d;
 }
 
+absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(
+    const std::vector<std::string>& items) {
+  std::map<std::string, std::string> pairs;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--bucket: \"", item, "\" is not key=value (e.g. --bucket=tenant=a,route=b)"));
+    }
+    if (!pairs.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--bucket: the key \"", item.substr(0, eq), "\" is given twice"));
+    }
+  }
+  return pairs;
+}
+
 absl::Status WithTransportHint(const absl::Status& error, bool tls) {
   if (error.code() != absl::StatusCode::kUnavailable) return error;
   const absl::string_view m = error.message();

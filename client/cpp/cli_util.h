@@ -3,6 +3,10 @@
 
 // What the `ratelimit` command-line tool does with its input and its errors, apart from main.
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -18,6 +22,12 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text);
 // a TLS port (gRPC says only "Socket closed") or a TLS call to a plaintext port (the handshake
 // fails). `tls`: whether the call was made with TLS. Other errors are returned unchanged.
 absl::Status WithTransportHint(const absl::Status& error, bool tls);
+
+// --bucket of `rlqs assignments`: an RLQS BucketId as key=value items (the flag's commas split
+// them; a value may contain '='). INVALID_ARGUMENT naming the flag for an item without '=', an
+// empty key or a key given twice.
+absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(
+    const std::vector<std::string>& items);
 
 }  // namespace ratelimit
 

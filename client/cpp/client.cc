@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<RateLimitClient>> RateLimitClient::ConnectTls(
 RateLimitClient::RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
     : stub_(v1::RateLimitService::NewStub(channel)),
       health_stub_(grpc::health::v1::Health::NewStub(channel)),
+      rlqs_admin_stub_(v1::RlqsAdminService::NewStub(channel)),
       options_(std::move(options)) {}
 
 void RateLimitClient::Prepare(grpc::ClientContext* context) const {
@@ -135,6 +136,21 @@ absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& requ
   v1::ResetResponse response;
   if (absl::Status s = FromGrpc(stub_->Reset(&context, request, &response)); !s.ok()) return s;
   return response.deleted();
+}
+
+absl::StatusOr<v1::GetRlqsAssignmentsResponse> RateLimitClient::GetRlqsAssignments(
+    const v1::GetRlqsAssignmentsRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  if (!options_.admin_token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options_.admin_token);
+  }
+  v1::GetRlqsAssignmentsResponse response;
+  if (absl::Status s = FromGrpc(rlqs_admin_stub_->GetRlqsAssignments(&context, request, &response));
+      !s.ok()) {
+    return s;
+  }
+  return response;
 }
 
 absl::StatusOr<v1::SettleResponse> RateLimitClient::Settle(const v1::SettleRequest& request) {

@@ -84,6 +84,12 @@ class RateLimitClient {
   // cancelled at once (Settle with used = 0) and DEADLINE_EXCEEDED is returned; if the
   // cancellation itself fails, its error is returned instead.
   using SleepUntil = std::function<void(absl::Time)>;
+  // The live RLQS assignments of a bucket or a domain (administrative, like Reset: sends
+  // admin_token; see GetRlqsAssignmentsRequest). FAILED_PRECONDITION from a server without
+  // --rlqs.
+  absl::StatusOr<v1::GetRlqsAssignmentsResponse> GetRlqsAssignments(
+      const v1::GetRlqsAssignmentsRequest& request);
+
   absl::StatusOr<v1::RateLimitResponse> ReserveAndWait(
       const v1::RateLimitRequest& request, const SleepUntil& sleep_until = nullptr,
       absl::Time give_up_at = absl::InfiniteFuture());
@@ -94,6 +100,7 @@ class RateLimitClient {
 
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
+  std::unique_ptr<v1::RlqsAdminService::Stub> rlqs_admin_stub_;
   const ClientOptions options_;
 };
 

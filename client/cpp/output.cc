@@ -1,5 +1,8 @@
 #include "client/cpp/output.h"
 
+#include <map>
+#include <string>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -68,6 +71,57 @@ std::string FormatSettleResponse(const v1::SettleResponse& response) {
       absl::StrAppend(&out, ", debt paid in ", When(r.paid_after(), at));
     }
     out.push_back('\n');
+  }
+  return out;
+}
+
+std::string FormatRlqsAssignments(const v1::GetRlqsAssignmentsResponse& response) {
+  auto time = [](const google::protobuf::Timestamp& t) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
+                            absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos()),
+                            absl::UTCTimeZone());
+  };
+  auto action = [](v1::RlqsAction a) {
+    return a == v1::RLQS_DENY_ALL ? "deny all" : a == v1::RLQS_ALLOW_ALL ? "allow all" : "";
+  };
+  std::string out;
+  if (response.buckets().empty()) out = "no stream reports this bucket\n";
+  for (const v1::RlqsBucketAssignments& b : response.buckets()) {
+    const std::map<std::string, std::string> pairs(b.bucket().begin(), b.bucket().end());
+    std::string id;
+    for (const auto& [k, v] : pairs) absl::StrAppend(&id, id.empty() ? "" : ",", k, "=", v);
+    const v1::RlqsRule& rule = b.rule();
+    absl::StrAppend(&out, id, "  rule ", rule.name(), ": ");
+    if (rule.action() == v1::RLQS_TOKEN_BUCKET) {
+      absl::StrAppend(&out, "token bucket ", absl::StrFormat("%g", rule.rate_per_second()),
+                      "/s burst ", absl::StrFormat("%g", rule.burst()));
+    } else {
+      absl::StrAppend(&out, action(rule.action()));
+    }
+    if (rule.shadow()) absl::StrAppend(&out, " (shadow: allow all)");
+    if (b.has_replica_part()) {
+      absl::StrAppend(&out, "; this replica's part ",
+                      absl::StrFormat("%g", b.replica_part().rate_per_second()), "/s burst ",
+                      absl::StrFormat("%g", b.replica_part().burst()));
+    }
+    out.push_back('\n');
+    for (const v1::RlqsSubscriber& s : b.subscribers()) {
+      absl::StrAppend(&out, "  stream ", s.stream_id(), "  ", s.peer(), "  demand ",
+                      s.demand_known() ? absl::StrFormat("%g/s", s.demand()) : "unknown", "  ");
+      if (s.action() == v1::RLQS_TOKEN_BUCKET) {
+        absl::StrAppend(&out, "assigned ", absl::StrFormat("%g", s.assigned_rate()), "/s burst ",
+                        absl::StrFormat("%g", s.assigned_burst()), " (", s.tokens_per_fill(),
+                        " per ", s.fill_interval().seconds(), "s, max ", s.max_tokens(), ")");
+      } else {
+        absl::StrAppend(&out, action(s.action()));
+      }
+      absl::StrAppend(&out, "  ttl ", s.time_to_live().seconds(), "s");
+      if (s.has_sent_at()) absl::StrAppend(&out, "  sent ", time(s.sent_at()));
+      out.push_back('\n');
+    }
+  }
+  if (!response.next_page_token().empty()) {
+    absl::StrAppend(&out, "more: --page_token=", response.next_page_token(), "\n");
   }
   return out;
 }

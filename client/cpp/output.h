@@ -21,6 +21,14 @@ std::string FormatResponse(const v1::RateLimitResponse& response, absl::Time now
 //     llm/org-7  returned=1200 charged=0 uncharged=0 value=8200
 std::string FormatSettleResponse(const v1::SettleResponse& response);
 
+// Human-readable rendering of the live RLQS assignments, a bucket (its pairs in key order) and
+// its rule, then one line per subscribed stream:
+//   tenant=a  rule per_tenant: token bucket 100/s burst 50
+//     stream 7  ipv4:10.0.0.7:51234  demand 30/s  assigned 30/s burst 15 (30 per 1s, max 15)
+//       ttl 15s  sent 2026-11-21T10:00:01.000Z
+// and, when there is a next page, how to ask for it.
+std::string FormatRlqsAssignments(const v1::GetRlqsAssignmentsResponse& response);
+
 // A reply as one line of JSON (proto field names, default values included; bytes such as
 // receipts in base64). INVALID_ARGUMENT
 // with the converter's reason when the reply cannot be written as JSON (e.g. a Timestamp out of

@@ -255,4 +255,38 @@ std::map<std::string, RlqsRuleStats> RlqsBuckets::Stats() const {
   return out;
 }
 
+namespace {
+
+RlqsBucketView ToView(const RlqsBucketKey& key, const RlqsRule& rule,
+                      const std::optional<FairShare>& part, const auto& subscribers) {
+  RlqsBucketView v{key, rule, part, {}};
+  for (const auto& [stream, s] : subscribers) {
+    v.subscribers.push_back(RlqsSubscriberView{stream, s.demand.demand(), s.held, s.sent,
+                                               s.has_sent, s.sent_at_us, s.last_report_us});
+  }
+  return v;
+}
+
+}  // namespace
+
+std::optional<RlqsBucketView> RlqsBuckets::View(absl::string_view domain,
+                                                const RlqsBucketKey& key) const {
+  auto it = buckets_.find(BucketId(std::string(domain), key));
+  if (it == buckets_.end()) return std::nullopt;
+  return ToView(it->second.key, it->second.rule, it->second.part, it->second.subscribers);
+}
+
+std::vector<RlqsBucketView> RlqsBuckets::ViewDomain(absl::string_view domain,
+                                                    const RlqsBucketKey* after,
+                                                    size_t limit) const {
+  std::vector<RlqsBucketView> out;
+  const BucketId from(std::string(domain), after ? *after : RlqsBucketKey());
+  auto it = after ? buckets_.upper_bound(from) : buckets_.lower_bound(from);
+  for (; it != buckets_.end() && it->first.first == domain && out.size() < limit; ++it) {
+    const Bucket& b = it->second;
+    out.push_back(ToView(b.key, b.rule, b.part, b.subscribers));
+  }
+  return out;
+}
+
 }  // namespace ratelimit

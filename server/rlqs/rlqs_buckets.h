@@ -94,6 +94,25 @@ struct RlqsRuleStats {
   uint64_t over_assignments = 0;  // divisions whose held rates summed over the global rate
 };
 
+// What the admin view shows of one subscriber of a bucket (RlqsBuckets::View).
+struct RlqsSubscriberView {
+  uint64_t stream = 0;
+  std::optional<double> demand;  // requests per second; nullopt before a whole-second report
+  FairShare held;                // the share its assignment was made from
+  RlqsAssignment sent;           // the assignment last sent (has_sent)
+  bool has_sent = false;
+  int64_t sent_at_us = 0;
+  int64_t last_report_us = 0;
+};
+
+// What the admin view shows of one bucket.
+struct RlqsBucketView {
+  RlqsBucketKey key;
+  RlqsRule rule;                  // of its last division
+  std::optional<FairShare> part;  // fleet mode: this replica's part of the global rate
+  std::vector<RlqsSubscriberView> subscribers;  // by stream id
+};
+
 // Not thread-safe: the owner serializes calls (RlqsService holds a mutex around it).
 class RlqsBuckets {
  public:
@@ -132,6 +151,12 @@ class RlqsBuckets {
   size_t BucketsOf(uint64_t stream) const;
   size_t bucket_count() const { return buckets_.size(); }
   std::map<std::string, RlqsRuleStats> Stats() const;
+  // The bucket `key` of `domain`; nullopt when no stream is subscribed to it.
+  std::optional<RlqsBucketView> View(absl::string_view domain, const RlqsBucketKey& key) const;
+  // Up to `limit` buckets of `domain` in key order, from the first whose key is after `after`
+  // (from the first when null).
+  std::vector<RlqsBucketView> ViewDomain(absl::string_view domain, const RlqsBucketKey* after,
+                                         size_t limit) const;
 
  private:
   struct Subscriber {

@@ -1,16 +1,43 @@
 #include "server/rlqs/rlqs_service.h"
 
 #include <algorithm>
-#include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/observability/trace_context.h"
 
 namespace ratelimit {
 
 namespace rlqs = envoy::service::rate_limit_quota::v3;
 
 namespace {
+
+constexpr char kServiceName[] = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
+constexpr char kStreamSpan[] =
+    "envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas";
+
+std::optional<std::string> Metadata(const grpc::CallbackServerContext& context, const char* key) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(key);
+  if (it == md.end()) return std::nullopt;
+  return std::string(it->second.data(), it->second.size());
+}
+
+// The stream's SERVER span (a no-op one without a tracer), joining the caller's trace.
+Span StartStreamSpan(Tracer* tracer, const grpc::CallbackServerContext& context) {
+  if (tracer == nullptr) return Span();
+  Span span = tracer->StartServerSpan(
+      kStreamSpan,
+      ParseTraceContext(Metadata(context, "traceparent"), Metadata(context, "tracestate")));
+  if (span.recording()) {
+    span.SetAttribute("rpc.system", "grpc");
+    span.SetAttribute("rpc.service", kServiceName);
+    span.SetAttribute("rpc.method", "StreamRateLimitQuotas");
+    span.SetAttribute("net.peer.name", context.peer());
+  }
+  return span;
+}
 
 RlqsBucketsOptions WithFleet(RlqsBucketsOptions options, bool fleet) {
   options.fleet = fleet;
@@ -19,91 +46,32 @@ RlqsBucketsOptions WithFleet(RlqsBucketsOptions options, bool fleet) {
 
 }  // namespace
 
-absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageReports& message,
-                                             absl::string_view domain) {
-  RlqsReports out;
-  if (domain.empty()) {
-    if (message.domain().empty()) {
-      return absl::InvalidArgumentError("domain: required in the first message of a stream");
-    }
-    out.domain = message.domain();
-  } else {
-    if (!message.domain().empty() && message.domain() != domain) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "domain: \"", message.domain(), "\" differs from the stream's \"", domain, "\""));
-    }
-    out.domain = std::string(domain);
-  }
-  if (message.bucket_quota_usages().empty()) {
-    return absl::InvalidArgumentError("bucket_quota_usages: at least one usage");
-  }
-  out.usages.reserve(message.bucket_quota_usages_size());
-  for (int i = 0; i < message.bucket_quota_usages_size(); ++i) {
-    const auto& u = message.bucket_quota_usages(i);
-    const std::string field = absl::StrCat("bucket_quota_usages[", i, "]");
-    if (u.bucket_id().bucket().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: at least one pair"));
-    }
-    if (!u.has_time_elapsed()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".time_elapsed: required"));
-    }
-    const google::protobuf::Duration& d = u.time_elapsed();
-    if (d.seconds() < 0 || d.nanos() < 0 || d.nanos() >= 1000000000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".time_elapsed: must be a duration of at least 0"));
-    }
-    if (u.num_requests_allowed() > std::numeric_limits<uint64_t>::max() - u.num_requests_denied()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".num_requests_denied: allowed + denied overflows 64 bits"));
-    }
-    RlqsUsage usage;
-    for (const auto& [k, v] : u.bucket_id().bucket()) usage.bucket.emplace_back(k, v);
-    std::sort(usage.bucket.begin(), usage.bucket.end());
-    usage.allowed = u.num_requests_allowed();
-    usage.denied = u.num_requests_denied();
-    usage.elapsed_seconds = d.seconds();
-    out.usages.push_back(std::move(usage));
-  }
-  return out;
-}
-
-rlqs::RateLimitQuotaResponse::BucketAction ToBucketAction(const RlqsBucketKey& bucket,
-                                                          const RlqsAssignment& assignment) {
-  rlqs::RateLimitQuotaResponse::BucketAction action;
-  auto& pairs = *action.mutable_bucket_id()->mutable_bucket();
-  for (const auto& [k, v] : bucket) pairs[k] = v;
-  if (assignment.kind == RlqsAssignment::Kind::kAbandon) {
-    action.mutable_abandon_action();
-    return action;
-  }
-  auto* q = action.mutable_quota_assignment_action();
-  q->mutable_assignment_time_to_live()->set_seconds(assignment.ttl_seconds);
-  envoy::type::v3::RateLimitStrategy* strategy = q->mutable_rate_limit_strategy();
-  switch (assignment.kind) {
-    case RlqsAssignment::Kind::kDenyAll:
-      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::DENY_ALL);
-      break;
-    case RlqsAssignment::Kind::kTokenBucket: {
-      envoy::type::v3::TokenBucket* tb = strategy->mutable_token_bucket();
-      tb->set_max_tokens(assignment.token_bucket.max_tokens);
-      tb->mutable_tokens_per_fill()->set_value(assignment.token_bucket.tokens_per_fill);
-      tb->mutable_fill_interval()->set_seconds(assignment.token_bucket.fill_interval_seconds);
-      break;
-    }
-    default:
-      strategy->set_blanket_rule(envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
-      break;
-  }
-  return action;
-}
-
-// One stream. Every field but the messages is guarded by the service's mutex. gRPC operations
-// are started outside it: a write only by the thread that set writing_, Finish only by the one
-// that set finished_, so the reactor (deleted in OnDone, after Finish) is alive for both.
+// One stream. Every field but the messages and spans is guarded by the service's mutex. gRPC
+// operations are started outside it: a write only by the thread that set writing_, Finish only
+// by the one that set finished_, so the reactor (deleted in OnDone, after Finish) is alive for
+// both. The stream's span is changed only at its start and in OnDone; its children are started
+// (a read of it) by the reading thread and the writer.
 class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Response> {
  public:
   // A stream whose first read is yet to start (Start): read_starts_ is 1 until it has.
-  Stream(RlqsService* service, uint64_t id) : service_(service), id_(id), read_starts_(1) {}
+  Stream(RlqsService* service, uint64_t id, std::string peer, Span span)
+      : service_(service),
+        id_(id),
+        peer_(std::move(peer)),
+        span_(std::move(span)),
+        read_starts_(1) {}
+
+  const std::string& peer() const { return peer_; }
+
+  // Ends a stream that is refused before its first read.
+  void Refuse(grpc::Status status) {
+    {
+      absl::MutexLock lock(&service_->mu_);
+      RequestFinishLocked(std::move(status), /*drain=*/false);
+      finished_ = true;
+    }
+    Finish(status_);
+  }
 
   // Starts the first read. Outside the service's lock.
   void Start() {
@@ -151,6 +119,8 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
         pending_.erase(it);
       }
       writing_ = true;
+      write_span_ = span_.StartChild("ratelimit.rlqs/push");
+      write_span_.SetAttribute("ratelimit.rlqs.actions", int64_t{out_.bucket_action_size()});
       return Next::kWrite;
     }
     if (finish_requested_ && read_starts_ == 0) {
@@ -168,6 +138,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
   size_t WaitingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) {
     return pending_.size() + (writing_ ? static_cast<size_t>(out_.bucket_action_size()) : 0);
   }
+  bool WritingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_->mu_) { return writing_; }
 
   void OnReadDone(bool ok) override {
     std::vector<std::pair<Stream*, Next>> run;
@@ -178,11 +149,20 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       RequestFinishLocked(grpc::Status::OK, /*drain=*/false);
       service_->AddRun(run, this, NextLocked());
     } else {
+      Span report = span_.StartChild("ratelimit.rlqs/report");
+      report.SetAttribute("ratelimit.rlqs.buckets", int64_t{in_.bucket_quota_usages_size()});
       absl::StatusOr<RlqsReports> reports = ParseRlqsReports(in_, domain_);
+      if (reports.ok() && domain_.empty()) {
+        Span open = span_.StartChild("ratelimit.rlqs/open");
+        open.SetAttribute("ratelimit.rlqs.domain", reports->domain);
+        open.SetAttribute("ratelimit.rlqs.stream_id", static_cast<int64_t>(id_));
+        open.End();
+      }
       absl::MutexLock lock(&service_->mu_);
       if (finish_requested_) {
         // Ending (shutdown, cancellation): a report read meanwhile changes nothing.
       } else if (!reports.ok()) {
+        report.SetError(reports.status().message());
         RequestFinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                          std::string(reports.status().message())),
                             /*drain=*/false);
@@ -195,6 +175,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
           absl::Status st = service_->buckets_.Report(id_, domain_, u.bucket, u.allowed, u.denied,
                                                       u.elapsed_seconds, now, pushes);
           if (!st.ok()) {
+            report.SetError(st.message());
             RequestFinishLocked(
                 grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(st.message())),
                 /*drain=*/false);
@@ -207,6 +188,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       read_again = !finish_requested_;
       if (read_again) ++read_starts_;
       service_->AddRun(run, this, NextLocked());
+      report.End();
     }
     for (auto& [s, next] : run) s->Run(next);
     if (wake_joiner) service_->WakeJoiner();
@@ -226,6 +208,8 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
     {
       absl::MutexLock lock(&service_->mu_);
       writing_ = false;
+      if (!ok) write_span_.SetError("write failed");
+      write_span_.End();
       if (ok) {
         service_->stats_.actions_sent += out_.bucket_action_size();
       } else {
@@ -252,21 +236,34 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       absl::MutexLock lock(&service_->mu_);
       if (service_->streams_.erase(id_) > 0) {
         --service_->stats_.streams;
+        auto peer = service_->streams_per_peer_.find(peer_);
+        if (peer != service_->streams_per_peer_.end() && --peer->second == 0) {
+          service_->streams_per_peer_.erase(peer);
+        }
         std::vector<RlqsPush> pushes;
         service_->buckets_.RemoveStream(id_, service_->clock_.NowMicros(), pushes);
         service_->DeliverLocked(pushes, run);
       }
     }
     for (auto& [s, next] : run) s->Run(next);
+    if (span_.recording()) {
+      if (!domain_.empty()) span_.SetAttribute("ratelimit.rlqs.domain", domain_);
+      span_.SetAttribute("rpc.grpc.status_code", int64_t{status_.error_code()});
+      if (!status_.ok()) span_.SetError(status_.error_message());
+      span_.End();
+    }
     delete this;
   }
 
  private:
   RlqsService* const service_;
   const uint64_t id_;
+  const std::string peer_;
+  Span span_;           // see the class comment
   std::string domain_;  // read thread only
   Reports in_;          // read thread only
   Response out_;        // the writer only
+  Span write_span_;     // the writer only
   std::map<RlqsBucketKey, RlqsAssignment> pending_ ABSL_GUARDED_BY(service_->mu_);
   bool writing_ ABSL_GUARDED_BY(service_->mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(service_->mu_) = false;
@@ -366,21 +363,34 @@ void RlqsService::SyncFleet(bool without_part_only) {
 }
 
 grpc::ServerBidiReactor<RlqsService::Reports, RlqsService::Response>*
-RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* /*context*/) {
+RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* context) {
+  std::string peer = context->peer();
+  Span span = StartStreamSpan(options_.tracer, *context);
   Stream* stream = nullptr;
-  bool refused = false;
+  std::optional<grpc::Status> refused;
   {
     absl::MutexLock lock(&mu_);
-    refused = shut_down_;
+    size_t& held = streams_per_peer_[peer];
+    if (shut_down_) {
+      refused = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+    } else if (held >= options_.max_streams_per_connection) {
+      ++stats_.refused_streams;
+      refused = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             absl::StrCat("this connection (", peer, ") holds ", held,
+                                          " RLQS streams, the most one connection may have "
+                                          "(--rlqs_max_streams_per_connection)"));
+    }
+    if (held == 0 && refused) streams_per_peer_.erase(peer);
     const uint64_t id = refused ? 0 : next_stream_++;
-    stream = new Stream(this, id);  // deletes itself in OnDone
+    if (!refused) ++held;
+    stream = new Stream(this, id, std::move(peer), std::move(span));  // deletes itself in OnDone
     if (!refused) {
       streams_[id] = stream;
       ++stats_.streams;
     }
   }
   if (refused) {
-    stream->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    stream->Refuse(*std::move(refused));
   } else {
     stream->Start();
   }
@@ -445,9 +455,11 @@ RlqsService::Stats RlqsService::stats() const {
   Stats st = stats_;
   if (options_.board != nullptr) st.buckets_waiting_for_part = buckets_.LimitedBuckets(true).size();
   st.actions_waiting = 0;
+  st.writes_in_flight = 0;
   for (const auto& [id, s] : streams_) {
     s->AssertServiceLockHeld();
     st.actions_waiting += s->WaitingLocked();
+    if (s->WritingLocked()) ++st.writes_in_flight;
   }
   return st;
 }
@@ -455,6 +467,28 @@ RlqsService::Stats RlqsService::stats() const {
 std::map<std::string, RlqsRuleStats> RlqsService::RuleStats() const {
   absl::MutexLock lock(&mu_);
   return buckets_.Stats();
+}
+
+RlqsService::AssignmentsView RlqsService::Assignments(absl::string_view domain,
+                                                      const RlqsBucketKey* bucket,
+                                                      const RlqsBucketKey* after,
+                                                      size_t limit) const {
+  AssignmentsView out;
+  absl::MutexLock lock(&mu_);
+  if (bucket != nullptr) {
+    if (std::optional<RlqsBucketView> v = buckets_.View(domain, *bucket)) {
+      out.buckets.push_back(*std::move(v));
+    }
+  } else {
+    out.buckets = buckets_.ViewDomain(domain, after, limit);
+  }
+  for (const RlqsBucketView& b : out.buckets) {
+    for (const RlqsSubscriberView& s : b.subscribers) {
+      auto it = streams_.find(s.stream);
+      if (it != streams_.end()) out.peers[s.stream] = it->second->peer();
+    }
+  }
+  return out;
 }
 
 void RegisterRlqsMetrics(MetricsRegistry& registry, const RlqsService& service) {

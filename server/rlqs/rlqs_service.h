@@ -4,14 +4,22 @@
 // envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas: Envoy's rate
 // limit quota filter reports the usage of its buckets on a long-lived stream; this service
 // answers with the assignments RlqsBuckets (rlqs_buckets.h) decides. The handler is thin: it
-// checks and converts each message (ParseRlqsReports), hands it to the buckets and writes the
-// pushes that come out to the streams they are for.
+// checks and converts each message (ParseRlqsReports, rlqs_convert.h), hands it to the buckets and
+// writes the pushes that come out to the streams they are for.
 //
 // A stream: `domain` from its first message (required there; a later message may repeat it or
 // leave it empty). A malformed message ends the stream with INVALID_ARGUMENT naming the field
 // and changes nothing; a report past --rlqs_max_buckets_per_stream ends it with
-// RESOURCE_EXHAUSTED. When the client half-closes or cancels, the stream ends and its buckets are
-// divided again among their other subscribers.
+// RESOURCE_EXHAUSTED. A connection (the stream's peer) may hold at most
+// --rlqs_max_streams_per_connection streams: one more ends at once with RESOURCE_EXHAUSTED. When
+// the client half-closes or cancels, the stream ends and its buckets are divided again among
+// their other subscribers.
+//
+// Traces (with a tracer): each stream is a SERVER span named after the method, joining the
+// caller's `traceparent`, ended with the stream's status; its events are INTERNAL children, each
+// ended at once: ratelimit.rlqs/open (the domain, at the first message), ratelimit.rlqs/report
+// (each message read: its bucket count, and its error when refused) and ratelimit.rlqs/push
+// (each response written: its actions, from the start of the write to its end).
 //
 // Flow control: one write in flight per stream; the actions waiting for it are kept one per
 // bucket (a newer action for a bucket replaces the older), so what waits for a client that does
@@ -33,40 +41,24 @@
 #include "absl/synchronization/mutex.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "server/observability/metrics.h"
+#include "server/observability/tracer.h"
 #include "server/rlqs/rlqs_buckets.h"
+#include "server/rlqs/rlqs_convert.h"
 #include "server/rlqs/rlqs_replicas.h"
 #include "storage/clock.h"
 #include "storage/replica_board.h"
 
 namespace ratelimit {
 
-// One usage of a checked message.
-struct RlqsUsage {
-  RlqsBucketKey bucket;
-  uint64_t allowed = 0;
-  uint64_t denied = 0;
-  int64_t elapsed_seconds = 0;  // whole seconds, truncated
-};
-
-// Checks one message of a stream and converts it. `domain` is the stream's ("" before its
-// first message); the result's domain is the stream's afterwards. INVALID_ARGUMENT naming the
-// field (domain, bucket_quota_usages[i].bucket_id, ...time_elapsed) when malformed.
-struct RlqsReports {
-  std::string domain;
-  std::vector<RlqsUsage> usages;
-};
-absl::StatusOr<RlqsReports> ParseRlqsReports(
-    const envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports& message,
-    absl::string_view domain);
-
-// An assignment as Envoy's BucketAction.
-envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse::BucketAction ToBucketAction(
-    const RlqsBucketKey& bucket, const RlqsAssignment& assignment);
-
 struct RlqsServiceOptions {
   RlqsBucketsOptions buckets;
   // The most actions one response carries. Default 1000.
   size_t max_actions_per_response = 1000;
+  // The most streams one connection (one peer address) may hold at once. Default 16; >= 1.
+  size_t max_streams_per_connection = 16;
+  // Traces each stream and its events (see the top of this file); null: no traces. Not owned;
+  // must outlive the service.
+  Tracer* tracer = nullptr;
   // Replicas sharing the buckets' budgets (rlqs_replicas.h): the board they share (null: this
   // replica divides every global rate alone) and this replica's name and reallocation interval.
   // Must outlive the service.
@@ -105,6 +97,8 @@ class RlqsService final
     uint64_t messages = 0;                  // usage messages accepted since start
     uint64_t actions_sent = 0;              // bucket actions whose write completed
     uint64_t actions_waiting = 0;           // queued or being written now
+    uint64_t writes_in_flight = 0;          // responses being written now (at most one per stream)
+    uint64_t refused_streams = 0;           // ended at once: past --rlqs_max_streams_per_connection
     uint64_t fleet_syncs = 0;               // buckets synced with the board
     uint64_t fleet_errors = 0;              // of which the board failed
     uint64_t fleet_decisions = 0;           // decisions this replica wrote
@@ -113,6 +107,17 @@ class RlqsService final
   };
   Stats stats() const;
   std::map<std::string, RlqsRuleStats> RuleStats() const;
+
+  // The live assignments, for the admin view (rlqs_admin_service.h): the bucket `*bucket` of
+  // `domain` (none when nobody reports it) when `bucket` is set, else up to `limit` buckets of
+  // `domain` in key order after `*after` (from the first when null); with the peers of the
+  // streams subscribed to them.
+  struct AssignmentsView {
+    std::vector<RlqsBucketView> buckets;
+    std::map<uint64_t, std::string> peers;  // by stream id
+  };
+  AssignmentsView Assignments(absl::string_view domain, const RlqsBucketKey* bucket,
+                              const RlqsBucketKey* after, size_t limit) const;
 
  private:
   class Stream;
@@ -148,6 +153,8 @@ class RlqsService final
   mutable absl::Mutex mu_;
   RlqsBuckets buckets_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  // Open streams per peer (connection).
+  std::map<std::string, size_t> streams_per_peer_ ABSL_GUARDED_BY(mu_);
   uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,7 @@
 // as JSON (client/cpp/cli_util.h, client/cpp/output.h).
 #include "client/cpp/cli_util.h"
 
+#include <map>
 #include <string>
 
 #include "client/cpp/output.h"
@@ -47,6 +48,58 @@ TEST(FormatJsonErrorTest, WritesCodeThenMessageAsValidJson) {
   const auto& e = parsed.fields().at("error").struct_value().fields();
   EXPECT_EQ(e.at("code").string_value(), "NOT_FOUND");
   EXPECT_EQ(e.at("message").string_value(), error.message());
+}
+
+TEST(ParseBucketPairsTest, TakesKeyValueItemsAndNamesTheFlag) {
+  absl::StatusOr<std::map<std::string, std::string>> pairs =
+      ParseBucketPairs({"tenant=a", "route=/x=y", "empty="});
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ(*pairs, (std::map<std::string, std::string>{
+                        {"tenant", "a"}, {"route", "/x=y"}, {"empty", ""}}));
+  EXPECT_TRUE(ParseBucketPairs({})->empty());
+  EXPECT_EQ(ParseBucketPairs({"tenant"}).status().message(),
+            "--bucket: \"tenant\" is not key=value (e.g. --bucket=tenant=a,route=b)");
+  EXPECT_EQ(ParseBucketPairs({"=a"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBucketPairs({"t=a", "t=b"}).status().message(),
+            "--bucket: the key \"t\" is given twice");
+}
+
+TEST(FormatRlqsAssignmentsTest, OneLinePerBucketAndPerStream) {
+  v1::GetRlqsAssignmentsResponse r;
+  v1::RlqsBucketAssignments* b = r.add_buckets();
+  (*b->mutable_bucket())["tenant"] = "a";
+  (*b->mutable_bucket())["route"] = "r";
+  b->mutable_rule()->set_name("per_tenant");
+  b->mutable_rule()->set_rate_per_second(100);
+  b->mutable_rule()->set_burst(50);
+  b->mutable_replica_part()->set_rate_per_second(40);
+  b->mutable_replica_part()->set_burst(20);
+  v1::RlqsSubscriber* s = b->add_subscribers();
+  s->set_stream_id(7);
+  s->set_peer("ipv4:10.0.0.7:51234");
+  s->set_demand_known(true);
+  s->set_demand(30);
+  s->set_assigned_rate(30);
+  s->set_assigned_burst(15);
+  s->set_tokens_per_fill(30);
+  s->mutable_fill_interval()->set_seconds(1);
+  s->set_max_tokens(15);
+  s->mutable_time_to_live()->set_seconds(15);
+  s->mutable_sent_at()->set_seconds(1795255201);
+  v1::RlqsSubscriber* denied = b->add_subscribers();
+  denied->set_stream_id(8);
+  denied->set_action(v1::RLQS_DENY_ALL);
+  r.set_next_page_token("abc");
+  EXPECT_EQ(
+      FormatRlqsAssignments(r),
+      "route=r,tenant=a  rule per_tenant: token bucket 100/s burst 50; this replica's part 40/s "
+      "burst 20\n"
+      "  stream 7  ipv4:10.0.0.7:51234  demand 30/s  assigned 30/s burst 15 (30 per 1s, "
+      "max 15)  ttl 15s  sent 2026-11-21T10:00:01.000Z\n"
+      "  stream 8    demand unknown  deny all  ttl 0s\n"
+      "more: --page_token=abc\n");
+  EXPECT_EQ(FormatRlqsAssignments(v1::GetRlqsAssignmentsResponse()),
+            "no stream reports this bucket\n");
 }
 
 }  // namespace

@@ -119,6 +119,18 @@ TEST_F(ClientTest, AServerThatIsDownIsUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
+// The RLQS admin view sends the admin token too: with it, this server (without --rlqs) says so;
+// without it, the call is refused before that.
+TEST_F(ClientTest, GetRlqsAssignmentsSendsTheAdminToken) {
+  v1::GetRlqsAssignmentsRequest request;
+  request.set_domain("edge");
+  EXPECT_EQ(
+      Connect(ClientOptions{absl::Seconds(10), "tok"})->GetRlqsAssignments(request).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Connect()->GetRlqsAssignments(request).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
 TEST_F(ClientTest, ResetSendsTheAdminToken) {
   auto client = Connect(ClientOptions{absl::Seconds(10), "tok"});
   ASSERT_OK(client->Consume(MakeRequest("api", "u1", 2)));

@@ -270,5 +270,62 @@ rules:
   EXPECT_EQ(t->Stats().at("edge/tenants").over_assignments, 0u);
 }
 
+// The admin view: a bucket's rule and each subscriber's demand and held assignment; a domain's
+// buckets a page at a time, in key order.
+TEST_F(RlqsBucketsTest, ViewShowsSubscribersAndPagesTheDomain) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 60, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 0, 0, 0, now_ + kSec, out).ok());
+  for (const char* tenant : {"c", "b"}) {
+    ASSERT_TRUE(t->Report(1, "edge", {{"tenant", tenant}}, 0, 0, 0, now_, out).ok());
+  }
+  ASSERT_TRUE(t->Report(1, "other", {{"tenant", "a"}}, 0, 0, 0, now_, out).ok());
+
+  std::optional<RlqsBucketView> a = t->View("edge", tenant_a_);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->rule.name, "tenants");
+  ASSERT_EQ(a->subscribers.size(), 2u);
+  const RlqsSubscriberView& first = a->subscribers[0];
+  EXPECT_EQ(first.stream, 1u);
+  EXPECT_EQ(first.demand, 60.0);
+  EXPECT_FALSE(a->subscribers[1].demand.has_value());  // no whole-second report yet
+  EXPECT_TRUE(first.has_sent);
+  EXPECT_EQ(first.sent_at_us, now_ + kSec);  // re-divided when stream 2 joined
+  EXPECT_EQ(first.last_report_us, now_);
+  EXPECT_EQ(first.sent.kind, Kind::kTokenBucket);
+  EXPECT_DOUBLE_EQ(first.held.rate + a->subscribers[1].held.rate, 100);
+  EXPECT_EQ(first.sent.token_bucket, ToWholeSecondTokenBucket(first.held));
+  EXPECT_FALSE(t->View("edge", {{"tenant", "zz"}}).has_value());
+
+  std::vector<RlqsBucketView> page = t->ViewDomain("edge", nullptr, 2);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].key, tenant_a_);
+  EXPECT_EQ(page[1].key, (RlqsBucketKey{{"tenant", "b"}}));
+  page = t->ViewDomain("edge", &page[1].key, 2);
+  ASSERT_EQ(page.size(), 1u);  // the other domain's bucket is not in it
+  EXPECT_EQ(page[0].key, (RlqsBucketKey{{"tenant", "c"}}));
+  EXPECT_TRUE(t->ViewDomain("edge", &page[0].key, 2).empty());
+  EXPECT_FALSE(t->View("edge", tenant_a_)->part.has_value());  // alone: no part
+}
+
+// With several replicas, the view shows this replica's part of the global rate.
+TEST_F(RlqsBucketsTest, ViewShowsTheReplicasPart) {
+  SetConfig(kLimit100);
+  RlqsBucketsOptions options;
+  options.fleet = true;
+  auto t = Make(options);
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  EXPECT_FALSE(t->View("edge", tenant_a_)->part.has_value());  // none given yet
+  t->SetPart("edge", tenant_a_, FairShare{40, 20}, now_, out);
+  std::optional<RlqsBucketView> v = t->View("edge", tenant_a_);
+  ASSERT_TRUE(v->part.has_value());
+  EXPECT_EQ(v->part->rate, 40);
+  EXPECT_EQ(v->part->burst, 20);
+  EXPECT_LE(v->subscribers[0].held.rate, 40);
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -206,6 +206,10 @@ TEST_F(RlqsServerTest, OptionsAreChecked) {
   o.rlqs.max_buckets_per_stream = 0;
   EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_max_buckets_per_stream"));
   o = Options();
+  o.rlqs.max_streams_per_connection = 0;
+  EXPECT_EQ(ValidateServerOptions(o).message(),
+            "--rlqs_max_streams_per_connection: must be at least 1");
+  o = Options();
   o.rlqs.reallocation_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_reallocation_interval"));
   o = Options();

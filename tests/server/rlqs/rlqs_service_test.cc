@@ -2,15 +2,21 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
+#include "grpc/grpc.h"
 #include "gtest/gtest.h"
+#include "opentelemetry/proto/trace/v1/trace.pb.h"
+#include "server/observability/tracer.h"
 #include "tests/server/rlqs/rlqs_test_server.h"
 
 namespace ratelimit {
 namespace {
 
+using testing::Eventually;
 using ::testing::HasSubstr;
 using testing::RlqsTestServer;
 using testing::Usage;
@@ -30,7 +36,8 @@ struct Client {
   grpc::ClientContext context;
   std::unique_ptr<Stream> stream;
 
-  explicit Client(RlqsTestServer& server) : stub(server.NewStub()) {
+  explicit Client(RlqsTestServer& server) : Client(server.NewStub()) {}
+  explicit Client(std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> s) : stub(std::move(s)) {
     stream = stub->StreamRateLimitQuotas(&context);
   }
   rlqs_v3::RateLimitQuotaResponse Read() {
@@ -45,65 +52,6 @@ struct Client {
     return stream->Finish();
   }
 };
-
-TEST(ParseRlqsReportsTest, NamesTheField) {
-  rlqs_v3::RateLimitQuotaUsageReports m = Usage("", {{"a", "b"}}, 1, 0, 1);
-  EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
-            "domain: required in the first message of a stream");
-  EXPECT_TRUE(ParseRlqsReports(m, "edge").ok());  // later messages may leave it empty
-  m.set_domain("other");
-  EXPECT_THAT(ParseRlqsReports(m, "edge").status().message(), HasSubstr("domain: \"other\""));
-  m = Usage("edge", {}, 1, 0, 1);
-  EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
-            "bucket_quota_usages[0].bucket_id: at least one pair");
-  m = Usage("edge", {{"a", "b"}}, 1, 0, 1);
-  m.mutable_bucket_quota_usages(0)->clear_time_elapsed();
-  EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
-            "bucket_quota_usages[0].time_elapsed: required");
-  m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_seconds(-1);
-  EXPECT_THAT(ParseRlqsReports(m, "").status().message(),
-              HasSubstr("bucket_quota_usages[0].time_elapsed: must be"));
-  m.clear_bucket_quota_usages();
-  EXPECT_EQ(ParseRlqsReports(m, "").status().message(), "bucket_quota_usages: at least one usage");
-}
-
-TEST(ParseRlqsReportsTest, SortsTheBucketAndTruncatesTime) {
-  rlqs_v3::RateLimitQuotaUsageReports m = Usage("edge", {{"z", "1"}, {"a", "2"}}, 3, 4, 2);
-  m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_nanos(900000000);
-  absl::StatusOr<RlqsReports> r = ParseRlqsReports(m, "");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->domain, "edge");
-  ASSERT_EQ(r->usages.size(), 1u);
-  EXPECT_EQ(r->usages[0].bucket, (RlqsBucketKey{{"a", "2"}, {"z", "1"}}));
-  EXPECT_EQ(r->usages[0].allowed, 3u);
-  EXPECT_EQ(r->usages[0].denied, 4u);
-  EXPECT_EQ(r->usages[0].elapsed_seconds, 2);
-}
-
-TEST(ToBucketActionTest, TokenBucketBlanketRulesAndAbandon) {
-  RlqsAssignment a;
-  a.kind = RlqsAssignment::Kind::kTokenBucket;
-  a.token_bucket = {20, 21, 2};
-  a.ttl_seconds = 15;
-  auto action = ToBucketAction({{"tenant", "a"}}, a);
-  EXPECT_EQ(action.bucket_id().bucket().at("tenant"), "a");
-  const auto& q = action.quota_assignment_action();
-  EXPECT_EQ(q.assignment_time_to_live().seconds(), 15);
-  EXPECT_EQ(q.rate_limit_strategy().token_bucket().max_tokens(), 20u);
-  EXPECT_EQ(q.rate_limit_strategy().token_bucket().tokens_per_fill().value(), 21u);
-  EXPECT_EQ(q.rate_limit_strategy().token_bucket().fill_interval().seconds(), 2);
-  a.kind = RlqsAssignment::Kind::kAllowAll;
-  action = ToBucketAction({{"tenant", "a"}}, a);
-  EXPECT_TRUE(action.quota_assignment_action().rate_limit_strategy().has_blanket_rule());
-  EXPECT_EQ(action.quota_assignment_action().rate_limit_strategy().blanket_rule(),
-            envoy::type::v3::RateLimitStrategy::ALLOW_ALL);
-  a.kind = RlqsAssignment::Kind::kDenyAll;
-  action = ToBucketAction({{"tenant", "a"}}, a);
-  EXPECT_EQ(action.quota_assignment_action().rate_limit_strategy().blanket_rule(),
-            envoy::type::v3::RateLimitStrategy::DENY_ALL);
-  a.kind = RlqsAssignment::Kind::kAbandon;
-  EXPECT_TRUE(ToBucketAction({{"tenant", "a"}}, a).has_abandon_action());
-}
 
 TEST(RlqsServiceTest, FirstReportIsAnsweredAtOnce) {
   RlqsTestServer server;
@@ -290,6 +238,223 @@ TEST(RlqsServiceTest, AClientThatNeverReadsHoldsAtMostOneActionPerBucket) {
         << "round " << round;
   }
   EXPECT_EQ(server.service().stats().streams, 1u);
+}
+
+// A channel with a connection of its own (channels to one address share their connection by
+// default).
+std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> OwnConnection(const RlqsTestServer& server) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return rlqs_v3::RateLimitQuotaService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials(), args));
+}
+
+TEST(RlqsServiceTest, StreamsPastTheConnectionBoundAreRefused) {
+  RlqsServiceOptions options;
+  options.max_streams_per_connection = 2;
+  RlqsTestServer server(options);
+  server.SetConfig(kConfig);
+  // One connection: its streams share the bound.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials(), args);
+  auto stub = [&] { return rlqs_v3::RateLimitQuotaService::NewStub(channel); };
+  auto first = std::make_unique<Client>(stub());
+  Client second(stub());
+  for (Client* c : {first.get(), &second}) {
+    ASSERT_TRUE(c->stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+    c->Read();
+  }
+  Client third(stub());
+  third.stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0));
+  grpc::Status refused = third.End();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("holds 2 RLQS streams"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("--rlqs_max_streams_per_connection"));
+  EXPECT_EQ(server.service().stats().refused_streams, 1u);
+  EXPECT_EQ(server.service().RuleStats().at("edge/tenants").subscribers, 2u);  // nothing changed
+  // Another connection has a bound of its own.
+  Client elsewhere(OwnConnection(server));
+  ASSERT_TRUE(elsewhere.stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+  EXPECT_EQ(elsewhere.Read().bucket_action_size(), 1);
+  // Closing a stream lets a new one in.
+  first->stream->WritesDone();
+  EXPECT_TRUE(first->End().ok());
+  first.reset();
+  ASSERT_TRUE(Eventually([&] { return server.service().stats().streams == 2; }));
+  Client fourth(stub());
+  ASSERT_TRUE(fourth.stream->Write(Usage("edge", {{"tenant", "b"}}, 0, 0, 0)));
+  rlqs_v3::RateLimitQuotaResponse r = fourth.Read();
+  ASSERT_EQ(r.bucket_action_size(), 1);
+  EXPECT_EQ(r.bucket_action(0).bucket_id().bucket().at("tenant"), "b");
+  EXPECT_EQ(server.service().stats().refused_streams, 1u);
+}
+
+// 100,000 buckets from one stream: those past the bound end the stream with RESOURCE_EXHAUSTED
+// naming the bound, and the stream's subscriptions go with it.
+TEST(RlqsServiceTest, HundredThousandBucketsAreRefusedPastTheBound) {
+  RlqsServiceOptions options;
+  options.buckets.max_buckets_per_stream = 1000;
+  RlqsTestServer server(options);
+  server.SetConfig(kConfig);
+  Client c(server);
+  rlqs_v3::RateLimitQuotaUsageReports m;
+  m.set_domain("edge");
+  for (int i = 0; i < 100000; ++i) {
+    auto* u = m.add_bucket_quota_usages();
+    (*u->mutable_bucket_id()->mutable_bucket())["tenant"] = std::to_string(i);
+    u->mutable_time_elapsed()->set_seconds(1);
+    u->set_num_requests_allowed(1);
+  }
+  ASSERT_LT(m.ByteSizeLong(), 4u << 20);  // within gRPC's default message size
+  ASSERT_TRUE(c.stream->Write(m));
+  grpc::Status s = c.End();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("subscribed to 1000 buckets, the most one stream may have "
+                        "(--rlqs_max_buckets_per_stream)"));
+  ASSERT_TRUE(Eventually([&] { return server.service().stats().streams == 0; }));
+  EXPECT_EQ(server.service().RuleStats().at("edge/tenants").subscribers, 0u);
+}
+
+// A client that never reads while its reports keep arriving, each subscribing a new bucket and
+// each followed by a division that moves every share: what waits for it is at most one action
+// per bucket, plus the one response in flight.
+TEST(RlqsServiceTest, AClientThatNeverReadsWhileReportingStaysBounded) {
+  RlqsServiceOptions options;
+  options.max_actions_per_response = 50;
+  RlqsTestServer server(options);
+  server.SetConfig(kConfig);
+  // A client window of 64 KiB that does not grow (gRPC grows it with its bandwidth probes).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  Client c(rlqs_v3::RateLimitQuotaService::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(server.port()), grpc::InsecureChannelCredentials(), args)));
+  constexpr int kBuckets = 200;
+  constexpr int kRounds = 30;
+  // Long bucket values: the pushes soon fill the client's flow-control window.
+  const std::string pad(200, 'x');
+  rlqs_v3::RateLimitQuotaUsageReports m;
+  m.set_domain("edge");
+  for (int i = 0; i < kBuckets; ++i) {
+    auto* u = m.add_bucket_quota_usages();
+    (*u->mutable_bucket_id()->mutable_bucket())["tenant"] = absl::StrCat(pad, i);
+    u->mutable_time_elapsed()->set_seconds(1);
+  }
+  for (int round = 1; round <= kRounds; ++round) {
+    auto* fresh = m.add_bucket_quota_usages();
+    (*fresh->mutable_bucket_id()->mutable_bucket())["tenant"] = absl::StrCat("new-", round);
+    fresh->mutable_time_elapsed()->set_seconds(1);
+    for (auto& u : *m.mutable_bucket_quota_usages()) u.set_num_requests_allowed(round);
+    ASSERT_TRUE(c.stream->Write(m));
+    ASSERT_TRUE(Eventually([&] { return server.service().stats().messages == uint64_t(round); }));
+    server.SetConfig(absl::StrCat(
+        "rules: [{match: {tenant: \"*\"}, requests_per_unit: ", 100 + round, ", unit: second}]"));
+    server.service().Tick();
+    const RlqsService::Stats st = server.service().stats();
+    ASSERT_LE(st.writes_in_flight, 1u) << "round " << round;
+    ASSERT_LE(st.actions_waiting, static_cast<uint64_t>(m.bucket_quota_usages_size() + 50))
+        << "round " << round;
+  }
+  // The client's window is full: a response is stuck in flight, the rest waits.
+  const RlqsService::Stats st = server.service().stats();
+  EXPECT_EQ(st.writes_in_flight, 1u);
+  EXPECT_GT(st.actions_waiting, 50u);
+  EXPECT_EQ(st.streams, 1u);
+}
+
+// Keeps the spans it receives, from any thread.
+class LockedSink final : public SpanSink {
+ public:
+  void Submit(std::string encoded) override {
+    opentelemetry::proto::trace::v1::Span span;
+    EXPECT_TRUE(span.ParseFromString(encoded));
+    absl::MutexLock lock(&mu_);
+    spans_.push_back(std::move(span));
+  }
+  std::vector<opentelemetry::proto::trace::v1::Span> Named(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    std::vector<opentelemetry::proto::trace::v1::Span> out;
+    for (const auto& s : spans_) {
+      if (s.name() == name) out.push_back(s);
+    }
+    return out;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<opentelemetry::proto::trace::v1::Span> spans_ ABSL_GUARDED_BY(mu_);
+};
+
+// The value of attribute `key` of `span` as text ("" when absent).
+std::string Attribute(const opentelemetry::proto::trace::v1::Span& span, const std::string& key) {
+  for (const auto& kv : span.attributes()) {
+    if (kv.key() != key) continue;
+    if (kv.value().has_string_value()) return kv.value().string_value();
+    if (kv.value().has_int_value()) return std::to_string(kv.value().int_value());
+  }
+  return "";
+}
+
+TEST(RlqsServiceTest, EveryStreamEventIsASpan) {
+  constexpr char kStream[] =
+      "envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas";
+  LockedSink sink;
+  Tracer tracer(TracerOptions{}, sink);
+  RlqsServiceOptions options;
+  options.tracer = &tracer;
+  RlqsTestServer server(options);
+  server.SetConfig(kConfig);
+  {
+    Client c(server);
+    rlqs_v3::RateLimitQuotaUsageReports m = Usage("edge", {{"tenant", "a"}}, 3, 0, 1);
+    *m.add_bucket_quota_usages() = Usage("edge", {{"tenant", "b"}}, 3, 0, 1).bucket_quota_usages(0);
+    ASSERT_TRUE(c.stream->Write(m));
+    int actions = 0;
+    while (actions < 2) actions += c.Read().bucket_action_size();
+    c.stream->WritesDone();
+    ASSERT_TRUE(c.End().ok());
+  }
+  ASSERT_TRUE(Eventually([&] { return sink.Named(kStream).size() == 1; }));
+  const auto stream = sink.Named(kStream)[0];
+  EXPECT_EQ(stream.kind(), opentelemetry::proto::trace::v1::Span::SPAN_KIND_SERVER);
+  EXPECT_EQ(Attribute(stream, "ratelimit.rlqs.domain"), "edge");
+  EXPECT_EQ(Attribute(stream, "rpc.grpc.status_code"), "0");
+  EXPECT_THAT(Attribute(stream, "net.peer.name"), HasSubstr("127.0.0.1"));
+  const auto open = sink.Named("ratelimit.rlqs/open");
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(Attribute(open[0], "ratelimit.rlqs.domain"), "edge");
+  const auto reports = sink.Named("ratelimit.rlqs/report");
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(Attribute(reports[0], "ratelimit.rlqs.buckets"), "2");
+  int pushed = 0;
+  for (const auto& push : sink.Named("ratelimit.rlqs/push")) {
+    pushed += std::stoi(Attribute(push, "ratelimit.rlqs.actions"));
+    EXPECT_EQ(push.parent_span_id(), stream.span_id());
+    EXPECT_EQ(push.trace_id(), stream.trace_id());
+  }
+  EXPECT_EQ(pushed, 2);
+  EXPECT_EQ(open[0].parent_span_id(), stream.span_id());
+  EXPECT_EQ(reports[0].parent_span_id(), stream.span_id());
+
+  // A refused report: its span and the stream's carry the error.
+  {
+    Client bad(server);
+    ASSERT_TRUE(bad.stream->Write(Usage("", {{"tenant", "a"}}, 0, 0, 0)));
+    EXPECT_EQ(bad.End().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  ASSERT_TRUE(Eventually([&] { return sink.Named(kStream).size() == 2; }));
+  const auto failed = sink.Named(kStream)[1];
+  EXPECT_EQ(Attribute(failed, "rpc.grpc.status_code"), "3");
+  EXPECT_EQ(failed.status().code(), opentelemetry::proto::trace::v1::Status::STATUS_CODE_ERROR);
+  EXPECT_EQ(failed.status().message(), "domain: required in the first message of a stream");
+  const auto failed_report = sink.Named("ratelimit.rlqs/report")[1];
+  EXPECT_EQ(failed_report.status().code(),
+            opentelemetry::proto::trace::v1::Status::STATUS_CODE_ERROR);
+  EXPECT_EQ(failed_report.parent_span_id(), failed.span_id());
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ class RlqsTestServer {
         "127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
   }
 
+  int port() const { return port_; }
   RlqsService& service() { return *service_; }
   FakeClock& clock() { return clock_; }
 

@@ -323,3 +323,96 @@ var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "ratelimit/v1/ratelimit.proto",
 }
+
+// RlqsAdminServiceClient is the client API for RlqsAdminService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type RlqsAdminServiceClient interface {
+	// The live assignments of one bucket of a domain, or of every bucket of a domain a page at a
+	// time (in BucketId order): each bucket's rule and, per subscribed stream, its peer, demand
+	// estimate and the assignment it holds. FAILED_PRECONDITION when the server runs without
+	// --rlqs; INVALID_ARGUMENT naming the field for bad input. A bucket nobody reports is absent
+	// (an empty answer, not NOT_FOUND).
+	GetRlqsAssignments(ctx context.Context, in *GetRlqsAssignmentsRequest, opts ...grpc.CallOption) (*GetRlqsAssignmentsResponse, error)
+}
+
+type rlqsAdminServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewRlqsAdminServiceClient(cc grpc.ClientConnInterface) RlqsAdminServiceClient {
+	return &rlqsAdminServiceClient{cc}
+}
+
+func (c *rlqsAdminServiceClient) GetRlqsAssignments(ctx context.Context, in *GetRlqsAssignmentsRequest, opts ...grpc.CallOption) (*GetRlqsAssignmentsResponse, error) {
+	out := new(GetRlqsAssignmentsResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.RlqsAdminService/GetRlqsAssignments", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RlqsAdminServiceServer is the server API for RlqsAdminService service.
+// All implementations must embed UnimplementedRlqsAdminServiceServer
+// for forward compatibility
+type RlqsAdminServiceServer interface {
+	// The live assignments of one bucket of a domain, or of every bucket of a domain a page at a
+	// time (in BucketId order): each bucket's rule and, per subscribed stream, its peer, demand
+	// estimate and the assignment it holds. FAILED_PRECONDITION when the server runs without
+	// --rlqs; INVALID_ARGUMENT naming the field for bad input. A bucket nobody reports is absent
+	// (an empty answer, not NOT_FOUND).
+	GetRlqsAssignments(context.Context, *GetRlqsAssignmentsRequest) (*GetRlqsAssignmentsResponse, error)
+	mustEmbedUnimplementedRlqsAdminServiceServer()
+}
+
+// UnimplementedRlqsAdminServiceServer must be embedded to have forward compatible implementations.
+type UnimplementedRlqsAdminServiceServer struct {
+}
+
+func (UnimplementedRlqsAdminServiceServer) GetRlqsAssignments(context.Context, *GetRlqsAssignmentsRequest) (*GetRlqsAssignmentsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetRlqsAssignments not implemented")
+}
+func (UnimplementedRlqsAdminServiceServer) mustEmbedUnimplementedRlqsAdminServiceServer() {}
+
+// UnsafeRlqsAdminServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to RlqsAdminServiceServer will
+// result in compilation errors.
+type UnsafeRlqsAdminServiceServer interface {
+	mustEmbedUnimplementedRlqsAdminServiceServer()
+}
+
+func RegisterRlqsAdminServiceServer(s *grpc.Server, srv RlqsAdminServiceServer) {
+	s.RegisterService(&_RlqsAdminService_serviceDesc, srv)
+}
+
+func _RlqsAdminService_GetRlqsAssignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRlqsAssignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RlqsAdminServiceServer).GetRlqsAssignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.RlqsAdminService/GetRlqsAssignments",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RlqsAdminServiceServer).GetRlqsAssignments(ctx, req.(*GetRlqsAssignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+var _RlqsAdminService_serviceDesc = grpc.ServiceDesc{
+	ServiceName: "ratelimit.v1.RlqsAdminService",
+	HandlerType: (*RlqsAdminServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetRlqsAssignments",
+			Handler:    _RlqsAdminService_GetRlqsAssignments_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "ratelimit/v1/ratelimit.proto",
+}

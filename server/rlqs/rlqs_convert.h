@@ -1,0 +1,44 @@
+#ifndef RATELIMIT_SERVER_RLQS_RLQS_CONVERT_H_
+#define RATELIMIT_SERVER_RLQS_RLQS_CONVERT_H_
+
+// The RLQS stream's messages to and from the buckets' terms (rlqs_buckets.h): a usage report
+// checked and converted, an assignment as Envoy's BucketAction. Pure functions; safe from any
+// thread.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
+#include "server/rlqs/rlqs_buckets.h"
+
+namespace ratelimit {
+
+// One usage of a checked message.
+struct RlqsUsage {
+  RlqsBucketKey bucket;
+  uint64_t allowed = 0;
+  uint64_t denied = 0;
+  int64_t elapsed_seconds = 0;  // whole seconds, truncated
+};
+
+// Checks one message of a stream and converts it. `domain` is the stream's ("" before its
+// first message); the result's domain is the stream's afterwards. INVALID_ARGUMENT naming the
+// field (domain, bucket_quota_usages[i].bucket_id, ...time_elapsed) when malformed.
+struct RlqsReports {
+  std::string domain;
+  std::vector<RlqsUsage> usages;
+};
+absl::StatusOr<RlqsReports> ParseRlqsReports(
+    const envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports& message,
+    absl::string_view domain);
+
+// An assignment as Envoy's BucketAction.
+envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse::BucketAction ToBucketAction(
+    const RlqsBucketKey& bucket, const RlqsAssignment& assignment);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_RLQS_RLQS_CONVERT_H_
