@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
@@ -161,6 +162,15 @@ quota_buckets:
   clock_.Advance(2 * 3600 * testing::kSecond);
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(streams[i]->Write(Usage("edge", {{"tenant", "a"}}, 500, 0, 1)));
+  }
+  // Each server has read its report before it ticks (else the tick finds the bucket idle for
+  // the two hours and abandons it).
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  for (int i = 0; i < 2; ++i) {
+    while (servers[i]->rlqs_service()->stats().messages < 2) {
+      ASSERT_LT(absl::Now(), deadline) << "server " << i << " did not read the report";
+      absl::SleepFor(absl::Milliseconds(1));
+    }
   }
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < 2; ++i) servers[i]->rlqs_service()->Tick();
