@@ -82,6 +82,7 @@ class SimulatedEnvoy {
     reader.join();
     const grpc::Status status = stream_->Finish();
     if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
       AddError(tally_, absl::StrCat("StreamRateLimitQuotas: ", status.error_code(), ": ",
                                     status.error_message()));
     }
