@@ -63,7 +63,7 @@ struct LimitConfig {
 
     friend bool operator==(const Adjustment&, const Adjustment&) = default;
   };
-  std::optional<Adjustment> adjustment;
+  std::optional<Adjustment> adjustment = std::nullopt;
 
   double EffectiveCapacity() const { return capacity.value_or(rate); }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "storage/limiter.h"
+
 namespace ratelimit {
 
 std::shared_ptr<const OverrideIndex> OverrideIndex::Build(std::vector<Override> overrides,
@@ -105,6 +107,16 @@ const Override* OverrideIndex::Adjust(absl::string_view name, absl::string_view 
   }
   config.adjustment = adjustment;
   return active;
+}
+
+void ApplyOverrides(const OverrideIndex& index, int64_t now_us, absl::Span<LimitRequest> limits) {
+  if (index.empty()) return;
+  for (LimitRequest& l : limits) {
+    if (l.source != LimitSource::kDefined) continue;
+    if (const Override* o = index.Adjust(l.name, l.key, now_us, l.config)) {
+      l.override_target = o->target.key;
+    }
+  }
 }
 
 }  // namespace ratelimit

@@ -8,10 +8,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "storage/limit_config.h"
 #include "storage/overrides/override.h"
 
 namespace ratelimit {
+
+struct LimitRequest;  // storage/limiter.h
 
 // Every override of a store at one version, indexed for the decision path: by limit name, an
 // exact-key map and the patterns in precedence order (MorePreciseThan). A decision reads it
@@ -21,6 +24,9 @@ namespace ratelimit {
 // Thread safety: immutable after Build; thread-safe.
 class OverrideIndex {
  public:
+  // The empty index (no override at version 0).
+  OverrideIndex() = default;
+
   // An index of `overrides` (at most one per target), read from a store at `version`. Only the
   // limits file's overrides are indexed (the other sources take none in this version).
   static std::shared_ptr<const OverrideIndex> Build(std::vector<Override> overrides,
@@ -48,12 +54,15 @@ class OverrideIndex {
     std::vector<const Override*> patterns;  // most precise first
   };
 
-  OverrideIndex() = default;
-
   std::vector<Override> all_;
   absl::flat_hash_map<std::string, PerLimit> by_name_;
   uint64_t version_ = 0;
 };
+
+// Adjusts every limit of `limits` that comes from the limits file by `index` at `now_us`
+// (OverrideIndex::Adjust), recording in LimitRequest::override_target the key or pattern of the
+// override that applies.
+void ApplyOverrides(const OverrideIndex& index, int64_t now_us, absl::Span<LimitRequest> limits);
 
 }  // namespace ratelimit
 

@@ -10,8 +10,8 @@ namespace ratelimit {
 // The OverrideStore of a RocksDbStateStore, in its "overrides" column family (layout:
 // storage/overrides/override_codec.h): the records, the audit entries and the version counter.
 // Each change is one WriteBatch (record, audit entry, the oldest entry past
-// kMaxOverrideAuditEntries deleted, version + 1), written with sync and the family flushed, so
-// that it is on disk before Modify returns and pins no WAL file. A store whose writes are
+// kMaxOverrideAuditEntries deleted, version + 1), written to the WAL with sync, so that it is on
+// disk before Modify returns. A store whose writes are
 // stopped by an earlier failure refuses changes with its UNAVAILABLE; reads go on.
 //
 // Ownership: made and owned by the RocksDbStateStore (RocksDbStateStore::overrides()).

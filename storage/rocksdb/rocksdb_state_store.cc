@@ -319,6 +319,10 @@ absl::Status RocksDbStateStore::CloseLocked() {
     if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); result.ok()) {
       result = s;
     }
+    if (absl::Status s = FromRocks(db_->Flush(flush, overrides_), "flush overrides");
+        result.ok()) {
+      result = s;
+    }
   } else {
     // After a write error the WAL and memtables are left alone (their writer failed): the
     // WAL holds every acknowledged write and is replayed by the next open.
