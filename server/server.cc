@@ -238,8 +238,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                                        options.store.failure_policy, *s->telemetry_,
                                                        options.limits.inline_limits, settle);
   if (OverrideStore* overrides = s->store_->overrides()) {
-    s->override_refresher_ = std::make_unique<OverrideRefresher>(*overrides, s->overrides_,
-                                                                 kOverrideRefreshInterval);
+    s->override_refresher_ =
+        std::make_unique<OverrideRefresher>(*overrides, s->overrides_, kOverrideRefreshInterval);
     if (absl::Status st = s->override_refresher_->Refresh(); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("reading the overrides: ", st.message()));
     }

@@ -209,7 +209,8 @@ int OverrideCommand(const std::string& sub, ratelimit::RateLimitClient& client,
     }
     return Print(*audit, text);
   }
-  return Error(std::string("usage: ratelimit override set|get|list|delete|audit [flags]; see --help"));
+  return Error(
+      std::string("usage: ratelimit override set|get|list|delete|audit [flags]; see --help"));
 }
 
 int Usage() {

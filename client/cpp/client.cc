@@ -153,31 +153,36 @@ absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& requ
   return response.deleted();
 }
 
-absl::StatusOr<v1::SetOverrideResponse> RateLimitClient::SetOverride(const v1::SetOverrideRequest& request) {
+absl::StatusOr<v1::SetOverrideResponse> RateLimitClient::SetOverride(
+    const v1::SetOverrideRequest& request) {
   grpc::ClientContext context;
   PrepareAdmin(&context);
   return Invoke(*override_stub_, &v1::OverrideService::Stub::SetOverride, context, request);
 }
 
-absl::StatusOr<v1::DeleteOverrideResponse> RateLimitClient::DeleteOverride(const v1::DeleteOverrideRequest& request) {
+absl::StatusOr<v1::DeleteOverrideResponse> RateLimitClient::DeleteOverride(
+    const v1::DeleteOverrideRequest& request) {
   grpc::ClientContext context;
   PrepareAdmin(&context);
   return Invoke(*override_stub_, &v1::OverrideService::Stub::DeleteOverride, context, request);
 }
 
-absl::StatusOr<v1::GetOverrideResponse> RateLimitClient::GetOverride(const v1::GetOverrideRequest& request) {
+absl::StatusOr<v1::GetOverrideResponse> RateLimitClient::GetOverride(
+    const v1::GetOverrideRequest& request) {
   grpc::ClientContext context;
   PrepareAdmin(&context);
   return Invoke(*override_stub_, &v1::OverrideService::Stub::GetOverride, context, request);
 }
 
-absl::StatusOr<v1::ListOverridesResponse> RateLimitClient::ListOverrides(const v1::ListOverridesRequest& request) {
+absl::StatusOr<v1::ListOverridesResponse> RateLimitClient::ListOverrides(
+    const v1::ListOverridesRequest& request) {
   grpc::ClientContext context;
   PrepareAdmin(&context);
   return Invoke(*override_stub_, &v1::OverrideService::Stub::ListOverrides, context, request);
 }
 
-absl::StatusOr<v1::ListOverrideAuditResponse> RateLimitClient::ListOverrideAudit(const v1::ListOverrideAuditRequest& request) {
+absl::StatusOr<v1::ListOverrideAuditResponse> RateLimitClient::ListOverrideAudit(
+    const v1::ListOverrideAuditRequest& request) {
   grpc::ClientContext context;
   PrepareAdmin(&context);
   return Invoke(*override_stub_, &v1::OverrideService::Stub::ListOverrideAudit, context, request);

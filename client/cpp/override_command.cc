@@ -32,9 +32,9 @@ std::string EffectText(const v1::Override& o) {
   const v1::OverrideLimit& l = o.limit();
   if (l.has_rate()) fields.push_back(absl::StrCat("rate=", l.rate()));
   if (l.has_period()) {
-    fields.push_back(absl::StrCat(
-        "period=", absl::FormatDuration(absl::Seconds(l.period().seconds()) +
-                                        absl::Nanoseconds(l.period().nanos()))));
+    fields.push_back(
+        absl::StrCat("period=", absl::FormatDuration(absl::Seconds(l.period().seconds()) +
+                                                     absl::Nanoseconds(l.period().nanos()))));
   }
   if (l.has_capacity()) fields.push_back(absl::StrCat("capacity=", l.capacity()));
   if (l.has_max_reserved()) fields.push_back(absl::StrCat("max_reserved=", l.max_reserved()));

@@ -24,12 +24,12 @@ namespace ratelimit {
 struct ServerMetrics {
   explicit ServerMetrics(MetricsRegistry& registry);
 
-  Family<Counter>& decisions;        // {limit, outcome}: allowed | denied | reserved | failed_open
+  Family<Counter>& decisions;  // {limit, outcome}: allowed | denied | reserved | failed_open
   Family<Counter>& override_decisions;  // {limit}: decisions a runtime override adjusted
-  Family<Counter>& rpcs;             // {method, code}
-  Family<Histogram>& rpc_seconds;    // {method}
-  Family<Histogram>& store_seconds;  // {}
-  Family<Counter>& config_reloads;   // {config, result}: result ok | failed
+  Family<Counter>& rpcs;                // {method, code}
+  Family<Histogram>& rpc_seconds;       // {method}
+  Family<Histogram>& store_seconds;     // {}
+  Family<Counter>& config_reloads;      // {config, result}: result ok | failed
   // {outcome}: returned (gave tokens back) | charged | unchanged | rejected
   Family<Counter>& settlements;
   Family<Counter>& replays;  // {method}: answers replayed for a retried request_id

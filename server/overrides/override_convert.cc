@@ -164,8 +164,7 @@ absl::StatusOr<Override> OverrideFromProto(const v1::SetOverrideRequest& request
   return o;
 }
 
-void OverrideToProto(const Override& o, const LimitSet& limits, int64_t now_us,
-                     v1::Override* out) {
+void OverrideToProto(const Override& o, const LimitSet& limits, int64_t now_us, v1::Override* out) {
   v1::OverrideTarget* t = out->mutable_target();
   t->set_source(v1::LIMITS_FILE);
   t->set_name(o.target.name);

@@ -40,7 +40,7 @@ class OverrideRefresher {
  private:
   OverrideStore& store_;
   OverrideRegistry& registry_;
-  absl::Mutex mu_;  // serializes Refresh
+  absl::Mutex mu_;                            // serializes Refresh
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // a first load happened (version 0 included)
   RepeatedLog failed_log_{LogLevel::kWarning, "override refresh failed; keeping the overrides"};
   PeriodicTask task_;

@@ -116,9 +116,8 @@ void OverrideServiceImpl::RefreshNow() {
 grpc::Status OverrideServiceImpl::Set(const grpc::ServerContext& context,
                                       const v1::SetOverrideRequest& request,
                                       v1::SetOverrideResponse* response) {
-  Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "SetOverride", "ratelimit.v1.OverrideService/SetOverride",
-                          context);
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "SetOverride",
+                                           "ratelimit.v1.OverrideService/SetOverride", context);
   absl::StatusOr<Caller> caller = Admit(context, rpc, "SetOverride");
   if (!caller.ok()) return FinishRpc(rpc, ToGrpcStatus(caller.status()));
   const std::shared_ptr<const LimitSet> limits = limits_.Current();
@@ -164,8 +163,8 @@ grpc::Status OverrideServiceImpl::Set(const grpc::ServerContext& context,
 grpc::Status OverrideServiceImpl::Delete(const grpc::ServerContext& context,
                                          const v1::DeleteOverrideRequest& request,
                                          v1::DeleteOverrideResponse* response) {
-  Telemetry::Rpc rpc = telemetry_.StartRpc(
-      kService, "DeleteOverride", "ratelimit.v1.OverrideService/DeleteOverride", context);
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "DeleteOverride",
+                                           "ratelimit.v1.OverrideService/DeleteOverride", context);
   absl::StatusOr<Caller> caller = Admit(context, rpc, "DeleteOverride");
   if (!caller.ok()) return FinishRpc(rpc, ToGrpcStatus(caller.status()));
   if (!request.has_target()) {
@@ -181,8 +180,7 @@ grpc::Status OverrideServiceImpl::Delete(const grpc::ServerContext& context,
       *target,
       [&](const std::optional<Override>& current) -> absl::StatusOr<OverrideStore::Change> {
         if (!current || current->deleted_at_us) {
-          return absl::NotFoundError(
-              absl::StrCat("target: no override of ", TargetName(*target)));
+          return absl::NotFoundError(absl::StrCat("target: no override of ", TargetName(*target)));
         }
         OverrideStore::Change change;
         change.record = *current;  // kept as a tombstone: its keys' change back is exact
@@ -256,9 +254,9 @@ grpc::Status OverrideServiceImpl::List(const grpc::ServerContext& context,
   if (!all.ok()) return FinishRpc(rpc, StoreError(all.status()));
   const std::shared_ptr<const LimitSet> limits = limits_.Current();
   const int64_t now = clock_.NowMicros();
-  const std::string prefix =
-      request.name().empty() ? std::string(kOverrideKeyPrefix)
-                             : OverrideNamePrefix(LimitSource::kDefined, request.name());
+  const std::string prefix = request.name().empty()
+                                 ? std::string(kOverrideKeyPrefix)
+                                 : OverrideNamePrefix(LimitSource::kDefined, request.name());
   const Override* last = nullptr;
   for (const Override& o : all->overrides) {  // in stored-key order
     if (o.deleted_at_us) continue;

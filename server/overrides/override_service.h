@@ -52,8 +52,7 @@ class OverrideServiceImpl final
 
   OverrideServiceImpl(DecisionScheduler& scheduler, const LimitRegistry& limits,
                       const AdminAuthenticator& admin, OverrideStore* store,
-                      OverrideRefresher* refresher, const Clock& clock,
-                      const Telemetry& telemetry)
+                      OverrideRefresher* refresher, const Clock& clock, const Telemetry& telemetry)
       : scheduler_(scheduler),
         limits_(limits),
         admin_(admin),

@@ -62,16 +62,16 @@ bool MorePreciseThan(absl::string_view a, absl::string_view b) {
 absl::Status ValidatePattern(absl::string_view pattern, absl::string_view field) {
   if (pattern.empty()) return InvalidField(field, "must not be empty");
   if (pattern.size() > kMaxKeyBytes) {
-    return InvalidField(field, absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ",
-                                            pattern.size()));
+    return InvalidField(
+        field, absl::StrCat("must be at most ", kMaxKeyBytes, " bytes, got ", pattern.size()));
   }
   const auto wildcards = std::count(pattern.begin(), pattern.end(), '*');
   if (wildcards == 0) {
     return InvalidField(field, "must contain a '*' (an exact key goes in `key`)");
   }
   if (wildcards > kMaxPatternWildcards) {
-    return InvalidField(field, absl::StrCat("at most ", kMaxPatternWildcards, " '*', got ",
-                                            wildcards));
+    return InvalidField(field,
+                        absl::StrCat("at most ", kMaxPatternWildcards, " '*', got ", wildcards));
   }
   return absl::OkStatus();
 }

@@ -54,9 +54,7 @@ const Override* OverrideIndex::Adjust(absl::string_view name, absl::string_view 
   if (it == by_name_.end()) return nullptr;
   const PerLimit& per = it->second;
   const LimitConfig base = config;
-  auto valid = [&base](const OverrideAction& action) {
-    return CheckAction(base, action, "").ok();
-  };
+  auto valid = [&base](const OverrideAction& action) { return CheckAction(base, action, "").ok(); };
   // The override in force, and the ends of those that ranked above it (they applied to the key
   // until they ended). Those ranking below it never applied while it was in force.
   const Override* active = nullptr;

@@ -82,17 +82,16 @@ absl::StatusOr<uint64_t> RocksDbOverrideStore::LastSequence() ABSL_NO_THREAD_SAF
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db_->NewIterator(rocksdb::ReadOptions(), store_.overrides_));
   it->SeekForPrev(EncodeAuditKey(~uint64_t{0}));
-  if (!it->Valid()) return it->status().ok() ? absl::StatusOr<uint64_t>(0)
-                                             : FromRocks(it->status(), "read audit");
+  if (!it->Valid())
+    return it->status().ok() ? absl::StatusOr<uint64_t>(0) : FromRocks(it->status(), "read audit");
   if (!it->key().starts_with(kAuditKeyPrefix)) return uint64_t{0};
   std::optional<OverrideAuditEntry> e = DecodeAuditEntry(View(it->value()));
   if (!e) return absl::DataLossError("malformed override audit entry");
   return e->sequence;
 }
 
-absl::StatusOr<OverrideAuditEntry> RocksDbOverrideStore::Modify(const OverrideTarget& target,
-                                                                ChangeFn change)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::StatusOr<OverrideAuditEntry> RocksDbOverrideStore::Modify(
+    const OverrideTarget& target, ChangeFn change) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   absl::MutexLock modify_lock(&modify_mu_);
   absl::StatusOr<std::optional<Override>> current = Get(target);
   if (!current.ok()) return current.status();
@@ -134,8 +133,7 @@ absl::StatusOr<std::vector<OverrideAuditEntry>> RocksDbOverrideStore::ListAudit(
   std::unique_ptr<rocksdb::Iterator> it(
       store_.db_->NewIterator(rocksdb::ReadOptions(), store_.overrides_));
   it->SeekForPrev(EncodeAuditKey(before == 0 ? ~uint64_t{0} : before - 1));
-  for (; it->Valid() && it->key().starts_with(kAuditKeyPrefix) && out.size() < limit;
-       it->Prev()) {
+  for (; it->Valid() && it->key().starts_with(kAuditKeyPrefix) && out.size() < limit; it->Prev()) {
     std::optional<OverrideAuditEntry> e = DecodeAuditEntry(View(it->value()));
     if (!e) return absl::DataLossError("malformed override audit entry");
     const Override* any = e->after ? &*e->after : e->before ? &*e->before : nullptr;

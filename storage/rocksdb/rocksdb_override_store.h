@@ -22,13 +22,11 @@ class RocksDbOverrideStore final : public OverrideStore {
   RocksDbOverrideStore(const RocksDbOverrideStore&) = delete;
   RocksDbOverrideStore& operator=(const RocksDbOverrideStore&) = delete;
 
-  absl::StatusOr<OverrideAuditEntry> Modify(const OverrideTarget& target,
-                                            ChangeFn change) override;
+  absl::StatusOr<OverrideAuditEntry> Modify(const OverrideTarget& target, ChangeFn change) override;
   absl::StatusOr<std::optional<Override>> Get(const OverrideTarget& target) override;
   absl::StatusOr<Snapshot> LoadAll() override;
   absl::StatusOr<uint64_t> Version() override;
-  absl::StatusOr<std::vector<OverrideAuditEntry>> ListAudit(uint64_t before,
-                                                            absl::string_view name,
+  absl::StatusOr<std::vector<OverrideAuditEntry>> ListAudit(uint64_t before, absl::string_view name,
                                                             size_t limit) override;
 
  private:

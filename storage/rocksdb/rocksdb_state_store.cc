@@ -319,8 +319,7 @@ absl::Status RocksDbStateStore::CloseLocked() {
     if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); result.ok()) {
       result = s;
     }
-    if (absl::Status s = FromRocks(db_->Flush(flush, overrides_), "flush overrides");
-        result.ok()) {
+    if (absl::Status s = FromRocks(db_->Flush(flush, overrides_), "flush overrides"); result.ok()) {
       result = s;
     }
   } else {

@@ -283,7 +283,8 @@ TEST_F(ProcessTest, CliOverrideSetGetListAuditDelete) {
   const std::string admin = " --admin_token_file=" + dir_.File("token");
   auto [code, out] = RunCli("override set " + t +
                             " --name=cli --key=vip --capacity=500 --expires_in=1h "
-                            "--reason=incident --actor=alice" + admin);
+                            "--reason=incident --actor=alice" +
+                            admin);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("set cli key vip: capacity=500 until "), std::string::npos) << out;
   EXPECT_NE(out.find(", by alice (token): incident"), std::string::npos) << out;

@@ -105,8 +105,8 @@ TEST(AlgebraOverrideTest, FixedWindowKeepsItsCountWhenRaisedAndWhenCut) {
   raised.adjustment->base_capacity = 100;
   const Decision r = Decide(raised, kId, take.next, 10, Mode::kConsume, window + 2 * kSecond);
   ASSERT_TRUE(r.allowed);
-  EXPECT_DOUBLE_EQ(r.value, 160);       // 200 - (30 + 10)
-  EXPECT_DOUBLE_EQ(r.next.value, 60);   // stored against the configured 100
+  EXPECT_DOUBLE_EQ(r.value, 160);      // 200 - (30 + 10)
+  EXPECT_DOUBLE_EQ(r.next.value, 60);  // stored against the configured 100
   // Back to the configured limit in the same window: 40 counted, 60 left.
   EXPECT_DOUBLE_EQ(Decide(base, kId, r.next, 1, Mode::kCheck, window + 3 * kSecond).value, 60);
 

@@ -32,8 +32,7 @@ class CountingOverrideStore final : public OverrideStore {
     return inner_.LoadAll();
   }
   absl::StatusOr<uint64_t> Version() override { return inner_.Version(); }
-  absl::StatusOr<std::vector<OverrideAuditEntry>> ListAudit(uint64_t before,
-                                                            absl::string_view name,
+  absl::StatusOr<std::vector<OverrideAuditEntry>> ListAudit(uint64_t before, absl::string_view name,
                                                             size_t limit) override {
     return inner_.ListAudit(before, name, limit);
   }

@@ -341,8 +341,7 @@ TEST_F(OverrideServiceTest, BadInputIsNamedAndChangesNothing) {
       {"override.limit.max_reserved", [&](auto& r) { limit(r)->set_max_reserved(-0.5); }},
       {"override.limit.period", [&](auto& r) { limit(r)->mutable_period()->set_seconds(0); }},
       {"override.limit.period", [&](auto& r) { limit(r)->mutable_period()->set_seconds(-1); }},
-      {"override.limit.period",
-       [&](auto& r) { limit(r)->mutable_period()->set_nanos(-5); }},
+      {"override.limit.period", [&](auto& r) { limit(r)->mutable_period()->set_nanos(-5); }},
       {"override.limit.period",
        [&](auto& r) { limit(r)->mutable_period()->set_seconds(int64_t{200} * 366 * 86400); }},
       {"override.limit.period",
@@ -358,7 +357,8 @@ TEST_F(OverrideServiceTest, BadInputIsNamedAndChangesNothing) {
        [](auto& r) {
          r.mutable_override()->mutable_expires_at()->set_seconds(int64_t{253402300799});
        }},
-      {"override.reason", [](auto& r) { r.mutable_override()->set_reason(std::string(1025, 'r')); }},
+      {"override.reason",
+       [](auto& r) { r.mutable_override()->set_reason(std::string(1025, 'r')); }},
       {"actor", [](auto& r) { r.set_actor(std::string(257, 'a')); }},
   };
   for (const BadSet& c : cases) {

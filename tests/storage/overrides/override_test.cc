@@ -34,8 +34,8 @@ TEST(PatternTest, PrecedenceIsFewestStarsThenLongestPrefixThenMostLiterals) {
   std::vector<std::string> patterns = {"*", "trial-*-*", "trial-*", "t*-eu", "trial-*-eu", "*-eu"};
   std::sort(patterns.begin(), patterns.end(),
             [](const std::string& a, const std::string& b) { return MorePreciseThan(a, b); });
-  EXPECT_EQ(patterns, (std::vector<std::string>{"trial-*-eu", "trial-*", "t*-eu", "*-eu", "*",
-                                                "trial-*-*"}))
+  EXPECT_EQ(patterns,
+            (std::vector<std::string>{"trial-*-eu", "trial-*", "t*-eu", "*-eu", "*", "trial-*-*"}))
       << "one star before two; among one star the longer literal prefix, then more literals";
   EXPECT_FALSE(MorePreciseThan("a*", "a*"));
   EXPECT_TRUE(MorePreciseThan("a*", "b*"));  // a tie broken byte-wise, so one always wins
@@ -43,9 +43,8 @@ TEST(PatternTest, PrecedenceIsFewestStarsThenLongestPrefixThenMostLiterals) {
 
 TEST(PatternTest, ValidatePatternNamesTheField) {
   EXPECT_OK(ValidatePattern("trial-*", "target.key_pattern"));
-  for (const std::string& bad :
-       {std::string(), std::string("no-star"), std::string("*********"),
-        std::string(kMaxKeyBytes, '*') + "x"}) {
+  for (const std::string& bad : {std::string(), std::string("no-star"), std::string("*********"),
+                                 std::string(kMaxKeyBytes, '*') + "x"}) {
     const absl::Status s = ValidatePattern(bad, "target.key_pattern");
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StartsWith(s.message(), "target.key_pattern: ")) << s;

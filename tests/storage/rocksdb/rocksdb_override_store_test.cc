@@ -20,25 +20,25 @@ OverrideTarget Target(absl::string_view name, absl::string_view key, bool patter
 // Sets (or, with `remove`, deletes as a tombstone) the override of `t` with capacity `capacity`.
 absl::StatusOr<OverrideAuditEntry> Change(OverrideStore& store, const OverrideTarget& t,
                                           double capacity, bool remove = false) {
-  return store.Modify(t, [&](const std::optional<Override>& current)
-                             -> absl::StatusOr<OverrideStore::Change> {
-    OverrideStore::Change c;
-    if (remove) {
-      if (!current) return absl::NotFoundError("none");
-      c.record = *current;
-      c.record.deleted_at_us = 5;
-      c.audit.action = "delete";
-      c.audit.before = current;
-      return c;
-    }
-    c.record.target = t;
-    c.record.action.capacity = capacity;
-    c.record.reason = "test";
-    c.audit.action = "set";
-    c.audit.before = current;
-    c.audit.after = c.record;
-    return c;
-  });
+  return store.Modify(
+      t, [&](const std::optional<Override>& current) -> absl::StatusOr<OverrideStore::Change> {
+        OverrideStore::Change c;
+        if (remove) {
+          if (!current) return absl::NotFoundError("none");
+          c.record = *current;
+          c.record.deleted_at_us = 5;
+          c.audit.action = "delete";
+          c.audit.before = current;
+          return c;
+        }
+        c.record.target = t;
+        c.record.action.capacity = capacity;
+        c.record.reason = "test";
+        c.audit.action = "set";
+        c.audit.before = current;
+        c.audit.after = c.record;
+        return c;
+      });
 }
 
 class RocksDbOverrideStoreTest : public ::testing::Test {
