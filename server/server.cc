@@ -24,6 +24,9 @@ namespace {
 constexpr char kServiceName[] = "ratelimit.v1.RateLimitService";
 constexpr char kEnvoyServiceName[] = "envoy.service.ratelimit.v3.RateLimitService";
 constexpr char kRlqsServiceName[] = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService";
+// How often a server reads the store's override version (docs/overrides.md: a replica applies a
+// change within about this long).
+constexpr absl::Duration kOverrideRefreshInterval = absl::Milliseconds(250);
 
 // A reload observer counting the outcomes of `config` ("limits", "envoy") in the metrics, then
 // reporting them to `hook` (ServerOptions::on_config_reload) when it is set.
@@ -144,6 +147,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   }
 
   std::unique_ptr<RateLimitServer> s(new RateLimitServer(options));
+  s->clock_ = &clock;
   s->health_.SetStarting();
 
   // Observability first: /healthz answers STARTING while the store opens.
@@ -233,6 +237,18 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->scheduler_, s->registry_, *s->admin_,
                                                        options.store.failure_policy, *s->telemetry_,
                                                        options.limits.inline_limits, settle);
+  if (OverrideStore* overrides = s->store_->overrides()) {
+    s->override_refresher_ =
+        std::make_unique<OverrideRefresher>(*overrides, s->overrides_, kOverrideRefreshInterval);
+    if (absl::Status st = s->override_refresher_->Refresh(); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("reading the overrides: ", st.message()));
+    }
+    s->service_->set_overrides(&s->overrides_, &clock);
+  }
+  s->override_service_ = std::make_unique<OverrideServiceImpl>(
+      *s->scheduler_, s->registry_, *s->admin_, s->store_->overrides(),
+      s->override_refresher_.get(), clock, *s->telemetry_);
+  s->RegisterOverrideMetrics();
 
   // Every service is served by the serving loop; gRPC's default health service (a callback one)
   // is replaced by ours there (health_service.h).
@@ -251,6 +267,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   builder.RegisterService(s->service_.get());
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::TrafficMethods(), kHotCallsReady);
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::AdminMethods(), kColdCallsReady);
+  builder.RegisterService(s->override_service_.get());
+  s->serving_loop_->AddUnary(*s->override_service_, OverrideServiceImpl::Methods(),
+                             kColdCallsReady);
   s->health_service_ = std::make_unique<LoopHealthService>();
   builder.RegisterService(s->health_service_.get());
   s->serving_loop_->AddUnary(*s->health_service_, {LoopHealthService::kCheckMethod},
@@ -371,6 +390,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->log_flusher_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [] { FlushRepeatedLogs(); });
   s->log_flusher_->Start();
   if (s->watcher_) s->watcher_->Start();
+  if (s->override_refresher_) s->override_refresher_->Start();
   if (s->receipt_watcher_) s->receipt_watcher_->Start();
   if (s->envoy_watcher_) s->envoy_watcher_->Start();
   if (s->envoy_xds_client_) s->envoy_xds_client_->Start();
@@ -426,6 +446,23 @@ void RateLimitServer::RegisterEnvoyMetrics() {
       "Envoy requests answered OK only because of --envoy_shadow_mode (the reference's "
       "global_shadow_mode).",
       [envoy] { return static_cast<double>(envoy->stats().global_shadow_mode()); });
+}
+
+void RateLimitServer::RegisterOverrideMetrics() {
+  const OverrideRegistry* overrides = &overrides_;
+  const Clock* clock = clock_;
+  metrics_registry_.AddCollector(
+      "ratelimit_overrides",
+      "Runtime overrides in force on this server (set, not expired, not deleted), by source.",
+      "gauge", {"source"}, [overrides, clock] {
+        const std::shared_ptr<const OverrideIndex> index = overrides->Current();
+        const int64_t now = clock->NowMicros();
+        double in_force = 0;
+        for (const Override& o : index->all()) {
+          if (o.target.source == LimitSource::kDefined && o.ActiveAt(now)) ++in_force;
+        }
+        return MetricsRegistry::Samples{{{"limits_file"}, in_force}};
+      });
 }
 
 void RateLimitServer::RegisterEnvoyXdsMetrics() {
@@ -506,6 +543,7 @@ void RateLimitServer::Shutdown() {
   Log(LogLevel::kDebug, "grpc server shut down");
   if (probe_) probe_->Stop();
   if (watcher_) watcher_->Stop();
+  if (override_refresher_) override_refresher_->Stop();
   if (receipt_watcher_) receipt_watcher_->Stop();
   if (envoy_watcher_) envoy_watcher_->Stop();
   if (envoy_xds_client_) envoy_xds_client_->Stop();

@@ -25,6 +25,8 @@
 #include "server/observability/telemetry.h"
 #include "server/observability/tracer.h"
 #include "server/options.h"
+#include "server/overrides/override_refresher.h"
+#include "server/overrides/override_service.h"
 #include "server/rlqs/rlqs_admin_service.h"
 #include "server/rlqs/rlqs_service.h"
 #include "server/serving/decision_scheduler.h"
@@ -93,8 +95,10 @@ class RateLimitServer {
   void RegisterStoreMetrics();
   void RegisterEnvoyMetrics();
   void RegisterEnvoyXdsMetrics();
+  void RegisterOverrideMetrics();
 
   const ServerOptions options_;
+  const Clock* clock_ = nullptr;  // Start's, not owned
   // Observability comes first so that it outlives everything that reports to it.
   HealthReporter health_;
   MetricsRegistry metrics_registry_;
@@ -118,6 +122,11 @@ class RateLimitServer {
   ConfigSnapshot<ReceiptKeys> receipt_keys_;
   std::unique_ptr<WatchedConfig<ReceiptKeys, std::string>> receipt_watcher_;
   std::unique_ptr<AdminAuthenticator> admin_;
+  // The runtime overrides decisions apply, kept at the store's version by the refresher (null,
+  // and the override service refuses, when the store keeps none).
+  OverrideRegistry overrides_;
+  std::unique_ptr<OverrideRefresher> override_refresher_;
+  std::unique_ptr<OverrideServiceImpl> override_service_;
   std::unique_ptr<RateLimitServiceImpl> service_;
   EnvoyConfigRegistry envoy_registry_;
   std::unique_ptr<EnvoyConfigWatcher> envoy_watcher_;

@@ -123,6 +123,54 @@ int64_t RefilledAt(const LimitConfig& c, const std::optional<State>& state, cons
   return kNever;
 }
 
+// The state a decision under an override's adjusted config starts from (LimitConfig::Adjustment):
+// a token bucket written before the limit's latest change is refilled to that moment under the
+// old limit, then clamped to the new capacity; a fixed window's stored value, counted against the
+// configured capacity, is shifted to the new one (the count taken in the window is kept), and a
+// cut never takes it below zero (nor below a debt it already had).
+std::optional<State> AcrossChange(const LimitConfig& c, const LimitId& id,
+                                  const std::optional<State>& current) {
+  const LimitConfig::Adjustment& a = *c.adjustment;
+  if (!current) return current;
+  if (c.kind == LimitKind::kTokenBucket) {
+    if (!a.changed_at_us || current->ts_us >= *a.changed_at_us) return current;
+    LimitConfig before;
+    before.rate = a.before_rate;
+    before.period_us = a.before_period_us;
+    before.capacity = a.before_capacity;
+    State at = Refill(before, id, current, *a.changed_at_us);
+    at.value = std::min(at.value, c.EffectiveCapacity());
+    return at;
+  }
+  State shifted = *current;
+  shifted.value = std::max(current->value + (c.EffectiveCapacity() - a.base_capacity),
+                           std::min(current->value, 0.0));
+  return shifted;
+}
+
+// An unlimited or blocked override: nothing is taken and the state stays as it is (a missing
+// one is written as the full state it stands for).
+Decision DecideFixed(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
+                     Mode mode, int64_t now) {
+  const State refilled = Refill(c, id, current, now);
+  Decision d;
+  d.value = refilled.value;
+  if (c.adjustment->effect == LimitConfig::Adjustment::Effect::kBlocked) {
+    d.reason = DenyReason::kBlocked;
+    return d;
+  }
+  d.allowed = true;
+  if (mode == Mode::kReserve) d.retry_at_us = now;
+  if (mode == Mode::kCheck) return d;
+  if (current) {
+    d.next = *current;
+  } else {
+    d.next = refilled;
+    d.next.full_at_us = FullAt(c, d.next);
+  }
+  return d;
+}
+
 }  // namespace
 
 int64_t WindowStart(const LimitConfig& c, const LimitId& id) {
@@ -140,8 +188,32 @@ int64_t FullAt(const LimitConfig& c, const State& s) {
   return at == kNever ? kNever : at + 1;
 }
 
-Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
+Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<State>& stored,
                 double count, Mode mode, int64_t now) {
+  if (c.adjustment) {
+    if (c.adjustment->effect != LimitConfig::Adjustment::Effect::kLimit) {
+      return DecideFixed(c, id, stored, mode, now);
+    }
+    Decision d = DecideUnadjusted(c, id, AcrossChange(c, id, stored), count, mode, now);
+    // A fixed window's state is stored counted against the configured capacity.
+    if (d.allowed && mode != Mode::kCheck) {
+      if (c.kind == LimitKind::kFixedWindow) {
+        d.next.value -= c.EffectiveCapacity() - c.adjustment->base_capacity;
+      }
+      // Full under a cut is not full under the configured limit: the state must outlive the
+      // override, so garbage collection keeps it until a later decision writes it again.
+      if (c.EffectiveCapacity() < c.adjustment->base_capacity) {
+        d.next.full_at_us = std::numeric_limits<int64_t>::max();
+      }
+    }
+    return d;
+  }
+  return DecideUnadjusted(c, id, stored, count, mode, now);
+}
+
+Decision DecideUnadjusted(const LimitConfig& c, const LimitId& id,
+                          const std::optional<State>& current, double count, Mode mode,
+                          int64_t now) {
   const State refilled = Refill(c, id, current, now);
   const double capacity = c.EffectiveCapacity();
   const double tolerance = Tolerance(c, count);

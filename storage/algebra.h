@@ -37,6 +37,7 @@ enum class DenyReason {
   kInsufficientTokens,
   kCountExceedsCapacity,  // can never be allowed; no retry_at
   kMaxReservedExceeded,
+  kBlocked,  // an override blocks the key; no retry_at
 };
 
 // What one settlement did to a limit (see Settle).
@@ -77,7 +78,9 @@ struct LimitId {
 };
 
 // Decides one limit. REQUIRES: ValidateLimitConfig(config) is OK, count is finite and > 0.
-// `current` is the stored state, or nullopt when there is none (full).
+// `current` is the stored state, or nullopt when there is none (full). A config with an
+// `adjustment` (a runtime override) first carries the state across the limit's change, and an
+// unlimited or blocked one allows or denies without taking anything (docs/overrides.md).
 Decision Decide(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
                 double count, Mode mode, int64_t now_us);
 
@@ -101,6 +104,11 @@ Decision Decide(const LimitConfig& config, const LimitId& id, const std::optiona
 Settled Settle(const LimitConfig& config, const LimitId& id, const std::optional<State>& current,
                double taken, double used, int64_t taken_at_us, int64_t now_us,
                std::optional<double> value_after_take);
+
+// Decide without the config's adjustment (ignored): the algebra of a configured limit.
+Decision DecideUnadjusted(const LimitConfig& config, const LimitId& id,
+                          const std::optional<State>& current, double count, Mode mode,
+                          int64_t now_us);
 
 // When `state` will have refilled to capacity under `config` (saturates at INT64_MAX).
 int64_t FullAt(const LimitConfig& config, const State& state);

@@ -42,6 +42,29 @@ struct LimitConfig {
   // Fraction of the period, 0..1: the largest jitter added to a denied caller's retry_at.
   double jitter = 0;
 
+  // Set only for a key whose limit a runtime override changes or changed (storage/overrides,
+  // docs/overrides.md "A key's tokens when its limit changes"); unset for every other limit.
+  struct Adjustment {
+    // What the override does: decide with this config (kLimit), allow everything (kUnlimited)
+    // or deny everything (kBlocked); the last two take nothing and leave the state as it is.
+    enum class Effect : uint8_t { kLimit, kUnlimited, kBlocked };
+    Effect effect = Effect::kLimit;
+    // Token bucket: the latest change of this key's limit, at `changed_at_us`, from the token
+    // bucket (`before_rate` per `before_period_us`, `before_capacity`). A state written before
+    // it is first refilled to that moment under the old limit, then clamped to `capacity`.
+    // Unset: no change to account for.
+    std::optional<int64_t> changed_at_us;
+    double before_rate = 0;
+    int64_t before_period_us = 0;
+    double before_capacity = 0;
+    // Fixed window: the configured capacity, against which the store counts the windows' values,
+    // so that the count taken in a window is kept across changes.
+    double base_capacity = 0;
+
+    friend bool operator==(const Adjustment&, const Adjustment&) = default;
+  };
+  std::optional<Adjustment> adjustment = std::nullopt;
+
   double EffectiveCapacity() const { return capacity.value_or(rate); }
 
   friend bool operator==(const LimitConfig&, const LimitConfig&) = default;

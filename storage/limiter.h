@@ -25,6 +25,9 @@ struct LimitRequest {
   double count = 1;
   // The namespace of the limit's state: the source of its definition.
   LimitSource source = LimitSource::kDefined;
+  // The key or pattern of the runtime override that adjusted `config` (storage/overrides);
+  // empty when none did.
+  std::string override_target = std::string();
 };
 
 // A request's limits, resolved. Most requests carry one limit: it is held inline, so resolving it

@@ -50,6 +50,8 @@
 
 namespace ratelimit {
 
+class OverrideStore;  // storage/overrides/override_store.h
+
 class StateStore {
  public:
   // Called with the current states of the keys passed to Update (same order; nullopt where there
@@ -215,6 +217,14 @@ class StateStore {
   // Default: UNIMPLEMENTED naming backend_name() (the store keeps none; receipts are refused).
   virtual absl::StatusOr<std::string> Secret(absl::string_view name,
                                              absl::FunctionRef<std::string()> generate);
+
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, runtime overrides.
+
+  // The store's overrides of configured limits, kept beside the states
+  // (storage/overrides/override_store.h); owned by the store and valid until it is destroyed.
+  // Default: nullptr (the store keeps none; the override API is refused).
+  virtual OverrideStore* overrides() { return nullptr; }
 
   // ---------------------------------------------------------------------------------------------
   // OPTIONAL, lifecycle and maintenance. Called by the server's background threads, never on the

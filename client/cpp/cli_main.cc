@@ -7,6 +7,13 @@
 //   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
 //   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
 //   ratelimit rlqs assignments --domain=edge --bucket=tenant=a[,route=b]  (needs the admin token)
+//   ratelimit override set --name=api --key=k | --key_pattern='trial-*' [--rate=N] [--period=1s]
+//                          [--capacity=N] [--max_reserved=N] | --unlimited | --blocked
+//                          [--expires_in=2h] [--reason=TEXT] [--actor=WHO]
+//   ratelimit override get|delete --name=api --key=k | --key_pattern=P
+//   ratelimit override list [--name=api] [--page_size=N] [--page_token=T]
+//   ratelimit override audit [--name=api] [--page_size=N] [--page_token=T]
+//   (override commands need the admin token, as reset does)
 //
 // Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With
 // --json, standard output carries one JSON document whatever happens: the reply, or on an error
@@ -14,6 +21,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +35,7 @@
 #include "client/cpp/cli_util.h"
 #include "client/cpp/client.h"
 #include "client/cpp/output.h"
+#include "client/cpp/override_command.h"
 #include "cmdline/help.h"
 #include "storage/admin_token.h"
 
@@ -65,21 +74,34 @@ ABSL_FLAG(std::vector<std::string>, receipt, {},
           "settle: the receipt(s) printed by consume or reserve (base64), comma-separated");
 ABSL_FLAG(double, used, -1, "settle: tokens actually used (0 cancels); required");
 ABSL_FLAG(std::string, admin_token_file, "",
-          "reset, rlqs assignments: file with the admin token (else $RATELIMIT_ADMIN_TOKEN)");
+          "reset, rlqs assignments, override: file with the admin token (else "
+          "$RATELIMIT_ADMIN_TOKEN)");
 ABSL_FLAG(std::string, domain, "", "rlqs assignments: the RLQS domain (required)");
 ABSL_FLAG(std::vector<std::string>, bucket, {},
           "rlqs assignments: the bucket's BucketId as comma-separated key=value pairs (e.g. "
           "tenant=a,route=b); none: every bucket of --domain, a page at a time");
-ABSL_FLAG(int, page_size, 0,
-          "rlqs assignments without --bucket: the most buckets shown (0: the server's 100; at "
-          "most 1000)");
-ABSL_FLAG(std::string, page_token, "",
-          "rlqs assignments without --bucket: the page to show, as the previous page printed it");
 ABSL_FLAG(std::string, kind, "", "inline config: token_bucket or fixed_window");
-ABSL_FLAG(double, rate, 0, "inline config: tokens per period");
-ABSL_FLAG(std::string, period, "", "inline config: period, e.g. 1s, 1m, 1h");
-ABSL_FLAG(double, capacity, -1, "inline config: capacity (default: rate)");
-ABSL_FLAG(double, max_reserved, -1, "inline config: max_reserved (default: unbounded)");
+ABSL_FLAG(double, rate, 0, "inline config, override set: tokens per period");
+ABSL_FLAG(std::string, period, "", "inline config, override set: period, e.g. 1s, 1m, 1h");
+ABSL_FLAG(double, capacity, -1,
+          "inline config: capacity (default: rate); override set: the new capacity");
+ABSL_FLAG(double, max_reserved, -1,
+          "inline config: max_reserved (default: unbounded); override set: the new max_reserved");
+ABSL_FLAG(std::string, key_pattern, "",
+          "override: the keys matching a pattern ('*' matches any run of bytes) instead of --key");
+ABSL_FLAG(bool, unlimited, false, "override set: allow every request, take nothing");
+ABSL_FLAG(bool, blocked, false, "override set: deny every request, take nothing");
+ABSL_FLAG(std::string, expires_in, "",
+          "override set: the override ends by itself after this duration (e.g. 30m, 2h)");
+ABSL_FLAG(std::string, reason, "", "override set, delete: why, recorded in the audit history");
+ABSL_FLAG(std::string, actor, "",
+          "override set, delete: who you are, recorded in the audit history");
+ABSL_FLAG(int32_t, page_size, 0,
+          "rlqs assignments without --bucket, override list, audit: the most entries shown (0: "
+          "the server's 100; at most 1000)");
+ABSL_FLAG(std::string, page_token, "",
+          "rlqs assignments without --bucket, override list, audit: the page to show, as the "
+          "previous page printed it");
 
 namespace {
 
@@ -107,6 +129,100 @@ absl::StatusOr<std::string> AdminToken() {
   return std::move(source->token);
 }
 
+// Prints `reply` as JSON with --json, else as `text`; exit status 0.
+int Print(const google::protobuf::Message& reply, const std::string& text) {
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::cout << text;
+    return 0;
+  }
+  absl::StatusOr<std::string> out = ratelimit::FormatJson(reply);
+  if (!out.ok()) return Error(out.status());
+  std::cout << *out << "\n";
+  return 0;
+}
+
+// A number flag's value, unless it holds its default (`unset`).
+std::optional<double> IfGiven(const absl::Flag<double>& flag, double unset) {
+  const double v = absl::GetFlag(flag);
+  if (v == unset) return std::nullopt;
+  return v;
+}
+
+// `ratelimit override <sub>`.
+template <typename CallError>
+int OverrideCommand(const std::string& sub, ratelimit::RateLimitClient& client,
+                    const CallError& call_error) {
+  ratelimit::OverrideFlags f;
+  f.name = absl::GetFlag(FLAGS_name);
+  f.key = absl::GetFlag(FLAGS_key);
+  f.key_pattern = absl::GetFlag(FLAGS_key_pattern);
+  f.rate = IfGiven(FLAGS_rate, 0);
+  f.period = absl::GetFlag(FLAGS_period);
+  f.capacity = IfGiven(FLAGS_capacity, -1);
+  f.max_reserved = IfGiven(FLAGS_max_reserved, -1);
+  f.unlimited = absl::GetFlag(FLAGS_unlimited);
+  f.blocked = absl::GetFlag(FLAGS_blocked);
+  f.expires_in = absl::GetFlag(FLAGS_expires_in);
+  f.reason = absl::GetFlag(FLAGS_reason);
+  f.actor = absl::GetFlag(FLAGS_actor);
+  f.page_size = absl::GetFlag(FLAGS_page_size);
+  f.page_token = absl::GetFlag(FLAGS_page_token);
+  if (sub == "set") {
+    absl::StatusOr<ratelimit::v1::SetOverrideRequest> request =
+        ratelimit::SetOverrideOf(f, absl::Now());
+    if (!request.ok()) return Error(request.status());
+    auto set = client.SetOverride(*request);
+    if (!set.ok()) return call_error(set.status());
+    return Print(*set, "set " + ratelimit::FormatOverride(set->override()));
+  }
+  if (sub == "get") {
+    ratelimit::v1::GetOverrideRequest request;
+    *request.mutable_target() = ratelimit::OverrideTargetOf(f);
+    auto got = client.GetOverride(request);
+    if (!got.ok()) return call_error(got.status());
+    return Print(*got, ratelimit::FormatOverride(got->override()));
+  }
+  if (sub == "delete") {
+    ratelimit::v1::DeleteOverrideRequest request;
+    *request.mutable_target() = ratelimit::OverrideTargetOf(f);
+    request.set_reason(f.reason);
+    request.set_actor(f.actor);
+    auto deleted = client.DeleteOverride(request);
+    if (!deleted.ok()) return call_error(deleted.status());
+    return Print(*deleted, "deleted " + ratelimit::FormatOverride(deleted->deleted()));
+  }
+  if (sub == "list") {
+    ratelimit::v1::ListOverridesRequest request;
+    request.set_name(f.name);
+    request.set_page_size(f.page_size);
+    request.set_page_token(f.page_token);
+    auto listed = client.ListOverrides(request);
+    if (!listed.ok()) return call_error(listed.status());
+    std::string text;
+    for (const auto& o : listed->overrides()) text += ratelimit::FormatOverride(o);
+    if (!listed->next_page_token().empty()) {
+      text += "next page: --page_token=" + listed->next_page_token() + "\n";
+    }
+    return Print(*listed, text);
+  }
+  if (sub == "audit") {
+    ratelimit::v1::ListOverrideAuditRequest request;
+    request.set_name(f.name);
+    request.set_page_size(f.page_size);
+    request.set_page_token(f.page_token);
+    auto audit = client.ListOverrideAudit(request);
+    if (!audit.ok()) return call_error(audit.status());
+    std::string text;
+    for (const auto& e : audit->entries()) text += ratelimit::FormatAuditEntry(e);
+    if (!audit->next_page_token().empty()) {
+      text += "next page: --page_token=" + audit->next_page_token() + "\n";
+    }
+    return Print(*audit, text);
+  }
+  return Error(
+      std::string("usage: ratelimit override set|get|list|delete|audit [flags]; see --help"));
+}
+
 int Usage() {
   return Error(
       std::string("usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
@@ -122,6 +238,8 @@ int main(int argc, char** argv) {
       "ratelimit settle --receipt=BASE64 --used=N [--json]\n"
       "ratelimit rlqs assignments --domain=D [--bucket=k=v[,k=v]] [--json]: the live RLQS "
       "assignments (admin)\n"
+      "ratelimit override set|get|list|delete|audit --name=NAME --key=KEY|--key_pattern=P "
+      "[flags]: runtime overrides (admin)\n"
       "ratelimit health: exit status 0 when the server is SERVING (grpc.health.v1), 1 otherwise");
   // --help lists the flags of this file (absl's default looks for a file named after the binary).
   absl::FlagsUsageConfig usage;
@@ -132,10 +250,11 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  // `rlqs assignments` is the one command of two words.
+  // `rlqs assignments` and `override <verb>` are the commands of two words.
   const bool rlqs = positional.size() == 3 && std::string(positional[1]) == "rlqs" &&
                     std::string(positional[2]) == "assignments";
-  if (positional.size() != 2 && !rlqs) return Usage();
+  const bool is_override = positional.size() == 3 && std::string(positional[1]) == "override";
+  if (positional.size() != 2 && !rlqs && !is_override) return Usage();
   const std::string command = rlqs ? "rlqs assignments" : positional[1];
   const bool json = absl::GetFlag(FLAGS_json);
 
@@ -143,7 +262,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));
   if (!timeout.ok()) return Error(timeout.status());
   options.timeout = *timeout;
-  if (command == "reset" || rlqs) {
+  if (command == "reset" || rlqs || is_override) {
     absl::StatusOr<std::string> token = AdminToken();
     if (!token.ok()) return Error(token.status());
     options.admin_token = *token;
@@ -166,6 +285,7 @@ int main(int argc, char** argv) {
   } else {
     client = ratelimit::RateLimitClient::Connect(absl::GetFlag(FLAGS_target), options);
   }
+  if (is_override) return OverrideCommand(positional[2], *client, call_error);
   if (command == "health") {
     const absl::Status s = client->Health();
     if (!s.ok()) return call_error(s);

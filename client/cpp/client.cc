@@ -12,6 +12,17 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+// One unary call of a service's stub.
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> Invoke(Stub& stub,
+                                grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                                             Response*),
+                                grpc::ClientContext& context, const Request& request) {
+  Response response;
+  if (absl::Status s = FromGrpc((stub.*method)(&context, request, &response)); !s.ok()) return s;
+  return response;
+}
+
 }  // namespace
 
 std::unique_ptr<RateLimitClient> RateLimitClient::Connect(const std::string& target,
@@ -43,6 +54,7 @@ absl::StatusOr<std::unique_ptr<RateLimitClient>> RateLimitClient::ConnectTls(
 
 RateLimitClient::RateLimitClient(std::shared_ptr<grpc::Channel> channel, ClientOptions options)
     : stub_(v1::RateLimitService::NewStub(channel)),
+      override_stub_(v1::OverrideService::NewStub(channel)),
       health_stub_(grpc::health::v1::Health::NewStub(channel)),
       rlqs_admin_stub_(v1::RlqsAdminService::NewStub(channel)),
       options_(std::move(options)) {}
@@ -127,12 +139,16 @@ absl::Status RateLimitClient::Health(const std::string& service) {
       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()));
 }
 
+void RateLimitClient::PrepareAdmin(grpc::ClientContext* context) const {
+  Prepare(context);
+  if (!options_.admin_token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.admin_token);
+  }
+}
+
 absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& request) {
   grpc::ClientContext context;
-  Prepare(&context);
-  if (!options_.admin_token.empty()) {
-    context.AddMetadata("authorization", "Bearer " + options_.admin_token);
-  }
+  PrepareAdmin(&context);
   v1::ResetResponse response;
   if (absl::Status s = FromGrpc(stub_->Reset(&context, request, &response)); !s.ok()) return s;
   return response.deleted();
@@ -141,16 +157,44 @@ absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& requ
 absl::StatusOr<v1::GetRlqsAssignmentsResponse> RateLimitClient::GetRlqsAssignments(
     const v1::GetRlqsAssignmentsRequest& request) {
   grpc::ClientContext context;
-  Prepare(&context);
-  if (!options_.admin_token.empty()) {
-    context.AddMetadata("authorization", "Bearer " + options_.admin_token);
-  }
-  v1::GetRlqsAssignmentsResponse response;
-  if (absl::Status s = FromGrpc(rlqs_admin_stub_->GetRlqsAssignments(&context, request, &response));
-      !s.ok()) {
-    return s;
-  }
-  return response;
+  PrepareAdmin(&context);
+  return Invoke(*rlqs_admin_stub_, &v1::RlqsAdminService::Stub::GetRlqsAssignments, context,
+                request);
+}
+
+absl::StatusOr<v1::SetOverrideResponse> RateLimitClient::SetOverride(
+    const v1::SetOverrideRequest& request) {
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*override_stub_, &v1::OverrideService::Stub::SetOverride, context, request);
+}
+
+absl::StatusOr<v1::DeleteOverrideResponse> RateLimitClient::DeleteOverride(
+    const v1::DeleteOverrideRequest& request) {
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*override_stub_, &v1::OverrideService::Stub::DeleteOverride, context, request);
+}
+
+absl::StatusOr<v1::GetOverrideResponse> RateLimitClient::GetOverride(
+    const v1::GetOverrideRequest& request) {
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*override_stub_, &v1::OverrideService::Stub::GetOverride, context, request);
+}
+
+absl::StatusOr<v1::ListOverridesResponse> RateLimitClient::ListOverrides(
+    const v1::ListOverridesRequest& request) {
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*override_stub_, &v1::OverrideService::Stub::ListOverrides, context, request);
+}
+
+absl::StatusOr<v1::ListOverrideAuditResponse> RateLimitClient::ListOverrideAudit(
+    const v1::ListOverrideAuditRequest& request) {
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*override_stub_, &v1::OverrideService::Stub::ListOverrideAudit, context, request);
 }
 
 absl::StatusOr<v1::SettleResponse> RateLimitClient::Settle(const v1::SettleRequest& request) {

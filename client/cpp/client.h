@@ -16,7 +16,8 @@ namespace ratelimit {
 struct ClientOptions {
   // Deadline of each call. Default 1 s.
   absl::Duration timeout = absl::Seconds(1);
-  // Admin bearer token, sent with Reset only. Default empty (Reset will be refused).
+  // Admin bearer token, sent with Reset and the override calls only. Default empty (they will be
+  // refused).
   std::string admin_token;
 };
 
@@ -67,6 +68,17 @@ class RateLimitClient {
   // Any Reset: of another source (inline limits, Envoy rules; see ResetRequest.source).
   absl::StatusOr<uint64_t> Reset(const v1::ResetRequest& request);
 
+  // ratelimit.v1.OverrideService (administrative, like Reset: each sends admin_token):
+  // runtime overrides of the limits file's limits and their audit history
+  // (docs/overrides.md).
+  absl::StatusOr<v1::SetOverrideResponse> SetOverride(const v1::SetOverrideRequest& request);
+  absl::StatusOr<v1::DeleteOverrideResponse> DeleteOverride(
+      const v1::DeleteOverrideRequest& request);
+  absl::StatusOr<v1::GetOverrideResponse> GetOverride(const v1::GetOverrideRequest& request);
+  absl::StatusOr<v1::ListOverridesResponse> ListOverrides(const v1::ListOverridesRequest& request);
+  absl::StatusOr<v1::ListOverrideAuditResponse> ListOverrideAudit(
+      const v1::ListOverrideAuditRequest& request);
+
   // The server's grpc.health.v1 status (`service` empty: the server as a whole): OK when it is
   // SERVING, UNAVAILABLE naming the status otherwise (NOT_SERVING while its store fails or it is
   // shutting down), the call's error when it does not answer.
@@ -96,9 +108,12 @@ class RateLimitClient {
 
  private:
   void Prepare(grpc::ClientContext* context) const;
+  // Prepare, plus the admin token when there is one.
+  void PrepareAdmin(grpc::ClientContext* context) const;
   absl::StatusOr<uint64_t> SendReset(const v1::ResetRequest& request);
 
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
+  std::unique_ptr<v1::OverrideService::Stub> override_stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
   std::unique_ptr<v1::RlqsAdminService::Stub> rlqs_admin_stub_;
   const ClientOptions options_;

@@ -101,6 +101,11 @@ ServerMetrics::ServerMetrics(MetricsRegistry& r)
                              "Limit decisions of Consume, Reserve and ShouldRateLimit, by limit "
                              "name and outcome (allowed, denied, reserved, failed_open).",
                              {"limit", "outcome"}, 2000, "limit")),
+      override_decisions(r.AddCounter(
+          "ratelimit_override_decisions_total",
+          "Limit decisions of Consume and Reserve whose limit a runtime override set, by limit "
+          "name.",
+          {"limit"}, 2000, "limit")),
       rpcs(r.AddCounter("ratelimit_rpcs_total", "Finished RPCs by method and gRPC status code.",
                         {"method", "code"})),
       rpc_seconds(r.AddHistogram("ratelimit_rpc_duration_seconds",
@@ -209,6 +214,7 @@ void Telemetry::Rpc::SetVerdict(const Verdict& v, Mode mode) {
     for (size_t i = 0; i < v.decisions.size() && i < limits_.size(); ++i) {
       t_->metrics_->decisions.With({limits_[i].name, outcome}).Increment();
     }
+    RecordOverrideDecisions(limits_);
   }
   if (!span_.recording()) return;
   span_.SetAttribute("ratelimit.mode", ModeName(mode));
@@ -242,6 +248,13 @@ const char* Telemetry::Rpc::DecisionOutcome(const Verdict& verdict, Mode mode) {
 
 void Telemetry::Rpc::RecordDecision(const std::string& limit, const char* outcome, uint64_t n) {
   if (t_->metrics_ && n > 0) t_->metrics_->decisions.With({limit, outcome}).Increment(n);
+}
+
+void Telemetry::Rpc::RecordOverrideDecisions(absl::Span<const LimitRequest> limits) {
+  if (t_->metrics_ == nullptr) return;
+  for (const LimitRequest& l : limits) {
+    if (!l.override_target.empty()) t_->metrics_->override_decisions.With({l.name}).Increment();
+  }
 }
 
 void Telemetry::Rpc::SetDecision(bool allowed) {

@@ -24,11 +24,12 @@ namespace ratelimit {
 struct ServerMetrics {
   explicit ServerMetrics(MetricsRegistry& registry);
 
-  Family<Counter>& decisions;        // {limit, outcome}: allowed | denied | reserved | failed_open
-  Family<Counter>& rpcs;             // {method, code}
-  Family<Histogram>& rpc_seconds;    // {method}
-  Family<Histogram>& store_seconds;  // {}
-  Family<Counter>& config_reloads;   // {config, result}: result ok | failed
+  Family<Counter>& decisions;  // {limit, outcome}: allowed | denied | reserved | failed_open
+  Family<Counter>& override_decisions;  // {limit}: decisions a runtime override adjusted
+  Family<Counter>& rpcs;                // {method, code}
+  Family<Histogram>& rpc_seconds;       // {method}
+  Family<Histogram>& store_seconds;     // {}
+  Family<Counter>& config_reloads;      // {config, result}: result ok | failed
   // {outcome}: returned (gave tokens back) | charged | unchanged | rejected
   Family<Counter>& settlements;
   Family<Counter>& replays;  // {method}: answers replayed for a retried request_id
@@ -81,6 +82,8 @@ class Telemetry {
     void SetLimitNames(absl::Span<const absl::string_view> names);
     // Counts `n` decisions of `limit` with `outcome` in the decision metric.
     void RecordDecision(const std::string& limit, const char* outcome, uint64_t n = 1);
+    // Counts the decisions of `limits` a runtime override adjusted (override_target set).
+    void RecordOverrideDecisions(absl::Span<const LimitRequest> limits);
     // The decision metric's outcome label of a verdict taken in `mode` (not kCheck):
     // "denied", "reserved" or "allowed".
     static const char* DecisionOutcome(const Verdict& verdict, Mode mode);

@@ -33,6 +33,8 @@ v1::DenyReason ReasonToProto(DenyReason r) {
       return v1::COUNT_EXCEEDS_CAPACITY;
     case DenyReason::kMaxReservedExceeded:
       return v1::MAX_RESERVED_EXCEEDED;
+    case DenyReason::kBlocked:
+      return v1::BLOCKED;
   }
   return v1::DENY_REASON_UNSPECIFIED;
 }
@@ -229,6 +231,7 @@ void VerdictToProto(const Verdict& v, absl::Span<const LimitRequest> limits,
     r->set_value(d.value);
     r->set_reason(ReasonToProto(d.reason));
     r->set_capacity(limits[i].config.EffectiveCapacity());
+    if (!limits[i].override_target.empty()) r->set_override(limits[i].override_target);
     if (d.retry_at_us) {
       SetTimestamp(*d.retry_at_us, r->mutable_retry_at());
       SetDuration(std::max<int64_t>(0, *d.retry_at_us - v.now_us), r->mutable_retry_after());

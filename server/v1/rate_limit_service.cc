@@ -168,6 +168,7 @@ std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitReq
   absl::StatusOr<LimitRequests> resolved = ResolveRequest(request, *limits, inline_limits_);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   state.limits = *std::move(resolved);
+  ApplyOverridesTo(absl::MakeSpan(state.limits));
   state.rpc.SetLimits(state.limits);
   if (state.mode != Mode::kCheck) {
     if (absl::Status st = ValidateRequestId(request); !st.ok()) return ToGrpcStatus(st);
@@ -177,6 +178,13 @@ std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitReq
     for (size_t i = 0; i < state.limits.size(); ++i) state.ids.push_back(NewReceiptId());
   }
   return std::nullopt;
+}
+
+void RateLimitServiceImpl::ApplyOverridesTo(absl::Span<LimitRequest> limits) const {
+  if (overrides_ == nullptr) return;
+  const std::shared_ptr<const OverrideIndex> index = overrides_->Current();
+  if (index->empty()) return;
+  ApplyOverrides(*index, overrides_clock_->NowMicros(), limits);
 }
 
 void RateLimitServiceImpl::ToProto(const DecideState& state, const Verdict& verdict,
@@ -244,6 +252,7 @@ grpc::Status RateLimitServiceImpl::HandleBatch(const grpc::ServerContext& contex
   absl::StatusOr<std::vector<BatchEntryPlan>> plans =
       ResolveBatch(*request, *registry_.Current(), inline_limits_);
   if (!plans.ok()) return FinishRpc(rpc, ToGrpcStatus(plans.status()));
+  for (BatchEntryPlan& plan : *plans) ApplyOverridesTo(absl::MakeSpan(plan.limits));
   std::vector<BatchItem> items;  // the valid entries'; every entry invalid: no store call
   for (const BatchEntryPlan& plan : *plans) {
     if (plan.error.ok()) items.push_back(BatchItem{plan.limits, plan.mode});
@@ -321,6 +330,7 @@ void RateLimitServiceImpl::AnswerBatch(Telemetry::Rpc& rpc, absl::Span<const Bat
       if (verdict.ok()) {
         if (plan.mode != Mode::kCheck) {
           runs.Record(plan.limits, Telemetry::Rpc::DecisionOutcome(*verdict, plan.mode));
+          rpc.RecordOverrideDecisions(plan.limits);
         }
         VerdictToProto(*verdict, plan.limits, result->mutable_response());
         if (verdict->allowed && plan.mode != Mode::kCheck && plan.receipts && !keys->empty()) {

@@ -16,6 +16,8 @@
 #include "server/v1/convert.h"
 #include "server/v1/limit_registry.h"
 #include "server/v1/settle.h"
+#include "storage/clock.h"
+#include "storage/overrides/override_index.h"
 
 namespace ratelimit {
 
@@ -80,6 +82,14 @@ class RateLimitServiceImpl final
     envoy_reset_resolver_ = std::move(resolve);
   }
 
+  // The runtime overrides decisions apply (storage/overrides/override_index.h), read at
+  // `clock`'s time; unset: none. Both must outlive the service. Set before the service is
+  // registered.
+  void set_overrides(const ConfigSnapshot<OverrideIndex>* overrides, const Clock* clock) {
+    overrides_ = overrides;
+    overrides_clock_ = clock;
+  }
+
   // ServingLoop::Handler.
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
   std::unique_ptr<ServingLoop::Burst> NewBurst() override;
@@ -127,8 +137,13 @@ class RateLimitServiceImpl final
   // The store's failure as the call's answer: logged (once, then summarised) and UNAVAILABLE.
   grpc::Status StoreFailure(Telemetry::Rpc& rpc, const absl::Status& error) const;
 
+  // Adjusts the limits of the limits file by the overrides in force, if any.
+  void ApplyOverridesTo(absl::Span<LimitRequest> limits) const;
+
   DecisionScheduler& scheduler_;
   EnvoyResetResolver envoy_reset_resolver_;
+  const ConfigSnapshot<OverrideIndex>* overrides_ = nullptr;
+  const Clock* overrides_clock_ = nullptr;
   const LimitRegistry& registry_;
   const AdminAuthenticator& admin_;
   const FailurePolicy policy_;

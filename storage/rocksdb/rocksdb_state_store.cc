@@ -26,6 +26,7 @@
 #include "storage/rocksdb/compaction_filters.h"
 #include "storage/rocksdb/mapped_wal_file_system.h"
 #include "storage/rocksdb/rocksdb_info_log.h"
+#include "storage/rocksdb/rocksdb_override_store.h"
 #include "storage/rocksdb/rocksdb_recovery.h"
 #include "storage/rocksdb/state_codec.h"
 #include "storage/worker_thread.h"
@@ -37,6 +38,7 @@ constexpr char kStatesFamily[] = "states";
 constexpr char kMetaFamily[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
 constexpr char kRecordsFamily[] = "records";
+constexpr char kOverridesFamily[] = "overrides";
 
 // The WAL files in `dir` with their sizes, e.g. "000012.log (4096 bytes)".
 std::vector<std::string> WalFiles(const std::string& dir) {
@@ -76,6 +78,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStateStore>> RocksDbStateStore::Open(
   if (absl::Status s = store->PrepareDirectory(); !s.ok()) return s;
   absl::MutexLock lock(&store->db_mu_);
   if (absl::Status s = store->OpenDbLocked(/*after_failure=*/false); !s.ok()) return s;
+  store->override_store_ = std::make_unique<RocksDbOverrideStore>(*store);
   absl::MutexLock writer_lock(&store->writer_mu_);
   store->writer_ = std::thread(&RocksDbStateStore::WriterLoop, store.get());
   return store;
@@ -182,6 +185,7 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
       {kStatesFamily, states_options},
       {kMetaFamily, rocksdb::ColumnFamilyOptions()},
       {kRecordsFamily, records_options},
+      {kOverridesFamily, rocksdb::ColumnFamilyOptions()},
   };
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -220,6 +224,7 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   states_ = handles_[1];
   meta_ = handles_[2];
   records_ = handles_[3];
+  overrides_ = handles_[4];
 
   std::string version;
   s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatVersionKey, &version);
@@ -279,6 +284,8 @@ absl::Status RocksDbStateStore::UpgradeFromV1Locked() {
 
 RocksDbStateStore::~RocksDbStateStore() { Close().IgnoreError(); }
 
+OverrideStore* RocksDbStateStore::overrides() { return override_store_.get(); }
+
 absl::Status RocksDbStateStore::Close() {
   absl::Status result;
   {
@@ -310,6 +317,9 @@ absl::Status RocksDbStateStore::CloseLocked() {
     flush.wait = true;
     if (absl::Status s = FromRocks(db_->Flush(flush, states_), "flush"); result.ok()) result = s;
     if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); result.ok()) {
+      result = s;
+    }
+    if (absl::Status s = FromRocks(db_->Flush(flush, overrides_), "flush overrides"); result.ok()) {
       result = s;
     }
   } else {

@@ -31,7 +31,8 @@ class WriteBatch;
 
 namespace ratelimit {
 
-class RocksDbErrorTracker;  // rocksdb_recovery.h
+class RocksDbErrorTracker;   // rocksdb_recovery.h
+class RocksDbOverrideStore;  // rocksdb_override_store.h
 
 struct RocksDbStateStoreOptions {
   // The data directory; created if missing. Required.
@@ -83,6 +84,7 @@ struct RocksDbOpenReport {
 // Layout: column family "states" holds the states (see state_codec.h); "meta" holds the format
 // version and the store's secrets; "records" holds idempotency records (value: expires_at_us as
 // int64 little-endian, then the record's bytes; a compaction filter drops expired ones);
+// "overrides" holds the runtime overrides and their audit history (rocksdb_override_store.h);
 // "default" is unused. A hot key's memtable entry is updated in place. Decisions on one
 // key are serialized by a striped mutex; a multi-key Update locks its stripes in increasing order
 // (so two Updates never deadlock), reads the states (from the cache of hot states, else
@@ -156,6 +158,8 @@ class RocksDbStateStore final : public StateStore {
   // decisions they carried.
   std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "rocksdb"; }
+  // In the "overrides" column family (rocksdb_override_store.h).
+  OverrideStore* overrides() override;
   // One pass under each operation's stripes, then one wait: the whole batch usually goes to the
   // WAL in one write.
   std::vector<absl::StatusOr<Outcome>> ApplyBatch(absl::Span<const Operation> ops,
@@ -289,6 +293,10 @@ class RocksDbStateStore final : public StateStore {
   rocksdb::ColumnFamilyHandle* states_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   rocksdb::ColumnFamilyHandle* records_ = nullptr;
+  rocksdb::ColumnFamilyHandle* overrides_ = nullptr;
+  // The overrides, on this store's database (created by Open).
+  friend class RocksDbOverrideStore;
+  std::unique_ptr<RocksDbOverrideStore> override_store_;
   std::optional<uint64_t> upgraded_states_;
 
   // The writer thread (WriterLoop), started by Open, stopped and joined by Close.

@@ -274,6 +274,59 @@ TEST_F(ProcessTest, CliHelpJsonErrorsTimeoutsAndWhatResetDid) {
   EXPECT_NE(out.find("PERMISSION_DENIED: Reset is disabled"), std::string::npos) << out;
 }
 
+// `ratelimit override`: set (a raise the next consume uses), get, list, the audit and delete,
+// with the admin token; without it, refused.
+TEST_F(ProcessTest, CliOverrideSetGetListAuditDelete) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string t = "--target=" + server->target();
+  const std::string admin = " --admin_token_file=" + dir_.File("token");
+  auto [code, out] = RunCli("override set " + t +
+                            " --name=cli --key=vip --capacity=500 --expires_in=1h "
+                            "--reason=incident --actor=alice" +
+                            admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("set cli key vip: capacity=500 until "), std::string::npos) << out;
+  EXPECT_NE(out.find(", by alice (token): incident"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("consume " + t + " --name=cli --key=vip --count=100");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("value=400 of 500"), std::string::npos) << out;
+
+  std::tie(code, out) =
+      RunCli("override set " + t + " --name=cli --key_pattern='bad-*' --blocked" + admin);
+  EXPECT_EQ(code, 0) << out;
+  std::tie(code, out) = RunCli("override get " + t + " --name=cli --key_pattern='bad-*'" + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cli pattern bad-*: blocked"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("override list " + t + " --name=cli --page_size=1" + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("cli key vip: capacity=500"), std::string::npos) << out;
+  EXPECT_NE(out.find("next page: --page_token="), std::string::npos) << out;
+  std::tie(code, out) = RunCli("override list " + t + " --json" + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"key\":\"vip\""), std::string::npos) << out;
+
+  std::tie(code, out) =
+      RunCli("override delete " + t + " --name=cli --key=vip --reason=over" + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("deleted cli key vip"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("override audit " + t + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("#3 "), std::string::npos) << out;
+  EXPECT_NE(out.find(" delete cli key vip by token: over"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("override get " + t + " --name=cli --key=vip" + admin);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("NOT_FOUND: target: no override of cli key vip"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("override set " + t + " --name=cli --key=k --capacity=1");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("UNAUTHENTICATED"), std::string::npos) << out;
+  std::tie(code, out) =
+      RunCli("override set " + t + " --name=cli --key=k --capacity=1 --unlimited" + admin);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("exclude each other"), std::string::npos) << out;
+}
+
 TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {
   auto server = Start();
   ASSERT_NE(server, nullptr);

@@ -186,8 +186,11 @@ TEST_F(RocksDbStateStoreTest, RefusesAnotherFormatVersion) {
   {
     // Rewrite the format version as a future build would.
     rocksdb::DBOptions o;
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {"states", {}}, {"meta", {}}, {"records", {}}};
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{rocksdb::kDefaultColumnFamilyName, {}},
+                                                        {"states", {}},
+                                                        {"meta", {}},
+                                                        {"records", {}},
+                                                        {"overrides", {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> h;
     rocksdb::DB* db;
     ASSERT_TRUE(rocksdb::DB::Open(o, dir_.path() + "/db", cfs, &h, &db).ok());

@@ -324,6 +324,243 @@ var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 	Metadata: "ratelimit/v1/ratelimit.proto",
 }
 
+// OverrideServiceClient is the client API for OverrideService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type OverrideServiceClient interface {
+	// Creates the override of a target, or replaces it.
+	SetOverride(ctx context.Context, in *SetOverrideRequest, opts ...grpc.CallOption) (*SetOverrideResponse, error)
+	// Deletes the override of a target (NOT_FOUND when there is none).
+	DeleteOverride(ctx context.Context, in *DeleteOverrideRequest, opts ...grpc.CallOption) (*DeleteOverrideResponse, error)
+	// The override of a target (NOT_FOUND when there is none).
+	GetOverride(ctx context.Context, in *GetOverrideRequest, opts ...grpc.CallOption) (*GetOverrideResponse, error)
+	// The overrides of a source, optionally of one limit, paged, in (name, target) order.
+	ListOverrides(ctx context.Context, in *ListOverridesRequest, opts ...grpc.CallOption) (*ListOverridesResponse, error)
+	// The history of changes, newest first, optionally of one limit, paged.
+	ListOverrideAudit(ctx context.Context, in *ListOverrideAuditRequest, opts ...grpc.CallOption) (*ListOverrideAuditResponse, error)
+}
+
+type overrideServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewOverrideServiceClient(cc grpc.ClientConnInterface) OverrideServiceClient {
+	return &overrideServiceClient{cc}
+}
+
+func (c *overrideServiceClient) SetOverride(ctx context.Context, in *SetOverrideRequest, opts ...grpc.CallOption) (*SetOverrideResponse, error) {
+	out := new(SetOverrideResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.OverrideService/SetOverride", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *overrideServiceClient) DeleteOverride(ctx context.Context, in *DeleteOverrideRequest, opts ...grpc.CallOption) (*DeleteOverrideResponse, error) {
+	out := new(DeleteOverrideResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.OverrideService/DeleteOverride", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *overrideServiceClient) GetOverride(ctx context.Context, in *GetOverrideRequest, opts ...grpc.CallOption) (*GetOverrideResponse, error) {
+	out := new(GetOverrideResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.OverrideService/GetOverride", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *overrideServiceClient) ListOverrides(ctx context.Context, in *ListOverridesRequest, opts ...grpc.CallOption) (*ListOverridesResponse, error) {
+	out := new(ListOverridesResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.OverrideService/ListOverrides", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *overrideServiceClient) ListOverrideAudit(ctx context.Context, in *ListOverrideAuditRequest, opts ...grpc.CallOption) (*ListOverrideAuditResponse, error) {
+	out := new(ListOverrideAuditResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.OverrideService/ListOverrideAudit", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OverrideServiceServer is the server API for OverrideService service.
+// All implementations must embed UnimplementedOverrideServiceServer
+// for forward compatibility
+type OverrideServiceServer interface {
+	// Creates the override of a target, or replaces it.
+	SetOverride(context.Context, *SetOverrideRequest) (*SetOverrideResponse, error)
+	// Deletes the override of a target (NOT_FOUND when there is none).
+	DeleteOverride(context.Context, *DeleteOverrideRequest) (*DeleteOverrideResponse, error)
+	// The override of a target (NOT_FOUND when there is none).
+	GetOverride(context.Context, *GetOverrideRequest) (*GetOverrideResponse, error)
+	// The overrides of a source, optionally of one limit, paged, in (name, target) order.
+	ListOverrides(context.Context, *ListOverridesRequest) (*ListOverridesResponse, error)
+	// The history of changes, newest first, optionally of one limit, paged.
+	ListOverrideAudit(context.Context, *ListOverrideAuditRequest) (*ListOverrideAuditResponse, error)
+	mustEmbedUnimplementedOverrideServiceServer()
+}
+
+// UnimplementedOverrideServiceServer must be embedded to have forward compatible implementations.
+type UnimplementedOverrideServiceServer struct {
+}
+
+func (UnimplementedOverrideServiceServer) SetOverride(context.Context, *SetOverrideRequest) (*SetOverrideResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetOverride not implemented")
+}
+func (UnimplementedOverrideServiceServer) DeleteOverride(context.Context, *DeleteOverrideRequest) (*DeleteOverrideResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteOverride not implemented")
+}
+func (UnimplementedOverrideServiceServer) GetOverride(context.Context, *GetOverrideRequest) (*GetOverrideResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetOverride not implemented")
+}
+func (UnimplementedOverrideServiceServer) ListOverrides(context.Context, *ListOverridesRequest) (*ListOverridesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListOverrides not implemented")
+}
+func (UnimplementedOverrideServiceServer) ListOverrideAudit(context.Context, *ListOverrideAuditRequest) (*ListOverrideAuditResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListOverrideAudit not implemented")
+}
+func (UnimplementedOverrideServiceServer) mustEmbedUnimplementedOverrideServiceServer() {}
+
+// UnsafeOverrideServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to OverrideServiceServer will
+// result in compilation errors.
+type UnsafeOverrideServiceServer interface {
+	mustEmbedUnimplementedOverrideServiceServer()
+}
+
+func RegisterOverrideServiceServer(s *grpc.Server, srv OverrideServiceServer) {
+	s.RegisterService(&_OverrideService_serviceDesc, srv)
+}
+
+func _OverrideService_SetOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetOverrideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OverrideServiceServer).SetOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.OverrideService/SetOverride",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OverrideServiceServer).SetOverride(ctx, req.(*SetOverrideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OverrideService_DeleteOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteOverrideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OverrideServiceServer).DeleteOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.OverrideService/DeleteOverride",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OverrideServiceServer).DeleteOverride(ctx, req.(*DeleteOverrideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OverrideService_GetOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetOverrideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OverrideServiceServer).GetOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.OverrideService/GetOverride",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OverrideServiceServer).GetOverride(ctx, req.(*GetOverrideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OverrideService_ListOverrides_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOverridesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OverrideServiceServer).ListOverrides(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.OverrideService/ListOverrides",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OverrideServiceServer).ListOverrides(ctx, req.(*ListOverridesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OverrideService_ListOverrideAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOverrideAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OverrideServiceServer).ListOverrideAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.OverrideService/ListOverrideAudit",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OverrideServiceServer).ListOverrideAudit(ctx, req.(*ListOverrideAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+var _OverrideService_serviceDesc = grpc.ServiceDesc{
+	ServiceName: "ratelimit.v1.OverrideService",
+	HandlerType: (*OverrideServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "SetOverride",
+			Handler:    _OverrideService_SetOverride_Handler,
+		},
+		{
+			MethodName: "DeleteOverride",
+			Handler:    _OverrideService_DeleteOverride_Handler,
+		},
+		{
+			MethodName: "GetOverride",
+			Handler:    _OverrideService_GetOverride_Handler,
+		},
+		{
+			MethodName: "ListOverrides",
+			Handler:    _OverrideService_ListOverrides_Handler,
+		},
+		{
+			MethodName: "ListOverrideAudit",
+			Handler:    _OverrideService_ListOverrideAudit_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "ratelimit/v1/ratelimit.proto",
+}
+
 // RlqsAdminServiceClient is the client API for RlqsAdminService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
