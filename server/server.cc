@@ -319,6 +319,10 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                   options.limits.envoy_ratelimit_reset_header};
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->scheduler_, clock, s->envoy_registry_, std::move(envoy_options), *s->telemetry_);
+    // Runtime overrides of Envoy rules: set and checked through the OverrideService, applied to
+    // ShouldRateLimit.
+    s->override_service_->set_envoy(&s->envoy_registry_);
+    if (s->override_refresher_) s->envoy_service_->set_overrides(&s->overrides_, &clock);
     s->RegisterEnvoyMetrics();
     builder.RegisterService(s->envoy_service_.get());
     s->serving_loop_->AddUnary(*s->envoy_service_,

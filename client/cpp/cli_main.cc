@@ -56,10 +56,11 @@ ABSL_FLAG(std::string, timeout, "2s",
           "deadline of the call: a duration (500ms, 2s, 1m) or a number of seconds (5, 0.5)");
 ABSL_FLAG(bool, all_keys, false, "reset: every key of --name");
 ABSL_FLAG(std::string, source, "limits_file",
-          "reset: where the limit is defined: limits_file, inline or envoy (then --name is the "
-          "domain and --envoy_path the rule)");
+          "reset, override: where the limit is defined: limits_file, inline (reset) or envoy "
+          "(then --name is the domain and --envoy_path the rule)");
 ABSL_FLAG(std::vector<std::string>, envoy_path, {},
-          "reset --source=envoy: the rule's descriptor path, one level per comma-separated item, "
+          "reset, override --source=envoy: the rule's descriptor path, one level per "
+          "comma-separated item, "
           "key or key=value as in the configuration (e.g. message_type=marketing,to_number)");
 ABSL_FLAG(bool, envoy_override, false,
           "reset --source=envoy: the limit Envoy sends in the descriptor (--envoy_path lists its "
@@ -153,6 +154,12 @@ template <typename CallError>
 int OverrideCommand(const std::string& sub, ratelimit::RateLimitClient& client,
                     const CallError& call_error) {
   ratelimit::OverrideFlags f;
+  if (const std::string source = absl::GetFlag(FLAGS_source); source == "envoy") {
+    f.source = ratelimit::v1::ENVOY;
+  } else if (source != "limits_file") {
+    return Error("--source: an override's limit is in limits_file or envoy");
+  }
+  f.envoy_path = absl::GetFlag(FLAGS_envoy_path);
   f.name = absl::GetFlag(FLAGS_name);
   f.key = absl::GetFlag(FLAGS_key);
   f.key_pattern = absl::GetFlag(FLAGS_key_pattern);
@@ -193,6 +200,7 @@ int OverrideCommand(const std::string& sub, ratelimit::RateLimitClient& client,
   }
   if (sub == "list") {
     ratelimit::v1::ListOverridesRequest request;
+    request.set_source(f.source);
     request.set_name(f.name);
     request.set_page_size(f.page_size);
     request.set_page_token(f.page_token);

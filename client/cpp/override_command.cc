@@ -20,9 +20,17 @@ std::string Rfc3339(const google::protobuf::Timestamp& t) {
   return absl::FormatTime(absl::RFC3339_full, TimeOf(t), absl::UTCTimeZone());
 }
 
+// "api key k", or for an Envoy rule "envoy web/user key k".
 std::string TargetText(const v1::OverrideTarget& t) {
-  return t.key_pattern().empty() ? absl::StrCat(t.name(), " key ", t.key())
-                                 : absl::StrCat(t.name(), " pattern ", t.key_pattern());
+  std::string name = t.name();
+  if (t.source() == v1::ENVOY) {
+    name = absl::StrCat("envoy ", t.name());
+    for (const v1::EnvoyPathEntry& e : t.envoy_path()) {
+      absl::StrAppend(&name, "/", e.key(), e.value().empty() ? "" : "=", e.value());
+    }
+  }
+  return t.key_pattern().empty() ? absl::StrCat(name, " key ", t.key())
+                                 : absl::StrCat(name, " pattern ", t.key_pattern());
 }
 
 std::string EffectText(const v1::Override& o) {
@@ -45,8 +53,14 @@ std::string EffectText(const v1::Override& o) {
 
 v1::OverrideTarget OverrideTargetOf(const OverrideFlags& flags) {
   v1::OverrideTarget t;
-  t.set_source(v1::LIMITS_FILE);
+  t.set_source(flags.source);
   t.set_name(flags.name);
+  for (const std::string& level : flags.envoy_path) {
+    v1::EnvoyPathEntry* e = t.add_envoy_path();
+    const size_t eq = level.find('=');
+    e->set_key(level.substr(0, eq));
+    if (eq != std::string::npos) e->set_value(level.substr(eq + 1));
+  }
   t.set_key(flags.key);
   t.set_key_pattern(flags.key_pattern);
   return t;
@@ -99,7 +113,11 @@ std::string FormatOverride(const v1::Override& o) {
   if (o.has_expires_at()) {
     absl::StrAppend(&out, o.expired() ? " expired " : " until ", Rfc3339(o.expires_at()));
   }
-  if (o.inert()) absl::StrAppend(&out, " (inert: no such limit in the limits file)");
+  if (o.inert()) {
+    absl::StrAppend(&out, o.target().source() == v1::ENVOY
+                              ? " (inert: no such rule in the Envoy configuration)"
+                              : " (inert: no such limit in the limits file)");
+  }
   if (!o.set_by().empty()) absl::StrAppend(&out, ", by ", o.set_by());
   if (!o.reason().empty()) absl::StrAppend(&out, ": ", o.reason());
   return out + "\n";

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -17,6 +18,10 @@ namespace ratelimit {
 
 // The command line of an override command (flags not given are unset or empty).
 struct OverrideFlags {
+  // LIMITS_FILE, or ENVOY (then `name` is the domain and envoy_path the rule).
+  v1::LimitSource source = v1::LIMITS_FILE;
+  // --envoy_path: one level per item, "key" or "key=value".
+  std::vector<std::string> envoy_path;
   std::string name;
   std::string key;
   std::string key_pattern;
@@ -33,7 +38,8 @@ struct OverrideFlags {
   std::string page_token;
 };
 
-// The target named by --name and --key or --key_pattern (the server checks them).
+// The target named by --source, --name, --envoy_path and --key or --key_pattern (the server
+// checks them).
 v1::OverrideTarget OverrideTargetOf(const OverrideFlags& flags);
 
 // SetOverride of --unlimited, --blocked, or the limit fields given; INVALID_ARGUMENT naming the

@@ -3,6 +3,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace ratelimit {
@@ -196,6 +197,38 @@ absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
 
 std::string EnvoyLimitKeySuffix(size_t index) {
   return index == 0 ? std::string() : absl::StrCat("|#", index);
+}
+
+std::optional<EnvoyStatePath> ParseEnvoyStateName(absl::string_view state_name) {
+  if (state_name.empty() || (state_name[0] != 'R' && state_name[0] != 'O')) return std::nullopt;
+  EnvoyStatePath out;
+  out.override_limit = state_name[0] == 'O';
+  absl::string_view rest = state_name.substr(1);
+  // One "<decimal length>:<bytes>" part off the front of `rest`.
+  auto next = [&rest](std::string& part) {
+    const size_t colon = rest.find(':');
+    size_t length = 0;
+    if (colon == absl::string_view::npos || colon == 0 || colon > 10 ||
+        !absl::SimpleAtoi(rest.substr(0, colon), &length) || length > rest.size() - colon - 1) {
+      return false;
+    }
+    part = std::string(rest.substr(colon + 1, length));
+    rest.remove_prefix(colon + 1 + length);
+    return true;
+  };
+  if (!next(out.domain)) return std::nullopt;
+  while (!rest.empty()) {
+    auto& [key, value] = out.path.emplace_back();
+    if (!next(key) || !next(value)) return std::nullopt;
+  }
+  return out;
+}
+
+const EnvoyRateLimit* FindEnvoyRule(const EnvoyConfig& config, absl::string_view state_name) {
+  const std::optional<EnvoyStatePath> parsed = ParseEnvoyStateName(state_name);
+  if (!parsed || parsed->override_limit) return nullptr;
+  const EnvoyDomain* domain = config.FindDomain(parsed->domain);
+  return domain == nullptr ? nullptr : FindRuleWithStateName(domain->descriptors, state_name);
 }
 
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,

@@ -208,6 +208,19 @@ EnvoyMatch MatchDescriptor(const EnvoyDomain& domain, absl::Span<const EnvoyEntr
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,
                            bool override_limit);
 
+// What an EnvoyStateName is made of. The path's entries are (key, value) pairs.
+struct EnvoyStatePath {
+  std::string domain;
+  std::vector<std::pair<std::string, std::string>> path;
+  bool override_limit = false;
+};
+
+// The domain, path and kind an EnvoyStateName was made of; nullopt when `state_name` is not one.
+std::optional<EnvoyStatePath> ParseEnvoyStateName(absl::string_view state_name);
+
+// The configured rule whose state_name is `state_name` ('R' names only), or nullptr.
+const EnvoyRateLimit* FindEnvoyRule(const EnvoyConfig& config, absl::string_view state_name);
+
 // Whether a Reset of Envoy states names something configured: OK, or NOT_FOUND naming the
 // field ("name" for a domain `config` has not, "envoy_path" for a rule path none of the domain's
 // rules has). A configured rule is found by its `state_name`; an override (a limit Envoy sent in

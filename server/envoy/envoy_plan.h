@@ -44,6 +44,9 @@ struct EnvoyDescriptorPlan {
   // A quota descriptor (its rule's quota_mode, or --envoy_quota_mode): over its limit, it denies
   // the request only when every quota descriptor of the request is over.
   bool quota = false;
+  // The key or key pattern of the runtime override that decided this descriptor
+  // (envoy_overrides.h); empty when none did.
+  std::string runtime_override;
   // kLimited and kRefund: one request per limit of the rule, in the rule's order (count = hits,
   // 1 when check_only).
   LimitRequests requests;

@@ -3,6 +3,7 @@
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
 #include "server/envoy/envoy_metadata.h"
+#include "server/envoy/envoy_overrides.h"
 #include "server/observability/log.h"
 #include "server/serving/grpc_convert.h"
 #include "server/serving/serving_loop.h"
@@ -46,6 +47,15 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
     return;
   }
   evaluation->plan = *std::move(plan);
+  if (overrides_ != nullptr) {
+    const std::shared_ptr<const OverrideIndex> index = overrides_->Current();
+    if (!index->empty() && ApplyEnvoyOverrides(*index, overrides_clock_->NowMicros(),
+                                               absl::MakeSpan(evaluation->plan)) > 0) {
+      for (const EnvoyDescriptorPlan& p : evaluation->plan) {
+        if (!p.runtime_override.empty()) rpc.RecordOverrideDecision(p.config_rule->limit_name);
+      }
+    }
+  }
   if (rpc.span().recording()) {
     rpc.span().SetAttribute("ratelimit.domain", request.domain());
     std::vector<absl::string_view> names;

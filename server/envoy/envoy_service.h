@@ -7,6 +7,7 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/config/watched_config.h"
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_plan.h"
 #include "server/envoy/envoy_registry.h"
@@ -16,6 +17,7 @@
 #include "server/serving/decision_scheduler.h"
 #include "server/serving/parsed_unary.h"
 #include "storage/clock.h"
+#include "storage/overrides/override_index.h"
 
 namespace ratelimit {
 
@@ -74,6 +76,13 @@ class EnvoyRateLimitServiceImpl final
 
   const EnvoyStats& stats() const { return stats_; }
 
+  // Applies the runtime overrides of `overrides` (those of Envoy rules) to every call, as of
+  // `clock`'s time (envoy_overrides.h). Call before serving; both must outlive the service.
+  void set_overrides(const ConfigSnapshot<OverrideIndex>* overrides, const Clock* clock) {
+    overrides_ = overrides;
+    overrides_clock_ = clock;
+  }
+
  private:
   using Call = ParsedLoopCall<::envoy::service::ratelimit::v3::RateLimitRequest,
                               ::envoy::service::ratelimit::v3::RateLimitResponse>;
@@ -88,6 +97,8 @@ class EnvoyRateLimitServiceImpl final
   const EnvoyServiceOptions options_;
   const Telemetry& telemetry_;
   EnvoyStats stats_;
+  const ConfigSnapshot<OverrideIndex>* overrides_ = nullptr;
+  const Clock* overrides_clock_ = nullptr;
   // Logged once, then summarised (a failing store fails every call).
   RepeatedLog store_failure_log_{LogLevel::kError, "store failure (envoy api)"};
 };

@@ -257,6 +257,10 @@ void Telemetry::Rpc::RecordOverrideDecisions(absl::Span<const LimitRequest> limi
   }
 }
 
+void Telemetry::Rpc::RecordOverrideDecision(const std::string& limit) {
+  if (t_->metrics_) t_->metrics_->override_decisions.With({limit}).Increment();
+}
+
 void Telemetry::Rpc::SetDecision(bool allowed) {
   span_.SetAttribute("ratelimit.decision", allowed ? "allowed" : "denied");
 }

@@ -84,6 +84,8 @@ class Telemetry {
     void RecordDecision(const std::string& limit, const char* outcome, uint64_t n = 1);
     // Counts the decisions of `limits` a runtime override adjusted (override_target set).
     void RecordOverrideDecisions(absl::Span<const LimitRequest> limits);
+    // Counts one decision of `limit` that a runtime override adjusted.
+    void RecordOverrideDecision(const std::string& limit);
     // The decision metric's outcome label of a verdict taken in `mode` (not kCheck):
     // "denied", "reserved" or "allowed".
     static const char* DecisionOutcome(const Verdict& verdict, Mode mode);

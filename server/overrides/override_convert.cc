@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/envoy/envoy_config.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/overrides/override_codec.h"
 #include "storage/status_util.h"
@@ -11,6 +12,9 @@ namespace ratelimit {
 namespace {
 
 constexpr int64_t kMaxTimestampSeconds = 253402300799;  // 9999-12-31T23:59:59Z
+// An Envoy rule's descriptor path: at most this many levels, and bytes with the domain.
+constexpr int kMaxEnvoyPathLevels = 16;
+constexpr size_t kMaxEnvoyPathBytes = 2048;
 
 absl::StatusOr<int64_t> PeriodMicros(const google::protobuf::Duration& d, absl::string_view field) {
   const int64_t s = d.seconds();
@@ -45,6 +49,32 @@ void ActionToProto(const OverrideAction& a, v1::Override* out) {
   if (a.max_reserved) l->set_max_reserved(*a.max_reserved);
 }
 
+// The state name of the Envoy rule `t` names: its domain (t.name) and descriptor path.
+absl::StatusOr<std::string> EnvoyRuleName(const v1::OverrideTarget& t, absl::string_view field) {
+  const std::string path_field = absl::StrCat(field, ".envoy_path");
+  if (t.envoy_path_size() == 0) {
+    return InvalidField(path_field, "required for source ENVOY (the rule's descriptor path)");
+  }
+  if (t.envoy_path_size() > kMaxEnvoyPathLevels) {
+    return InvalidField(path_field, absl::StrCat("at most ", kMaxEnvoyPathLevels, " levels"));
+  }
+  std::vector<EnvoyEntry> entries;
+  size_t bytes = t.name().size();
+  for (int i = 0; i < t.envoy_path_size(); ++i) {
+    const v1::EnvoyPathEntry& e = t.envoy_path(i);
+    if (e.key().empty()) {
+      return InvalidField(absl::StrCat(path_field, "[", i, "].key"), "required");
+    }
+    bytes += e.key().size() + e.value().size();
+    entries.push_back(EnvoyEntry{e.key(), e.value()});
+  }
+  if (bytes > kMaxEnvoyPathBytes) {
+    return InvalidField(path_field, absl::StrCat("the domain and path are ", bytes,
+                                                 " bytes; at most ", kMaxEnvoyPathBytes));
+  }
+  return EnvoyStateName(t.name(), entries, /*override_limit=*/false);
+}
+
 }  // namespace
 
 absl::Status ValidateText(absl::string_view text, size_t max_bytes, absl::string_view field) {
@@ -63,17 +93,25 @@ absl::StatusOr<OverrideTarget> TargetFromProto(const v1::OverrideTarget& t,
       out.source = LimitSource::kDefined;
       break;
     case v1::ENVOY:
-      return InvalidField(absl::StrCat(field, ".source"),
-                          "overrides of Envoy rules are not supported yet (LIMITS_FILE only)");
+      out.source = LimitSource::kEnvoy;
+      break;
     case v1::INLINE:
       return InvalidField(absl::StrCat(field, ".source"),
-                          "inline limits have no configuration to override (LIMITS_FILE only)");
+                          "inline limits have no configuration to override (LIMITS_FILE or "
+                          "ENVOY)");
     default:
       return InvalidField(absl::StrCat(field, ".source"),
                           absl::StrCat("unknown source ", static_cast<int>(t.source())));
   }
   if (absl::Status s = ValidateName(t.name(), field, ".name"); !s.ok()) return s;
   out.name = t.name();
+  if (out.source == LimitSource::kEnvoy) {
+    absl::StatusOr<std::string> rule = EnvoyRuleName(t, field);
+    if (!rule.ok()) return rule.status();
+    out.name = *std::move(rule);
+  } else if (t.envoy_path_size() > 0) {
+    return InvalidField(absl::StrCat(field, ".envoy_path"), "only for source ENVOY");
+  }
   if (!t.key().empty() && !t.key_pattern().empty()) {
     return InvalidField(absl::StrCat(field, ".key_pattern"),
                         "set either key or key_pattern, not both");
@@ -95,15 +133,8 @@ absl::StatusOr<OverrideTarget> TargetFromProto(const v1::OverrideTarget& t,
   return out;
 }
 
-absl::Status RequireDefined(const OverrideTarget& target, const LimitSet& limits,
-                            absl::string_view field) {
-  if (limits.Find(target.name) != nullptr) return absl::OkStatus();
-  return absl::NotFoundError(
-      absl::StrCat(field, ": no limit \"", target.name, "\" in the limits file"));
-}
-
 absl::StatusOr<Override> OverrideFromProto(const v1::SetOverrideRequest& request,
-                                           const LimitSet& limits, int64_t now_us) {
+                                           const OverridableLimits& limits, int64_t now_us) {
   if (!request.has_override()) return InvalidField("override", "required");
   const v1::Override& p = request.override();
   if (!p.has_target()) return InvalidField("override.target", "required");
@@ -157,17 +188,32 @@ absl::StatusOr<Override> OverrideFromProto(const v1::SetOverrideRequest& request
     return s;
   }
   // Every field is well formed: now the limit it adjusts.
-  if (absl::Status s = RequireDefined(o.target, limits, "override.target.name"); !s.ok()) return s;
-  if (absl::Status s = CheckAction(*limits.Find(o.target.name), o.action, "override."); !s.ok()) {
+  if (absl::Status s = limits.RequireDefined(o.target, "override.target"); !s.ok()) return s;
+  if (absl::Status s =
+          CheckAction(*limits.Find(o.target.source, o.target.name), o.action, "override.");
+      !s.ok()) {
     return s;
   }
   return o;
 }
 
-void OverrideToProto(const Override& o, const LimitSet& limits, int64_t now_us, v1::Override* out) {
+void OverrideToProto(const Override& o, const OverridableLimits& limits, int64_t now_us,
+                     v1::Override* out) {
   v1::OverrideTarget* t = out->mutable_target();
-  t->set_source(v1::LIMITS_FILE);
-  t->set_name(o.target.name);
+  if (o.target.source == LimitSource::kEnvoy) {
+    t->set_source(v1::ENVOY);
+    if (std::optional<EnvoyStatePath> rule = ParseEnvoyStateName(o.target.name)) {
+      t->set_name(rule->domain);
+      for (const auto& [key, value] : rule->path) {
+        v1::EnvoyPathEntry* e = t->add_envoy_path();
+        e->set_key(key);
+        e->set_value(value);
+      }
+    }
+  } else {
+    t->set_source(v1::LIMITS_FILE);
+    t->set_name(o.target.name);
+  }
   if (o.target.pattern) {
     t->set_key_pattern(o.target.key);
   } else {
@@ -179,11 +225,11 @@ void OverrideToProto(const Override& o, const LimitSet& limits, int64_t now_us, 
   out->set_set_by(o.set_by);
   SetTimestamp(o.set_at_us, out->mutable_set_at());
   out->set_expired(o.expires_at_us && *o.expires_at_us <= now_us);
-  const LimitConfig* base = limits.Find(o.target.name);
-  out->set_inert(base == nullptr || !CheckAction(*base, o.action, "").ok());
+  const std::optional<LimitConfig> base = limits.Find(o.target.source, o.target.name);
+  out->set_inert(!base || !CheckAction(*base, o.action, "").ok());
 }
 
-void AuditEntryToProto(const OverrideAuditEntry& e, const LimitSet& limits, int64_t now_us,
+void AuditEntryToProto(const OverrideAuditEntry& e, const OverridableLimits& limits, int64_t now_us,
                        v1::OverrideAuditEntry* out) {
   out->set_sequence(e.sequence);
   SetTimestamp(e.at_us, out->mutable_at());

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/envoy/envoy_config.h"
 #include "server/observability/log.h"
 #include "server/overrides/override_convert.h"
 #include "server/serving/grpc_convert.h"
@@ -22,8 +23,37 @@ std::string SetBy(absl::string_view actor, absl::string_view authorized_by) {
   return absl::StrCat(actor, " (", authorized_by, ")");
 }
 
+// "api key k1", or for an Envoy rule "envoy edge/path=/a/user key k1".
 std::string TargetName(const OverrideTarget& t) {
-  return absl::StrCat(t.name, t.pattern ? " pattern " : " key ", t.key);
+  std::string name = t.name;
+  if (t.source == LimitSource::kEnvoy) {
+    if (std::optional<EnvoyStatePath> rule = ParseEnvoyStateName(t.name)) {
+      name = absl::StrCat("envoy ", rule->domain);
+      for (const auto& [key, value] : rule->path) {
+        absl::StrAppend(&name, "/", key, value.empty() ? "" : "=", value);
+      }
+    }
+  }
+  return absl::StrCat(name, t.pattern ? " pattern " : " key ", t.key);
+}
+
+// The stored keys ListOverrides shows: those of `source`, and with a name of that limit (ENVOY:
+// of every rule of that domain, whose state names all begin alike).
+std::string ListPrefix(v1::LimitSource source, absl::string_view name) {
+  if (source == v1::ENVOY) {
+    std::string prefix = OverrideNamePrefix(LimitSource::kEnvoy, "");
+    prefix.pop_back();  // the name's terminator: the rules' names continue past the domain
+    if (!name.empty()) {
+      prefix += EnvoyStateName(name, {}, /*override_limit=*/false);
+    }
+    return prefix;
+  }
+  if (name.empty()) {
+    std::string prefix = OverrideNamePrefix(LimitSource::kDefined, "");
+    prefix.pop_back();
+    return prefix;
+  }
+  return OverrideNamePrefix(LimitSource::kDefined, name);
 }
 
 }  // namespace
@@ -95,8 +125,7 @@ absl::StatusOr<OverrideServiceImpl::Caller> OverrideServiceImpl::Admit(
   caller.authorized_by = *std::move(admin);
   if (store_ == nullptr) {
     return absl::FailedPreconditionError(
-        "this server's store keeps no overrides (the RocksDB store does; the Redis store does "
-        "not yet)");
+        "this server's store keeps no overrides (the RocksDB and Redis stores do)");
   }
   return caller;
 }
@@ -107,6 +136,10 @@ grpc::Status OverrideServiceImpl::StoreError(const absl::Status& error) {
     return ToGrpcStatus(error);
   }
   return ToGrpcStatus(StoreUnavailable(error));
+}
+
+OverridableLimits OverrideServiceImpl::Limits() const {
+  return OverridableLimits(limits_.Current(), envoy_ != nullptr ? envoy_->Current() : nullptr);
 }
 
 void OverrideServiceImpl::RefreshNow() {
@@ -120,9 +153,9 @@ grpc::Status OverrideServiceImpl::Set(const grpc::ServerContext& context,
                                            "ratelimit.v1.OverrideService/SetOverride", context);
   absl::StatusOr<Caller> caller = Admit(context, rpc, "SetOverride");
   if (!caller.ok()) return FinishRpc(rpc, ToGrpcStatus(caller.status()));
-  const std::shared_ptr<const LimitSet> limits = limits_.Current();
+  const OverridableLimits limits = Limits();
   const int64_t now = clock_.NowMicros();
-  absl::StatusOr<Override> made = OverrideFromProto(request, *limits, now);
+  absl::StatusOr<Override> made = OverrideFromProto(request, limits, now);
   if (!made.ok()) return FinishRpc(rpc, ToGrpcStatus(made.status()));
   made->set_by = SetBy(request.actor(), caller->authorized_by);
   made->set_at_us = now;
@@ -153,9 +186,9 @@ grpc::Status OverrideServiceImpl::Set(const grpc::ServerContext& context,
        {"sequence", absl::StrCat(written->sequence)},
        {"reason", made->reason},
        {"trace_id", rpc.TraceId()}});
-  OverrideToProto(*written->after, *limits, now, response->mutable_override());
+  OverrideToProto(*written->after, limits, now, response->mutable_override());
   if (written->before) {
-    OverrideToProto(*written->before, *limits, now, response->mutable_replaced());
+    OverrideToProto(*written->before, limits, now, response->mutable_replaced());
   }
   return FinishRpc(rpc, grpc::Status::OK);
 }
@@ -203,7 +236,7 @@ grpc::Status OverrideServiceImpl::Delete(const grpc::ServerContext& context,
        {"sequence", absl::StrCat(written->sequence)},
        {"reason", request.reason()},
        {"trace_id", rpc.TraceId()}});
-  OverrideToProto(*written->before, *limits_.Current(), now, response->mutable_deleted());
+  OverrideToProto(*written->before, Limits(), now, response->mutable_deleted());
   return FinishRpc(rpc, grpc::Status::OK);
 }
 
@@ -225,7 +258,7 @@ grpc::Status OverrideServiceImpl::Get(const grpc::ServerContext& context,
     return FinishRpc(rpc, ToGrpcStatus(absl::NotFoundError(
                               absl::StrCat("target: no override of ", TargetName(*target)))));
   }
-  OverrideToProto(**got, *limits_.Current(), clock_.NowMicros(), response->mutable_override());
+  OverrideToProto(**got, Limits(), clock_.NowMicros(), response->mutable_override());
   return FinishRpc(rpc, grpc::Status::OK);
 }
 
@@ -237,9 +270,9 @@ grpc::Status OverrideServiceImpl::List(const grpc::ServerContext& context,
   absl::StatusOr<Caller> caller = Admit(context, rpc, "ListOverrides");
   if (!caller.ok()) return FinishRpc(rpc, ToGrpcStatus(caller.status()));
   absl::Status valid =
-      request.source() == v1::LIMITS_FILE
+      request.source() == v1::LIMITS_FILE || request.source() == v1::ENVOY
           ? absl::OkStatus()
-          : absl::InvalidArgumentError("source: only LIMITS_FILE takes overrides in this version");
+          : absl::InvalidArgumentError("source: overrides are of LIMITS_FILE or ENVOY limits");
   if (valid.ok() && !request.name().empty()) valid = ValidateName(request.name(), "name");
   absl::StatusOr<size_t> page_size = PageSize(request.page_size(), "page_size");
   if (valid.ok()) valid = page_size.status();
@@ -252,11 +285,9 @@ grpc::Status OverrideServiceImpl::List(const grpc::ServerContext& context,
   if (!valid.ok()) return FinishRpc(rpc, ToGrpcStatus(valid));
   absl::StatusOr<OverrideStore::Snapshot> all = store_->LoadAll();
   if (!all.ok()) return FinishRpc(rpc, StoreError(all.status()));
-  const std::shared_ptr<const LimitSet> limits = limits_.Current();
+  const OverridableLimits limits = Limits();
   const int64_t now = clock_.NowMicros();
-  const std::string prefix = request.name().empty()
-                                 ? std::string(kOverrideKeyPrefix)
-                                 : OverrideNamePrefix(LimitSource::kDefined, request.name());
+  const std::string prefix = ListPrefix(request.source(), request.name());
   const Override* last = nullptr;
   for (const Override& o : all->overrides) {  // in stored-key order
     if (o.deleted_at_us) continue;
@@ -267,7 +298,7 @@ grpc::Status OverrideServiceImpl::List(const grpc::ServerContext& context,
       response->set_next_page_token(OverridePageToken(last->target));
       break;
     }
-    OverrideToProto(o, *limits, now, response->add_overrides());
+    OverrideToProto(o, limits, now, response->add_overrides());
     last = &o;
   }
   return FinishRpc(rpc, grpc::Status::OK);
@@ -294,10 +325,10 @@ grpc::Status OverrideServiceImpl::Audit(const grpc::ServerContext& context,
   absl::StatusOr<std::vector<OverrideAuditEntry>> entries =
       store_->ListAudit(before, request.name(), *page_size + 1);
   if (!entries.ok()) return FinishRpc(rpc, StoreError(entries.status()));
-  const std::shared_ptr<const LimitSet> limits = limits_.Current();
+  const OverridableLimits limits = Limits();
   const int64_t now = clock_.NowMicros();
   for (size_t i = 0; i < entries->size() && i < *page_size; ++i) {
-    AuditEntryToProto((*entries)[i], *limits, now, response->add_entries());
+    AuditEntryToProto((*entries)[i], limits, now, response->add_entries());
   }
   if (entries->size() > *page_size) {
     response->set_next_page_token(AuditPageToken((*entries)[*page_size - 1].sequence));

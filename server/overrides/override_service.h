@@ -9,8 +9,10 @@
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin/admin_auth.h"
+#include "server/envoy/envoy_registry.h"
 #include "server/observability/repeated_log.h"
 #include "server/observability/telemetry.h"
+#include "server/overrides/overridable_limits.h"
 #include "server/overrides/override_refresher.h"
 #include "server/serving/decision_scheduler.h"
 #include "server/serving/serving_loop.h"
@@ -61,6 +63,10 @@ class OverrideServiceImpl final
         clock_(clock),
         telemetry_(telemetry) {}
 
+  // Overrides of Envoy rules are checked against `envoy`'s configuration (which must outlive the
+  // service); without it they are NOT_FOUND. Call before serving.
+  void set_envoy(const EnvoyConfigRegistry* envoy) { envoy_ = envoy; }
+
   // ServingLoop::Handler.
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
   void OnCall(LoopCall* call, ServingLoop::Burst* burst) override;
@@ -90,12 +96,15 @@ class OverrideServiceImpl final
   // A store error as the call's answer: NOT_FOUND and INVALID_ARGUMENT (the caller's) as they
   // are, anything else UNAVAILABLE.
   static grpc::Status StoreError(const absl::Status& error);
+  // The limits overrides adjust, as configured now.
+  OverridableLimits Limits() const;
   // Applies a change to this server's index at once (a failure is logged by the refresher; the
   // periodic refresh retries).
   void RefreshNow();
 
   DecisionScheduler& scheduler_;
   const LimitRegistry& limits_;
+  const EnvoyConfigRegistry* envoy_ = nullptr;
   const AdminAuthenticator& admin_;
   OverrideStore* const store_;
   OverrideRefresher* const refresher_;

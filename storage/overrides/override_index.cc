@@ -18,8 +18,12 @@ std::shared_ptr<const OverrideIndex> OverrideIndex::Build(std::vector<Override> 
   });
   index->all_ = std::move(overrides);
   for (const Override& o : index->all_) {
-    if (o.target.source != LimitSource::kDefined) continue;
-    PerLimit& per = index->by_name_[o.target.name];
+    if (o.target.source != LimitSource::kDefined && o.target.source != LimitSource::kEnvoy) {
+      continue;
+    }
+    PerLimit& per = index->by_name_[o.target.source == LimitSource::kDefined
+                                        ? o.target.name
+                                        : IndexName(o.target.source, o.target.name)];
     if (o.target.pattern) {
       per.patterns.push_back(&o);  // in precedence order: all_ is sorted
     } else {

@@ -27,8 +27,8 @@ class OverrideIndex {
   // The empty index (no override at version 0).
   OverrideIndex() = default;
 
-  // An index of `overrides` (at most one per target), read from a store at `version`. Only the
-  // limits file's overrides are indexed (the other sources take none in this version).
+  // An index of `overrides` (at most one per target), read from a store at `version`: those of
+  // the limits file and of Envoy rules.
   static std::shared_ptr<const OverrideIndex> Build(std::vector<Override> overrides,
                                                     uint64_t version);
 
@@ -41,6 +41,13 @@ class OverrideIndex {
   // file changed under it) is inert: it is skipped.
   const Override* Adjust(absl::string_view name, absl::string_view key, int64_t now_us,
                          LimitConfig& config) const;
+  // As above, for the limit `name` of `source` (kDefined: the limits file, as above; kEnvoy: an
+  // Envoy rule by its state name).
+  const Override* Adjust(LimitSource source, absl::string_view name, absl::string_view key,
+                         int64_t now_us, LimitConfig& config) const {
+    if (source == LimitSource::kDefined) return Adjust(name, key, now_us, config);
+    return Adjust(IndexName(source, name), key, now_us, config);
+  }
 
   // Whether no limit has an override (the decision path then does nothing).
   bool empty() const { return by_name_.empty(); }
@@ -49,6 +56,14 @@ class OverrideIndex {
   const std::vector<Override>& all() const { return all_; }
 
  private:
+  // The name a limit of `source` is indexed under: a limits file's limit by its name, any other
+  // source's behind a control character and the source (names hold no control characters).
+  static std::string IndexName(LimitSource source, absl::string_view name) {
+    std::string out = {'\x01', static_cast<char>(source)};
+    out.append(name.data(), name.size());
+    return out;
+  }
+
   struct PerLimit {
     absl::flat_hash_map<std::string, const Override*> exact;
     std::vector<const Override*> patterns;  // most precise first

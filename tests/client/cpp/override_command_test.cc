@@ -48,6 +48,29 @@ TEST(OverrideCommandTest, SetRefusesContradictionsAndBadDurations) {
   EXPECT_TRUE(absl::StartsWith(SetOverrideOf(f, kNow).status().message(), "--period: "));
 }
 
+TEST(OverrideCommandTest, AnEnvoyTargetCarriesItsDomainAndPathAndPrintsThem) {
+  OverrideFlags f;
+  f.source = v1::ENVOY;
+  f.name = "web";
+  f.envoy_path = {"message_type=marketing", "to_number"};
+  f.key = "marketing|555";
+  f.blocked = true;
+  absl::StatusOr<v1::SetOverrideRequest> r = SetOverrideOf(f, kNow);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::OverrideTarget& t = r->override().target();
+  EXPECT_EQ(t.source(), v1::ENVOY);
+  EXPECT_EQ(t.name(), "web");
+  ASSERT_EQ(t.envoy_path_size(), 2);
+  EXPECT_EQ(t.envoy_path(0).key(), "message_type");
+  EXPECT_EQ(t.envoy_path(0).value(), "marketing");
+  EXPECT_EQ(t.envoy_path(1).key(), "to_number");
+  EXPECT_TRUE(t.envoy_path(1).value().empty());
+  EXPECT_TRUE(absl::StartsWith(FormatOverride(r->override()),
+                               "envoy web/message_type=marketing/to_number key marketing|555: "
+                               "blocked"))
+      << FormatOverride(r->override());
+}
+
 TEST(OverrideCommandTest, FormatsAnOverrideAndAnAuditEntry) {
   v1::Override o;
   o.mutable_target()->set_name("api");

@@ -323,6 +323,37 @@ descriptors:
   EXPECT_EQ(MatchDescriptor(d, b).stat_key, "s.k_v1");
 }
 
+TEST(EnvoyConfigTest, AStateNameParsesBackAndFindsItsRule) {
+  EnvoyConfig config;
+  config.domains.emplace("s", MustParse(R"(
+domain: s
+descriptors:
+  - key: k
+    value: "a:b|c"
+    descriptors:
+      - key: n
+        rate_limit: {unit: minute, requests_per_unit: 10}
+)"));
+  const std::vector<EnvoyEntry> path = {{"k", "a:b|c"}, {"n", ""}};
+  const std::string name = EnvoyStateName("s", path, /*override_limit=*/false);
+  const std::optional<EnvoyStatePath> parsed = ParseEnvoyStateName(name);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->domain, "s");
+  EXPECT_FALSE(parsed->override_limit);
+  using Pair = std::pair<std::string, std::string>;
+  EXPECT_EQ(parsed->path, (std::vector<Pair>{{"k", "a:b|c"}, {"n", ""}}));
+  const EnvoyRateLimit* rule = FindEnvoyRule(config, name);
+  ASSERT_NE(rule, nullptr);
+  EXPECT_EQ(rule->limits[0].requests_per_unit, 10u);
+  // Another path, another domain, a name Envoy sent ('O') and malformed names find nothing.
+  EXPECT_EQ(FindEnvoyRule(config, EnvoyStateName("s", {{"k", "x"}}, false)), nullptr);
+  EXPECT_EQ(FindEnvoyRule(config, EnvoyStateName("t", path, false)), nullptr);
+  EXPECT_EQ(FindEnvoyRule(config, EnvoyStateName("s", path, true)), nullptr);
+  for (const char* bad : {"", "X1:s", "R", "R9:s", "R1:s1:k", "Rx:s", "R-1:s"}) {
+    EXPECT_FALSE(ParseEnvoyStateName(bad).has_value()) << bad;
+  }
+}
+
 // The example shipped in deploy/envoy loads, and matches what deploy/envoy/envoy.yaml sends.
 TEST(EnvoyConfigTest, DeployExampleLoads) {
   absl::StatusOr<std::vector<EnvoyConfigFile>> files =

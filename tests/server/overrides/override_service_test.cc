@@ -308,7 +308,8 @@ TEST_F(OverrideServiceTest, BadInputIsNamedAndChangesNothing) {
   const std::vector<BadSet> cases = {
       {"override", [](auto& r) { r.clear_override(); }},
       {"override.target", [](auto& r) { r.mutable_override()->clear_target(); }},
-      {"override.target.source", [&](auto& r) { target(r)->set_source(v1::ENVOY); }},
+      {"override.target.envoy_path", [&](auto& r) { target(r)->set_source(v1::ENVOY); }},
+      {"override.target.envoy_path", [&](auto& r) { target(r)->add_envoy_path()->set_key("k"); }},
       {"override.target.source", [&](auto& r) { target(r)->set_source(v1::INLINE); }},
       {"override.target.source",
        [&](auto& r) { target(r)->set_source(static_cast<v1::LimitSource>(9)); }},
@@ -385,7 +386,7 @@ TEST_F(OverrideServiceTest, BadInputIsNamedAndChangesNothing) {
   list.set_page_token("!!");
   EXPECT_TRUE(absl::StartsWith(client_->ListOverrides(list).status().message(), "page_token: "));
   list.set_page_token("");
-  list.set_source(v1::ENVOY);
+  list.set_source(v1::INLINE);
   EXPECT_TRUE(absl::StartsWith(client_->ListOverrides(list).status().message(), "source: "));
   v1::ListOverrideAuditRequest audit;
   audit.set_page_token("x");
