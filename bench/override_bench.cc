@@ -1,6 +1,7 @@
 // Google Benchmark: what overrides add to a decision — resolving a limit's config for a key
 // (OverrideIndex::Adjust through ApplyOverrides) with 0, 1,000 and 100,000 overrides present,
-// half of them patterns, spread over 100 limits or all on the limit decided.
+// half of them patterns, spread over 100 limits or all on the limit decided; and with patterns of
+// realistic shapes all on the limit decided, for a key that matches none or one of them.
 #include <string>
 #include <vector>
 
@@ -51,6 +52,67 @@ BENCHMARK(BM_ApplyOverrides)
     ->Args({0, 1})
     ->Args({1000, 100})
     ->Args({100000, 100})
+    ->Args({1000, 1})
+    ->Args({100000, 1});
+
+// `n` overrides on limit "l0": exact keys "k<i>" and patterns alternately, the patterns of three
+// shapes in turn: a tenant's keys "tenant-<i>-*", a region's keys "*-<i>" (an empty literal
+// prefix), and "p<i>-*-x" (a literal prefix and suffix).
+std::shared_ptr<const OverrideIndex> ShapedIndex(int n) {
+  std::vector<Override> all;
+  all.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    Override o;
+    o.target.name = "l0";
+    o.target.pattern = i % 2 == 1;
+    if (!o.target.pattern) {
+      o.target.key = absl::StrCat("k", i);
+    } else if (i / 2 % 3 == 0) {
+      o.target.key = absl::StrCat("tenant-", i, "-*");
+    } else if (i / 2 % 3 == 1) {
+      o.target.key = absl::StrCat("*-", i);
+    } else {
+      o.target.key = absl::StrCat("p", i, "-*-x");
+    }
+    o.action.capacity = 100;
+    o.set_at_us = kNow - 1;
+    all.push_back(std::move(o));
+  }
+  return OverrideIndex::Build(std::move(all), 1);
+}
+
+// Adjusts limit "l0" among ShapedIndex(range(0)) for a key that matches no override (range(1) 0)
+// or exactly one pattern, "p<i>-*-x" (range(1) 1: the override then applies).
+void BM_ApplyShapedOverrides(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const auto index = ShapedIndex(n);
+  // The last "p<i>-*-x" pattern: i odd, i / 2 % 3 == 2.
+  int last = -1;
+  for (int i = 0; i < n; ++i) {
+    if (i % 2 == 1 && i / 2 % 3 == 2) last = i;
+  }
+  const std::string key =
+      state.range(1) == 1 && last >= 0 ? absl::StrCat("p", last, "-user-7-x") : "user-1234567";
+  LimitConfig base;
+  base.rate = 10;
+  base.period_us = 1'000'000;
+  LimitRequests limits(1);
+  for (auto _ : state) {
+    limits[0].name = "l0";
+    limits[0].key = key;
+    limits[0].config = base;
+    limits[0].override_target.clear();
+    ApplyOverrides(*index, kNow, absl::MakeSpan(limits));
+    benchmark::DoNotOptimize(limits);
+  }
+  if (state.range(1) == 1 && limits[0].override_target != absl::StrCat("p", last, "-*-x")) {
+    state.SkipWithError("the key did not get its pattern");
+  }
+}
+BENCHMARK(BM_ApplyShapedOverrides)
+    ->Args({0, 0})
+    ->Args({1000, 0})
+    ->Args({100000, 0})
     ->Args({1000, 1})
     ->Args({100000, 1});
 
