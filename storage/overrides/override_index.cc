@@ -30,6 +30,12 @@ std::shared_ptr<const OverrideIndex> OverrideIndex::Build(std::vector<Override> 
       per.exact.emplace(o.target.key, &o);
     }
   }
+  for (auto& [name, per] : index->by_name_) {
+    std::vector<absl::string_view> keys;
+    keys.reserve(per.patterns.size());
+    for (const Override* o : per.patterns) keys.push_back(o->target.key);
+    per.pattern_index = PatternIndex(std::move(keys));
+  }
   return index;
 }
 
@@ -74,9 +80,11 @@ const Override* OverrideIndex::Adjust(absl::string_view name, absl::string_view 
   };
   bool found = false;
   if (const auto e = per.exact.find(key); e != per.exact.end()) found = visit(*e->second);
-  for (size_t i = 0; !found && i < per.patterns.size(); ++i) {
-    const Override& o = *per.patterns[i];
-    if (PatternMatches(o.target.key, key)) found = visit(o);
+  if (!found && !per.pattern_index.empty()) {
+    // Every pattern the key matches, most precise first.
+    for (uint32_t i : per.pattern_index.Match(key)) {
+      if (visit(*per.patterns[i])) break;
+    }
   }
   if (active != nullptr) change.Consider(active->set_at_us, active->replaced);
   if (active == nullptr && !change.seen) return nullptr;

@@ -11,15 +11,17 @@
 #include "absl/types/span.h"
 #include "storage/limit_config.h"
 #include "storage/overrides/override.h"
+#include "storage/overrides/pattern_index.h"
 
 namespace ratelimit {
 
 struct LimitRequest;  // storage/limiter.h
 
 // Every override of a store at one version, indexed for the decision path: by limit name, an
-// exact-key map and the patterns in precedence order (MorePreciseThan). A decision reads it
-// without any store call. Tombstones and expired overrides are kept: a key's change back to its
-// limit is computed from them (docs/overrides.md).
+// exact-key map and a PatternIndex of the patterns in precedence order (MorePreciseThan), which
+// finds the few a key matches without trying each. A decision reads it without any store call.
+// Tombstones and expired overrides are kept: a key's change back to its limit is computed from them
+// (docs/overrides.md).
 //
 // Thread safety: immutable after Build; thread-safe.
 class OverrideIndex {
@@ -67,6 +69,7 @@ class OverrideIndex {
   struct PerLimit {
     absl::flat_hash_map<std::string, const Override*> exact;
     std::vector<const Override*> patterns;  // most precise first
+    PatternIndex pattern_index;             // of `patterns`' keys, numbered alike
   };
 
   std::vector<Override> all_;
