@@ -9,6 +9,7 @@
 #include "benchmark/benchmark.h"
 #include "storage/limiter.h"
 #include "storage/overrides/override_index.h"
+#include "storage/overrides/pattern_index.h"
 
 namespace ratelimit {
 namespace {
@@ -115,6 +116,33 @@ BENCHMARK(BM_ApplyShapedOverrides)
     ->Args({100000, 0})
     ->Args({1000, 1})
     ->Args({100000, 1});
+
+// Builds the index of ShapedIndex(range(0))'s overrides, as a server does at each new version
+// of the store.
+void BM_BuildShapedIndex(benchmark::State& state) {
+  const std::vector<Override> all = ShapedIndex(static_cast<int>(state.range(0)))->all();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(OverrideIndex::Build(all, 1));
+  }
+}
+BENCHMARK(BM_BuildShapedIndex)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+// The memory of the PatternIndex of ShapedIndex(range(0))'s patterns, per pattern (the counter
+// bytes_per_pattern; the patterns' own bytes, held by their overrides, not included).
+void BM_PatternIndexMemory(benchmark::State& state) {
+  const auto index = ShapedIndex(static_cast<int>(state.range(0)));
+  std::vector<absl::string_view> patterns;
+  for (const Override& o : index->all()) {
+    if (o.target.pattern) patterns.push_back(o.target.key);
+  }
+  const PatternIndex pattern_index(patterns);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pattern_index.Match("user-1234567"));
+  }
+  state.counters["bytes_per_pattern"] =
+      static_cast<double>(pattern_index.MemoryBytes()) / static_cast<double>(patterns.size());
+}
+BENCHMARK(BM_PatternIndexMemory)->Arg(1000)->Arg(100000);
 
 }  // namespace
 }  // namespace ratelimit
