@@ -53,6 +53,18 @@ TEST(OverrideIndexTest, ExactKeyBeatsPatternsAndTheMostPrecisePatternWins) {
   EXPECT_FALSE(other.adjustment.has_value());
 }
 
+TEST(OverrideIndexTest, EachSourceHasItsOwnOverridesOfAName) {
+  Override envoy = Make("k", false, 7, kT0);
+  envoy.target.source = LimitSource::kEnvoy;
+  auto index = OverrideIndex::Build({Make("k", false, 3, kT0), envoy}, 1);
+  EXPECT_EQ(Resolve(*index, "k"), std::make_pair(3.0, std::string("k")));
+  LimitConfig c = TokenBucket(10, kSecond);
+  ASSERT_NE(index->Adjust(LimitSource::kEnvoy, "api", "k", kT0, c), nullptr);
+  EXPECT_EQ(c.EffectiveCapacity(), 7);
+  LimitConfig inline_limit = TokenBucket(10, kSecond);
+  EXPECT_EQ(index->Adjust(LimitSource::kInline, "api", "k", kT0, inline_limit), nullptr);
+}
+
 TEST(OverrideIndexTest, NoOverrideLeavesTheConfigAsItIs) {
   auto index = OverrideIndex::Build({Make("trial-*", true, 2, kT0)}, 1);
   LimitConfig c = TokenBucket(10, kSecond);
