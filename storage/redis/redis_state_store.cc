@@ -29,9 +29,16 @@ using redis_internal::SlotGroups;
 RedisStateStore::RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options)
     : router_(std::move(router)),
       options_(std::move(options)),
-      board_(options_.key_prefix, [this](const std::string& key, std::vector<std::string> argv) {
-        return Command(key, std::move(argv));
-      }) {}
+      board_(options_.key_prefix,
+             [this](const std::string& key, std::vector<std::string> argv) {
+               return Command(key, std::move(argv));
+             }),
+      overrides_(
+          options_.key_prefix,
+          [this](const std::string& key, std::vector<std::string> argv) {
+            return Command(key, std::move(argv));
+          },
+          RedisOverrideStoreOptions{options_.max_override_audit_entries}) {}
 
 RedisStateStore::~RedisStateStore() = default;
 

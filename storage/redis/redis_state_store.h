@@ -11,6 +11,7 @@
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/redis/redis_command_runner.h"
+#include "storage/redis/redis_override_store.h"
 #include "storage/redis/redis_replica_board.h"
 #include "storage/state_store.h"
 
@@ -34,6 +35,8 @@ struct RedisStateStoreOptions {
   // stop there (as if its server died), leaving its claim and takes as they are, and fail with
   // UNAVAILABLE.
   std::function<bool()> stop_after_takes_for_tests = nullptr;
+  // The overrides' audit keeps this many newest entries (redis_override_store.h). Tests lower it.
+  uint64_t max_override_audit_entries = kMaxOverrideAuditEntries;
 };
 
 // The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
@@ -146,6 +149,8 @@ class RedisStateStore final : public StateStore {
   absl::Status Close() override;
   // Groups of keys beside the states (redis_replica_board.h).
   ReplicaBoard* replica_board() override { return &board_; }
+  // The runtime overrides, in keys of their own under one hash tag (redis_override_store.h).
+  OverrideStore* overrides() override { return &overrides_; }
   // The cluster client's counters (redis_store_metrics.h); none over a plain connection.
   std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "redis"; }
@@ -187,6 +192,7 @@ class RedisStateStore final : public StateStore {
   const std::unique_ptr<Router> router_;
   const RedisStateStoreOptions options_;
   RedisReplicaBoard board_;
+  RedisOverrideStore overrides_;
   std::atomic<bool> closed_{false};
 };
 
