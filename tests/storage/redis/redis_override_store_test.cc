@@ -1,8 +1,8 @@
 // The overrides in Redis (storage/redis/redis_override_store.h): the OverrideStore contract
 // (tests/storage/override_store_contract.h) on the shared test cluster and on a standalone
 // server; replicas (two stores on one cluster) seeing each other's changes and racing on one
-// target; records outliving the store object; the keys' one slot; 100,000 records loaded at
-// once; errors as statuses.
+// target; records outliving the store object; decisions under an override (made in C++); the
+// keys' one slot; 100,000 records loaded at once; errors as statuses.
 #include "storage/redis/redis_override_store.h"
 
 #include <algorithm>
@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "storage/memory/memory_state_store.h"
 #include "storage/overrides/override_codec.h"
 #include "storage/redis/cluster/redis_slot.h"
 #include "tests/storage/override_store_contract.h"
@@ -203,6 +205,87 @@ TEST_F(RedisOverrideReplicasTest, AClosedStoreRefusesWithUnavailable) {
   EXPECT_EQ(ChangeOverride(*a_->overrides(), OverrideTargetOf("api", "k"), 1).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(a_->overrides()->LoadAll().status().code(), absl::StatusCode::kUnavailable);
+}
+
+// A limit of 5 tokens refilled one per hour, on api/`key`, optionally under an override.
+LimitOp HourlyFive(const std::string& key, double count,
+                   std::optional<LimitConfig::Adjustment> adjustment = std::nullopt,
+                   double capacity = 5) {
+  LimitConfig c;
+  c.rate = 1;
+  c.period_us = 3600 * kSecond;
+  c.capacity = capacity;
+  c.adjustment = adjustment;
+  return LimitOp{StateKey{"api", key}, c, count};
+}
+
+// Decisions under a runtime override (LimitConfig::adjustment) are the algebra's, made in C++:
+// the same steps on the Redis store (one slot of the cluster) and on the in-memory store decide
+// alike, before, under (a raise, unlimited, blocked) and after the override.
+TEST_F(RedisOverrideReplicasTest, DecisionsUnderAnOverrideAreTheAlgebras) {
+  FakeClock clock(int64_t{4102444800} * kSecond);  // 2100: no state expires during the test
+  RedisStateStoreOptions options;
+  options.clock_override = &clock;
+  auto redis = OpenRedisTestStore(target_, options);
+  ASSERT_OK(redis);
+  MemoryStateStore memory;
+  LimitConfig::Adjustment raise;
+  raise.changed_at_us = clock.NowMicros();
+  raise.before_rate = 1;
+  raise.before_period_us = 3600 * kSecond;
+  raise.before_capacity = 5;
+  LimitConfig::Adjustment unlimited = raise;
+  unlimited.effect = LimitConfig::Adjustment::Effect::kUnlimited;
+  LimitConfig::Adjustment blocked = raise;
+  blocked.effect = LimitConfig::Adjustment::Effect::kBlocked;
+  const std::vector<LimitOp> steps = {
+      HourlyFive("k", 3),               // configured: 2 left
+      HourlyFive("k", 1, raise, 50),    // raised: carried across, 1 left
+      HourlyFive("k", 100, unlimited),  // allowed, nothing taken
+      HourlyFive("k", 1, blocked),      // denied, nothing taken
+      HourlyFive("k", 1),               // configured again: 0 left
+      HourlyFive("k", 1),               // denied
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Operation op{absl::MakeConstSpan(&steps[i], 1), Mode::kConsume};
+    absl::StatusOr<Outcome> got = (*redis)->Apply(op, clock);
+    ASSERT_OK(got);
+    absl::StatusOr<Outcome> want = memory.Apply(op, clock);
+    ASSERT_OK(want);
+    EXPECT_EQ(got->allowed, want->allowed) << "step " << i;
+    EXPECT_EQ(got->decisions[0].reason, want->decisions[0].reason) << "step " << i;
+    EXPECT_EQ(got->decisions[0].value, want->decisions[0].value) << "step " << i;
+    clock.Advance(kSecond);
+  }
+  // ApplyAsync answers the same way.
+  const Operation unlimited_op{absl::MakeConstSpan(&steps[2], 1), Mode::kConsume};
+  absl::Notification done;
+  absl::StatusOr<Outcome> async = absl::UnknownError("not answered");
+  (*redis)->ApplyAsync(unlimited_op, clock, [&](absl::StatusOr<Outcome> outcome) {
+    async = std::move(outcome);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  ASSERT_OK(async);
+  EXPECT_TRUE(async->allowed);
+}
+
+// On a cluster, a request under an override is one transaction of one slot: its keys must share
+// one (a hash tag), else FAILED_PRECONDITION and nothing is taken.
+TEST_F(RedisOverrideReplicasTest, AnOverriddenRequestAcrossSlotsIsRefused) {
+  LimitConfig::Adjustment unlimited;
+  unlimited.effect = LimitConfig::Adjustment::Effect::kUnlimited;
+  const std::vector<LimitOp> apart = {HourlyFive("a", 1, unlimited), HourlyFive("b", 1)};
+  absl::StatusOr<Outcome> refused =
+      a_->Apply(Operation{apart, Mode::kConsume}, SystemClock::Default());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_FALSE(a_->Get(StateKey{"api", "b"})->has_value());
+  const std::vector<LimitOp> tagged = {HourlyFive("{t}a", 1, unlimited), HourlyFive("{t}b", 1)};
+  absl::StatusOr<Outcome> allowed =
+      a_->Apply(Operation{tagged, Mode::kConsume}, SystemClock::Default());
+  ASSERT_OK(allowed);
+  EXPECT_TRUE(allowed->allowed);
+  EXPECT_EQ(allowed->decisions[1].value, 4);
 }
 
 TEST(RedisOverrideStoreKeysTest, ShareOneSlotUnderThePrefix) {
