@@ -14,6 +14,12 @@
 #   RATELIMIT_IMAGE_JOBS    compile jobs inside the build (default: the number of CPUs)
 #   RATELIMIT_REMOVE_IMAGE  1: remove the image at the end (default 0: keep it, and its build
 #                           cache, so the next run is quick)
+#   RATELIMIT_IMAGE_NO_CACHE 1: build every layer anew (podman build --no-cache), as on a
+#                           machine that never built the image
+#   CCACHE_DIR              a compiler cache (ccache) for the build stage, mounted at /ccache:
+#                           the build stage compiles with the release build's flags, so the
+#                           objects a release build left there (scripts/test.sh) are reused.
+#                           Unset: no cache, everything is compiled in the image.
 #   RATELIMIT_DEBIAN_MIRROR Debian mirror for debootstrap and the image's apt (default: the one
 #                           this machine's apt sources name for bookworm main)
 set -euo pipefail
@@ -124,16 +130,35 @@ fi
 podman image exists debian:bookworm || podman tag debian:bookworm-slim debian:bookworm
 
 # ---- build ----
-step "building $image (podman, $jobs compile jobs)"
+build_args=()
+[ "${RATELIMIT_IMAGE_NO_CACHE:-0}" = 1 ] && build_args+=(--no-cache)
+# The compiler cache, and its counters before the build (ccache --print-stats: "name<TAB>value"
+# lines) so that the build's hits and misses can be shown.
+cache_stat() { awk -v k="$1" '$1 == k { print $2 }' <<<"$2"; }
+stats_before=""
+if [ -n "${CCACHE_DIR:-}" ]; then
+  mkdir -p "$CCACHE_DIR"
+  build_args+=(-v "$CCACHE_DIR:/ccache")
+  if command -v ccache >/dev/null; then stats_before=$(ccache --print-stats); fi
+  step "building $image (podman, $jobs compile jobs, compiler cache $CCACHE_DIR)"
+else
+  step "building $image (podman, $jobs compile jobs, no compiler cache)"
+fi
 build_start=$(date +%s)
 podman build --format docker --network=host --pull=never --build-arg "JOBS=$jobs" \
-  "${proxy_args[@]}" \
+  "${proxy_args[@]}" "${build_args[@]}" \
   -f deploy/container/Dockerfile -t "$image" . >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log" >&2; fail "podman build (log above)"; }
 build_seconds=$(( $(date +%s) - build_start ))
 size_bytes=$(podman image inspect --format '{{.Size}}' "$image")
 size_mb=$(( size_bytes / 1000000 ))
 step "built in ${build_seconds}s; image size ${size_mb} MB"
+if [ -n "$stats_before" ]; then
+  stats_after=$(ccache --print-stats)
+  delta() { echo $(( $(cache_stat "$1" "$stats_after") - $(cache_stat "$1" "$stats_before") )); }
+  hits=$(( $(delta direct_cache_hit) + $(delta preprocessed_cache_hit) ))
+  step "compiler cache: $hits hits, $(delta cache_miss) misses"
+fi
 
 [ "$(podman image inspect --format '{{.Config.User}}' "$image")" = "65532:65532" ] ||
   fail "the image's user is not 65532:65532"

@@ -2,10 +2,13 @@
 # Installs the Debian packages the builds (release and sanitizer), the tests, the fuzz targets and
 # the benchmarks need. Idempotent; skips apt when everything is already installed.
 #   --build-only: only what compiling ratelimit-server and the CLI needs (the container image's
-#   build stage).
+#   build stage), ccache included.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config
+  # The compiler cache scripts/build.sh uses when it is installed (CI shares it between the
+  # release build and the container image's build stage).
+  ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libyaml-cpp-dev libcpp-httplib-dev libssl-dev
   # The Redis store's protocol library.
