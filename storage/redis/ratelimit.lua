@@ -21,9 +21,16 @@
 --   <key index, 1-based> <kind 'b'|'w'> <rate> <period_us> <capacity> <max_reserved or ''>
 --   <window offset_us> <count>
 -- mode: 'c' check, 't' take (consume), 'r' reserve. Numbers as '%.17g'.
+-- A limit under a runtime override (LimitConfig::adjustment) has the kind 'B' or 'W' and six more
+-- arguments after its count: <effect 'l' limit|'u' unlimited|'x' blocked> <changed_at_us or ''>
+--   <before_rate> <before_period_us> <before_capacity> <base_capacity>
+-- and is decided as storage/algebra.cc Decide does: unlimited and blocked take nothing and leave
+-- the state as it is (DecideFixed); a limit first carries the state across the change
+-- (AcrossChange), and a fixed window's state is stored counted against base_capacity. A limit
+-- without one has the 8 arguments of library version 8, which this version still takes.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 
-local LIBRARY_VERSION = '8'
+local LIBRARY_VERSION = '9'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -191,7 +198,6 @@ local function apply(keys, args, first)
     error('ratelimit: time out of range')
   end
   local n = arg_number(args, 3, 'limits')
-  if #args ~= 3 + 8 * n then error('ratelimit: wrong number of arguments') end
 
   -- The reply, filled as it goes: {now, allowed, state read per key..., state written per key...}.
   -- The working state of key k is w[3k-2], w[3k-1], w[3k] (v, ts, full; v false for none).
@@ -211,11 +217,16 @@ local function apply(keys, args, first)
   end
 
   local allowed = true
-  for i = 0, n - 1 do
-    local a = 4 + 8 * i
+  local a = 4
+  for _ = 1, n do
+    if a + 7 > #args then error('ratelimit: wrong number of arguments') end
     local slot = arg_number(args, a, 'key index')
     if keys[slot] == nil then error('ratelimit: bad key index') end
-    local b = args[a + 1] == 'b'
+    local kind = args[a + 1]
+    if kind ~= 'b' and kind ~= 'w' and kind ~= 'B' and kind ~= 'W' then
+      error('ratelimit: bad kind')
+    end
+    local b = kind == 'b' or kind == 'B'
     local rate = arg_number(args, a + 2, 'rate')
     local period = arg_number(args, a + 3, 'period')
     local cap = arg_number(args, a + 4, 'capacity')
@@ -223,28 +234,81 @@ local function apply(keys, args, first)
     local max_reserved = nil
     if args[a + 5] ~= '' then max_reserved = arg_number(args, a + 5, 'max_reserved') end
     local count = arg_number(args, a + 7, 'count')
+    -- The override's adjustment: its effect, and for a fixed window the shift between the stored
+    -- value (counted against base_capacity) and the value decided on.
+    local effect, shift, cut = nil, 0, false
+    local changed, before_rate, before_period, before_cap
+    if kind == 'B' or kind == 'W' then
+      if a + 13 > #args then error('ratelimit: wrong number of arguments') end
+      effect = args[a + 8]
+      if effect ~= 'l' and effect ~= 'u' and effect ~= 'x' then error('ratelimit: bad effect') end
+      if args[a + 9] ~= '' then changed = arg_number(args, a + 9, 'changed_at') end
+      before_rate = arg_number(args, a + 10, 'before_rate')
+      before_period = arg_number(args, a + 11, 'before_period')
+      before_cap = arg_number(args, a + 12, 'before_capacity')
+      local base = arg_number(args, a + 13, 'base_capacity')
+      if not b then shift = cap - base end
+      cut = cap < base
+    end
 
     local j = 3 * slot
-    local v, ts = refill(b, rate, period, cap, offset, w[j - 2], w[j - 1], now)
-    if first and first[slot] == nil then first[slot] = {v = v, b = b, a = a} end
-    local tol = TOLERANCE * max(cap, count)
-    local value = v - count
+    local sv, sts = w[j - 2], w[j - 1]
     local ok = false
-    if covers(v, count, tol) then
-      value = max(0.0, value)
-      ok = true
-    elseif mode == 'r' then
-      local room = cap + (max_reserved or UNBOUNDED_RESERVE)
-      if covers(room, count, tol) and
-          (max_reserved == nil or covers(value, -max_reserved, tol)) then
+    if effect == 'u' or effect == 'x' then
+      -- DecideFixed: nothing taken; a missing state is written as the full state it stands for.
+      local v, ts = refill(b, rate, period, cap, offset, sv, sts, now)
+      if first and first[slot] == nil then first[slot] = {v = v, b = b, a = a, fixed = true} end
+      if effect == 'u' then
         ok = true
+        if mode ~= 'c' and not sv then
+          w[j - 2], w[j - 1], w[j] = v, ts, full_at(b, rate, period, cap, offset, v, ts)
+        end
+      end
+    else
+      -- AcrossChange.
+      if effect and sv then
+        if b then
+          if changed and sts < changed then
+            local bv, bts = refill(true, before_rate, before_period, before_cap, 0, sv, sts,
+                                   changed)
+            sv, sts = min(bv, cap), bts
+          end
+        else
+          sv = max(sv + shift, min(sv, 0.0))
+        end
+      end
+      local v, ts = refill(b, rate, period, cap, offset, sv, sts, now)
+      if first and first[slot] == nil then first[slot] = {v = v, b = b, a = a} end
+      local tol = TOLERANCE * max(cap, count)
+      local value = v - count
+      if covers(v, count, tol) then
+        value = max(0.0, value)
+        ok = true
+      elseif mode == 'r' then
+        local room = cap + (max_reserved or UNBOUNDED_RESERVE)
+        if covers(room, count, tol) and
+            (max_reserved == nil or covers(value, -max_reserved, tol)) then
+          ok = true
+        end
+      end
+      if ok and mode ~= 'c' then
+        local full = full_at(b, rate, period, cap, offset, value, ts)
+        if effect then
+          -- Stored counted against the configured capacity; full under a cut is not full under
+          -- the configured limit, so the state is kept until a later decision writes it again.
+          value = value - shift
+          if cut then full = NEVER end
+        end
+        w[j - 2], w[j - 1], w[j] = value, ts, full
       end
     end
-    if ok and mode ~= 'c' then
-      w[j - 2], w[j - 1], w[j] = value, ts, full_at(b, rate, period, cap, offset, value, ts)
+    if first and first[slot] and first[slot].a == a then
+      first[slot].shift, first[slot].cut, first[slot].adjusted = shift, cut, effect ~= nil
     end
     allowed = allowed and ok
+    if effect then a = a + 14 else a = a + 8 end
   end
+  if a ~= #args + 1 then error('ratelimit: wrong number of arguments') end
 
   reply[1] = time_text(now)
   if allowed then reply[2] = 1 end
@@ -313,8 +377,13 @@ end
 -- HOLD_FIELDS separated by '|' (a state's text has no '|'); with a kept reply, '\n=' and the
 -- reply in JSON after the last line. Library version 6 and earlier wrote a JSON array of
 -- objects with these fields ('[' first, the reply in the first object): still read, so that a
--- hold written before an upgrade is refunded or replayed by the new library.
-local HOLD_FIELDS = {'pre', 'post', 'before', 'taken', 'b', 'rate', 'period', 'cap', 'offset'}
+-- hold written before an upgrade is refunded or replayed by the new library. The last two fields
+-- (since version 9) are those of a limit under an override: the shift of a fixed window's stored
+-- value and whether the limit is cut ('1'), written only for such a limit; a line of any other
+-- limit, as versions 7 and 8 wrote every line, ends before them.
+local HOLD_FIELDS = {'pre', 'post', 'before', 'taken', 'b', 'rate', 'period', 'cap', 'offset',
+                     'shift', 'cut'}
+local OLD_HOLD_FIELDS = 9
 
 -- The entries of a hold (one table per key, fields by name) and its kept reply's JSON (or nil).
 local function read_hold(raw)
@@ -334,7 +403,9 @@ local function read_hold(raw)
     entry[HOLD_FIELDS[field]] = string.sub(body, pos, (sep or #body + 1) - 1)
     field = field + 1
     if sep == nil or string.sub(body, sep, sep) == '\n' then
-      if field ~= #HOLD_FIELDS + 1 then error('ratelimit: unreadable hold') end
+      if field ~= #HOLD_FIELDS + 1 and field ~= OLD_HOLD_FIELDS + 1 then
+        error('ratelimit: unreadable hold')
+      end
       held[#held + 1] = entry
       entry, field = {}, 1
       if sep == nil then break end
@@ -366,12 +437,23 @@ local function take_into_hold(keys, args, hold, ttl, keep_reply)
       local post = reply[2 + n + k]
       local f = first[k]
       local a = f.a
+      -- What the take took, counted as the limit decides (a fixed window under an override
+      -- stores its value shifted); an unlimited override takes nothing.
+      local taken = 0
+      if not f.fixed then
+        local post_v = decode(post, keys[k])
+        if f.shift ~= 0 then post_v = post_v + f.shift end
+        taken = f.v - post_v
+      end
       -- The fields of HOLD_FIELDS, in order; the limit as it came (rate, period, capacity,
       -- offset: numbers the refund reads back).
-      entries[k] = table.concat({
-        reply[2 + k], post, string.format('%.17g', f.v),
-        string.format('%.17g', f.v - (decode(post, keys[k]))), f.b and '1' or '0',
-        args[a + 2], args[a + 3], args[a + 4], args[a + 6]}, '|')
+      local fields = {
+        reply[2 + k], post, string.format('%.17g', f.v), string.format('%.17g', taken),
+        f.b and '1' or '0', args[a + 2], args[a + 3], args[a + 4], args[a + 6]}
+      if f.adjusted then
+        fields[10], fields[11] = string.format('%.17g', f.shift), f.cut and '1' or '0'
+      end
+      entries[k] = table.concat(fields, '|')
     end
     local text = table.concat(entries, '\n')
     if keep_reply then text = text .. '\n=' .. cjson.encode(reply) end
@@ -454,6 +536,9 @@ local function refund(keys, args)
       local _, post_ts = decode(h.post, keys[k])
       local b, rate, period = h.b == '1', tonumber(h.rate), tonumber(h.period)
       local cap, offset = tonumber(h.cap), tonumber(h.offset)
+      -- A limit under an override: a fixed window's stored value is shifted from the one the
+      -- limit decides on, and a cut limit's state never expires (as ratelimit_apply writes them).
+      local shift, cut = tonumber(h.shift or '0'), h.cut == '1'
       local back = 0
       if b then
         local refilled = max(0, sts - post_ts) * rate / period
@@ -462,8 +547,10 @@ local function refund(keys, args)
         back = tonumber(h.taken)
       end
       if back > 0 then
-        local v = min(sv + back, cap)
+        local v = min(sv + shift + back, cap)
         local full = full_at(b, rate, period, cap, offset, v, sts)
+        if cut then full = NEVER end
+        v = v - shift
         store(keys[k], encode(v, sts, full), full)
       end
     end

@@ -250,7 +250,7 @@ std::vector<std::string> RedisApplyCommand(const Operation& op, const OperationK
                                            absl::Span<const std::string> redis_keys,
                                            std::optional<int64_t> now_override_us) {
   std::vector<std::string> argv;
-  argv.reserve(6 + redis_keys.size() + 8 * op.limits.size());
+  argv.reserve(6 + redis_keys.size() + 14 * op.limits.size());
   argv.push_back("FCALL");
   argv.push_back(std::string(kRedisApplyFunction));
   argv.push_back(absl::StrCat(redis_keys.size()));
@@ -262,7 +262,13 @@ std::vector<std::string> RedisApplyCommand(const Operation& op, const OperationK
     const LimitOp& l = op.limits[i];
     const LimitConfig& c = l.config;
     argv.push_back(absl::StrCat(keys.slot_of[i] + 1));
-    argv.push_back(c.kind == LimitKind::kTokenBucket ? "b" : "w");
+    // A limit under a runtime override: 'B' or 'W', its adjustment after the count.
+    const bool adjusted = c.adjustment.has_value();
+    if (c.kind == LimitKind::kTokenBucket) {
+      argv.push_back(adjusted ? "B" : "b");
+    } else {
+      argv.push_back(adjusted ? "W" : "w");
+    }
     argv.push_back(Exact(c.rate));
     argv.push_back(absl::StrCat(c.period_us));
     argv.push_back(Exact(c.EffectiveCapacity()));
@@ -272,6 +278,25 @@ std::vector<std::string> RedisApplyCommand(const Operation& op, const OperationK
                        ? absl::StrCat(WindowStart(c, LimitId{l.key.name, l.key.key}))
                        : "0");
     argv.push_back(Exact(l.count));
+    if (adjusted) {
+      const LimitConfig::Adjustment& a = *c.adjustment;
+      switch (a.effect) {
+        case LimitConfig::Adjustment::Effect::kLimit:
+          argv.push_back("l");
+          break;
+        case LimitConfig::Adjustment::Effect::kUnlimited:
+          argv.push_back("u");
+          break;
+        case LimitConfig::Adjustment::Effect::kBlocked:
+          argv.push_back("x");
+          break;
+      }
+      argv.push_back(a.changed_at_us ? absl::StrCat(*a.changed_at_us) : "");
+      argv.push_back(Exact(a.before_rate));
+      argv.push_back(absl::StrCat(a.before_period_us));
+      argv.push_back(Exact(a.before_capacity));
+      argv.push_back(Exact(a.base_capacity));
+    }
   }
   return argv;
 }

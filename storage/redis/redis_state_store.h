@@ -66,10 +66,9 @@ absl::string_view RedisHashTagOfKey(absl::string_view key);
 // states, decide, then ratelimit_compare_and_set; a conflicting write in between makes it decide
 // again (at most 64 times, then ABORTED). Keys spanning slots of a cluster: FAILED_PRECONDITION.
 //
-// An operation with a limit under a runtime override (LimitConfig::adjustment) is decided in C++
-// by the algebra over Update (ApplyWithUpdate), at the server's clock (or clock_override): the
-// function library does not know overrides. On a cluster its keys must share a slot
-// (FAILED_PRECONDITION otherwise), as for Update.
+// An operation with a limit under a runtime override (LimitConfig::adjustment) takes the same
+// path as any other: the function library decides it as the algebra does (the adjustment travels
+// in its arguments), at the primary's TIME, across slots too.
 //
 // Blocking: the synchronous StateStore methods wait for their replies (a condition variable, not
 // the network: the cluster client's I/O thread does the network I/O, pipelining the commands of
@@ -168,11 +167,6 @@ class RedisStateStore final : public StateStore {
   RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options);
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);
-  // Whether a limit of `op` is under a runtime override (LimitConfig::adjustment): the function
-  // library knows nothing of overrides, so such an operation is decided in C++.
-  static bool UnderOverride(const Operation& op);
-  // Apply of such an operation: ApplyWithUpdate.
-  absl::StatusOr<Outcome> ApplyUnderOverride(const Operation& op, const Clock& clock);
   std::string KeyFor(const StateKey& key) const;
   // A request whose keys are in several slots (`groups`: the key indices of each): one take per
   // slot, in parallel, each recording a hold under one request id; if any slot denies or fails,

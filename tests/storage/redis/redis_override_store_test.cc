@@ -1,12 +1,14 @@
 // The overrides in Redis (storage/redis/redis_override_store.h): the OverrideStore contract
 // (tests/storage/override_store_contract.h) on the shared test cluster and on a standalone
 // server; replicas (two stores on one cluster) seeing each other's changes and racing on one
-// target; records outliving the store object; decisions under an override (made in C++); the
-// keys' one slot; 100,000 records loaded at once; errors as statuses.
+// target; records outliving the store object; decisions under an override (made by the function
+// library, across slots too); the keys' one slot; 100,000 records loaded at once; errors as
+// statuses.
 #include "storage/redis/redis_override_store.h"
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +21,7 @@
 #include "storage/memory/memory_state_store.h"
 #include "storage/overrides/override_codec.h"
 #include "storage/redis/cluster/redis_slot.h"
+#include "storage/redis/redis_function_library.h"
 #include "tests/storage/override_store_contract.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/redis_test_store.h"
@@ -219,9 +222,10 @@ LimitOp HourlyFive(const std::string& key, double count,
   return LimitOp{StateKey{"api", key}, c, count};
 }
 
-// Decisions under a runtime override (LimitConfig::adjustment) are the algebra's, made in C++:
-// the same steps on the Redis store (one slot of the cluster) and on the in-memory store decide
-// alike, before, under (a raise, unlimited, blocked) and after the override.
+// Decisions under a runtime override (LimitConfig::adjustment) are the algebra's, made by the
+// function library at the decision's time (here the test's clock): the same steps on the Redis
+// store (one slot of the cluster) and on the in-memory store decide alike, before, under (a raise,
+// unlimited, blocked) and after the override.
 TEST_F(RedisOverrideReplicasTest, DecisionsUnderAnOverrideAreTheAlgebras) {
   FakeClock clock(int64_t{4102444800} * kSecond);  // 2100: no state expires during the test
   RedisStateStoreOptions options;
@@ -255,6 +259,7 @@ TEST_F(RedisOverrideReplicasTest, DecisionsUnderAnOverrideAreTheAlgebras) {
     EXPECT_EQ(got->allowed, want->allowed) << "step " << i;
     EXPECT_EQ(got->decisions[0].reason, want->decisions[0].reason) << "step " << i;
     EXPECT_EQ(got->decisions[0].value, want->decisions[0].value) << "step " << i;
+    EXPECT_EQ(got->decisions[0].next, want->decisions[0].next) << "step " << i;
     clock.Advance(kSecond);
   }
   // ApplyAsync answers the same way.
@@ -270,22 +275,72 @@ TEST_F(RedisOverrideReplicasTest, DecisionsUnderAnOverrideAreTheAlgebras) {
   EXPECT_TRUE(async->allowed);
 }
 
-// On a cluster, a request under an override is one transaction of one slot: its keys must share
-// one (a hash tag), else FAILED_PRECONDITION and nothing is taken.
-TEST_F(RedisOverrideReplicasTest, AnOverriddenRequestAcrossSlotsIsRefused) {
+// On a cluster, a request under an override whose keys span slots is decided like any other:
+// one take per slot in the function library, all or nothing (a denied slot refunds the others).
+TEST_F(RedisOverrideReplicasTest, AnOverriddenRequestAcrossSlotsIsAllOrNothing) {
+  // The prefix is outside the braces: the slots do not depend on it.
+  ASSERT_NE(redis::KeySlot(RedisKeyFor("", StateKey{"api", "a"}, "")),
+            redis::KeySlot(RedisKeyFor("", StateKey{"api", "b"}, "")));
   LimitConfig::Adjustment unlimited;
   unlimited.effect = LimitConfig::Adjustment::Effect::kUnlimited;
   const std::vector<LimitOp> apart = {HourlyFive("a", 1, unlimited), HourlyFive("b", 1)};
-  absl::StatusOr<Outcome> refused =
-      a_->Apply(Operation{apart, Mode::kConsume}, SystemClock::Default());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
-  EXPECT_FALSE(a_->Get(StateKey{"api", "b"})->has_value());
-  const std::vector<LimitOp> tagged = {HourlyFive("{t}a", 1, unlimited), HourlyFive("{t}b", 1)};
   absl::StatusOr<Outcome> allowed =
-      a_->Apply(Operation{tagged, Mode::kConsume}, SystemClock::Default());
+      a_->Apply(Operation{apart, Mode::kConsume}, SystemClock::Default());
   ASSERT_OK(allowed);
   EXPECT_TRUE(allowed->allowed);
   EXPECT_EQ(allowed->decisions[1].value, 4);
+  absl::StatusOr<std::optional<State>> b_before = a_->Get(StateKey{"api", "b"});
+  ASSERT_OK(b_before);
+  ASSERT_TRUE(b_before->has_value());
+
+  // Blocked on a: denied, and b's take refunded (its state as it was).
+  LimitConfig::Adjustment blocked;
+  blocked.effect = LimitConfig::Adjustment::Effect::kBlocked;
+  const std::vector<LimitOp> one_blocked = {HourlyFive("a", 1, blocked), HourlyFive("b", 1)};
+  absl::StatusOr<Outcome> denied =
+      a_->Apply(Operation{one_blocked, Mode::kConsume}, SystemClock::Default());
+  ASSERT_OK(denied);
+  EXPECT_FALSE(denied->allowed);
+  EXPECT_EQ(denied->decisions[0].reason, DenyReason::kBlocked);
+  EXPECT_EQ(*a_->Get(StateKey{"api", "b"}), *b_before);
+
+  // A cut on b that denies: a's state is not taken from either (ApplyAsync, the same path).
+  LimitConfig::Adjustment cut;
+  cut.changed_at_us = SystemClock::Default().NowMicros();
+  cut.before_rate = 1;
+  cut.before_period_us = 3600 * kSecond;
+  cut.before_capacity = 5;
+  cut.base_capacity = 5;
+  const std::vector<LimitOp> cut_b = {HourlyFive("a", 1), HourlyFive("b", 2, cut, 1)};
+  absl::StatusOr<std::optional<State>> a_before = a_->Get(StateKey{"api", "a"});
+  ASSERT_OK(a_before);
+  absl::Notification done;
+  absl::StatusOr<Outcome> async = absl::UnknownError("not answered");
+  b_->ApplyAsync(Operation{cut_b, Mode::kConsume}, SystemClock::Default(),
+                 [&](absl::StatusOr<Outcome> outcome) {
+                   async = std::move(outcome);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  ASSERT_OK(async);
+  EXPECT_FALSE(async->allowed);
+  EXPECT_EQ(async->decisions[1].reason, DenyReason::kCountExceedsCapacity);
+  // a was full (written by the unlimited override at its full_at): it may have expired since,
+  // which is the same full state; a take would have left 4.
+  absl::StatusOr<std::optional<State>> a_after = a_->Get(StateKey{"api", "a"});
+  ASSERT_OK(a_after);
+  if (a_after->has_value()) {
+    EXPECT_EQ(*a_after, *a_before);
+  }
+  EXPECT_EQ(*a_->Get(StateKey{"api", "b"}), *b_before);
+
+  // The same cut allowing 1: both slots take; b's state, full under the cut, never expires.
+  const std::vector<LimitOp> take_both = {HourlyFive("a", 1), HourlyFive("b", 1, cut, 1)};
+  absl::StatusOr<Outcome> both =
+      b_->Apply(Operation{take_both, Mode::kConsume}, SystemClock::Default());
+  ASSERT_OK(both);
+  EXPECT_TRUE(both->allowed);
+  EXPECT_EQ(both->decisions[1].next.full_at_us, std::numeric_limits<int64_t>::max());
 }
 
 TEST(RedisOverrideStoreKeysTest, ShareOneSlotUnderThePrefix) {
