@@ -59,7 +59,12 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyRecorded(const Operation& op, cons
             redis::KeySlot(redis_keys[0])) {
       return ApplyWithRecords(*this, op, clock);
     }
-    return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
+    if (!UnderOverride(op)) return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
+  }
+  if (UnderOverride(op)) {  // the protocols below take in the function library
+    return absl::FailedPreconditionError(
+        "the Redis store: on a Redis Cluster, a request with records under a runtime override "
+        "must name limits whose keys share a hash slot");
   }
   if (settles == op.limits.size() && op.records.size() == op.limits.size() &&
       op.mode != Mode::kCheck) {

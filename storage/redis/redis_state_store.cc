@@ -29,9 +29,16 @@ using redis_internal::SlotGroups;
 RedisStateStore::RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options)
     : router_(std::move(router)),
       options_(std::move(options)),
-      board_(options_.key_prefix, [this](const std::string& key, std::vector<std::string> argv) {
-        return Command(key, std::move(argv));
-      }) {}
+      board_(options_.key_prefix,
+             [this](const std::string& key, std::vector<std::string> argv) {
+               return Command(key, std::move(argv));
+             }),
+      overrides_(
+          options_.key_prefix,
+          [this](const std::string& key, std::vector<std::string> argv) {
+            return Command(key, std::move(argv));
+          },
+          RedisOverrideStoreOptions{options_.max_override_audit_entries}) {}
 
 RedisStateStore::~RedisStateStore() = default;
 
@@ -90,8 +97,22 @@ std::string RedisStateStore::KeyFor(const StateKey& key) const {
   return RedisKeyFor(options_.key_prefix, key, RedisHashTagOfKey(key.key));
 }
 
-absl::StatusOr<Outcome> RedisStateStore::Apply(const Operation& op, const Clock&) {
+bool RedisStateStore::UnderOverride(const Operation& op) {
+  return std::any_of(op.limits.begin(), op.limits.end(),
+                     [](const LimitOp& l) { return l.config.adjustment.has_value(); });
+}
+
+absl::StatusOr<Outcome> RedisStateStore::ApplyUnderOverride(const Operation& op,
+                                                            const Clock& clock) {
+  // One optimistic transaction (Update: read, the algebra in C++, compare-and-set), at the
+  // server's clock unless the tests set one.
+  return ApplyWithUpdate(*this, op,
+                         options_.clock_override != nullptr ? *options_.clock_override : clock);
+}
+
+absl::StatusOr<Outcome> RedisStateStore::Apply(const Operation& op, const Clock& clock) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  if (UnderOverride(op)) return ApplyUnderOverride(op, clock);
   const OperationKeys keys = DistinctKeys(op.limits);
   std::vector<std::string> redis_keys;
   redis_keys.reserve(keys.keys.size());
@@ -111,7 +132,7 @@ void RedisStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyD
     std::move(done)(absl::UnavailableError("the Redis store is closed"));
     return;
   }
-  if (!op.records.empty()) {  // records are not one FCALL: Apply
+  if (!op.records.empty() || UnderOverride(op)) {  // not one FCALL: Apply
     std::move(done)(Apply(op, clock));
     return;
   }
@@ -156,9 +177,11 @@ absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn d
   std::vector<std::string> redis_keys;
   for (const StateKey& k : keys) redis_keys.push_back(KeyFor(k));
   for (const std::string& k : redis_keys) {
-    if (redis::KeySlot(k) != redis::KeySlot(redis_keys[0])) {
+    if (!router_->SingleNode() && redis::KeySlot(k) != redis::KeySlot(redis_keys[0])) {
       return absl::FailedPreconditionError(
-          "the Redis store: Update of keys in different slots is not supported (use Apply)");
+          "the Redis store: on a Redis Cluster, Update of keys in different slots is not "
+          "supported (a request under a runtime override must name limits whose keys share a "
+          "hash slot: give their keys one hash tag, e.g. \"{org7}user42\" and \"{org7}\")");
     }
   }
   for (int attempt = 0; attempt < kMaxUpdateAttempts; ++attempt) {

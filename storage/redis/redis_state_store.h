@@ -11,6 +11,7 @@
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/redis/redis_command_runner.h"
+#include "storage/redis/redis_override_store.h"
 #include "storage/redis/redis_replica_board.h"
 #include "storage/state_store.h"
 
@@ -34,6 +35,8 @@ struct RedisStateStoreOptions {
   // stop there (as if its server died), leaving its claim and takes as they are, and fail with
   // UNAVAILABLE.
   std::function<bool()> stop_after_takes_for_tests = nullptr;
+  // The overrides' audit keeps this many newest entries (redis_override_store.h). Tests lower it.
+  uint64_t max_override_audit_entries = kMaxOverrideAuditEntries;
 };
 
 // The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
@@ -61,7 +64,12 @@ absl::string_view RedisHashTagOfKey(absl::string_view key);
 //
 // Update (a decision made in C++) is an optimistic transaction on keys of one slot: read the
 // states, decide, then ratelimit_compare_and_set; a conflicting write in between makes it decide
-// again (at most 64 times, then ABORTED). Keys spanning slots: FAILED_PRECONDITION.
+// again (at most 64 times, then ABORTED). Keys spanning slots of a cluster: FAILED_PRECONDITION.
+//
+// An operation with a limit under a runtime override (LimitConfig::adjustment) is decided in C++
+// by the algebra over Update (ApplyWithUpdate), at the server's clock (or clock_override): the
+// function library does not know overrides. On a cluster its keys must share a slot
+// (FAILED_PRECONDITION otherwise), as for Update.
 //
 // Blocking: the synchronous StateStore methods wait for their replies (a condition variable, not
 // the network: the cluster client's I/O thread does the network I/O, pipelining the commands of
@@ -146,6 +154,8 @@ class RedisStateStore final : public StateStore {
   absl::Status Close() override;
   // Groups of keys beside the states (redis_replica_board.h).
   ReplicaBoard* replica_board() override { return &board_; }
+  // The runtime overrides, in keys of their own under one hash tag (redis_override_store.h).
+  OverrideStore* overrides() override { return &overrides_; }
   // The cluster client's counters (redis_store_metrics.h); none over a plain connection.
   std::vector<MetricFamily> MetricFamilies() override;
   absl::string_view backend_name() const override { return "redis"; }
@@ -158,6 +168,11 @@ class RedisStateStore final : public StateStore {
   RedisStateStore(std::unique_ptr<Router> router, RedisStateStoreOptions options);
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);
+  // Whether a limit of `op` is under a runtime override (LimitConfig::adjustment): the function
+  // library knows nothing of overrides, so such an operation is decided in C++.
+  static bool UnderOverride(const Operation& op);
+  // Apply of such an operation: ApplyWithUpdate.
+  absl::StatusOr<Outcome> ApplyUnderOverride(const Operation& op, const Clock& clock);
   std::string KeyFor(const StateKey& key) const;
   // A request whose keys are in several slots (`groups`: the key indices of each): one take per
   // slot, in parallel, each recording a hold under one request id; if any slot denies or fails,
@@ -187,6 +202,7 @@ class RedisStateStore final : public StateStore {
   const std::unique_ptr<Router> router_;
   const RedisStateStoreOptions options_;
   RedisReplicaBoard board_;
+  RedisOverrideStore overrides_;
   std::atomic<bool> closed_{false};
 };
 

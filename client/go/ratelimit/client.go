@@ -19,6 +19,10 @@
 // A gRPC failure comes back as an *Error, which keeps the status code and the field the server
 // named (errors.As, or status.Code(err)).
 //
+// Administrative calls send the admin token (WithAdminToken): Reset, and the overrides of
+// limits (SetOverride, GetOverride, DeleteOverride, ListOverrides, ListOverrideAudit), which
+// raise, cut, block or lift one key's limit or those of the keys matching a pattern at run time.
+//
 // Licensed under the Apache License 2.0, as the whole ratelimit repository (its LICENSE file).
 package ratelimit
 
@@ -51,7 +55,8 @@ const DefaultTimeout = time.Second
 // WithCheckAttempts sets another.
 const DefaultCheckAttempts = 3
 
-// AdminTokenEnv is the environment variable the admin token for Reset is read from when neither
+// AdminTokenEnv is the environment variable the admin token for Reset and the override calls
+// is read from when neither
 // WithAdminToken nor WithAdminTokenFile is given.
 const AdminTokenEnv = "RATELIMIT_ADMIN_TOKEN"
 
@@ -77,11 +82,16 @@ const (
 	CountExceedsCapacity DenyReason = DenyReason(pb.DenyReason_COUNT_EXCEEDS_CAPACITY)
 	// MaxReservedExceeded: a reservation would owe more than max_reserved; retry at RetryAt.
 	MaxReservedExceeded DenyReason = DenyReason(pb.DenyReason_MAX_RESERVED_EXCEEDED)
+	// Blocked: an override blocks the key (Client.SetOverride); no retry is given (RetryAt is
+	// zero).
+	Blocked DenyReason = DenyReason(pb.DenyReason_BLOCKED)
 )
 
+// String names the reason as the protocol does (BLOCKED). A reason added to the protocol after
+// this client was written keeps its number, which String prints.
 func (r DenyReason) String() string { return pb.DenyReason(r).String() }
 
-// Source is the namespace a limit lives in, for Reset.
+// Source is the namespace a limit lives in, for Reset and overrides.
 type Source int32
 
 const (
@@ -150,6 +160,9 @@ type LimitResult struct {
 	Reason     DenyReason
 	// Receipt names what an allowed Consume or Reserve took from this limit; give it to Settle.
 	Receipt []byte
+	// Override is the key or key pattern of the override that set this limit for the key;
+	// empty when the configured limit decided.
+	Override string
 }
 
 // Result is the answer to a Consume, Check or Reserve.
@@ -231,12 +244,12 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // (default DefaultCheckAttempts; 1: no retry). Consume and Reserve are never retried.
 func WithCheckAttempts(n int) Option { return func(o *options) { o.checkAttempts = n } }
 
-// WithAdminToken sets the bearer token Reset sends.
+// WithAdminToken sets the bearer token Reset and the override calls send.
 func WithAdminToken(token string) Option {
 	return func(o *options) { o.adminToken, o.adminTokenSet = token, true }
 }
 
-// WithAdminTokenFile reads the bearer token Reset sends from a file (surrounding whitespace
+// WithAdminTokenFile reads the bearer token Reset and the override calls send from a file (surrounding whitespace
 // removed), once, when the client is created.
 func WithAdminTokenFile(path string) Option { return func(o *options) { o.adminTokenFile = path } }
 
@@ -267,6 +280,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 type Client struct {
 	conn       *grpc.ClientConn // owned, closed by Close; nil for NewClient
 	stub       pb.RateLimitServiceClient
+	overrides  pb.OverrideServiceClient
 	opts       options
 	adminToken string
 	sleep      func(ctx context.Context, d time.Duration) error
@@ -336,7 +350,8 @@ func NewClient(conn grpc.ClientConnInterface, opts ...Option) (*Client, error) {
 }
 
 func newClient(conn grpc.ClientConnInterface, o options, token string) *Client {
-	return &Client{stub: pb.NewRateLimitServiceClient(conn), opts: o, adminToken: token,
+	return &Client{stub: pb.NewRateLimitServiceClient(conn),
+		overrides: pb.NewOverrideServiceClient(conn), opts: o, adminToken: token,
 		sleep: sleepContext}
 }
 
@@ -373,6 +388,15 @@ func (c *Client) Close() error {
 
 func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.opts.timeout)
+}
+
+// adminContext is callContext carrying the admin token, for Reset and the override calls.
+func (c *Client) adminContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := c.callContext(ctx)
+	if c.adminToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.adminToken)
+	}
+	return ctx, cancel
 }
 
 // Allow consumes one token of (name, key) and reports whether it was allowed.
@@ -628,11 +652,8 @@ func (c *Client) ResetAll(ctx context.Context, name string) error {
 
 // ResetTarget is any Reset: of another source (inline limits, Envoy rules).
 func (c *Client) ResetTarget(ctx context.Context, t ResetTarget) error {
-	ctx, cancel := c.callContext(ctx)
+	ctx, cancel := c.adminContext(ctx)
 	defer cancel()
-	if c.adminToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.adminToken)
-	}
 	req := &pb.ResetRequest{Name: t.Name, Key: t.Key, AllKeys: t.AllKeys,
 		Source: pb.LimitSource(t.Source), EnvoyOverride: t.EnvoyOverride}
 	for _, e := range t.EnvoyPath {
@@ -672,7 +693,7 @@ func fromProto(resp *pb.RateLimitResponse) *Result {
 		r.Limits = append(r.Limits, LimitResult{
 			Name: l.Name, Key: l.Key, Allowed: l.Allowed, Value: l.Value, Capacity: l.Capacity,
 			RetryAt: timeOf(l.RetryAt), RetryAfter: durationOf(l.RetryAfter),
-			Reason: DenyReason(l.Reason), Receipt: l.Receipt,
+			Reason: DenyReason(l.Reason), Receipt: l.Receipt, Override: l.Override,
 		})
 	}
 	return r

@@ -15,7 +15,8 @@ import (
 // named (INVALID_ARGUMENT and PERMISSION_DENIED messages start with it, e.g.
 // "limits[0].key: must not be empty"). status.Code(err) and status.FromError work on it.
 type Error struct {
-	// Method is the RPC: Consume, Check, Reserve, Reset, Settle or Batch.
+	// Method is the RPC: Consume, Check, Reserve, Reset, Settle, Batch, or one of the override
+	// calls (SetOverride, GetOverride, DeleteOverride, ListOverrides, ListOverrideAudit).
 	Method string
 	Code   codes.Code
 	// Message is the server's message, field included.

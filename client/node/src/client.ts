@@ -14,14 +14,26 @@ import { fromJSON } from "@grpc/proto-loader";
 
 import {
   batchResults,
+  overrideAuditPage,
+  overrideOf,
+  overridePage,
   rateLimitResult,
+  setOverrideResult,
   settleResults,
   wireBatchRequest,
+  wireListOverrideAuditRequest,
+  wireListOverridesRequest,
+  wireOverrideTarget,
   wireRateLimitRequest,
   wireResetRequest,
+  wireSetOverrideRequest,
   wireSettleRequest,
   type WireBatchResponse,
+  type WireListOverrideAuditResponse,
+  type WireListOverridesResponse,
+  type WireOverride,
   type WireRateLimitResponse,
+  type WireSetOverrideResponse,
   type WireSettleResponse,
 } from "./convert.js";
 import { RateLimitError } from "./errors.js";
@@ -29,10 +41,20 @@ import { descriptor } from "./generated/descriptor.js";
 import type {
   BatchEntry,
   BatchResult,
+  DeleteOverrideRequest,
   LimitRequest,
+  ListOverrideAuditRequest,
+  ListOverridesRequest,
+  Override,
+  OverrideAuditEntry,
+  OverrideAuditPage,
+  OverridePage,
+  OverrideTarget,
   RateLimitRequest,
   RateLimitResult,
   ResetRequest,
+  SetOverrideRequest,
+  SetOverrideResult,
   SettleResult,
   Settlement,
 } from "./types.js";
@@ -63,13 +85,13 @@ export interface ClientOptions {
   tls?: boolean | TlsOptions;
   /** Channel credentials built by the caller; overrides `tls`. */
   credentials?: ChannelCredentials;
-  /** The admin bearer token, sent with Reset only. */
+  /** The admin bearer token, sent with Reset and the override calls only. */
   adminToken?: string;
   /** A file whose first line is the admin token (read once, here). */
   adminTokenFile?: string;
   /**
    * Check only: how many more times a call answered UNAVAILABLE is tried. Default 2. Consume,
-   * Reserve, Settle and Reset are never retried: they change state, and a lost answer does not
+   * Reserve, Settle, Reset and the override calls are never retried: they change state, and a lost answer does not
    * mean nothing was taken (use `requestId` to make retrying a Consume or Reserve safe).
    */
   checkRetries?: number;
@@ -114,17 +136,19 @@ const LOADER_OPTIONS = {
   oneofs: false,
 };
 
-let serviceConstructor: (new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client) | undefined;
+type ServiceConstructor = new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client;
 
-function service(): new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client {
-  if (!serviceConstructor) {
+let services: { RateLimitService: ServiceConstructor; OverrideService: ServiceConstructor } | undefined;
+
+function service(name: "RateLimitService" | "OverrideService"): ServiceConstructor {
+  if (!services) {
     const definition = fromJSON(descriptor as Parameters<typeof fromJSON>[0], LOADER_OPTIONS);
     const loaded = loadPackageDefinition(definition) as unknown as {
-      ratelimit: { v1: { RateLimitService: typeof serviceConstructor } };
+      ratelimit: { v1: NonNullable<typeof services> };
     };
-    serviceConstructor = loaded.ratelimit.v1.RateLimitService;
+    services = loaded.ratelimit.v1;
   }
-  return serviceConstructor!;
+  return services[name];
 }
 
 /**
@@ -174,10 +198,13 @@ function toRequest(request: RateLimitRequest | LimitRequest): RateLimitRequest {
 /**
  * A typed client of ratelimit.v1.RateLimitService. Every call has a deadline (DEFAULT_TIMEOUT_MS
  * unless set) and rejects with a RateLimitError carrying the gRPC code and the field the server
- * named. One client multiplexes one channel: share it.
+ * named. One client multiplexes one channel: share it. With the admin token it also administers
+ * overrides (ratelimit.v1.OverrideService), on the same channel.
  */
 export class RateLimitClient {
   private readonly client: Client;
+  /** The OverrideService stub, on the same channel as `client`. */
+  private readonly overrides: Client;
   private readonly timeoutMs: number;
   private readonly adminToken: string | undefined;
   private readonly checkRetries: number;
@@ -214,8 +241,10 @@ export class RateLimitClient {
         creds = grpcCredentials.createInsecure();
       }
     }
-    const Service = service();
+    const Service = service("RateLimitService");
     this.client = new Service(target, creds, channelOptions);
+    const OverrideService = service("OverrideService");
+    this.overrides = new OverrideService(target, creds, { channelOverride: this.client.getChannel() });
   }
 
   /** Takes `count` tokens from every named limit, or from none of them. Never retried. */
@@ -349,9 +378,82 @@ export class RateLimitClient {
    * disabled ..." from a server started without an admin token.
    */
   async reset(request: ResetRequest, options?: CallOptions): Promise<void> {
+    await this.unary<unknown>("Reset", wireResetRequest(request), options, this.adminMetadata());
+  }
+
+  // Overrides (ratelimit.v1.OverrideService, docs/overrides.md): administrative like reset,
+  // each sends the admin token and rejects as the server answered. Never retried.
+
+  /**
+   * Creates the override of `request.target`, or replaces it. Resolves to the override as stored
+   * and the one it replaced. A bad field rejects with INVALID_ARGUMENT naming it
+   * (`override.limit.rate`); a name the limits file does not define, NOT_FOUND. More than one
+   * effect, or both expiresAt and expiresInMs, throws a TypeError without calling.
+   */
+  async setOverride(request: SetOverrideRequest, options?: CallOptions): Promise<SetOverrideResult> {
+    const wire = wireSetOverrideRequest(request);
+    return setOverrideResult(await this.admin<WireSetOverrideResponse>("SetOverride", wire, options));
+  }
+
+  /** The override of `target` (an expired one too); rejects with NOT_FOUND when it has none. */
+  async getOverride(target: OverrideTarget, options?: CallOptions): Promise<Override> {
+    const w = await this.admin<{ override: WireOverride }>("GetOverride", { target: wireOverrideTarget(target) }, options);
+    return overrideOf(w.override);
+  }
+
+  /**
+   * Deletes the override of `request.target` and resolves to it: its keys go back to the
+   * configured limit. Rejects with NOT_FOUND when it has none.
+   */
+  async deleteOverride(request: DeleteOverrideRequest, options?: CallOptions): Promise<Override> {
+    const wire = { target: wireOverrideTarget(request.target), reason: request.reason ?? "", actor: request.actor ?? "" };
+    const w = await this.admin<{ deleted: WireOverride }>("DeleteOverride", wire, options);
+    return overrideOf(w.deleted);
+  }
+
+  /** One page of overrides, in (name, target) order, expired ones included. */
+  async listOverrides(request: ListOverridesRequest = {}, options?: CallOptions): Promise<OverridePage> {
+    const wire = wireListOverridesRequest(request);
+    return overridePage(await this.admin<WireListOverridesResponse>("ListOverrides", wire, options));
+  }
+
+  /**
+   * Every override listOverrides would page through from `request.pageToken`, fetching each page
+   * (with its own deadline) as the loop reaches it: `for await (const o of client.allOverrides())`.
+   */
+  async *allOverrides(request: ListOverridesRequest = {}, options?: CallOptions): AsyncGenerator<Override> {
+    let pageToken = request.pageToken ?? "";
+    do {
+      const page = await this.listOverrides({ ...request, pageToken }, options);
+      yield* page.overrides;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** One page of the audit history of the overrides, newest first. */
+  async listOverrideAudit(request: ListOverrideAuditRequest = {}, options?: CallOptions): Promise<OverrideAuditPage> {
+    const wire = wireListOverrideAuditRequest(request);
+    return overrideAuditPage(await this.admin<WireListOverrideAuditResponse>("ListOverrideAudit", wire, options));
+  }
+
+  /** Every audit entry, newest first, fetching each page as the loop reaches it. */
+  async *allOverrideAudit(request: ListOverrideAuditRequest = {}, options?: CallOptions): AsyncGenerator<OverrideAuditEntry> {
+    let pageToken = request.pageToken ?? "";
+    do {
+      const page = await this.listOverrideAudit({ ...request, pageToken }, options);
+      yield* page.entries;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  private adminMetadata(): Metadata {
     const metadata = new Metadata();
     if (this.adminToken) metadata.set("authorization", `Bearer ${this.adminToken}`);
-    await this.unary<unknown>("Reset", wireResetRequest(request), options, metadata);
+    return metadata;
+  }
+
+  private admin<T>(method: string, request: unknown, options: CallOptions | undefined): Promise<T> {
+    return this.unary<T>(method, request, options, this.adminMetadata(), this.overrides);
   }
 
   /** Closes the channel; calls in flight fail. */
@@ -364,11 +466,12 @@ export class RateLimitClient {
     request: unknown,
     options: CallOptions | undefined,
     metadata: Metadata = new Metadata(),
+    stub: Client = this.client,
   ): Promise<T> {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const deadline = new Date(Date.now() + (options?.timeoutMs ?? this.timeoutMs));
-    const fn = (this.client as unknown as Record<string, UnaryMethod>)[method]!;
+    const fn = (stub as unknown as Record<string, UnaryMethod>)[method]!;
     return new Promise<T>((resolve, reject) => {
       let aborted = false;
       const onAbort = () => {
@@ -376,7 +479,7 @@ export class RateLimitClient {
         call.cancel();
         reject(signal!.reason);
       };
-      const call = fn.call(this.client, request, metadata, { deadline }, (err, value) => {
+      const call = fn.call(stub, request, metadata, { deadline }, (err, value) => {
         signal?.removeEventListener("abort", onAbort);
         if (aborted) return;
         if (err) reject(RateLimitError.fromServiceError(err));

@@ -6,9 +6,19 @@ import type {
   DenyReason,
   LimitRequest,
   LimitResult,
+  ListOverrideAuditRequest,
+  ListOverridesRequest,
+  LimitSource,
+  Override,
+  OverrideAuditPage,
+  OverrideLimit,
+  OverridePage,
+  OverrideTarget,
   RateLimitRequest,
   RateLimitResult,
   ResetRequest,
+  SetOverrideRequest,
+  SetOverrideResult,
   SettleResult,
   Settlement,
 } from "./types.js";
@@ -106,8 +116,14 @@ export function wireSettleRequest(settlements: Settlement[]): Record<string, unk
   };
 }
 
+// A reason this client does not know (a newer server's) reads as absent, like no reason.
 function reasonOf(r: unknown): DenyReason | undefined {
-  if (r === "INSUFFICIENT_TOKENS" || r === "COUNT_EXCEEDS_CAPACITY" || r === "MAX_RESERVED_EXCEEDED") {
+  if (
+    r === "INSUFFICIENT_TOKENS" ||
+    r === "COUNT_EXCEEDS_CAPACITY" ||
+    r === "MAX_RESERVED_EXCEEDED" ||
+    r === "BLOCKED"
+  ) {
     return r;
   }
   return undefined;
@@ -123,6 +139,7 @@ interface WireLimitResult {
   reason: string;
   capacity: number;
   receipt?: Buffer | null;
+  override?: string;
 }
 
 export interface WireRateLimitResponse {
@@ -149,6 +166,7 @@ function limitResult(w: WireLimitResult): LimitResult {
   const reason = reasonOf(w.reason);
   if (reason) r.reason = reason;
   if (present(w.receipt) && w.receipt.length > 0) r.receipt = new Uint8Array(w.receipt);
+  if (w.override) r.override = w.override;
   return r;
 }
 
@@ -207,4 +225,181 @@ export function batchResults(w: WireBatchResponse): BatchResult[] {
     if (present(r.error)) return { error: new RateLimitError(Number(r.error.code), r.error.message ?? "") };
     return { result: rateLimitResult(r.response ?? ({ results: [] } as unknown as WireRateLimitResponse)) };
   });
+}
+
+/** A Date as a google.protobuf.Timestamp (milliseconds; the server keeps microseconds). */
+function timestampFromDate(d: Date, field: string): WireTimestamp {
+  const ms = d instanceof Date ? d.getTime() : NaN;
+  if (!Number.isFinite(ms)) throw new TypeError(`${field}: must be a valid Date`);
+  const seconds = Math.floor(ms / 1000);
+  return { seconds: String(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
+}
+
+export function wireOverrideTarget(t: OverrideTarget): Record<string, unknown> {
+  return {
+    source: t.source ?? "LIMITS_FILE",
+    name: t.name,
+    key: t.key ?? "",
+    key_pattern: t.keyPattern ?? "",
+    envoy_path: (t.envoyPath ?? []).map((e) => ({ key: e.key, value: e.value ?? "" })),
+  };
+}
+
+/**
+ * The wire SetOverrideRequest. More than one effect, or both expiry forms, is a TypeError; no
+ * effect at all is sent as is, for the server to name (`override.effect`).
+ */
+export function wireSetOverrideRequest(r: SetOverrideRequest, now: number = Date.now()): Record<string, unknown> {
+  const effects = [present(r.limit), Boolean(r.unlimited), Boolean(r.blocked)].filter(Boolean).length;
+  if (effects > 1) throw new TypeError("an override is one of: limit, unlimited: true or blocked: true");
+  if (present(r.expiresAt) && present(r.expiresInMs)) {
+    throw new TypeError("give expiresAt or expiresInMs, not both");
+  }
+  const o: Record<string, unknown> = { target: wireOverrideTarget(r.target), reason: r.reason ?? "" };
+  const l = r.limit;
+  if (present(l)) {
+    const limit: Record<string, unknown> = {};
+    if (present(l.rate)) limit.rate = l.rate;
+    if (present(l.periodMs)) limit.period = durationFromMs(l.periodMs, "limit.periodMs");
+    if (present(l.capacity)) limit.capacity = l.capacity;
+    if (present(l.maxReserved)) limit.max_reserved = l.maxReserved;
+    o.limit = limit;
+  } else if (r.unlimited) {
+    o.unlimited = true;
+  } else if (r.blocked) {
+    o.blocked = true;
+  }
+  if (present(r.expiresInMs)) {
+    if (typeof r.expiresInMs !== "number" || !Number.isFinite(r.expiresInMs)) {
+      throw new TypeError(`expiresInMs: must be a finite number of milliseconds, got ${String(r.expiresInMs)}`);
+    }
+    o.expires_at = timestampFromDate(new Date(now + r.expiresInMs), "expiresInMs");
+  } else if (present(r.expiresAt)) {
+    o.expires_at = timestampFromDate(r.expiresAt, "expiresAt");
+  }
+  return { override: o, actor: r.actor ?? "" };
+}
+
+export function wireListOverridesRequest(r: ListOverridesRequest): Record<string, unknown> {
+  return {
+    source: r.source ?? "LIMITS_FILE",
+    name: r.name ?? "",
+    page_size: r.pageSize ?? 0,
+    page_token: r.pageToken ?? "",
+  };
+}
+
+export function wireListOverrideAuditRequest(r: ListOverrideAuditRequest): Record<string, unknown> {
+  return { name: r.name ?? "", page_size: r.pageSize ?? 0, page_token: r.pageToken ?? "" };
+}
+
+interface WireOverrideLimit {
+  rate?: number | null;
+  period?: WireDuration | null;
+  capacity?: number | null;
+  max_reserved?: number | null;
+}
+
+export interface WireOverride {
+  target?: {
+    source: string;
+    name: string;
+    key: string;
+    key_pattern: string;
+    envoy_path?: { key: string; value: string }[];
+  } | null;
+  limit?: WireOverrideLimit | null;
+  unlimited?: boolean;
+  blocked?: boolean;
+  expires_at?: WireTimestamp | null;
+  reason: string;
+  set_by: string;
+  set_at?: WireTimestamp | null;
+  expired: boolean;
+  inert: boolean;
+}
+
+export function overrideOf(w: WireOverride): Override {
+  const t = w.target;
+  const target: OverrideTarget = { source: (t?.source ?? "LIMITS_FILE") as LimitSource, name: t?.name ?? "" };
+  if (t?.key) target.key = t.key;
+  if (t?.key_pattern) target.keyPattern = t.key_pattern;
+  if (t?.envoy_path && t.envoy_path.length > 0) {
+    target.envoyPath = t.envoy_path.map((e) => ({ key: e.key, value: e.value }));
+  }
+  const o: Override = {
+    target,
+    unlimited: Boolean(w.unlimited),
+    blocked: Boolean(w.blocked),
+    reason: w.reason ?? "",
+    setBy: w.set_by ?? "",
+    expired: Boolean(w.expired),
+    inert: Boolean(w.inert),
+  };
+  if (present(w.limit)) {
+    const l: OverrideLimit = {};
+    if (present(w.limit.rate)) l.rate = Number(w.limit.rate);
+    if (present(w.limit.period)) l.periodMs = msFromDuration(w.limit.period);
+    if (present(w.limit.capacity)) l.capacity = Number(w.limit.capacity);
+    if (present(w.limit.max_reserved)) l.maxReserved = Number(w.limit.max_reserved);
+    o.limit = l;
+  }
+  if (present(w.expires_at)) o.expiresAt = dateFromTimestamp(w.expires_at);
+  if (present(w.set_at)) o.setAt = dateFromTimestamp(w.set_at);
+  return o;
+}
+
+export interface WireSetOverrideResponse {
+  override?: WireOverride | null;
+  replaced?: WireOverride | null;
+}
+
+export function setOverrideResult(w: WireSetOverrideResponse): SetOverrideResult {
+  const r: SetOverrideResult = { override: overrideOf(w.override ?? ({} as WireOverride)) };
+  if (present(w.replaced)) r.replaced = overrideOf(w.replaced);
+  return r;
+}
+
+export interface WireListOverridesResponse {
+  overrides: WireOverride[];
+  next_page_token: string;
+}
+
+export function overridePage(w: WireListOverridesResponse): OverridePage {
+  return { overrides: (w.overrides ?? []).map(overrideOf), nextPageToken: w.next_page_token ?? "" };
+}
+
+export interface WireListOverrideAuditResponse {
+  entries: {
+    sequence: string | number;
+    at?: WireTimestamp | null;
+    action: string;
+    authorized_by: string;
+    actor: string;
+    peer: string;
+    reason: string;
+    before?: WireOverride | null;
+    after?: WireOverride | null;
+  }[];
+  next_page_token: string;
+}
+
+export function overrideAuditPage(w: WireListOverrideAuditResponse): OverrideAuditPage {
+  return {
+    entries: (w.entries ?? []).map((e) => {
+      const entry: OverrideAuditPage["entries"][number] = {
+        sequence: Number(e.sequence),
+        action: e.action ?? "",
+        authorizedBy: e.authorized_by ?? "",
+        actor: e.actor ?? "",
+        peer: e.peer ?? "",
+        reason: e.reason ?? "",
+      };
+      if (present(e.at)) entry.at = dateFromTimestamp(e.at);
+      if (present(e.before)) entry.before = overrideOf(e.before);
+      if (present(e.after)) entry.after = overrideOf(e.after);
+      return entry;
+    }),
+    nextPageToken: w.next_page_token ?? "",
+  };
 }

@@ -7,10 +7,13 @@ import type { RateLimitError } from "./errors.js";
 /** How a limit refills. */
 export type LimitKind = "TOKEN_BUCKET" | "FIXED_WINDOW";
 
-/** Why a limit denied. Absent (undefined) when it allowed. */
-export type DenyReason = "INSUFFICIENT_TOKENS" | "COUNT_EXCEEDS_CAPACITY" | "MAX_RESERVED_EXCEEDED";
+/**
+ * Why a limit denied. Absent (undefined) when it allowed, and for a reason added to the protocol
+ * after this client was written. BLOCKED: an override blocks the key (no retry time is given).
+ */
+export type DenyReason = "INSUFFICIENT_TOKENS" | "COUNT_EXCEEDS_CAPACITY" | "MAX_RESERVED_EXCEEDED" | "BLOCKED";
 
-/** Where a limit is defined, for Reset. */
+/** Where a limit is defined, for Reset and overrides. */
 export type LimitSource = "LIMITS_FILE" | "INLINE" | "ENVOY";
 
 /** A limit's definition, given inline for a name the server does not define. */
@@ -80,6 +83,11 @@ export interface LimitResult {
   reason?: DenyReason;
   /** For an allowed Consume or Reserve: the receipt to give to `settle`. */
   receipt?: Uint8Array;
+  /**
+   * The key or key pattern of the override that set this limit for the key; absent when the
+   * configured limit decided.
+   */
+  override?: string;
 }
 
 /** The answer to Consume, Check or Reserve. */
@@ -104,7 +112,7 @@ export interface RateLimitResult {
   replayed: boolean;
 }
 
-/** One path level of an Envoy rule, for Reset of an Envoy limit. */
+/** One path level of an Envoy rule, for Reset of an Envoy limit or an override of one. */
 export interface EnvoyPathEntry {
   key: string;
   value?: string;
@@ -164,3 +172,124 @@ export interface BatchEntry {
 export type BatchResult =
   | { result: RateLimitResult; error?: undefined }
   | { result?: undefined; error: RateLimitError };
+
+/**
+ * What an override applies to: a limit and exactly one of `key` (one key, matched exactly) or
+ * `keyPattern` (the keys matching it: `*` matches any run of bytes).
+ */
+export interface OverrideTarget {
+  /** LIMITS_FILE (the default) or ENVOY. */
+  source?: LimitSource;
+  /** The limit's name in the limits file (ENVOY: the domain). */
+  name: string;
+  key?: string;
+  keyPattern?: string;
+  /** ENVOY only: the rule's descriptor path, one entry per level (values empty). */
+  envoyPath?: EnvoyPathEntry[];
+}
+
+/** The new limit of an override: a field left unset keeps the configured value. */
+export interface OverrideLimit {
+  rate?: number;
+  /** In milliseconds; not for a fixed window. */
+  periodMs?: number;
+  capacity?: number;
+  maxReserved?: number;
+}
+
+/**
+ * An override to set. Give exactly one effect: `limit`, `unlimited: true` (every request allowed,
+ * nothing taken) or `blocked: true` (every request denied with BLOCKED). `expiresAt`, or
+ * `expiresInMs` from now, ends it by itself (neither: never). `reason` and `actor` (who the
+ * caller says it is) are recorded in the audit history.
+ */
+export interface SetOverrideRequest {
+  target: OverrideTarget;
+  limit?: OverrideLimit;
+  unlimited?: boolean;
+  blocked?: boolean;
+  expiresAt?: Date;
+  expiresInMs?: number;
+  reason?: string;
+  actor?: string;
+}
+
+/** An override as the server stores it. Exactly one of `limit`, `unlimited` and `blocked`. */
+export interface Override {
+  target: OverrideTarget;
+  limit?: OverrideLimit;
+  unlimited: boolean;
+  blocked: boolean;
+  /** When it ends by itself; absent: never. */
+  expiresAt?: Date;
+  reason: string;
+  /** The caller's actor and the credential that authorised it ("alice (token)"). */
+  setBy: string;
+  setAt?: Date;
+  /** It has ended but was not deleted. */
+  expired: boolean;
+  /** Its limit is no longer in the limits file: it changes no decision. */
+  inert: boolean;
+}
+
+/** The answer to setOverride: the override as stored, and the one it replaced (if any). */
+export interface SetOverrideResult {
+  override: Override;
+  replaced?: Override;
+}
+
+/** Deletes the override of `target`; `reason` and `actor` are recorded in the audit history. */
+export interface DeleteOverrideRequest {
+  target: OverrideTarget;
+  reason?: string;
+  actor?: string;
+}
+
+/**
+ * One page of the overrides of `source` (default LIMITS_FILE), of the limit `name` or of every
+ * limit. `pageSize`: 1..1000 (default 100); `pageToken`: the previous page's nextPageToken.
+ */
+export interface ListOverridesRequest {
+  source?: LimitSource;
+  name?: string;
+  pageSize?: number;
+  pageToken?: string;
+}
+
+/** A page of overrides, in (name, target) order; `nextPageToken` is "" after the last page. */
+export interface OverridePage {
+  overrides: Override[];
+  nextPageToken: string;
+}
+
+/** One page of the audit history, of the limit `name` or of every limit; paged as above. */
+export interface ListOverrideAuditRequest {
+  name?: string;
+  pageSize?: number;
+  pageToken?: string;
+}
+
+/** One change of the overrides. */
+export interface OverrideAuditEntry {
+  /** Increasing with each change. */
+  sequence: number;
+  at?: Date;
+  /** "set" or "delete". */
+  action: string;
+  /** The credential that authorised the change: "token" or "identity <SAN>". */
+  authorizedBy: string;
+  /** Who the caller said it was, and its address. */
+  actor: string;
+  peer: string;
+  reason: string;
+  /** Absent for a new override. */
+  before?: Override;
+  /** Absent for a deletion. */
+  after?: Override;
+}
+
+/** A page of the audit history, newest first; `nextPageToken` is "" after the last page. */
+export interface OverrideAuditPage {
+  entries: OverrideAuditEntry[];
+  nextPageToken: string;
+}

@@ -4,7 +4,15 @@ import { test } from "node:test";
 
 import { RateLimitError, sleepUntil, status } from "@ratelimit/client";
 
-import { dateFromTimestamp, durationFromMs, msFromDuration, wireRateLimitRequest } from "../dist/esm/convert.js";
+import {
+  dateFromTimestamp,
+  durationFromMs,
+  msFromDuration,
+  rateLimitResult,
+  wireRateLimitRequest,
+  wireSetOverrideRequest,
+  type WireRateLimitResponse,
+} from "../dist/esm/convert.js";
 
 test("durations in ms keep sub-millisecond precision", () => {
   assert.deepEqual(durationFromMs(1500, "f"), { seconds: "1", nanos: 500_000_000 });
@@ -54,4 +62,44 @@ test("sleepUntil resolves no earlier than the time, and at once for a past time"
   const far = sleepUntil(new Date(Date.now() + 3_600_000), controller.signal);
   controller.abort();
   await assert.rejects(far, (e: Error) => e.name === "AbortError");
+});
+
+test("BLOCKED and the override are read; a reason this client does not know is absent", () => {
+  const wire = (reason: string, override: string): WireRateLimitResponse => ({
+    allowed: false,
+    results: [{ name: "api", key: "k", allowed: false, value: 1, capacity: 3, reason, override }],
+    reason,
+    denied_by: 0,
+    failed_open: false,
+    replayed: false,
+  });
+  const blocked = rateLimitResult(wire("BLOCKED", "k*"));
+  assert.equal(blocked.reason, "BLOCKED");
+  assert.equal(blocked.results[0]!.reason, "BLOCKED");
+  assert.equal(blocked.results[0]!.override, "k*");
+  // proto-loader gives an enum value it does not know as its number.
+  const future = rateLimitResult(wire(99 as unknown as string, ""));
+  assert.equal(future.allowed, false);
+  assert.equal(future.reason, undefined);
+  assert.equal(future.results[0]!.reason, undefined);
+  assert.equal(future.results[0]!.override, undefined);
+});
+
+test("a set override's effect and expiry reach the wire request", () => {
+  const target = { name: "api", keyPattern: "trial-*" };
+  assert.deepEqual(wireSetOverrideRequest({ target, limit: { rate: 2, periodMs: 1500 }, actor: "a" }), {
+    override: {
+      target: { source: "LIMITS_FILE", name: "api", key: "", key_pattern: "trial-*", envoy_path: [] },
+      reason: "",
+      limit: { rate: 2, period: { seconds: "1", nanos: 500_000_000 } },
+    },
+    actor: "a",
+  });
+  const blocked = wireSetOverrideRequest({ target, blocked: true, expiresInMs: 2500 }, 10_000) as {
+    override: Record<string, unknown>;
+  };
+  assert.equal(blocked.override.blocked, true);
+  assert.deepEqual(blocked.override.expires_at, { seconds: "12", nanos: 500_000_000 });
+  assert.throws(() => wireSetOverrideRequest({ target, limit: {}, unlimited: true }), TypeError);
+  assert.throws(() => wireSetOverrideRequest({ target, blocked: true, expiresAt: new Date(), expiresInMs: 1 }), TypeError);
 });

@@ -5,19 +5,23 @@
         if not client.consume("api", "user-1"):
             ...
 
-AsyncRateLimitClient is the asyncio twin; ratelimit_client.asgi has the ASGI middleware,
+The same clients administer overrides (set_override, get_override, delete_override,
+list_overrides, list_override_audit) with the admin token. AsyncRateLimitClient is the asyncio
+twin; ratelimit_client.asgi has the ASGI middleware,
 ratelimit_client.fastapi the FastAPI dependency.
 """
 from ._common import ADMIN_TOKEN_ENV, DEFAULT_CHECK_RETRIES, DEFAULT_TIMEOUT, BatchResult
 from .aio import AsyncRateLimitClient
 from .client import RateLimitClient
 from .clock import Clock
-from .errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError,
-                     NotFoundError, PermissionDeniedError, RateLimitError, ReservationCancelled,
+from .errors import (AlreadyExistsError, DeadlineExceededError, FailedPreconditionError,
+                     InvalidArgumentError, NotFoundError, PermissionDeniedError, RateLimitError, ReservationCancelled,
                      ReservationTimeout, ResourceExhaustedError, UnauthenticatedError,
                      UnavailableError, UnimplementedError)
 from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Kind, Limit, LimitConfig,
-                    LimitResult, LimitSource, Method, SettleResult, Settlement, TlsOptions)
+                    LimitResult, LimitSource, Method, Override, OverrideAuditEntry,
+                    OverrideAuditPage, OverrideLimit, OverridePage, OverrideTarget,
+                    SetOverrideResult, SettleResult, Settlement, TlsOptions)
 
 __all__ = [
     "ADMIN_TOKEN_ENV", "DEFAULT_CHECK_RETRIES", "DEFAULT_TIMEOUT", "AsyncRateLimitClient",
@@ -27,4 +31,6 @@ __all__ = [
     "UnauthenticatedError", "UnavailableError", "UnimplementedError", "Decision", "DenyReason",
     "EnvoyPathEntry", "Kind", "Limit", "LimitConfig", "LimitResult", "LimitSource",
     "SettleResult", "Settlement", "TlsOptions", "BatchEntry", "BatchResult", "Method",
+    "FailedPreconditionError", "Override", "OverrideAuditEntry", "OverrideAuditPage",
+    "OverrideLimit", "OverridePage", "OverrideTarget", "SetOverrideResult",
 ]

@@ -13,14 +13,16 @@ from ._pb import ratelimit_pb2 as pb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import RateLimitError, from_status
 from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Limit, LimitConfig,
-                    LimitResult, LimitSource, SettleResult, Settlement, TlsOptions)
+                    LimitResult, LimitSource, Override, OverrideAuditEntry, OverrideAuditPage,
+                    OverrideLimit, OverridePage, OverrideTarget, SetOverrideResult, SettleResult,
+                    Settlement, TlsOptions)
 
 DEFAULT_TIMEOUT = 1.0
 """Deadline of each call, in seconds, unless the client or the call says otherwise."""
 
 DEFAULT_CHECK_RETRIES = 2
 """Check is retried this many times on UNAVAILABLE / DEADLINE_EXCEEDED (Check writes nothing);
-Consume, Reserve, Settle and Reset are never retried."""
+Consume, Reserve, Settle, Reset and the override calls are never retried."""
 
 ADMIN_TOKEN_ENV = "RATELIMIT_ADMIN_TOKEN"
 
@@ -103,7 +105,7 @@ def to_decision(response: pb.RateLimitResponse) -> Decision:
         LimitResult(name=r.name, key=r.key, allowed=r.allowed, value=r.value,
                     capacity=r.capacity, retry_at=_opt_time(r, "retry_at"),
                     retry_after=_opt_duration(r, "retry_after"), reason=DenyReason(r.reason),
-                    receipt=bytes(r.receipt))
+                    receipt=bytes(r.receipt), override=r.override)
         for r in response.results)
     return Decision(allowed=response.allowed, results=results,
                     retry_at=_opt_time(response, "retry_at"),
@@ -139,9 +141,143 @@ def to_reset_request(name: str, key: str, all_keys: bool, source: LimitSource,
     return request
 
 
+def admin_metadata(token: str) -> Optional[List[Tuple[str, str]]]:
+    """The metadata of an administrative call: the admin token as a bearer token, when there
+    is one."""
+    return [("authorization", "Bearer " + token)] if token else None
+
+
+def _target_to_proto(t: OverrideTarget, out: Any) -> None:
+    out.source = int(t.source)
+    out.name = t.name
+    out.key = t.key
+    out.key_pattern = t.key_pattern
+    for entry in t.envoy_path:
+        out.envoy_path.add(key=entry.key, value=entry.value)
+
+
+def to_target(t: OverrideTarget) -> pb.OverrideTarget:
+    out = pb.OverrideTarget()
+    _target_to_proto(t, out)
+    return out
+
+
+def to_set_override_request(target: OverrideTarget, limit: Optional[OverrideLimit],
+                            unlimited: bool, blocked: bool, expires_at: Optional[datetime],
+                            expires_in: Optional[timedelta], reason: str, actor: str,
+                            clock: Clock) -> pb.SetOverrideRequest:
+    """The request of set_override. Giving more than one effect, or both expiry forms, is a
+    TypeError; giving none is sent as is, for the server to refuse (override.effect)."""
+    if sum((limit is not None, bool(unlimited), bool(blocked))) > 1:
+        raise TypeError("an override is one of: limit fields (rate, period, capacity, "
+                        "max_reserved), unlimited=True or blocked=True")
+    if expires_at is not None and expires_in is not None:
+        raise TypeError("give expires_at or expires_in, not both")
+    request = pb.SetOverrideRequest(actor=actor)
+    o = request.override
+    _target_to_proto(target, o.target)
+    if limit is not None:
+        o.limit.SetInParent()
+        if limit.rate is not None:
+            o.limit.rate = float(limit.rate)
+        if limit.period is not None:
+            o.limit.period.CopyFrom(_duration(limit.period))
+        if limit.capacity is not None:
+            o.limit.capacity = float(limit.capacity)
+        if limit.max_reserved is not None:
+            o.limit.max_reserved = float(limit.max_reserved)
+    elif unlimited:
+        o.unlimited = True
+    elif blocked:
+        o.blocked = True
+    if expires_in is not None:
+        expires_at = clock.now() + expires_in
+    if expires_at is not None:
+        if expires_at.tzinfo is None:
+            raise ValueError("expires_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
+        o.expires_at.FromDatetime(expires_at.astimezone(timezone.utc))
+    o.reason = reason
+    return request
+
+
+def _from_target(t: pb.OverrideTarget) -> OverrideTarget:
+    return OverrideTarget(name=t.name, key=t.key, key_pattern=t.key_pattern,
+                          source=LimitSource(t.source),
+                          envoy_path=tuple(EnvoyPathEntry(e.key, e.value) for e in t.envoy_path))
+
+
+def to_override(o: pb.Override) -> Override:
+    limit = None
+    if o.HasField("limit"):
+        lim = o.limit
+        limit = OverrideLimit(
+            rate=lim.rate if lim.HasField("rate") else None,
+            period=_opt_duration(lim, "period"),
+            capacity=lim.capacity if lim.HasField("capacity") else None,
+            max_reserved=lim.max_reserved if lim.HasField("max_reserved") else None)
+    return Override(target=_from_target(o.target), limit=limit, unlimited=o.unlimited,
+                    blocked=o.blocked, expires_at=_opt_time(o, "expires_at"), reason=o.reason,
+                    set_by=o.set_by, set_at=_opt_time(o, "set_at"), expired=o.expired,
+                    inert=o.inert)
+
+
+def _opt_override(msg: Any, name: str) -> Optional[Override]:
+    return to_override(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def to_set_override_result(response: pb.SetOverrideResponse) -> SetOverrideResult:
+    return SetOverrideResult(override=to_override(response.override),
+                             replaced=_opt_override(response, "replaced"))
+
+
+def to_get_override_request(target: OverrideTarget) -> pb.GetOverrideRequest:
+    return pb.GetOverrideRequest(target=to_target(target))
+
+
+def to_delete_override_request(target: OverrideTarget, reason: str,
+                               actor: str) -> pb.DeleteOverrideRequest:
+    return pb.DeleteOverrideRequest(target=to_target(target), reason=reason, actor=actor)
+
+
+def to_list_overrides_request(name: str, source: LimitSource, page_size: int,
+                              page_token: str) -> pb.ListOverridesRequest:
+    return pb.ListOverridesRequest(source=source.name, name=name, page_size=page_size,
+                                   page_token=page_token)
+
+
+def to_override_page(response: pb.ListOverridesResponse) -> OverridePage:
+    return OverridePage(overrides=tuple(to_override(o) for o in response.overrides),
+                        next_page_token=response.next_page_token)
+
+
+def to_list_audit_request(name: str, page_size: int,
+                          page_token: str) -> pb.ListOverrideAuditRequest:
+    return pb.ListOverrideAuditRequest(name=name, page_size=page_size, page_token=page_token)
+
+
+def to_audit_page(response: pb.ListOverrideAuditResponse) -> OverrideAuditPage:
+    return OverrideAuditPage(
+        entries=tuple(
+            OverrideAuditEntry(sequence=e.sequence, at=_opt_time(e, "at"), action=e.action,
+                               authorized_by=e.authorized_by, actor=e.actor, peer=e.peer,
+                               reason=e.reason, before=_opt_override(e, "before"),
+                               after=_opt_override(e, "after"))
+            for e in response.entries),
+        next_page_token=response.next_page_token)
+
+
+def override_limit_of(rate: Optional[float], period: Optional[timedelta],
+                      capacity: Optional[float],
+                      max_reserved: Optional[float]) -> Optional[OverrideLimit]:
+    """The OverrideLimit of set_override's limit fields; None when none is given."""
+    if rate is None and period is None and capacity is None and max_reserved is None:
+        return None
+    return OverrideLimit(rate=rate, period=period, capacity=capacity, max_reserved=max_reserved)
+
+
 def resolve_admin_token(admin_token: Optional[str], admin_token_file: Optional[str]) -> str:
     """The admin token: `admin_token`, else the first line of `admin_token_file`, else
-    $RATELIMIT_ADMIN_TOKEN, else "" (Reset will be refused)."""
+    $RATELIMIT_ADMIN_TOKEN, else "" (Reset and the override calls will be refused)."""
     if admin_token:
         return admin_token
     if admin_token_file:

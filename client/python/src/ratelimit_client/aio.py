@@ -4,7 +4,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+from datetime import datetime, timedelta
+from typing import (Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 import grpc
 import grpc.aio
@@ -14,8 +16,9 @@ from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
                      ReservationTimeout, from_rpc_error)
-from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, SettleResult,
-                    Settlement, TlsOptions)
+from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, Override,
+                    OverrideAuditEntry, OverrideAuditPage, OverridePage, OverrideTarget,
+                    SetOverrideResult, SettleResult, Settlement, TlsOptions)
 
 _log = logging.getLogger("ratelimit_client")
 T = TypeVar("T")
@@ -48,6 +51,7 @@ class AsyncRateLimitClient:
         else:
             self._channel = grpc.aio.insecure_channel(target, options, interceptors=interceptors)
         self._stub = pb_grpc.RateLimitServiceStub(self._channel)
+        self._overrides = pb_grpc.OverrideServiceStub(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -134,9 +138,94 @@ class AsyncRateLimitClient:
         token; UnauthenticatedError without one, PermissionDeniedError with a wrong one, or
         from a server whose Reset is disabled (the server's message says so)."""
         request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
-        metadata = ([("authorization", "Bearer " + self._admin_token)]
-                    if self._admin_token else None)
-        await self._call("Reset", self._stub.Reset, request, timeout, metadata)
+        await self._call("Reset", self._stub.Reset, request, timeout,
+                         c.admin_metadata(self._admin_token))
+
+    # Overrides: RateLimitClient's override calls, awaited.
+
+    async def set_override(self, target: OverrideTarget, *, rate: Optional[float] = None,
+                           period: Optional[timedelta] = None,
+                           capacity: Optional[float] = None,
+                           max_reserved: Optional[float] = None, unlimited: bool = False,
+                           blocked: bool = False, expires_at: Optional[datetime] = None,
+                           expires_in: Optional[timedelta] = None, reason: str = "",
+                           actor: str = "",
+                           timeout: Optional[float] = None) -> SetOverrideResult:
+        """Creates or replaces the override of `target`; see RateLimitClient.set_override."""
+        request = c.to_set_override_request(
+            target, c.override_limit_of(rate, period, capacity, max_reserved), unlimited,
+            blocked, expires_at, expires_in, reason, actor, self._clock)
+        return c.to_set_override_result(await self._admin(
+            "SetOverride", self._overrides.SetOverride, request, timeout))
+
+    async def get_override(self, target: OverrideTarget, *,
+                           timeout: Optional[float] = None) -> Override:
+        """The override of `target`; NotFoundError when it has none."""
+        request = c.to_get_override_request(target)
+        response = await self._admin("GetOverride", self._overrides.GetOverride, request,
+                                     timeout)
+        return c.to_override(response.override)
+
+    async def delete_override(self, target: OverrideTarget, *, reason: str = "",
+                              actor: str = "", timeout: Optional[float] = None) -> Override:
+        """Deletes the override of `target` and returns it; NotFoundError when it has none."""
+        request = c.to_delete_override_request(target, reason, actor)
+        response = await self._admin("DeleteOverride", self._overrides.DeleteOverride, request,
+                                     timeout)
+        return c.to_override(response.deleted)
+
+    async def list_overrides(self, name: str = "", *,
+                             source: LimitSource = LimitSource.LIMITS_FILE, page_size: int = 0,
+                             page_token: str = "",
+                             timeout: Optional[float] = None) -> OverridePage:
+        """One page of the overrides; see RateLimitClient.list_overrides."""
+        request = c.to_list_overrides_request(name, source, page_size, page_token)
+        return c.to_override_page(await self._admin(
+            "ListOverrides", self._overrides.ListOverrides, request, timeout))
+
+    async def iter_overrides(self, name: str = "", *,
+                             source: LimitSource = LimitSource.LIMITS_FILE, page_size: int = 0,
+                             timeout: Optional[float] = None) -> AsyncIterator[Override]:
+        """Every override list_overrides would page through (`async for`), fetching each page
+        as it is reached."""
+        token = ""
+        while True:
+            page = await self.list_overrides(name, source=source, page_size=page_size,
+                                             page_token=token, timeout=timeout)
+            for o in page.overrides:
+                yield o
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def list_override_audit(self, name: str = "", *, page_size: int = 0,
+                                  page_token: str = "",
+                                  timeout: Optional[float] = None) -> OverrideAuditPage:
+        """One page of the audit history, newest first; see
+        RateLimitClient.list_override_audit."""
+        request = c.to_list_audit_request(name, page_size, page_token)
+        return c.to_audit_page(await self._admin(
+            "ListOverrideAudit", self._overrides.ListOverrideAudit, request, timeout))
+
+    async def iter_override_audit(self, name: str = "", *, page_size: int = 0,
+                                  timeout: Optional[float] = None
+                                  ) -> AsyncIterator[OverrideAuditEntry]:
+        """Every audit entry, newest first (`async for`), fetching each page as it is
+        reached."""
+        token = ""
+        while True:
+            page = await self.list_override_audit(name, page_size=page_size, page_token=token,
+                                                  timeout=timeout)
+            for e in page.entries:
+                yield e
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def _admin(self, method: str, fn: Callable[..., Awaitable[T]], request: Any,
+                     timeout: Optional[float]) -> T:
+        return await self._call(method, fn, request, timeout,
+                                c.admin_metadata(self._admin_token))
 
     async def reserve_and_wait(self, limits: c.LimitsArg, key: Optional[str] = None,
                                count: Optional[float] = None, *,

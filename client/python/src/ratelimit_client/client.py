@@ -5,7 +5,9 @@ import logging
 import secrets
 import threading
 import time
-from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, TypeVar, Union
+from datetime import datetime, timedelta
+from typing import (Any, Callable, Iterator, List, Literal, Optional, Sequence, Tuple, TypeVar,
+                    Union)
 
 import grpc
 
@@ -15,7 +17,8 @@ from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
                      ReservationCancelled, ReservationTimeout, from_rpc_error)
 from .types import (BatchEntry, Decision, EnvoyPathEntry, Limit, LimitConfig, LimitSource,
-                    SettleResult, Settlement, TlsOptions)
+                    Override, OverrideAuditEntry, OverrideAuditPage, OverridePage, OverrideTarget,
+                    SetOverrideResult, SettleResult, Settlement, TlsOptions)
 
 _log = logging.getLogger("ratelimit_client")
 T = TypeVar("T")
@@ -40,8 +43,9 @@ class RateLimitClient:
                  check_retries: int = c.DEFAULT_CHECK_RETRIES,
                  channel: Optional[grpc.Channel] = None, clock: Clock = SYSTEM_CLOCK):
         """Connects (lazily) to `target` ("host:port"). `tls`: True for gRPC's default roots,
-        or TlsOptions. The admin token (sent with Reset only) is `admin_token`, else the first
-        line of `admin_token_file`, else $RATELIMIT_ADMIN_TOKEN; it is read here, once.
+        or TlsOptions. The admin token is `admin_token`, else the first line of
+        `admin_token_file`, else $RATELIMIT_ADMIN_TOKEN; it is read here, once, and sent with
+        Reset and the override calls only.
         `channel`: use this channel instead (e.g. one with interceptors); `tls` is ignored.
         `clock`: what reserve_and_wait reads and sleeps on (tests pass a fake)."""
         self._timeout = timeout
@@ -54,6 +58,7 @@ class RateLimitClient:
                        else grpc.insecure_channel(target, options))
         self._channel = channel
         self._stub = pb_grpc.RateLimitServiceStub(channel)
+        self._overrides = pb_grpc.OverrideServiceStub(channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -138,9 +143,96 @@ class RateLimitClient:
         Sends the admin token; UnauthenticatedError without one, PermissionDeniedError with a
         wrong one, or from a server whose Reset is disabled (the server's message says so)."""
         request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
-        metadata = ([("authorization", "Bearer " + self._admin_token)]
-                    if self._admin_token else None)
-        self._call("Reset", self._stub.Reset, request, timeout, metadata)
+        self._call("Reset", self._stub.Reset, request, timeout,
+                   c.admin_metadata(self._admin_token))
+
+    # Overrides (ratelimit.v1.OverrideService, docs/overrides.md): administrative like reset,
+    # each call sends the admin token and raises as reset does. Never retried.
+
+    def set_override(self, target: OverrideTarget, *, rate: Optional[float] = None,
+                     period: Optional[timedelta] = None, capacity: Optional[float] = None,
+                     max_reserved: Optional[float] = None, unlimited: bool = False,
+                     blocked: bool = False, expires_at: Optional[datetime] = None,
+                     expires_in: Optional[timedelta] = None, reason: str = "", actor: str = "",
+                     timeout: Optional[float] = None) -> SetOverrideResult:
+        """Creates the override of `target`, or replaces it. Its effect is one of: a new limit
+        (any of rate, period, capacity, max_reserved; the others keep the configured values),
+        unlimited=True (every request allowed) or blocked=True (every request denied with
+        DenyReason.BLOCKED). It ends by itself at `expires_at` (timezone-aware) or after
+        `expires_in`, else never. `reason` and `actor` are recorded in the audit history.
+        Returns the override as stored and the one it replaced. A bad field raises
+        InvalidArgumentError naming it ("override.limit.rate"); a name the limits file does not
+        define, NotFoundError."""
+        request = c.to_set_override_request(
+            target, c.override_limit_of(rate, period, capacity, max_reserved), unlimited,
+            blocked, expires_at, expires_in, reason, actor, self._clock)
+        return c.to_set_override_result(self._admin("SetOverride", self._overrides.SetOverride,
+                                                    request, timeout))
+
+    def get_override(self, target: OverrideTarget, *,
+                     timeout: Optional[float] = None) -> Override:
+        """The override of `target` (an expired one too, marked expired); NotFoundError when it
+        has none."""
+        request = c.to_get_override_request(target)
+        return c.to_override(self._admin("GetOverride", self._overrides.GetOverride, request,
+                                         timeout).override)
+
+    def delete_override(self, target: OverrideTarget, *, reason: str = "", actor: str = "",
+                        timeout: Optional[float] = None) -> Override:
+        """Deletes the override of `target` and returns it: its keys go back to the configured
+        limit. NotFoundError when it has none."""
+        request = c.to_delete_override_request(target, reason, actor)
+        return c.to_override(self._admin("DeleteOverride", self._overrides.DeleteOverride,
+                                         request, timeout).deleted)
+
+    def list_overrides(self, name: str = "", *, source: LimitSource = LimitSource.LIMITS_FILE,
+                       page_size: int = 0, page_token: str = "",
+                       timeout: Optional[float] = None) -> OverridePage:
+        """One page of the overrides of `source` (of the limit `name`, or of every limit when
+        empty), expired ones included, in (name, target) order. page_size: 1..1000, 0 for the
+        server's default (100); page_token: the previous page's next_page_token."""
+        request = c.to_list_overrides_request(name, source, page_size, page_token)
+        return c.to_override_page(self._admin("ListOverrides", self._overrides.ListOverrides,
+                                              request, timeout))
+
+    def iter_overrides(self, name: str = "", *, source: LimitSource = LimitSource.LIMITS_FILE,
+                       page_size: int = 0,
+                       timeout: Optional[float] = None) -> Iterator[Override]:
+        """Every override list_overrides would page through, fetching each page as it is
+        reached (`timeout` applies to each call)."""
+        token = ""
+        while True:
+            page = self.list_overrides(name, source=source, page_size=page_size,
+                                       page_token=token, timeout=timeout)
+            yield from page.overrides
+            token = page.next_page_token
+            if not token:
+                return
+
+    def list_override_audit(self, name: str = "", *, page_size: int = 0, page_token: str = "",
+                            timeout: Optional[float] = None) -> OverrideAuditPage:
+        """One page of the audit history of the overrides (of the limit `name`, or of every
+        limit when empty), newest first; paged as list_overrides."""
+        request = c.to_list_audit_request(name, page_size, page_token)
+        return c.to_audit_page(self._admin("ListOverrideAudit",
+                                           self._overrides.ListOverrideAudit, request, timeout))
+
+    def iter_override_audit(self, name: str = "", *, page_size: int = 0,
+                            timeout: Optional[float] = None) -> Iterator[OverrideAuditEntry]:
+        """Every entry list_override_audit would page through, newest first, fetching each page
+        as it is reached."""
+        token = ""
+        while True:
+            page = self.list_override_audit(name, page_size=page_size, page_token=token,
+                                            timeout=timeout)
+            yield from page.entries
+            token = page.next_page_token
+            if not token:
+                return
+
+    def _admin(self, method: str, fn: Callable[..., T], request: Any,
+               timeout: Optional[float]) -> T:
+        return self._call(method, fn, request, timeout, c.admin_metadata(self._admin_token))
 
     def reserve_and_wait(self, limits: c.LimitsArg, key: Optional[str] = None,
                          count: Optional[float] = None, *, config: Optional[LimitConfig] = None,

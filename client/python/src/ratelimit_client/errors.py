@@ -36,17 +36,23 @@ class AlreadyExistsError(RateLimitError):
 
 
 class NotFoundError(RateLimitError, LookupError):
-    """NOT_FOUND: a limit name the server does not define, without an inline config."""
+    """NOT_FOUND: a limit name the server does not define, without an inline config; or, for
+    get_override and delete_override, a target that has no override."""
+
+
+class FailedPreconditionError(RateLimitError):
+    """FAILED_PRECONDITION: e.g. an override call to a server whose store keeps no overrides."""
 
 
 class PermissionDeniedError(RateLimitError, PermissionError):
-    """PERMISSION_DENIED: a wrong admin token, a Reset on a server whose Reset is disabled
-    (started without an admin token: "Reset is disabled ..."), or inline configs refused by
-    the server."""
+    """PERMISSION_DENIED: a wrong admin token, a Reset or override call on a server whose
+    administrative calls are disabled (started without an admin credential: "Reset is disabled
+    ..."), or inline configs refused by the server."""
 
 
 class UnauthenticatedError(RateLimitError, PermissionError):
-    """UNAUTHENTICATED: Reset without an admin credential on a server that has one."""
+    """UNAUTHENTICATED: Reset or an override call without an admin credential on a server that
+    has one."""
 
 
 class UnavailableError(RateLimitError, ConnectionError):
@@ -104,6 +110,7 @@ class ReservationTimeout(TimeoutError):
 _BY_CODE: Dict[grpc.StatusCode, Type[RateLimitError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
     grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,

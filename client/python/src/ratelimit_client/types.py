@@ -21,10 +21,18 @@ class DenyReason(enum.IntEnum):
     INSUFFICIENT_TOKENS = 1
     COUNT_EXCEEDS_CAPACITY = 2
     MAX_RESERVED_EXCEEDED = 3
+    BLOCKED = 4
+    """An override blocks the key: no retry will succeed, so no retry_at is given."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> "DenyReason":
+        # A reason added to the protocol after this client was written is read as UNSPECIFIED
+        # rather than raising: `allowed` still says whether the limit denied.
+        return cls.UNSPECIFIED
 
 
 class LimitSource(enum.IntEnum):
-    """The namespace a Reset applies to (ratelimit.v1.LimitSource)."""
+    """The namespace a Reset or an override applies to (ratelimit.v1.LimitSource)."""
 
     LIMITS_FILE = 0
     INLINE = 1
@@ -59,7 +67,9 @@ class Limit:
 
 @dataclass(frozen=True)
 class LimitResult:
-    """The verdict on one limit. retry_at is a timezone-aware UTC datetime (None when unset)."""
+    """The verdict on one limit. retry_at is a timezone-aware UTC datetime (None when unset).
+    override is the key or key pattern of the override that set this limit for the key, empty
+    when the configured limit decided."""
 
     name: str
     key: str
@@ -70,6 +80,7 @@ class LimitResult:
     retry_after: Optional[timedelta] = None
     reason: DenyReason = DenyReason.UNSPECIFIED
     receipt: bytes = b""
+    override: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,10 +153,100 @@ class SettleResult:
 
 @dataclass(frozen=True)
 class EnvoyPathEntry:
-    """One level of an Envoy rule's descriptor path (Reset of source ENVOY)."""
+    """One level of an Envoy rule's descriptor path (Reset or override of source ENVOY)."""
 
     key: str
     value: str = ""
+
+
+@dataclass(frozen=True)
+class OverrideTarget:
+    """What an override applies to: a limit `name` and exactly one of `key` (one key, matched
+    exactly) or `key_pattern` (the keys matching it: `*` matches any run of bytes).
+
+    source: LIMITS_FILE (the default) or ENVOY, whose `name` is the domain and `envoy_path` the
+    rule's descriptor path (one EnvoyPathEntry per level, values empty)."""
+
+    name: str
+    key: str = ""
+    key_pattern: str = ""
+    source: LimitSource = LimitSource.LIMITS_FILE
+    envoy_path: Tuple[EnvoyPathEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class OverrideLimit:
+    """The new limit of an override: a field left None keeps the configured value."""
+
+    rate: Optional[float] = None
+    period: Optional[timedelta] = None
+    capacity: Optional[float] = None
+    max_reserved: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Override:
+    """A stored override: its target and exactly one effect, `limit` (set when the override
+    adjusts the limit), `unlimited` (every request allowed, nothing taken) or `blocked` (every
+    request denied with DenyReason.BLOCKED).
+
+    expires_at: when it ends by itself (None: never). set_by is the caller's actor and the
+    credential that authorised it ("alice (token)"), set_at when. expired: it has ended but was
+    not deleted; inert: its limit is no longer in the limits file, so it changes no decision."""
+
+    target: OverrideTarget
+    limit: Optional[OverrideLimit] = None
+    unlimited: bool = False
+    blocked: bool = False
+    expires_at: Optional[datetime] = None
+    reason: str = ""
+    set_by: str = ""
+    set_at: Optional[datetime] = None
+    expired: bool = False
+    inert: bool = False
+
+
+@dataclass(frozen=True)
+class SetOverrideResult:
+    """The answer to set_override: the override as stored, and the one it replaced (None when
+    the target had none)."""
+
+    override: Override
+    replaced: Optional[Override] = None
+
+
+@dataclass(frozen=True)
+class OverridePage:
+    """One page of list_overrides, in (name, target) order. next_page_token is the page_token of
+    the next page, empty after the last."""
+
+    overrides: Tuple[Override, ...]
+    next_page_token: str = ""
+
+
+@dataclass(frozen=True)
+class OverrideAuditEntry:
+    """One change of the overrides. action is "set" or "delete"; authorized_by the credential
+    that authorised it ("token" or "identity <SAN>"); actor what the caller said it was, peer its
+    address. before is None for a new override, after None for a deletion."""
+
+    sequence: int
+    at: Optional[datetime]
+    action: str
+    authorized_by: str = ""
+    actor: str = ""
+    peer: str = ""
+    reason: str = ""
+    before: Optional[Override] = None
+    after: Optional[Override] = None
+
+
+@dataclass(frozen=True)
+class OverrideAuditPage:
+    """One page of list_override_audit, newest first; next_page_token as in OverridePage."""
+
+    entries: Tuple[OverrideAuditEntry, ...]
+    next_page_token: str = ""
 
 
 @dataclass(frozen=True)
