@@ -1,21 +1,23 @@
-// ratelimit_override_seed: writes runtime overrides of one limit into a RocksDB data directory,
-// as a server would keep them, so that a benchmark can start ratelimit-server on a store that
-// already holds many.
+// ratelimit_override_seed: writes runtime overrides of one limit into a store, as a server would
+// keep them, so that a benchmark can start ratelimit-server on a store that already holds many.
 //
-// Opens (or creates) --dir with RocksDbStateStore, the server's own store, and makes --overrides
-// changes through its OverrideStore::Modify, each a "set" with its audit entry as the
-// OverrideService writes it: half exact keys ("k<i>"), half patterns of three shapes in turn
+// Opens the store with OpenStateStore, as the server does: the RocksDB data directory --dir
+// (created if missing), or with --redis_address the Redis Cluster (or standalone server) there,
+// under --redis_key_prefix. Then makes --overrides changes through its OverrideStore::Modify, each
+// a "set" with its audit entry as the OverrideService writes it: half exact keys ("k<i>"), half
+// patterns of three shapes in turn
 // ("tenant-<i>-*", "*-<i>", "p<i>-*-x"), each raising the limit's capacity to --capacity. None
 // matches a key without a digit, such as the load generator's hot key "hot"; with --match=KEY,
 // the last pattern is "KEY*" instead, which matches KEY, so that decisions on KEY use an override.
 // The server checks an override against the limits file when it is set; this tool does not, so
 // --name must be a limit of the file the server is started with (else the overrides are inert).
 //
-// Every change is synced to the WAL before the next (as the server's are): on a disk that costs
-// an fsync each, so put --dir on tmpfs (/dev/shm) for large counts.
+// Every change is durable before the next (as the server's are): on RocksDB synced to the WAL,
+// which on a disk costs an fsync each, so put --dir on tmpfs (/dev/shm) for large counts; on
+// Redis one compare-and-set round trip each.
 //
-// Usage: ratelimit_override_seed --dir=DIR [--name=ovr] [--overrides=1000] [--match=KEY]
-//          [--capacity=1e12] [--json]
+// Usage: ratelimit_override_seed (--dir=DIR | --redis_address=HOST:PORT[,...]) [--name=ovr]
+//          [--overrides=1000] [--match=KEY] [--capacity=1e12] [--json]
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -29,10 +31,15 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "storage/clock.h"
+#include "storage/factory/state_store_factory.h"
 #include "storage/overrides/override_store.h"
-#include "storage/rocksdb/rocksdb_state_store.h"
 
-ABSL_FLAG(std::string, dir, "", "data directory (created if missing); required");
+ABSL_FLAG(std::string, dir, "",
+          "RocksDB data directory (created if missing); required unless --redis_address");
+ABSL_FLAG(std::string, redis_address, "",
+          "a Redis Cluster's (or server's) seed nodes host:port[,host:port...]: the overrides go "
+          "there instead of --dir");
+ABSL_FLAG(std::string, redis_key_prefix, "ratelimit:", "--redis_address: prefix of every key");
 ABSL_FLAG(std::string, name, "ovr", "the limit the overrides adjust (a name of the limits file)");
 ABSL_FLAG(int64_t, overrides, 1000, "overrides to write: half exact keys, half patterns");
 ABSL_FLAG(std::string, match, "",
@@ -97,12 +104,13 @@ absl::Status SetOne(OverrideStore& store, const OverrideTarget& target, double c
 
 int Run() {
   const std::string dir = absl::GetFlag(FLAGS_dir);
+  const std::string redis = absl::GetFlag(FLAGS_redis_address);
   const std::string name = absl::GetFlag(FLAGS_name);
   const int64_t n = absl::GetFlag(FLAGS_overrides);
   const std::string match = absl::GetFlag(FLAGS_match);
   const double capacity = absl::GetFlag(FLAGS_capacity);
-  if (dir.empty()) {
-    std::fprintf(stderr, "--dir is required\n");
+  if (dir.empty() == redis.empty()) {
+    std::fprintf(stderr, "--dir or --redis_address is required (one of them)\n");
     return 2;
   }
   if (name.empty()) {
@@ -118,16 +126,23 @@ int Run() {
     return 2;
   }
 
-  RocksDbStateStoreOptions options;
-  options.path = dir;
-  absl::StatusOr<std::unique_ptr<RocksDbStateStore>> opened = RocksDbStateStore::Open(options);
+  StoreOptions options;
+  if (redis.empty()) {
+    options.rocksdb.path = dir;
+  } else {
+    options.backend = "redis";
+    options.redis.address = redis;
+    options.redis.key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  }
+  const std::string where = redis.empty() ? dir : redis;
+  absl::StatusOr<OpenedStateStore> opened = OpenStateStore(options);
   if (!opened.ok()) {
-    std::fprintf(stderr, "open %s: %s\n", dir.c_str(), opened.status().ToString().c_str());
+    std::fprintf(stderr, "open %s: %s\n", where.c_str(), opened.status().ToString().c_str());
     return 1;
   }
-  OverrideStore* store = (*opened)->overrides();
+  OverrideStore* store = opened->store->overrides();
   if (store == nullptr) {
-    std::fprintf(stderr, "the store of %s keeps no overrides\n", dir.c_str());
+    std::fprintf(stderr, "the store of %s keeps no overrides\n", where.c_str());
     return 1;
   }
 
@@ -165,7 +180,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "writes runtime overrides of one limit into a RocksDB data directory, for benchmarks");
+      "writes runtime overrides of one limit into a RocksDB or Redis store, for benchmarks");
   absl::ParseCommandLine(argc, argv);
   return ratelimit::Run();
 }

@@ -127,6 +127,7 @@ TEST(OverrideSeedTest, BadFlagsAreRefusedNamingTheFlag) {
   const std::string data = "--dir=" + dir.File("data");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--overrides=10"}, "--dir"},
+      {{data, "--redis_address=127.0.0.1:1"}, "--redis_address"},
       {{data, "--overrides=-1"}, "--overrides"},
       {{data, "--overrides=1", "--match=hot"}, "--overrides"},
       {{data, "--capacity=-1"}, "--capacity"},
