@@ -4,14 +4,18 @@
 // For each of --changes changes: sets an override on server --a (SetOverride of limit --name,
 // key "prop-<i>", a capacity no earlier run used), then asks server --b to Check that key every
 // --poll_interval until its answer names the override (LimitResult.override) with that capacity.
-// The sample is the time from A's answer to the arrival of B's first answer that applied the
-// change (its resolution: one poll interval plus one Check). Before each change the tool waits a
-// random time up to --max_gap, so that the changes fall at every point of B's refresh period
-// rather than in step with it. With --a equal to --b it measures how soon the server that made a
-// change decides with it.
+// B is polled from the moment the SetOverride is sent (from a thread of its own). The sample is
+// the time from A's answer to the arrival of B's first answer that applied the change (its
+// resolution: one poll interval plus one Check); negative when B applied it before A answered
+// (A reloads its overrides before it answers). Also reported: from the SetOverride's sending to
+// that answer, and the most Checks any change needed after A's answer. Before each change the tool
+// waits a random time up to --max_gap, so that the changes fall at every point of B's refresh
+// period rather than in step with it. With --a equal to --b it measures how soon the server that
+// made a change decides with it.
 //
 // --load_rps adds a background stream of Consume calls on B (limit --name, key "load"), paced at
-// that rate from one thread, so that the propagation is measured on a server that is deciding.
+// that rate from --load_threads threads (each one call at a time), so that the propagation is
+// measured on a server that is deciding.
 //
 // Prints p50/p90/p99/max (ms) of the samples, and of SetOverride's own latency on A; one JSON
 // object with --json. Exits 2 on a bad flag, 1 when a call fails or a change is not applied
@@ -19,7 +23,8 @@
 //
 // Usage: ratelimit_override_propagation --a=HOST:PORT --b=HOST:PORT --name=LIMIT
 //          [--admin_token_file=FILE (else $RATELIMIT_ADMIN_TOKEN)] [--changes=100]
-//          [--poll_interval=2ms] [--max_gap=250ms] [--timeout=5s] [--load_rps=0] [--json]
+//          [--poll_interval=2ms] [--max_gap=250ms] [--timeout=5s] [--load_rps=0]
+//          [--load_threads=8] [--json]
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -50,8 +55,10 @@ ABSL_FLAG(int, changes, 100, "changes to make, one at a time");
 ABSL_FLAG(absl::Duration, poll_interval, absl::Milliseconds(2), "time between Checks on B");
 ABSL_FLAG(absl::Duration, max_gap, absl::Milliseconds(250),
           "before each change, a random pause of up to this long");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "how long a change may take to reach B");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
+          "how long a change may take to reach B, from its sending");
 ABSL_FLAG(double, load_rps, 0, "background Consume calls per second on B; 0: none");
+ABSL_FLAG(int, load_threads, 8, "threads making the background calls, each one call at a time");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 
 namespace ratelimit {
@@ -66,13 +73,15 @@ void SetDeadline(grpc::ClientContext& context) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + kCallDeadline));
 }
 
-// Consume calls on `stub` at `rps` from one thread until Stop(); a call that is late starts at
-// once (the pace is kept on average, never by bursts beyond one call).
+// Consume calls on `stub` at `rps` in total from `threads` threads, each one call at a time at
+// its share of the rate, until Stop(); a thread whose call is late starts the next at once (the
+// pace is kept on average, never by bursts beyond one call per thread).
 class BackgroundLoad {
  public:
-  BackgroundLoad(RateLimitService::Stub& stub, std::string name, double rps)
-      : stub_(stub), name_(std::move(name)), interval_(absl::Seconds(1) / rps) {
-    thread_ = std::thread([this] { Loop(); });
+  BackgroundLoad(RateLimitService::Stub& stub, std::string name, double rps, int threads)
+      : stub_(stub), name_(std::move(name)), interval_(absl::Seconds(threads) / rps) {
+    start_ = absl::Now();
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
   }
   BackgroundLoad(const BackgroundLoad&) = delete;
   BackgroundLoad& operator=(const BackgroundLoad&) = delete;
@@ -80,11 +89,16 @@ class BackgroundLoad {
 
   void Stop() {
     stop_.store(true);
-    if (thread_.joinable()) thread_.join();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+    if (end_ == absl::InfinitePast()) end_ = absl::Now();
   }
-  // Calls made per second since the start, and those that failed.
-  double achieved_rps() const { return achieved_rps_; }
-  int64_t errors() const { return errors_; }
+  // After Stop: calls answered per second from the start to Stop, and the calls that failed.
+  double achieved_rps() const {
+    return static_cast<double>(calls_.load()) / absl::ToDoubleSeconds(end_ - start_);
+  }
+  int64_t errors() const { return errors_.load(); }
 
  private:
   void Loop() {
@@ -93,9 +107,7 @@ class BackgroundLoad {
     limit->set_name(name_);
     limit->set_key("load");
     request.set_omit_receipts(true);
-    const absl::Time start = absl::Now();
-    absl::Time due = start;
-    int64_t calls = 0;
+    absl::Time due = absl::Now();
     while (!stop_.load()) {
       const absl::Time now = absl::Now();
       if (due > now) absl::SleepFor(due - now);
@@ -103,19 +115,20 @@ class BackgroundLoad {
       grpc::ClientContext context;
       SetDeadline(context);
       v1::RateLimitResponse response;
-      if (!stub_.Consume(&context, request, &response).ok()) ++errors_;
-      ++calls;
+      if (!stub_.Consume(&context, request, &response).ok()) errors_.fetch_add(1);
+      calls_.fetch_add(1);
     }
-    achieved_rps_ = static_cast<double>(calls) / absl::ToDoubleSeconds(absl::Now() - start);
   }
 
   RateLimitService::Stub& stub_;
   const std::string name_;
   const absl::Duration interval_;
+  absl::Time start_;
+  absl::Time end_ = absl::InfinitePast();
   std::atomic<bool> stop_{false};
-  double achieved_rps_ = 0;  // written by the thread before it ends, read after Stop
-  int64_t errors_ = 0;       // the same
-  std::thread thread_;
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> errors_{0};
+  std::vector<std::thread> threads_;
 };
 
 // Sets the override of `key` on A: capacity `capacity`. Fails with the call's error.
@@ -180,6 +193,7 @@ int Run() {
   const absl::Duration max_gap = absl::GetFlag(FLAGS_max_gap);
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   const double load_rps = absl::GetFlag(FLAGS_load_rps);
+  const int load_threads = absl::GetFlag(FLAGS_load_threads);
   const auto bad = [](const char* flag, const char* rule) {
     std::fprintf(stderr, "%s %s\n", flag, rule);
     return 2;
@@ -192,6 +206,7 @@ int Run() {
   if (max_gap < absl::ZeroDuration()) return bad("--max_gap", "must be >= 0");
   if (timeout <= absl::ZeroDuration()) return bad("--timeout", "must be > 0");
   if (!(load_rps >= 0 && load_rps <= 1e6)) return bad("--load_rps", "must be in [0, 1e6]");
+  if (load_threads < 1 || load_threads > 64) return bad("--load_threads", "must be in [1, 64]");
   absl::StatusOr<AdminTokenSource> token =
       ReadAdminToken(absl::GetFlag(FLAGS_admin_token_file), "RATELIMIT_ADMIN_TOKEN");
   if (!token.ok()) return bad("--admin_token_file", token.status().ToString().c_str());
@@ -212,48 +227,64 @@ int Run() {
     args.SetInt("ratelimit.background_load", 1);
     load_stub = RateLimitService::NewStub(
         grpc::CreateCustomChannel(b_target, grpc::InsecureChannelCredentials(), args));
-    load = std::make_unique<BackgroundLoad>(*load_stub, name, load_rps);
+    load = std::make_unique<BackgroundLoad>(*load_stub, name, load_rps, load_threads);
   }
 
   // Capacities no earlier run against the same store used: a run's base from the clock.
   const double base = 1e6 + static_cast<double>(absl::ToUnixSeconds(absl::Now()) % 1000000) * 1e3;
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int64_t> gap_us(0, absl::ToInt64Microseconds(max_gap));
-  std::vector<int64_t> propagation_ns, set_ns;
+  std::vector<int64_t> propagation_ns, from_send_ns, set_ns;
   int64_t polls = 0;
+  int max_checks_after_answer = 0;
   for (int i = 0; i < changes; ++i) {
     absl::SleepFor(absl::Microseconds(gap_us(rng)));
     const std::string key = absl::StrCat("prop-", i);
     const double capacity = base + i;
+    // SetOverride from a thread of its own, B polled from the moment it is sent: a server that
+    // takes long to answer (it reloads its overrides first) may be answering after B applied.
     const int64_t sent = MonotonicNanos();
-    if (absl::Status s = SetOverride(*a, token->token, name, key, capacity); !s.ok()) {
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 1;
-    }
-    const int64_t answered = MonotonicNanos();
-    set_ns.push_back(answered - sent);
-    const int64_t give_up = answered + absl::ToInt64Nanoseconds(timeout);
-    for (;;) {
+    std::atomic<int64_t> answered{0};
+    absl::Status set_status;
+    std::thread set_thread([&] {
+      set_status = SetOverride(*a, token->token, name, key, capacity);
+      answered.store(MonotonicNanos());
+    });
+    const int64_t give_up = sent + absl::ToInt64Nanoseconds(timeout);
+    int64_t applied_at = 0;
+    int checks_after_answer = 0;
+    while (applied_at == 0) {
       const int64_t poll_start = MonotonicNanos();
+      const bool after_answer = answered.load() != 0;
       absl::StatusOr<bool> applied = Applied(*b, name, key, capacity);
       ++polls;
-      if (!applied.ok()) {
-        std::fprintf(stderr, "%s\n", applied.status().ToString().c_str());
-        return 1;
-      }
+      if (after_answer) ++checks_after_answer;
       const int64_t now = MonotonicNanos();
-      if (*applied) {
-        propagation_ns.push_back(now - answered);
-        break;
-      }
-      if (now > give_up) {
-        std::fprintf(stderr, "change %d (key %s) did not reach --b within %s\n", i, key.c_str(),
-                     absl::FormatDuration(timeout).c_str());
+      if (!applied.ok() || now > give_up) {
+        set_thread.join();
+        std::fprintf(
+            stderr, "%s\n",
+            !applied.ok()
+                ? applied.status().ToString().c_str()
+                : absl::StrCat("change ", i, " (key ", key, ") did not reach --b").c_str());
         return 1;
+      }
+      if (*applied) {
+        applied_at = now;
+        break;
       }
       const int64_t next = poll_start + absl::ToInt64Nanoseconds(poll);
       if (next > now) absl::SleepFor(absl::Nanoseconds(next - now));
     }
+    set_thread.join();
+    if (!set_status.ok()) {
+      std::fprintf(stderr, "%s\n", set_status.ToString().c_str());
+      return 1;
+    }
+    set_ns.push_back(answered.load() - sent);
+    propagation_ns.push_back(applied_at - answered.load());
+    from_send_ns.push_back(applied_at - sent);
+    max_checks_after_answer = std::max(max_checks_after_answer, checks_after_answer);
   }
   double achieved = 0;
   int64_t load_errors = 0;
@@ -265,6 +296,7 @@ int Run() {
 
   const LatencySummary propagation = Summarize(propagation_ns);
   const LatencySummary set = Summarize(set_ns);
+  const LatencySummary from_send = Summarize(from_send_ns);
   const double polls_per_change = static_cast<double>(polls) / changes;
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n",
@@ -272,13 +304,16 @@ int Run() {
                              ", \"same_server\": ", a_target == b_target ? "true" : "false",
                              ", \"poll_interval_ms\": ", absl::ToDoubleMilliseconds(poll),
                              ", \"propagation\": ", JsonMs(propagation), ", \"set_override\": ",
-                             JsonMs(set), ", \"polls_per_change\": ", polls_per_change,
+                             JsonMs(set), ", \"from_send\": ", JsonMs(from_send),
+                             ", \"polls_per_change\": ", polls_per_change,
+                             ", \"max_checks_after_answer\": ", max_checks_after_answer,
                              ", \"load_rps_requested\": ", load_rps, ", \"load_rps\": ", achieved,
                              ", \"load_errors\": ", load_errors, "}")
                     .c_str());
   } else {
     PrintMs("A's answer to B's first decision with the change", propagation);
     PrintMs("SetOverride on A", set);
+    PrintMs("SetOverride sent on A to B's first decision with the change", from_send);
     std::printf("%.1f Checks on B per change", polls_per_change);
     if (load)
       std::printf("; background load %.0f Consume/s (%lld errors)", achieved,

@@ -11,17 +11,19 @@
 #     alternating the directories, medians, each one's ratio to none; the server's VmRSS after
 #     each run. The directories are on tmpfs (OVERRIDE_TMPDIR): every override is a synced write.
 #   - the time from SetOverride's answer on one server to the first decision of another that uses
-#     the change (bench/override_propagation.cc), OVERRIDE_CHANGES changes, idle and with
-#     OVERRIDE_LOAD_RPS Consume calls per second on the second server: two ratelimit-server on a
-#     local Redis Cluster (deploy/redis/start-cluster.sh, free ports). When the Redis store keeps
-#     no overrides (SetOverride answers FAILED_PRECONDITION), the same tool against one server on
-#     the 100,000-override RocksDB directory instead: how soon the server that made a change
-#     decides with it.
+#     the change (bench/override_propagation.cc): two ratelimit-server on a local Redis Cluster
+#     (deploy/redis/start-cluster.sh, free ports), OVERRIDE_CHANGES changes on the empty store,
+#     idle and with OVERRIDE_LOAD_RPS Consume calls per second on the second server; then
+#     OVERRIDE_HEAVY_CHANGES changes, idle, with 100,000 overrides in the store (every change makes
+#     each server reload them all). Without redis-server, the same tool against one server on the
+#     100,000-override RocksDB directory instead (OVERRIDE_HEAVY_CHANGES changes, idle and under
+#     load): how soon the server that made a change decides with it.
 # Environment (defaults): OVERRIDE_ROUNDS (H2LOAD_ROUNDS), OVERRIDE_CHANGES (100),
-#   OVERRIDE_LOAD_RPS (1000), OVERRIDE_TMPDIR (/dev/shm).
+#   OVERRIDE_HEAVY_CHANGES (20), OVERRIDE_LOAD_RPS (1000), OVERRIDE_TMPDIR (/dev/shm).
 
 OVERRIDE_ROUNDS=${OVERRIDE_ROUNDS:-$H2LOAD_ROUNDS}
 OVERRIDE_CHANGES=${OVERRIDE_CHANGES:-100}
+OVERRIDE_HEAVY_CHANGES=${OVERRIDE_HEAVY_CHANGES:-20}
 OVERRIDE_LOAD_RPS=${OVERRIDE_LOAD_RPS:-1000}
 OVERRIDE_TMPDIR=${OVERRIDE_TMPDIR:-/dev/shm}
 # The data directories: overrides present (":hot": one pattern matches the hot key).
@@ -103,13 +105,13 @@ start_redis_cluster() {
   OVR_SEEDS=$("$ROOT/deploy/redis/start-cluster.sh" "$OVR_CLUSTER" "${ports[@]}")
 }
 
-# run_propagation OUT A B [FLAG...]: the propagation tool (JSON to OUT); false, with its output
+# run_propagation OUT A B FLAG...: the propagation tool (JSON to OUT); false, with its output
 # in OUT, when it fails.
 run_propagation() {
   local out=$1 a=$2 b=$3
   shift 3
   "${PIN_CLIENT[@]}" "$PROPAGATION" --a="$a" --b="$b" --name="$OVERRIDE_LIMIT" \
-    --admin_token_file="$OVR_TOKEN" --changes="$OVERRIDE_CHANGES" --json "$@" >"$out" 2>&1 &
+    --admin_token_file="$OVR_TOKEN" --json "$@" >"$out" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   wait "$pid"
@@ -118,44 +120,52 @@ run_propagation() {
 # overrides_propagation: idle and under load; one JSON line per run in $WORK/ovr-prop.jsonl, with
 # the store and the servers measured.
 overrides_propagation() {
-  local a_pid a b_pid b load mode=redis
+  local a_pid a b_pid b load present loads changes
   : >"$WORK/ovr-prop.jsonl"
   if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
     start_redis_cluster
-    start_server real "$WORK/ovr.redis-a.log" --store=redis --redis_address="$OVR_SEEDS" \
-      --limits_file="$OVR_LIMITS" --admin_token_file="$OVR_TOKEN"
-    a_pid=$SERVER_PID a=127.0.0.1:$SERVER_PORT
-    start_server real "$WORK/ovr.redis-b.log" --store=redis --redis_address="$OVR_SEEDS" \
-      --limits_file="$OVR_LIMITS" --admin_token_file="$OVR_TOKEN"
-    b_pid=$SERVER_PID b=127.0.0.1:$SERVER_PORT
-    for load in 0 "$OVERRIDE_LOAD_RPS"; do
-      check_idle
-      log "overrides: propagation A -> B on Redis, $OVERRIDE_CHANGES changes, load $load/s"
-      if ! run_propagation "$WORK/ovr-prop.json" "$a" "$b" --load_rps="$load"; then
-        grep -q 'keeps no overrides' "$WORK/ovr-prop.json" ||
-          die "ratelimit_override_propagation failed: $(cat "$WORK/ovr-prop.json")"
-        log "the Redis store keeps no overrides yet: measuring one RocksDB server instead"
-        mode=rocksdb
-        break
+    # Twice: on the empty store, idle and under load; then with 100,000 overrides written
+    # beforehand (the servers stopped meanwhile, and started on them), idle.
+    for present in 0 100000; do
+      if ((present > 0)); then
+        log "overrides: seeding $present overrides into the Redis Cluster"
+        "$SEED" --redis_address="$OVR_SEEDS" --name="$OVERRIDE_LIMIT" --overrides="$present" \
+          --json >"$WORK/ovr-seed.redis.json" || die "seeding the Redis Cluster failed"
+        cat "$WORK/ovr-seed.redis.json" >&2
       fi
-      cat "$WORK/ovr-prop.json" >&2
-      jq -c '. + {store: "Redis Cluster (3+3)", servers: "A → B"}' "$WORK/ovr-prop.json" \
-        >>"$WORK/ovr-prop.jsonl"
+      start_server real "$WORK/ovr.redis-a.log" --store=redis --redis_address="$OVR_SEEDS" \
+        --limits_file="$OVR_LIMITS" --admin_token_file="$OVR_TOKEN"
+      a_pid=$SERVER_PID a=127.0.0.1:$SERVER_PORT
+      start_server real "$WORK/ovr.redis-b.log" --store=redis --redis_address="$OVR_SEEDS" \
+        --limits_file="$OVR_LIMITS" --admin_token_file="$OVR_TOKEN"
+      b_pid=$SERVER_PID b=127.0.0.1:$SERVER_PORT
+      loads=(0 "$OVERRIDE_LOAD_RPS")
+      changes=$OVERRIDE_CHANGES
+      if ((present > 0)); then loads=(0) changes=$OVERRIDE_HEAVY_CHANGES; fi
+      for load in "${loads[@]}"; do
+        check_idle
+        log "overrides: propagation A -> B on Redis, $present present, $changes changes, load $load/s"
+        run_propagation "$WORK/ovr-prop.json" "$a" "$b" --load_rps="$load" --changes="$changes" ||
+          die "ratelimit_override_propagation failed: $(cat "$WORK/ovr-prop.json")"
+        cat "$WORK/ovr-prop.json" >&2
+        jq -c --arg present "$present" \
+          '. + {store: "Redis Cluster (3+3), \($present | tonumber) overrides present", servers: "A → B"}' \
+          "$WORK/ovr-prop.json" >>"$WORK/ovr-prop.jsonl"
+      done
+      SERVER_PID=$a_pid stop_server
+      SERVER_PID=$b_pid stop_server
     done
-    SERVER_PID=$a_pid stop_server
-    SERVER_PID=$b_pid stop_server
-  else
-    log "redis-server is not installed: measuring one RocksDB server instead"
-    mode=rocksdb
+    return 0
   fi
-  [[ $mode == rocksdb ]] || return 0
+  log "redis-server is not installed: measuring one RocksDB server instead"
   SERVER_DATA_DIR=$OVR_DIR/100000 start_server real "$WORK/ovr.single.log" \
     --limits_file="$OVR_LIMITS" --admin_token_file="$OVR_TOKEN"
   a=127.0.0.1:$SERVER_PORT
   for load in 0 "$OVERRIDE_LOAD_RPS"; do
     check_idle
     log "overrides: apply latency on one server (100,000 overrides), load $load/s"
-    run_propagation "$WORK/ovr-prop.json" "$a" "$a" --load_rps="$load" ||
+    run_propagation "$WORK/ovr-prop.json" "$a" "$a" --load_rps="$load" \
+      --changes="$OVERRIDE_HEAVY_CHANGES" ||
       die "ratelimit_override_propagation failed: $(cat "$WORK/ovr-prop.json")"
     cat "$WORK/ovr-prop.json" >&2
     jq -c '. + {store: "RocksDB, 100,000 overrides present", servers: "A → A (one server)"}' \
@@ -217,29 +227,34 @@ overrides_report() {
   echo "### Runtime overrides: the time for a change to reach a second replica"
   echo
   if jq -e 'select(.same_server)' "$WORK/ovr-prop.jsonl" >/dev/null; then
-    echo "**Not the two-replica figure**: the Redis store keeps no overrides yet on this commit," \
-      "and two servers cannot share a RocksDB directory, so this is one server's apply latency:" \
+    echo "**Not the two-replica figure**: redis-server is not installed, and two servers cannot" \
+      "share a RocksDB directory, so this is one server's apply latency:" \
       "SetOverride's answer to the first Check on the same server that uses the change (it" \
       "reloads its overrides before it answers; with 100,000 present that reload is in" \
-      "SetOverride's own time). The two-replica figure waits for the Redis override store."
+      "SetOverride's own time). Install redis-server for the two-replica figure."
     echo
   fi
-  echo "bench/override_propagation.cc: $OVERRIDE_CHANGES changes one at a time, each a SetOverride" \
-    "on A (limit \`$OVERRIDE_LIMIT\`, key \`prop-<i>\`, a capacity of its own) after a random" \
-    "pause of up to 250 ms, then a Check of that key on B every 2 ms until its answer names the" \
-    "override with that capacity; the time from A's answer to that Check's answer (so within one" \
-    "poll of the truth). Replicas read the store's override version every 250 ms. Background" \
-    "load: Consume calls on B (key \`load\`) from one thread, one at a time, paced at the rate" \
-    "asked (fewer are answered when calls stall); both servers on CPU 0, the tool on CPU 1."
+  echo "bench/override_propagation.cc: changes one at a time, each a SetOverride on A (limit" \
+    "\`$OVERRIDE_LIMIT\`, key \`prop-<i>\`, a capacity of its own) after a random pause of up to" \
+    "250 ms, while a Check of that key on B every 2 ms (from the moment the SetOverride is sent)" \
+    "waits for an answer naming the override with that capacity. From A's answer: to that" \
+    "Check's answer (within one poll of the truth; negative when B applied the change before A" \
+    "answered). From sending: from the SetOverride's sending to the same answer. Each server" \
+    "reads the store's override version every 250 ms and, when it changed, loads every override" \
+    "and builds a new index (with 100,000 present: all of them, at each change; the server that" \
+    "made the change does so before it answers). Background load: Consume calls on B (key" \
+    "\`load\`) from 8 threads, each one call at a time, paced at the rate asked (fewer are" \
+    "answered when calls stall); both servers on CPU 0, the tool on CPU 1."
   echo
-  echo "| store | servers | background load | changes | p50 ms | p90 ms | p99 ms | max ms | SetOverride p50 / p99 ms | Checks per change |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| store | servers | background load | changes | from A's answer p50 / p90 / p99 / max ms | from sending p50 / p99 ms | SetOverride p50 / p99 ms | Checks per change |"
+  echo "|---|---|---|---|---|---|---|---|"
   jq -r 'def r: . * 10 | round / 10;
     "| \(.store) | \(.servers) | " +
     "\(if .load_rps_requested > 0 then "\(.load_rps_requested | round) Consume/s asked, " +
         "\(.load_rps | round) answered (\(.load_errors) errors)" else "none" end) | " +
-    "\(.propagation.count) | \(.propagation.p50_ms | r) | \(.propagation.p90_ms | r) | " +
-    "\(.propagation.p99_ms | r) | \(.propagation.max_ms | r) | " +
+    "\(.propagation.count) | **\(.propagation.p50_ms | r)** / \(.propagation.p90_ms | r) / " +
+    "**\(.propagation.p99_ms | r)** / \(.propagation.max_ms | r) | " +
+    "\(.from_send.p50_ms | r) / \(.from_send.p99_ms | r) | " +
     "\(.set_override.p50_ms | r) / \(.set_override.p99_ms | r) | \(.polls_per_change | r) |"' \
     "$WORK/ovr-prop.jsonl"
   echo

@@ -46,7 +46,8 @@
 #      the key, driven by h2load as in 6 (H2LOAD_ROUNDS rounds alternating the directories,
 #      medians, the ratio to none; the server's RSS); then the time for a change set on one server
 #      to decide on a second one sharing its store (bench/override_propagation.cc, two servers on
-#      a local Redis Cluster; one RocksDB server when the Redis store keeps no overrides).
+#      a local Redis Cluster, on the empty store and with 100,000 overrides in it; one RocksDB
+#      server's apply latency without redis-server).
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
 #
 # Usage: scripts/bench.sh [> results.md]
