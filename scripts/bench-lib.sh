@@ -47,3 +47,15 @@ h2load_summary() {
          else mean = mean * 1e6 }
        END { printf "%s %s %s\n", rps, mean, failed }' "$1"
 }
+
+# free_port_pairs N OFFSET: N loopback ports p, space-separated, such that neither p nor p + OFFSET
+# is listening (a Redis Cluster node needs its port and its bus port, port + 10000); fewer when
+# there are not N free near a random base.
+free_port_pairs() {
+  local n=$1 offset=$2 base=$((20000 + RANDOM % 9000)) p ports=()
+  listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+  for ((p = base; ${#ports[@]} < n && p < base + 1000; p++)); do
+    listening "$p" || listening "$((p + offset))" || ports+=("$p")
+  done
+  echo "${ports[*]}"
+}

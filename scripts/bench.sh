@@ -40,21 +40,32 @@
 #      /proc/PID/stat over each measured window; and over as long with no client, first) and the
 #      ratio, RLQS's over-assignment (admitted above the limit, bound 5%) and the server's
 #      ratelimit_rlqs_over_assignments_total.
+#   8. Runtime overrides (scripts/bench-overrides.sh, if h2load is installed): v1 Consume of a
+#      limits-file limit against ratelimit-server on data directories holding 0, 1,000 and
+#      100,000 overrides of it (bench/override_seed.cc; on tmpfs), and 100,000 with one matching
+#      the key, driven by h2load as in 6 (H2LOAD_ROUNDS rounds alternating the directories,
+#      medians, the ratio to none; the server's RSS); then the time for a change set on one server
+#      to decide on a second one sharing its store (bench/override_propagation.cc, two servers on
+#      a local Redis Cluster, on the empty store and with 100,000 overrides in it; one RocksDB
+#      server's apply latency without redis-server).
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
 #
 # Usage: scripts/bench.sh [> results.md]
 #        SECTIONS=h2load scripts/bench.sh   # section 6 only (about 2 minutes once built)
 #        SECTIONS=rlqs scripts/bench.sh     # section 7 only (about a minute once built)
+#        SECTIONS=overrides scripts/bench.sh  # section 8 only (about 4 minutes once built)
 # Environment (defaults): BUILD_DIR (build-bench), DURATION (10s), WARMUP (1s), CONCURRENCY (64),
 #   ROUNDS (2), DISK_KEYS (1000000), LOADGEN_FLAGS (--threads=2 --channels=1),
 #   STORE_BENCH_FLAGS (none; e.g. --benchmark_filter=hot_key), SKIP_BUILD (0),
 #   H2LOAD (1 if h2load is installed), H2LOAD_DURATION (5s), TRACE_ROUNDS (3), SKIP_SETUP (0),
-#   SECTIONS (all; or h2load, or rlqs), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3),
+#   SECTIONS (all; or h2load, rlqs or overrides), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3),
 #   RLQS_LIMITS (5000 1000000: requests/s, one run each), RLQS_CLIENTS (10), RLQS_DURATION (10s,
-#   each way), RLQS_FLAGS (none; more flags of ratelimit_rlqs_bench).
+#   each way), RLQS_FLAGS (none; more flags of ratelimit_rlqs_bench); section 8's in
+#   scripts/bench-overrides.sh (OVERRIDE_CHANGES, OVERRIDE_LOAD_RPS, OVERRIDE_TMPDIR).
 # Needs Debian: first runs scripts/setup.sh (the build's packages) and installs jq and
 # nghttp2-client (h2load) with apt-get when they are missing (SKIP_SETUP=1: neither); taskset
-# (util-linux) if available. Takes about 5 minutes once built (2 cores). Sends traffic to
+# (util-linux) if available; redis-server and redis-cli (Debian: redis-server, redis-tools) for
+# section 8's two replicas. Takes about 5 minutes once built (2 cores). Sends traffic to
 # 127.0.0.1 only; stops everything it started, also on Ctrl-C.
 set -euo pipefail
 
@@ -80,8 +91,8 @@ RLQS_LIMITS=${RLQS_LIMITS:-5000 1000000}
 RLQS_CLIENTS=${RLQS_CLIENTS:-10}
 RLQS_DURATION=${RLQS_DURATION:-10s}
 RLQS_FLAGS=${RLQS_FLAGS:-}
-[[ $SECTIONS == all || $SECTIONS == h2load || $SECTIONS == rlqs ]] ||
-  { echo "SECTIONS must be all, h2load or rlqs" >&2; exit 2; }
+[[ $SECTIONS == all || $SECTIONS == h2load || $SECTIONS == rlqs || $SECTIONS == overrides ]] ||
+  { echo "SECTIONS must be all, h2load, rlqs or overrides" >&2; exit 2; }
 
 # Tracing is on only where section 5 turns it on, whatever this environment says.
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_SAMPLER \
@@ -112,22 +123,33 @@ if command -v h2load >/dev/null; then H2LOAD=${H2LOAD:-1}; else H2LOAD=0; fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ratelimit-bench.XXXXXX")
 PIDS=()
+# Directories outside WORK to remove (section 8's tmpfs data), and Redis Clusters to stop (their
+# directories, for deploy/redis/stop-cluster.sh).
+CLEANUP_DIRS=()
+CLEANUP_CLUSTERS=()
 cleanup() {
-  local pid
+  local pid dir
   for pid in "${PIDS[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then
       kill -TERM "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
     fi
   done
-  rm -rf "$WORK"
+  for dir in "${CLEANUP_CLUSTERS[@]}"; do
+    "$ROOT/deploy/redis/stop-cluster.sh" "$dir" >&2 || true
+  done
+  rm -rf "$WORK" "${CLEANUP_DIRS[@]}"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- build -------------------------------------------------------------------------------------
 TARGETS=(ratelimit_store_bench ratelimit_disk_usage ratelimit_loadgen ratelimit_null_server
-         ratelimit_memory_server ratelimit_null_collector ratelimit_rlqs_bench ratelimit-server)
+         ratelimit_memory_server ratelimit_null_collector ratelimit_rlqs_bench ratelimit-server
+         ratelimit_override_seed ratelimit_override_propagation)
+if [[ $SECTIONS == overrides ]]; then
+  TARGETS=(ratelimit_loadgen ratelimit-server ratelimit_override_seed ratelimit_override_propagation)
+fi
 if [[ $SKIP_BUILD != 1 ]]; then
   log "building ${TARGETS[*]} (Release) in $BUILD_DIR"
   cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DRATELIMIT_BUILD_TESTS=OFF \
@@ -143,9 +165,10 @@ MEMORY_SERVER=$BIN/ratelimit_memory_server
 NULL_COLLECTOR=$BIN/ratelimit_null_collector
 RLQS_BENCH=$BIN/ratelimit_rlqs_bench
 SERVER=$BIN/ratelimit-server
-for bin in "$STORE_BENCH" "$DISK_USAGE" "$LOADGEN" "$NULL_SERVER" "$MEMORY_SERVER" \
-  "$NULL_COLLECTOR" "$RLQS_BENCH" "$SERVER"; do
-  [[ -x $bin ]] || die "$bin was not built"
+SEED=$BIN/ratelimit_override_seed
+PROPAGATION=$BIN/ratelimit_override_propagation
+for target in "${TARGETS[@]}"; do
+  [[ -x $BIN/$target ]] || die "$BIN/$target was not built"
 done
 
 # --- machine -----------------------------------------------------------------------------------
@@ -199,13 +222,14 @@ mkdir -p "$ENVOY_DIR"
 # start_server KIND LOGFILE [FLAG...]: starts ratelimit-server (KIND=real; the FLAGs are added to
 # its command line), the in-memory-store variant (memory) or the null server (null) on
 # 127.0.0.1, port 0; sets SERVER_PID and SERVER_PORT, and for ratelimit-server METRICS_PORT (its
-# /metrics endpoint, also on port 0).
+# /metrics endpoint, also on port 0). ratelimit-server's data directory is new, or SERVER_DATA_DIR
+# when set.
 start_server() {
   local kind=$1 logfile=$2 port_file="$WORK/port.$RANDOM"
   shift 2
   METRICS_PORT=""
   if [[ $kind == real ]]; then
-    local data="$WORK/data.$RANDOM" metrics_port_file="$WORK/metrics-port.$RANDOM"
+    local data="${SERVER_DATA_DIR:-$WORK/data.$RANDOM}" metrics_port_file="$WORK/metrics-port.$RANDOM"
     "${PIN_SERVER[@]}" "$SERVER" --listen=127.0.0.1:0 --data_dir="$data" \
       --port_file="$port_file" --metrics_listen=127.0.0.1:0 \
       --metrics_port_file="$metrics_port_file" --log_level=warning "$@" >"$logfile" 2>&1 &
@@ -321,7 +345,7 @@ h2load_checked() {
 }
 
 H2_TARGETS=(null consume envoy1 envoy3 envoy1x2)
-if [[ $H2LOAD == 1 && $SECTIONS != rlqs ]]; then
+if [[ $H2LOAD == 1 && ($SECTIONS == all || $SECTIONS == h2load) ]]; then
   "$LOADGEN" --api=envoy --descriptors=1 --write_request="$WORK/envoy1.bin"
   "$LOADGEN" --api=envoy --descriptors=3 --write_request="$WORK/envoy3.bin"
   "$LOADGEN" --api=envoy --descriptors=1 --domain=bench_two --write_request="$WORK/envoy1x2.bin"
@@ -412,6 +436,28 @@ if [[ $SECTIONS == h2load ]]; then
   fi
   echo
   cat "$WORK/h2load.md"
+  log "done"
+  exit 0
+fi
+
+# --- 8. runtime overrides ---------------------------------------------------------------------
+if [[ $SECTIONS == overrides || ($SECTIONS == all && $H2LOAD == 1) ]]; then
+  [[ $H2LOAD == 1 ]] || die "h2load is not installed (apt-get install nghttp2-client)"
+  # shellcheck source=scripts/bench-overrides.sh
+  source "$ROOT/scripts/bench-overrides.sh"
+  overrides_section >"$WORK/overrides.md"
+  cat "$WORK/overrides.md" >&2
+fi
+if [[ $SECTIONS == overrides ]]; then
+  echo "## Benchmark results (overrides section)"
+  echo
+  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
+    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=overrides scripts/bench.sh\`."
+  if ((MAX_BUSY > 10)); then
+    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
+  fi
+  echo
+  cat "$WORK/overrides.md"
   log "done"
   exit 0
 fi
@@ -963,4 +1009,5 @@ if [[ $H2LOAD == 1 ]]; then
 fi
 echo
 cat "$WORK/rlqs.md"
+if [[ -s $WORK/overrides.md ]]; then cat "$WORK/overrides.md"; fi
 log "done"
