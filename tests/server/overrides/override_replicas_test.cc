@@ -56,8 +56,8 @@ class OverrideReplicasTest : public ::testing::Test {
     ServerOptions options;
     options.admin.token = kToken;
     for (int i = 0; i < 2; ++i) {
-      // The servers' fake clock decides in Redis too (a decision under an override is made in
-      // C++, at the server's clock: one clock for both).
+      // The servers' fake clock decides in Redis too (the function library takes it in place of
+      // the primary's TIME): one clock for the servers and the store.
       auto store = testing::OpenRedisTestStore(target_, &clock_);
       ASSERT_OK(store);
       auto started =
