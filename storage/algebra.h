@@ -37,7 +37,8 @@ enum class DenyReason {
   kInsufficientTokens,
   kCountExceedsCapacity,  // can never be allowed; no retry_at
   kMaxReservedExceeded,
-  kBlocked,  // an override blocks the key; no retry_at
+  kBlocked,      // an override blocks the key; no retry_at
+  kNoFreeSlots,  // a concurrency limit has fewer free slots than asked (storage/leases)
 };
 
 // What one settlement did to a limit (see Settle).

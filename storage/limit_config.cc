@@ -35,7 +35,46 @@ absl::string_view LimitSourceName(LimitSource source) {
   return "unknown";
 }
 
+namespace {
+
+// A concurrency limit: slots and lease TTLs; every rate field unset.
+absl::Status ValidateConcurrencyConfig(const LimitConfig& c, absl::string_view prefix) {
+  if (!c.capacity.has_value()) {
+    return InvalidField(prefix, "capacity", "is required for a concurrency limit (its slots)");
+  }
+  const double slots = *c.capacity;
+  if (!std::isfinite(slots) || slots < 1 || slots > kMaxSlots || std::floor(slots) != slots) {
+    return InvalidField(prefix, "capacity",
+                        absl::StrCat("must be a whole number of slots, 1..1e9, got ", slots));
+  }
+  if (c.rate != 0) return InvalidField(prefix, "rate", "must be unset for a concurrency limit");
+  if (c.period_us != 0) {
+    return InvalidField(prefix, "period", "must be unset for a concurrency limit");
+  }
+  if (c.max_reserved.has_value()) {
+    return InvalidField(prefix, "max_reserved", "must be unset for a concurrency limit");
+  }
+  if (c.start_us.has_value()) return InvalidField(prefix, "start", "only applies to fixed windows");
+  if (c.jitter != 0) return InvalidField(prefix, "jitter", "must be unset for a concurrency limit");
+  if (c.max_lease_ttl_us < kMinLeaseTtlMicros || c.max_lease_ttl_us > kMaxLeaseTtlMicros) {
+    return InvalidField(prefix, "max_lease_ttl", "must be between 1ms and 1 day");
+  }
+  if (c.lease_ttl_us < kMinLeaseTtlMicros || c.lease_ttl_us > c.max_lease_ttl_us) {
+    return InvalidField(prefix, "lease_ttl", "must be between 1ms and max_lease_ttl");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix) {
+  if (c.kind == LimitKind::kConcurrency) return ValidateConcurrencyConfig(c, prefix);
+  if (c.lease_ttl_us != 0) {
+    return InvalidField(prefix, "lease_ttl", "only applies to concurrency limits");
+  }
+  if (c.max_lease_ttl_us != 0) {
+    return InvalidField(prefix, "max_lease_ttl", "only applies to concurrency limits");
+  }
   // Field names are joined only for an error: a valid config, the common case, builds none.
   if (auto s = CheckAmount(c.rate, true, prefix, "rate"); !s.ok()) return s;
   if (c.period_us <= 0) return InvalidField(prefix, "period", "must be > 0 (at least 1us)");

@@ -10,7 +10,9 @@
 
 namespace ratelimit {
 
-enum class LimitKind { kTokenBucket, kFixedWindow };
+// kConcurrency: at most `capacity` slots held at once by leases (storage/leases/lease.h); the
+// rate-limit algebra never decides it.
+enum class LimitKind { kTokenBucket, kFixedWindow, kConcurrency };
 
 // Where a limit's definition comes from. Each source has its own namespace of state names in the
 // store, so that no request of one source can read or change a state of another, whatever names
@@ -41,6 +43,12 @@ struct LimitConfig {
   std::optional<int64_t> start_us;
   // Fraction of the period, 0..1: the largest jitter added to a denied caller's retry_at.
   double jitter = 0;
+  // Concurrency only (0 for the other kinds): the TTL of a lease whose request gives none, and
+  // the longest TTL a request may give. Microseconds; 1 ms .. kMaxLeaseTtlMicros, and
+  // lease_ttl_us <= max_lease_ttl_us. A concurrency limit's `capacity` is its slots (a whole
+  // number, 1..kMaxSlots); rate and period are 0.
+  int64_t lease_ttl_us = 0;
+  int64_t max_lease_ttl_us = 0;
 
   // Set only for a key whose limit a runtime override changes or changed (storage/overrides,
   // docs/overrides.md "A key's tokens when its limit changes"); unset for every other limit.
@@ -77,6 +85,12 @@ inline constexpr int kMaxLimitsPerRequest = 16;
 inline constexpr double kMaxAmount = 1e15;  // count, rate, capacity, max_reserved
 inline constexpr int64_t kMaxPeriodMicros = int64_t{100} * 366 * 24 * 3600 * 1000000;
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+// Concurrency limits: slots, and lease TTLs.
+inline constexpr double kMaxSlots = 1e9;
+inline constexpr int64_t kMinLeaseTtlMicros = 1000;                            // 1 ms
+inline constexpr int64_t kMaxLeaseTtlMicros = int64_t{24} * 3600 * 1000000;    // 1 day
+inline constexpr int64_t kDefaultLeaseTtlMicros = int64_t{30} * 1000000;       // 30 s
+inline constexpr int64_t kDefaultMaxLeaseTtlMicros = int64_t{3600} * 1000000;  // 1 hour
 
 // Checks every field of `config`. On failure returns INVALID_ARGUMENT whose message starts with
 // `field_prefix` followed by the offending field ("limits[0].config.rate: ...").

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/apply.h"
+#include "storage/leases/lease.h"
 
 // The defaults of the optional methods of StateStore (see the header): each is built on the
 // required methods, or refuses a capability the store does not have.
@@ -49,6 +50,18 @@ absl::StatusOr<Outcome> StateStore::ApplyRecorded(const Operation& op, const Clo
 absl::StatusOr<std::string> StateStore::Secret(absl::string_view /*name*/,
                                                absl::FunctionRef<std::string()> /*generate*/) {
   return absl::UnimplementedError(absl::StrCat("the ", backend_name(), " store keeps no secrets"));
+}
+
+absl::StatusOr<LeaseOutcome> StateStore::ApplyLease(const LeaseOperation& /*op*/,
+                                                    const Clock& /*clock*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", backend_name(), " store keeps no leases (concurrency limits)"));
+}
+
+absl::StatusOr<uint64_t> StateStore::DeleteAllLeases(LimitSource /*source*/,
+                                                     absl::string_view /*name*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", backend_name(), " store keeps no leases (concurrency limits)"));
 }
 
 absl::Status StateStore::Health() { return Get(StateKey{"ratelimit.health", "probe"}).status(); }

@@ -50,7 +50,9 @@
 
 namespace ratelimit {
 
-class OverrideStore;  // storage/overrides/override_store.h
+class OverrideStore;    // storage/overrides/override_store.h
+struct LeaseOperation;  // storage/leases/lease.h
+struct LeaseOutcome;
 
 class StateStore {
  public:
@@ -225,6 +227,24 @@ class StateStore {
   // (storage/overrides/override_store.h); owned by the store and valid until it is destroyed.
   // Default: nullptr (the store keeps none; the override API is refused).
   virtual OverrideStore* overrides() { return nullptr; }
+
+  // ---------------------------------------------------------------------------------------------
+  // OPTIONAL, concurrency limits (storage/leases/lease.h, docs/leases.md). The default keeps no
+  // leases: both methods answer UNIMPLEMENTED naming backend_name(), and the server refuses
+  // concurrency limits. A store that keeps records can keep leases with
+  // storage/leases/apply_lease.h (the lease set of a key as a record, in the transaction of the
+  // rate limits' states); a store that decides elsewhere (Redis) does it there.
+
+  // Decides `op` as one transaction at the store's clock (`clock`, or the engine's for a store
+  // that decides in a remote engine): DecideLease on the key's lease set and, for an acquire,
+  // the rate limits' decisions (storage/algebra, mode kConsume); all-or-nothing: the lease set
+  // and the rate limits' states are written only when the lease decision and every rate limit
+  // allow. Durable as Apply. `op` and `clock` need only live for the call.
+  virtual absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock);
+
+  // Ends every lease of every key of concurrency limit `name` of `source`. Returns how many keys
+  // had a lease set. Default: UNIMPLEMENTED.
+  virtual absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name);
 
   // ---------------------------------------------------------------------------------------------
   // OPTIONAL, lifecycle and maintenance. Called by the server's background threads, never on the

@@ -35,6 +35,8 @@ v1::DenyReason ReasonToProto(DenyReason r) {
       return v1::MAX_RESERVED_EXCEEDED;
     case DenyReason::kBlocked:
       return v1::BLOCKED;
+    case DenyReason::kNoFreeSlots:
+      return v1::NO_FREE_SLOTS;
   }
   return v1::DENY_REASON_UNSPECIFIED;
 }

@@ -1,0 +1,146 @@
+#ifndef RATELIMIT_STORAGE_LEASES_LEASE_H_
+#define RATELIMIT_STORAGE_LEASES_LEASE_H_
+
+// Concurrency limits (docs/leases.md): at most `capacity` slots of a (name, key) held at once, by
+// leases that end when released or when they expire unextended. The state of a concurrency key
+// is its lease set, kept by the store beside the (value, ts) states and decided in the same
+// transaction as the rate limits of the request (all-or-nothing). This file holds the plain
+// values and the pure algebra over a lease set; no I/O, no clock reads, no protos.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "storage/algebra.h"
+#include "storage/limit_config.h"
+#include "storage/operation.h"
+
+namespace ratelimit {
+
+// One lease on slots of a concurrency key.
+struct Lease {
+  // Chosen by the server: 32 lowercase hex digits.
+  std::string id;
+  // Slots held: a whole number, 1..capacity.
+  int64_t count = 1;
+  int64_t acquired_at_us = 0;
+  // The lease ends by itself at this time (not held from this time on) unless extended.
+  int64_t expires_at_us = 0;
+  // The acquire's idempotency key (empty: none) and the holder's free-text name.
+  std::string request_id;
+  std::string holder;
+  // Released, kept until expires_at_us only so that a retried acquire with the same request_id
+  // answers it again (only a lease with a request_id is kept so). Holds no slots.
+  bool released = false;
+
+  friend bool operator==(const Lease&, const Lease&) = default;
+};
+
+// The state of one concurrency key: its leases, held or kept released, in no particular order
+// (the algebra keeps the order it is given and appends). Empty: every slot free (as absent).
+struct LeaseSet {
+  std::vector<Lease> leases;
+
+  friend bool operator==(const LeaseSet&, const LeaseSet&) = default;
+};
+
+// What is asked of a concurrency key.
+enum class LeaseAction : uint8_t {
+  kAcquire,  // take `count` slots for a new lease (or answer the lease of `request_id` again)
+  kRelease,  // give back the slots of `lease_id`
+  kExtend,   // push the expiry of `lease_id` to now + ttl_us
+  kCheck,    // whether `count` slots are free now; writes nothing
+  kList,     // the leases held now; writes nothing
+  kReset,    // end every lease of the key (all slots free)
+};
+
+// One request on a concurrency key.
+struct LeaseOp {
+  StateKey key;
+  // REQUIRES: kind kConcurrency and ValidateLimitConfig OK.
+  LimitConfig config;
+  LeaseAction action = LeaseAction::kAcquire;
+  // kAcquire, kCheck: slots, 1..kMaxSlots, whole.
+  int64_t count = 1;
+  // kAcquire, kExtend: the TTL, kMinLeaseTtlMicros..config.max_lease_ttl_us.
+  int64_t ttl_us = 0;
+  // kRelease, kExtend: the lease. kAcquire: the id of the new lease (chosen by the caller,
+  // unique), unused when the acquire is answered by the lease of `request_id`.
+  std::string lease_id;
+  // kAcquire only.
+  std::string request_id;
+  std::string holder;
+};
+
+// Whether a lease is held after a release or extend.
+enum class LeaseState : uint8_t { kHeld, kReleased, kNotHeld };
+
+// What the algebra decided for one LeaseOp.
+struct LeaseDecision {
+  // kAcquire, kCheck: `count` slots were free (and, acquiring, taken). Always true for the others.
+  bool allowed = false;
+  // kAcquire, kCheck denied: kNoFreeSlots, or kCountExceedsCapacity when count > capacity.
+  DenyReason reason = DenyReason::kNone;
+  // kRelease, kExtend: kReleased / kHeld when the lease was held, else kNotHeld.
+  LeaseState state = LeaseState::kNotHeld;
+  // kAcquire allowed (or replayed), kExtend held: the lease as it is now.
+  std::optional<Lease> lease;
+  // kAcquire: the lease of an earlier acquire with the same request_id, answered again; nothing
+  // was taken.
+  bool replayed = false;
+  // Slots held after the decision, and free (capacity - held, never below 0).
+  int64_t held = 0;
+  int64_t free = 0;
+  // kAcquire and kCheck denied (not kCountExceedsCapacity): when enough slots are free at the
+  // latest if no lease is released or extended meanwhile (the expiry that brings held down to
+  // capacity - count).
+  std::optional<int64_t> retry_at_us;
+  // Leases found expired while still held (never released) and dropped by this decision: the
+  // leak detector's count. A store that writes nothing (kCheck, kList, a denial) still reports
+  // them, but they are dropped and counted again by the next decision that writes; counts are
+  // exact only for decisions that write.
+  int64_t expired_unreleased = 0;
+  // kList: the leases held now, soonest expiry first.
+  std::vector<Lease> held_leases;
+  // Whether `next` must be written (false: leave the stored set as it is).
+  bool write = false;
+  // The set to store when `write`: expired leases dropped, released ones without a request_id
+  // dropped, released ones with a request_id kept until their expiry. Empty: delete the set.
+  LeaseSet next;
+};
+
+// Decides `op` on the key's lease set `current` at `now_us`. Pure. A lease is held while
+// now_us < expires_at_us and it is not released. Every decision that writes drops expired leases.
+// kReset writes an empty set. REQUIRES: op is valid (see LeaseOp).
+LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t now_us);
+
+// The latest expiry among the leases of `set` (released ones included), or 0 when empty: after it
+// the set holds nothing and a store may drop it.
+int64_t LeaseSetExpiresAt(const LeaseSet& set);
+
+// ---------------------------------------------------------------------------------------------
+// What the service asks of a store (StateStore::ApplyLease): one lease op and, with an acquire,
+// the rate limits to take with it, all-or-nothing in one transaction.
+struct LeaseOperation {
+  LeaseOp lease;
+  // kAcquire only: rate limits (kind token bucket or fixed window) consumed with the slots.
+  absl::Span<const LimitOp> limits = {};
+};
+
+struct LeaseOutcome {
+  // The lease decision allowed it and every rate limit allowed (then every one was taken).
+  bool allowed = false;
+  // The decision on the concurrency key. When a rate limit denied, nothing was taken: `lease`
+  // decided allowed but wrote nothing (lease.lease is unset then).
+  LeaseDecision lease;
+  // One per rate limit, in order, as StateStore::Apply decides them (empty when replayed).
+  Decisions decisions;
+  // The time the decision was made at (the store's clock).
+  int64_t now_us = 0;
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_LEASES_LEASE_H_
