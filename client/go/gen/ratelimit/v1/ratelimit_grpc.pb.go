@@ -47,6 +47,24 @@ type RateLimitServiceClient interface {
 	// changes nothing and does not stop the others. The whole call fails (INVALID_ARGUMENT naming
 	// `entries`) only when it has no entries or breaks the batch bounds.
 	Batch(ctx context.Context, in *BatchRequest, opts ...grpc.CallOption) (*BatchResponse, error)
+	// Concurrency limits (kind CONCURRENCY; docs/leases.md): at most `capacity` slots held at once.
+	// Takes `count` slots of the request's one concurrency limit for a lease that ends when it is
+	// released or when it expires without being extended, together with the tokens of the
+	// request's rate limits: all-or-nothing, so a request never holds a slot it was refused a token
+	// for, nor pays a token for a slot it was refused. A denied Acquire takes nothing and says when
+	// enough slots free at the latest if no holder releases or extends (retry_at). Consume, Reserve
+	// and Settle refuse concurrency limits (INVALID_ARGUMENT naming the limit's field): their slots
+	// are taken with Acquire only. Check reports a concurrency limit's free slots; Reset frees every
+	// slot of a key (or of every key) and ends its leases.
+	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
+	// Gives a lease's slots back. A lease that is not held (released before, expired, reset, or
+	// never acquired) answers NOT_HELD and changes nothing, so a retried release is harmless.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Pushes a held lease's expiry to now + ttl (a heartbeat). A lease that is not held answers
+	// NOT_HELD and changes nothing: its holder has lost the slots and should stop.
+	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
+	// Administrative (authorised as Reset): the leases held on one key of a concurrency limit.
+	ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error)
 }
 
 type rateLimitServiceClient struct {
@@ -111,6 +129,42 @@ func (c *rateLimitServiceClient) Batch(ctx context.Context, in *BatchRequest, op
 	return out, nil
 }
 
+func (c *rateLimitServiceClient) Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error) {
+	out := new(AcquireResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.RateLimitService/Acquire", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.RateLimitService/Release", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error) {
+	out := new(ExtendResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.RateLimitService/Extend", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error) {
+	out := new(ListLeasesResponse)
+	err := c.cc.Invoke(ctx, "/ratelimit.v1.RateLimitService/ListLeases", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimitServiceServer is the server API for RateLimitService service.
 // All implementations must embed UnimplementedRateLimitServiceServer
 // for forward compatibility
@@ -145,6 +199,24 @@ type RateLimitServiceServer interface {
 	// changes nothing and does not stop the others. The whole call fails (INVALID_ARGUMENT naming
 	// `entries`) only when it has no entries or breaks the batch bounds.
 	Batch(context.Context, *BatchRequest) (*BatchResponse, error)
+	// Concurrency limits (kind CONCURRENCY; docs/leases.md): at most `capacity` slots held at once.
+	// Takes `count` slots of the request's one concurrency limit for a lease that ends when it is
+	// released or when it expires without being extended, together with the tokens of the
+	// request's rate limits: all-or-nothing, so a request never holds a slot it was refused a token
+	// for, nor pays a token for a slot it was refused. A denied Acquire takes nothing and says when
+	// enough slots free at the latest if no holder releases or extends (retry_at). Consume, Reserve
+	// and Settle refuse concurrency limits (INVALID_ARGUMENT naming the limit's field): their slots
+	// are taken with Acquire only. Check reports a concurrency limit's free slots; Reset frees every
+	// slot of a key (or of every key) and ends its leases.
+	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
+	// Gives a lease's slots back. A lease that is not held (released before, expired, reset, or
+	// never acquired) answers NOT_HELD and changes nothing, so a retried release is harmless.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Pushes a held lease's expiry to now + ttl (a heartbeat). A lease that is not held answers
+	// NOT_HELD and changes nothing: its holder has lost the slots and should stop.
+	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
+	// Administrative (authorised as Reset): the leases held on one key of a concurrency limit.
+	ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error)
 	mustEmbedUnimplementedRateLimitServiceServer()
 }
 
@@ -169,6 +241,18 @@ func (UnimplementedRateLimitServiceServer) Settle(context.Context, *SettleReques
 }
 func (UnimplementedRateLimitServiceServer) Batch(context.Context, *BatchRequest) (*BatchResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Batch not implemented")
+}
+func (UnimplementedRateLimitServiceServer) Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedRateLimitServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedRateLimitServiceServer) Extend(context.Context, *ExtendRequest) (*ExtendResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Extend not implemented")
+}
+func (UnimplementedRateLimitServiceServer) ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLeases not implemented")
 }
 func (UnimplementedRateLimitServiceServer) mustEmbedUnimplementedRateLimitServiceServer() {}
 
@@ -291,6 +375,78 @@ func _RateLimitService_Batch_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimitService_Acquire_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).Acquire(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.RateLimitService/Acquire",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).Acquire(ctx, req.(*AcquireRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.RateLimitService/Release",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_Extend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExtendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).Extend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.RateLimitService/Extend",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).Extend(ctx, req.(*ExtendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_ListLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).ListLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/ratelimit.v1.RateLimitService/ListLeases",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).ListLeases(ctx, req.(*ListLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ratelimit.v1.RateLimitService",
 	HandlerType: (*RateLimitServiceServer)(nil),
@@ -318,6 +474,22 @@ var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Batch",
 			Handler:    _RateLimitService_Batch_Handler,
+		},
+		{
+			MethodName: "Acquire",
+			Handler:    _RateLimitService_Acquire_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _RateLimitService_Release_Handler,
+		},
+		{
+			MethodName: "Extend",
+			Handler:    _RateLimitService_Extend_Handler,
+		},
+		{
+			MethodName: "ListLeases",
+			Handler:    _RateLimitService_ListLeases_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
