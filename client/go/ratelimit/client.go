@@ -68,6 +68,10 @@ const (
 	TokenBucket Kind = Kind(pb.Kind_TOKEN_BUCKET)
 	// FixedWindow adds Rate tokens at each window boundary (every Period, offset by Start).
 	FixedWindow Kind = Kind(pb.Kind_FIXED_WINDOW)
+	// Concurrency holds at most Capacity slots at once, taken by Acquire for a lease that ends
+	// when released or when it expires unextended (lease.go). Uses Capacity, LeaseTTL and
+	// MaxLeaseTTL; Rate, Period, MaxReserved, Start and Jitter must be unset.
+	Concurrency Kind = Kind(pb.Kind_CONCURRENCY)
 )
 
 // DenyReason says why a limit denied.
@@ -85,6 +89,9 @@ const (
 	// Blocked: an override blocks the key (Client.SetOverride); no retry is given (RetryAt is
 	// zero).
 	Blocked DenyReason = DenyReason(pb.DenyReason_BLOCKED)
+	// NoFreeSlots: a concurrency limit has fewer free slots than the count; RetryAt is when
+	// enough leases expire if none is released or extended meanwhile.
+	NoFreeSlots DenyReason = DenyReason(pb.DenyReason_NO_FREE_SLOTS)
 )
 
 // String names the reason as the protocol does (BLOCKED). A reason added to the protocol after
@@ -117,6 +124,12 @@ type Config struct {
 	Start *time.Duration
 	// Jitter (0..1) pushes a denied caller's RetryAt later by up to Jitter*Period.
 	Jitter float64
+	// LeaseTTL (Concurrency only) is the TTL of a lease whose Acquire gives none; 0: the
+	// server's default (30 s, or MaxLeaseTTL when shorter).
+	LeaseTTL time.Duration
+	// MaxLeaseTTL (Concurrency only) is the longest TTL an Acquire or Extend may ask for; 0:
+	// the server's default (max(LeaseTTL, 1 hour)).
+	MaxLeaseTTL time.Duration
 }
 
 // Ptr returns a pointer to v, for the optional fields of Config.
@@ -672,15 +685,31 @@ func toProto(req Request) *pb.RateLimitRequest {
 		if l.Count != 0 {
 			lr.Count = Ptr(l.Count)
 		}
-		if cfg := l.Config; cfg != nil {
-			lr.Config = &pb.LimitConfig{Kind: pb.Kind(cfg.Kind), Rate: cfg.Rate,
-				Period: durationpb.New(cfg.Period), Capacity: cfg.Capacity,
-				MaxReserved: cfg.MaxReserved, Jitter: cfg.Jitter}
-			if cfg.Start != nil {
-				lr.Config.Start = durationpb.New(*cfg.Start)
-			}
-		}
+		lr.Config = configToProto(l.Config)
 		out.Limits = append(out.Limits, lr)
+	}
+	return out
+}
+
+// configToProto is an inline config on the wire (nil for nil). A concurrency limit's Period
+// is sent only when set (the kind uses none); every other kind's always is.
+func configToProto(cfg *Config) *pb.LimitConfig {
+	if cfg == nil {
+		return nil
+	}
+	out := &pb.LimitConfig{Kind: pb.Kind(cfg.Kind), Rate: cfg.Rate, Capacity: cfg.Capacity,
+		MaxReserved: cfg.MaxReserved, Jitter: cfg.Jitter}
+	if cfg.Kind != Concurrency || cfg.Period != 0 {
+		out.Period = durationpb.New(cfg.Period)
+	}
+	if cfg.Start != nil {
+		out.Start = durationpb.New(*cfg.Start)
+	}
+	if cfg.LeaseTTL != 0 {
+		out.LeaseTtl = durationpb.New(cfg.LeaseTTL)
+	}
+	if cfg.MaxLeaseTTL != 0 {
+		out.MaxLeaseTtl = durationpb.New(cfg.MaxLeaseTTL)
 	}
 	return out
 }

@@ -15,8 +15,9 @@ import (
 // named (INVALID_ARGUMENT and PERMISSION_DENIED messages start with it, e.g.
 // "limits[0].key: must not be empty"). status.Code(err) and status.FromError work on it.
 type Error struct {
-	// Method is the RPC: Consume, Check, Reserve, Reset, Settle, Batch, or one of the override
-	// calls (SetOverride, GetOverride, DeleteOverride, ListOverrides, ListOverrideAudit).
+	// Method is the RPC: Consume, Check, Reserve, Reset, Settle, Batch, one of the lease calls
+	// (Acquire, Release, Extend, ListLeases) or one of the override calls (SetOverride,
+	// GetOverride, DeleteOverride, ListOverrides, ListOverrideAudit).
 	Method string
 	Code   codes.Code
 	// Message is the server's message, field included.

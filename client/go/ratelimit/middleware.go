@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"math"
@@ -45,10 +46,20 @@ func (p Policy) String() string {
 
 // HTTPOptions configures Client.HTTPMiddleware.
 type HTTPOptions struct {
-	// Limit is the limit's name. Required (HTTPMiddleware panics without it): there is no
-	// default, so that two routes or services never share a counter unless they name the same
-	// limit.
+	// Limit is the rate limit's name. Limit or InFlight is required (HTTPMiddleware panics
+	// without both): there is no default, so that two routes or services never share a counter
+	// unless they name the same limit.
 	Limit string
+	// InFlight ("max in flight") is the name of a concurrency limit: each request holds one
+	// slot of it, of the key Key gives, for as long as the handler runs, given back when the
+	// handler returns (or panics). A request finding no free slot is answered 429 with
+	// Retry-After, without running. With Limit too, the request's token and its slot are taken
+	// together (one Acquire, all or nothing). A request running longer than the lease's TTL
+	// keeps its slot: the lease is extended in the background (Client.Acquire).
+	InFlight string
+	// InFlightConfig defines InFlight inline (Kind Concurrency: Capacity is the most requests
+	// in flight per key); nil for a limit of the server's limits file.
+	InFlightConfig *Config
 	// Config defines the limit inline; nil for a limit of the server's limits file.
 	Config *Config
 	// Key is whose counter a request takes from; default RemoteIP (the client's IP address,
@@ -79,18 +90,24 @@ const (
 	HeaderRetryAfter = "Retry-After"
 )
 
-// HTTPMiddleware consumes a token for each request: an allowed request goes on with the
+// HTTPMiddleware consumes a token for each request (and, with InFlight, holds a slot while it
+// runs): an allowed request goes on with the
 // RateLimit-* headers set, a denied one is answered 429 Too Many Requests with Retry-After and
 // the RateLimit-* headers. When the service is unavailable (UNAVAILABLE, DEADLINE_EXCEEDED) the
 // request is answered 503 (FailClosed) or let through (FailOpen); any other error of the service
 // (a misconfigured limit: NOT_FOUND, INVALID_ARGUMENT...) is answered 500 whatever the policy.
 // Errors are logged (see HTTPOptions.Logger). A request whose key is empty is answered 400.
 //
-// It panics when opts.Limit is empty or opts.OnUnavailable is not a Policy.
+// With InFlight, the headers describe the concurrency limit (RateLimit-Limit its capacity,
+// RateLimit-Remaining its free slots) unless the rate limit denied.
+//
+// It panics when opts.Limit and opts.InFlight are both empty or opts.OnUnavailable is not a
+// Policy.
 func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handler {
-	if opts.Limit == "" {
-		panic("ratelimit: HTTPOptions.Limit is required: the name of the limit this middleware " +
-			"takes from (no default, so that unrelated routes never share a counter)")
+	if opts.Limit == "" && opts.InFlight == "" {
+		panic("ratelimit: HTTPOptions.Limit (or InFlight) is required: the name of the limit " +
+			"this middleware takes from (no default, so that unrelated routes never share a " +
+			"counter)")
 	}
 	checkPolicy("HTTPOptions", opts.OnUnavailable)
 	keyOf := RemoteIP
@@ -113,24 +130,45 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 			if opts.Cost != nil {
 				cost = opts.Cost(r)
 			}
-			res, err := c.Consume(r.Context(),
-				Request{Limits: []Limit{{Name: opts.Limit, Key: key, Count: cost, Config: opts.Config}}})
+			var limits []Limit
+			if opts.InFlight != "" {
+				limits = append(limits, Limit{Name: opts.InFlight, Key: key, Count: 1,
+					Config: opts.InFlightConfig})
+			}
+			if opts.Limit != "" {
+				limits = append(limits, Limit{Name: opts.Limit, Key: key, Count: cost,
+					Config: opts.Config})
+			}
+			name := opts.Limit
+			var res *Result
+			var lease *Lease
+			var err error
+			if opts.InFlight != "" {
+				name = opts.InFlight
+				lease, res, err = c.acquireForRequest(r.Context(), limits)
+			} else {
+				res, err = c.Consume(r.Context(), Request{Limits: limits})
+			}
 			if err != nil {
 				if opts.OnError != nil {
 					opts.OnError(r, err)
 				}
 				switch {
 				case !unavailable(err):
-					logs.log(err, "HTTP middleware", opts.Limit, "answered 500")
+					logs.log(err, "HTTP middleware", name, "answered 500")
 					http.Error(w, "rate limit error", http.StatusInternalServerError)
 				case opts.OnUnavailable == FailOpen:
-					logs.log(err, "HTTP middleware", opts.Limit, "let through (FailOpen)")
+					logs.log(err, "HTTP middleware", name, "let through (FailOpen)")
 					next.ServeHTTP(w, r)
 				default:
-					logs.log(err, "HTTP middleware", opts.Limit, "answered 503 (FailClosed)")
+					logs.log(err, "HTTP middleware", name, "answered 503 (FailClosed)")
 					http.Error(w, "rate limit unavailable", http.StatusServiceUnavailable)
 				}
 				return
+			}
+			if lease != nil {
+				// Not the request's context: the slot goes back even when the client is gone.
+				defer lease.Release(context.Background()) //nolint:errcheck // it expires otherwise
 			}
 			for name, value := range limitHeaders(res) {
 				w.Header().Set(name, value)
@@ -142,6 +180,25 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// acquireForRequest acquires the slot (and tokens) of one request: the held lease when
+// allowed, and the answer as a Result for the headers either way.
+func (c *Client) acquireForRequest(ctx context.Context, limits []Limit) (*Lease, *Result, error) {
+	lease, err := c.Acquire(ctx, AcquireRequest{Limits: limits})
+	var denied *AcquireDeniedError
+	switch {
+	case errors.As(err, &denied):
+		return nil, resultOfAcquire(denied.Result), nil
+	case err != nil:
+		return nil, nil, err
+	}
+	return lease, resultOfAcquire(lease.Result()), nil
+}
+
+func resultOfAcquire(a *AcquireResult) *Result {
+	return &Result{Allowed: a.Allowed, Limits: a.Limits, RetryAt: a.RetryAt,
+		RetryAfter: a.RetryAfter, Reason: a.Reason, DeniedBy: a.DeniedBy, Replayed: a.Replayed}
 }
 
 // RemoteIP is the IP address of the client (from r.RemoteAddr, without the port): the

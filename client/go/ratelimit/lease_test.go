@@ -1,0 +1,236 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "ratelimit.dev/client/go/gen/ratelimit/v1"
+	"ratelimit.dev/client/go/ratelimit"
+)
+
+// waitFor polls cond every 5 ms for at most 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestTryAcquireSendsTheRequestAndADenialIsAValue(t *testing.T) {
+	f := newFakeLeases(1)
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	req := ratelimit.Slots("jobs", "tenant-1", 1)
+	req.TTL, req.RequestID, req.Holder = 2*time.Second, "req-1", "pod-a"
+	r, err := c.TryAcquire(ctx(t), req)
+	must(t, err)
+	if !r.Allowed || r.Lease == nil || r.Lease.Holder != "pod-a" || r.Lease.Count != 1 ||
+		r.DeniedBy != -1 || r.Lease.ExpiresAt.Sub(r.Lease.AcquiredAt) != 2*time.Second {
+		t.Fatalf("allowed acquire: %+v (lease %+v)", r, r.Lease)
+	}
+	sent := f.acquires[0]
+	if sent.RequestId != "req-1" || sent.Ttl.AsDuration() != 2*time.Second ||
+		sent.Limits[0].GetCount() != 1 {
+		t.Fatalf("request on the wire: %v", sent)
+	}
+	r, err = c.TryAcquire(ctx(t), ratelimit.Slots("jobs", "tenant-1", 0))
+	must(t, err)
+	if r.Allowed || r.Lease != nil || r.Reason != ratelimit.NoFreeSlots || r.DeniedBy != 0 ||
+		r.RetryAfter <= 0 || r.RetryAt.IsZero() || r.Limits[0].Value != 0 {
+		t.Fatalf("denied acquire: %+v", r)
+	}
+	if f.acquires[1].Ttl != nil || f.acquires[1].Limits[0].Count != nil {
+		t.Fatalf("unset TTL and count must stay unset: %v", f.acquires[1])
+	}
+}
+
+func TestReleaseExtendAndListLeasesCalls(t *testing.T) {
+	f := newFakeLeases(3)
+	c, err := ratelimit.Dial(serveLeases(t, f), ratelimit.WithAdminToken("tok"))
+	must(t, err)
+	defer c.Close()
+	r, err := c.TryAcquire(ctx(t), ratelimit.Slots("jobs", "k", 2))
+	must(t, err)
+	ref := ratelimit.LeaseRef{Name: "jobs", Key: "k", ID: r.Lease.ID}
+	e, err := c.Extend(ctx(t), ref, time.Minute)
+	must(t, err)
+	if e.State != ratelimit.LeaseHeld || e.Lease == nil ||
+		time.Until(e.Lease.ExpiresAt) < 50*time.Second {
+		t.Fatalf("Extend: %+v", e)
+	}
+	list, err := c.ListLeases(ctx(t), ratelimit.ListLeasesRequest{Name: "jobs", Key: "k"})
+	must(t, err)
+	if list.Held != 2 || list.Capacity != 3 || len(list.Leases) != 1 ||
+		list.Leases[0].ID != r.Lease.ID || f.listTokens[0] != "Bearer tok" {
+		t.Fatalf("ListLeases: %+v, token %v", list, f.listTokens)
+	}
+	rel, err := c.Release(ctx(t), ref)
+	must(t, err)
+	if rel.State != ratelimit.LeaseReleased || rel.Held != 0 {
+		t.Fatalf("Release: %+v", rel)
+	}
+	rel, err = c.Release(ctx(t), ref)
+	must(t, err)
+	e, err = c.Extend(ctx(t), ref, 0)
+	must(t, err)
+	if rel.State != ratelimit.LeaseNotHeld || e.State != ratelimit.LeaseNotHeld ||
+		rel.State.String() != "NOT_HELD" {
+		t.Fatalf("a second Release / Extend: %+v %+v", rel, e)
+	}
+}
+
+func TestAcquireDenialIsAnAcquireDeniedErrorWithRetryAfter(t *testing.T) {
+	f := newFakeLeases(1)
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	lease, err := c.Acquire(ctx(t), ratelimit.Slots("jobs", "k", 1))
+	must(t, err)
+	defer lease.Release(context.Background()) //nolint:errcheck
+	_, err = c.Acquire(ctx(t), ratelimit.Slots("jobs", "k", 1))
+	var denied *ratelimit.AcquireDeniedError
+	if !errors.As(err, &denied) || denied.Result.Reason != ratelimit.NoFreeSlots ||
+		denied.Result.RetryAfter <= 0 {
+		t.Fatalf("second Acquire on capacity 1: %v", err)
+	}
+	f.acquireErr = status.Error(codes.InvalidArgument, "limits[0].count: must be whole")
+	_, err = c.Acquire(ctx(t), ratelimit.Slots("jobs", "k", 1))
+	var e *ratelimit.Error
+	if !errors.As(err, &e) || e.Method != "Acquire" || e.Field != "limits[0].count" {
+		t.Fatalf("a refused Acquire: %v", err)
+	}
+}
+
+func TestReleaseGivesTheSlotBackOnceAndEndsTheContext(t *testing.T) {
+	f := newFakeLeases(1)
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	lease, err := c.Acquire(ctx(t), ratelimit.Slots("jobs", "k", 1))
+	must(t, err)
+	if f.held("jobs", "k") != 1 || lease.Err() != nil || lease.Context().Err() != nil {
+		t.Fatalf("held lease: held %d, err %v", f.held("jobs", "k"), lease.Err())
+	}
+	must(t, lease.Release(ctx(t)))
+	must(t, lease.Release(ctx(t)))
+	_, _, releases := f.counts()
+	if f.held("jobs", "k") != 0 || releases != 1 || !errors.Is(lease.Err(), ratelimit.ErrLeaseReleased) ||
+		lease.Context().Err() == nil {
+		t.Fatalf("after Release: held %d, %d releases, err %v", f.held("jobs", "k"), releases,
+			lease.Err())
+	}
+	select {
+	case <-lease.Lost():
+		t.Fatal("a released lease is not lost")
+	default:
+	}
+}
+
+func TestHeartbeatExtendsByTheTTLUntilReleased(t *testing.T) {
+	f := newFakeLeases(1)
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	req := ratelimit.Slots("jobs", "k", 1)
+	req.TTL = 150 * time.Millisecond // a heartbeat every 50 ms
+	lease, err := c.Acquire(ctx(t), req)
+	must(t, err)
+	first := lease.Info().ExpiresAt
+	waitFor(t, "three heartbeats", func() bool { _, e, _ := f.counts(); return e >= 3 })
+	// Held well past the TTL without a release, by the heartbeats alone.
+	time.Sleep(200 * time.Millisecond)
+	if f.held("jobs", "k") != 1 || lease.Err() != nil || !lease.Info().ExpiresAt.After(first) {
+		t.Fatalf("after heartbeats: held %d, err %v, expiry %v (first %v)", f.held("jobs", "k"),
+			lease.Err(), lease.Info().ExpiresAt, first)
+	}
+	f.mu.Lock()
+	ext := f.extends[0]
+	f.mu.Unlock()
+	if ext.LeaseId != lease.ID() || ext.Ttl.AsDuration() != req.TTL || ext.Name != "jobs" {
+		t.Fatalf("the heartbeat's Extend: %v", ext)
+	}
+	must(t, lease.Release(ctx(t)))
+	_, before, _ := f.counts()
+	time.Sleep(120 * time.Millisecond) // more than two heartbeat periods
+	if _, after, _ := f.counts(); after != before {
+		t.Fatalf("the heartbeat went on after Release: %d extends, then %d", before, after)
+	}
+}
+
+func TestAnExtendAnsweringNotHeldLosesTheLease(t *testing.T) {
+	f := newFakeLeases(1)
+	f.extendState = pb.LeaseState_NOT_HELD
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	req := ratelimit.Slots("jobs", "k", 1)
+	req.TTL = 90 * time.Millisecond
+	lease, err := c.Acquire(ctx(t), req)
+	must(t, err)
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease was not marked lost")
+	}
+	if !errors.Is(lease.Err(), ratelimit.ErrLeaseLost) || lease.Context().Err() == nil {
+		t.Fatalf("lost lease: err %v, context %v", lease.Err(), lease.Context().Err())
+	}
+	if _, extends, _ := f.counts(); extends != 1 {
+		t.Fatalf("the heartbeat went on after NOT_HELD: %d extends", extends)
+	}
+	must(t, lease.Release(ctx(t))) // harmless: the server answers NOT_HELD
+	if !errors.Is(lease.Err(), ratelimit.ErrLeaseLost) {
+		t.Fatalf("Release must keep the loss visible: %v", lease.Err())
+	}
+}
+
+func TestExtendsFailingUntilExpiryLoseTheLease(t *testing.T) {
+	f := newFakeLeases(1)
+	f.extendErr = status.Error(codes.Unavailable, "store unavailable")
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	req := ratelimit.Slots("jobs", "k", 1)
+	req.TTL = 150 * time.Millisecond
+	start := time.Now()
+	lease, err := c.Acquire(ctx(t), req)
+	must(t, err)
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease was not marked lost")
+	}
+	// Lost when the next Extend would come after the expiry: after the second failure (at
+	// 2/3 of the TTL), never after the expiry itself.
+	_, extends, _ := f.counts()
+	if extends != 2 || time.Since(start) < 100*time.Millisecond ||
+		!errors.Is(lease.Err(), ratelimit.ErrLeaseLost) {
+		t.Fatalf("lost after %v and %d extends: %v", time.Since(start), extends, lease.Err())
+	}
+}
+
+func TestANegativeHeartbeatNeverExtends(t *testing.T) {
+	f := newFakeLeases(1)
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	req := ratelimit.Slots("jobs", "k", 1)
+	req.TTL, req.Heartbeat = 30*time.Millisecond, -1
+	lease, err := c.Acquire(ctx(t), req)
+	must(t, err)
+	time.Sleep(60 * time.Millisecond)
+	if _, extends, _ := f.counts(); extends != 0 || f.held("jobs", "k") != 0 {
+		t.Fatalf("without a heartbeat: %d extends, held %d", extends, f.held("jobs", "k"))
+	}
+	must(t, lease.Release(ctx(t)))
+}
