@@ -12,8 +12,9 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from ._pb import ratelimit_pb2 as pb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import RateLimitError, from_status
-from .types import (BatchEntry, Decision, DenyReason, EnvoyPathEntry, Limit, LimitConfig,
-                    LimitResult, LimitSource, Override, OverrideAuditEntry, OverrideAuditPage,
+from .types import (AcquireResult, BatchEntry, Decision, DenyReason, EnvoyPathEntry,
+                    ExtendResult, Kind, LeaseInfo, LeaseList, LeaseState, Limit, LimitConfig,
+                    LimitResult, LimitSource, ReleaseResult, Override, OverrideAuditEntry, OverrideAuditPage,
                     OverrideLimit, OverridePage, OverrideTarget, SetOverrideResult, SettleResult,
                     Settlement, TlsOptions)
 
@@ -63,17 +64,28 @@ def to_request(limits: Sequence[Limit], request_id: Optional[str],
             entry.count = float(limit.count)
         c = limit.config
         if c is not None:
-            entry.config.kind = int(c.kind)
-            entry.config.rate = float(c.rate)
-            entry.config.period.CopyFrom(_duration(c.period))
-            if c.capacity is not None:
-                entry.config.capacity = float(c.capacity)
-            if c.max_reserved is not None:
-                entry.config.max_reserved = float(c.max_reserved)
-            if c.start is not None:
-                entry.config.start.CopyFrom(_duration(c.start))
-            entry.config.jitter = float(c.jitter)
+            config_to_proto(c, entry.config)
     return request
+
+
+def config_to_proto(c: LimitConfig, out: Any) -> None:
+    """Fills the LimitConfig message `out`. A concurrency limit's period is sent only when set
+    (the kind uses none); every other kind's always is."""
+    out.kind = int(c.kind)
+    out.rate = float(c.rate)
+    if c.kind != Kind.CONCURRENCY or c.period:
+        out.period.CopyFrom(_duration(c.period))
+    if c.capacity is not None:
+        out.capacity = float(c.capacity)
+    if c.max_reserved is not None:
+        out.max_reserved = float(c.max_reserved)
+    if c.start is not None:
+        out.start.CopyFrom(_duration(c.start))
+    out.jitter = float(c.jitter)
+    if c.lease_ttl is not None:
+        out.lease_ttl.CopyFrom(_duration(c.lease_ttl))
+    if c.max_lease_ttl is not None:
+        out.max_lease_ttl.CopyFrom(_duration(c.max_lease_ttl))
 
 
 def to_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
@@ -100,13 +112,17 @@ def _opt_duration(msg: Any, name: str) -> Optional[timedelta]:
     return to_timedelta(getattr(msg, name)) if msg.HasField(name) else None
 
 
-def to_decision(response: pb.RateLimitResponse) -> Decision:
-    results = tuple(
+def _limit_results(results: Any) -> Tuple[LimitResult, ...]:
+    return tuple(
         LimitResult(name=r.name, key=r.key, allowed=r.allowed, value=r.value,
                     capacity=r.capacity, retry_at=_opt_time(r, "retry_at"),
                     retry_after=_opt_duration(r, "retry_after"), reason=DenyReason(r.reason),
                     receipt=bytes(r.receipt), override=r.override)
-        for r in response.results)
+        for r in results)
+
+
+def to_decision(response: pb.RateLimitResponse) -> Decision:
+    results = _limit_results(response.results)
     return Decision(allowed=response.allowed, results=results,
                     retry_at=_opt_time(response, "retry_at"),
                     retry_after=_opt_duration(response, "retry_after"),
@@ -359,3 +375,75 @@ def to_batch_results(response: pb.BatchResponse) -> Tuple[BatchResult, ...]:
         from_status(r.error.code, r.error.message, "Batch") if r.HasField("error")
         else to_decision(r.response)
         for r in response.results)
+
+
+# Concurrency leases.
+
+def to_acquire_request(limits: Sequence[Limit], ttl: Optional[timedelta],
+                       request_id: Optional[str], holder: str) -> pb.AcquireRequest:
+    request = pb.AcquireRequest(request_id=request_id or "", holder=holder)
+    request.limits.extend(to_request(limits, None).limits)
+    if ttl is not None:
+        request.ttl.CopyFrom(_duration(ttl))
+    return request
+
+
+def to_lease(lease: pb.Lease) -> LeaseInfo:
+    return LeaseInfo(id=lease.id, name=lease.name, key=lease.key,
+                     source=LimitSource(lease.source), count=lease.count,
+                     acquired_at=_opt_time(lease, "acquired_at"),
+                     expires_at=_opt_time(lease, "expires_at"), holder=lease.holder)
+
+
+def _opt_lease(msg: Any) -> Optional[LeaseInfo]:
+    return to_lease(msg.lease) if msg.HasField("lease") else None
+
+
+def to_acquire_result(response: pb.AcquireResponse) -> AcquireResult:
+    return AcquireResult(allowed=response.allowed, lease=_opt_lease(response),
+                         results=_limit_results(response.results),
+                         retry_at=_opt_time(response, "retry_at"),
+                         retry_after=_opt_duration(response, "retry_after"),
+                         reason=DenyReason(response.reason),
+                         denied_by=None if response.denied_by < 0 or response.allowed
+                         else response.denied_by,
+                         replayed=response.replayed)
+
+
+def to_release_request(name: str, key: str, lease_id: str,
+                       config: Optional[LimitConfig]) -> pb.ReleaseRequest:
+    request = pb.ReleaseRequest(name=name, key=key, lease_id=lease_id)
+    if config is not None:
+        config_to_proto(config, request.config)
+    return request
+
+
+def to_extend_request(name: str, key: str, lease_id: str, ttl: Optional[timedelta],
+                      config: Optional[LimitConfig]) -> pb.ExtendRequest:
+    request = pb.ExtendRequest(name=name, key=key, lease_id=lease_id)
+    if config is not None:
+        config_to_proto(config, request.config)
+    if ttl is not None:
+        request.ttl.CopyFrom(_duration(ttl))
+    return request
+
+
+def to_list_leases_request(name: str, key: str, source: LimitSource,
+                           config: Optional[LimitConfig]) -> pb.ListLeasesRequest:
+    request = pb.ListLeasesRequest(name=name, key=key, source=source.name)
+    if config is not None:
+        config_to_proto(config, request.config)
+    return request
+
+
+def to_release_result(response: pb.ReleaseResponse) -> ReleaseResult:
+    return ReleaseResult(state=LeaseState(response.state), held=response.held)
+
+
+def to_extend_result(response: pb.ExtendResponse) -> ExtendResult:
+    return ExtendResult(state=LeaseState(response.state), lease=_opt_lease(response))
+
+
+def to_lease_list(response: pb.ListLeasesResponse) -> LeaseList:
+    return LeaseList(leases=tuple(to_lease(lease) for lease in response.leases),
+                     held=response.held, capacity=response.capacity)

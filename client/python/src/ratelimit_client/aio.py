@@ -16,7 +16,8 @@ from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
                      ReservationTimeout, from_rpc_error)
-from .types import (BatchEntry, Decision, EnvoyPathEntry, LimitConfig, LimitSource, Override,
+from .leases import AsyncLease, Seconds, as_timedelta
+from .types import (AcquireResult, BatchEntry, ExtendResult, LeaseList, ReleaseResult, Decision, EnvoyPathEntry, LimitConfig, LimitSource, Override,
                     OverrideAuditEntry, OverrideAuditPage, OverridePage, OverrideTarget,
                     SetOverrideResult, SettleResult, Settlement, TlsOptions)
 
@@ -140,6 +141,55 @@ class AsyncRateLimitClient:
         request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
         await self._call("Reset", self._stub.Reset, request, timeout,
                          c.admin_metadata(self._admin_token))
+
+    # Concurrency limits: RateLimitClient's lease calls, awaited.
+
+    async def acquire(self, limits: c.LimitsArg, key: Optional[str] = None,
+                      count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+                      ttl: Optional[Seconds] = None, request_id: Optional[str] = None,
+                      holder: str = "", timeout: Optional[float] = None) -> AcquireResult:
+        """Takes slots of one concurrency limit (and tokens of any rate limits), all or
+        nothing; a denial is a value. See RateLimitClient.acquire."""
+        request = c.to_acquire_request(c.limits_of(limits, key, count, config),
+                                       as_timedelta(ttl), request_id, holder)
+        return c.to_acquire_result(await self._call("Acquire", self._stub.Acquire, request,
+                                                    timeout))
+
+    async def release(self, name: str, key: str, lease_id: str, *,
+                      config: Optional[LimitConfig] = None,
+                      timeout: Optional[float] = None) -> ReleaseResult:
+        """Gives a lease's slots back (RELEASED, or NOT_HELD changing nothing)."""
+        request = c.to_release_request(name, key, lease_id, config)
+        return c.to_release_result(await self._call("Release", self._stub.Release, request,
+                                                    timeout))
+
+    async def extend(self, name: str, key: str, lease_id: str, *,
+                     ttl: Optional[Seconds] = None, config: Optional[LimitConfig] = None,
+                     timeout: Optional[float] = None) -> ExtendResult:
+        """Pushes a held lease's expiry to now + ttl (HELD), or answers NOT_HELD."""
+        request = c.to_extend_request(name, key, lease_id, as_timedelta(ttl), config)
+        return c.to_extend_result(await self._call("Extend", self._stub.Extend, request,
+                                                   timeout))
+
+    async def list_leases(self, name: str, key: str, *,
+                          source: LimitSource = LimitSource.LIMITS_FILE,
+                          config: Optional[LimitConfig] = None,
+                          timeout: Optional[float] = None) -> LeaseList:
+        """Administrative: the leases held on one key of a concurrency limit."""
+        request = c.to_list_leases_request(name, key, source, config)
+        return c.to_lease_list(await self._admin("ListLeases", self._stub.ListLeases, request,
+                                                 timeout))
+
+    def lease(self, limits: c.LimitsArg, key: Optional[str] = None,
+              count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+              ttl: Optional[Seconds] = None, request_id: Optional[str] = None,
+              holder: str = "", heartbeat: Optional[float] = None, wait: float = 0.0,
+              timeout: Optional[float] = None) -> AsyncLease:
+        """A held lease, for `async with client.lease("jobs", tenant) as lease:`; see
+        RateLimitClient.lease. An asyncio task extends it; `lease.lost` is an asyncio.Event."""
+        return AsyncLease(self, c.limits_of(limits, key, count, config), ttl=ttl,
+                          request_id=request_id, holder=holder, heartbeat=heartbeat,
+                          wait=wait, timeout=timeout, clock=self._clock)
 
     # Overrides: RateLimitClient's override calls, awaited.
 

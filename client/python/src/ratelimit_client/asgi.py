@@ -7,6 +7,7 @@ from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tup
 from .aio import AsyncRateLimitClient
 from .http import (DEFAULT_FAILURE_MODE, FAIL_CLOSED, FAIL_OPEN, FailureMode, Limiter, _resolve,
                    rate_limit_headers)
+from .leases import AsyncLease
 from .types import LimitConfig
 
 Scope = MutableMapping[str, Any]
@@ -38,7 +39,16 @@ class RateLimitMiddleware:
       (default) answers `failure_status` (503); "open" runs the application without headers.
     - any other error of the service (NOT_FOUND for a limit name it does not define,
       INVALID_ARGUMENT, PERMISSION_DENIED...): 500, whatever failure_mode says; it is logged.
-    `name` is required (no default: two routes or services would share its counter).
+    `name` is required (no default: two routes or services would share its counter), unless
+    `in_flight` is given.
+
+    Max in flight: `in_flight` names a concurrency limit (`in_flight_config` defines it
+    inline, e.g. LimitConfig.concurrency(2)); each request holds one slot of it, of the key
+    `key(scope)` gives, from before the application runs until it returns (the response has
+    ended, or the application raised), extended in the background meanwhile. A request finding
+    no free slot is answered 429 with Retry-After, without running; the failure policy is the
+    same. With `name` too, the request's tokens and its slot are taken in one acquire, all or
+    nothing.
     `key` may be async and may return None to leave a request unlimited. `count` may be a
     function of the scope (e.g. a cost per route). Non-HTTP scopes (lifespan, websocket) pass
     through. `client` is an AsyncRateLimitClient or a target ("host:port"; the client is then
@@ -46,18 +56,20 @@ class RateLimitMiddleware:
     shutdown).
     """
 
-    def __init__(self, app: ASGIApp, client: Union[AsyncRateLimitClient, str], name: str, *,
-                 key: KeyFunc = client_ip,
+    def __init__(self, app: ASGIApp, client: Union[AsyncRateLimitClient, str],
+                 name: Optional[str], *, key: KeyFunc = client_ip,
                  count: Union[float, Callable[[Scope], float]] = 1,
                  config: Optional[LimitConfig] = None,
                  failure_mode: FailureMode = DEFAULT_FAILURE_MODE, failure_status: int = 503,
-                 timeout: Optional[float] = None):
+                 timeout: Optional[float] = None, in_flight: Optional[str] = None,
+                 in_flight_config: Optional[LimitConfig] = None):
         self.app = app
         self.key = key
         self.count = count
         self.failure_status = failure_status
         self.limiter = Limiter(client, name, config=config, failure_mode=failure_mode,
-                               timeout=timeout)
+                               timeout=timeout, in_flight=in_flight,
+                               in_flight_config=in_flight_config)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":
@@ -68,7 +80,11 @@ class RateLimitMiddleware:
             return
         key = await _resolve(self.key(scope))
         count = self.count(scope) if callable(self.count) else self.count
-        outcome = await self.limiter.decide(key, count)
+        lease: Optional[AsyncLease] = None
+        if self.limiter.in_flight is not None:
+            outcome, lease = await self.limiter.hold(key, count)
+        else:
+            outcome = await self.limiter.decide(key, count)
         if outcome.status == "denied":
             await _respond(send, 429, b"Too Many Requests\n", outcome.headers)
             return
@@ -87,7 +103,13 @@ class RateLimitMiddleware:
                 message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        if lease is None:
+            await self.app(scope, receive, send_with_headers)
+            return
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:  # the application returned or raised: the slot goes back (failures logged)
+            await lease.__aexit__(None, None, None)
 
     def _closing_on_shutdown(self, receive: Receive) -> Receive:
         """Closes the client the middleware created when the server shuts down."""

@@ -16,7 +16,8 @@ from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
                      ReservationCancelled, ReservationTimeout, from_rpc_error)
-from .types import (BatchEntry, Decision, EnvoyPathEntry, Limit, LimitConfig, LimitSource,
+from .leases import Lease, Seconds, as_timedelta
+from .types import (AcquireResult, BatchEntry, ExtendResult, LeaseList, ReleaseResult, Decision, EnvoyPathEntry, Limit, LimitConfig, LimitSource,
                     Override, OverrideAuditEntry, OverrideAuditPage, OverridePage, OverrideTarget,
                     SetOverrideResult, SettleResult, Settlement, TlsOptions)
 
@@ -145,6 +146,67 @@ class RateLimitClient:
         request = c.to_reset_request(name, key, all_keys, source, envoy_path, envoy_override)
         self._call("Reset", self._stub.Reset, request, timeout,
                    c.admin_metadata(self._admin_token))
+
+    # Concurrency limits (kind CONCURRENCY): at most `capacity` slots held at once, taken for a
+    # lease that ends when released or when it expires unextended. Never retried.
+
+    def acquire(self, limits: c.LimitsArg, key: Optional[str] = None,
+                count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+                ttl: Optional[Seconds] = None, request_id: Optional[str] = None,
+                holder: str = "", timeout: Optional[float] = None) -> AcquireResult:
+        """Takes `count` (default 1) slots of one concurrency limit, with the tokens of any
+        rate limits in `limits`, all or nothing. A denial is a value (allowed=False,
+        retry_after), not an exception. `ttl` (seconds or a timedelta; None: the limit's
+        lease_ttl) is the lease's life unless extended; `request_id` makes a retry answer the
+        same lease (replayed) instead of taking again; `holder` names the holder (shown by
+        list_leases). Nothing extends the lease: see lease() for a held one."""
+        request = c.to_acquire_request(c.limits_of(limits, key, count, config),
+                                       as_timedelta(ttl), request_id, holder)
+        return c.to_acquire_result(self._call("Acquire", self._stub.Acquire, request, timeout))
+
+    def release(self, name: str, key: str, lease_id: str, *,
+                config: Optional[LimitConfig] = None,
+                timeout: Optional[float] = None) -> ReleaseResult:
+        """Gives a lease's slots back: RELEASED, or NOT_HELD (released before, expired, reset)
+        with nothing changed, so a retried release is harmless. `config`: the inline config of
+        an inline limit."""
+        request = c.to_release_request(name, key, lease_id, config)
+        return c.to_release_result(self._call("Release", self._stub.Release, request, timeout))
+
+    def extend(self, name: str, key: str, lease_id: str, *, ttl: Optional[Seconds] = None,
+               config: Optional[LimitConfig] = None,
+               timeout: Optional[float] = None) -> ExtendResult:
+        """Pushes a held lease's expiry to now + ttl (None: the limit's lease_ttl): HELD with
+        the new expiry, or NOT_HELD (nothing changed: the holder has lost its slots)."""
+        request = c.to_extend_request(name, key, lease_id, as_timedelta(ttl), config)
+        return c.to_extend_result(self._call("Extend", self._stub.Extend, request, timeout))
+
+    def list_leases(self, name: str, key: str, *,
+                    source: LimitSource = LimitSource.LIMITS_FILE,
+                    config: Optional[LimitConfig] = None,
+                    timeout: Optional[float] = None) -> LeaseList:
+        """Administrative (sends the admin token, as reset does): the leases held on one key of
+        a concurrency limit, soonest expiry first, with the slots held and the capacity."""
+        request = c.to_list_leases_request(name, key, source, config)
+        return c.to_lease_list(self._admin("ListLeases", self._stub.ListLeases, request,
+                                           timeout))
+
+    def lease(self, limits: c.LimitsArg, key: Optional[str] = None,
+              count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
+              ttl: Optional[Seconds] = None, request_id: Optional[str] = None,
+              holder: str = "", heartbeat: Optional[float] = None, wait: float = 0.0,
+              timeout: Optional[float] = None) -> Lease:
+        """A held lease, for `with client.lease("jobs", tenant) as lease:`. Entering the block
+        acquires (as acquire, same arguments); a denial raises LeaseDenied carrying retry_after,
+        unless `wait` (seconds) is given: the acquire is then retried while denied, sleeping
+        the denial's retry_after but at most a backoff of 50 ms doubling up to 1 s, until
+        `wait` has passed. While the block runs, a thread extends the lease every `heartbeat`
+        seconds (default: a third of its TTL; 0: never); leaving the block, on an exception
+        too, stops it and releases the lease. `lease.lost` (threading.Event) is set when the
+        lease is lost (see ratelimit_client.leases)."""
+        return Lease(self, c.limits_of(limits, key, count, config), ttl=ttl,
+                     request_id=request_id, holder=holder, heartbeat=heartbeat, wait=wait,
+                     timeout=timeout, clock=self._clock)
 
     # Overrides (ratelimit.v1.OverrideService, docs/overrides.md): administrative like reset,
     # each call sends the admin token and raises as reset does. Never retried.

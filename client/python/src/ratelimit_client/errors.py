@@ -7,7 +7,7 @@ from typing import Dict, Optional, Type
 
 import grpc
 
-from .types import Decision
+from .types import AcquireResult, Decision
 
 # The server's messages name the field first: "limits[0].key: must not be empty".
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
@@ -142,3 +142,28 @@ def from_rpc_error(error: grpc.RpcError, method: str = "") -> RateLimitError:
     details = error.details() if hasattr(error, "details") else str(error)
     cls = _BY_CODE.get(code, RateLimitError)
     return cls(code, details or "", method)
+
+
+class LeaseDenied(Exception):
+    """lease() could not acquire: no free slot (or a rate limit of the same acquire denied)
+    within its `wait`. `result` is the last AcquireResult; retry_after / retry_at / reason are
+    its (retry_after is None when no retry can succeed, e.g. a count over the capacity)."""
+
+    def __init__(self, result: AcquireResult):
+        self.result = result
+        self.retry_after = result.retry_after
+        self.retry_at = result.retry_at
+        self.reason = result.reason
+        when = ("no retry can succeed" if result.retry_after is None
+                else "retry after %.3f s" % result.retry_after.total_seconds())
+        super().__init__("acquire denied (%s): %s" % (result.reason.name, when))
+
+
+class LeaseLost(Exception):
+    """A held lease was lost: an extend answered NOT_HELD (it expired, was reset or released
+    elsewhere), or every extend failed until it would have expired. Raised by
+    Lease.raise_if_lost(); `reason` says which."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__("lease lost: " + reason)

@@ -11,8 +11,9 @@ from typing import Awaitable, Final, List, Literal, Optional, Tuple, TypeVar, Un
 
 from ._repeated_log import RepeatedLog
 from .aio import AsyncRateLimitClient
-from .errors import UNREACHABLE_CODES, RateLimitError
-from .types import Decision, Kind, Limit, LimitConfig, LimitResult
+from .errors import UNREACHABLE_CODES, LeaseDenied, RateLimitError
+from .leases import AsyncLease
+from .types import AcquireResult, Decision, Kind, Limit, LimitConfig, LimitResult
 
 _logger = logging.getLogger("ratelimit_client")
 
@@ -110,11 +111,14 @@ class Limiter:
     one line per 10 s per distinct (code, message) of an error and per code of an outage, with
     the count of repeats held back."""
 
-    def __init__(self, client: Union[AsyncRateLimitClient, str], name: str, *,
+    def __init__(self, client: Union[AsyncRateLimitClient, str], name: Optional[str], *,
                  count: float = 1, config: Optional[LimitConfig] = None,
                  failure_mode: FailureMode = DEFAULT_FAILURE_MODE,
-                 timeout: Optional[float] = None):
-        if not isinstance(name, str) or not name:
+                 timeout: Optional[float] = None, in_flight: Optional[str] = None,
+                 in_flight_config: Optional[LimitConfig] = None):
+        if in_flight is not None and (not isinstance(in_flight, str) or not in_flight):
+            raise ValueError("in_flight: the name of a concurrency limit, got %r" % (in_flight,))
+        if not (name is None and in_flight) and (not isinstance(name, str) or not name):
             raise ValueError("name: the limit's name is required (a limit of the server's "
                              "limits file, or any name with config= for an inline limit), "
                              "got %r" % (name,))
@@ -124,6 +128,8 @@ class Limiter:
         self._client = client if isinstance(client, AsyncRateLimitClient) else None
         self._target = client if isinstance(client, str) else None
         self.name = name
+        self.in_flight = in_flight
+        self.in_flight_config = in_flight_config
         self.count = count
         self.config = config
         self.failure_mode: FailureMode = failure_mode
@@ -146,22 +152,58 @@ class Limiter:
     async def decide(self, key: Optional[str], count: Optional[float] = None) -> Outcome:
         if key is None:
             return Outcome("allowed", None, [])
+        assert self.name is not None
         limit = Limit(self.name, key, self.count if count is None else count, self.config)
         try:
             decision = await self.client().consume(limit, timeout=self.timeout)
         except RateLimitError as e:
-            if e.code not in UNREACHABLE_CODES:
-                self._log.log(logging.ERROR, (e.code, e.details),
-                              "rate limit %r: the service answered %s: %s; answering 500 (a "
-                              "configuration error, not an outage)"
-                              % (self.name, e.code.name, e.details))
-                return Outcome("error", None, [])
-            # One event per code: an outage's messages differ in transient details.
-            self._log.log(logging.WARNING, e.code,
-                          "rate limit %r: the service is unreachable (%s: %s); failing %s"
-                          % (self.name, e.code.name, e.details, self.failure_mode))
-            if self.failure_mode == FAIL_OPEN:
-                return Outcome("allowed", None, [])
-            return Outcome("unavailable", None, [])
+            return self._failed(self.name, e)
         headers = rate_limit_headers(decision, self.config)
         return Outcome("allowed" if decision.allowed else "denied", decision, headers)
+
+    async def hold(self, key: Optional[str],
+                   count: Optional[float] = None) -> Tuple[Outcome, Optional[AsyncLease]]:
+        """With `in_flight`: acquires one slot of it (and the rate limit's tokens, when `name`
+        is set: one acquire, all or nothing) for a request, as a held lease the caller releases
+        when the response has ended. The headers describe the concurrency limit (its capacity
+        and free slots) unless the rate limit denied."""
+        if key is None:
+            return Outcome("allowed", None, []), None
+        assert self.in_flight is not None
+        limits = [Limit(self.in_flight, key, 1, self.in_flight_config)]
+        if self.name is not None:
+            limits.append(Limit(self.name, key, self.count if count is None else count,
+                                self.config))
+        lease = self.client().lease(limits, timeout=self.timeout)
+        try:
+            await lease.acquire()
+        except LeaseDenied as e:
+            decision = _decision_of(e.result)
+            return Outcome("denied", decision, rate_limit_headers(decision)), None
+        except RateLimitError as e:
+            return self._failed(self.in_flight, e), None
+        assert lease.result is not None
+        decision = _decision_of(lease.result)
+        return Outcome("allowed", decision, rate_limit_headers(decision)), lease
+
+    def _failed(self, name: str, e: RateLimitError) -> Outcome:
+        if e.code not in UNREACHABLE_CODES:
+            self._log.log(logging.ERROR, (e.code, e.details),
+                          "rate limit %r: the service answered %s: %s; answering 500 (a "
+                          "configuration error, not an outage)"
+                          % (name, e.code.name, e.details))
+            return Outcome("error", None, [])
+        # One event per code: an outage's messages differ in transient details.
+        self._log.log(logging.WARNING, e.code,
+                      "rate limit %r: the service is unreachable (%s: %s); failing %s"
+                      % (name, e.code.name, e.details, self.failure_mode))
+        if self.failure_mode == FAIL_OPEN:
+            return Outcome("allowed", None, [])
+        return Outcome("unavailable", None, [])
+
+
+def _decision_of(result: AcquireResult) -> Decision:
+    """An acquire's answer as a Decision, for the headers."""
+    return Decision(allowed=result.allowed, results=result.results, retry_at=result.retry_at,
+                    retry_after=result.retry_after, reason=result.reason,
+                    denied_by=result.denied_by, replayed=result.replayed)

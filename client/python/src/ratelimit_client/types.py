@@ -12,6 +12,8 @@ class Kind(enum.IntEnum):
 
     TOKEN_BUCKET = 1
     FIXED_WINDOW = 2
+    CONCURRENCY = 3
+    """At most `capacity` slots held at once, taken by acquire for a lease (see lease())."""
 
 
 class DenyReason(enum.IntEnum):
@@ -23,6 +25,9 @@ class DenyReason(enum.IntEnum):
     MAX_RESERVED_EXCEEDED = 3
     BLOCKED = 4
     """An override blocks the key: no retry will succeed, so no retry_at is given."""
+    NO_FREE_SLOTS = 5
+    """A concurrency limit has fewer free slots than the count: retry_at is when enough leases
+    expire if none is released or extended meanwhile (a release frees slots sooner)."""
 
     @classmethod
     def _missing_(cls, value: object) -> "DenyReason":
@@ -44,15 +49,29 @@ class LimitConfig:
     """An inline limit definition, for a name the server's limits file does not define.
 
     None leaves a field to the server's default: capacity = rate, max_reserved unbounded,
-    start derived from the key (fixed windows)."""
+    start derived from the key (fixed windows).
+
+    A concurrency limit (Kind.CONCURRENCY, or LimitConfig.concurrency(...)) uses capacity
+    (whole slots), lease_ttl (the TTL of a lease whose acquire gives none; server default 30 s)
+    and max_lease_ttl (the longest TTL an acquire or extend may ask for; server default
+    max(lease_ttl, 1 hour)); rate and period stay unset."""
 
     kind: Kind
-    rate: float
-    period: timedelta
+    rate: float = 0.0
+    period: timedelta = timedelta(0)
     capacity: Optional[float] = None
     max_reserved: Optional[float] = None
     start: Optional[timedelta] = None
     jitter: float = 0.0
+    lease_ttl: Optional[timedelta] = None
+    max_lease_ttl: Optional[timedelta] = None
+
+    @classmethod
+    def concurrency(cls, capacity: int, lease_ttl: Optional[timedelta] = None,
+                    max_lease_ttl: Optional[timedelta] = None) -> "LimitConfig":
+        """An inline concurrency limit: at most `capacity` slots held at once."""
+        return cls(Kind.CONCURRENCY, capacity=capacity, lease_ttl=lease_ttl,
+                   max_lease_ttl=max_lease_ttl)
 
 
 @dataclass(frozen=True)
@@ -261,3 +280,79 @@ class TlsOptions:
     cert_file: Optional[str] = None
     key_file: Optional[str] = None
     server_name: Optional[str] = None
+
+
+class LeaseState(enum.IntEnum):
+    """Whether a lease is held (ratelimit.v1.LeaseState): the answer to release and extend."""
+
+    UNSPECIFIED = 0
+    HELD = 1
+    """Held: extend pushed its expiry."""
+    RELEASED = 2
+    """Released by this call."""
+    NOT_HELD = 3
+    """Not held: released before, expired, reset, or never acquired. Nothing was changed."""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A lease on `count` slots of the concurrency limit (name, key), as the server describes
+    it. expires_at: when it ends by itself unless extended (aware UTC). holder: what the
+    acquirer said about itself."""
+
+    id: str
+    name: str
+    key: str
+    source: LimitSource = LimitSource.LIMITS_FILE
+    count: int = 1
+    acquired_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+    holder: str = ""
+
+
+@dataclass(frozen=True)
+class AcquireResult:
+    """The answer to acquire. A denial is a value (allowed False, retry_after), not an
+    exception. lease: set when allowed. results: one per requested limit, in request order (the
+    concurrency limit's value is its free slots, capacity its slots). retry_at / retry_after /
+    reason / denied_by as in Decision. replayed: the answer to a retry of an earlier acquire with
+    the same request_id (its lease; nothing was taken for this call)."""
+
+    allowed: bool
+    lease: Optional[LeaseInfo] = None
+    results: Tuple[LimitResult, ...] = field(default_factory=tuple)
+    retry_at: Optional[datetime] = None
+    retry_after: Optional[timedelta] = None
+    reason: DenyReason = DenyReason.UNSPECIFIED
+    denied_by: Optional[int] = None
+    replayed: bool = False
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """The answer to release: RELEASED or NOT_HELD, and the slots held on the key after it."""
+
+    state: LeaseState
+    held: int = 0
+
+
+@dataclass(frozen=True)
+class ExtendResult:
+    """The answer to extend: HELD (lease carries the new expiry) or NOT_HELD (the holder has
+    lost its slots and should stop)."""
+
+    state: LeaseState
+    lease: Optional[LeaseInfo] = None
+
+
+@dataclass(frozen=True)
+class LeaseList:
+    """The answer to list_leases: the leases held now, soonest expiry first; the slots held and
+    the limit's capacity."""
+
+    leases: Tuple[LeaseInfo, ...]
+    held: int = 0
+    capacity: int = 0

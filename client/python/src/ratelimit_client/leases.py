@@ -1,0 +1,283 @@
+"""Held leases on slots of a concurrency limit: `with client.lease(...)` (a thread extends the
+lease) and `async with aio_client.lease(...)` (an asyncio task extends it).
+
+The heartbeat extends the lease every third of its TTL (`heartbeat=` sets another period, 0
+none), each time by the same TTL, so two extends in a row may fail before the lease expires.
+The lease is lost when an extend answers NOT_HELD (it expired, was reset, or was released
+elsewhere), or when extends have failed and the next one would come after the lease's expiry
+(counted from the sending of the last call that set it): the holder may no longer count on its
+slots. `lease.lost` (an Event) is then set and `lease.lost_reason` says why.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, List, Optional, Union
+
+from .clock import Clock
+from .errors import LeaseDenied, LeaseLost, RateLimitError
+from .types import AcquireResult, Kind, LeaseInfo, LeaseState, Limit, LimitConfig
+
+if TYPE_CHECKING:
+    from .aio import AsyncRateLimitClient
+    from .client import RateLimitClient
+
+_log = logging.getLogger("ratelimit_client")
+
+Seconds = Union[float, timedelta]
+
+HEARTBEAT_FRACTION = 1.0 / 3.0
+"""The default heartbeat period, as a fraction of the lease's TTL."""
+
+
+def as_timedelta(value: Optional[Seconds]) -> Optional[timedelta]:
+    """A TTL given as seconds or as a timedelta."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    return timedelta(seconds=float(value))
+
+
+def wait_step(result: AcquireResult, attempt: int, remaining: float) -> float:
+    """How long a waiting lease() sleeps before acquiring again: the denial's retry_after (when
+    leases expire), but no more than a backoff of 50 ms doubling up to 1 s (a release frees a
+    slot sooner than an expiry), nor than the time left."""
+    step = min(0.05 * 2.0 ** attempt, 1.0, remaining)
+    if result.retry_after is not None:
+        step = min(step, max(result.retry_after.total_seconds(), 0.001))
+    return step
+
+
+class _Held:
+    """What both kinds of lease share: the request, the lease's life and heartbeat, the
+    outcome."""
+
+    def __init__(self, limits: List[Limit], ttl: Optional[Seconds], request_id: Optional[str],
+                 holder: str, heartbeat: Optional[float], wait: float,
+                 timeout: Optional[float], clock: Clock):
+        self._limits = limits
+        self._ttl = as_timedelta(ttl)
+        self._request_id = request_id
+        self._holder = holder
+        self._heartbeat = heartbeat
+        self._wait = wait
+        self._timeout = timeout
+        self._clock = clock
+        self._config: Optional[LimitConfig] = None
+        self._life = 0.0
+        self._every = 0.0
+        self.result: Optional[AcquireResult] = None
+        """The acquire's answer (per-limit results, replayed); None before acquiring."""
+        self.info: Optional[LeaseInfo] = None
+        """The lease as the server last described it (expires_at moves with each extend)."""
+        self.extensions = 0
+        """How many extends the heartbeat made."""
+        self.lost_reason: Optional[str] = None
+        """Why the lease was lost; None while it is not."""
+        self.released = False
+
+    @property
+    def id(self) -> str:
+        return self.info.id if self.info is not None else ""
+
+    def _held(self, result: AcquireResult) -> None:
+        """Records an allowed acquire: the lease, its config, its life and heartbeat."""
+        assert result.lease is not None
+        self.result, self.info = result, result.lease
+        for limit in self._limits:
+            c = limit.config
+            if (limit.name, limit.key) == (self.info.name, self.info.key) and c is not None \
+                    and c.kind == Kind.CONCURRENCY:
+                self._config = c
+        if self._ttl is not None:
+            self._life = self._ttl.total_seconds()
+        elif self.info.expires_at is not None and self.info.acquired_at is not None:
+            self._life = (self.info.expires_at - self.info.acquired_at).total_seconds()
+        self._every = (self._life * HEARTBEAT_FRACTION if self._heartbeat is None
+                       else self._heartbeat)
+
+    def _after_extend(self, response: Any, error: Optional[BaseException], sent: float,
+                      valid_until: float) -> Optional[float]:
+        """The heartbeat's bookkeeping after one extend: the new local expiry, or None when
+        the lease is lost (lost_reason set)."""
+        if error is None and response.state == LeaseState.HELD:
+            self.extensions += 1
+            if response.lease is not None:
+                self.info = response.lease
+            return sent + self._life
+        if error is None:
+            self.lost_reason = "extend answered %s" % response.state.name
+            return None
+        if self._clock.monotonic() + self._every >= valid_until:
+            self.lost_reason = "every extend failed until the lease's expiry (last: %s)" % error
+            return None
+        return valid_until
+
+    def raise_if_lost(self) -> None:
+        """Raises LeaseLost when the lease was lost."""
+        if self.lost_reason is not None:
+            raise LeaseLost(self.lost_reason)
+
+    def _denied(self, result: AcquireResult, attempt: int, give_up_at: float) -> float:
+        """The sleep before the next acquire, or raises LeaseDenied when the wait is over."""
+        remaining = give_up_at - self._clock.monotonic()
+        if remaining <= 0:
+            raise LeaseDenied(result)
+        return wait_step(result, attempt, remaining)
+
+
+class Lease(_Held):
+    """A lease held with `with client.lease(...) as lease:` (RateLimitClient.lease).
+
+    Entering acquires (LeaseDenied when no slot frees within `wait`); a daemon thread then
+    extends the lease until the block ends, which stops the thread and releases the lease, on
+    an exception too. A release that fails is logged, not raised (the lease then expires by
+    itself). `lost` is a threading.Event set when the lease is lost. Thread safety: the
+    attributes may be read from any thread; enter and exit it from one."""
+
+    def __init__(self, client: "RateLimitClient", limits: List[Limit], **kwargs: Any):
+        super().__init__(limits, **kwargs)
+        self._client = client
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def acquire(self) -> "Lease":
+        """Acquires (retrying within `wait` while denied) and starts the heartbeat."""
+        clock = self._clock
+        give_up_at = clock.monotonic() + self._wait
+        attempt = 0
+        while True:
+            sent = clock.monotonic()
+            result = self._client.acquire(self._limits, ttl=self._ttl,
+                                          request_id=self._request_id, holder=self._holder,
+                                          timeout=self._timeout)
+            if result.allowed and result.lease is not None:
+                break
+            clock.sleep(self._denied(result, attempt, give_up_at))
+            attempt += 1
+        self._held(result)
+        if self._every > 0 and self._life > 0:
+            self._thread = threading.Thread(target=self._beat, args=(sent + self._life,),
+                                            name="ratelimit-lease-%s" % self.id, daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self, valid_until: float) -> None:
+        clock = self._clock
+        info = self.info
+        assert info is not None
+        while not clock.sleep(self._every, self._stop) and not self._stop.is_set():
+            sent = clock.monotonic()
+            response, error = None, None
+            try:
+                response = self._client.extend(info.name, info.key, info.id, ttl=self._ttl,
+                                               config=self._config, timeout=self._timeout)
+            except RateLimitError as e:
+                error = e
+            if self._stop.is_set():
+                return
+            until = self._after_extend(response, error, sent, valid_until)
+            if until is None:
+                self.lost.set()
+                return
+            valid_until = until
+
+    def release(self) -> None:
+        """Stops the heartbeat and gives the slots back (a lost lease too, in case the server
+        still holds it). Only the first call does anything. Raises the release call's error."""
+        if self.released or self.info is None:
+            return
+        self.released = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        info = self.info
+        self._client.release(info.name, info.key, info.id, config=self._config,
+                             timeout=self._timeout)
+
+    def __enter__(self) -> "Lease":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.release()
+        except RateLimitError as e:
+            _log.warning("could not release lease %s of %r (it expires by itself): %s",
+                         self.id, self.info.name if self.info else "", e)
+
+
+class AsyncLease(_Held):
+    """A lease held with `async with aio_client.lease(...) as lease:`
+    (AsyncRateLimitClient.lease): Lease's behaviour, with an asyncio task for the heartbeat
+    and `lost` an asyncio.Event. Leaving the block cancels the task (an extend in flight is
+    abandoned) and releases the lease, on an exception or a cancellation too."""
+
+    def __init__(self, client: "AsyncRateLimitClient", limits: List[Limit], **kwargs: Any):
+        super().__init__(limits, **kwargs)
+        self._client = client
+        self.lost = asyncio.Event()
+        self._task: Optional["asyncio.Task[None]"] = None
+
+    async def acquire(self) -> "AsyncLease":
+        """Acquires (retrying within `wait` while denied) and starts the heartbeat."""
+        clock = self._clock
+        give_up_at = clock.monotonic() + self._wait
+        attempt = 0
+        while True:
+            sent = clock.monotonic()
+            result = await self._client.acquire(self._limits, ttl=self._ttl,
+                                                request_id=self._request_id,
+                                                holder=self._holder, timeout=self._timeout)
+            if result.allowed and result.lease is not None:
+                break
+            await clock.sleep_async(self._denied(result, attempt, give_up_at))
+            attempt += 1
+        self._held(result)
+        if self._every > 0 and self._life > 0:
+            self._task = asyncio.ensure_future(self._beat(sent + self._life))
+        return self
+
+    async def _beat(self, valid_until: float) -> None:
+        clock = self._clock
+        info = self.info
+        assert info is not None
+        while True:
+            await clock.sleep_async(self._every)
+            sent = clock.monotonic()
+            response, error = None, None
+            try:
+                response = await self._client.extend(info.name, info.key, info.id,
+                                                     ttl=self._ttl, config=self._config,
+                                                     timeout=self._timeout)
+            except RateLimitError as e:
+                error = e
+            until = self._after_extend(response, error, sent, valid_until)
+            if until is None:
+                self.lost.set()
+                return
+            valid_until = until
+
+    async def release(self) -> None:
+        """Cancels the heartbeat and gives the slots back (a lost lease too). Only the first
+        call does anything. Raises the release call's error."""
+        if self.released or self.info is None:
+            return
+        self.released = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        info = self.info
+        await self._client.release(info.name, info.key, info.id, config=self._config,
+                                   timeout=self._timeout)
+
+    async def __aenter__(self) -> "AsyncLease":
+        return await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.release()
+        except RateLimitError as e:
+            _log.warning("could not release lease %s of %r (it expires by itself): %s",
+                         self.id, self.info.name if self.info else "", e)

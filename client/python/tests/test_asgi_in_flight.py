@@ -1,0 +1,135 @@
+"""The ASGI middleware's max in flight (in_flight=): a slot of a concurrency limit held while
+the application runs, against the fake of the lease calls (lease_fake.py)."""
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from lease_fake import FakeLeases
+from ratelimit_client import AsyncRateLimitClient, Kind, LimitConfig
+from ratelimit_client.asgi import RateLimitMiddleware
+from test_asgi import App, request
+
+
+class SlowApp:
+    """An ASGI application that holds each request until `go` is set, counting the requests
+    running at once and the most ever."""
+
+    def __init__(self):
+        self.go = asyncio.Event()
+        self.running = 0
+        self.most = 0
+
+    async def __call__(self, scope, receive, send):
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await self.go.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"done"})
+        finally:
+            self.running -= 1
+
+
+async def exactly_two_in_flight(app, slow, held):
+    """Five concurrent slow requests through a middleware whose limit has two slots: exactly two
+    run, three are answered 429 with Retry-After; when the two end, their slots are free."""
+    tasks = [asyncio.ensure_future(request(app)) for _ in range(5)]
+    for _ in range(2000):
+        if slow.running == 2 and sum(t.done() for t in tasks) == 3:
+            break
+        await asyncio.sleep(0.005)
+    denied = [t.result() for t in tasks if t.done()]
+    assert len(denied) == 3 and slow.running == 2 and held() == 2
+    for status, headers, body in denied:
+        assert status == 429 and body == b"Too Many Requests\n"
+        assert int(headers["retry-after"]) >= 0
+        assert headers["ratelimit-limit"] == "2" and headers["ratelimit-remaining"] == "0"
+    slow.go.set()
+    done = await asyncio.gather(*tasks)
+    assert sorted(s for s, _, _ in done) == [200, 200, 429, 429, 429]
+    assert slow.most == 2
+    for _ in range(200):  # the release follows the response's last message
+        if held() == 0:
+            break
+        await asyncio.sleep(0.005)
+    assert held() == 0
+    assert (await request(app))[0] == 200
+
+
+@pytest.fixture
+def fake():
+    f = FakeLeases(capacity=2)
+    try:
+        yield f
+    finally:
+        f.stop()
+
+
+def test_max_in_flight_two_runs_two_and_answers_the_rest_429(fake):
+    async def main():
+        async with AsyncRateLimitClient(fake.target) as client:
+            slow = SlowApp()
+            app = RateLimitMiddleware(slow, client, None, in_flight="inflight")
+            await exactly_two_in_flight(app, slow, lambda: fake.held("inflight", "10.0.0.1"))
+
+    asyncio.run(main())
+
+
+def test_the_slot_goes_back_when_the_application_raises(fake):
+    async def failing(scope, receive, send):
+        raise RuntimeError("handler failed")
+
+    async def main():
+        async with AsyncRateLimitClient(fake.target) as client:
+            app = RateLimitMiddleware(failing, client, None, in_flight="inflight")
+            with pytest.raises(RuntimeError):
+                await request(app)
+            assert fake.held("inflight", "10.0.0.1") == 0
+            assert len(fake.releases) == 1
+
+    asyncio.run(main())
+
+
+def test_with_a_rate_limit_one_acquire_takes_both(fake):
+    config = LimitConfig.concurrency(2)
+
+    async def main():
+        async with AsyncRateLimitClient(fake.target) as client:
+            app = RateLimitMiddleware(App(), client, "api", in_flight="inflight",
+                                      in_flight_config=config)
+            status, headers, _ = await request(app)
+            assert status == 200 and headers["ratelimit-remaining"] == "1"
+            sent = fake.acquires[0]
+            assert [l.name for l in sent.limits] == ["inflight", "api"]
+            assert sent.limits[0].config.kind == Kind.CONCURRENCY
+            assert sent.limits[1].key == "10.0.0.1"
+            assert fake.held("inflight", "10.0.0.1") == 0
+
+    asyncio.run(main())
+
+
+def test_max_in_flight_follows_the_failure_mode(fake):
+    fake.acquire_error = grpc.StatusCode.UNAVAILABLE
+
+    async def main():
+        async with AsyncRateLimitClient(fake.target) as client:
+            inner = App()
+            open_app = RateLimitMiddleware(inner, client, None, in_flight="inflight",
+                                           failure_mode="open")
+            closed_app = RateLimitMiddleware(inner, client, None, in_flight="inflight")
+            assert (await request(open_app))[0] == 200 and inner.calls == 1
+            assert (await request(closed_app))[0] == 503 and inner.calls == 1
+            fake.acquire_error = grpc.StatusCode.NOT_FOUND
+            assert (await request(open_app))[0] == 500 and inner.calls == 1
+
+    asyncio.run(main())
+
+
+def test_in_flight_must_name_a_limit():
+    with pytest.raises(ValueError, match="in_flight"):
+        RateLimitMiddleware(App(), "127.0.0.1:1", None, in_flight="")
+    with pytest.raises(ValueError, match="name"):
+        RateLimitMiddleware(App(), "127.0.0.1:1", None)
