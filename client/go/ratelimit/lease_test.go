@@ -201,7 +201,7 @@ func TestExtendsFailingUntilExpiryLoseTheLease(t *testing.T) {
 	must(t, err)
 	defer c.Close()
 	req := ratelimit.Slots("jobs", "k", 1)
-	req.TTL = 150 * time.Millisecond
+	req.TTL = 600 * time.Millisecond
 	start := time.Now()
 	lease, err := c.Acquire(ctx(t), req)
 	must(t, err)
@@ -213,7 +213,7 @@ func TestExtendsFailingUntilExpiryLoseTheLease(t *testing.T) {
 	// Lost when the next Extend would come after the expiry: after the second failure (at
 	// 2/3 of the TTL), never after the expiry itself.
 	_, extends, _ := f.counts()
-	if extends != 2 || time.Since(start) < 100*time.Millisecond ||
+	if extends != 2 || time.Since(start) < 400*time.Millisecond ||
 		!errors.Is(lease.Err(), ratelimit.ErrLeaseLost) {
 		t.Fatalf("lost after %v and %d extends: %v", time.Since(start), extends, lease.Err())
 	}

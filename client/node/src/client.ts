@@ -13,6 +13,16 @@ import {
 import { fromJSON } from "@grpc/proto-loader";
 
 import {
+  acquireResult,
+  extendResult,
+  leaseList,
+  releaseResult,
+  wireAcquireRequest,
+  wireLeaseRef,
+  wireListLeasesRequest,
+  type WireAcquireResponse,
+  type WireLeaseStateResponse,
+  type WireListLeasesResponse,
   batchResults,
   overrideAuditPage,
   overrideOf,
@@ -37,8 +47,16 @@ import {
   type WireSettleResponse,
 } from "./convert.js";
 import { RateLimitError } from "./errors.js";
+import { holdLease, type Lease, type LeaseRequest } from "./lease.js";
 import { descriptor } from "./generated/descriptor.js";
 import type {
+  AcquireRequest,
+  AcquireResult,
+  ExtendResult,
+  LeaseList,
+  LeaseRef,
+  ListLeasesRequest,
+  ReleaseResult,
   BatchEntry,
   BatchResult,
   DeleteOverrideRequest,
@@ -379,6 +397,60 @@ export class RateLimitClient {
    */
   async reset(request: ResetRequest, options?: CallOptions): Promise<void> {
     await this.unary<unknown>("Reset", wireResetRequest(request), options, this.adminMetadata());
+  }
+
+  // Concurrency limits (kind CONCURRENCY): at most `capacity` slots held at once, taken for a
+  // lease that ends when released or when it expires unextended. Never retried.
+
+  /**
+   * Takes slots of one concurrency limit, with the tokens of any rate limits, all or nothing. A
+   * denial is a value (allowed: false, retryAfterMs), not an error. Nothing extends the lease:
+   * see `lease` for a held one.
+   */
+  async acquire(request: AcquireRequest, options?: CallOptions): Promise<AcquireResult> {
+    return acquireResult(await this.unary<WireAcquireResponse>("Acquire", wireAcquireRequest(request), options));
+  }
+
+  /** Gives a lease's slots back: RELEASED, or NOT_HELD (nothing changed; a retry is harmless). */
+  async release(ref: LeaseRef, options?: CallOptions): Promise<ReleaseResult> {
+    return releaseResult(await this.unary<WireLeaseStateResponse>("Release", wireLeaseRef(ref), options));
+  }
+
+  /**
+   * Pushes a held lease's expiry to now + ttlMs (default: the limit's lease TTL): HELD with the
+   * new expiry, or NOT_HELD (nothing changed: the holder has lost its slots and should stop).
+   */
+  async extend(ref: LeaseRef & { ttlMs?: number }, options?: CallOptions): Promise<ExtendResult> {
+    return extendResult(await this.unary<WireLeaseStateResponse>("Extend", wireLeaseRef(ref, ref.ttlMs), options));
+  }
+
+  /** Administrative (sends the admin token, as reset does): the leases held on one key. */
+  async listLeases(request: ListLeasesRequest, options?: CallOptions): Promise<LeaseList> {
+    const w = await this.unary<WireListLeasesResponse>("ListLeases", wireListLeasesRequest(request), options, this.adminMetadata());
+    return leaseList(w);
+  }
+
+  /**
+   * Acquires and holds a lease, extended in the background (see Lease) until released:
+   * `await using lease = await client.lease({ limits: [{ name: "jobs", key: tenant }] })`.
+   * A denial rejects with a LeaseDeniedError carrying retryAfterMs, after `waitMs` of retries
+   * when given.
+   */
+  lease(request: LeaseRequest): Promise<Lease> {
+    return holdLease(this, request);
+  }
+
+  /**
+   * Runs `fn` while holding a lease, and releases it when `fn` settles (resolves or throws).
+   * `fn` gets the lease; its `signal` aborts if the lease is lost.
+   */
+  async withLease<T>(request: LeaseRequest, fn: (lease: Lease) => Promise<T> | T): Promise<T> {
+    const lease = await this.lease(request);
+    try {
+      return await fn(lease);
+    } finally {
+      await lease[Symbol.asyncDispose]();
+    }
   }
 
   // Overrides (ratelimit.v1.OverrideService, docs/overrides.md): administrative like reset,

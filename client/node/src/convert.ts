@@ -2,6 +2,17 @@
 // (keepCase, longs as strings, enums as strings, bytes as Buffers).
 import { RateLimitError } from "./errors.js";
 import type {
+  AcquireRequest,
+  AcquireResult,
+  ConcurrencyConfig,
+  ExtendResult,
+  LeaseInfo,
+  LeaseList,
+  LeaseRef,
+  LeaseState,
+  LimitConfig,
+  ListLeasesRequest,
+  ReleaseResult,
   BatchResult,
   DenyReason,
   LimitRequest,
@@ -66,21 +77,28 @@ function present<T>(v: T | null | undefined): v is T {
 function wireLimit(limit: LimitRequest, i: number): Record<string, unknown> {
   const out: Record<string, unknown> = { name: limit.name, key: limit.key };
   if (present(limit.count)) out.count = limit.count;
-  const c = limit.config;
-  if (present(c)) {
-    const field = `limits[${i}].config`;
-    const config: Record<string, unknown> = {
-      kind: c.kind,
-      rate: c.rate,
-      period: durationFromMs(c.periodMs, `${field}.periodMs`),
-    };
-    if (present(c.capacity)) config.capacity = c.capacity;
-    if (present(c.maxReserved)) config.max_reserved = c.maxReserved;
-    if (present(c.startMs)) config.start = durationFromMs(c.startMs, `${field}.startMs`);
-    if (present(c.jitter)) config.jitter = c.jitter;
-    out.config = config;
-  }
+  if (present(limit.config)) out.config = wireConfig(limit.config, `limits[${i}].config`);
   return out;
+}
+
+/** An inline config on the wire; `field` names it in the TypeError of a bad duration. */
+export function wireConfig(c: LimitConfig | ConcurrencyConfig, field: string): Record<string, unknown> {
+  if (c.kind === "CONCURRENCY") {
+    const config: Record<string, unknown> = { kind: c.kind, capacity: c.capacity };
+    if (present(c.leaseTtlMs)) config.lease_ttl = durationFromMs(c.leaseTtlMs, `${field}.leaseTtlMs`);
+    if (present(c.maxLeaseTtlMs)) config.max_lease_ttl = durationFromMs(c.maxLeaseTtlMs, `${field}.maxLeaseTtlMs`);
+    return config;
+  }
+  const config: Record<string, unknown> = {
+    kind: c.kind,
+    rate: c.rate,
+    period: durationFromMs(c.periodMs, `${field}.periodMs`),
+  };
+  if (present(c.capacity)) config.capacity = c.capacity;
+  if (present(c.maxReserved)) config.max_reserved = c.maxReserved;
+  if (present(c.startMs)) config.start = durationFromMs(c.startMs, `${field}.startMs`);
+  if (present(c.jitter)) config.jitter = c.jitter;
+  return config;
 }
 
 export function wireRateLimitRequest(request: RateLimitRequest): Record<string, unknown> {
@@ -122,7 +140,8 @@ function reasonOf(r: unknown): DenyReason | undefined {
     r === "INSUFFICIENT_TOKENS" ||
     r === "COUNT_EXCEEDS_CAPACITY" ||
     r === "MAX_RESERVED_EXCEEDED" ||
-    r === "BLOCKED"
+    r === "BLOCKED" ||
+    r === "NO_FREE_SLOTS"
   ) {
     return r;
   }
@@ -402,4 +421,114 @@ export function overrideAuditPage(w: WireListOverrideAuditResponse): OverrideAud
     }),
     nextPageToken: w.next_page_token ?? "",
   };
+}
+
+// Concurrency leases.
+
+export function wireAcquireRequest(request: AcquireRequest): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    limits: (request.limits ?? []).map(wireLimit),
+    request_id: request.requestId ?? "",
+    holder: request.holder ?? "",
+  };
+  if (present(request.ttlMs)) out.ttl = durationFromMs(request.ttlMs, "ttlMs");
+  return out;
+}
+
+export function wireLeaseRef(ref: LeaseRef, ttlMs?: number): Record<string, unknown> {
+  const out: Record<string, unknown> = { name: ref.name, key: ref.key, lease_id: ref.leaseId };
+  if (present(ref.config)) out.config = wireConfig(ref.config, "config");
+  if (present(ttlMs)) out.ttl = durationFromMs(ttlMs, "ttlMs");
+  return out;
+}
+
+export function wireListLeasesRequest(request: ListLeasesRequest): Record<string, unknown> {
+  const out: Record<string, unknown> = { name: request.name, key: request.key, source: request.source ?? "LIMITS_FILE" };
+  if (present(request.config)) out.config = wireConfig(request.config, "config");
+  return out;
+}
+
+export interface WireLease {
+  id: string;
+  name: string;
+  key: string;
+  source: string;
+  count: string | number;
+  acquired_at?: WireTimestamp | null;
+  expires_at?: WireTimestamp | null;
+  holder: string;
+}
+
+export interface WireAcquireResponse {
+  allowed: boolean;
+  lease?: WireLease | null;
+  results: WireLimitResult[];
+  retry_at?: WireTimestamp | null;
+  retry_after?: WireDuration | null;
+  reason: string;
+  denied_by: number;
+  replayed: boolean;
+}
+
+export interface WireLeaseStateResponse {
+  state: string;
+  held?: string | number;
+  lease?: WireLease | null;
+}
+
+export interface WireListLeasesResponse {
+  leases: WireLease[];
+  held: string | number;
+  capacity: string | number;
+}
+
+/** The instant of a Timestamp in ms (not rounded: an expiry is not a time to wait for). */
+function dateOf(t: WireTimestamp | null | undefined): Date {
+  return present(t) ? new Date(Number(t.seconds) * 1000 + Math.floor((t.nanos ?? 0) / 1e6)) : new Date(0);
+}
+
+export function leaseInfo(w: WireLease): LeaseInfo {
+  return {
+    id: w.id,
+    name: w.name,
+    key: w.key,
+    source: (w.source || "LIMITS_FILE") as LimitSource,
+    count: Number(w.count ?? 0),
+    acquiredAt: dateOf(w.acquired_at),
+    expiresAt: dateOf(w.expires_at),
+    holder: w.holder ?? "",
+  };
+}
+
+export function acquireResult(w: WireAcquireResponse): AcquireResult {
+  const r: AcquireResult = {
+    allowed: Boolean(w.allowed),
+    results: (w.results ?? []).map(limitResult),
+    deniedBy: w.allowed ? -1 : Number(w.denied_by ?? -1),
+    replayed: Boolean(w.replayed),
+  };
+  if (present(w.lease)) r.lease = leaseInfo(w.lease);
+  if (present(w.retry_at)) r.retryAt = dateFromTimestamp(w.retry_at);
+  if (present(w.retry_after)) r.retryAfterMs = msFromDuration(w.retry_after);
+  const reason = reasonOf(w.reason);
+  if (reason) r.reason = reason;
+  return r;
+}
+
+function leaseState(s: string): LeaseState {
+  return s === "HELD" || s === "RELEASED" ? s : "NOT_HELD";
+}
+
+export function releaseResult(w: WireLeaseStateResponse): ReleaseResult {
+  return { state: leaseState(w.state), held: Number(w.held ?? 0) };
+}
+
+export function extendResult(w: WireLeaseStateResponse): ExtendResult {
+  const r: ExtendResult = { state: leaseState(w.state) };
+  if (present(w.lease)) r.lease = leaseInfo(w.lease);
+  return r;
+}
+
+export function leaseList(w: WireListLeasesResponse): LeaseList {
+  return { leases: (w.leases ?? []).map(leaseInfo), held: Number(w.held ?? 0), capacity: Number(w.capacity ?? 0) };
 }

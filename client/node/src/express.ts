@@ -2,7 +2,28 @@
 import type { RateLimitClient } from "./client.js";
 import { RateLimitError } from "./errors.js";
 import { ThrottledLog, type ErrorLogger } from "./throttled-log.js";
-import type { LimitConfig, RateLimitResult } from "./types.js";
+import { LeaseDeniedError, type Lease } from "./lease.js";
+import type { AcquireResult, ConcurrencyConfig, LimitConfig, LimitRequest, RateLimitResult } from "./types.js";
+
+/** An acquire's answer in the shape of a Consume's, for the headers and the handler. */
+function resultOfAcquire(a: AcquireResult): RateLimitResult {
+  const r: RateLimitResult = { allowed: a.allowed, results: a.results, deniedBy: a.deniedBy, failedOpen: false, replayed: a.replayed };
+  if (a.retryAt) r.retryAt = a.retryAt;
+  if (a.retryAfterMs !== undefined) r.retryAfterMs = a.retryAfterMs;
+  if (a.reason) r.reason = a.reason;
+  return r;
+}
+
+/** Acquires a request's slot (and tokens): the held lease when allowed, the answer either way. */
+async function holdForRequest(client: RateLimitClient, limits: LimitRequest[]): Promise<{ result: RateLimitResult; lease?: Lease }> {
+  try {
+    const lease = await client.lease({ limits });
+    return { result: resultOfAcquire(lease.result), lease };
+  } catch (e) {
+    if (e instanceof LeaseDeniedError) return { result: resultOfAcquire(e.result) };
+    throw e;
+  }
+}
 
 /** What the middleware reads of a request (an Express Request fits). */
 export interface RequestLike {
@@ -16,6 +37,8 @@ export interface ResponseLike {
   status(code: number): unknown;
   send(body?: unknown): unknown;
   headersSent?: boolean;
+  /** With `inFlight`: the slot is given back on "close" (an Express Response has it). */
+  once?(event: "close", listener: () => void): unknown;
 }
 
 export type NextFunction = (err?: unknown) => void;
@@ -41,17 +64,9 @@ type Awaitable<T> = T | Promise<T>;
  */
 export type FailureMode = "open" | "closed";
 
-export interface RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> {
+export interface RateLimitMiddlewareBaseOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> {
   /** The client that asks the service. */
   client: RateLimitClient;
-  /**
-   * The limit's name: required. The service keeps one counter per name and key, so every
-   * middleware (route, service) that gives the same name shares its counters: give each its own
-   * (e.g. "search-api:/search"), and the same one only where one limit is meant to cover both.
-   * With windowMs/limit or config it names an inline limit; without, a limit of the server's
-   * limits file.
-   */
-  name: string;
   /**
    * The window (period) of the limit, in ms, with `limit`: the middleware then sends an inline
    * config of `limit` requests per `windowMs` (see `algorithm`). Omit both to use a limit of
@@ -115,8 +130,46 @@ export interface RateLimitMiddlewareOptions<Req extends RequestLike = RequestLik
   timeoutMs?: number;
 }
 
+/**
+ * The middleware's options: a rate limit (`name`), a concurrency limit (`inFlight`), or both.
+ */
+export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> =
+  RateLimitMiddlewareBaseOptions<Req, Res> & (RateLimitOption | InFlightOption);
+
+/** The rate limit of the middleware. */
+export interface RateLimitOption {
+  /**
+   * The limit's name: required unless `inFlight` is given. The service keeps one counter per name and key, so every
+   * middleware (route, service) that gives the same name shares its counters: give each its own
+   * (e.g. "search-api:/search"), and the same one only where one limit is meant to cover both.
+   * With windowMs/limit or config it names an inline limit; without, a limit of the server's
+   * limits file.
+   */
+  name: string;
+  inFlight?: string;
+  inFlightConfig?: ConcurrencyConfig;
+}
+
+/** The concurrency limit of the middleware (max in flight), with or without a rate limit. */
+export interface InFlightOption {
+  /**
+   * Max in flight: the name of a concurrency limit. Each request holds one slot of it, of the
+   * key `keyGenerator` gives, from before `next()` until the response closes (sent, or the
+   * connection ended; an error answered by Express's error handler too), extended in the
+   * background meanwhile. A request finding no free slot is denied as a rate limit denies
+   * (`statusCode` 429 with Retry-After and the RateLimit headers of the concurrency limit); the
+   * failure mode is the same. With `name` too, the request's tokens and its slot are taken in
+   * one acquire, all or nothing.
+   */
+  inFlight: string;
+  /** Defines `inFlight` inline: `{ kind: "CONCURRENCY", capacity: 10 }`. */
+  inFlightConfig?: ConcurrencyConfig;
+  name?: string;
+}
+
 /** The options the handler receives, with the defaults applied. */
 export interface ResolvedOptions {
+  /** The rate limit's name, else the concurrency limit's (inFlight). */
   name: string;
   config: LimitConfig | undefined;
   statusCode: number;
@@ -227,7 +280,12 @@ function setHeaders(
 export function rateLimit<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike>(
   options: RateLimitMiddlewareOptions<Req, Res>,
 ): (req: Req, res: Res, next: NextFunction) => Promise<void> {
-  const name: unknown = options.name;
+  const inFlight: unknown = options.inFlight;
+  if (inFlight !== undefined && (typeof inFlight !== "string" || inFlight === "")) {
+    throw new TypeError(`rateLimit: "inFlight" must be the name of a concurrency limit, not ${JSON.stringify(inFlight)}`);
+  }
+  const rateName: unknown = options.name;
+  const name: unknown = rateName === undefined && inFlight !== undefined ? inFlight : rateName;
   if (typeof name !== "string" || name === "") {
     throw new TypeError(
       'rateLimit: the "name" option is required: the limit\'s name. The service keeps one counter per ' +
@@ -281,11 +339,20 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
       return;
     }
     let result: RateLimitResult;
+    let lease: Lease | undefined;
     try {
-      result = await options.client.consume(
-        { name, key, ...(count !== undefined ? { count } : {}), ...(config ? { config } : {}) },
-        options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : undefined,
-      );
+      const rate: LimitRequest = { name, key, ...(count !== undefined ? { count } : {}), ...(config ? { config } : {}) };
+      if (inFlight !== undefined) {
+        const slot: LimitRequest = { name: inFlight, key, count: 1, ...(options.inFlightConfig ? { config: options.inFlightConfig } : {}) };
+        const held = await holdForRequest(options.client, rateName === undefined ? [slot] : [slot, rate]);
+        result = held.result;
+        lease = held.lease;
+      } else {
+        result = await options.client.consume(
+          rate,
+          options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : undefined,
+        );
+      }
     } catch (error) {
       if (!(error instanceof RateLimitError && error.unavailable)) {
         // Not an outage: a misspelt name, a bad key or config, a refused call. Letting requests
@@ -306,6 +373,11 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
       }
       return;
     }
+    if (lease) {
+      const held = lease;
+      if (res.once) res.once("close", () => void held[Symbol.asyncDispose]());
+      else void held[Symbol.asyncDispose](); // no way to know when the response ends
+    }
     try {
       if (result.failedOpen || result.results.length === 0) {
         next();
@@ -313,7 +385,7 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
       }
       const decisive = result.results[result.allowed ? 0 : Math.max(0, result.deniedBy)]!;
       const now = Date.now();
-      const reset = resetSeconds(result, config, now);
+      const reset = resetSeconds(result, lease || inFlight !== undefined ? undefined : config, now);
       const info: RateLimitInfo = {
         limit: decisive.capacity,
         remaining: result.allowed ? Math.max(0, Math.floor(decisive.value + 1e-9)) : 0,
@@ -321,7 +393,7 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
         result,
       };
       (req as unknown as Record<string, unknown>)[resolved.requestPropertyName] = info;
-      setHeaders(res, resolved, info, reset);
+      setHeaders(res, inFlight !== undefined ? { ...resolved, config: undefined } : resolved, info, reset);
       if (result.allowed) {
         next();
         return;

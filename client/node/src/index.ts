@@ -9,12 +9,16 @@ export {
   type TlsOptions,
 } from "./client.js";
 export { RateLimitError } from "./errors.js";
+export { HEARTBEAT_FRACTION, Lease, LeaseDeniedError, LeaseLostError, type LeaseRequest } from "./lease.js";
 export {
   rateLimit,
   type FailureMode,
   type NextFunction,
   type RateLimitInfo,
+  type InFlightOption,
+  type RateLimitMiddlewareBaseOptions,
   type RateLimitMiddlewareOptions,
+  type RateLimitOption,
   type RequestLike,
   type ResolvedOptions,
   type ResponseLike,

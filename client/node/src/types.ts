@@ -11,7 +11,13 @@ export type LimitKind = "TOKEN_BUCKET" | "FIXED_WINDOW";
  * Why a limit denied. Absent (undefined) when it allowed, and for a reason added to the protocol
  * after this client was written. BLOCKED: an override blocks the key (no retry time is given).
  */
-export type DenyReason = "INSUFFICIENT_TOKENS" | "COUNT_EXCEEDS_CAPACITY" | "MAX_RESERVED_EXCEEDED" | "BLOCKED";
+export type DenyReason =
+  | "INSUFFICIENT_TOKENS"
+  | "COUNT_EXCEEDS_CAPACITY"
+  | "MAX_RESERVED_EXCEEDED"
+  | "BLOCKED"
+  /** A concurrency limit has fewer free slots than the count (retryAt: when enough leases expire). */
+  | "NO_FREE_SLOTS";
 
 /** Where a limit is defined, for Reset and overrides. */
 export type LimitSource = "LIMITS_FILE" | "INLINE" | "ENVOY";
@@ -42,7 +48,21 @@ export interface LimitRequest {
   /** Tokens to take. Default 1. */
   count?: number;
   /** Inline definition, for a name the server does not define. */
-  config?: LimitConfig;
+  config?: LimitConfig | ConcurrencyConfig;
+}
+
+/**
+ * An inline concurrency limit (kind CONCURRENCY): at most `capacity` slots held at once, taken
+ * by `acquire` / `lease` for a lease that ends when released or when it expires unextended.
+ */
+export interface ConcurrencyConfig {
+  kind: "CONCURRENCY";
+  /** Whole slots, 1..1e9. */
+  capacity: number;
+  /** The TTL of a lease whose acquire gives none, in ms. Server default: 30 s. */
+  leaseTtlMs?: number;
+  /** The longest TTL an acquire or extend may ask for, in ms. Server default: max(leaseTtl, 1 h). */
+  maxLeaseTtlMs?: number;
 }
 
 /** A request: 1..16 limits, evaluated together, all-or-nothing. */
@@ -292,4 +312,86 @@ export interface OverrideAuditEntry {
 export interface OverrideAuditPage {
   entries: OverrideAuditEntry[];
   nextPageToken: string;
+}
+
+/** Whether a lease is held: the answer to release ("RELEASED" or "NOT_HELD") and extend ("HELD" or "NOT_HELD"). */
+export type LeaseState = "HELD" | "RELEASED" | "NOT_HELD";
+
+/** A lease on `count` slots of the concurrency limit (name, key), as the server describes it. */
+export interface LeaseInfo {
+  id: string;
+  name: string;
+  key: string;
+  source: LimitSource;
+  count: number;
+  acquiredAt: Date;
+  /** When the lease ends by itself unless extended. */
+  expiresAt: Date;
+  /** What the acquirer said about itself (AcquireRequest.holder). */
+  holder: string;
+}
+
+/** Slots of one concurrency limit, with the tokens of any rate limits, all or nothing. */
+export interface AcquireRequest {
+  /** Exactly one concurrency limit (`count`: whole slots, default 1) and any rate limits; 1..16. */
+  limits: LimitRequest[];
+  /** The lease's TTL in ms (1 ms .. the limit's max lease TTL). Default: the limit's lease TTL. */
+  ttlMs?: number;
+  /** Idempotency key (1..128 bytes): a retry answers the same lease (`replayed`) and takes nothing. */
+  requestId?: string;
+  /** Free text naming the holder (a pod, a job id), 0..256 bytes, shown by listLeases. */
+  holder?: string;
+}
+
+/** The answer to acquire. A denial is a value (allowed: false, retryAfterMs), not an error. */
+export interface AcquireResult {
+  allowed: boolean;
+  /** The lease; set when allowed. */
+  lease?: LeaseInfo;
+  /** One per requested limit, in request order; the concurrency limit's `value` is its free slots. */
+  results: LimitResult[];
+  /** On denial: when a retry can succeed (for NO_FREE_SLOTS, when enough leases expire). */
+  retryAt?: Date;
+  retryAfterMs?: number;
+  reason?: DenyReason;
+  /** Index into `results` of the limit that decided the denial; -1 when allowed. */
+  deniedBy: number;
+  /** True when this answers a retry with the same requestId: its lease, nothing taken. */
+  replayed: boolean;
+}
+
+/** A lease, by its concurrency limit (`config` for an inline one) and id. */
+export interface LeaseRef {
+  name: string;
+  key: string;
+  leaseId: string;
+  config?: ConcurrencyConfig;
+}
+
+/** The answer to release: RELEASED or NOT_HELD, and the slots held on the key after it. */
+export interface ReleaseResult {
+  state: LeaseState;
+  held: number;
+}
+
+/** The answer to extend: HELD (with the new expiry) or NOT_HELD (the holder lost its slots). */
+export interface ExtendResult {
+  state: LeaseState;
+  lease?: LeaseInfo;
+}
+
+/** One key of a concurrency limit, for listLeases. */
+export interface ListLeasesRequest {
+  name: string;
+  key: string;
+  /** Default LIMITS_FILE; INLINE with `config`. */
+  source?: LimitSource;
+  config?: ConcurrencyConfig;
+}
+
+/** The leases held on a key, soonest expiry first; the slots held and the capacity. */
+export interface LeaseList {
+  leases: LeaseInfo[];
+  held: number;
+  capacity: number;
 }
