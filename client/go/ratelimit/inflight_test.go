@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,19 +55,25 @@ func maxInFlightExactlyTwo(t *testing.T, h http.Handler, slow *slowHandler, held
 			codes <- &httpAnswer{rec.Code, rec.Header().Get("Retry-After")}
 		}()
 	}
-	// Two run; the three others are answered without running.
-	<-slow.started
-	<-slow.started
-	denied := 0
-	for denied < n-2 {
-		a := <-codes
-		if a.code != http.StatusTooManyRequests {
-			t.Fatalf("a request beyond the two slots: %d", a.code)
+	// Two run; the three others are answered 429 without running.
+	started, denied := 0, 0
+	for started < 2 || denied < n-2 {
+		select {
+		case <-slow.started:
+			started++
+		case a := <-codes:
+			if a.code != http.StatusTooManyRequests {
+				close(slow.release)
+				t.Fatalf("a request beyond the two slots: %d", a.code)
+			}
+			if s, err := strconv.Atoi(a.retryAfter); err != nil || s < 0 {
+				t.Fatalf("429 without Retry-After: %q", a.retryAfter)
+			}
+			denied++
+		case <-time.After(10 * time.Second):
+			close(slow.release)
+			t.Fatalf("%d requests started, %d denied", started, denied)
 		}
-		if s, err := strconv.Atoi(a.retryAfter); err != nil || s < 0 {
-			t.Fatalf("429 without Retry-After: %q", a.retryAfter)
-		}
-		denied++
 	}
 	if slow.running.Load() != 2 || held() != 2 {
 		t.Fatalf("running %d, held %d; want 2 and 2", slow.running.Load(), held())

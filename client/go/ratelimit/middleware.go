@@ -105,7 +105,7 @@ const (
 // Policy.
 func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handler {
 	if opts.Limit == "" && opts.InFlight == "" {
-		panic("ratelimit: HTTPOptions.Limit (or InFlight) is required: the name of the limit " +
+		panic("ratelimit: HTTPOptions.Limit is required (or InFlight): the name of the limit " +
 			"this middleware takes from (no default, so that unrelated routes never share a " +
 			"counter)")
 	}
