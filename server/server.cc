@@ -237,6 +237,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->scheduler_, s->registry_, *s->admin_,
                                                        options.store.failure_policy, *s->telemetry_,
                                                        options.limits.inline_limits, settle);
+  s->held_slots_ = std::make_unique<HeldSlots>(clock);
+  s->service_->set_held_slots(s->held_slots_.get());
+  s->RegisterLeaseMetrics();
   if (OverrideStore* overrides = s->store_->overrides()) {
     s->override_refresher_ =
         std::make_unique<OverrideRefresher>(*overrides, s->overrides_, kOverrideRefreshInterval);
@@ -450,6 +453,21 @@ void RateLimitServer::RegisterEnvoyMetrics() {
       "Envoy requests answered OK only because of --envoy_shadow_mode (the reference's "
       "global_shadow_mode).",
       [envoy] { return static_cast<double>(envoy->stats().global_shadow_mode()); });
+}
+
+void RateLimitServer::RegisterLeaseMetrics() {
+  HeldSlots* held = held_slots_.get();
+  metrics_registry_.AddCollector(
+      "ratelimit_lease_slots_held",
+      "Slots of concurrency limits held, by limit name, as this server's own decisions last saw "
+      "each key (a key is forgotten max_lease_ttl after its last decision here).",
+      "gauge", {"limit"},
+      [held] {
+        MetricsRegistry::Samples out;
+        for (auto& [limit, slots] : held->PerLimit()) out.push_back({{limit}, slots});
+        return out;
+      },
+      2000, "limit");
 }
 
 void RateLimitServer::RegisterOverrideMetrics() {
