@@ -120,7 +120,7 @@ BENCHMARK(BM_ApplyShapedOverrides)
 // Builds the index of ShapedIndex(range(0))'s overrides, as a server does at each new version
 // of the store.
 void BM_BuildShapedIndex(benchmark::State& state) {
-  const std::vector<Override> all = ShapedIndex(static_cast<int>(state.range(0)))->all();
+  const std::vector<Override> all = ShapedIndex(static_cast<int>(state.range(0)))->All();
   for (auto _ : state) {
     benchmark::DoNotOptimize(OverrideIndex::Build(all, 1));
   }
@@ -132,7 +132,7 @@ BENCHMARK(BM_BuildShapedIndex)->Arg(100000)->Unit(benchmark::kMillisecond);
 void BM_PatternIndexMemory(benchmark::State& state) {
   const auto index = ShapedIndex(static_cast<int>(state.range(0)));
   std::vector<absl::string_view> patterns;
-  for (const Override& o : index->all()) {
+  for (const Override& o : index->All()) {
     if (o.target.pattern) patterns.push_back(o.target.key);
   }
   const PatternIndex pattern_index(patterns);
