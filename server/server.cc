@@ -480,9 +480,9 @@ void RateLimitServer::RegisterOverrideMetrics() {
         const std::shared_ptr<const OverrideIndex> index = overrides->Current();
         const int64_t now = clock->NowMicros();
         double in_force = 0;
-        for (const Override& o : index->all()) {
+        index->ForEach([&](const Override& o) {
           if (o.target.source == LimitSource::kDefined && o.ActiveAt(now)) ++in_force;
-        }
+        });
         return MetricsRegistry::Samples{{{"limits_file"}, in_force}};
       });
 }
