@@ -1,7 +1,12 @@
 package ratelimit_test
 
 import (
+	"context"
+	"errors"
+	"math/rand"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,4 +63,73 @@ func TestMaxInFlightAgainstTheServer(t *testing.T) {
 		must(t, err)
 		return list.Held
 	})
+}
+
+// 1,000 goroutines share one concurrency limit of capacity 10, each acquiring, holding 1-4 ms
+// and releasing. A refused one retries after the answer's RetryAfter, bounded by a jittered
+// backoff of 5 ms doubling up to 200 ms (a release frees a slot long before a lease expires).
+// Each counts itself in a shared counter after its Acquire succeeds and out before its Release,
+// and checks the count: the server must never have let an 11th holder in.
+func TestAThousandCallersNeverHoldMoreThanTenSlots(t *testing.T) {
+	const callers, capacity = 1000, 10
+	s := startServer(t)
+	// A long deadline per call: 1,000 callers queue on one key of a small machine.
+	c := s.client(ratelimit.WithAdminTokenFile(s.tokenFile), ratelimit.WithTimeout(30*time.Second))
+	cfg := concurrency(capacity)
+	req := ratelimit.AcquireRequest{Limits: []ratelimit.Limit{{Name: "pool", Key: "k",
+		Config: cfg}}, TTL: 10 * time.Second}
+	deadline, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var holders, peak, overCapacity, refusals atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < callers; i++ {
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(seed))
+			backoff := 5 * time.Millisecond
+			for {
+				lease, err := c.Acquire(deadline, req)
+				var denied *ratelimit.AcquireDeniedError
+				if errors.As(err, &denied) {
+					refusals.Add(1)
+					wait := backoff
+					if r := denied.Result.RetryAfter; r < wait {
+						wait = r
+					}
+					time.Sleep(time.Duration(rnd.Int63n(int64(wait) + 1)))
+					if backoff < 200*time.Millisecond {
+						backoff *= 2
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				n := holders.Add(1)
+				if n > capacity {
+					overCapacity.Add(1)
+					t.Errorf("%d holders at once on capacity %d", n, capacity)
+				}
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				time.Sleep(time.Millisecond + time.Duration(rnd.Int63n(int64(3*time.Millisecond))))
+				holders.Add(-1)
+				if err := lease.Release(deadline); err != nil {
+					t.Errorf("release: %v", err)
+				}
+				return
+			}
+		}(int64(i))
+	}
+	wg.Wait()
+	list, err := c.ListLeases(ctx(t), ratelimit.ListLeasesRequest{Name: "pool", Key: "k",
+		Source: ratelimit.Inline, Config: cfg})
+	must(t, err)
+	t.Logf("peak %d holders, %d refusals", peak.Load(), refusals.Load())
+	if overCapacity.Load() != 0 || peak.Load() < 2 || list.Held != 0 || len(list.Leases) != 0 {
+		t.Fatalf("over capacity %d times, peak %d, left held %d", overCapacity.Load(),
+			peak.Load(), list.Held)
+	}
 }
