@@ -51,7 +51,8 @@ struct LimitOp {
 // records is present (and not expired), the store returns it without deciding or writing
 // anything; when none is, the store decides and writes the states and every record together.
 struct RecordSpec {
-  // Opaque key, in one namespace shared by all records of the store. 1..256 bytes.
+  // Opaque key, in one namespace shared by all records of the store: 1..256 bytes, except a
+  // lease set's (storage/leases/apply_lease.h), up to 4 + kMaxNameBytes + kMaxKeyBytes.
   std::string key;
   // After this time the record reads as absent and the store may drop it.
   int64_t expires_at_us = 0;

@@ -89,6 +89,10 @@ LimitConfig ApplyAction(const LimitConfig& base, const OverrideAction& action) {
 
 absl::Status CheckAction(const LimitConfig& base, const OverrideAction& action,
                          absl::string_view prefix) {
+  if (base.kind == LimitKind::kConcurrency) {
+    return InvalidField(absl::StrCat(prefix, "target.name"),
+                        "is a concurrency limit: overrides adjust rate limits only");
+  }
   if (action.effect != OverrideAction::Effect::kLimit) return absl::OkStatus();
   if (!action.rate && !action.period_us && !action.capacity && !action.max_reserved) {
     return InvalidField(absl::StrCat(prefix, "limit"),

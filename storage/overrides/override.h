@@ -89,7 +89,8 @@ absl::Status ValidatePattern(absl::string_view pattern, absl::string_view field)
 LimitConfig ApplyAction(const LimitConfig& base, const OverrideAction& action);
 
 // Checks that `action` makes a valid limit of `base`: the result passes ValidateLimitConfig, and a
-// fixed window's period is not changed. INVALID_ARGUMENT naming `prefix` + the field otherwise
+// fixed window's period is not changed; a concurrency limit takes no override (naming
+// `prefix` + "target.name"). INVALID_ARGUMENT naming `prefix` + the field otherwise
 // ("override.limit.rate: ...").
 absl::Status CheckAction(const LimitConfig& base, const OverrideAction& action,
                          absl::string_view prefix);

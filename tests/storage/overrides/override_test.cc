@@ -78,6 +78,23 @@ TEST(OverrideActionTest, CheckActionNamesTheBadField) {
   EXPECT_TRUE(absl::StartsWith(window.message(), "override.limit.period: ")) << window;
 }
 
+TEST(OverrideActionTest, AConcurrencyLimitTakesNoOverride) {
+  LimitConfig jobs;
+  jobs.kind = LimitKind::kConcurrency;
+  jobs.capacity = 10;
+  FillLeaseTtlDefaults(jobs);
+  ASSERT_OK(ValidateLimitConfig(jobs, ""));
+  for (OverrideAction::Effect effect :
+       {OverrideAction::Effect::kLimit, OverrideAction::Effect::kUnlimited,
+        OverrideAction::Effect::kBlocked}) {
+    OverrideAction a;
+    a.effect = effect;
+    a.capacity = 20;
+    const absl::Status s = CheckAction(jobs, a, "override.");
+    EXPECT_TRUE(absl::StartsWith(s.message(), "override.target.name: ")) << s;
+  }
+}
+
 TEST(OverrideTest, EndsAtTheEarlierOfDeletionAndExpiry) {
   Override o;
   EXPECT_TRUE(o.ActiveAt(0));
