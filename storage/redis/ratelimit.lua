@@ -29,8 +29,11 @@
 -- (AcrossChange), and a fixed window's state is stored counted against base_capacity. A limit
 -- without one has the 8 arguments of library version 8, which this version still takes.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
+--
+-- The library is assembled from this file and leases.lua (concurrency limits, since version 10),
+-- appended after it, which uses this file's locals.
 
-local LIBRARY_VERSION = '9'
+local LIBRARY_VERSION = '10'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG

@@ -144,6 +144,16 @@ class RedisStateStore final : public StateStore {
   // on one secret.
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
+  // Concurrency limits (redis_leases.cc): one FCALL ratelimit_lease (storage/redis/leases.lua)
+  // decides the lease op at the primary's TIME (or options.clock_override) and, for an acquire,
+  // the rate limits with it, all-or-nothing; a request_id's earlier lease is answered again by
+  // the library from the lease set itself. The lease set lives in two keys of the slot of the
+  // concurrency key's state (RedisLeaseKeysFor). On a cluster an acquire's rate limits must share
+  // that slot (one hash tag, e.g. "{org7}"): FAILED_PRECONDITION naming the first that does not.
+  // INVALID_ARGUMENT naming the field for an op that is not valid (LeaseOp), nothing changed.
+  absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
+  // SCANs every primary for the lease sets of `name` and deletes each (one DEL of its two keys).
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
   // SCANs the keys of `name` on every primary and deletes them.

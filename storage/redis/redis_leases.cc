@@ -1,0 +1,143 @@
+#include "storage/redis/redis_state_store.h"
+
+// RedisStateStore: concurrency limits. One FCALL ratelimit_lease per LeaseOperation, in the slot
+// of the concurrency key's state (storage/redis/leases.lua, redis_lease_library.h).
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "storage/leases/lease.h"
+#include "storage/redis/cluster/redis_slot.h"
+#include "storage/redis/redis_lease_library.h"
+#include "storage/redis/redis_router.h"
+#include "storage/status_util.h"
+
+namespace ratelimit {
+namespace {
+
+bool NeedsLeaseId(LeaseAction a) {
+  return a == LeaseAction::kAcquire || a == LeaseAction::kRelease || a == LeaseAction::kExtend;
+}
+
+// A lease id the library keeps as a hash field of its own: 1..128 of [A-Za-z0-9_.-].
+bool UsableLeaseId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// What LeaseOp and LeaseOperation require, as INVALID_ARGUMENT naming the field.
+absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
+  const LeaseOp& l = op.lease;
+  if (l.config.kind != LimitKind::kConcurrency) {
+    return InvalidField("lease.config.kind", "must be a concurrency limit");
+  }
+  if (absl::Status s = ValidateLimitConfig(l.config, "lease.config."); !s.ok()) return s;
+  if ((l.action == LeaseAction::kAcquire || l.action == LeaseAction::kCheck) &&
+      (l.count < 1 || l.count > static_cast<int64_t>(kMaxSlots))) {
+    return InvalidField("lease.count", "must be a whole number of slots, 1..1e9");
+  }
+  if ((l.action == LeaseAction::kAcquire || l.action == LeaseAction::kExtend) &&
+      (l.ttl_us < kMinLeaseTtlMicros || l.ttl_us > l.config.max_lease_ttl_us)) {
+    return InvalidField("lease.ttl", "must be between 1ms and the limit's max_lease_ttl");
+  }
+  if (NeedsLeaseId(l.action) && !UsableLeaseId(l.lease_id)) {
+    return InvalidField("lease.lease_id", "must be 1..128 of [A-Za-z0-9_.-]");
+  }
+  if (!op.limits.empty() && l.action != LeaseAction::kAcquire) {
+    return InvalidField("limits", "rate limits go with an acquire only");
+  }
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    const LimitOp& limit = op.limits[i];
+    const std::string field = absl::StrCat("limits[", i, "]");
+    if (limit.config.kind == LimitKind::kConcurrency) {
+      return InvalidField(field, ".config.kind", "must be a rate limit beside a lease");
+    }
+    if (absl::Status s = ValidateLimitConfig(limit.config, field + ".config."); !s.ok()) return s;
+    if (!(limit.count > 0) || limit.count > kMaxAmount) {
+      return InvalidField(field, ".count", "must be > 0 and at most 1e15");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+using redis_internal::ErrorReply;
+using redis_internal::Replies;
+
+absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& op, const Clock&) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
+  const RedisLeaseKeys lease_keys =
+      RedisLeaseKeysFor(options_.key_prefix, op.lease.key, RedisHashTagOfKey(op.lease.key.key));
+  const OperationKeys rate_keys = DistinctKeys(op.limits);
+  std::vector<std::string> rate_redis_keys;
+  rate_redis_keys.reserve(rate_keys.keys.size());
+  for (const StateKey& k : rate_keys.keys) rate_redis_keys.push_back(KeyFor(k));
+  if (!router_->SingleNode()) {
+    const int slot = redis::KeySlot(lease_keys.expiries);
+    for (size_t i = 0; i < op.limits.size(); ++i) {
+      if (redis::KeySlot(rate_redis_keys[rate_keys.slot_of[i]]) == slot) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the Redis store: on a Redis Cluster, the rate limits of an acquire must share the hash "
+          "slot of its concurrency key; limits[",
+          i, "] (", op.limits[i].key.name, " / ", op.limits[i].key.key, ") does not (give ",
+          op.lease.key.name,
+          "'s key and its key one hash tag, e.g. \"{org7}user42\" and \"{org7}\")"));
+    }
+  }
+  std::optional<int64_t> now;
+  if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
+  absl::StatusOr<redis::Reply> reply = Command(
+      lease_keys.expiries, RedisLeaseCommand(op, lease_keys, rate_keys, rate_redis_keys, now));
+  if (!reply.ok()) return reply.status();
+  return RedisLeaseOutcome(op, rate_keys, *reply);
+}
+
+absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,
+                                                          absl::string_view name) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  const std::string pattern = RedisLeaseNamePattern(options_.key_prefix, source, name);
+  uint64_t deleted = 0;
+  for (const std::string& primary : router_->Primaries()) {
+    std::string cursor = "0";
+    do {
+      absl::StatusOr<redis::Reply> reply =
+          router_->ExecuteOnNode(primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      if (!reply.ok()) return reply.status();
+      if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
+        return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
+      }
+      cursor = reply->elements[0].str;
+      std::vector<RedisLeaseKeys> doomed;
+      for (const redis::Reply& k : reply->elements[1].elements) {
+        const std::optional<StateKey> key = ParseRedisLeaseKey(options_.key_prefix, k.str);
+        if (!key || key->source != source || key->name != name) continue;
+        RedisLeaseKeys keys =
+            RedisLeaseKeysFor(options_.key_prefix, *key, RedisHashTagOfKey(key->key));
+        if (keys.expiries == k.str) doomed.push_back(std::move(keys));
+      }
+      // One DEL per set (its two keys share a slot): ordered with every ratelimit_lease on it.
+      Replies replies(doomed.size());
+      for (size_t i = 0; i < doomed.size(); ++i) {
+        router_->Send(doomed[i].expiries, {"DEL", doomed[i].expiries, doomed[i].leases},
+                      replies.For(i));
+      }
+      for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
+        if (!r.ok()) return r.status();
+        if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
+        if (r->type == redis::Reply::Type::kInteger && r->integer > 0) ++deleted;
+      }
+    } while (cursor != "0");
+  }
+  return deleted;
+}
+
+}  // namespace ratelimit
