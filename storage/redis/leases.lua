@@ -197,10 +197,19 @@ local function lease(keys, args)
       end
     end
   elseif action == 'l' then
+    -- Soonest expiry first; ties: earlier acquired, then id (as lease_algebra.cc orders them).
+    local order = {}
     each_live(z, h, now, function(lid, raw)
-      if not select(4, lease_fields(raw)) then listed[#listed + 1] = lid .. ' ' .. raw end
+      local _, acquired, e, released = lease_fields(raw)
+      if not released then order[#order + 1] = {e, acquired, lid, raw} end
       return false
     end)
+    table.sort(order, function(x, y)
+      if x[1] ~= y[1] then return x[1] < y[1] end
+      if x[2] ~= y[2] then return x[2] < y[2] end
+      return x[3] < y[3]
+    end)
+    for i = 1, #order do listed[i] = order[i][3] .. ' ' .. order[i][4] end
   else
     write = true
     change = function()
