@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
 #include "storage/limit_config.h"
@@ -114,7 +116,45 @@ struct LeaseDecision {
 // Decides `op` on the key's lease set `current` at `now_us`. Pure. A lease is held while
 // now_us < expires_at_us and it is not released. Every decision that writes drops expired leases.
 // kReset writes an empty set. REQUIRES: op is valid (see LeaseOp).
+//
+// The rules, exactly (every number is a whole int64; capacity is config.capacity as an int64; no
+// rounding anywhere). First the set is read at now_us:
+//  - a lease with now_us >= expires_at_us is expired: dropped from `next`; counted in
+//    expired_unreleased when it was not released;
+//  - a released lease without a request_id is dropped (it is never stored so);
+//  - every other lease is kept, in the order given: held when not released.
+//  held = the sum of the counts of the held leases.
+// Then by action:
+//  - kAcquire, request_id not empty and a kept lease (held or released) has that request_id:
+//    allowed, replayed, `lease` = that lease as stored; writes nothing. The count, ttl and holder
+//    of the retry are not compared.
+//  - kAcquire/kCheck, count > capacity: denied kCountExceedsCapacity, no retry_at, no write.
+//  - kAcquire/kCheck, held + count <= capacity: allowed. kAcquire appends the lease
+//    {op.lease_id, count, acquired_at_us = now_us, expires_at_us = now_us + ttl_us, request_id,
+//    holder} to the kept leases and writes; held += count. kCheck writes nothing.
+//  - kAcquire/kCheck otherwise: denied kNoFreeSlots, no write. retry_at_us: the held leases
+//    sorted by expires_at_us; the first expiry t (in that order) at which held - (the counts of
+//    held leases with expires_at_us <= t) <= capacity - count.
+//  - kRelease: the held lease whose id is op.lease_id (a released or expired one is not held):
+//    state kReleased; kept with released = true when it has a request_id, removed otherwise;
+//    writes. No such lease: state kNotHeld, no write.
+//  - kExtend: the held lease whose id is op.lease_id: expires_at_us = now_us + ttl_us (even when
+//    that is earlier than before), state kHeld, `lease` = it as extended; writes. No such lease:
+//    kNotHeld, no write.
+//  - kList: held_leases = the held leases, sorted by (expires_at_us, acquired_at_us, id)
+//    ascending; no write.
+//  - kReset: every lease ends; writes the empty set; held = 0.
+// `allowed` is true for kRelease, kExtend, kList and kReset whatever they found. held and free
+// are those after the decision (free = max(0, capacity - held); held can exceed capacity after
+// the capacity was lowered). `next`, when written, is the kept leases after the action (the set
+// a store deletes when empty).
 LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t now_us);
+
+// Checks what LeaseOp REQUIRES: INVALID_ARGUMENT naming the field after `field_prefix`
+// ("config.capacity", "count", "ttl", "lease_id") when it does not hold. kAcquire needs a
+// lease_id (the new lease's), kRelease and kExtend the lease's; count and ttl are checked only
+// for the actions that use them.
+absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix = "");
 
 // The latest expiry among the leases of `set` (released ones included), or 0 when empty: after it
 // the set holds nothing and a store may drop it.

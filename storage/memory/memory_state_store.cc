@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "storage/leases/apply_lease.h"
+
 namespace ratelimit {
 
 absl::Status MemoryStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
@@ -60,6 +63,27 @@ absl::StatusOr<std::string> MemoryStateStore::Secret(absl::string_view name,
   auto it = secrets_.find(name);
   if (it == secrets_.end()) it = secrets_.emplace(std::string(name), generate()).first;
   return it->second;
+}
+
+absl::StatusOr<LeaseOutcome> MemoryStateStore::ApplyLease(const LeaseOperation& op,
+                                                          const Clock& clock) {
+  return ApplyLeaseWithRecords(*this, op, clock);
+}
+
+absl::StatusOr<uint64_t> MemoryStateStore::DeleteAllLeases(LimitSource source,
+                                                           absl::string_view name) {
+  const std::string prefix = LeaseRecordPrefix(source, name);
+  absl::MutexLock lock(&mu_);
+  uint64_t deleted = 0;
+  auto it = records_.lower_bound(prefix);
+  while (it != records_.end() && absl::StartsWith(it->first, prefix)) {
+    if (it->second.expires_at_us > last_record_time_us_ &&
+        LeaseRecordHoldsLeases(it->second.value)) {
+      ++deleted;
+    }
+    it = records_.erase(it);
+  }
+  return deleted;
 }
 
 absl::Status MemoryStateStore::CollectGarbage() {

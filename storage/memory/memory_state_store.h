@@ -15,9 +15,9 @@ namespace ratelimit {
 // against, and a store for tests. Nothing survives the process.
 //
 // Also the smallest complete backend (storage/state_store.h, "Writing a backend"): the required
-// methods, the records and secrets capabilities, garbage collection of expired records, and the
-// two scheduling hints of a local store; every other method keeps its default (Apply is one
-// Update running the algebra).
+// methods, the records, leases (as records) and secrets capabilities, garbage collection of expired
+// records, and the two scheduling hints of a local store; every other method keeps its default
+// (Apply is one Update running the algebra).
 //
 // Thread safety: thread-safe (one mutex around everything).
 class MemoryStateStore final : public StateStore {
@@ -35,6 +35,10 @@ class MemoryStateStore final : public StateStore {
   // Kept for the store's (the process's) lifetime.
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
+  // Lease sets are records (storage/leases/apply_lease.h).
+  absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
+  // Removes the lease set records of the limit; counts those not expired holding a lease.
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
   absl::Status CollectGarbage() override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::StatusOr<uint64_t> Delete(const StateKey& key) override;

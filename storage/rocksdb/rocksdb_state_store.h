@@ -138,6 +138,12 @@ class RocksDbStateStore final : public StateStore {
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override;
   // Kept in the "meta" column family (written with sync).
+  // Lease sets are records (storage/leases/apply_lease.h), in the WAL like every record, so they
+  // survive a restart.
+  absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
+  // A prefix scan of the records column family, deleting each lease set under its stripe (ordered
+  // with ApplyLease on its key); counts those not expired holding a lease.
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;

@@ -1,0 +1,127 @@
+#include "storage/leases/apply_lease.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "storage/apply.h"
+#include "storage/leases/lease_codec.h"
+#include "storage/status_util.h"
+
+namespace ratelimit {
+namespace {
+
+absl::Status ValidateOperation(const LeaseOperation& op) {
+  if (absl::Status s = ValidateLeaseOp(op.lease); !s.ok()) return s;
+  if (!op.limits.empty() && op.lease.action != LeaseAction::kAcquire) {
+    return InvalidField("limits", "rate limits are taken only with an acquire");
+  }
+  if (op.limits.size() > static_cast<size_t>(kMaxLimitsPerRequest)) {
+    return InvalidField("limits", absl::StrCat("at most ", kMaxLimitsPerRequest));
+  }
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    const LimitOp& l = op.limits[i];
+    const std::string field = absl::StrCat("limits[", i, "].");
+    if (l.config.kind == LimitKind::kConcurrency) {
+      return InvalidField(field, "config.kind", "one concurrency limit per lease operation");
+    }
+    if (absl::Status s = ValidateLimitConfig(l.config, absl::StrCat(field, "config.")); !s.ok()) {
+      return s;
+    }
+    if (!(l.count > 0) || !(l.count <= kMaxAmount) || l.settle) {
+      return InvalidField(field, "count", "must be finite and > 0, and not a settlement");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string LeaseRecordPrefix(LimitSource source, absl::string_view name) {
+  std::string out;
+  out.reserve(4 + name.size());
+  out.push_back('L');
+  out.push_back(static_cast<char>(source));
+  out.push_back(static_cast<char>((name.size() >> 8) & 0xff));
+  out.push_back(static_cast<char>(name.size() & 0xff));
+  out.append(name.data(), name.size());
+  return out;
+}
+
+std::string LeaseRecordKey(const StateKey& key) {
+  return absl::StrCat(LeaseRecordPrefix(key.source, key.name), key.key);
+}
+
+bool LeaseRecordHoldsLeases(absl::string_view record) {
+  absl::StatusOr<LeaseSet> set = DecodeLeaseSet(record);
+  return !set.ok() || !set->leases.empty();
+}
+
+absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const LeaseOperation& op,
+                                                   const Clock& clock) {
+  if (absl::Status s = ValidateOperation(op); !s.ok()) return s;
+  const bool acquire = op.lease.action == LeaseAction::kAcquire;
+  const OperationKeys keys = DistinctKeys(op.limits);
+  RecordSpec record{LeaseRecordKey(op.lease.key), 0};
+  record.expires_at_us =
+      clock.NowMicros() + op.lease.config.max_lease_ttl_us + kLeaseRecordMarginMicros;
+  LeaseOutcome outcome;
+  // A lease outliving the record's expiry (taken under a longer max_lease_ttl) makes the decision
+  // refuse to write; it is made again with the record expiring after that lease.
+  std::optional<int64_t> record_too_short;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    record_too_short.reset();
+    absl::Status status = store.UpdateWithRecords(
+        keys.keys, absl::MakeConstSpan(&record, 1), clock,
+        [&](absl::Span<const std::optional<State>> current,
+            absl::Span<const std::optional<std::string>> records,
+            absl::Span<std::optional<State>> writes,
+            absl::Span<std::optional<std::string>> record_writes) -> absl::Status {
+          outcome = LeaseOutcome();
+          outcome.now_us = clock.NowMicros();
+          LeaseSet set;
+          if (records[0]) {
+            absl::StatusOr<LeaseSet> stored = DecodeLeaseSet(*records[0]);
+            if (!stored.ok()) return stored.status();
+            set = *std::move(stored);
+          }
+          LeaseDecision d = DecideLease(op.lease, set, outcome.now_us);
+          bool rates_allowed = true;
+          if (acquire && !d.replayed && !op.limits.empty()) {
+            const Operation rates{op.limits, d.allowed ? Mode::kConsume : Mode::kCheck};
+            Outcome rated = DecideOperation(rates, keys, current, outcome.now_us, writes);
+            rates_allowed = rated.allowed;
+            outcome.decisions = std::move(rated.decisions);
+            if (d.allowed && !rates_allowed) {
+              // Nothing is taken: the lease decided allowed, but is not written.
+              d.write = false;
+              d.lease.reset();
+              d.next = LeaseSet();
+              d.held -= op.lease.count;
+              d.free =
+                  std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);
+            }
+          }
+          outcome.allowed = d.allowed && rates_allowed;
+          if (d.write) {
+            const int64_t latest = LeaseSetExpiresAt(d.next);
+            if (latest >= record.expires_at_us) {
+              record_too_short = latest;
+              return absl::AbortedError("lease set record expires too early");
+            }
+            record_writes[0] = EncodeLeaseSet(d.next);
+          }
+          outcome.lease = std::move(d);
+          return absl::OkStatus();
+        });
+    if (record_too_short) {
+      record.expires_at_us = *record_too_short + kLeaseRecordMarginMicros;
+      continue;
+    }
+    if (!status.ok()) return status;
+    return outcome;
+  }
+  return absl::InternalError("lease set record expiry kept moving");
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,185 @@
+// The lease algebra (lease.h): DecideLease and LeaseSetExpiresAt. Pure; every rule is stated in
+// lease.h, which the Redis function library repeats in Lua.
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "storage/leases/lease.h"
+#include "storage/status_util.h"
+
+namespace ratelimit {
+namespace {
+
+// The set as read at now_us: the kept leases (expired and request_id-less released ones dropped),
+// the slots held and the leases that expired unreleased.
+struct ReadSet {
+  std::vector<Lease> kept;
+  int64_t held = 0;
+  int64_t expired_unreleased = 0;
+};
+
+ReadSet Read(const LeaseSet& current, int64_t now_us) {
+  ReadSet r;
+  r.kept.reserve(current.leases.size() + 1);
+  for (const Lease& l : current.leases) {
+    if (now_us >= l.expires_at_us) {
+      if (!l.released) ++r.expired_unreleased;
+      continue;
+    }
+    if (l.released && l.request_id.empty()) continue;
+    if (!l.released) r.held += l.count;
+    r.kept.push_back(l);
+  }
+  return r;
+}
+
+// The held leases of `kept`, soonest expiry first (ties: earlier acquired, then id).
+std::vector<Lease> HeldSorted(const std::vector<Lease>& kept) {
+  std::vector<Lease> out;
+  for (const Lease& l : kept) {
+    if (!l.released) out.push_back(l);
+  }
+  std::sort(out.begin(), out.end(), [](const Lease& a, const Lease& b) {
+    if (a.expires_at_us != b.expires_at_us) return a.expires_at_us < b.expires_at_us;
+    if (a.acquired_at_us != b.acquired_at_us) return a.acquired_at_us < b.acquired_at_us;
+    return a.id < b.id;
+  });
+  return out;
+}
+
+// The first expiry at which the held slots are down to `target`, the leases expiring soonest
+// first. REQUIRES: target >= 0 (then the last expiry always qualifies).
+int64_t RetryAt(const std::vector<Lease>& kept, int64_t held, int64_t target) {
+  int64_t remaining = held;
+  for (const Lease& l : HeldSorted(kept)) {
+    remaining -= l.count;
+    if (remaining <= target) return l.expires_at_us;
+  }
+  return 0;  // unreachable when held > target >= 0
+}
+
+// The index in `kept` of the held lease `id`, or -1.
+int FindHeld(const std::vector<Lease>& kept, const std::string& id) {
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (!kept[i].released && kept[i].id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t now_us) {
+  ReadSet r = Read(current, now_us);
+  const int64_t capacity = static_cast<int64_t>(op.config.capacity.value_or(0));
+  LeaseDecision d;
+  d.expired_unreleased = r.expired_unreleased;
+  d.allowed = true;
+  switch (op.action) {
+    case LeaseAction::kAcquire:
+    case LeaseAction::kCheck: {
+      if (op.action == LeaseAction::kAcquire && !op.request_id.empty()) {
+        for (const Lease& l : r.kept) {
+          if (l.request_id == op.request_id) {
+            d.replayed = true;
+            d.lease = l;
+            d.held = r.held;
+            d.free = std::max<int64_t>(0, capacity - r.held);
+            return d;
+          }
+        }
+      }
+      if (op.count > capacity) {
+        d.allowed = false;
+        d.reason = DenyReason::kCountExceedsCapacity;
+        break;
+      }
+      if (r.held + op.count > capacity) {
+        d.allowed = false;
+        d.reason = DenyReason::kNoFreeSlots;
+        d.retry_at_us = RetryAt(r.kept, r.held, capacity - op.count);
+        break;
+      }
+      if (op.action == LeaseAction::kCheck) break;
+      Lease l;
+      l.id = op.lease_id;
+      l.count = op.count;
+      l.acquired_at_us = now_us;
+      l.expires_at_us = now_us + op.ttl_us;
+      l.request_id = op.request_id;
+      l.holder = op.holder;
+      d.lease = l;
+      r.kept.push_back(std::move(l));
+      r.held += op.count;
+      d.write = true;
+      break;
+    }
+    case LeaseAction::kRelease: {
+      const int i = FindHeld(r.kept, op.lease_id);
+      if (i < 0) break;
+      d.state = LeaseState::kReleased;
+      r.held -= r.kept[i].count;
+      if (r.kept[i].request_id.empty()) {
+        r.kept.erase(r.kept.begin() + i);
+      } else {
+        r.kept[i].released = true;
+      }
+      d.write = true;
+      break;
+    }
+    case LeaseAction::kExtend: {
+      const int i = FindHeld(r.kept, op.lease_id);
+      if (i < 0) break;
+      d.state = LeaseState::kHeld;
+      r.kept[i].expires_at_us = now_us + op.ttl_us;
+      d.lease = r.kept[i];
+      d.write = true;
+      break;
+    }
+    case LeaseAction::kList:
+      d.held_leases = HeldSorted(r.kept);
+      break;
+    case LeaseAction::kReset:
+      r.kept.clear();
+      r.held = 0;
+      d.write = true;
+      break;
+  }
+  d.held = r.held;
+  d.free = std::max<int64_t>(0, capacity - r.held);
+  if (d.write) d.next.leases = std::move(r.kept);
+  return d;
+}
+
+absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) {
+  if (op.config.kind != LimitKind::kConcurrency) {
+    return InvalidField(field_prefix, "config.kind", "must be concurrency");
+  }
+  const std::string config_prefix = absl::StrCat(field_prefix, "config.");
+  if (absl::Status s = ValidateLimitConfig(op.config, config_prefix); !s.ok()) return s;
+  const bool takes_count = op.action == LeaseAction::kAcquire || op.action == LeaseAction::kCheck;
+  if (takes_count && (op.count < 1 || op.count > static_cast<int64_t>(kMaxSlots))) {
+    return InvalidField(field_prefix, "count",
+                        absl::StrCat("must be a whole number of slots, 1..1e9, got ", op.count));
+  }
+  const bool takes_ttl = op.action == LeaseAction::kAcquire || op.action == LeaseAction::kExtend;
+  if (takes_ttl && (op.ttl_us < kMinLeaseTtlMicros || op.ttl_us > op.config.max_lease_ttl_us)) {
+    return InvalidField(field_prefix, "ttl",
+                        absl::StrCat("must be between 1ms and max_lease_ttl (",
+                                     op.config.max_lease_ttl_us, "us), got ", op.ttl_us, "us"));
+  }
+  const bool names_lease = op.action == LeaseAction::kAcquire ||
+                           op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend;
+  if (names_lease && op.lease_id.empty()) return InvalidField(field_prefix, "lease_id", "is empty");
+  return absl::OkStatus();
+}
+
+int64_t LeaseSetExpiresAt(const LeaseSet& set) {
+  int64_t latest = 0;
+  for (const Lease& l : set.leases) latest = std::max(latest, l.expires_at_us);
+  return latest;
+}
+
+}  // namespace ratelimit

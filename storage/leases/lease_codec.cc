@@ -1,0 +1,121 @@
+#include "storage/leases/lease_codec.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ratelimit {
+namespace {
+
+// The fixed part of one lease: flags, three i64 and three string lengths.
+constexpr size_t kFixedLeaseBytes = 1 + 3 * 8 + 3 * 4;
+
+void PutU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void PutI64(std::string& out, int64_t value) {
+  const uint64_t v = static_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void PutString(std::string& out, const std::string& s) {
+  PutU32(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+
+// Reads from the front of `in`; every read fails (false) instead of reading past the end.
+class Reader {
+ public:
+  explicit Reader(absl::string_view in) : in_(in) {}
+
+  bool U8(uint8_t& v) {
+    if (in_.empty()) return false;
+    v = static_cast<uint8_t>(in_[0]);
+    in_.remove_prefix(1);
+    return true;
+  }
+  bool U32(uint32_t& v) {
+    if (in_.size() < 4) return false;
+    v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(in_[i])} << (8 * i);
+    in_.remove_prefix(4);
+    return true;
+  }
+  bool I64(int64_t& value) {
+    if (in_.size() < 8) return false;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[i])} << (8 * i);
+    value = static_cast<int64_t>(v);
+    in_.remove_prefix(8);
+    return true;
+  }
+  bool String(std::string& s) {
+    uint32_t n = 0;
+    if (!U32(n) || in_.size() < n) return false;
+    s.assign(in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+  size_t left() const { return in_.size(); }
+
+ private:
+  absl::string_view in_;
+};
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("malformed lease set: ", what));
+}
+
+}  // namespace
+
+std::string EncodeLeaseSet(const LeaseSet& set) {
+  std::string out;
+  size_t size = 5;
+  for (const Lease& l : set.leases) {
+    size += kFixedLeaseBytes + l.id.size() + l.request_id.size() + l.holder.size();
+  }
+  out.reserve(size);
+  out.push_back(static_cast<char>(kLeaseCodecVersion));
+  PutU32(out, static_cast<uint32_t>(set.leases.size()));
+  for (const Lease& l : set.leases) {
+    out.push_back(static_cast<char>(l.released ? 1 : 0));
+    PutI64(out, l.count);
+    PutI64(out, l.acquired_at_us);
+    PutI64(out, l.expires_at_us);
+    PutString(out, l.id);
+    PutString(out, l.request_id);
+    PutString(out, l.holder);
+  }
+  return out;
+}
+
+absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
+  Reader in(bytes);
+  uint8_t version = 0;
+  uint32_t n = 0;
+  if (!in.U8(version)) return Malformed("empty");
+  if (version != kLeaseCodecVersion) return Malformed(absl::StrCat("unknown version ", version));
+  if (!in.U32(n)) return Malformed("truncated header");
+  // Each lease takes at least its fixed bytes: a count the bytes cannot hold is refused before
+  // anything is allocated for it.
+  if (n > in.left() / kFixedLeaseBytes) return Malformed("more leases than bytes");
+  LeaseSet set;
+  set.leases.resize(n);
+  for (Lease& l : set.leases) {
+    uint8_t flags = 0;
+    if (!in.U8(flags) || !in.I64(l.count) || !in.I64(l.acquired_at_us) ||
+        !in.I64(l.expires_at_us) || !in.String(l.id) || !in.String(l.request_id) ||
+        !in.String(l.holder)) {
+      return Malformed("truncated lease");
+    }
+    if ((flags & ~uint8_t{1}) != 0) return Malformed("unknown flags");
+    if (l.count < 1) return Malformed("a lease of no slots");
+    l.released = (flags & 1) != 0;
+  }
+  if (in.left() != 0) return Malformed("trailing bytes");
+  return set;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,283 @@
+// DecideLease and ValidateLeaseOp (storage/leases/lease.h): every action, the held/expired
+// boundary, replays, retry_at and the leak counter.
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/leases/lease.h"
+
+namespace ratelimit {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+
+constexpr int64_t kNow = 1'000'000'000;
+constexpr int64_t kTtl = 10'000'000;
+
+LimitConfig Slots(double capacity) {
+  LimitConfig c;
+  c.kind = LimitKind::kConcurrency;
+  c.capacity = capacity;
+  c.lease_ttl_us = kTtl;
+  c.max_lease_ttl_us = 100 * kTtl;
+  return c;
+}
+
+LeaseOp Op(LeaseAction action, int64_t count = 1, std::string lease_id = "", double capacity = 3) {
+  LeaseOp op;
+  op.key = StateKey{"jobs", "tenant"};
+  op.config = Slots(capacity);
+  op.action = action;
+  op.count = count;
+  op.ttl_us = kTtl;
+  op.lease_id = std::move(lease_id);
+  return op;
+}
+
+Lease Held(std::string id, int64_t count, int64_t expires_at, std::string request_id = "") {
+  Lease l;
+  l.id = std::move(id);
+  l.count = count;
+  l.acquired_at_us = expires_at - kTtl;
+  l.expires_at_us = expires_at;
+  l.request_id = std::move(request_id);
+  return l;
+}
+
+TEST(LeaseAlgebraTest, AcquireTakesSlotsAndAppendsTheLease) {
+  LeaseOp op = Op(LeaseAction::kAcquire, 2, "b");
+  op.holder = "worker-1";
+  op.request_id = "r1";
+  const LeaseSet current{{Held("a", 1, kNow + 5)}};
+  const LeaseDecision d = DecideLease(op, current, kNow);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_FALSE(d.replayed);
+  EXPECT_TRUE(d.write);
+  EXPECT_EQ(d.held, 3);
+  EXPECT_EQ(d.free, 0);
+  ASSERT_TRUE(d.lease.has_value());
+  EXPECT_EQ(d.lease->id, "b");
+  EXPECT_EQ(d.lease->count, 2);
+  EXPECT_EQ(d.lease->acquired_at_us, kNow);
+  EXPECT_EQ(d.lease->expires_at_us, kNow + kTtl);
+  EXPECT_EQ(d.lease->request_id, "r1");
+  EXPECT_EQ(d.lease->holder, "worker-1");
+  EXPECT_THAT(d.next.leases, ElementsAre(current.leases[0], *d.lease));
+}
+
+TEST(LeaseAlgebraTest, AcquireBeyondFreeSlotsIsDeniedWithRetryAtAndWritesNothing) {
+  // 3 slots: a (1, expires +30), b (1, +10), c (1, +20). Asking 2 needs held <= 1: after b and c.
+  const LeaseSet current{
+      {Held("a", 1, kNow + 30), Held("b", 1, kNow + 10), Held("c", 1, kNow + 20)}};
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kAcquire, 2, "d"), current, kNow);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, DenyReason::kNoFreeSlots);
+  EXPECT_FALSE(d.write);
+  EXPECT_FALSE(d.lease.has_value());
+  EXPECT_EQ(d.held, 3);
+  EXPECT_EQ(d.free, 0);
+  EXPECT_EQ(d.retry_at_us, kNow + 20);
+  // Asking 1 needs held <= 2: the first expiry.
+  EXPECT_EQ(DecideLease(Op(LeaseAction::kAcquire, 1, "d"), current, kNow).retry_at_us, kNow + 10);
+}
+
+TEST(LeaseAlgebraTest, RetryAtCountsEveryLeaseExpiringAtTheSameTime) {
+  // A lease of 2 slots expiring first frees both at once.
+  const LeaseSet current{{Held("a", 1, kNow + 30), Held("b", 2, kNow + 10)}};
+  EXPECT_EQ(DecideLease(Op(LeaseAction::kAcquire, 2, "c"), current, kNow).retry_at_us, kNow + 10);
+  EXPECT_EQ(DecideLease(Op(LeaseAction::kAcquire, 3, "c"), current, kNow).retry_at_us, kNow + 30);
+}
+
+TEST(LeaseAlgebraTest, CountAboveCapacityIsNeverAllowedAndHasNoRetryAt) {
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kAcquire, 4, "a"), LeaseSet{}, kNow);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, DenyReason::kCountExceedsCapacity);
+  EXPECT_FALSE(d.retry_at_us.has_value());
+  EXPECT_FALSE(d.write);
+  EXPECT_EQ(d.free, 3);
+  EXPECT_EQ(DecideLease(Op(LeaseAction::kCheck, 4), LeaseSet{}, kNow).reason,
+            DenyReason::kCountExceedsCapacity);
+}
+
+TEST(LeaseAlgebraTest, ALeaseIsExpiredAtItsExpiryAndHeldJustBefore) {
+  const LeaseSet current{{Held("a", 3, kNow)}};
+  const LeaseDecision before = DecideLease(Op(LeaseAction::kAcquire, 1, "b"), current, kNow - 1);
+  EXPECT_FALSE(before.allowed);
+  EXPECT_EQ(before.retry_at_us, kNow);
+  EXPECT_EQ(before.expired_unreleased, 0);
+  const LeaseDecision at = DecideLease(Op(LeaseAction::kAcquire, 1, "b"), current, kNow);
+  EXPECT_TRUE(at.allowed);
+  EXPECT_EQ(at.expired_unreleased, 1);
+  EXPECT_EQ(at.held, 1);
+  ASSERT_EQ(at.next.leases.size(), 1u);
+  EXPECT_EQ(at.next.leases[0].id, "b");  // the expired lease is dropped
+}
+
+TEST(LeaseAlgebraTest, CheckAnswersWhatAcquireWouldAndWritesNothing) {
+  const LeaseSet current{{Held("a", 2, kNow + 10)}};
+  const LeaseDecision yes = DecideLease(Op(LeaseAction::kCheck, 1), current, kNow);
+  EXPECT_TRUE(yes.allowed);
+  EXPECT_FALSE(yes.write);
+  EXPECT_FALSE(yes.lease.has_value());
+  EXPECT_EQ(yes.held, 2);
+  EXPECT_EQ(yes.free, 1);
+  const LeaseDecision no = DecideLease(Op(LeaseAction::kCheck, 2), current, kNow);
+  EXPECT_FALSE(no.allowed);
+  EXPECT_EQ(no.reason, DenyReason::kNoFreeSlots);
+  EXPECT_EQ(no.retry_at_us, kNow + 10);
+  EXPECT_FALSE(no.write);
+}
+
+TEST(LeaseAlgebraTest, ReplayedAcquireAnswersTheEarlierLeaseAndTakesNothing) {
+  LeaseOp op = Op(LeaseAction::kAcquire, 1, "new");
+  op.request_id = "r1";
+  const LeaseSet current{{Held("a", 3, kNow + 10, "r1")}};  // full: a fresh acquire is denied
+  const LeaseDecision d = DecideLease(op, current, kNow);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.replayed);
+  EXPECT_FALSE(d.write);
+  ASSERT_TRUE(d.lease.has_value());
+  EXPECT_EQ(*d.lease, current.leases[0]);
+  EXPECT_EQ(d.held, 3);
+  // Another request_id is a new acquire.
+  op.request_id = "r2";
+  EXPECT_FALSE(DecideLease(op, current, kNow).replayed);
+}
+
+TEST(LeaseAlgebraTest, ReleasedLeaseWithRequestIdIsKeptForReplayUntilItsExpiry) {
+  LeaseOp release = Op(LeaseAction::kRelease, 1, "a");
+  const LeaseSet current{{Held("a", 2, kNow + 10, "r1")}};
+  const LeaseDecision d = DecideLease(release, current, kNow);
+  EXPECT_EQ(d.state, LeaseState::kReleased);
+  EXPECT_TRUE(d.write);
+  EXPECT_EQ(d.held, 0);
+  EXPECT_EQ(d.free, 3);
+  ASSERT_EQ(d.next.leases.size(), 1u);
+  EXPECT_TRUE(d.next.leases[0].released);
+
+  LeaseOp retry = Op(LeaseAction::kAcquire, 1, "b");
+  retry.request_id = "r1";
+  const LeaseDecision replay = DecideLease(retry, d.next, kNow + 1);
+  EXPECT_TRUE(replay.replayed);
+  EXPECT_FALSE(replay.write);
+  ASSERT_TRUE(replay.lease.has_value());
+  EXPECT_TRUE(replay.lease->released);
+  EXPECT_EQ(replay.held, 0);
+
+  // At its expiry it is gone, and not counted as a leak.
+  const LeaseDecision later = DecideLease(retry, d.next, kNow + 10);
+  EXPECT_FALSE(later.replayed);
+  EXPECT_TRUE(later.allowed);
+  EXPECT_EQ(later.expired_unreleased, 0);
+  EXPECT_THAT(later.next.leases, ElementsAre(Field(&Lease::id, "b")));
+}
+
+TEST(LeaseAlgebraTest, ReleaseWithoutRequestIdRemovesTheLease) {
+  const LeaseSet current{{Held("a", 1, kNow + 10), Held("b", 1, kNow + 10)}};
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kRelease, 1, "a"), current, kNow);
+  EXPECT_EQ(d.state, LeaseState::kReleased);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_FALSE(d.lease.has_value());
+  EXPECT_THAT(d.next.leases, ElementsAre(current.leases[1]));
+  EXPECT_EQ(d.held, 1);
+}
+
+TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeldAndWritesNothing) {
+  Lease released = Held("r", 1, kNow + 10, "q");
+  released.released = true;
+  const LeaseSet current{{Held("a", 1, kNow), released}};
+  for (LeaseAction action : {LeaseAction::kRelease, LeaseAction::kExtend}) {
+    for (const char* id : {"unknown", "a", "r"}) {
+      const LeaseDecision d = DecideLease(Op(action, 1, id), current, kNow);
+      EXPECT_EQ(d.state, LeaseState::kNotHeld) << id;
+      EXPECT_FALSE(d.write) << id;
+      EXPECT_FALSE(d.lease.has_value()) << id;
+      EXPECT_EQ(d.expired_unreleased, 1) << id;  // "a", reported though not written
+    }
+  }
+}
+
+TEST(LeaseAlgebraTest, ExtendSetsTheExpiryToNowPlusTtlEvenWhenEarlier) {
+  const LeaseSet current{{Held("a", 1, kNow + 50)}};
+  LeaseOp op = Op(LeaseAction::kExtend, 1, "a");
+  op.ttl_us = 20;
+  const LeaseDecision d = DecideLease(op, current, kNow + 5);
+  EXPECT_EQ(d.state, LeaseState::kHeld);
+  EXPECT_TRUE(d.write);
+  ASSERT_TRUE(d.lease.has_value());
+  EXPECT_EQ(d.lease->expires_at_us, kNow + 25);
+  EXPECT_EQ(d.lease->acquired_at_us, current.leases[0].acquired_at_us);
+  EXPECT_THAT(d.next.leases, ElementsAre(*d.lease));
+}
+
+TEST(LeaseAlgebraTest, ListGivesHeldLeasesSoonestExpiryFirstAndWritesNothing) {
+  Lease released = Held("r", 1, kNow + 1, "q");
+  released.released = true;
+  Lease tie = Held("t", 1, kNow + 20);
+  tie.acquired_at_us -= 1;  // same expiry as "c", acquired earlier
+  const LeaseSet current{
+      {Held("c", 1, kNow + 20), Held("b", 1, kNow + 5), released, tie, Held("x", 1, kNow)}};
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kList, 1, "", 10), current, kNow);
+  EXPECT_FALSE(d.write);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_THAT(d.held_leases,
+              ElementsAre(Field(&Lease::id, "b"), Field(&Lease::id, "t"), Field(&Lease::id, "c")));
+  EXPECT_EQ(d.held, 3);
+  EXPECT_EQ(d.free, 7);
+  EXPECT_EQ(d.expired_unreleased, 1);
+}
+
+TEST(LeaseAlgebraTest, ResetEndsEveryLeaseAndCountsExpiredOnes) {
+  Lease released = Held("r", 1, kNow - 1, "q");
+  released.released = true;
+  const LeaseSet current{{Held("a", 2, kNow + 10), Held("x", 1, kNow - 1), released}};
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kReset), current, kNow);
+  EXPECT_TRUE(d.write);
+  EXPECT_TRUE(d.next.leases.empty());
+  EXPECT_EQ(d.held, 0);
+  EXPECT_EQ(d.free, 3);
+  EXPECT_EQ(d.expired_unreleased, 1);  // "x"; the released one is not a leak
+}
+
+TEST(LeaseAlgebraTest, LoweredCapacityReportsHeldAboveCapacityAndNoFreeSlots) {
+  const LeaseSet current{{Held("a", 3, kNow + 10), Held("b", 2, kNow + 20)}};
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kAcquire, 1, "c", 2), current, kNow);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.held, 5);
+  EXPECT_EQ(d.free, 0);
+  EXPECT_EQ(d.retry_at_us, kNow + 20);  // held must fall to 1: both leases gone
+}
+
+TEST(LeaseAlgebraTest, ExpiresAtIsTheLatestExpiryReleasedIncluded) {
+  Lease released = Held("r", 1, kNow + 99, "q");
+  released.released = true;
+  EXPECT_EQ(LeaseSetExpiresAt(LeaseSet{}), 0);
+  EXPECT_EQ(LeaseSetExpiresAt(LeaseSet{{Held("a", 1, kNow + 5), released}}), kNow + 99);
+}
+
+TEST(LeaseAlgebraTest, ValidateNamesTheBadField) {
+  EXPECT_TRUE(ValidateLeaseOp(Op(LeaseAction::kAcquire, 1, "a")).ok());
+  EXPECT_TRUE(ValidateLeaseOp(Op(LeaseAction::kList)).ok());
+  LeaseOp op = Op(LeaseAction::kAcquire, 0, "a");
+  EXPECT_THAT(std::string(ValidateLeaseOp(op, "lease.").message()),
+              ::testing::StartsWith("lease.count:"));
+  op = Op(LeaseAction::kExtend, 1, "a");
+  op.ttl_us = 999;
+  EXPECT_THAT(std::string(ValidateLeaseOp(op).message()), ::testing::StartsWith("ttl:"));
+  op.ttl_us = op.config.max_lease_ttl_us + 1;
+  EXPECT_THAT(std::string(ValidateLeaseOp(op).message()), ::testing::StartsWith("ttl:"));
+  op = Op(LeaseAction::kRelease, 1, "");
+  EXPECT_THAT(std::string(ValidateLeaseOp(op).message()), ::testing::StartsWith("lease_id:"));
+  op = Op(LeaseAction::kAcquire, 1, "a", 2.5);
+  EXPECT_THAT(std::string(ValidateLeaseOp(op).message()),
+              ::testing::StartsWith("config.capacity:"));
+  op = Op(LeaseAction::kAcquire, 1, "a");
+  op.config.kind = LimitKind::kTokenBucket;
+  EXPECT_THAT(std::string(ValidateLeaseOp(op).message()), ::testing::StartsWith("config.kind:"));
+  EXPECT_EQ(ValidateLeaseOp(op).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ratelimit
