@@ -66,20 +66,12 @@ char ActionCode(LeaseAction action) {
 }
 
 // The rate limits' decisions from the library's ratelimit_apply reply `rates`: taken (mode 't')
-// when the lease was allowed, else only read (mode 'c'); either way as StateStore::Apply in mode
-// kConsume decides them.
+// when the lease was allowed, else only read (mode 'c', reporting the balances as they are), as
+// StateStore::Apply decides them in mode kConsume or kCheck.
 absl::StatusOr<Outcome> RateOutcome(const LeaseOperation& op, const OperationKeys& keys, bool taken,
                                     const redis::Reply& rates) {
-  if (taken) return RedisApplyOutcome(Operation{op.limits, Mode::kConsume}, keys, rates);
-  absl::StatusOr<Outcome> checked =
-      RedisApplyOutcome(Operation{op.limits, Mode::kCheck}, keys, rates);
-  if (!checked.ok()) return checked.status();
-  absl::StatusOr<std::vector<std::optional<State>>> read =
-      redis_internal::ReadStates(rates, keys.keys.size());
-  if (!read.ok()) return read.status();
-  std::vector<std::optional<State>> unused(keys.keys.size());
-  return DecideOperation(Operation{op.limits, Mode::kConsume}, keys, *read, checked->now_us,
-                         absl::MakeSpan(unused));
+  return RedisApplyOutcome(Operation{op.limits, taken ? Mode::kConsume : Mode::kCheck}, keys,
+                           rates);
 }
 
 }  // namespace

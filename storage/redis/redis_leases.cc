@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "storage/leases/lease.h"
 #include "storage/redis/cluster/redis_slot.h"
@@ -17,51 +16,39 @@
 namespace ratelimit {
 namespace {
 
-bool NeedsLeaseId(LeaseAction a) {
-  return a == LeaseAction::kAcquire || a == LeaseAction::kRelease || a == LeaseAction::kExtend;
-}
-
-// A lease id the library keeps as a hash field of its own: 1..128 of [A-Za-z0-9_.-].
+// The library keeps a lease under its id as a field of the set's hash, beside the fields '#' (the
+// slots held) and 'r:<request_id>' (the lease of a request_id), and returns a lease as
+// "<id> <lease>": an id with a ':', a '#' or a space could name another field or split the reply.
+// The service's ids (32 hex digits) never have one; ValidateLeaseOp checks everything else.
 bool UsableLeaseId(absl::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
-      return false;
-    }
-  }
-  return true;
+  return id.find_first_of(":# ") == absl::string_view::npos;
 }
 
-// What LeaseOp and LeaseOperation require, as INVALID_ARGUMENT naming the field.
+// What LeaseOp and LeaseOperation require, as INVALID_ARGUMENT naming the field (the fields as
+// the other stores name them, storage/leases/apply_lease.h).
 absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
   const LeaseOp& l = op.lease;
-  if (l.config.kind != LimitKind::kConcurrency) {
-    return InvalidField("lease.config.kind", "must be a concurrency limit");
-  }
-  if (absl::Status s = ValidateLimitConfig(l.config, "lease.config."); !s.ok()) return s;
-  if ((l.action == LeaseAction::kAcquire || l.action == LeaseAction::kCheck) &&
-      (l.count < 1 || l.count > static_cast<int64_t>(kMaxSlots))) {
-    return InvalidField("lease.count", "must be a whole number of slots, 1..1e9");
-  }
-  if ((l.action == LeaseAction::kAcquire || l.action == LeaseAction::kExtend) &&
-      (l.ttl_us < kMinLeaseTtlMicros || l.ttl_us > l.config.max_lease_ttl_us)) {
-    return InvalidField("lease.ttl", "must be between 1ms and the limit's max_lease_ttl");
-  }
-  if (NeedsLeaseId(l.action) && !UsableLeaseId(l.lease_id)) {
-    return InvalidField("lease.lease_id", "must be 1..128 of [A-Za-z0-9_.-]");
+  if (absl::Status s = ValidateLeaseOp(l); !s.ok()) return s;
+  const bool names_lease = l.action == LeaseAction::kAcquire || l.action == LeaseAction::kRelease ||
+                           l.action == LeaseAction::kExtend;
+  if (names_lease && !UsableLeaseId(l.lease_id)) {
+    return InvalidField("lease_id", "must not contain ':', '#' or ' '");
   }
   if (!op.limits.empty() && l.action != LeaseAction::kAcquire) {
-    return InvalidField("limits", "rate limits go with an acquire only");
+    return InvalidField("limits", "rate limits are taken only with an acquire");
+  }
+  if (op.limits.size() > static_cast<size_t>(kMaxLimitsPerRequest)) {
+    return InvalidField("limits", absl::StrCat("at most ", kMaxLimitsPerRequest));
   }
   for (size_t i = 0; i < op.limits.size(); ++i) {
     const LimitOp& limit = op.limits[i];
-    const std::string field = absl::StrCat("limits[", i, "]");
+    const std::string field = absl::StrCat("limits[", i, "].");
     if (limit.config.kind == LimitKind::kConcurrency) {
-      return InvalidField(field, ".config.kind", "must be a rate limit beside a lease");
+      return InvalidField(field, "config.kind", "one concurrency limit per lease operation");
     }
-    if (absl::Status s = ValidateLimitConfig(limit.config, field + ".config."); !s.ok()) return s;
-    if (!(limit.count > 0) || limit.count > kMaxAmount) {
-      return InvalidField(field, ".count", "must be > 0 and at most 1e15");
+    if (absl::Status s = ValidateLimitConfig(limit.config, field + "config."); !s.ok()) return s;
+    if (!(limit.count > 0) || !(limit.count <= kMaxAmount) || limit.settle) {
+      return InvalidField(field, "count", "must be finite and > 0, and not a settlement");
     }
   }
   return absl::OkStatus();
