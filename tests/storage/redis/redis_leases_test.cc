@@ -1,7 +1,8 @@
 // Concurrency limits on the Redis store (RedisStateStore::ApplyLease, storage/redis/leases.lua):
 // the lease store contract (tests/storage/lease_store_contract.h) on a standalone redis-server;
 // what only Redis has (the lease id rule of its hash, DeleteAllLeases over key shapes: tagged
-// sets found, a rate limit's state of the same name kept); and on a Redis Cluster, where every
+// sets found, a rate limit's state of the same name kept); leases acknowledged with WAIT on the
+// replica promoted after the primary is killed; and on a Redis Cluster, where every
 // case starts a cluster of its own (seconds), only what a cluster changes: the slot rule of an
 // acquire's rate limits, DeleteAllLeases over every primary, and two stores never holding more
 // than capacity. The lease decisions themselves are checked against the algebra by
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +20,7 @@
 #include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/redis/redis_state_store.h"
 #include "tests/storage/lease_store_contract.h"
+#include "tests/support/redis_process.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/redis_test_store.h"
 #include "tests/support/test_support.h"
@@ -125,6 +128,83 @@ TEST_F(RedisLeasesTest, DeleteAllLeasesFindsTaggedSetsAndLeavesRateStatesOfTheSa
   auto state = env_.store().Get(rate.key);
   ASSERT_OK(state);
   EXPECT_TRUE(state->has_value());
+}
+
+// A primary with one replica and a store whose client WAITs for it (--redis_wait_replicas=1):
+// an acquire is acknowledged only once the replica has it, so after the primary is killed and the
+// replica promoted (what a failover does) every acknowledged lease, release and request_id is
+// there. A replica that acknowledges nothing makes the acquire UNAVAILABLE instead.
+TEST(RedisLeaseFailoverTest, LeasesAcknowledgedWithWaitSurviveThePrimarysLoss) {
+  ASSERT_TRUE(RedisServerInstalled()) << "redis-server is required (scripts/setup.sh)";
+  // No delay before the replica's first sync (Redis waits 5 s by default for more replicas).
+  auto primary = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_OK(primary);
+  auto replica =
+      RedisServer::Start({"--replicaof", "127.0.0.1", std::to_string((*primary)->port())});
+  ASSERT_OK(replica);
+  ASSERT_TRUE(Eventually([&] {
+    auto info = (*primary)->Cli({"INFO", "replication"});
+    return info.ok() && absl::StrContains(*info, "state=online");
+  }));
+  FakeClock clock(SystemClock::Default().NowMicros() + 24 * 3600 * kSecond);
+  auto open = [&](const RedisServer& server, int wait_replicas,
+                  absl::Duration timeout) -> absl::StatusOr<std::unique_ptr<RedisStateStore>> {
+    redis::RedisClusterClient::Options co;
+    co.seeds = server.address();
+    co.command_timeout = timeout;
+    co.wait_replicas = wait_replicas;
+    auto client = redis::RedisClusterClient::Connect(co);
+    if (!client.ok()) return client.status();
+    RedisStateStoreOptions options;
+    options.clock_override = &clock;
+    return RedisStateStore::Open(*std::move(client), std::move(options));
+  };
+  // The WAIT of a write is given 3/4 of the command's timeout: short while nothing acknowledges.
+  auto impatient = open(**primary, 1, absl::Milliseconds(200));
+  ASSERT_OK(impatient);
+  auto store = open(**primary, 1, absl::Seconds(5));
+  ASSERT_OK(store);
+  auto apply = [&](RedisStateStore& on, LeaseOp op, const std::string& request_id = "") {
+    op.request_id = request_id;
+    return on.ApplyLease(LeaseOperation{op}, clock);
+  };
+
+  (*replica)->Pause();  // connected, acknowledging nothing
+  auto unacknowledged =
+      apply(**impatient, LeaseOpOf(LeaseAction::kAcquire, 3, "p", "jobs", "other"));
+  EXPECT_EQ(unacknowledged.status().code(), absl::StatusCode::kUnavailable)
+      << unacknowledged.status();
+  (*replica)->Resume();
+
+  Lease replayable;
+  for (const char* id : {"a", "b", "c"}) {
+    auto out = apply(**store, LeaseOpOf(LeaseAction::kAcquire, 3, id), id[0] == 'a' ? "req" : "");
+    ASSERT_OK(out);
+    ASSERT_TRUE(out->allowed) << id;
+    if (id[0] == 'a') replayable = *out->lease.lease;
+  }
+  auto released = apply(**store, LeaseOpOf(LeaseAction::kRelease, 3, "b"));
+  ASSERT_OK(released);
+  ASSERT_EQ(released->lease.state, LeaseState::kReleased);
+  (*primary)->Kill9();  // at once: nothing more reaches the replica
+
+  ASSERT_OK((*replica)->Cli({"REPLICAOF", "NO", "ONE"}));
+  auto promoted = open(**replica, 0, absl::Seconds(5));
+  ASSERT_OK(promoted);
+  auto list = apply(**promoted, LeaseOpOf(LeaseAction::kList, 3));
+  ASSERT_OK(list);
+  EXPECT_THAT(list->lease.held_leases, ::testing::ElementsAre(::testing::Field(&Lease::id, "a"),
+                                                              ::testing::Field(&Lease::id, "c")));
+  auto retried = apply(**promoted, LeaseOpOf(LeaseAction::kAcquire, 3, "a2"), "req");
+  ASSERT_OK(retried);
+  EXPECT_TRUE(retried->lease.replayed);
+  EXPECT_EQ(retried->lease.lease, replayable);
+  auto third = apply(**promoted, LeaseOpOf(LeaseAction::kAcquire, 3, "d"));
+  ASSERT_OK(third);
+  EXPECT_TRUE(third->allowed);
+  auto full = apply(**promoted, LeaseOpOf(LeaseAction::kAcquire, 3, "e"));
+  ASSERT_OK(full);
+  EXPECT_FALSE(full->allowed);
 }
 
 // On a Redis Cluster (one cluster per case: keep these few).
