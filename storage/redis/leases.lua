@@ -2,7 +2,7 @@
 -- Concurrency limits in the function library: storage/leases/lease.h DecideLease, decided at the
 -- primary's TIME, with the rate limits of an acquire in the same call (all-or-nothing). This file
 -- is the second part of library `ratelimit` (assembled after ratelimit.lua, whose locals it uses:
--- apply, arg_number, time_text, BIG); docs/leases.md and docs/redis.md describe it.
+-- apply, arg_number, decision_time, time_text, BIG); docs/leases.md and docs/redis.md describe it.
 --
 -- A key's lease set lives in two Redis keys of its state's slot (redis_lease_library.h):
 --   the expiries, a sorted set: member the lease id, score its expires_at_us;
@@ -79,16 +79,7 @@ local function lease(keys, args)
       action ~= 'x' then
     error('ratelimit: bad lease action')
   end
-  local now
-  if args[2] == '' then
-    local time = redis.call('TIME')
-    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  else
-    now = arg_number(args, 2, 'now')
-  end
-  if not (now >= 0 and now < BIG) or now ~= math.floor(now) then
-    error('ratelimit: time out of range')
-  end
+  local now = decision_time(args, 2)
   local cap = arg_number(args, 3, 'capacity')
   local count = arg_number(args, 4, 'count')
   local ttl = arg_number(args, 5, 'ttl')
@@ -120,7 +111,9 @@ local function lease(keys, args)
 
   if action == 'a' or action == 'c' then
     local replay_id = nil
-    if action == 'a' and request_id ~= '' then replay_id = redis.call('HGET', h, 'r:' .. request_id) end
+    if action == 'a' and request_id ~= '' then
+      replay_id = redis.call('HGET', h, 'r:' .. request_id)
+    end
     local replay_raw = replay_id and redis.call('HGET', h, replay_id)
     if replay_raw and select(3, lease_fields(replay_raw)) > now then
       replayed = 1

@@ -56,9 +56,6 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
 
 }  // namespace
 
-using redis_internal::ErrorReply;
-using redis_internal::Replies;
-
 absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& op, const Clock&) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
   if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
@@ -91,40 +88,17 @@ absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& o
 absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,
                                                           absl::string_view name) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
-  const std::string pattern = RedisLeaseNamePattern(options_.key_prefix, source, name);
-  uint64_t deleted = 0;
-  for (const std::string& primary : router_->Primaries()) {
-    std::string cursor = "0";
-    do {
-      absl::StatusOr<redis::Reply> reply =
-          router_->ExecuteOnNode(primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-      if (!reply.ok()) return reply.status();
-      if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
-        return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
-      }
-      cursor = reply->elements[0].str;
-      std::vector<RedisLeaseKeys> doomed;
-      for (const redis::Reply& k : reply->elements[1].elements) {
-        const std::optional<StateKey> key = ParseRedisLeaseKey(options_.key_prefix, k.str);
-        if (!key || key->source != source || key->name != name) continue;
-        RedisLeaseKeys keys =
-            RedisLeaseKeysFor(options_.key_prefix, *key, RedisHashTagOfKey(key->key));
-        if (keys.expiries == k.str) doomed.push_back(std::move(keys));
-      }
-      // One DEL per set (its two keys share a slot): ordered with every ratelimit_lease on it.
-      Replies replies(doomed.size());
-      for (size_t i = 0; i < doomed.size(); ++i) {
-        router_->Send(doomed[i].expiries, {"DEL", doomed[i].expiries, doomed[i].leases},
-                      replies.For(i));
-      }
-      for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
-        if (!r.ok()) return r.status();
-        if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
-        if (r->type == redis::Reply::Type::kInteger && r->integer > 0) ++deleted;
-      }
-    } while (cursor != "0");
-  }
-  return deleted;
+  // A set's two keys share a slot: one DEL, ordered with every ratelimit_lease on it.
+  return DeleteScanned(RedisLeaseNamePattern(options_.key_prefix, source, name),
+                       [&](const std::string& found) -> std::vector<std::string> {
+                         const std::optional<StateKey> key =
+                             ParseRedisLeaseKey(options_.key_prefix, found);
+                         if (!key || key->source != source || key->name != name) return {};
+                         RedisLeaseKeys keys = RedisLeaseKeysFor(options_.key_prefix, *key,
+                                                                 RedisHashTagOfKey(key->key));
+                         if (keys.expiries != found) return {};
+                         return {std::move(keys.expiries), std::move(keys.leases)};
+                       });
 }
 
 }  // namespace ratelimit

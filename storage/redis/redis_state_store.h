@@ -6,7 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
@@ -178,6 +180,12 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);
   std::string KeyFor(const StateKey& key) const;
+  // SCANs every primary for the keys matching `pattern`; for each, `keys_of` gives the keys to
+  // delete with it (one slot; none: keep it), and they are deleted with one DEL. The DELs that
+  // deleted something.
+  absl::StatusOr<uint64_t> DeleteScanned(
+      const std::string& pattern,
+      absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of);
   // A request whose keys are in several slots (`groups`: the key indices of each): one take per
   // slot, in parallel, each recording a hold under one request id; if any slot denies or fails,
   // the slots that took (or may have) are refunded before the answer. The async form answers

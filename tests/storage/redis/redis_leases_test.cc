@@ -61,15 +61,6 @@ class RedisLeaseEnv {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisStandalone, LeaseStoreContractTest, RedisLeaseEnv);
 
-LimitConfig Bucket(double rate, double capacity) {
-  LimitConfig c;
-  c.kind = LimitKind::kTokenBucket;
-  c.rate = rate;
-  c.period_us = kSecond;
-  c.capacity = capacity;
-  return c;
-}
-
 class RedisLeasesTest : public ::testing::Test {
  protected:
   explicit RedisLeasesTest(RedisTopology topology = RedisTopology::kStandalone) : env_(topology) {}
@@ -102,7 +93,7 @@ TEST_F(RedisLeasesTest, ALeaseIdThatWouldNameAnotherFieldOfTheHashIsRefused) {
   // A check or a list names no lease: its lease_id is not looked at.
   LeaseOp check = LeaseOpOf(LeaseAction::kCheck, 2, "r:x");
   ASSERT_OK(Run(check));
-  const std::vector<LimitOp> bad = {LimitOp{StateKey{"r", "x"}, Bucket(1, 1), -1}};
+  const std::vector<LimitOp> bad = {LimitOp{StateKey{"r", "x"}, TokenBucket(1, kSecond, 1), -1}};
   EXPECT_THAT(Run(LeaseOpOf(LeaseAction::kAcquire, 2, "a"), bad).status().message(),
               ::testing::HasSubstr("limits[0].count"));
   const std::vector<LimitOp> slots = {LimitOp{StateKey{"r", "x"}, SlotsConfig(1), 1}};
@@ -116,7 +107,7 @@ TEST_F(RedisLeasesTest, DeleteAllLeasesFindsTaggedSetsAndLeavesRateStatesOfTheSa
   ASSERT_TRUE(Acquire("jobs", "{org}t2", "b"));
   ASSERT_TRUE(Acquire("jobs", "{org}", "c"));
   // A rate limit's state of the same name and key is not a lease set.
-  const LimitOp rate{StateKey{"jobs", "t1"}, Bucket(1, 5), 1};
+  const LimitOp rate{StateKey{"jobs", "t1"}, TokenBucket(1, kSecond, 5), 1};
   ASSERT_OK(env_.store().Apply(Operation{absl::MakeConstSpan(&rate, 1)}, env_.clock()));
 
   auto deleted = env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs");
@@ -216,12 +207,14 @@ class RedisClusterLeasesTest : public RedisLeasesTest {
 TEST_F(RedisClusterLeasesTest, RateLimitsShareTheLeaseSlotAndDeleteAllLeasesReachesEveryPrimary) {
   // Rate limits in another slot are refused naming the limit; with one hash tag they are taken
   // with the lease.
-  const std::vector<LimitOp> apart = {LimitOp{StateKey{"llm_rate", "org2"}, Bucket(1, 2), 1}};
+  const std::vector<LimitOp> apart = {
+      LimitOp{StateKey{"llm_rate", "org2"}, TokenBucket(1, kSecond, 2), 1}};
   auto out = Run(LeaseOpOf(LeaseAction::kAcquire, 1, "a", "llm", "org2"), apart);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(out.status().message(), ::testing::HasSubstr("limits[0] (llm_rate / org2)"));
   EXPECT_EQ(Held("llm", "org2"), 0);
-  const std::vector<LimitOp> tagged = {LimitOp{StateKey{"llm_rate", "{org2}"}, Bucket(1, 2), 1}};
+  const std::vector<LimitOp> tagged = {
+      LimitOp{StateKey{"llm_rate", "{org2}"}, TokenBucket(1, kSecond, 2), 1}};
   out = Run(LeaseOpOf(LeaseAction::kAcquire, 1, "a", "llm", "{org2}u1"), tagged);
   ASSERT_OK(out);
   EXPECT_TRUE(out->allowed);
