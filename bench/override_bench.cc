@@ -120,19 +120,59 @@ BENCHMARK(BM_ApplyShapedOverrides)
 // Builds the index of ShapedIndex(range(0))'s overrides, as a server does at each new version
 // of the store.
 void BM_BuildShapedIndex(benchmark::State& state) {
-  const std::vector<Override> all = ShapedIndex(static_cast<int>(state.range(0)))->all();
+  const std::vector<Override> all = ShapedIndex(static_cast<int>(state.range(0)))->All();
   for (auto _ : state) {
     benchmark::DoNotOptimize(OverrideIndex::Build(all, 1));
   }
 }
 BENCHMARK(BM_BuildShapedIndex)->Arg(100000)->Unit(benchmark::kMillisecond);
 
+// Makes the next version of ShapedIndex(range(0)) by one change (OverrideIndex::Apply), as a
+// replica does for each change it reads: range(1) 0 replaces an exact key's override, 1 sets a
+// new pattern (the recent patterns' index rebuilt, and every max(64, sqrt(n)) such changes the
+// limit's whole pattern index: a compaction, included at its rate), 2 replaces a pattern's.
+void BM_ApplyOneChange(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::shared_ptr<const OverrideIndex> index = ShapedIndex(n);
+  std::vector<OverrideStore::ChangedTarget> change(1);
+  Override& o = change[0].record.emplace();
+  o.target.name = "l0";
+  o.action.capacity = 7;
+  o.set_at_us = kNow - 1;
+  uint64_t version = 1;
+  int64_t i = 0;
+  for (auto _ : state) {
+    switch (state.range(1)) {
+      case 0:
+        o.target.pattern = false;
+        o.target.key = absl::StrCat("k", 2 * (i % (n / 2)));
+        break;
+      case 1:
+        o.target.pattern = true;
+        o.target.key = absl::StrCat("new-", i, "-*");
+        break;
+      default:
+        o.target.pattern = true;
+        o.target.key = absl::StrCat("tenant-", 1 + 6 * (i % (n / 6)), "-*");
+    }
+    ++i;
+    change[0].target = o.target;
+    index = index->Apply(change, ++version);
+    benchmark::DoNotOptimize(index);
+  }
+}
+BENCHMARK(BM_ApplyOneChange)
+    ->Args({100000, 0})
+    ->Args({100000, 1})
+    ->Args({100000, 2})
+    ->Unit(benchmark::kMicrosecond);
+
 // The memory of the PatternIndex of ShapedIndex(range(0))'s patterns, per pattern (the counter
 // bytes_per_pattern; the patterns' own bytes, held by their overrides, not included).
 void BM_PatternIndexMemory(benchmark::State& state) {
   const auto index = ShapedIndex(static_cast<int>(state.range(0)));
   std::vector<absl::string_view> patterns;
-  for (const Override& o : index->all()) {
+  for (const Override& o : index->All()) {
     if (o.target.pattern) patterns.push_back(o.target.key);
   }
   const PatternIndex pattern_index(patterns);

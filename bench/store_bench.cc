@@ -38,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/bench_main.h"
 #include "bench/latency.h"
 #include "benchmark/benchmark.h"
 #include "storage/clock.h"
@@ -400,24 +401,11 @@ void RegisterAll() {
 }  // namespace ratelimit
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  // As the server does: absl's lock-order graph would otherwise cost every decision.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-
-  const char* tmp = getenv("TMPDIR");
-  std::string dir =
-      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ratelimit-store-bench-XXXXXX";
-  if (mkdtemp(dir.data()) == nullptr) {
-    std::perror("mkdtemp");
-    return 1;
-  }
-  ratelimit::Fixture::Get().set_dir(dir);
-  ratelimit::RegisterAll();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  ratelimit::Fixture::Get().CloseAll();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  return 0;
+  return ratelimit::bench::RunStoreBenchmarks(
+      argc, argv, "ratelimit-store-bench",
+      [](const std::string& dir) {
+        ratelimit::Fixture::Get().set_dir(dir);
+        ratelimit::RegisterAll();
+      },
+      [] { ratelimit::Fixture::Get().CloseAll(); });
 }

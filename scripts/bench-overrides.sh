@@ -240,9 +240,10 @@ overrides_report() {
     "waits for an answer naming the override with that capacity. From A's answer: to that" \
     "Check's answer (within one poll of the truth; negative when B applied the change before A" \
     "answered). From sending: from the SetOverride's sending to the same answer. Each server" \
-    "reads the store's override version every 250 ms and, when it changed, loads every override" \
-    "and builds a new index (with 100,000 present: all of them, at each change; the server that" \
-    "made the change does so before it answers). Background load: Consume calls on B (key" \
+    "reads the store's override version every 250 ms and, when it changed, reads the changes" \
+    "since its own version and applies them to its index (a full load only when the store's" \
+    "history no longer reaches back; the server that made the change applies it before it" \
+    "answers). Background load: Consume calls on B (key" \
     "\`load\`) from 8 threads, each one call at a time, paced at the rate asked (fewer are" \
     "answered when calls stall); both servers on CPU 0, the tool on CPU 1."
   echo

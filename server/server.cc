@@ -237,6 +237,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->service_ = std::make_unique<RateLimitServiceImpl>(*s->scheduler_, s->registry_, *s->admin_,
                                                        options.store.failure_policy, *s->telemetry_,
                                                        options.limits.inline_limits, settle);
+  s->held_slots_ = std::make_unique<HeldSlots>(clock);
+  s->service_->set_held_slots(s->held_slots_.get());
+  s->RegisterLeaseMetrics();
   if (OverrideStore* overrides = s->store_->overrides()) {
     s->override_refresher_ =
         std::make_unique<OverrideRefresher>(*overrides, s->overrides_, kOverrideRefreshInterval);
@@ -452,6 +455,21 @@ void RateLimitServer::RegisterEnvoyMetrics() {
       [envoy] { return static_cast<double>(envoy->stats().global_shadow_mode()); });
 }
 
+void RateLimitServer::RegisterLeaseMetrics() {
+  HeldSlots* held = held_slots_.get();
+  metrics_registry_.AddCollector(
+      "ratelimit_lease_slots_held",
+      "Slots of concurrency limits held, by limit name, as this server's own decisions last saw "
+      "each key (a key is forgotten max_lease_ttl after its last decision here).",
+      "gauge", {"limit"},
+      [held] {
+        MetricsRegistry::Samples out;
+        for (auto& [limit, slots] : held->PerLimit()) out.push_back({{limit}, slots});
+        return out;
+      },
+      2000, "limit");
+}
+
 void RateLimitServer::RegisterOverrideMetrics() {
   const OverrideRegistry* overrides = &overrides_;
   const Clock* clock = clock_;
@@ -462,9 +480,9 @@ void RateLimitServer::RegisterOverrideMetrics() {
         const std::shared_ptr<const OverrideIndex> index = overrides->Current();
         const int64_t now = clock->NowMicros();
         double in_force = 0;
-        for (const Override& o : index->all()) {
+        index->ForEach([&](const Override& o) {
           if (o.target.source == LimitSource::kDefined && o.ActiveAt(now)) ++in_force;
-        }
+        });
         return MetricsRegistry::Samples{{{"limits_file"}, in_force}};
       });
 }

@@ -96,6 +96,8 @@ class RateLimitServer {
   void RegisterEnvoyMetrics();
   void RegisterEnvoyXdsMetrics();
   void RegisterOverrideMetrics();
+  // ratelimit_lease_slots_held{limit}, from held_slots_.
+  void RegisterLeaseMetrics();
 
   const ServerOptions options_;
   const Clock* clock_ = nullptr;  // Start's, not owned
@@ -127,6 +129,7 @@ class RateLimitServer {
   OverrideRegistry overrides_;
   std::unique_ptr<OverrideRefresher> override_refresher_;
   std::unique_ptr<OverrideServiceImpl> override_service_;
+  std::unique_ptr<HeldSlots> held_slots_;  // before service_, which reports into it
   std::unique_ptr<RateLimitServiceImpl> service_;
   EnvoyConfigRegistry envoy_registry_;
   std::unique_ptr<EnvoyConfigWatcher> envoy_watcher_;

@@ -1,5 +1,6 @@
 #include "storage/limit_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,15 @@ absl::Status ValidateConcurrencyConfig(const LimitConfig& c, absl::string_view p
 }
 
 }  // namespace
+
+void FillLeaseTtlDefaults(LimitConfig& c) {
+  if (c.kind != LimitKind::kConcurrency) return;
+  if (c.max_lease_ttl_us == 0) {
+    c.max_lease_ttl_us = std::max(c.lease_ttl_us != 0 ? c.lease_ttl_us : kDefaultLeaseTtlMicros,
+                                  kDefaultMaxLeaseTtlMicros);
+  }
+  if (c.lease_ttl_us == 0) c.lease_ttl_us = std::min(kDefaultLeaseTtlMicros, c.max_lease_ttl_us);
+}
 
 absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix) {
   if (c.kind == LimitKind::kConcurrency) return ValidateConcurrencyConfig(c, prefix);

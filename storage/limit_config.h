@@ -92,6 +92,11 @@ inline constexpr int64_t kMaxLeaseTtlMicros = int64_t{24} * 3600 * 1000000;    /
 inline constexpr int64_t kDefaultLeaseTtlMicros = int64_t{30} * 1000000;       // 30 s
 inline constexpr int64_t kDefaultMaxLeaseTtlMicros = int64_t{3600} * 1000000;  // 1 hour
 
+// A concurrency limit's lease TTLs left unset (0) get their defaults: max_lease_ttl_us
+// max(lease_ttl_us or kDefaultLeaseTtlMicros, kDefaultMaxLeaseTtlMicros), then lease_ttl_us
+// min(kDefaultLeaseTtlMicros, max_lease_ttl_us). Other kinds are left as they are.
+void FillLeaseTtlDefaults(LimitConfig& config);
+
 // Checks every field of `config`. On failure returns INVALID_ARGUMENT whose message starts with
 // `field_prefix` followed by the offending field ("limits[0].config.rate: ...").
 absl::Status ValidateLimitConfig(const LimitConfig& config, absl::string_view field_prefix);

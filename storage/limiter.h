@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "storage/algebra.h"
 #include "storage/clock.h"
+#include "storage/leases/lease.h"
 #include "storage/limit_config.h"
 #include "storage/state_store.h"
 
@@ -142,6 +143,17 @@ class Limiter {
   // `spent` record). REQUIRES: 1..N items with distinct records. UNIMPLEMENTED from a store that
   // keeps no records.
   absl::StatusOr<SettleVerdict> Settle(absl::Span<const SettleItem> items);
+
+  // Decides a lease op (and an acquire's rate limits) in one store transaction
+  // (StateStore::ApplyLease; storage/leases/lease.h). UNIMPLEMENTED from a store that keeps no
+  // leases.
+  absl::StatusOr<LeaseOutcome> Lease(const LeaseOperation& op) {
+    return store_.ApplyLease(op, clock_);
+  }
+  // Ends every lease of every key of concurrency limit `name` (StateStore::DeleteAllLeases).
+  absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
+    return store_.DeleteAllLeases(source, name);
+  }
 
   // Deletes the state of one key / every key of `name`, in the namespace of `source`. Returns
   // how many states were deleted (0: the key or limit had none).

@@ -14,6 +14,10 @@
 //   ratelimit override list [--name=api] [--page_size=N] [--page_token=T]
 //   ratelimit override audit [--name=api] [--page_size=N] [--page_token=T]
 //   (override commands need the admin token, as reset does)
+//   ratelimit acquire --name=jobs --key=t1 [--count=2] [--ttl=30s] [--request_id=ID] [--holder=W]
+//   ratelimit release --name=jobs --key=t1 --lease_id=ID
+//   ratelimit extend  --name=jobs --key=t1 --lease_id=ID [--ttl=30s]
+//   ratelimit leases  --name=jobs --key=t1                      (needs the admin token)
 //
 // Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With
 // --json, standard output carries one JSON document whatever happens: the reply, or on an error
@@ -34,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/cli_util.h"
 #include "client/cpp/client.h"
+#include "client/cpp/lease_command.h"
 #include "client/cpp/output.h"
 #include "client/cpp/override_command.h"
 #include "cmdline/help.h"
@@ -90,6 +95,10 @@ ABSL_FLAG(double, max_reserved, -1,
           "inline config: max_reserved (default: unbounded); override set: the new max_reserved");
 ABSL_FLAG(std::string, key_pattern, "",
           "override: the keys matching a pattern ('*' matches any run of bytes) instead of --key");
+ABSL_FLAG(std::string, ttl, "",
+          "acquire, extend: the lease's TTL, e.g. 30s (default: the limit's lease_ttl)");
+ABSL_FLAG(std::string, lease_id, "", "release, extend: the lease (the id acquire printed)");
+ABSL_FLAG(std::string, holder, "", "acquire: who holds the lease, shown by leases");
 ABSL_FLAG(bool, unlimited, false, "override set: allow every request, take nothing");
 ABSL_FLAG(bool, blocked, false, "override set: deny every request, take nothing");
 ABSL_FLAG(std::string, expires_in, "",
@@ -147,6 +156,49 @@ std::optional<double> IfGiven(const absl::Flag<double>& flag, double unset) {
   const double v = absl::GetFlag(flag);
   if (v == unset) return std::nullopt;
   return v;
+}
+
+// `ratelimit acquire|release|extend|leases`: exit status 0 when acquired, released, extended or
+// listed; 2 when refused or not held.
+template <typename CallError>
+int LeaseCommand(const std::string& command, ratelimit::RateLimitClient& client,
+                 const CallError& call_error) {
+  ratelimit::LeaseFlags flags;
+  flags.name = absl::GetFlag(FLAGS_name);
+  flags.key = absl::GetFlag(FLAGS_key);
+  flags.count = absl::GetFlag(FLAGS_count);
+  flags.ttl = absl::GetFlag(FLAGS_ttl);
+  flags.lease_id = absl::GetFlag(FLAGS_lease_id);
+  flags.request_id = absl::GetFlag(FLAGS_request_id);
+  flags.holder = absl::GetFlag(FLAGS_holder);
+  if (command == "acquire") {
+    absl::StatusOr<ratelimit::v1::AcquireRequest> request = ratelimit::AcquireOf(flags);
+    if (!request.ok()) return Error(request.status());
+    auto response = client.Acquire(*request);
+    if (!response.ok()) return call_error(response.status());
+    const int printed = Print(*response, ratelimit::FormatAcquire(*response, absl::Now()));
+    return printed != 0 ? printed : response->allowed() ? 0 : 2;
+  }
+  if (command == "release") {
+    absl::StatusOr<ratelimit::v1::ReleaseRequest> request = ratelimit::ReleaseOf(flags);
+    if (!request.ok()) return Error(request.status());
+    auto response = client.Release(*request);
+    if (!response.ok()) return call_error(response.status());
+    const int printed = Print(*response, ratelimit::FormatRelease(*response));
+    return printed != 0 ? printed : response->state() == ratelimit::v1::RELEASED ? 0 : 2;
+  }
+  if (command == "extend") {
+    absl::StatusOr<ratelimit::v1::ExtendRequest> request = ratelimit::ExtendOf(flags);
+    if (!request.ok()) return Error(request.status());
+    auto response = client.Extend(*request);
+    if (!response.ok()) return call_error(response.status());
+    const int printed = Print(*response, ratelimit::FormatExtend(*response));
+    return printed != 0 ? printed : response->state() == ratelimit::v1::HELD ? 0 : 2;
+  }
+  const ratelimit::v1::ListLeasesRequest request = ratelimit::ListLeasesOf(flags);
+  auto response = client.ListLeases(request);
+  if (!response.ok()) return call_error(response.status());
+  return Print(*response, ratelimit::FormatLeases(request, *response));
 }
 
 // `ratelimit override <sub>`.
@@ -233,7 +285,8 @@ int OverrideCommand(const std::string& sub, ratelimit::RateLimitClient& client,
 
 int Usage() {
   return Error(
-      std::string("usage: ratelimit consume|check|reserve|reset --name=NAME --key=KEY [flags], "
+      std::string("usage: ratelimit consume|check|reserve|reset|acquire|release|extend|leases "
+                  "--name=NAME --key=KEY [flags], "
                   "ratelimit settle --receipt=BASE64 --used=N, ratelimit rlqs assignments "
                   "--domain=D [--bucket=k=v,...] or ratelimit health; see --help"));
 }
@@ -248,6 +301,8 @@ int main(int argc, char** argv) {
       "assignments (admin)\n"
       "ratelimit override set|get|list|delete|audit --name=NAME --key=KEY|--key_pattern=P "
       "[flags]: runtime overrides (admin)\n"
+      "ratelimit acquire|release|extend|leases --name=NAME --key=KEY [--lease_id=ID] [--ttl=D]: "
+      "concurrency limits (leases: admin)\n"
       "ratelimit health: exit status 0 when the server is SERVING (grpc.health.v1), 1 otherwise");
   // --help lists the flags of this file (absl's default looks for a file named after the binary).
   absl::FlagsUsageConfig usage;
@@ -270,7 +325,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));
   if (!timeout.ok()) return Error(timeout.status());
   options.timeout = *timeout;
-  if (command == "reset" || rlqs || is_override) {
+  if (command == "reset" || command == "leases" || rlqs || is_override) {
     absl::StatusOr<std::string> token = AdminToken();
     if (!token.ok()) return Error(token.status());
     options.admin_token = *token;
@@ -357,6 +412,10 @@ int main(int argc, char** argv) {
                 << ": " << *deleted << (*deleted == 1 ? " state" : " states") << " deleted\n";
     }
     return 0;
+  }
+
+  if (command == "acquire" || command == "release" || command == "extend" || command == "leases") {
+    return LeaseCommand(command, *client, call_error);
   }
 
   if (command == "settle") {

@@ -190,6 +190,31 @@ absl::StatusOr<v1::ListOverridesResponse> RateLimitClient::ListOverrides(
   return Invoke(*override_stub_, &v1::OverrideService::Stub::ListOverrides, context, request);
 }
 
+absl::StatusOr<v1::AcquireResponse> RateLimitClient::Acquire(const v1::AcquireRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return Invoke(*stub_, &v1::RateLimitService::Stub::Acquire, context, request);
+}
+
+absl::StatusOr<v1::ReleaseResponse> RateLimitClient::Release(const v1::ReleaseRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return Invoke(*stub_, &v1::RateLimitService::Stub::Release, context, request);
+}
+
+absl::StatusOr<v1::ExtendResponse> RateLimitClient::Extend(const v1::ExtendRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  return Invoke(*stub_, &v1::RateLimitService::Stub::Extend, context, request);
+}
+
+absl::StatusOr<v1::ListLeasesResponse> RateLimitClient::ListLeases(
+    const v1::ListLeasesRequest& request) {
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*stub_, &v1::RateLimitService::Stub::ListLeases, context, request);
+}
+
 absl::StatusOr<v1::ListOverrideAuditResponse> RateLimitClient::ListOverrideAudit(
     const v1::ListOverrideAuditRequest& request) {
   grpc::ClientContext context;

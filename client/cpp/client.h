@@ -79,6 +79,15 @@ class RateLimitClient {
   absl::StatusOr<v1::ListOverrideAuditResponse> ListOverrideAudit(
       const v1::ListOverrideAuditRequest& request);
 
+  // Concurrency limits (docs/leases.md): Acquire takes slots for a lease (a denial is a response
+  // with allowed = false, not an error); Release gives them back and Extend pushes the expiry
+  // (each answers NOT_HELD for a lease that is not held); ListLeases is administrative (sends
+  // admin_token).
+  absl::StatusOr<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
+  absl::StatusOr<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request);
+  absl::StatusOr<v1::ExtendResponse> Extend(const v1::ExtendRequest& request);
+  absl::StatusOr<v1::ListLeasesResponse> ListLeases(const v1::ListLeasesRequest& request);
+
   // The server's grpc.health.v1 status (`service` empty: the server as a whole): OK when it is
   // SERVING, UNAVAILABLE naming the status otherwise (NOT_SERVING while its store fails or it is
   // shutting down), the call's error when it does not answer.

@@ -127,7 +127,25 @@ ServerMetrics::ServerMetrics(MetricsRegistry& r)
       replays(r.AddCounter("ratelimit_idempotent_replays_total",
                            "Requests answered with the remembered answer of an earlier request "
                            "with the same request_id, by method.",
-                           {"method"})) {}
+                           {"method"})),
+      lease_acquires(r.AddCounter("ratelimit_lease_acquires_total",
+                                  "Acquire calls of concurrency limits by limit name and outcome "
+                                  "(acquired, refused: no free slot or a rate limit denied, "
+                                  "replayed: a retried request_id).",
+                                  {"limit", "outcome"}, 2000, "limit")),
+      lease_releases(r.AddCounter("ratelimit_lease_releases_total",
+                                  "Release calls by limit name and state (released, not_held: "
+                                  "the lease had expired, was released or reset).",
+                                  {"limit", "state"}, 2000, "limit")),
+      lease_extends(r.AddCounter("ratelimit_lease_extends_total",
+                                 "Extend calls (heartbeats) by limit name and state (held, "
+                                 "not_held: the holder had lost the lease).",
+                                 {"limit", "state"}, 2000, "limit")),
+      leases_expired(r.AddCounter("ratelimit_leases_expired_total",
+                                  "Leases that expired while held, never released (their holder "
+                                  "died or stopped extending): the leak detector. Counted when a "
+                                  "decision on the key drops them.",
+                                  {"limit"}, 2000, "limit")) {}
 
 void Telemetry::CountSettlement(const char* outcome, int n) const {
   if (metrics_ && n > 0) metrics_->settlements.With({outcome}).Increment(static_cast<uint64_t>(n));
@@ -139,6 +157,22 @@ void Telemetry::CountSettled(double returned, double charged) const {
 
 void Telemetry::CountReplay(const char* method) const {
   if (metrics_) metrics_->replays.With({method}).Increment();
+}
+
+void Telemetry::CountLeaseAcquire(const std::string& limit, const char* outcome) const {
+  if (metrics_) metrics_->lease_acquires.With({limit, outcome}).Increment();
+}
+
+void Telemetry::CountLeaseRelease(const std::string& limit, const char* state) const {
+  if (metrics_) metrics_->lease_releases.With({limit, state}).Increment();
+}
+
+void Telemetry::CountLeaseExtend(const std::string& limit, const char* state) const {
+  if (metrics_) metrics_->lease_extends.With({limit, state}).Increment();
+}
+
+void Telemetry::CountLeasesExpired(const std::string& limit, int64_t n) const {
+  if (metrics_ && n > 0) metrics_->leases_expired.With({limit}).Increment(static_cast<uint64_t>(n));
 }
 
 Telemetry::Rpc Telemetry::StartRpc(const char* service, const char* method, const char* span_name,

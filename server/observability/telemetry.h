@@ -33,6 +33,11 @@ struct ServerMetrics {
   // {outcome}: returned (gave tokens back) | charged | unchanged | rejected
   Family<Counter>& settlements;
   Family<Counter>& replays;  // {method}: answers replayed for a retried request_id
+  // Concurrency limits (docs/leases.md), by limit name.
+  Family<Counter>& lease_acquires;  // {limit, outcome}: acquired | refused | replayed
+  Family<Counter>& lease_releases;  // {limit, state}: released | not_held
+  Family<Counter>& lease_extends;   // {limit, state}: held | not_held
+  Family<Counter>& leases_expired;  // {limit}: leases that expired still held (never released)
 };
 
 // What the handlers report about each call: one SERVER span (with a child span for the store
@@ -125,6 +130,12 @@ class Telemetry {
   void CountSettled(double returned, double charged) const;
   // An answer replayed for a retried request_id of `method` (a literal).
   void CountReplay(const char* method) const;
+  // Concurrency limits: one Acquire's outcome, one Release's or Extend's state (literals, see
+  // ServerMetrics), and `n` leases found expired while held.
+  void CountLeaseAcquire(const std::string& limit, const char* outcome) const;
+  void CountLeaseRelease(const std::string& limit, const char* state) const;
+  void CountLeaseExtend(const std::string& limit, const char* state) const;
+  void CountLeasesExpired(const std::string& limit, int64_t n) const;
 
  private:
   ServerMetrics* const metrics_;

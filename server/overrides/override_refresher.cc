@@ -15,7 +15,22 @@ absl::Status OverrideRefresher::Refresh() {
     failed_log_.Log({{"error", std::string(version.status().message())}});
     return version.status();
   }
-  if (loaded_ && *version == registry_.Current()->version()) return absl::OkStatus();
+  const std::shared_ptr<const OverrideIndex> current = registry_.Current();
+  if (loaded_ && *version == current->version()) return absl::OkStatus();
+  if (loaded_) {
+    // Only what changed since the index's version, when the store can tell.
+    absl::StatusOr<std::optional<OverrideStore::Changes>> changes =
+        store_.ChangesSince(current->version());
+    if (!changes.ok()) {
+      failed_log_.Log({{"error", std::string(changes.status().message())}});
+      return changes.status();
+    }
+    if (changes->has_value()) {
+      registry_.Replace(current->Apply((*changes)->changed, (*changes)->version));
+      ++incremental_;
+      return absl::OkStatus();
+    }
+  }
   absl::StatusOr<OverrideStore::Snapshot> all = store_.LoadAll();
   if (!all.ok()) {
     failed_log_.Log({{"error", std::string(all.status().message())}});
@@ -23,6 +38,7 @@ absl::Status OverrideRefresher::Refresh() {
   }
   registry_.Replace(OverrideIndex::Build(std::move(all->overrides), all->version));
   loaded_ = true;
+  ++full_;
   return absl::OkStatus();
 }
 

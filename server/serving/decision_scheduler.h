@@ -81,6 +81,10 @@ class DecisionScheduler {
   absl::StatusOr<uint64_t> ResetAll(const std::string& name, LimitSource source) {
     return limiter_.ResetAll(name, source);
   }
+  absl::StatusOr<LeaseOutcome> Lease(const LeaseOperation& op) { return limiter_.Lease(op); }
+  absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
+    return limiter_.ResetAllLeases(name, source);
+  }
 
  private:
   // Route 2 and 3: the store's asynchronous path; `done` on this thread's loop, if any.

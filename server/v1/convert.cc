@@ -5,9 +5,7 @@
 #include "storage/status_util.h"
 
 namespace ratelimit {
-namespace {
 
-// A google.protobuf.Duration as microseconds (truncating below 1us), validating its range.
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,
                                        absl::string_view leaf) {
   const int64_t s = d.seconds();
@@ -22,6 +20,8 @@ absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl
   }
   return s * 1000000 + n / 1000;
 }
+
+namespace {
 
 v1::DenyReason ReasonToProto(DenyReason r) {
   switch (r) {
@@ -52,16 +52,22 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
     case v1::FIXED_WINDOW:
       c.kind = LimitKind::kFixedWindow;
       break;
+    case v1::CONCURRENCY:
+      c.kind = LimitKind::kConcurrency;
+      break;
     case v1::KIND_UNSPECIFIED:
-      return InvalidField(prefix, "kind", "required (TOKEN_BUCKET or FIXED_WINDOW)");
+      return InvalidField(prefix, "kind", "required (TOKEN_BUCKET, FIXED_WINDOW or CONCURRENCY)");
     default:
       return InvalidField(prefix, "kind", absl::StrCat("unknown kind ", p.kind()));
   }
   c.rate = p.rate();
-  if (!p.has_period()) return InvalidField(prefix, "period", "required");
-  absl::StatusOr<int64_t> period = DurationMicros(p.period(), prefix, "period");
-  if (!period.ok()) return period.status();
-  c.period_us = *period;
+  if (p.has_period()) {
+    absl::StatusOr<int64_t> period = DurationMicros(p.period(), prefix, "period");
+    if (!period.ok()) return period.status();
+    c.period_us = *period;
+  } else if (c.kind != LimitKind::kConcurrency) {
+    return InvalidField(prefix, "period", "required");
+  }
   if (p.has_capacity()) c.capacity = p.capacity();
   if (p.has_max_reserved()) c.max_reserved = p.max_reserved();
   if (p.has_start()) {
@@ -70,6 +76,20 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
     c.start_us = *start;
   }
   c.jitter = p.jitter();
+  if (p.has_lease_ttl()) {
+    absl::StatusOr<int64_t> ttl = DurationMicros(p.lease_ttl(), prefix, "lease_ttl");
+    if (!ttl.ok()) return ttl.status();
+    if (*ttl <= 0)
+      return InvalidField(prefix, "lease_ttl", "must be between 1ms and max_lease_ttl");
+    c.lease_ttl_us = *ttl;
+  }
+  if (p.has_max_lease_ttl()) {
+    absl::StatusOr<int64_t> ttl = DurationMicros(p.max_lease_ttl(), prefix, "max_lease_ttl");
+    if (!ttl.ok()) return ttl.status();
+    if (*ttl <= 0) return InvalidField(prefix, "max_lease_ttl", "must be between 1ms and 1 day");
+    c.max_lease_ttl_us = *ttl;
+  }
+  FillLeaseTtlDefaults(c);
   if (absl::Status s = ValidateLimitConfig(c, prefix); !s.ok()) return s;
   return c;
 }
@@ -135,7 +155,13 @@ absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::strin
 
 absl::StatusOr<LimitRequests> ResolveRequest(const v1::RateLimitRequest& request,
                                              const LimitSet& limits, InlineLimits inline_limits) {
-  const int n = request.limits_size();
+  return ResolveLimits(request.limits(), limits, inline_limits);
+}
+
+absl::StatusOr<LimitRequests> ResolveLimits(
+    const google::protobuf::RepeatedPtrField<v1::LimitRequest>& request, const LimitSet& limits,
+    InlineLimits inline_limits) {
+  const int n = request.size();
   if (n == 0) return InvalidField("limits", "at least one limit is required");
   if (n > kMaxLimitsPerRequest) {
     return InvalidField(
@@ -144,7 +170,7 @@ absl::StatusOr<LimitRequests> ResolveRequest(const v1::RateLimitRequest& request
   LimitRequests out;
   out.reserve(n);
   for (int i = 0; i < n; ++i) {
-    const v1::LimitRequest& l = request.limits(i);
+    const v1::LimitRequest& l = request.Get(i);
     // Resolved with an empty field name, whose subfield names (".config.rate") stay within a
     // string's inline buffer: a valid limit, the common case, costs no allocation for names it
     // never shows. Resolving is a pure function of its arguments, so a limit that fails is
@@ -208,10 +234,27 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
                                 absl::StrCat(field(), ".", resolved.status().message()));
       continue;
     }
+    if (absl::Status s = RefuseConcurrencyLimits(*resolved, "a Batch"); !s.ok()) {
+      plan.error = absl::Status(s.code(), absl::StrCat(field(), ".", s.message()));
+      continue;
+    }
     plan.limits = *std::move(resolved);
     plan.receipts = !e.request().omit_receipts();
   }
   return plans;
+}
+
+absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,
+                                     absl::string_view where) {
+  for (size_t i = 0; i < limits.size(); ++i) {
+    if (limits[i].config.kind != LimitKind::kConcurrency) continue;
+    return InvalidField(
+        absl::StrCat("limits[", i, "].name"),
+        absl::StrCat("limit \"", limits[i].name, "\" is a concurrency limit: ", where,
+                     " cannot take its slots (take them with Acquire, see "
+                     "them with Check)"));
+  }
+  return absl::OkStatus();
 }
 
 void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result) {

@@ -41,6 +41,21 @@ absl::StatusOr<LimitRequests> ResolveRequest(const v1::RateLimitRequest& request
                                              const LimitSet& limits,
                                              InlineLimits inline_limits = InlineLimits::kAllow);
 
+// ResolveRequest over a request's repeated `limits` (Acquire's too).
+absl::StatusOr<LimitRequests> ResolveLimits(
+    const google::protobuf::RepeatedPtrField<v1::LimitRequest>& limits, const LimitSet& defined,
+    InlineLimits inline_limits = InlineLimits::kAllow);
+
+// INVALID_ARGUMENT naming `limits[i].name` when limits[i] is a concurrency limit, whose slots
+// only Acquire takes; `where` names the refusing call ("Consume", "a Batch").
+absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,
+                                     absl::string_view where);
+
+// A google.protobuf.Duration as microseconds (truncating below 1us), validated: INVALID_ARGUMENT
+// naming `field` + `leaf` when it is not a valid Duration, negative, or over 100 years.
+absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,
+                                       absl::string_view leaf);
+
 // Batch bounds: entries per call, and limits over all its entries.
 inline constexpr int kMaxBatchEntries = 1000;
 inline constexpr int kMaxBatchLimits = 4096;
@@ -57,7 +72,8 @@ struct BatchEntryPlan {
 // Validates a Batch: the whole call (INVALID_ARGUMENT naming `entries` when it has no entries,
 // more than kMaxBatchEntries, or more than kMaxBatchLimits limits in all), then each entry as
 // ResolveRequest would its request, with errors naming `entries[i].` + the field; an entry
-// carrying a request_id is INVALID_ARGUMENT naming `entries[i].request_id`; an unknown method
+// carrying a request_id is INVALID_ARGUMENT naming `entries[i].request_id`, and one naming a
+// concurrency limit INVALID_ARGUMENT naming `entries[i].limits[j].name`; an unknown method
 // INVALID_ARGUMENT naming `entries[i].method`. One plan per entry, in order.
 absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(
     const v1::BatchRequest& request, const LimitSet& limits,

@@ -50,10 +50,13 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
         c.kind = LimitKind::kTokenBucket;
       } else if (kind == "fixed_window") {
         c.kind = LimitKind::kFixedWindow;
+      } else if (kind == "concurrency") {
+        c.kind = LimitKind::kConcurrency;
       } else {
         return ErrorAt(
             source, v,
-            absl::StrCat(f, ": must be token_bucket or fixed_window, got \"", kind, "\""));
+            absl::StrCat(f, ": must be token_bucket, fixed_window or concurrency, got \"", kind,
+                         "\""));
       }
       has_kind = true;
     } else if (key == "rate") {
@@ -78,6 +81,10 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
       absl::StatusOr<int64_t> us = ScalarDurationMicros(source, v, f);
       if (!us.ok()) return us.status();
       c.start_us = *us;
+    } else if (key == "lease_ttl" || key == "max_lease_ttl") {
+      absl::StatusOr<int64_t> us = ScalarDurationMicros(source, v, f);
+      if (!us.ok()) return us.status();
+      (key == "lease_ttl" ? c.lease_ttl_us : c.max_lease_ttl_us) = *us;
     } else if (key == "jitter") {
       absl::StatusOr<double> d = ScalarDouble(source, v, f);
       if (!d.ok()) return d.status();
@@ -90,8 +97,13 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
     return ErrorAt(source, node, s.message());
   }
   if (!has_kind) return ErrorAt(source, node, absl::StrCat(field, ".kind: required"));
-  if (!has_rate) return ErrorAt(source, node, absl::StrCat(field, ".rate: required"));
-  if (!has_period) return ErrorAt(source, node, absl::StrCat(field, ".period: required"));
+  if (c.kind == LimitKind::kConcurrency) {
+    FillLeaseTtlDefaults(c);
+  } else if (!has_rate)
+    return ErrorAt(source, node, absl::StrCat(field, ".rate: required"));
+  if (c.kind != LimitKind::kConcurrency && !has_period) {
+    return ErrorAt(source, node, absl::StrCat(field, ".period: required"));
+  }
   if (absl::Status s = ValidateLimitConfig(c, absl::StrCat(field, ".")); !s.ok()) {
     return ErrorAt(source, node, s.message());
   }

@@ -36,6 +36,12 @@ struct LimitSet {
 //       max_reserved: 50         # default: unbounded; 0 disables reservations
 //       start: 0s                # fixed_window only; default: per-key hash
 //       jitter: 0.1              # 0..1, default 0
+//     - name: llm_calls
+//       kind: concurrency        # at most `capacity` slots held at once (docs/leases.md)
+//       capacity: 10             # required: slots, a whole number 1..1e9
+//       lease_ttl: 30s           # default 30s (or max_lease_ttl when shorter)
+//       max_lease_ttl: 1h        # the longest TTL a request may ask for; default
+//                                # max(lease_ttl, 1h); at most 1d
 //
 // An empty document or `limits: []` defines nothing. Unknown keys, duplicate names and invalid
 // values are errors (INVALID_ARGUMENT) naming `source_name`, the line and column, and the field.

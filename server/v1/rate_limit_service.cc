@@ -1,5 +1,6 @@
 #include "server/v1/rate_limit_service.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -80,6 +81,14 @@ void RateLimitServiceImpl::RequestCall(LoopCall* call, grpc::ServerCompletionQue
       return RequestSettle(context, request, writer, cq, cq, call->tag());
     case kBatchMethod:
       return RequestBatch(context, request, writer, cq, cq, call->tag());
+    case kAcquireMethod:
+      return RequestAcquire(context, request, writer, cq, cq, call->tag());
+    case kReleaseMethod:
+      return RequestRelease(context, request, writer, cq, cq, call->tag());
+    case kExtendMethod:
+      return RequestExtend(context, request, writer, cq, cq, call->tag());
+    case kListLeasesMethod:
+      return RequestListLeases(context, request, writer, cq, cq, call->tag());
   }
 }
 
@@ -112,6 +121,28 @@ void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
           call,
           [this, call](auto* req, auto* resp) { return HandleBatch(call->context(), req, resp); },
           &scheduler_);
+    case kAcquireMethod:
+      return ServeLoopParsed<v1::AcquireRequest, v1::AcquireResponse>(
+          call,
+          [this, call](auto* req, auto* resp) { return HandleAcquire(call->context(), req, resp); },
+          &scheduler_);
+    case kReleaseMethod:
+      return ServeLoopParsed<v1::ReleaseRequest, v1::ReleaseResponse>(
+          call,
+          [this, call](auto* req, auto* resp) { return HandleRelease(call->context(), req, resp); },
+          &scheduler_);
+    case kExtendMethod:
+      return ServeLoopParsed<v1::ExtendRequest, v1::ExtendResponse>(
+          call,
+          [this, call](auto* req, auto* resp) { return HandleExtend(call->context(), req, resp); },
+          &scheduler_);
+    case kListLeasesMethod:
+      return ServeLoopParsed<v1::ListLeasesRequest, v1::ListLeasesResponse>(
+          call,
+          [this, call](auto* req, auto* resp) {
+            return HandleListLeases(call->context(), req, resp);
+          },
+          &scheduler_);
   }
 }
 
@@ -122,6 +153,17 @@ void RateLimitServiceImpl::OnDecideCall(LoopCall* loop_call, Mode mode, ServingL
       telemetry_.StartRpc(kService, MethodName(mode), SpanName(mode), call->context()), mode);
   if (std::optional<grpc::Status> refused = Prepare(call->request, *state)) {
     call->Finish(FinishRpc(state->rpc, *refused));
+    return;
+  }
+  if (mode == Mode::kCheck &&
+      std::any_of(state->limits.begin(), state->limits.end(),
+                  [](const LimitRequest& l) { return l.config.kind == LimitKind::kConcurrency; })) {
+    scheduler_.RunBlocking([this, call = std::move(call), state = std::move(state)]() mutable {
+      state->rpc.StoreStarted();
+      absl::StatusOr<Verdict> verdict = CheckWithLeases(state->limits);
+      state->rpc.StoreFinished(verdict.status());
+      call->Finish(Answer(*state, call->request, std::move(verdict), &call->response));
+    });
     return;
   }
   if (mode != Mode::kCheck && !call->request.request_id().empty()) {
@@ -168,6 +210,11 @@ std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitReq
   absl::StatusOr<LimitRequests> resolved = ResolveRequest(request, *limits, inline_limits_);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   state.limits = *std::move(resolved);
+  if (state.mode != Mode::kCheck) {
+    if (absl::Status st = RefuseConcurrencyLimits(state.limits, MethodName(state.mode)); !st.ok()) {
+      return ToGrpcStatus(st);
+    }
+  }
   ApplyOverridesTo(absl::MakeSpan(state.limits));
   state.rpc.SetLimits(state.limits);
   if (state.mode != Mode::kCheck) {
@@ -443,33 +490,31 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
                                                v1::ResetResponse* response) {
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", context);
-  std::optional<absl::string_view> authorization;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    authorization = absl::string_view(it->second.data(), it->second.size());
-  }
   const std::string peer = context.peer();
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  const std::vector<std::string> identities =
-      auth ? PeerIdentities(*auth) : std::vector<std::string>();
-  absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
-  if (!admin.ok()) {
-    reset_refused_log_.Log({{"peer", peer},
-                            {"peer_identities", absl::StrJoin(identities, ",")},
-                            {"limit", request->name()},
-                            {"reason", std::string(admin.status().message())},
-                            {"trace_id", rpc.TraceId()}});
-    return FinishRpc(rpc, ToGrpcStatus(admin.status()));
-  }
+  absl::StatusOr<std::string> admin = AuthorizeAdmin(context, rpc, request->name());
+  if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
   if (!target.ok()) return FinishRpc(rpc, ToGrpcStatus(target.status()));
   if (absl::Status s = ResolveResetTarget(*target); !s.ok()) {
     return FinishRpc(rpc, ToGrpcStatus(s));
   }
   rpc.StoreStarted();
+  const std::shared_ptr<const LimitSet> defined = registry_.Current();
+  const LimitConfig* config =
+      target->source == LimitSource::kDefined ? defined->Find(target->name) : nullptr;
   absl::StatusOr<uint64_t> deleted =
-      target->all_keys ? scheduler_.ResetAll(target->name, target->source)
-                       : scheduler_.Reset(target->name, target->key, target->source);
+      config != nullptr && config->kind == LimitKind::kConcurrency ? ResetLeases(*target)
+      : target->all_keys ? scheduler_.ResetAll(target->name, target->source)
+                         : scheduler_.Reset(target->name, target->key, target->source);
+  if (deleted.ok() && target->source == LimitSource::kInline) {
+    // An inline name may be a concurrency limit's too: its leases end with its states.
+    absl::StatusOr<uint64_t> leases = ResetLeases(*target);
+    if (leases.ok()) {
+      deleted = *deleted + *leases;
+    } else if (!absl::IsUnimplemented(leases.status())) {
+      deleted = leases.status();
+    }
+  }
   for (const std::string& suffix : target->key_suffixes) {
     if (!deleted.ok() || target->all_keys) break;
     absl::StatusOr<uint64_t> more =

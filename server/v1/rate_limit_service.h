@@ -14,6 +14,8 @@
 #include "server/serving/parsed_unary.h"
 #include "server/serving/serving_loop.h"
 #include "server/v1/convert.h"
+#include "server/v1/held_slots.h"
+#include "server/v1/lease_convert.h"
 #include "server/v1/limit_registry.h"
 #include "server/v1/settle.h"
 #include "storage/clock.h"
@@ -34,12 +36,17 @@ enum class FailurePolicy {
 // parsed here (parsed_unary.h), so that a malformed body is INVALID_ARGUMENT.
 //
 // Thread safety: thread-safe; dependencies are not owned and must outlive the service.
-class RateLimitServiceImpl final
-    : public v1::RateLimitService::WithRawMethod_Consume<
-          v1::RateLimitService::WithRawMethod_Check<v1::RateLimitService::WithRawMethod_Reserve<
-              v1::RateLimitService::WithRawMethod_Reset<v1::RateLimitService::WithRawMethod_Settle<
-                  v1::RateLimitService::WithRawMethod_Batch<v1::RateLimitService::Service>>>>>>,
-      public ServingLoop::Handler {
+// Every method of the service, registered raw.
+using RawRateLimitService = v1::RateLimitService::WithRawMethod_Consume<
+    v1::RateLimitService::WithRawMethod_Check<v1::RateLimitService::WithRawMethod_Reserve<
+        v1::RateLimitService::WithRawMethod_Reset<v1::RateLimitService::WithRawMethod_Settle<
+            v1::RateLimitService::WithRawMethod_Batch<v1::RateLimitService::WithRawMethod_Acquire<
+                v1::RateLimitService::WithRawMethod_Release<
+                    v1::RateLimitService::WithRawMethod_Extend<
+                        v1::RateLimitService::WithRawMethod_ListLeases<
+                            v1::RateLimitService::Service>>>>>>>>>>;
+
+class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoop::Handler {
  public:
   // The indexes of the methods (their order in the proto's service).
   static constexpr int kConsumeMethod = 0;
@@ -48,11 +55,16 @@ class RateLimitServiceImpl final
   static constexpr int kResetMethod = 3;
   static constexpr int kSettleMethod = 4;
   static constexpr int kBatchMethod = 5;
-  // The methods callers send at volume (every one but Reset), and Reset.
+  static constexpr int kAcquireMethod = 6;
+  static constexpr int kReleaseMethod = 7;
+  static constexpr int kExtendMethod = 8;
+  static constexpr int kListLeasesMethod = 9;
+  // The methods callers send at volume (every one but Reset and ListLeases), and those two.
   static std::vector<int> TrafficMethods() {
-    return {kConsumeMethod, kCheckMethod, kReserveMethod, kSettleMethod, kBatchMethod};
+    return {kConsumeMethod, kCheckMethod,   kReserveMethod, kSettleMethod,
+            kBatchMethod,   kAcquireMethod, kReleaseMethod, kExtendMethod};
   }
-  static std::vector<int> AdminMethods() { return {kResetMethod}; }
+  static std::vector<int> AdminMethods() { return {kResetMethod, kListLeasesMethod}; }
 
   RateLimitServiceImpl(DecisionScheduler& scheduler, const LimitRegistry& registry,
                        const AdminAuthenticator& admin, FailurePolicy policy,
@@ -89,6 +101,10 @@ class RateLimitServiceImpl final
     overrides_ = overrides;
     overrides_clock_ = clock;
   }
+
+  // Where the slots held of concurrency limits are reported (the gauge); unset: nowhere. Must
+  // outlive the service. Set before the service is registered.
+  void set_held_slots(HeldSlots* held) { held_slots_ = held; }
 
   // ServingLoop::Handler.
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
@@ -130,6 +146,26 @@ class RateLimitServiceImpl final
                       absl::StatusOr<Verdict> verdict, v1::RateLimitResponse* response) const;
   static void ToProto(const DecideState& state, const Verdict& verdict, v1::RateLimitResponse* out);
 
+  // Concurrency limits (lease_methods.cc): Acquire, Release, Extend and ListLeases, and Check of
+  // a request with a concurrency limit (each limit decided on its own, nothing written).
+  grpc::Status HandleAcquire(const grpc::ServerContext& context, const v1::AcquireRequest* request,
+                             v1::AcquireResponse* response);
+  grpc::Status HandleRelease(const grpc::ServerContext& context, const v1::ReleaseRequest* request,
+                             v1::ReleaseResponse* response);
+  grpc::Status HandleExtend(const grpc::ServerContext& context, const v1::ExtendRequest* request,
+                            v1::ExtendResponse* response);
+  grpc::Status HandleListLeases(const grpc::ServerContext& context,
+                                const v1::ListLeasesRequest* request,
+                                v1::ListLeasesResponse* response);
+  absl::StatusOr<Verdict> CheckWithLeases(absl::Span<const LimitRequest> limits);
+  // A lease decision's effects on the metrics: the leases it found expired, the slots held.
+  void ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const;
+  // Reset of a concurrency limit's key (or every key): ends its leases; how many it ended.
+  absl::StatusOr<uint64_t> ResetLeases(const ResetTarget& target);
+  // The admin credential of a call, or the refusal (logged).
+  absl::StatusOr<std::string> AuthorizeAdmin(const grpc::ServerContext& context,
+                                             Telemetry::Rpc& rpc, absl::string_view limit) const;
+
   // Names the states `target` resets (ENVOY: through set_envoy_reset_resolver), or NOT_FOUND
   // naming the field when it names no configured limit. Inline limits have no configuration:
   // every name is accepted.
@@ -143,6 +179,7 @@ class RateLimitServiceImpl final
   DecisionScheduler& scheduler_;
   EnvoyResetResolver envoy_reset_resolver_;
   const ConfigSnapshot<OverrideIndex>* overrides_ = nullptr;
+  HeldSlots* held_slots_ = nullptr;
   const Clock* overrides_clock_ = nullptr;
   const LimitRegistry& registry_;
   const AdminAuthenticator& admin_;

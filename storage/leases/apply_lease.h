@@ -21,7 +21,7 @@ namespace ratelimit {
 //   "L" [source: 1 byte] [name length: u16 big-endian] [name] [key]
 // The service's other records start with "q" (request_id), "s" (spent receipts) or "e" (Envoy
 // refunds), so no lease set meets one of them; the name's length makes the name and the key
-// unambiguous. Up to 3 + kMaxNameBytes + kMaxKeyBytes bytes (longer than the 256 bytes of the
+// unambiguous. Up to 4 + kMaxNameBytes + kMaxKeyBytes bytes (longer than the 256 bytes of the
 // service's own records).
 std::string LeaseRecordKey(const StateKey& key);
 

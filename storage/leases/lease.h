@@ -118,7 +118,7 @@ struct LeaseDecision {
 // kReset writes an empty set. REQUIRES: op is valid (see LeaseOp).
 //
 // The rules, exactly (every number is a whole int64; capacity is config.capacity as an int64; no
-// rounding anywhere). First the set is read at now_us:
+// rounding anywhere; now_us + ttl_us saturates at INT64_MAX). First the set is read at now_us:
 //  - a lease with now_us >= expires_at_us is expired: dropped from `next`; counted in
 //    expired_unreleased when it was not released;
 //  - a released lease without a request_id is dropped (it is never stored so);

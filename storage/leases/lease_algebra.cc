@@ -61,6 +61,11 @@ int64_t RetryAt(const std::vector<Lease>& kept, int64_t held, int64_t target) {
   return 0;  // unreachable when held > target >= 0
 }
 
+// now_us + ttl_us, saturating at INT64_MAX.
+int64_t ExpiryOf(int64_t now_us, int64_t ttl_us) {
+  return now_us > INT64_MAX - ttl_us ? INT64_MAX : now_us + ttl_us;
+}
+
 // The index in `kept` of the held lease `id`, or -1.
 int FindHeld(const std::vector<Lease>& kept, const std::string& id) {
   for (size_t i = 0; i < kept.size(); ++i) {
@@ -107,7 +112,7 @@ LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t no
       l.id = op.lease_id;
       l.count = op.count;
       l.acquired_at_us = now_us;
-      l.expires_at_us = now_us + op.ttl_us;
+      l.expires_at_us = ExpiryOf(now_us, op.ttl_us);
       l.request_id = op.request_id;
       l.holder = op.holder;
       d.lease = l;
@@ -133,7 +138,7 @@ LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t no
       const int i = FindHeld(r.kept, op.lease_id);
       if (i < 0) break;
       d.state = LeaseState::kHeld;
-      r.kept[i].expires_at_us = now_us + op.ttl_us;
+      r.kept[i].expires_at_us = ExpiryOf(now_us, op.ttl_us);
       d.lease = r.kept[i];
       d.write = true;
       break;

@@ -111,7 +111,9 @@ absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
       return Malformed("truncated lease");
     }
     if ((flags & ~uint8_t{1}) != 0) return Malformed("unknown flags");
-    if (l.count < 1) return Malformed("a lease of no slots");
+    if (l.count < 1 || l.count > static_cast<int64_t>(kMaxSlots)) {
+      return Malformed("a lease of no slots or more than 1e9");
+    }
     l.released = (flags & 1) != 0;
   }
   if (in.left() != 0) return Malformed("trailing bytes");

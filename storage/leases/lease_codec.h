@@ -22,8 +22,8 @@ inline constexpr uint8_t kLeaseCodecVersion = 1;
 std::string EncodeLeaseSet(const LeaseSet& set);
 
 // The set stored as `bytes`; DATA_LOSS for bytes that EncodeLeaseSet did not make (an unknown
-// version, a truncated or overlong encoding, unknown flags, a count below 1). Never crashes,
-// whatever the bytes.
+// version, a truncated or overlong encoding, unknown flags, a count outside 1..kMaxSlots). Never
+// crashes, whatever the bytes.
 absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes);
 
 }  // namespace ratelimit

@@ -2,13 +2,16 @@
 
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace ratelimit {
 namespace {
 
 constexpr uint8_t kOverrideFormat = 1;
-constexpr uint8_t kAuditFormat = 1;
+// Format 1 lacks the entry's target; format 2 adds it at the end.
+constexpr uint8_t kAuditFormat = 2;
+constexpr uint8_t kAuditFormatWithoutTarget = 1;
 
 class Writer {
  public:
@@ -88,6 +91,12 @@ class Reader {
   bool ok_ = true;
 };
 
+bool ValidSource(uint8_t source) {
+  return source == static_cast<uint8_t>(LimitSource::kDefined) ||
+         source == static_cast<uint8_t>(LimitSource::kEnvoy) ||
+         source == static_cast<uint8_t>(LimitSource::kInline);
+}
+
 void PutAction(Writer& w, const OverrideAction& a) {
   w.U8(static_cast<uint8_t>(a.effect));
   w.Opt(a.rate, [&](double v) { w.F64(v); });
@@ -127,11 +136,7 @@ std::optional<Override> GetOverride(Reader& r) {
   if (r.U8() != kOverrideFormat) return std::nullopt;
   Override o;
   const uint8_t source = r.U8();
-  if (source != static_cast<uint8_t>(LimitSource::kDefined) &&
-      source != static_cast<uint8_t>(LimitSource::kEnvoy) &&
-      source != static_cast<uint8_t>(LimitSource::kInline)) {
-    return std::nullopt;
-  }
+  if (!ValidSource(source)) return std::nullopt;
   o.target.source = static_cast<LimitSource>(source);
   o.target.name = r.Str();
   o.target.key = r.Str();
@@ -197,12 +202,19 @@ std::string EncodeAuditEntry(const OverrideAuditEntry& e) {
   w.Str(e.reason);
   w.Opt(e.before, [&](const Override& o) { w.Str(EncodeOverride(o)); });
   w.Opt(e.after, [&](const Override& o) { w.Str(EncodeOverride(o)); });
+  w.Opt(e.target, [&](const OverrideTarget& t) {
+    w.U8(static_cast<uint8_t>(t.source));
+    w.Str(t.name);
+    w.Str(t.key);
+    w.U8(t.pattern ? 1 : 0);
+  });
   return std::move(w.out());
 }
 
 std::optional<OverrideAuditEntry> DecodeAuditEntry(absl::string_view bytes) {
   Reader r(bytes);
-  if (r.U8() != kAuditFormat) return std::nullopt;
+  const uint8_t format = r.U8();
+  if (format != kAuditFormat && format != kAuditFormatWithoutTarget) return std::nullopt;
   OverrideAuditEntry e;
   e.sequence = r.Fixed();
   e.at_us = r.I64();
@@ -219,8 +231,36 @@ std::optional<OverrideAuditEntry> DecodeAuditEntry(absl::string_view bytes) {
   };
   e.before = r.Opt<Override>(nested);
   e.after = r.Opt<Override>(nested);
+  if (format == kAuditFormat) {
+    e.target = r.Opt<OverrideTarget>([&]() -> OverrideTarget {
+      OverrideTarget t;
+      const uint8_t source = r.U8();
+      if (!ValidSource(source)) r.Invalidate();
+      t.source = static_cast<LimitSource>(source);
+      t.name = r.Str();
+      t.key = r.Str();
+      const uint8_t pattern = r.U8();
+      if (pattern > 1) r.Invalidate();
+      t.pattern = pattern == 1;
+      return t;
+    });
+  }
   if (bad || !r.done()) return std::nullopt;
   return e;
+}
+
+std::vector<OverrideStore::ChangedTarget> LatestPerTarget(std::vector<OverrideAuditEntry> entries) {
+  absl::flat_hash_map<std::string, size_t> latest;  // encoded target -> its last entry
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].target) latest[EncodeOverrideKey(*entries[i].target)] = i;
+  }
+  std::vector<OverrideStore::ChangedTarget> out;
+  out.reserve(latest.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!entries[i].target || latest[EncodeOverrideKey(*entries[i].target)] != i) continue;
+    out.push_back({entries[i].sequence, *std::move(entries[i].target), std::nullopt});
+  }
+  return out;
 }
 
 std::string EncodeU64(uint64_t v) {

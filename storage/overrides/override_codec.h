@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "storage/overrides/override.h"
@@ -33,6 +34,11 @@ std::optional<Override> DecodeOverride(absl::string_view bytes);
 
 std::string EncodeAuditEntry(const OverrideAuditEntry& e);
 std::optional<OverrideAuditEntry> DecodeAuditEntry(absl::string_view bytes);
+
+// The targets of `entries` (in sequence order, each with its target set), one per target at its
+// latest entry, in the order of those entries; records unset. Both stores' ChangesSince read the
+// history through it.
+std::vector<OverrideStore::ChangedTarget> LatestPerTarget(std::vector<OverrideAuditEntry> entries);
 
 std::string EncodeU64(uint64_t v);
 std::optional<uint64_t> DecodeU64(absl::string_view bytes);

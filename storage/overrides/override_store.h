@@ -23,6 +23,9 @@ struct OverrideAuditEntry {
   std::string actor;
   std::string peer;
   std::string reason;
+  // The target changed: set by the store to the record's target as it writes the entry (unset in
+  // entries written before the stores recorded it).
+  std::optional<OverrideTarget> target;
   // The target's override before and after the change (a tombstone reads as none).
   std::optional<Override> before;
   std::optional<Override> after;
@@ -74,6 +77,33 @@ class OverrideStore {
 
   // The version counter: 0 before the first change.
   virtual absl::StatusOr<uint64_t> Version() = 0;
+
+  // What changed after a version, read from the audit history (whose sequence is the version
+  // each change made): one entry per target changed, in the order of the target's latest change,
+  // with the target's record at `version` (the version the changes end at, one the store had).
+  // Applying them to the records at the version asked gives exactly LoadAll's at `version`.
+  struct ChangedTarget {
+    // The sequence (version) of the target's latest change.
+    uint64_t sequence = 0;
+    OverrideTarget target;
+    // Its record at `version` (a tombstone included); nullopt: the target has none.
+    std::optional<Override> record;
+
+    friend bool operator==(const ChangedTarget&, const ChangedTarget&) = default;
+  };
+  struct Changes {
+    uint64_t version = 0;
+    std::vector<ChangedTarget> changed;
+  };
+  // The changes after `version` up to the store's version (none when it is the store's). nullopt
+  // when the store cannot tell: its history no longer reaches back to version + 1 (it keeps the
+  // newest kMaxOverrideAuditEntries), an entry does not record its target, or `version` is ahead
+  // of the store's; the caller then loads everything (LoadAll). This default always answers
+  // nullopt.
+  virtual absl::StatusOr<std::optional<Changes>> ChangesSince(uint64_t version) {
+    (void)version;
+    return std::optional<Changes>();
+  }
 
   // Audit entries newest first: those with a sequence below `before` (0: from the newest), of
   // limit `name` only when it is not empty, at most `limit` of them.

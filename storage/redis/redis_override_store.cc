@@ -36,6 +36,24 @@ redis.call('ZREMRANGEBYRANK', KEYS[3], 0, ARGV[6])
 return 1
 )lua";
 
+// KEYS: version, audit. ARGV: a version. Returns {version, {the audit entries after ARGV[1]}},
+// read together.
+constexpr char kChangesScript[] = R"lua(
+local v = redis.call('GET', KEYS[1]) or '0'
+return {v, redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf')}
+)lua";
+
+// KEYS: records, version. ARGV: encoded targets. Returns {version, record or nil per target},
+// read together (HMGET in chunks: unpack takes a bounded number of values).
+constexpr char kRecordsScript[] = R"lua(
+local out = {redis.call('GET', KEYS[2]) or '0'}
+for i = 1, #ARGV, 1000 do
+  local r = redis.call('HMGET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  for j = 1, #r do out[#out + 1] = r[j] end
+end
+return out
+)lua";
+
 // The audit is read in pages of at most this many entries.
 constexpr size_t kAuditPage = 256;
 
@@ -120,6 +138,7 @@ absl::StatusOr<OverrideAuditEntry> RedisOverrideStore::Modify(const OverrideTarg
     if (!made.ok()) return made.status();
     OverrideAuditEntry audit = std::move(made->audit);
     audit.sequence = *version + 1;
+    audit.target = made->record.target;
     absl::StatusOr<redis::Reply> written =
         Run({"EVAL", kWriteScript, "3", records_key_, version_key_, audit_key_, e[0].str,
              EncodeOverrideKey(made->record.target), EncodeOverride(made->record),
@@ -162,6 +181,65 @@ absl::StatusOr<OverrideStore::Snapshot> RedisOverrideStore::LoadAll() {
     out.overrides.reserve(sorted.size());
     for (auto& [key, o] : sorted) out.overrides.push_back(std::move(o));
     return out;
+  }
+  return absl::AbortedError("redis overrides: the overrides kept changing while being read");
+}
+
+absl::StatusOr<std::optional<OverrideStore::Changes>> RedisOverrideStore::ChangesSince(
+    uint64_t version) {
+  const std::string since = absl::StrCat(version);
+  for (int attempt = 0; attempt < kMaxModifyAttempts; ++attempt) {
+    absl::StatusOr<redis::Reply> read =
+        Run({"EVAL", kChangesScript, "2", version_key_, audit_key_, since});
+    if (!read.ok()) return read.status();
+    if (read->type != Type::kArray || read->elements.size() != 2 ||
+        read->elements[1].type != Type::kArray) {
+      return BadReply("read changes", *read);
+    }
+    absl::StatusOr<uint64_t> at = ParseVersion(read->elements[0]);
+    if (!at.ok()) return at.status();
+    Changes out;
+    out.version = *at;
+    if (version > out.version) return std::optional<Changes>();
+    if (version == out.version) return std::optional<Changes>(std::move(out));
+    const std::vector<redis::Reply>& raw = read->elements[1].elements;
+    // Exactly the entries version + 1 .. out.version, each naming its target; else the history
+    // was trimmed past `version` (or does not say): the caller loads everything.
+    if (raw.size() != out.version - version) return std::optional<Changes>();
+    std::vector<OverrideAuditEntry> entries;
+    entries.reserve(raw.size());
+    for (const redis::Reply& r : raw) {
+      if (r.type != Type::kString) return BadReply("read changes", *read);
+      std::optional<OverrideAuditEntry> e = DecodeAuditEntry(r.str);
+      if (!e) return absl::DataLossError("redis overrides: malformed override audit entry");
+      if (e->sequence != version + 1 + entries.size() || !e->target) {
+        return std::optional<Changes>();
+      }
+      entries.push_back(*std::move(e));
+    }
+    out.changed = LatestPerTarget(std::move(entries));
+    std::vector<std::string> argv = {"EVAL", kRecordsScript, "2", records_key_, version_key_};
+    argv.reserve(argv.size() + out.changed.size());
+    for (const ChangedTarget& c : out.changed) argv.push_back(EncodeOverrideKey(c.target));
+    absl::StatusOr<redis::Reply> records = Run(std::move(argv));
+    if (!records.ok()) return records.status();
+    const auto& e = records->elements;
+    if (records->type != Type::kArray || e.size() != out.changed.size() + 1) {
+      return BadReply("read changed records", *records);
+    }
+    absl::StatusOr<uint64_t> still = ParseVersion(e[0]);
+    if (!still.ok()) return still.status();
+    // A change between the two reads: the records may be newer than the entries; read again.
+    if (*still != out.version) continue;
+    for (size_t i = 0; i < out.changed.size(); ++i) {
+      if (e[i + 1].is_nil()) continue;
+      if (e[i + 1].type != Type::kString) return BadReply("read changed records", *records);
+      out.changed[i].record = DecodeOverride(e[i + 1].str);
+      if (!out.changed[i].record) {
+        return absl::DataLossError("redis overrides: malformed override record");
+      }
+    }
+    return std::optional<Changes>(std::move(out));
   }
   return absl::AbortedError("redis overrides: the overrides kept changing while being read");
 }

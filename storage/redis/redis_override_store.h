@@ -16,6 +16,8 @@
 // lost race reads and decides again, at most kMaxModifyAttempts times, then ABORTED. Versions
 // and sequences are exact below 2^53 (a sorted set's score is a double).
 //
+// ChangesSince reads the audit (its entries record their target) and the records it names.
+//
 // Durability is Redis's: a change is acknowledged once the primary ran it; what survives a crash
 // of that primary is what its AOF (appendfsync) and its replicas hold, as for the states.
 //
@@ -60,6 +62,10 @@ class RedisOverrideStore final : public OverrideStore {
   // ABORTED). Records in the order of their encoded targets, as RocksDB iterates them.
   absl::StatusOr<Snapshot> LoadAll() override;
   absl::StatusOr<uint64_t> Version() override;
+  // One EVAL reads the version and the audit entries after `version`, a second the changed
+  // targets' records and the version again: the records are those of that version when the two
+  // agree (else read again, at most kMaxModifyAttempts times, then ABORTED).
+  absl::StatusOr<std::optional<Changes>> ChangesSince(uint64_t version) override;
   absl::StatusOr<std::vector<OverrideAuditEntry>> ListAudit(uint64_t before, absl::string_view name,
                                                             size_t limit) override;
 

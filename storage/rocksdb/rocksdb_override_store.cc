@@ -107,6 +107,7 @@ absl::StatusOr<OverrideAuditEntry> RocksDbOverrideStore::Modify(
   if (!last.ok()) return last.status();
   OverrideAuditEntry audit = std::move(made->audit);
   audit.sequence = *last + 1;
+  audit.target = made->record.target;
   rocksdb::WriteBatch batch;
   rocksdb::ColumnFamilyHandle* cf = store_.overrides_;
   batch.Put(cf, EncodeOverrideKey(made->record.target), EncodeOverride(made->record));
@@ -123,6 +124,56 @@ absl::StatusOr<OverrideAuditEntry> RocksDbOverrideStore::Modify(
   // Not flushed here: the WAL's bound (max_total_wal_size) flushes a family this rarely written
   // once the WAL files it pins grow past it, and Close flushes it.
   return audit;
+}
+
+absl::StatusOr<std::optional<OverrideStore::Changes>> RocksDbOverrideStore::ChangesSince(
+    uint64_t version) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  absl::ReaderMutexLock db_lock(&store_.db_mu_);
+  if (!store_.db_) return store_.NotOpenLocked();
+  // One RocksDB snapshot: the version, the audit entries and the records agree.
+  const rocksdb::Snapshot* snap = store_.db_->GetSnapshot();
+  struct Release {
+    rocksdb::DB* db;
+    const rocksdb::Snapshot* snap;
+    ~Release() { db->ReleaseSnapshot(snap); }
+  } release{store_.db_.get(), snap};
+  rocksdb::ReadOptions read;
+  read.snapshot = snap;
+  std::string value;
+  Changes out;
+  rocksdb::Status s = store_.db_->Get(read, store_.overrides_, kOverrideVersionKey, &value);
+  if (s.ok()) {
+    std::optional<uint64_t> v = DecodeU64(value);
+    if (!v) return absl::DataLossError("malformed override version");
+    out.version = *v;
+  } else if (!s.IsNotFound()) {
+    return FromRocks(s, "read override version");
+  }
+  if (version > out.version) return std::optional<Changes>();
+  if (version == out.version) return std::optional<Changes>(std::move(out));
+  // The entries version + 1 .. out.version, each target at its latest change.
+  std::vector<OverrideAuditEntry> entries;
+  uint64_t expected = version + 1;
+  std::unique_ptr<rocksdb::Iterator> it(store_.db_->NewIterator(read, store_.overrides_));
+  for (it->Seek(EncodeAuditKey(expected)); it->Valid() && it->key().starts_with(kAuditKeyPrefix);
+       it->Next()) {
+    std::optional<OverrideAuditEntry> e = DecodeAuditEntry(View(it->value()));
+    if (!e) return absl::DataLossError("malformed override audit entry");
+    if (e->sequence != expected || !e->target) return std::optional<Changes>();  // trimmed
+    entries.push_back(*std::move(e));
+    ++expected;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "read audit");
+  if (expected != out.version + 1) return std::optional<Changes>();
+  out.changed = LatestPerTarget(std::move(entries));
+  for (ChangedTarget& c : out.changed) {
+    s = store_.db_->Get(read, store_.overrides_, EncodeOverrideKey(c.target), &value);
+    if (s.IsNotFound()) continue;
+    if (!s.ok()) return FromRocks(s, "read override");
+    c.record = DecodeOverride(value);
+    if (!c.record) return absl::DataLossError("malformed override record");
+  }
+  return std::optional<Changes>(std::move(out));
 }
 
 absl::StatusOr<std::vector<OverrideAuditEntry>> RocksDbOverrideStore::ListAudit(

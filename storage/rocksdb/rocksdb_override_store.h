@@ -26,6 +26,8 @@ class RocksDbOverrideStore final : public OverrideStore {
   absl::StatusOr<std::optional<Override>> Get(const OverrideTarget& target) override;
   absl::StatusOr<Snapshot> LoadAll() override;
   absl::StatusOr<uint64_t> Version() override;
+  // From the audit entries after `version` and the records, in one RocksDB snapshot.
+  absl::StatusOr<std::optional<Changes>> ChangesSince(uint64_t version) override;
   absl::StatusOr<std::vector<OverrideAuditEntry>> ListAudit(uint64_t before, absl::string_view name,
                                                             size_t limit) override;
 

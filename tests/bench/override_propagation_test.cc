@@ -15,12 +15,14 @@
 #include "server/server.h"
 #include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/forwarding_store.h"
+#include "tests/support/json_number.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
 using ::ratelimit::testing::BinaryPath;
+using ::ratelimit::testing::JsonNumber;
 using ::ratelimit::testing::RunCommand;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
@@ -37,24 +39,6 @@ class SharedOverridesStore final : public testing::ForwardingStore {
  private:
   OverrideStore& overrides_;
 };
-
-// One number of the tool's JSON: the first `"name": <number>` after `"section": {` (or from the
-// start when `section` is empty).
-double JsonNumber(const std::string& json, const std::string& section, const std::string& name) {
-  std::string text = json;
-  if (!section.empty()) {
-    const size_t at = json.find(absl::StrCat("\"", section, "\": {"));
-    if (at == std::string::npos) return -1;
-    text = json.substr(at);
-  }
-  const std::string key = absl::StrCat("\"", name, "\": ");
-  const size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  const size_t begin = at + key.size();
-  const size_t end = text.find_first_of(",}", begin);
-  double d = -1;
-  return absl::SimpleAtod(text.substr(begin, end - begin), &d) ? d : -1;
-}
 
 std::string Tool(const std::vector<std::string>& flags) {
   return absl::StrCat(BinaryPath("ratelimit_override_propagation"), " ", absl::StrJoin(flags, " "));

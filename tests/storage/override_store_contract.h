@@ -3,8 +3,9 @@
 
 // What every OverrideStore (storage/overrides/override_store.h) does, as a typed test suite any
 // store's test instantiates: set, get, replace, delete as a tombstone, LoadAll at its version, a
-// refused change writing nothing, and the audit history (newest first, paged, filtered by name,
-// trimmed to its newest entries).
+// refused change writing nothing, the audit history (newest first, paged, filtered by name,
+// trimmed to its newest entries), and the changes since a version (ChangesSince) replaying to
+// exactly LoadAll's records and index.
 //
 // A store's test gives an environment type Env with:
 //   void Open();                  // makes an empty store (gtest assertions allowed)
@@ -14,6 +15,7 @@
 //   INSTANTIATE_TYPED_TEST_SUITE_P(Backend, OverrideStoreContractTest, Env);
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "storage/overrides/override_codec.h"
+#include "storage/overrides/override_index.h"
 #include "storage/overrides/override_store.h"
 #include "tests/support/test_support.h"
 
@@ -59,6 +63,25 @@ inline absl::StatusOr<OverrideAuditEntry> ChangeOverride(OverrideStore& store,
         c.audit.after = c.record;
         return c;
       });
+}
+
+// The records of `snapshot` with `changes` applied, by encoded target.
+inline std::map<std::string, Override> ApplyChanges(const std::vector<Override>& records,
+                                                    const OverrideStore::Changes& changes) {
+  std::map<std::string, Override> out;
+  for (const Override& o : records) out.emplace(EncodeOverrideKey(o.target), o);
+  for (const OverrideStore::ChangedTarget& c : changes.changed) {
+    if (c.record) {
+      out.insert_or_assign(EncodeOverrideKey(c.target), *c.record);
+    } else {
+      out.erase(EncodeOverrideKey(c.target));
+    }
+  }
+  return out;
+}
+
+inline std::map<std::string, Override> ByTarget(const std::vector<Override>& records) {
+  return ApplyChanges(records, {});
 }
 
 template <typename Env>
@@ -228,12 +251,73 @@ TYPED_TEST_P(OverrideStoreContractTest, AuditKeepsTheNewestEntriesOnly) {
     EXPECT_GT(e.sequence, total - bound);
   }
   EXPECT_EQ(web->size(), total / 10 - (total - bound) / 10);
+  // The changes since a version are known while the history reaches back to the next one.
+  const uint64_t oldest = total - bound + 1;
+  absl::StatusOr<std::optional<OverrideStore::Changes>> known = s.ChangesSince(oldest - 1);
+  ASSERT_OK(known);
+  ASSERT_TRUE(known->has_value());
+  EXPECT_EQ((*known)->version, total);
+  ASSERT_EQ((*known)->changed.size(), 2u) << "two targets";
+  EXPECT_EQ((*known)->changed.back().sequence, total);
+  for (uint64_t v : {oldest - 2, uint64_t{0}}) {
+    absl::StatusOr<std::optional<OverrideStore::Changes>> trimmed = s.ChangesSince(v);
+    ASSERT_OK(trimmed);
+    EXPECT_FALSE(trimmed->has_value()) << "since " << v << ": the history was trimmed";
+  }
+}
+
+TYPED_TEST_P(OverrideStoreContractTest, ChangesSinceAnyVersionReplayToLoadAll) {
+  OverrideStore& s = this->store();
+  // The records at each version, from LoadAll.
+  std::vector<std::vector<Override>> at = {s.LoadAll()->overrides};
+  const OverrideTarget targets[] = {
+      OverrideTargetOf("api", "k1"), OverrideTargetOf("api", "k*", true),
+      OverrideTargetOf("web", "k1"), OverrideTarget{LimitSource::kEnvoy, "web.user", "u|1", false}};
+  // Sets, replacements, deletions and sets after a deletion, of keys and patterns of two limits
+  // and two sources.
+  const int script[][2] = {{0, 1},  {1, 2}, {0, 3}, {2, 4},  {0, -1}, {3, 5},
+                           {1, -1}, {0, 6}, {3, 7}, {2, -1}, {1, 8},  {3, -1}};
+  for (const auto& [t, capacity] : script) {
+    ASSERT_OK(ChangeOverride(s, targets[t], capacity, capacity < 0));
+    absl::StatusOr<OverrideStore::Snapshot> all = s.LoadAll();
+    ASSERT_OK(all);
+    ASSERT_EQ(all->version, at.size());
+    at.push_back(all->overrides);
+  }
+  const uint64_t last = at.size() - 1;
+  for (uint64_t v = 0; v <= last; ++v) {
+    absl::StatusOr<std::optional<OverrideStore::Changes>> changes = s.ChangesSince(v);
+    ASSERT_OK(changes);
+    ASSERT_TRUE(changes->has_value()) << "since " << v;
+    const OverrideStore::Changes& c = **changes;
+    EXPECT_EQ(c.version, last);
+    EXPECT_EQ(ApplyChanges(at[v], c), ByTarget(at[last])) << "since " << v;
+    // One per target changed, in the order of their latest change, each at it.
+    for (size_t i = 0; i < c.changed.size(); ++i) {
+      EXPECT_GT(c.changed[i].sequence, v);
+      if (i > 0) {
+        EXPECT_GT(c.changed[i].sequence, c.changed[i - 1].sequence);
+      }
+      for (size_t j = 0; j < i; ++j) EXPECT_NE(c.changed[j].target, c.changed[i].target);
+      ASSERT_TRUE(c.changed[i].record.has_value());
+      EXPECT_EQ(c.changed[i].record->target, c.changed[i].target);
+    }
+    // An index at `v` with the changes applied answers as one built at the last version.
+    const auto applied = OverrideIndex::Build(at[v], v)->Apply(c.changed, c.version);
+    EXPECT_EQ(applied->All(), OverrideIndex::Build(at[last], last)->All()) << "since " << v;
+    EXPECT_EQ(applied->version(), last);
+  }
+  EXPECT_EQ((*s.ChangesSince(last - 1))->changed.size(), 1u);
+  EXPECT_EQ((*s.ChangesSince(last - 1))->changed[0].target, targets[3]);
+  EXPECT_TRUE((*s.ChangesSince(last))->changed.empty()) << "nothing after the store's version";
+  EXPECT_FALSE(s.ChangesSince(last + 1)->has_value()) << "a version ahead of the store's";
 }
 
 REGISTER_TYPED_TEST_SUITE_P(OverrideStoreContractTest, SetGetReplaceAndTheVersionCounter,
                             ADeletionLeavesATombstone, ARefusedChangeWritesNothing,
                             LoadAllIsEveryRecordInTargetOrderAtItsVersion,
-                            AuditIsNewestFirstPagedAndFiltered, AuditKeepsTheNewestEntriesOnly);
+                            AuditIsNewestFirstPagedAndFiltered, AuditKeepsTheNewestEntriesOnly,
+                            ChangesSinceAnyVersionReplayToLoadAll);
 
 }  // namespace ratelimit::testing
 

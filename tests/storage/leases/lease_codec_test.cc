@@ -72,6 +72,9 @@ TEST(LeaseCodecTest, MalformedBytesAreDataLossNeverACrash) {
   bad[6] = 0;  // count 0
   bad[7] = bad[8] = 0;
   EXPECT_EQ(DecodeLeaseSet(bad).status().code(), absl::StatusCode::kDataLoss);
+  bad = good;
+  bad[13] = 1;  // count 3 + 2^56: more slots than any limit has
+  EXPECT_EQ(DecodeLeaseSet(bad).status().code(), absl::StatusCode::kDataLoss);
   // A huge lease count or string length is refused without allocating for it.
   EXPECT_EQ(DecodeLeaseSet(std::string("\x01\xff\xff\xff\xff", 5)).status().code(),
             absl::StatusCode::kDataLoss);

@@ -45,6 +45,29 @@ TEST(OverrideCodecTest, AuditEntryRoundTrips) {
   e.before = Full();
   e.after.reset();
   EXPECT_EQ(DecodeAuditEntry(EncodeAuditEntry(e)), e);
+  e.target = OverrideTarget{LimitSource::kEnvoy, "web", "bot-*", true};
+  EXPECT_EQ(DecodeAuditEntry(EncodeAuditEntry(e)), e);
+}
+
+TEST(OverrideCodecTest, AuditEntriesWrittenWithoutTheirTargetStillRead) {
+  OverrideAuditEntry e;
+  e.sequence = 7;
+  e.action = "delete";
+  e.before = Full();
+  // The earlier format: the same fields, without the target (an absent optional's 0 byte) at the
+  // end, under format 1.
+  std::string bytes = EncodeAuditEntry(e);
+  ASSERT_EQ(bytes.back(), '\0');
+  bytes.pop_back();
+  bytes[0] = 1;
+  const std::optional<OverrideAuditEntry> read = DecodeAuditEntry(bytes);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(*read, e);
+  EXPECT_FALSE(read->target.has_value());
+  // A format-1 entry with bytes after it, or a target of an unknown source, is malformed.
+  EXPECT_FALSE(DecodeAuditEntry(bytes + std::string(1, '\0')).has_value());
+  e.target = OverrideTarget{static_cast<LimitSource>(9), "web", "k", false};
+  EXPECT_FALSE(DecodeAuditEntry(EncodeAuditEntry(e)).has_value());
 }
 
 TEST(OverrideCodecTest, MalformedBytesAreRejected) {

@@ -1,0 +1,128 @@
+#include "client/cpp/lease_command.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ratelimit {
+namespace {
+
+absl::Status SetTtl(const std::string& text, google::protobuf::Duration* out) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--ttl: not a positive duration (e.g. 500ms, 30s, 5m)");
+  }
+  const int64_t us = absl::ToInt64Microseconds(d);
+  out->set_seconds(us / 1000000);
+  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  return absl::OkStatus();
+}
+
+absl::Status NeedsLeaseId(const LeaseFlags& flags, absl::string_view command) {
+  if (flags.lease_id.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": --lease_id is required (the id acquire printed)"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Rfc3339(const google::protobuf::Timestamp& t) {
+  return absl::FormatTime(absl::RFC3339_full,
+                          absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos()),
+                          absl::UTCTimeZone());
+}
+
+}  // namespace
+
+absl::StatusOr<v1::AcquireRequest> AcquireOf(const LeaseFlags& flags) {
+  v1::AcquireRequest r;
+  v1::LimitRequest* l = r.add_limits();
+  l->set_name(flags.name);
+  l->set_key(flags.key);
+  if (flags.count > 0) l->set_count(flags.count);
+  if (!flags.ttl.empty()) {
+    if (absl::Status s = SetTtl(flags.ttl, r.mutable_ttl()); !s.ok()) return s;
+  }
+  r.set_request_id(flags.request_id);
+  r.set_holder(flags.holder);
+  return r;
+}
+
+absl::StatusOr<v1::ReleaseRequest> ReleaseOf(const LeaseFlags& flags) {
+  if (absl::Status s = NeedsLeaseId(flags, "release"); !s.ok()) return s;
+  v1::ReleaseRequest r;
+  r.set_name(flags.name);
+  r.set_key(flags.key);
+  r.set_lease_id(flags.lease_id);
+  return r;
+}
+
+absl::StatusOr<v1::ExtendRequest> ExtendOf(const LeaseFlags& flags) {
+  if (absl::Status s = NeedsLeaseId(flags, "extend"); !s.ok()) return s;
+  v1::ExtendRequest r;
+  r.set_name(flags.name);
+  r.set_key(flags.key);
+  r.set_lease_id(flags.lease_id);
+  if (!flags.ttl.empty()) {
+    if (absl::Status s = SetTtl(flags.ttl, r.mutable_ttl()); !s.ok()) return s;
+  }
+  return r;
+}
+
+v1::ListLeasesRequest ListLeasesOf(const LeaseFlags& flags) {
+  v1::ListLeasesRequest r;
+  r.set_name(flags.name);
+  r.set_key(flags.key);
+  return r;
+}
+
+std::string FormatLease(const v1::Lease& lease) {
+  std::string line =
+      absl::StrCat("lease ", lease.id(), " ", lease.name(), "/", lease.key(), ": ", lease.count(),
+                   lease.count() == 1 ? " slot" : " slots", " until ", Rfc3339(lease.expires_at()));
+  if (!lease.holder().empty()) absl::StrAppend(&line, " (", lease.holder(), ")");
+  return line + "\n";
+}
+
+std::string FormatAcquire(const v1::AcquireResponse& response, absl::Time now) {
+  if (response.allowed()) {
+    return absl::StrCat(response.replayed() ? "acquired (replayed) " : "acquired ",
+                        FormatLease(response.lease()));
+  }
+  std::string text = absl::StrCat("refused: ", v1::DenyReason_Name(response.reason()));
+  if (response.has_retry_at()) {
+    const absl::Time at = absl::FromUnixSeconds(response.retry_at().seconds()) +
+                          absl::Nanoseconds(response.retry_at().nanos());
+    absl::StrAppend(&text, ", retry in ",
+                    absl::FormatDuration(std::max(at - now, absl::ZeroDuration())));
+  }
+  if (response.denied_by() >= 0 && response.denied_by() < response.results_size()) {
+    const v1::LimitResult& r = response.results(response.denied_by());
+    absl::StrAppendFormat(&text, " (%s/%s: %g free of %g)", r.name(), r.key(), r.value(),
+                          r.capacity());
+  }
+  return text + "\n";
+}
+
+std::string FormatRelease(const v1::ReleaseResponse& response) {
+  return absl::StrCat(response.state() == v1::RELEASED
+                          ? "released"
+                          : "not held (expired, released before, reset or never acquired)",
+                      "; ", response.held(), " slots held now\n");
+}
+
+std::string FormatExtend(const v1::ExtendResponse& response) {
+  if (response.state() != v1::HELD) {
+    return "not held (expired, released or reset): the holder has lost its slots\n";
+  }
+  return absl::StrCat("extended ", FormatLease(response.lease()));
+}
+
+std::string FormatLeases(const v1::ListLeasesRequest& request,
+                         const v1::ListLeasesResponse& response) {
+  std::string text = absl::StrCat(request.name(), "/", request.key(), ": ", response.held(), " of ",
+                                  response.capacity(), " slots held\n");
+  for (const v1::Lease& l : response.leases()) absl::StrAppend(&text, "  ", FormatLease(l));
+  return text;
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,258 @@
+#include "server/v1/lease_convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "openssl/rand.h"
+#include "server/serving/grpc_convert.h"
+#include "storage/status_util.h"
+
+namespace ratelimit {
+namespace {
+
+absl::Status CheckBytes(absl::string_view value, size_t max, absl::string_view field) {
+  if (value.size() > max) {
+    return InvalidField(field, absl::StrCat("must be at most ", max, " bytes, got ", value.size()));
+  }
+  return absl::OkStatus();
+}
+
+// A TTL asked for: within 1 ms .. the limit's max_lease_ttl; unset: the limit's lease_ttl.
+absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Duration& ttl,
+                                     const LimitConfig& config, absl::string_view field) {
+  if (!has_ttl) return config.lease_ttl_us;
+  absl::StatusOr<int64_t> us = DurationMicros(ttl, field, "");
+  if (!us.ok()) return us.status();
+  if (*us < kMinLeaseTtlMicros || *us > config.max_lease_ttl_us) {
+    return InvalidField(
+        field, absl::StrCat("must be between 1ms and the limit's max_lease_ttl (",
+                            config.max_lease_ttl_us / 1000, "ms), got ", *us / 1000, "ms"));
+  }
+  return *us;
+}
+
+absl::Status CheckLeaseId(absl::string_view id) {
+  if (id.empty()) return InvalidField("lease_id", "required (Lease.id from Acquire)");
+  bool hex = id.size() == kLeaseIdChars;
+  for (char c : id) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!hex) return InvalidField("lease_id", "must be 32 lowercase hex digits (Lease.id)");
+  return absl::OkStatus();
+}
+
+// The concurrency key a Release, Extend or ListLeases names: resolved as a one-limit request
+// (limits file, or the inline `config`), which must be a concurrency limit. Errors name the
+// request's own fields (`name`, `key`, `config.capacity`).
+absl::StatusOr<LeaseOp> TargetFromProto(absl::string_view name, absl::string_view key,
+                                        bool has_config, const v1::LimitConfig& config,
+                                        const LimitSet& defined, InlineLimits inline_limits) {
+  google::protobuf::RepeatedPtrField<v1::LimitRequest> one;
+  v1::LimitRequest* l = one.Add();
+  l->set_name(std::string(name));
+  l->set_key(std::string(key));
+  if (has_config) *l->mutable_config() = config;
+  absl::StatusOr<LimitRequests> resolved = ResolveLimits(one, defined, inline_limits);
+  if (!resolved.ok()) {
+    // "limits[0].key: ..." -> "key: ..."
+    absl::string_view message = resolved.status().message();
+    constexpr absl::string_view kPrefix = "limits[0].";
+    if (absl::StartsWith(message, kPrefix)) message.remove_prefix(kPrefix.size());
+    return absl::Status(resolved.status().code(), message);
+  }
+  LimitRequest& r = (*resolved)[0];
+  if (r.config.kind != LimitKind::kConcurrency) {
+    return InvalidField("name", absl::StrCat("limit \"", r.name, "\" is not a concurrency limit"));
+  }
+  LeaseOp op;
+  op.key = StateKey{std::move(r.name), std::move(r.key), r.source};
+  op.config = r.config;
+  return op;
+}
+
+}  // namespace
+
+absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
+                                             const LimitSet& defined, InlineLimits inline_limits,
+                                             std::string lease_id) {
+  absl::StatusOr<LimitRequests> resolved = ResolveLimits(request.limits(), defined, inline_limits);
+  if (!resolved.ok()) return resolved.status();
+  AcquirePlan plan;
+  plan.limits = *std::move(resolved);
+  int found = 0;
+  for (size_t i = 0; i < plan.limits.size(); ++i) {
+    const LimitRequest& l = plan.limits[i];
+    if (l.config.kind != LimitKind::kConcurrency) continue;
+    if (++found > 1) {
+      return InvalidField(absl::StrCat("limits[", i, "].name"),
+                          absl::StrCat("a second concurrency limit (limits[", plan.concurrency,
+                                       "] is one): an Acquire takes the slots of exactly one"));
+    }
+    plan.concurrency = i;
+    if (l.count != std::floor(l.count) || l.count > kMaxSlots) {
+      return InvalidField(absl::StrCat("limits[", i, "].count"),
+                          absl::StrCat("must be a whole number of slots, 1..1e9, got ", l.count));
+    }
+  }
+  if (found == 0) {
+    return InvalidField("limits",
+                        "an Acquire needs exactly one concurrency limit (kind CONCURRENCY); use "
+                        "Consume for rate limits alone");
+  }
+  if (absl::Status s = CheckBytes(request.request_id(), kMaxLeaseRequestIdBytes, "request_id");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckBytes(request.holder(), kMaxHolderBytes, "holder"); !s.ok()) return s;
+  const LimitRequest& c = plan.limits[plan.concurrency];
+  absl::StatusOr<int64_t> ttl = TtlFromProto(request.has_ttl(), request.ttl(), c.config, "ttl");
+  if (!ttl.ok()) return ttl.status();
+  LeaseOp& op = plan.lease;
+  op.key = StateKey{c.name, c.key, c.source};
+  op.config = c.config;
+  op.action = LeaseAction::kAcquire;
+  op.count = static_cast<int64_t>(c.count);
+  op.ttl_us = *ttl;
+  op.lease_id = std::move(lease_id);
+  op.request_id = request.request_id();
+  op.holder = request.holder();
+  return plan;
+}
+
+absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, const LimitSet& defined,
+                                         InlineLimits inline_limits) {
+  absl::StatusOr<LeaseOp> op = TargetFromProto(request.name(), request.key(), request.has_config(),
+                                               request.config(), defined, inline_limits);
+  if (!op.ok()) return op.status();
+  if (absl::Status s = CheckLeaseId(request.lease_id()); !s.ok()) return s;
+  op->action = LeaseAction::kRelease;
+  op->lease_id = request.lease_id();
+  return op;
+}
+
+absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const LimitSet& defined,
+                                        InlineLimits inline_limits) {
+  absl::StatusOr<LeaseOp> op = TargetFromProto(request.name(), request.key(), request.has_config(),
+                                               request.config(), defined, inline_limits);
+  if (!op.ok()) return op.status();
+  if (absl::Status s = CheckLeaseId(request.lease_id()); !s.ok()) return s;
+  absl::StatusOr<int64_t> ttl = TtlFromProto(request.has_ttl(), request.ttl(), op->config, "ttl");
+  if (!ttl.ok()) return ttl.status();
+  op->action = LeaseAction::kExtend;
+  op->lease_id = request.lease_id();
+  op->ttl_us = *ttl;
+  return op;
+}
+
+absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
+                                            const LimitSet& defined, InlineLimits inline_limits) {
+  switch (request.source()) {
+    case v1::LIMITS_FILE:
+      if (request.has_config()) {
+        return InvalidField("config", "only for source INLINE (the limits file defines the limit)");
+      }
+      if (defined.Find(request.name()) == nullptr) {
+        return absl::NotFoundError(
+            absl::StrCat("name: no limit \"", request.name(), "\" in the limits file"));
+      }
+      break;
+    case v1::INLINE:
+      if (!request.has_config()) return InvalidField("config", "required for source INLINE");
+      break;
+    default:
+      return InvalidField("source", "must be LIMITS_FILE or INLINE (concurrency limits)");
+  }
+  absl::StatusOr<LeaseOp> op =
+      TargetFromProto(request.name(), request.key(), request.has_config(), request.config(),
+                      request.source() == v1::INLINE ? LimitSet() : defined, inline_limits);
+  if (!op.ok()) return op.status();
+  op->action = LeaseAction::kList;
+  return op;
+}
+
+std::string NewLeaseId() {
+  unsigned char bytes[kLeaseIdChars / 2];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) std::abort();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(kLeaseIdChars, '0');
+  for (size_t i = 0; i < sizeof(bytes); ++i) {
+    id[2 * i] = kHex[bytes[i] >> 4];
+    id[2 * i + 1] = kHex[bytes[i] & 0xf];
+  }
+  return id;
+}
+
+Decision LeaseAsDecision(const LeaseDecision& lease) {
+  Decision d;
+  d.allowed = lease.allowed;
+  d.reason = lease.reason;
+  d.value = static_cast<double>(lease.free);
+  d.retry_at_us = lease.allowed ? std::nullopt : lease.retry_at_us;
+  return d;
+}
+
+void LeaseToProto(const Lease& lease, const StateKey& key, v1::Lease* out) {
+  out->set_id(lease.id);
+  out->set_name(key.name);
+  out->set_key(key.key);
+  out->set_source(key.source == LimitSource::kInline ? v1::INLINE : v1::LIMITS_FILE);
+  out->set_count(static_cast<uint64_t>(lease.count));
+  SetTimestamp(lease.acquired_at_us, out->mutable_acquired_at());
+  SetTimestamp(lease.expires_at_us, out->mutable_expires_at());
+  out->set_holder(lease.holder);
+}
+
+void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome,
+                    v1::AcquireResponse* out) {
+  // The decisions in request order: the store's rate decisions around the lease's.
+  Outcome merged;
+  merged.allowed = outcome.allowed;
+  merged.now_us = outcome.now_us;
+  size_t next_rate = 0;
+  for (size_t i = 0; i < plan.limits.size(); ++i) {
+    if (i == plan.concurrency) {
+      merged.decisions.push_back(LeaseAsDecision(outcome.lease));
+    } else if (next_rate < outcome.decisions.size()) {
+      merged.decisions.push_back(outcome.decisions[next_rate++]);
+    } else {
+      // A replayed acquire decides no rate limit: report the limit as allowed, unchanged.
+      Decision d;
+      d.allowed = outcome.allowed;
+      merged.decisions.push_back(d);
+    }
+  }
+  const Verdict verdict = VerdictOf(std::move(merged));
+  v1::RateLimitResponse answer;
+  VerdictToProto(verdict, plan.limits, &answer);
+  out->set_allowed(answer.allowed());
+  out->mutable_results()->Swap(answer.mutable_results());
+  if (answer.has_retry_at()) *out->mutable_retry_at() = answer.retry_at();
+  if (answer.has_retry_after()) *out->mutable_retry_after() = answer.retry_after();
+  out->set_reason(answer.reason());
+  out->set_denied_by(answer.denied_by());
+  out->set_replayed(outcome.lease.replayed);
+  if (outcome.allowed && outcome.lease.lease) {
+    LeaseToProto(*outcome.lease.lease, plan.lease.key, out->mutable_lease());
+  }
+}
+
+void ReleaseToProto(const LeaseDecision& decision, v1::ReleaseResponse* out) {
+  out->set_state(decision.state == LeaseState::kReleased ? v1::RELEASED : v1::NOT_HELD);
+  out->set_held(static_cast<uint64_t>(std::max<int64_t>(0, decision.held)));
+}
+
+void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendResponse* out) {
+  const bool held = decision.state == LeaseState::kHeld && decision.lease.has_value();
+  out->set_state(held ? v1::HELD : v1::NOT_HELD);
+  if (held) LeaseToProto(*decision.lease, op.key, out->mutable_lease());
+}
+
+void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
+                       v1::ListLeasesResponse* out) {
+  for (const Lease& l : decision.held_leases) LeaseToProto(l, op.key, out->add_leases());
+  out->set_held(static_cast<uint64_t>(std::max<int64_t>(0, decision.held)));
+  out->set_capacity(static_cast<uint64_t>(op.config.EffectiveCapacity()));
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,74 @@
+#ifndef RATELIMIT_SERVER_V1_LEASE_CONVERT_H_
+#define RATELIMIT_SERVER_V1_LEASE_CONVERT_H_
+
+// Concurrency limits at the API's edge (docs/leases.md): Acquire, Release, Extend and ListLeases
+// requests validated and resolved to a LeaseOp (storage/leases/lease.h), and outcomes converted
+// back. Pure functions; errors are INVALID_ARGUMENT naming the field (NOT_FOUND for a name that is
+// neither defined nor given a config, PERMISSION_DENIED for an inline config on a server that
+// refuses them), as for the rate-limit calls (convert.h).
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ratelimit/v1/ratelimit.pb.h"
+#include "server/v1/convert.h"
+#include "server/v1/limits_file.h"
+#include "storage/leases/lease.h"
+#include "storage/limiter.h"
+
+namespace ratelimit {
+
+// Bounds of the lease calls' own fields.
+inline constexpr size_t kMaxLeaseRequestIdBytes = 128;
+inline constexpr size_t kMaxHolderBytes = 256;
+inline constexpr size_t kLeaseIdChars = 32;
+
+// An Acquire, resolved: its limits in request order (the concurrency limit among them), and the
+// lease op on the concurrency limit's key.
+struct AcquirePlan {
+  LimitRequests limits;
+  // Index of the concurrency limit in `limits`.
+  size_t concurrency = 0;
+  LeaseOp lease;
+};
+
+// Validates and resolves an Acquire: 1..16 limits of which exactly one is a concurrency limit
+// (its count a whole number of slots, 1..1e9), the others rate limits; ttl within 1 ms ..
+// max_lease_ttl (unset: the limit's lease_ttl); request_id and holder within their bounds.
+// `lease_id` is the id the lease gets if the acquire takes slots (NewLeaseId).
+absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
+                                             const LimitSet& defined, InlineLimits inline_limits,
+                                             std::string lease_id);
+
+// Release, Extend and ListLeases: the concurrency key they name (a limit of the limits file, or
+// an inline config), and for the first two the lease id (32 lowercase hex digits).
+absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, const LimitSet& defined,
+                                         InlineLimits inline_limits);
+absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const LimitSet& defined,
+                                        InlineLimits inline_limits);
+absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
+                                            const LimitSet& defined, InlineLimits inline_limits);
+
+// A new lease id: 128 random bits as 32 lowercase hex digits.
+std::string NewLeaseId();
+
+// A concurrency decision as one limit's Decision of a verdict: allowed and reason as decided,
+// `value` the free slots, retry_at when enough free.
+Decision LeaseAsDecision(const LeaseDecision& lease);
+
+void LeaseToProto(const Lease& lease, const StateKey& key, v1::Lease* out);
+
+// The answer to an Acquire: per-limit results (the concurrency limit's value its free slots),
+// the deciding denial and its retry_at as RateLimitResponse has them, and the lease when allowed.
+void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome, v1::AcquireResponse* out);
+
+// The answers to Release, Extend and ListLeases.
+void ReleaseToProto(const LeaseDecision& decision, v1::ReleaseResponse* out);
+void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendResponse* out);
+void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
+                       v1::ListLeasesResponse* out);
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_SERVER_V1_LEASE_CONVERT_H_

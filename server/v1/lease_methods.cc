@@ -1,0 +1,231 @@
+// RateLimitServiceImpl's methods for concurrency limits (docs/leases.md): Acquire, Release,
+// Extend, ListLeases, Check of a request naming a concurrency limit, and Reset of one.
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/observability/log.h"
+#include "server/serving/grpc_convert.h"
+#include "server/tls/tls.h"
+#include "server/v1/lease_convert.h"
+#include "server/v1/rate_limit_service.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr char kService[] = "ratelimit.v1.RateLimitService";
+
+// The lease op as a store operation of its own (no rate limits).
+LeaseOperation Alone(const LeaseOp& op) { return LeaseOperation{op, {}}; }
+
+}  // namespace
+
+void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const {
+  telemetry_.CountLeasesExpired(op.key.name, decision.expired_unreleased);
+  if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {
+    held_slots_->Observe(op.key, decision.held, op.config.max_lease_ttl_us);
+  }
+}
+
+grpc::Status RateLimitServiceImpl::HandleAcquire(const grpc::ServerContext& context,
+                                                 const v1::AcquireRequest* request,
+                                                 v1::AcquireResponse* response) {
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kService, "Acquire", "ratelimit.v1.RateLimitService/Acquire", context);
+  absl::StatusOr<AcquirePlan> plan =
+      AcquireFromProto(*request, *registry_.Current(), inline_limits_, NewLeaseId());
+  if (!plan.ok()) return FinishRpc(rpc, ToGrpcStatus(plan.status()));
+  // Overrides adjust the rate limits; a concurrency limit has none.
+  const absl::Span<LimitRequest> all = absl::MakeSpan(plan->limits);
+  ApplyOverridesTo(all.subspan(0, plan->concurrency));
+  ApplyOverridesTo(all.subspan(plan->concurrency + 1));
+  rpc.SetLimits(plan->limits);
+  std::vector<LimitOp> rate;
+  rate.reserve(plan->limits.size() - 1);
+  for (size_t i = 0; i < plan->limits.size(); ++i) {
+    if (i == plan->concurrency) continue;
+    const LimitRequest& l = plan->limits[i];
+    rate.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
+  }
+  rpc.StoreStarted();
+  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(LeaseOperation{plan->lease, rate});
+  rpc.StoreFinished(outcome.status());
+  if (!outcome.ok()) {
+    // No failure policy for leases: a slot handed out uncounted is a slot over capacity.
+    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
+    return StoreFailure(rpc, outcome.status());
+  }
+  const std::string& limit = plan->lease.key.name;
+  ObserveLease(plan->lease, outcome->lease);
+  telemetry_.CountLeaseAcquire(limit, outcome->lease.replayed ? "replayed"
+                                      : outcome->allowed      ? "acquired"
+                                                              : "refused");
+  if (outcome->lease.replayed) telemetry_.CountReplay("Acquire");
+  AcquireToProto(*plan, *outcome, response);
+  rpc.SetDecision(response->allowed());
+  if (rpc.span().recording()) {
+    rpc.span().SetAttribute("ratelimit.lease.count", plan->lease.count);
+    rpc.span().SetAttribute("ratelimit.lease.held", outcome->lease.held);
+    if (response->has_lease())
+      rpc.span().SetAttribute("ratelimit.lease.id", response->lease().id());
+    if (outcome->lease.replayed) rpc.span().SetAttribute("ratelimit.replayed", true);
+  }
+  return FinishRpc(rpc, grpc::Status::OK);
+}
+
+grpc::Status RateLimitServiceImpl::HandleRelease(const grpc::ServerContext& context,
+                                                 const v1::ReleaseRequest* request,
+                                                 v1::ReleaseResponse* response) {
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kService, "Release", "ratelimit.v1.RateLimitService/Release", context);
+  absl::StatusOr<LeaseOp> op = ReleaseFromProto(*request, *registry_.Current(), inline_limits_);
+  if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
+  rpc.StoreStarted();
+  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(*op));
+  rpc.StoreFinished(outcome.status());
+  if (!outcome.ok()) {
+    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
+    return StoreFailure(rpc, outcome.status());
+  }
+  ObserveLease(*op, outcome->lease);
+  const bool released = outcome->lease.state == LeaseState::kReleased;
+  telemetry_.CountLeaseRelease(op->key.name, released ? "released" : "not_held");
+  ReleaseToProto(outcome->lease, response);
+  if (rpc.span().recording()) {
+    rpc.span().SetAttribute("ratelimit.lease.id", op->lease_id);
+    rpc.span().SetAttribute("ratelimit.lease.released", released);
+  }
+  return FinishRpc(rpc, grpc::Status::OK);
+}
+
+grpc::Status RateLimitServiceImpl::HandleExtend(const grpc::ServerContext& context,
+                                                const v1::ExtendRequest* request,
+                                                v1::ExtendResponse* response) {
+  Telemetry::Rpc rpc =
+      telemetry_.StartRpc(kService, "Extend", "ratelimit.v1.RateLimitService/Extend", context);
+  absl::StatusOr<LeaseOp> op = ExtendFromProto(*request, *registry_.Current(), inline_limits_);
+  if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
+  rpc.StoreStarted();
+  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(*op));
+  rpc.StoreFinished(outcome.status());
+  if (!outcome.ok()) {
+    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
+    return StoreFailure(rpc, outcome.status());
+  }
+  ObserveLease(*op, outcome->lease);
+  const bool held = outcome->lease.state == LeaseState::kHeld;
+  telemetry_.CountLeaseExtend(op->key.name, held ? "held" : "not_held");
+  ExtendToProto(*op, outcome->lease, response);
+  if (rpc.span().recording()) {
+    rpc.span().SetAttribute("ratelimit.lease.id", op->lease_id);
+    rpc.span().SetAttribute("ratelimit.lease.held", held);
+  }
+  return FinishRpc(rpc, grpc::Status::OK);
+}
+
+absl::StatusOr<std::string> RateLimitServiceImpl::AuthorizeAdmin(const grpc::ServerContext& context,
+                                                                 Telemetry::Rpc& rpc,
+                                                                 absl::string_view limit) const {
+  std::optional<absl::string_view> authorization;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  const std::vector<std::string> identities =
+      auth ? PeerIdentities(*auth) : std::vector<std::string>();
+  absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
+  if (!admin.ok()) {
+    reset_refused_log_.Log({{"peer", context.peer()},
+                            {"peer_identities", absl::StrJoin(identities, ",")},
+                            {"limit", std::string(limit)},
+                            {"reason", std::string(admin.status().message())},
+                            {"trace_id", rpc.TraceId()}});
+  }
+  return admin;
+}
+
+grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& context,
+                                                    const v1::ListLeasesRequest* request,
+                                                    v1::ListLeasesResponse* response) {
+  Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "ListLeases",
+                                           "ratelimit.v1.RateLimitService/ListLeases", context);
+  absl::StatusOr<std::string> admin = AuthorizeAdmin(context, rpc, request->name());
+  if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
+  absl::StatusOr<LeaseOp> op = ListLeasesFromProto(*request, *registry_.Current(), inline_limits_);
+  if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
+  rpc.StoreStarted();
+  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(*op));
+  rpc.StoreFinished(outcome.status());
+  if (!outcome.ok()) {
+    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
+    return StoreFailure(rpc, outcome.status());
+  }
+  ListLeasesToProto(*op, outcome->lease, response);
+  return FinishRpc(rpc, grpc::Status::OK);
+}
+
+absl::StatusOr<Verdict> RateLimitServiceImpl::CheckWithLeases(
+    absl::Span<const LimitRequest> limits) {
+  Outcome merged;
+  merged.allowed = true;
+  merged.decisions.resize(limits.size());
+  LimitRequests rate;
+  std::vector<size_t> rate_at;
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const LimitRequest& l = limits[i];
+    if (l.config.kind != LimitKind::kConcurrency) {
+      rate.push_back(l);
+      rate_at.push_back(i);
+      continue;
+    }
+    LeaseOp op;
+    op.key = StateKey{l.name, l.key, l.source};
+    op.config = l.config;
+    op.action = LeaseAction::kCheck;
+    op.count = static_cast<int64_t>(l.count);
+    absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(op));
+    if (!outcome.ok()) return outcome.status();
+    ObserveLease(op, outcome->lease);
+    merged.decisions[i] = LeaseAsDecision(outcome->lease);
+    merged.allowed = merged.allowed && outcome->lease.allowed;
+    merged.now_us = std::max(merged.now_us, outcome->now_us);
+  }
+  if (!rate.empty()) {
+    absl::StatusOr<Verdict> checked = scheduler_.Evaluate(rate, Mode::kCheck);
+    if (!checked.ok()) return checked.status();
+    for (size_t j = 0; j < rate_at.size(); ++j) {
+      merged.decisions[rate_at[j]] = checked->decisions[j];
+    }
+    merged.allowed = merged.allowed && checked->allowed;
+    merged.now_us = std::max(merged.now_us, checked->now_us);
+  }
+  return VerdictOf(std::move(merged));
+}
+
+absl::StatusOr<uint64_t> RateLimitServiceImpl::ResetLeases(const ResetTarget& target) {
+  if (target.all_keys) return scheduler_.ResetAllLeases(target.name, target.source);
+  LeaseOp op;
+  op.key = StateKey{target.name, target.key, target.source};
+  const std::shared_ptr<const LimitSet> limits = registry_.Current();
+  const LimitConfig* defined = limits->Find(target.name);
+  if (target.source == LimitSource::kDefined && defined != nullptr) {
+    op.config = *defined;
+  } else {  // an inline limit: listing and resetting a key read no field of its config
+    op.config.kind = LimitKind::kConcurrency;
+    op.config.capacity = 1;
+    FillLeaseTtlDefaults(op.config);
+  }
+  op.action = LeaseAction::kList;
+  absl::StatusOr<LeaseOutcome> listed = scheduler_.Lease(Alone(op));
+  if (!listed.ok()) return listed.status();
+  op.action = LeaseAction::kReset;
+  absl::StatusOr<LeaseOutcome> reset = scheduler_.Lease(Alone(op));
+  if (!reset.ok()) return reset.status();
+  ObserveLease(op, reset->lease);
+  return listed->lease.held_leases.size();
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,93 @@
+// The lease commands' requests from flags and their output (client/cpp/lease_command.h).
+#include "client/cpp/lease_command.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ratelimit {
+namespace {
+
+using ::testing::HasSubstr;
+
+LeaseFlags Flags() {
+  LeaseFlags f;
+  f.name = "jobs";
+  f.key = "t1";
+  return f;
+}
+
+TEST(LeaseCommandTest, AcquireCarriesCountTtlRequestIdAndHolder) {
+  LeaseFlags f = Flags();
+  f.count = 2;
+  f.ttl = "1m30s";
+  f.request_id = "job-7";
+  f.holder = "worker-3";
+  absl::StatusOr<v1::AcquireRequest> r = AcquireOf(f);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->limits(0).name(), "jobs");
+  EXPECT_EQ(r->limits(0).count(), 2);
+  EXPECT_EQ(r->ttl().seconds(), 90);
+  EXPECT_EQ(r->request_id(), "job-7");
+  EXPECT_EQ(r->holder(), "worker-3");
+  EXPECT_FALSE(AcquireOf(Flags()).value().has_ttl());
+}
+
+TEST(LeaseCommandTest, BadFlagsAreNamed) {
+  LeaseFlags f = Flags();
+  f.ttl = "soon";
+  EXPECT_THAT(std::string(AcquireOf(f).status().message()), HasSubstr("--ttl"));
+  f.ttl = "-1s";
+  EXPECT_THAT(std::string(AcquireOf(f).status().message()), HasSubstr("--ttl"));
+  EXPECT_THAT(std::string(ReleaseOf(Flags()).status().message()), HasSubstr("--lease_id"));
+  EXPECT_THAT(std::string(ExtendOf(Flags()).status().message()), HasSubstr("--lease_id"));
+}
+
+TEST(LeaseCommandTest, ReleaseAndExtendNameTheLease) {
+  LeaseFlags f = Flags();
+  f.lease_id = "0123456789abcdef0123456789abcdef";
+  f.ttl = "10s";
+  absl::StatusOr<v1::ReleaseRequest> release = ReleaseOf(f);
+  ASSERT_TRUE(release.ok());
+  EXPECT_EQ(release->lease_id(), f.lease_id);
+  absl::StatusOr<v1::ExtendRequest> extend = ExtendOf(f);
+  ASSERT_TRUE(extend.ok());
+  EXPECT_EQ(extend->ttl().seconds(), 10);
+}
+
+TEST(LeaseCommandTest, FormatsTheAnswers) {
+  v1::AcquireResponse acquired;
+  acquired.set_allowed(true);
+  v1::Lease* l = acquired.mutable_lease();
+  l->set_id("abc");
+  l->set_name("jobs");
+  l->set_key("t1");
+  l->set_count(2);
+  l->mutable_expires_at()->set_seconds(1798000000);
+  l->set_holder("w3");
+  EXPECT_EQ(FormatAcquire(acquired, absl::FromUnixSeconds(1797999990)),
+            "acquired lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40+00:00 (w3)\n");
+  v1::AcquireResponse refused;
+  refused.set_reason(v1::NO_FREE_SLOTS);
+  refused.mutable_retry_at()->set_seconds(1798000004);
+  refused.set_denied_by(0);
+  v1::LimitResult* r = refused.add_results();
+  r->set_name("jobs");
+  r->set_key("t1");
+  r->set_capacity(10);
+  EXPECT_EQ(FormatAcquire(refused, absl::FromUnixSeconds(1798000000)),
+            "refused: NO_FREE_SLOTS, retry in 4s (jobs/t1: 0 free of 10)\n");
+  v1::ReleaseResponse not_held;
+  not_held.set_state(v1::NOT_HELD);
+  EXPECT_THAT(FormatRelease(not_held), HasSubstr("not held"));
+  v1::ListLeasesRequest list = ListLeasesOf(Flags());
+  v1::ListLeasesResponse leases;
+  leases.set_held(2);
+  leases.set_capacity(10);
+  *leases.add_leases() = *l;
+  EXPECT_EQ(FormatLeases(list, leases),
+            "jobs/t1: 2 of 10 slots held\n"
+            "  lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40+00:00 (w3)\n");
+}
+
+}  // namespace
+}  // namespace ratelimit

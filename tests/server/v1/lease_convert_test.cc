@@ -1,0 +1,315 @@
+// The concurrency-limit conversions on their own (server/v1/lease_convert.cc): Acquire, Release,
+// Extend and ListLeases requests resolved to lease ops, every bad field named, and outcomes
+// converted back. Pure functions, no server.
+#include "server/v1/lease_convert.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/v1/limits_file.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int64_t kSecond = ::ratelimit::testing::kSecond;
+constexpr char kLeaseId[] = "0123456789abcdef0123456789abcdef";
+
+LimitSet Defined() {
+  absl::StatusOr<LimitSet> set = ParseLimitsYaml(R"(
+limits:
+  - name: jobs
+    kind: concurrency
+    capacity: 5
+    lease_ttl: 10s
+    max_lease_ttl: 1m
+  - name: api
+    kind: token_bucket
+    rate: 10
+    period: 1s
+)",
+                                                 "test");
+  EXPECT_TRUE(set.ok()) << set.status();
+  return *set;
+}
+
+v1::AcquireRequest Acquire(const std::string& name = "jobs", const std::string& key = "t1") {
+  v1::AcquireRequest r;
+  v1::LimitRequest* l = r.add_limits();
+  l->set_name(name);
+  l->set_key(key);
+  return r;
+}
+
+void ExpectInvalid(const absl::Status& s, const std::string& field) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), StartsWith(field)) << s;
+}
+
+TEST(AcquireFromProtoTest, ResolvesTheConcurrencyLimitWithItsDefaultTtl) {
+  v1::AcquireRequest r = Acquire();
+  r.set_request_id("job-7");
+  r.set_holder("worker-3");
+  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->concurrency, 0u);
+  EXPECT_EQ(plan->lease.action, LeaseAction::kAcquire);
+  EXPECT_EQ(plan->lease.key, (StateKey{"jobs", "t1", LimitSource::kDefined}));
+  EXPECT_EQ(plan->lease.count, 1);
+  EXPECT_EQ(plan->lease.ttl_us, 10 * kSecond);
+  EXPECT_EQ(plan->lease.lease_id, kLeaseId);
+  EXPECT_EQ(plan->lease.request_id, "job-7");
+  EXPECT_EQ(plan->lease.holder, "worker-3");
+}
+
+TEST(AcquireFromProtoTest, TakesRateLimitsBesideTheConcurrencyLimit) {
+  v1::AcquireRequest r = Acquire("api", "t1");
+  v1::LimitRequest* c = r.add_limits();
+  c->set_name("jobs");
+  c->set_key("t1");
+  c->set_count(3);
+  r.mutable_ttl()->set_seconds(30);
+  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->concurrency, 1u);
+  EXPECT_EQ(plan->lease.count, 3);
+  EXPECT_EQ(plan->lease.ttl_us, 30 * kSecond);
+  EXPECT_EQ(plan->limits.size(), 2u);
+}
+
+TEST(AcquireFromProtoTest, AnInlineConcurrencyLimitGetsTheDefaultTtls) {
+  v1::AcquireRequest r = Acquire("inline_jobs");
+  v1::LimitConfig* config = r.mutable_limits(0)->mutable_config();
+  config->set_kind(v1::CONCURRENCY);
+  config->set_capacity(2);
+  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->lease.key.source, LimitSource::kInline);
+  EXPECT_EQ(plan->lease.config.lease_ttl_us, kDefaultLeaseTtlMicros);
+  EXPECT_EQ(plan->lease.config.max_lease_ttl_us, kDefaultMaxLeaseTtlMicros);
+}
+
+TEST(AcquireFromProtoTest, BadInputNamesTheField) {
+  const LimitSet defined = Defined();
+  auto plan = [&](const v1::AcquireRequest& r) {
+    return AcquireFromProto(r, defined, InlineLimits::kAllow, kLeaseId).status();
+  };
+  ExpectInvalid(plan(v1::AcquireRequest()), "limits");
+  ExpectInvalid(plan(Acquire("api")), "limits: an Acquire needs exactly one concurrency limit");
+  {
+    v1::AcquireRequest r = Acquire();
+    *r.add_limits() = r.limits(0);
+    r.mutable_limits(1)->set_key("t2");
+    ExpectInvalid(plan(r), "limits[1].name");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.mutable_limits(0)->set_count(1.5);
+    ExpectInvalid(plan(r), "limits[0].count");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.mutable_limits(0)->set_count(0);
+    ExpectInvalid(plan(r), "limits[0].count");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.mutable_ttl()->set_seconds(61);  // max_lease_ttl is 1m
+    ExpectInvalid(plan(r), "ttl");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.mutable_ttl()->set_nanos(999999);  // under 1 ms
+    ExpectInvalid(plan(r), "ttl");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.mutable_ttl()->set_seconds(-1);
+    ExpectInvalid(plan(r), "ttl");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.set_request_id(std::string(129, 'r'));
+    ExpectInvalid(plan(r), "request_id");
+  }
+  {
+    v1::AcquireRequest r = Acquire();
+    r.set_holder(std::string(257, 'h'));
+    ExpectInvalid(plan(r), "holder");
+  }
+  {
+    v1::AcquireRequest r = Acquire("inline_jobs");
+    v1::LimitConfig* config = r.mutable_limits(0)->mutable_config();
+    config->set_kind(v1::CONCURRENCY);
+    config->set_capacity(2.5);
+    ExpectInvalid(plan(r), "limits[0].config.capacity");
+    config->set_capacity(2);
+    config->set_rate(3);
+    ExpectInvalid(plan(r), "limits[0].config.rate");
+    config->set_rate(0);
+    config->mutable_lease_ttl()->set_seconds(7200);
+    config->mutable_max_lease_ttl()->set_seconds(3600);
+    ExpectInvalid(plan(r), "limits[0].config.lease_ttl");
+    config->mutable_lease_ttl()->set_seconds(1);
+    config->mutable_max_lease_ttl()->set_seconds(2 * 86400);
+    ExpectInvalid(plan(r), "limits[0].config.max_lease_ttl");
+  }
+  {
+    v1::AcquireRequest r = Acquire("inline_bucket");
+    v1::LimitConfig* config = r.mutable_limits(0)->mutable_config();
+    config->set_kind(v1::TOKEN_BUCKET);
+    config->set_rate(1);
+    config->mutable_period()->set_seconds(1);
+    config->mutable_lease_ttl()->set_seconds(1);
+    ExpectInvalid(plan(r), "limits[0].config.lease_ttl");
+  }
+  EXPECT_EQ(plan(Acquire("nope")).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(LeaseTargetTest, ReleaseAndExtendNameTheLeaseAndTheLimit) {
+  const LimitSet defined = Defined();
+  v1::ReleaseRequest release;
+  release.set_name("jobs");
+  release.set_key("t1");
+  release.set_lease_id(kLeaseId);
+  absl::StatusOr<LeaseOp> op = ReleaseFromProto(release, defined, InlineLimits::kAllow);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->action, LeaseAction::kRelease);
+  EXPECT_EQ(op->lease_id, kLeaseId);
+
+  v1::ExtendRequest extend;
+  extend.set_name("jobs");
+  extend.set_key("t1");
+  extend.set_lease_id(kLeaseId);
+  op = ExtendFromProto(extend, defined, InlineLimits::kAllow);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->action, LeaseAction::kExtend);
+  EXPECT_EQ(op->ttl_us, 10 * kSecond);
+
+  release.set_lease_id("0123456789ABCDEF0123456789ABCDEF");
+  ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "lease_id");
+  release.set_lease_id("");
+  ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "lease_id");
+  release.set_lease_id(kLeaseId);
+  release.set_key("");
+  ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "key");
+  release.set_key("t1");
+  release.set_name("api");
+  ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "name");
+  release.set_name("nope");
+  EXPECT_EQ(ReleaseFromProto(release, defined, InlineLimits::kAllow).status().code(),
+            absl::StatusCode::kNotFound);
+  extend.mutable_ttl()->set_seconds(3600);
+  ExpectInvalid(ExtendFromProto(extend, defined, InlineLimits::kAllow).status(), "ttl");
+}
+
+TEST(LeaseTargetTest, ListLeasesOfAnInlineLimitNeedsItsConfig) {
+  const LimitSet defined = Defined();
+  v1::ListLeasesRequest list;
+  list.set_name("jobs");
+  list.set_key("t1");
+  absl::StatusOr<LeaseOp> op = ListLeasesFromProto(list, defined, InlineLimits::kAllow);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->action, LeaseAction::kList);
+  list.set_source(v1::INLINE);
+  ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "config");
+  list.mutable_config()->set_kind(v1::CONCURRENCY);
+  list.mutable_config()->set_capacity(4);
+  op = ListLeasesFromProto(list, defined, InlineLimits::kAllow);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->key.source, LimitSource::kInline);
+  list.set_source(v1::ENVOY);
+  ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "source");
+  list.set_source(v1::LIMITS_FILE);
+  list.clear_config();
+  list.set_name("nope");
+  EXPECT_EQ(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(LeaseIdTest, IsThirtyTwoHexDigitsAndUnique) {
+  const std::string a = NewLeaseId();
+  const std::string b = NewLeaseId();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
+TEST(AcquireToProtoTest, ReportsFreeSlotsAndTheDenyingLimitInRequestOrder) {
+  v1::AcquireRequest r = Acquire("api", "t1");
+  v1::LimitRequest* c = r.add_limits();
+  c->set_name("jobs");
+  c->set_key("t1");
+  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  LeaseOutcome outcome;
+  outcome.now_us = 100 * kSecond;
+  outcome.lease.allowed = false;
+  outcome.lease.reason = DenyReason::kNoFreeSlots;
+  outcome.lease.held = 5;
+  outcome.lease.free = 0;
+  outcome.lease.retry_at_us = 104 * kSecond;
+  Decision rate;
+  rate.allowed = true;
+  rate.value = 9;
+  outcome.decisions.push_back(rate);
+  v1::AcquireResponse answer;
+  AcquireToProto(*plan, outcome, &answer);
+  EXPECT_FALSE(answer.allowed());
+  EXPECT_FALSE(answer.has_lease());
+  ASSERT_EQ(answer.results_size(), 2);
+  EXPECT_EQ(answer.results(0).name(), "api");
+  EXPECT_TRUE(answer.results(0).allowed());
+  EXPECT_EQ(answer.results(1).name(), "jobs");
+  EXPECT_EQ(answer.results(1).value(), 0);
+  EXPECT_EQ(answer.results(1).capacity(), 5);
+  EXPECT_EQ(answer.results(1).reason(), v1::NO_FREE_SLOTS);
+  EXPECT_EQ(answer.denied_by(), 1);
+  EXPECT_EQ(answer.reason(), v1::NO_FREE_SLOTS);
+  EXPECT_EQ(answer.retry_after().seconds(), 4);
+}
+
+TEST(AcquireToProtoTest, AnAllowedAcquireCarriesItsLease) {
+  absl::StatusOr<AcquirePlan> plan =
+      AcquireFromProto(Acquire(), Defined(), InlineLimits::kAllow, kLeaseId);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  LeaseOutcome outcome;
+  outcome.allowed = true;
+  outcome.now_us = 100 * kSecond;
+  outcome.lease.allowed = true;
+  outcome.lease.held = 1;
+  outcome.lease.free = 4;
+  outcome.lease.lease = Lease{kLeaseId, 1, 100 * kSecond, 110 * kSecond, "", "w1", false};
+  v1::AcquireResponse answer;
+  AcquireToProto(*plan, outcome, &answer);
+  EXPECT_TRUE(answer.allowed());
+  EXPECT_EQ(answer.denied_by(), -1);
+  EXPECT_EQ(answer.lease().id(), kLeaseId);
+  EXPECT_EQ(answer.lease().name(), "jobs");
+  EXPECT_EQ(answer.lease().key(), "t1");
+  EXPECT_EQ(answer.lease().count(), 1u);
+  EXPECT_EQ(answer.lease().expires_at().seconds(), 110);
+  EXPECT_EQ(answer.lease().holder(), "w1");
+  EXPECT_EQ(answer.results(0).value(), 4);
+}
+
+TEST(RefuseConcurrencyLimitsTest, ConsumeNamesTheConcurrencyLimit) {
+  v1::RateLimitRequest r;
+  for (const char* name : {"api", "jobs"}) {
+    v1::LimitRequest* l = r.add_limits();
+    l->set_name(name);
+    l->set_key("k");
+  }
+  absl::StatusOr<LimitRequests> limits = ResolveRequest(r, Defined());
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  const absl::Status s = RefuseConcurrencyLimits(*limits, "Consume");
+  ExpectInvalid(s, "limits[1].name");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Acquire"));
+}
+
+}  // namespace
+}  // namespace ratelimit

@@ -1,0 +1,269 @@
+// Concurrency limits through the real gRPC service (server/v1/lease_methods.cc), on RocksDB on a
+// fake clock: Acquire, Release, Extend and ListLeases; expiry; acquires with rate limits
+// all-or-nothing; request_id replays; Check, Reset, Consume and Batch of a concurrency limit;
+// the admin check of ListLeases; the metrics.
+#include <string>
+
+#include "client/cpp/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/support/client_server_test_support.h"
+#include "tests/support/server_test_support.h"
+#include "tests/support/test_support.h"
+
+namespace ratelimit {
+namespace {
+
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::HttpGet;
+using ::ratelimit::testing::StartServerAndClient;
+using ::ratelimit::testing::TempDir;
+using ::testing::HasSubstr;
+
+constexpr int64_t kSecond = ::ratelimit::testing::kSecond;
+
+constexpr char kLimits[] = R"(limits:
+  - name: jobs
+    kind: concurrency
+    capacity: 3
+    lease_ttl: 10s
+    max_lease_ttl: 1m
+  - name: starts
+    kind: token_bucket
+    rate: 2
+    period: 1m
+)";
+
+class LeaseMethodsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_.Set(1000 * kSecond);
+    ServerOptions options;
+    options.admin.token = "s3cret";
+    auto started = StartServerAndClient(options, dir_, kLimits, clock_, nullptr,
+                                        ClientOptions{absl::Seconds(10), "s3cret"});
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = std::move(started->server);
+    client_ = std::move(started->client);
+  }
+
+  v1::AcquireResponse Acquire(const std::string& key, int count = 1, bool with_rate = false,
+                              const std::string& request_id = "") {
+    v1::AcquireRequest r;
+    if (with_rate) {
+      v1::LimitRequest* rate = r.add_limits();
+      rate->set_name("starts");
+      rate->set_key(key);
+    }
+    v1::LimitRequest* l = r.add_limits();
+    l->set_name("jobs");
+    l->set_key(key);
+    l->set_count(count);
+    r.set_request_id(request_id);
+    r.set_holder("test");
+    auto answer = client_->Acquire(r);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? *answer : v1::AcquireResponse();
+  }
+
+  v1::LeaseState Release(const std::string& key, const std::string& id) {
+    v1::ReleaseRequest r;
+    r.set_name("jobs");
+    r.set_key(key);
+    r.set_lease_id(id);
+    auto answer = client_->Release(r);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? answer->state() : v1::LEASE_STATE_UNSPECIFIED;
+  }
+
+  absl::StatusOr<v1::ExtendResponse> Extend(const std::string& key, const std::string& id,
+                                            int ttl_seconds) {
+    v1::ExtendRequest r;
+    r.set_name("jobs");
+    r.set_key(key);
+    r.set_lease_id(id);
+    r.mutable_ttl()->set_seconds(ttl_seconds);
+    return client_->Extend(r);
+  }
+
+  uint64_t Held(const std::string& key) {
+    v1::ListLeasesRequest r;
+    r.set_name("jobs");
+    r.set_key(key);
+    auto answer = client_->ListLeases(r);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? answer->held() : 999;
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<RateLimitServer> server_;
+  std::unique_ptr<RateLimitClient> client_;
+};
+
+TEST_F(LeaseMethodsTest, AcquiresUpToCapacityThenRefusesWithWhenASlotFrees) {
+  const v1::AcquireResponse first = Acquire("t", 2);
+  ASSERT_TRUE(first.allowed());
+  EXPECT_EQ(first.lease().count(), 2u);
+  EXPECT_EQ(first.lease().expires_at().seconds(), 1010);
+  EXPECT_EQ(first.lease().holder(), "test");
+  EXPECT_EQ(first.results(0).value(), 1);  // free slots
+  EXPECT_EQ(first.results(0).capacity(), 3);
+  clock_.Advance(4 * kSecond);
+  ASSERT_TRUE(Acquire("t").allowed());
+  const v1::AcquireResponse refused = Acquire("t");
+  EXPECT_FALSE(refused.allowed());
+  EXPECT_FALSE(refused.has_lease());
+  EXPECT_EQ(refused.reason(), v1::NO_FREE_SLOTS);
+  EXPECT_EQ(refused.retry_at().seconds(), 1010);  // the first lease's expiry frees a slot
+  EXPECT_EQ(refused.retry_after().seconds(), 6);
+  const v1::AcquireResponse too_many = Acquire("u", 4);
+  EXPECT_EQ(too_many.reason(), v1::COUNT_EXCEEDS_CAPACITY);
+  EXPECT_FALSE(too_many.has_retry_at());
+  EXPECT_EQ(Held("t"), 3u);
+}
+
+TEST_F(LeaseMethodsTest, ReleaseFreesTheSlotsOnceAndExpiryFreesThemByItself) {
+  const v1::AcquireResponse a = Acquire("t", 3);
+  ASSERT_TRUE(a.allowed());
+  EXPECT_EQ(Release("t", a.lease().id()), v1::RELEASED);
+  EXPECT_EQ(Release("t", a.lease().id()), v1::NOT_HELD);
+  const v1::AcquireResponse b = Acquire("t", 3);
+  ASSERT_TRUE(b.allowed());
+  EXPECT_FALSE(Acquire("t").allowed());
+  clock_.Advance(10 * kSecond);  // b expires: now == expires_at is no longer held
+  EXPECT_EQ(Held("t"), 0u);
+  EXPECT_TRUE(Acquire("t", 3).allowed());
+  EXPECT_EQ(Release("t", b.lease().id()), v1::NOT_HELD);
+}
+
+TEST_F(LeaseMethodsTest, ExtendKeepsAHolderPastItsFirstExpiry) {
+  const v1::AcquireResponse a = Acquire("t", 3);
+  ASSERT_TRUE(a.allowed());
+  for (int beat = 0; beat < 5; ++beat) {
+    clock_.Advance(8 * kSecond);
+    auto extended = Extend("t", a.lease().id(), 10);
+    ASSERT_TRUE(extended.ok()) << extended.status();
+    EXPECT_EQ(extended->state(), v1::HELD);
+    EXPECT_EQ(extended->lease().expires_at().seconds(), 1000 + 8 * (beat + 1) + 10);
+    EXPECT_FALSE(Acquire("t").allowed());
+  }
+  clock_.Advance(10 * kSecond);
+  auto late = Extend("t", a.lease().id(), 10);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->state(), v1::NOT_HELD);
+  EXPECT_FALSE(late->has_lease());
+  EXPECT_EQ(Extend("t", a.lease().id(), 61).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LeaseMethodsTest, AnAcquireWithARateLimitIsAllOrNothing) {
+  // The rate limit allows 2 per minute: the third acquire is refused by it and takes no slot.
+  for (int i = 0; i < 2; ++i) {
+    const v1::AcquireResponse ok = Acquire("t", 1, true);
+    ASSERT_TRUE(ok.allowed());
+    EXPECT_EQ(Release("t", ok.lease().id()), v1::RELEASED);
+  }
+  const v1::AcquireResponse refused_by_rate = Acquire("t", 1, true);
+  EXPECT_FALSE(refused_by_rate.allowed());
+  EXPECT_EQ(refused_by_rate.denied_by(), 0);
+  EXPECT_EQ(refused_by_rate.reason(), v1::INSUFFICIENT_TOKENS);
+  EXPECT_EQ(Held("t"), 0u);
+  // Slots all held: the refusal takes no token.
+  clock_.Advance(60 * kSecond);  // the bucket is full again (2)
+  ASSERT_TRUE(Acquire("u", 3).allowed());
+  const v1::AcquireResponse refused_by_slots = Acquire("u", 1, true);
+  EXPECT_FALSE(refused_by_slots.allowed());
+  EXPECT_EQ(refused_by_slots.denied_by(), 1);
+  auto bucket = client_->Check(MakeRequest("starts", "u"));
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  EXPECT_EQ(bucket->results(0).value(), 2);
+}
+
+TEST_F(LeaseMethodsTest, ARetriedAcquireGetsTheSameLeaseAndTakesNothing) {
+  const v1::AcquireResponse first = Acquire("t", 2, false, "job-1");
+  ASSERT_TRUE(first.allowed());
+  const v1::AcquireResponse retry = Acquire("t", 2, false, "job-1");
+  EXPECT_TRUE(retry.allowed());
+  EXPECT_TRUE(retry.replayed());
+  EXPECT_EQ(retry.lease().id(), first.lease().id());
+  EXPECT_EQ(Held("t"), 2u);
+}
+
+TEST_F(LeaseMethodsTest, CheckReportsFreeSlotsAndConsumeAndBatchRefuseThem) {
+  ASSERT_TRUE(Acquire("t", 2).allowed());
+  auto checked = client_->Check(MakeRequest("jobs", "t"));
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_TRUE(checked->allowed());
+  EXPECT_EQ(checked->results(0).value(), 1);
+  auto two = client_->Check(MakeRequest("jobs", "t", 2));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_FALSE(two->allowed());
+  EXPECT_EQ(two->reason(), v1::NO_FREE_SLOTS);
+  EXPECT_EQ(Held("t"), 2u);  // Check took nothing
+
+  auto consumed = client_->Consume(MakeRequest("jobs", "t"));
+  EXPECT_EQ(consumed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(consumed.status().message()), HasSubstr("limits[0].name"));
+  EXPECT_EQ(client_->Reserve(MakeRequest("jobs", "t")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::BatchRequest batch;
+  v1::BatchEntry* e = batch.add_entries();
+  *e->mutable_request() = MakeRequest("jobs", "t");
+  auto answered = client_->Batch(batch);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_THAT(answered->results(0).error().message(), HasSubstr("entries[0].limits[0].name"));
+  EXPECT_EQ(Held("t"), 2u);
+}
+
+TEST_F(LeaseMethodsTest, ResetEndsTheLeasesOfAKeyOrOfEveryKey) {
+  const v1::AcquireResponse a = Acquire("t", 1);
+  ASSERT_TRUE(Acquire("t", 2).allowed());
+  ASSERT_TRUE(Acquire("u", 1).allowed());
+  auto deleted = client_->Reset("jobs", "t");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2u);  // two leases ended
+  EXPECT_EQ(Held("t"), 0u);
+  EXPECT_EQ(Held("u"), 1u);
+  EXPECT_EQ(Release("t", a.lease().id()), v1::NOT_HELD);
+  ASSERT_TRUE(client_->ResetAll("jobs").ok());
+  EXPECT_EQ(Held("u"), 0u);
+}
+
+TEST_F(LeaseMethodsTest, ListLeasesNeedsTheAdminCredentialAndShowsTheLeases) {
+  const v1::AcquireResponse a = Acquire("t", 2);
+  clock_.Advance(kSecond);
+  const v1::AcquireResponse b = Acquire("t", 1);
+  v1::ListLeasesRequest r;
+  r.set_name("jobs");
+  r.set_key("t");
+  auto listed = client_->ListLeases(r);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->leases_size(), 2);
+  EXPECT_EQ(listed->leases(0).id(), a.lease().id());  // soonest expiry first
+  EXPECT_EQ(listed->leases(1).id(), b.lease().id());
+  EXPECT_EQ(listed->held(), 3u);
+  EXPECT_EQ(listed->capacity(), 3u);
+  auto anonymous = RateLimitClient::Connect("127.0.0.1:" + std::to_string(server_->port()),
+                                            ClientOptions{absl::Seconds(10), ""});
+  EXPECT_EQ(anonymous->ListLeases(r).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(LeaseMethodsTest, MetricsCountRefusalsExpiriesAndHeldSlots) {
+  const v1::AcquireResponse a = Acquire("t", 3);
+  ASSERT_TRUE(a.allowed());
+  EXPECT_FALSE(Acquire("t").allowed());
+  clock_.Advance(10 * kSecond);
+  ASSERT_TRUE(Acquire("t", 1).allowed());  // drops a, expired while held
+  const auto [status, body] = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(body,
+              HasSubstr("ratelimit_lease_acquires_total{limit=\"jobs\",outcome=\"acquired\"} 2"));
+  EXPECT_THAT(body,
+              HasSubstr("ratelimit_lease_acquires_total{limit=\"jobs\",outcome=\"refused\"} 1"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 1"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 1"));
+}
+
+}  // namespace
+}  // namespace ratelimit
