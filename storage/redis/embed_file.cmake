@@ -1,10 +1,18 @@
-# cmake -DINPUT=<file> -DOUTPUT=<file.cc> -DSYMBOL=<name> -P embed_file.cmake
+# cmake -DINPUTS=<file>[,<file>...] -DOUTPUT=<file.cc> -DSYMBOL=<name> -P embed_file.cmake
 # Writes a C++ source defining `absl::string_view ratelimit::<SYMBOL>()` that returns the bytes of
-# INPUT, so that a text file (the Redis function library) is compiled into the binary.
-file(READ "${INPUT}" hex HEX)
+# the INPUTS, in order, one newline between two files, so that text files (the Redis function
+# library) are compiled into the binary.
+string(REPLACE "," ";" inputs "${INPUTS}")
+set(hex "")
+set(separator "")
+foreach(input IN LISTS inputs)
+  file(READ "${input}" part HEX)
+  string(APPEND hex "${separator}${part}")
+  set(separator "0a")
+endforeach()
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
 file(WRITE "${OUTPUT}.tmp"
-  "// Generated from ${INPUT} by embed_file.cmake. Do not edit.\n"
+  "// Generated from ${INPUTS} by embed_file.cmake. Do not edit.\n"
   "#include \"absl/strings/string_view.h\"\n"
   "namespace ratelimit {\n"
   "namespace {\n"

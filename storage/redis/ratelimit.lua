@@ -29,8 +29,11 @@
 -- (AcrossChange), and a fixed window's state is stored counted against base_capacity. A limit
 -- without one has the 8 arguments of library version 8, which this version still takes.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
+--
+-- The library is assembled from this file and leases.lua (concurrency limits, since version 10),
+-- appended after it, which uses this file's locals.
 
-local LIBRARY_VERSION = '9'
+local LIBRARY_VERSION = '10'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -182,21 +185,27 @@ local function arg_number(args, i, what)
   return x
 end
 
+-- The time of a decision: args[i] (microseconds) when given, else the primary's TIME.
+local function decision_time(args, i)
+  local now
+  if args[i] == '' then
+    local time = redis.call('TIME')
+    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  else
+    now = arg_number(args, i, 'now')
+  end
+  if not (now >= 0 and now < BIG) or now ~= math.floor(now) then
+    error('ratelimit: time out of range')
+  end
+  return now
+end
+
 -- Decides and writes. With `first` (a table), records per key the balance the first limit on it
 -- saw and that limit: first[k] = {v = balance, b = bucket, a = index of its arguments}.
 local function apply(keys, args, first)
   local mode = args[1]
   if mode ~= 'c' and mode ~= 't' and mode ~= 'r' then error('ratelimit: bad mode') end
-  local now
-  if args[2] == '' then
-    local time = redis.call('TIME')
-    now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  else
-    now = arg_number(args, 2, 'now')
-  end
-  if not (now >= 0 and now < BIG) or now ~= math.floor(now) then
-    error('ratelimit: time out of range')
-  end
+  local now = decision_time(args, 2)
   local n = arg_number(args, 3, 'limits')
 
   -- The reply, filled as it goes: {now, allowed, state read per key..., state written per key...}.

@@ -19,8 +19,9 @@
 namespace ratelimit {
 
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
-// Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "9";
+// Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library (either file)
+// changes.
+inline constexpr absl::string_view kRedisLibraryVersion = "10";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
 inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";
@@ -34,7 +35,7 @@ inline constexpr absl::string_view kRedisTakeRecordedFunction = "ratelimit_take_
 // and read back as INT64_MAX.
 inline constexpr int64_t kRedisTimeHorizonUs = int64_t{1} << 53;
 
-// The text of storage/redis/ratelimit.lua.
+// The text of the library: storage/redis/ratelimit.lua, then storage/redis/leases.lua.
 absl::string_view RedisLibraryCode();
 
 // Whether `prefix` may start Redis keys: no '{' or '}' (they would choose the hash slot).

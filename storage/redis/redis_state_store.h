@@ -6,7 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
@@ -144,6 +146,16 @@ class RedisStateStore final : public StateStore {
   // on one secret.
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
+  // Concurrency limits (redis_leases.cc): one FCALL ratelimit_lease (storage/redis/leases.lua)
+  // decides the lease op at the primary's TIME (or options.clock_override) and, for an acquire,
+  // the rate limits with it, all-or-nothing; a request_id's earlier lease is answered again by
+  // the library from the lease set itself. The lease set lives in two keys of the slot of the
+  // concurrency key's state (RedisLeaseKeysFor). On a cluster an acquire's rate limits must share
+  // that slot (one hash tag, e.g. "{org7}"): FAILED_PRECONDITION naming the first that does not.
+  // INVALID_ARGUMENT naming the field for an op that is not valid (LeaseOp), nothing changed.
+  absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
+  // SCANs every primary for the lease sets of `name` and deletes each (one DEL of its two keys).
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
   // SCANs the keys of `name` on every primary and deletes them.
@@ -168,6 +180,12 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);
   std::string KeyFor(const StateKey& key) const;
+  // SCANs every primary for the keys matching `pattern`; for each, `keys_of` gives the keys to
+  // delete with it (one slot; none: keep it), and they are deleted with one DEL. The DELs that
+  // deleted something.
+  absl::StatusOr<uint64_t> DeleteScanned(
+      const std::string& pattern,
+      absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of);
   // A request whose keys are in several slots (`groups`: the key indices of each): one take per
   // slot, in parallel, each recording a hold under one request id; if any slot denies or fails,
   // the slots that took (or may have) are refunded before the answer. The async form answers

@@ -63,37 +63,54 @@ absl::StatusOr<uint64_t> RedisStateStore::Delete(const StateKey& key) {
   return DeletedCount(*reply);
 }
 
+absl::StatusOr<uint64_t> RedisStateStore::DeleteScanned(
+    const std::string& pattern,
+    absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of) {
+  uint64_t deleted = 0;
+  for (const std::string& primary : router_->Primaries()) {
+    std::string cursor = "0";
+    do {
+      absl::StatusOr<redis::Reply> reply =
+          router_->ExecuteOnNode(primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      if (!reply.ok()) return reply.status();
+      if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
+        return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
+      }
+      cursor = reply->elements[0].str;
+      std::vector<std::vector<std::string>> doomed;
+      for (const redis::Reply& k : reply->elements[1].elements) {
+        std::vector<std::string> keys = keys_of(k.str);
+        if (!keys.empty()) doomed.push_back(std::move(keys));
+      }
+      // One DEL per group (one slot; the keys of one primary may lie in different slots).
+      Replies replies(doomed.size());
+      for (size_t i = 0; i < doomed.size(); ++i) {
+        std::vector<std::string> argv = {"DEL"};
+        argv.insert(argv.end(), doomed[i].begin(), doomed[i].end());
+        router_->Send(doomed[i][0], std::move(argv), replies.For(i));
+      }
+      for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
+        if (!r.ok()) return r.status();
+        if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
+        deleted += DeletedCount(*r) > 0 ? 1 : 0;
+      }
+    } while (cursor != "0");
+  }
+  return deleted;
+}
+
 absl::StatusOr<uint64_t> RedisStateStore::DeleteAll(LimitSource source, absl::string_view name) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
   uint64_t deleted = 0;
-  for (const std::string& primary : router_->Primaries()) {
-    for (const std::string& pattern : RedisNamePatterns(options_.key_prefix, source, name)) {
-      std::string cursor = "0";
-      do {
-        absl::StatusOr<redis::Reply> reply =
-            router_->ExecuteOnNode(primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-        if (!reply.ok()) return reply.status();
-        if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
-          return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
-        }
-        cursor = reply->elements[0].str;
-        std::vector<std::string> doomed;
-        for (const redis::Reply& k : reply->elements[1].elements) {
-          const std::optional<StateKey> state = ParseRedisKey(options_.key_prefix, k.str);
-          if (state && state->source == source && state->name == name) doomed.push_back(k.str);
-        }
-        // One DEL per key: the keys of one primary may lie in different slots.
-        Replies replies(doomed.size());
-        for (size_t i = 0; i < doomed.size(); ++i) {
-          router_->Send(doomed[i], {"DEL", doomed[i]}, replies.For(i));
-        }
-        for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
-          if (!r.ok()) return r.status();
-          if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
-          deleted += DeletedCount(*r);
-        }
-      } while (cursor != "0");
-    }
+  for (const std::string& pattern : RedisNamePatterns(options_.key_prefix, source, name)) {
+    absl::StatusOr<uint64_t> n =
+        DeleteScanned(pattern, [&](const std::string& key) -> std::vector<std::string> {
+          const std::optional<StateKey> state = ParseRedisKey(options_.key_prefix, key);
+          if (state && state->source == source && state->name == name) return {key};
+          return {};
+        });
+    if (!n.ok()) return n.status();
+    deleted += *n;
   }
   return deleted;
 }

@@ -1,0 +1,104 @@
+#include "storage/redis/redis_state_store.h"
+
+// RedisStateStore: concurrency limits. One FCALL ratelimit_lease per LeaseOperation, in the slot
+// of the concurrency key's state (storage/redis/leases.lua, redis_lease_library.h).
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "storage/leases/lease.h"
+#include "storage/redis/cluster/redis_slot.h"
+#include "storage/redis/redis_lease_library.h"
+#include "storage/redis/redis_router.h"
+#include "storage/status_util.h"
+
+namespace ratelimit {
+namespace {
+
+// The library keeps a lease under its id as a field of the set's hash, beside the fields '#' (the
+// slots held) and 'r:<request_id>' (the lease of a request_id), and returns a lease as
+// "<id> <lease>": an id with a ':', a '#' or a space could name another field or split the reply.
+// The service's ids (32 hex digits) never have one; ValidateLeaseOp checks everything else.
+bool UsableLeaseId(absl::string_view id) {
+  return id.find_first_of(":# ") == absl::string_view::npos;
+}
+
+// What LeaseOp and LeaseOperation require, as INVALID_ARGUMENT naming the field (the fields as
+// the other stores name them, storage/leases/apply_lease.h).
+absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
+  const LeaseOp& l = op.lease;
+  if (absl::Status s = ValidateLeaseOp(l); !s.ok()) return s;
+  const bool names_lease = l.action == LeaseAction::kAcquire || l.action == LeaseAction::kRelease ||
+                           l.action == LeaseAction::kExtend;
+  if (names_lease && !UsableLeaseId(l.lease_id)) {
+    return InvalidField("lease_id", "must not contain ':', '#' or ' '");
+  }
+  if (!op.limits.empty() && l.action != LeaseAction::kAcquire) {
+    return InvalidField("limits", "rate limits are taken only with an acquire");
+  }
+  if (op.limits.size() > static_cast<size_t>(kMaxLimitsPerRequest)) {
+    return InvalidField("limits", absl::StrCat("at most ", kMaxLimitsPerRequest));
+  }
+  for (size_t i = 0; i < op.limits.size(); ++i) {
+    const LimitOp& limit = op.limits[i];
+    const std::string field = absl::StrCat("limits[", i, "].");
+    if (limit.config.kind == LimitKind::kConcurrency) {
+      return InvalidField(field, "config.kind", "one concurrency limit per lease operation");
+    }
+    if (absl::Status s = ValidateLimitConfig(limit.config, field + "config."); !s.ok()) return s;
+    if (!(limit.count > 0) || !(limit.count <= kMaxAmount) || limit.settle) {
+      return InvalidField(field, "count", "must be finite and > 0, and not a settlement");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& op, const Clock&) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
+  const RedisLeaseKeys lease_keys =
+      RedisLeaseKeysFor(options_.key_prefix, op.lease.key, RedisHashTagOfKey(op.lease.key.key));
+  const OperationKeys rate_keys = DistinctKeys(op.limits);
+  std::vector<std::string> rate_redis_keys;
+  rate_redis_keys.reserve(rate_keys.keys.size());
+  for (const StateKey& k : rate_keys.keys) rate_redis_keys.push_back(KeyFor(k));
+  if (!router_->SingleNode()) {
+    const int slot = redis::KeySlot(lease_keys.expiries);
+    for (size_t i = 0; i < op.limits.size(); ++i) {
+      if (redis::KeySlot(rate_redis_keys[rate_keys.slot_of[i]]) == slot) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the Redis store: on a Redis Cluster, the rate limits of an acquire must share the hash "
+          "slot of its concurrency key; limits[",
+          i, "] (", op.limits[i].key.name, " / ", op.limits[i].key.key, ") does not (give ",
+          op.lease.key.name,
+          "'s key and its key one hash tag, e.g. \"{org7}user42\" and \"{org7}\")"));
+    }
+  }
+  std::optional<int64_t> now;
+  if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
+  absl::StatusOr<redis::Reply> reply = Command(
+      lease_keys.expiries, RedisLeaseCommand(op, lease_keys, rate_keys, rate_redis_keys, now));
+  if (!reply.ok()) return reply.status();
+  return RedisLeaseOutcome(op, rate_keys, *reply);
+}
+
+absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,
+                                                          absl::string_view name) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  // A set's two keys share a slot: one DEL, ordered with every ratelimit_lease on it.
+  return DeleteScanned(RedisLeaseNamePattern(options_.key_prefix, source, name),
+                       [&](const std::string& found) -> std::vector<std::string> {
+                         const std::optional<StateKey> key =
+                             ParseRedisLeaseKey(options_.key_prefix, found);
+                         if (!key || key->source != source || key->name != name) return {};
+                         RedisLeaseKeys keys = RedisLeaseKeysFor(options_.key_prefix, *key,
+                                                                 RedisHashTagOfKey(key->key));
+                         if (keys.expiries != found) return {};
+                         return {std::move(keys.expiries), std::move(keys.leases)};
+                       });
+}
+
+}  // namespace ratelimit
