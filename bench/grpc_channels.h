@@ -1,12 +1,14 @@
 #ifndef RATELIMIT_BENCH_GRPC_CHANNELS_H_
 #define RATELIMIT_BENCH_GRPC_CHANNELS_H_
 
-// The load generators' connections: each channel its own HTTP/2 connection, connected before the
-// load starts.
+// The load generators' connections and threads: each channel its own HTTP/2 connection,
+// connected before the load starts; slot s of the calls in flight on channel s % channels and
+// thread s % threads, each thread driving its slots.
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -31,6 +33,27 @@ inline bool ConnectChannels(const std::string& target, int count,
     }
   }
   return true;
+}
+
+// Runs one worker per thread: `make_worker(t, stubs)` makes thread t's worker (a class with
+// Run()) given the stubs of its slots (slot s of `concurrency` uses stubs[s % stubs.size()] and
+// thread s % num_threads); every Run() is called on a thread of its own, and joined. Returns
+// the workers, for their tallies. REQUIRES: 1 <= num_threads <= concurrency, !stubs.empty().
+template <typename Stub, typename MakeWorker>
+auto RunWorkers(const std::vector<std::unique_ptr<Stub>>& stubs, int concurrency, int num_threads,
+                MakeWorker make_worker) {
+  std::vector<decltype(make_worker(0, std::vector<Stub*>()))> workers;
+  for (int t = 0; t < num_threads; ++t) {
+    std::vector<Stub*> slot_stubs;
+    for (int s = t; s < concurrency; s += num_threads) {
+      slot_stubs.push_back(stubs[s % stubs.size()].get());
+    }
+    workers.push_back(make_worker(t, std::move(slot_stubs)));
+  }
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&w] { w->Run(); });
+  for (std::thread& t : threads) t.join();
+  return workers;
 }
 
 }  // namespace ratelimit::bench

@@ -24,7 +24,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -258,19 +257,10 @@ int Run() {
   settings.measure_end = settings.measure_begin + duration;
   settings.deadline = absl::GetFlag(FLAGS_deadline);
   settings.keys = keys;
-  // Slot s uses channel s % channels and thread s % threads.
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (int t = 0; t < num_threads; ++t) {
-    std::vector<Stub*> slot_stubs;
-    for (int s = t; s < concurrency; s += num_threads) {
-      slot_stubs.push_back(stubs[s % stubs.size()].get());
-    }
-    workers.push_back(
-        std::make_unique<Worker>(settings, std::move(slot_stubs), uint64_t{1000003} * t));
-  }
-  std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w->Run(); });
-  for (std::thread& t : threads) t.join();
+  auto workers =
+      bench::RunWorkers(stubs, concurrency, num_threads, [&](int t, std::vector<Stub*> slot_stubs) {
+        return std::make_unique<Worker>(settings, std::move(slot_stubs), uint64_t{1000003} * t);
+      });
   Tally total;
   for (auto& w : workers) total.Add(w->tally());
 

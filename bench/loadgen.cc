@@ -437,21 +437,14 @@ Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const
   for (const auto& channel : channels) stubs.push_back(Api::Service::NewStub(channel));
   const typename Api::Request prototype = Api::Prototype();
 
-  std::vector<std::unique_ptr<Worker<Api>>> workers;
-  for (int t = 0; t < num_threads; ++t) {
-    std::vector<Stub*> slot_stubs;
-    for (int s = t; s < concurrency; s += num_threads) {
-      slot_stubs.push_back(stubs[s % stubs.size()].get());
-    }
-    Settings own = settings;
-    own.thread_index = t;
-    own.num_threads = num_threads;
-    workers.push_back(std::make_unique<Worker<Api>>(own, prototype, std::move(slot_stubs),
-                                                    uint64_t{1000003} * t));
-  }
-  std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w->Run(); });
-  for (std::thread& t : threads) t.join();
+  auto workers =
+      bench::RunWorkers(stubs, concurrency, num_threads, [&](int t, std::vector<Stub*> slot_stubs) {
+        Settings own = settings;
+        own.thread_index = t;
+        own.num_threads = num_threads;
+        return std::make_unique<Worker<Api>>(own, prototype, std::move(slot_stubs),
+                                             uint64_t{1000003} * t);
+      });
 
   Tally total;
   for (auto& w : workers) {

@@ -313,6 +313,22 @@ run_h2load() {
   h2load_summary "$out.raw" >"$out"
 }
 
+# section_only TITLE SECTION FILE: the report of a run of one section (SECTIONS=SECTION): a
+# header naming the machine, the commit and the command, then FILE; then exits.
+section_only() {
+  echo "## Benchmark results ($1 section)"
+  echo
+  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
+    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=$2 scripts/bench.sh\`."
+  if ((MAX_BUSY > 10)); then
+    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
+  fi
+  echo
+  cat "$3"
+  log "done"
+  exit 0
+}
+
 # Other work on the machine skews the end-to-end figures most: look before every server.
 MAX_BUSY=$BUSY_BEFORE
 check_idle() {
@@ -436,17 +452,7 @@ if [[ $H2LOAD == 1 && ($SECTIONS == all || $SECTIONS == h2load) ]]; then
 fi
 if [[ $SECTIONS == h2load ]]; then
   [[ $H2LOAD == 1 ]] || die "h2load is not installed (apt-get install nghttp2-client)"
-  echo "## Benchmark results (h2load section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=h2load scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/h2load.md"
-  log "done"
-  exit 0
+  section_only "h2load" h2load "$WORK/h2load.md"
 fi
 
 # --- 8. runtime overrides ---------------------------------------------------------------------
@@ -458,17 +464,7 @@ if [[ $SECTIONS == overrides || ($SECTIONS == all && $H2LOAD == 1) ]]; then
   cat "$WORK/overrides.md" >&2
 fi
 if [[ $SECTIONS == overrides ]]; then
-  echo "## Benchmark results (overrides section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=overrides scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/overrides.md"
-  log "done"
-  exit 0
+  section_only "overrides" overrides "$WORK/overrides.md"
 fi
 
 # --- 9. concurrency limits end to end --------------------------------------------------------
@@ -479,17 +475,7 @@ if [[ $SECTIONS == leases || $SECTIONS == all ]]; then
   cat "$WORK/leases.md" >&2
 fi
 if [[ $SECTIONS == leases ]]; then
-  echo "## Benchmark results (leases section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=leases scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/leases.md"
-  log "done"
-  exit 0
+  section_only "leases" leases "$WORK/leases.md"
 fi
 
 # --- 7. RLQS against RLS v3 --------------------------------------------------------------------
@@ -564,17 +550,7 @@ done
 } >"$WORK/rlqs.md"
 cat "$WORK/rlqs.md" >&2
 if [[ $SECTIONS == rlqs ]]; then
-  echo "## Benchmark results (RLQS section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=rlqs scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/rlqs.md"
-  log "done"
-  exit 0
+  section_only "RLQS" rlqs "$WORK/rlqs.md"
 fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
