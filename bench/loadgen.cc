@@ -57,33 +57,26 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "bench/grpc_channels.h"
 #include "bench/latency.h"
+#include "bench/load_flags.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:8081", "server address");
 ABSL_FLAG(std::string, api, "v1",
           "v1: ratelimit.v1.RateLimitService/Consume; envoy: "
           "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
 ABSL_FLAG(int, descriptors, 1, "--api=envoy: descriptors per request, d0..d<N-1>");
 ABSL_FLAG(std::string, domain, "bench", "--api=envoy: the domain of the requests");
-ABSL_FLAG(int, concurrency, 64, "calls kept in flight");
-ABSL_FLAG(int, channels, 1, "gRPC channels (HTTP/2 connections)");
-ABSL_FLAG(int, threads, 2, "client threads, each with its own CompletionQueue");
-ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measured time, after the warm-up");
-ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1), "time before measuring");
-ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "deadline of each call");
 ABSL_FLAG(std::string, name, "loadgen", "--api=v1: limit name");
-ABSL_FLAG(int64_t, keys, 1, "distinct keys: 1 = one hot key \"hot\"; N > 1 = key-0..key-<N-1>");
 ABSL_FLAG(bool, inline_config, true,
           "--api=v1: send an inline TOKEN_BUCKET config (capacity --capacity, refill 1 "
           "token/hour) so every call is allowed; false: the server must define --name");
 ABSL_FLAG(double, capacity, 1e12, "--api=v1: capacity of the inline config");
 ABSL_FLAG(bool, omit_receipts, false,
           "--api=v1: set omit_receipts on every request: allowed answers carry no receipts");
-ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(int, batch, 0,
           "--api=v1: 0 = Consume calls; N >= 1 = Batch calls of N Consume entries (1..1000)");
 ABSL_FLAG(int, limits, 1,
@@ -444,21 +437,14 @@ Tally RunLoad(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const
   for (const auto& channel : channels) stubs.push_back(Api::Service::NewStub(channel));
   const typename Api::Request prototype = Api::Prototype();
 
-  std::vector<std::unique_ptr<Worker<Api>>> workers;
-  for (int t = 0; t < num_threads; ++t) {
-    std::vector<Stub*> slot_stubs;
-    for (int s = t; s < concurrency; s += num_threads) {
-      slot_stubs.push_back(stubs[s % stubs.size()].get());
-    }
-    Settings own = settings;
-    own.thread_index = t;
-    own.num_threads = num_threads;
-    workers.push_back(std::make_unique<Worker<Api>>(own, prototype, std::move(slot_stubs),
-                                                    uint64_t{1000003} * t));
-  }
-  std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w->Run(); });
-  for (std::thread& t : threads) t.join();
+  auto workers =
+      bench::RunWorkers(stubs, concurrency, num_threads, [&](int t, std::vector<Stub*> slot_stubs) {
+        Settings own = settings;
+        own.thread_index = t;
+        own.num_threads = num_threads;
+        return std::make_unique<Worker<Api>>(own, prototype, std::move(slot_stubs),
+                                             uint64_t{1000003} * t);
+      });
 
   Tally total;
   for (auto& w : workers) {
@@ -529,18 +515,8 @@ int Run() {
     return 2;
   }
 
-  // A local subchannel pool per channel: otherwise channels with the same target and arguments
-  // share one connection.
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < num_channels; ++i) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-    if (!channels.back()->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(5)))) {
-      std::fprintf(stderr, "cannot connect to %s\n", target.c_str());
-      return 1;
-    }
-  }
+  if (!bench::ConnectChannels(target, num_channels, &channels)) return 1;
 
   Settings settings;
   settings.measure_begin = absl::Now() + warmup;

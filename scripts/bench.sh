@@ -48,20 +48,26 @@
 #      to decide on a second one sharing its store (bench/override_propagation.cc, two servers on
 #      a local Redis Cluster, on the empty store and with 100,000 overrides in it; one RocksDB
 #      server's apply latency without redis-server).
+#   9. Concurrency limits end to end (scripts/bench-leases.sh): acquire+release pairs
+#      (bench/lease_loadgen.cc) beside Consume (the load generator as in 3), one hot key and
+#      10,000 keys, against one ratelimit-server on RocksDB; LEASE_ROUNDS rounds alternating the
+#      four runs, medians, and a pair's rate over Consume's.
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
 #
 # Usage: scripts/bench.sh [> results.md]
 #        SECTIONS=h2load scripts/bench.sh   # section 6 only (about 2 minutes once built)
 #        SECTIONS=rlqs scripts/bench.sh     # section 7 only (about a minute once built)
 #        SECTIONS=overrides scripts/bench.sh  # section 8 only (about 4 minutes once built)
+#        SECTIONS=leases scripts/bench.sh   # section 9 only (about 2.5 minutes once built)
 # Environment (defaults): BUILD_DIR (build-bench), DURATION (10s), WARMUP (1s), CONCURRENCY (64),
 #   ROUNDS (2), DISK_KEYS (1000000), LOADGEN_FLAGS (--threads=2 --channels=1),
 #   STORE_BENCH_FLAGS (none; e.g. --benchmark_filter=hot_key), SKIP_BUILD (0),
 #   H2LOAD (1 if h2load is installed), H2LOAD_DURATION (5s), TRACE_ROUNDS (3), SKIP_SETUP (0),
-#   SECTIONS (all; or h2load, rlqs or overrides), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3),
+#   SECTIONS (all; or h2load, rlqs, overrides or leases), H2LOAD_FLAGS (-c 8 -m 32 -t 1), H2LOAD_ROUNDS (3),
 #   RLQS_LIMITS (5000 1000000: requests/s, one run each), RLQS_CLIENTS (10), RLQS_DURATION (10s,
 #   each way), RLQS_FLAGS (none; more flags of ratelimit_rlqs_bench); section 8's in
-#   scripts/bench-overrides.sh (OVERRIDE_CHANGES, OVERRIDE_LOAD_RPS, OVERRIDE_TMPDIR).
+#   scripts/bench-overrides.sh (OVERRIDE_CHANGES, OVERRIDE_LOAD_RPS, OVERRIDE_TMPDIR); section 9's
+#   in scripts/bench-leases.sh (LEASE_ROUNDS, LEASE_KEYS).
 # Needs Debian: first runs scripts/setup.sh (the build's packages) and installs jq and
 # nghttp2-client (h2load) with apt-get when they are missing (SKIP_SETUP=1: neither); taskset
 # (util-linux) if available; redis-server and redis-cli (Debian: redis-server, redis-tools) for
@@ -91,8 +97,8 @@ RLQS_LIMITS=${RLQS_LIMITS:-5000 1000000}
 RLQS_CLIENTS=${RLQS_CLIENTS:-10}
 RLQS_DURATION=${RLQS_DURATION:-10s}
 RLQS_FLAGS=${RLQS_FLAGS:-}
-[[ $SECTIONS == all || $SECTIONS == h2load || $SECTIONS == rlqs || $SECTIONS == overrides ]] ||
-  { echo "SECTIONS must be all, h2load, rlqs or overrides" >&2; exit 2; }
+[[ $SECTIONS =~ ^(all|h2load|rlqs|overrides|leases)$ ]] ||
+  { echo "SECTIONS must be all, h2load, rlqs, overrides or leases" >&2; exit 2; }
 
 # Tracing is on only where section 5 turns it on, whatever this environment says.
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_SAMPLER \
@@ -146,9 +152,11 @@ trap 'exit 130' INT TERM
 # --- build -------------------------------------------------------------------------------------
 TARGETS=(ratelimit_store_bench ratelimit_disk_usage ratelimit_loadgen ratelimit_null_server
          ratelimit_memory_server ratelimit_null_collector ratelimit_rlqs_bench ratelimit-server
-         ratelimit_override_seed ratelimit_override_propagation)
+         ratelimit_override_seed ratelimit_override_propagation ratelimit_lease_loadgen)
 if [[ $SECTIONS == overrides ]]; then
   TARGETS=(ratelimit_loadgen ratelimit-server ratelimit_override_seed ratelimit_override_propagation)
+elif [[ $SECTIONS == leases ]]; then
+  TARGETS=(ratelimit_loadgen ratelimit_lease_loadgen ratelimit-server)
 fi
 if [[ $SKIP_BUILD != 1 ]]; then
   log "building ${TARGETS[*]} (Release) in $BUILD_DIR"
@@ -167,6 +175,7 @@ RLQS_BENCH=$BIN/ratelimit_rlqs_bench
 SERVER=$BIN/ratelimit-server
 SEED=$BIN/ratelimit_override_seed
 PROPAGATION=$BIN/ratelimit_override_propagation
+LEASE_LOADGEN=$BIN/ratelimit_lease_loadgen
 for target in "${TARGETS[@]}"; do
   [[ -x $BIN/$target ]] || die "$BIN/$target was not built"
 done
@@ -304,6 +313,22 @@ run_h2load() {
   h2load_summary "$out.raw" >"$out"
 }
 
+# section_only TITLE SECTION FILE: the report of a run of one section (SECTIONS=SECTION): a
+# header naming the machine, the commit and the command, then FILE; then exits.
+section_only() {
+  echo "## Benchmark results ($1 section)"
+  echo
+  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
+    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=$2 scripts/bench.sh\`."
+  if ((MAX_BUSY > 10)); then
+    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
+  fi
+  echo
+  cat "$3"
+  log "done"
+  exit 0
+}
+
 # Other work on the machine skews the end-to-end figures most: look before every server.
 MAX_BUSY=$BUSY_BEFORE
 check_idle() {
@@ -427,17 +452,7 @@ if [[ $H2LOAD == 1 && ($SECTIONS == all || $SECTIONS == h2load) ]]; then
 fi
 if [[ $SECTIONS == h2load ]]; then
   [[ $H2LOAD == 1 ]] || die "h2load is not installed (apt-get install nghttp2-client)"
-  echo "## Benchmark results (h2load section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=h2load scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/h2load.md"
-  log "done"
-  exit 0
+  section_only "h2load" h2load "$WORK/h2load.md"
 fi
 
 # --- 8. runtime overrides ---------------------------------------------------------------------
@@ -449,17 +464,18 @@ if [[ $SECTIONS == overrides || ($SECTIONS == all && $H2LOAD == 1) ]]; then
   cat "$WORK/overrides.md" >&2
 fi
 if [[ $SECTIONS == overrides ]]; then
-  echo "## Benchmark results (overrides section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=overrides scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/overrides.md"
-  log "done"
-  exit 0
+  section_only "overrides" overrides "$WORK/overrides.md"
+fi
+
+# --- 9. concurrency limits end to end --------------------------------------------------------
+if [[ $SECTIONS == leases || $SECTIONS == all ]]; then
+  # shellcheck source=scripts/bench-leases.sh
+  source "$ROOT/scripts/bench-leases.sh"
+  leases_section >"$WORK/leases.md"
+  cat "$WORK/leases.md" >&2
+fi
+if [[ $SECTIONS == leases ]]; then
+  section_only "leases" leases "$WORK/leases.md"
 fi
 
 # --- 7. RLQS against RLS v3 --------------------------------------------------------------------
@@ -534,17 +550,7 @@ done
 } >"$WORK/rlqs.md"
 cat "$WORK/rlqs.md" >&2
 if [[ $SECTIONS == rlqs ]]; then
-  echo "## Benchmark results (RLQS section)"
-  echo
-  echo "Machine: $CPU_MODEL, $CPUS CPUs, ${MEM_GIB} GiB RAM, $(uname -sr). Commit $COMMIT," \
-    "$(date -u +%Y-%m-%d). Produced by \`SECTIONS=rlqs scripts/bench.sh\`."
-  if ((MAX_BUSY > 10)); then
-    echo "Warning: other work kept the machine up to ${MAX_BUSY}% busy; figures are noisy."
-  fi
-  echo
-  cat "$WORK/rlqs.md"
-  log "done"
-  exit 0
+  section_only "RLQS" rlqs "$WORK/rlqs.md"
 fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -1010,4 +1016,5 @@ fi
 echo
 cat "$WORK/rlqs.md"
 if [[ -s $WORK/overrides.md ]]; then cat "$WORK/overrides.md"; fi
+cat "$WORK/leases.md"
 log "done"
