@@ -107,7 +107,8 @@ std::string FormatRelease(const v1::ReleaseResponse& response) {
   return absl::StrCat(response.state() == v1::RELEASED
                           ? "released"
                           : "not held (expired, released before, reset or never acquired)",
-                      "; ", response.held(), " slots held now\n");
+                      "; ", response.held(), response.held() == 1 ? " slot" : " slots",
+                      " held now\n");
 }
 
 std::string FormatExtend(const v1::ExtendResponse& response) {

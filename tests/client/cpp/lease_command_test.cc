@@ -78,7 +78,9 @@ TEST(LeaseCommandTest, FormatsTheAnswers) {
             "refused: NO_FREE_SLOTS, retry in 4s (jobs/t1: 0 free of 10)\n");
   v1::ReleaseResponse not_held;
   not_held.set_state(v1::NOT_HELD);
+  not_held.set_held(1);
   EXPECT_THAT(FormatRelease(not_held), HasSubstr("not held"));
+  EXPECT_THAT(FormatRelease(not_held), HasSubstr("; 1 slot held now"));
   v1::ListLeasesRequest list = ListLeasesOf(Flags());
   v1::ListLeasesResponse leases;
   leases.set_held(2);
