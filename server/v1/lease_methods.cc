@@ -22,6 +22,21 @@ LeaseOperation Alone(const LeaseOp& op) { return LeaseOperation{op, {}}; }
 
 }  // namespace
 
+absl::StatusOr<LeaseOutcome> RateLimitServiceImpl::DecideLeaseOp(Telemetry::Rpc& rpc,
+                                                                 const LeaseOperation& op) {
+  rpc.StoreStarted();
+  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(op);
+  rpc.StoreFinished(outcome.status());
+  return outcome;
+}
+
+grpc::Status RateLimitServiceImpl::LeaseFailure(Telemetry::Rpc& rpc,
+                                                const absl::Status& error) const {
+  // No failure policy for leases: a slot handed out uncounted is a slot over capacity.
+  if (IsCallersError(error)) return FinishRpc(rpc, ToGrpcStatus(error));
+  return StoreFailure(rpc, error);
+}
+
 void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const {
   telemetry_.CountLeasesExpired(op.key.name, decision.expired_unreleased);
   if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {
@@ -49,14 +64,8 @@ grpc::Status RateLimitServiceImpl::HandleAcquire(const grpc::ServerContext& cont
     const LimitRequest& l = plan->limits[i];
     rate.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
   }
-  rpc.StoreStarted();
-  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(LeaseOperation{plan->lease, rate});
-  rpc.StoreFinished(outcome.status());
-  if (!outcome.ok()) {
-    // No failure policy for leases: a slot handed out uncounted is a slot over capacity.
-    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
-    return StoreFailure(rpc, outcome.status());
-  }
+  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, LeaseOperation{plan->lease, rate});
+  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
   const std::string& limit = plan->lease.key.name;
   ObserveLease(plan->lease, outcome->lease);
   telemetry_.CountLeaseAcquire(limit, outcome->lease.replayed ? "replayed"
@@ -82,13 +91,8 @@ grpc::Status RateLimitServiceImpl::HandleRelease(const grpc::ServerContext& cont
       telemetry_.StartRpc(kService, "Release", "ratelimit.v1.RateLimitService/Release", context);
   absl::StatusOr<LeaseOp> op = ReleaseFromProto(*request, *registry_.Current(), inline_limits_);
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
-  rpc.StoreStarted();
-  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(*op));
-  rpc.StoreFinished(outcome.status());
-  if (!outcome.ok()) {
-    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
-    return StoreFailure(rpc, outcome.status());
-  }
+  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
+  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
   ObserveLease(*op, outcome->lease);
   const bool released = outcome->lease.state == LeaseState::kReleased;
   telemetry_.CountLeaseRelease(op->key.name, released ? "released" : "not_held");
@@ -107,13 +111,8 @@ grpc::Status RateLimitServiceImpl::HandleExtend(const grpc::ServerContext& conte
       telemetry_.StartRpc(kService, "Extend", "ratelimit.v1.RateLimitService/Extend", context);
   absl::StatusOr<LeaseOp> op = ExtendFromProto(*request, *registry_.Current(), inline_limits_);
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
-  rpc.StoreStarted();
-  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(*op));
-  rpc.StoreFinished(outcome.status());
-  if (!outcome.ok()) {
-    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
-    return StoreFailure(rpc, outcome.status());
-  }
+  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
+  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
   ObserveLease(*op, outcome->lease);
   const bool held = outcome->lease.state == LeaseState::kHeld;
   telemetry_.CountLeaseExtend(op->key.name, held ? "held" : "not_held");
@@ -156,13 +155,8 @@ grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& c
   if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   absl::StatusOr<LeaseOp> op = ListLeasesFromProto(*request, *registry_.Current(), inline_limits_);
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
-  rpc.StoreStarted();
-  absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(*op));
-  rpc.StoreFinished(outcome.status());
-  if (!outcome.ok()) {
-    if (IsCallersError(outcome.status())) return FinishRpc(rpc, ToGrpcStatus(outcome.status()));
-    return StoreFailure(rpc, outcome.status());
-  }
+  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
+  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
   ListLeasesToProto(*op, outcome->lease, response);
   return FinishRpc(rpc, grpc::Status::OK);
 }

@@ -158,6 +158,11 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
                                 const v1::ListLeasesRequest* request,
                                 v1::ListLeasesResponse* response);
   absl::StatusOr<Verdict> CheckWithLeases(absl::Span<const LimitRequest> limits);
+  // A lease call's store transaction, bracketed by the call's store span.
+  absl::StatusOr<LeaseOutcome> DecideLeaseOp(Telemetry::Rpc& rpc, const LeaseOperation& op);
+  // A lease call's failed transaction as its answer: the caller's error as it is, a store failure
+  // UNAVAILABLE (never failed open).
+  grpc::Status LeaseFailure(Telemetry::Rpc& rpc, const absl::Status& error) const;
   // A lease decision's effects on the metrics: the leases it found expired, the slots held.
   void ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const;
   // Reset of a concurrency limit's key (or every key): ends its leases; how many it ended.
