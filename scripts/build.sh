@@ -11,6 +11,8 @@
 #                             every warning an error, and the libFuzzer targets of tests/fuzz.
 #                             The benchmarks are not built there: the release build
 #                             builds them and its suite runs their tests (tests/bench).
+# Both test builds precompile the headers the tests share (-DRATELIMIT_PCH=ON,
+# tests/CMakeLists.txt) and link with lld when it is installed (CMakeLists.txt).
 # Extra arguments are passed to the CMake configure step (e.g. -DRATELIMIT_FUZZ_SECONDS=60).
 # Environment: RATELIMIT_JOBS=N compile jobs (default: the number of CPUs).
 #
@@ -37,7 +39,7 @@ case $kind in
   release)
     cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$RELEASE_FLAGS" -DRATELIMIT_BUILD_TESTS=ON \
-      -DRATELIMIT_BUILD_BENCH=ON "${launcher[@]}" "$@" >/dev/null
+      -DRATELIMIT_BUILD_BENCH=ON -DRATELIMIT_PCH=ON "${launcher[@]}" "$@" >/dev/null
     cmake --build build -j"$jobs"
     ;;
   server)
@@ -52,7 +54,7 @@ case $kind in
     cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DRATELIMIT_SANITIZE=ON \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-      -DRATELIMIT_BUILD_BENCH=OFF "${launcher[@]}" "$@" >/dev/null
+      -DRATELIMIT_BUILD_BENCH=OFF -DRATELIMIT_PCH=ON "${launcher[@]}" "$@" >/dev/null
     cmake --build build-asan -j"$jobs"
     ;;
   *)

@@ -22,6 +22,9 @@ packages+=(
   # The sanitizer build and the fuzz targets (scripts/build.sh asan): clang 14 and its runtimes
   # (ASan, UBSan, libFuzzer).
   clang libclang-rt-14-dev
+  # lld: links the test executables in a fraction of the GNU linker's time (CMakeLists.txt uses
+  # it when it is installed).
+  lld
   # The formatting check (scripts/format.sh --check, a test of the suite).
   clang-format
   # TLS tests: the openssl tool (test certificates), systemd-analyze (the unit's test).
