@@ -22,41 +22,47 @@ class SlowApp:
         self.running = 0
         self.most = 0
 
-    async def __call__(self, scope, receive, send):
+    async def run(self):
+        """Counts itself in while it waits for `go`."""
         self.running += 1
         self.most = max(self.most, self.running)
         try:
             await self.go.wait()
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send({"type": "http.response.body", "body": b"done"})
         finally:
             self.running -= 1
 
+    async def __call__(self, scope, receive, send):
+        await self.run()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"done"})
 
-async def exactly_two_in_flight(app, slow, held):
-    """Five concurrent slow requests through a middleware whose limit has two slots: exactly two
-    run, three are answered 429 with Retry-After; when the two end, their slots are free."""
-    tasks = [asyncio.ensure_future(request(app)) for _ in range(5)]
+
+async def exactly_n_in_flight(app, slow, held, n=2, requests=5):
+    """`requests` concurrent slow requests through `app`, whose concurrency limit has `n` slots:
+    exactly n run, the others are answered 429 with Retry-After (their answers are returned);
+    when the n end, their slots are free."""
+    tasks = [asyncio.ensure_future(request(app)) for _ in range(requests)]
     for _ in range(2000):
-        if slow.running == 2 and sum(t.done() for t in tasks) == 3:
+        if slow.running == n and sum(t.done() for t in tasks) == requests - n:
             break
         await asyncio.sleep(0.005)
     denied = [t.result() for t in tasks if t.done()]
-    assert len(denied) == 3 and slow.running == 2 and held() == 2
-    for status, headers, body in denied:
-        assert status == 429 and body == b"Too Many Requests\n"
+    assert len(denied) == requests - n and slow.running == n and held() == n
+    for status, headers, _ in denied:
+        assert status == 429
         assert int(headers["retry-after"]) >= 0
-        assert headers["ratelimit-limit"] == "2" and headers["ratelimit-remaining"] == "0"
+        assert headers["ratelimit-limit"] == str(n) and headers["ratelimit-remaining"] == "0"
     slow.go.set()
     done = await asyncio.gather(*tasks)
-    assert sorted(s for s, _, _ in done) == [200, 200, 429, 429, 429]
-    assert slow.most == 2
+    assert sorted(s for s, _, _ in done) == [200] * n + [429] * (requests - n)
+    assert slow.most == n
     for _ in range(200):  # the release follows the response's last message
         if held() == 0:
             break
         await asyncio.sleep(0.005)
     assert held() == 0
     assert (await request(app))[0] == 200
+    return denied
 
 
 @pytest.fixture
@@ -73,7 +79,9 @@ def test_max_in_flight_two_runs_two_and_answers_the_rest_429(fake):
         async with AsyncRateLimitClient(fake.target) as client:
             slow = SlowApp()
             app = RateLimitMiddleware(slow, client, None, in_flight="inflight")
-            await exactly_two_in_flight(app, slow, lambda: fake.held("inflight", "10.0.0.1"))
+            denied = await exactly_n_in_flight(app, slow,
+                                               lambda: fake.held("inflight", "10.0.0.1"))
+            assert all(body == b"Too Many Requests\n" for _, _, body in denied)
 
     asyncio.run(main())
 
