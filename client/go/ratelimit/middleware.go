@@ -11,10 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -130,15 +127,8 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 			if opts.Cost != nil {
 				cost = opts.Cost(r)
 			}
-			var limits []Limit
-			if opts.InFlight != "" {
-				limits = append(limits, Limit{Name: opts.InFlight, Key: key, Count: 1,
-					Config: opts.InFlightConfig})
-			}
-			if opts.Limit != "" {
-				limits = append(limits, Limit{Name: opts.Limit, Key: key, Count: cost,
-					Config: opts.Config})
-			}
+			limits := admissionLimits(opts.InFlight, opts.InFlightConfig, opts.Limit, opts.Config,
+				key, cost)
 			name := opts.Limit
 			var res *Result
 			var lease *Lease
@@ -201,6 +191,20 @@ func resultOfAcquire(a *AcquireResult) *Result {
 		RetryAfter: a.RetryAfter, Reason: a.Reason, DeniedBy: a.DeniedBy, Replayed: a.Replayed}
 }
 
+// admissionLimits are the limits a middleware asks for one request: a slot of the concurrency
+// limit inFlight (when set) first, then cost tokens of the rate limit (when set).
+func admissionLimits(inFlight string, inFlightConfig *Config, limit string, config *Config,
+	key string, cost float64) []Limit {
+	var limits []Limit
+	if inFlight != "" {
+		limits = append(limits, Limit{Name: inFlight, Key: key, Count: 1, Config: inFlightConfig})
+	}
+	if limit != "" {
+		limits = append(limits, Limit{Name: limit, Key: key, Count: cost, Config: config})
+	}
+	return limits
+}
+
 // RemoteIP is the IP address of the client (from r.RemoteAddr, without the port): the
 // middleware's default key.
 func RemoteIP(r *http.Request) string { return remoteIP(r.RemoteAddr) }
@@ -210,129 +214,6 @@ func checkPolicy(options string, p Policy) {
 		panic(fmt.Sprintf("ratelimit: %s.OnUnavailable: %v is neither FailClosed nor FailOpen",
 			options, p))
 	}
-}
-
-// GRPCOptions configures Client.UnaryServerInterceptor and Client.StreamServerInterceptor.
-type GRPCOptions struct {
-	// Limit is the limit's name. Required (the interceptors panic without it): there is no
-	// default, so that two services never share a counter unless they name the same limit.
-	Limit string
-	// Config defines the limit inline; nil for a limit of the server's limits file.
-	Config *Config
-	// Key is whose counter a call takes from; default: the peer's IP address. A call whose key
-	// is "" is answered INVALID_ARGUMENT without asking the service: make Key fall back to
-	// another key to limit such calls, or Skip them.
-	Key func(ctx context.Context, fullMethod string) string
-	// Cost is the tokens a call takes; default 1.
-	Cost func(ctx context.Context, fullMethod string) float64
-	// Skip lets a call through without taking a token (e.g. grpc.health.v1).
-	Skip func(fullMethod string) bool
-	// OnUnavailable is FailClosed (default: UNAVAILABLE) or FailOpen.
-	OnUnavailable Policy
-	// OnError, when set, is told every error of the service (before the Policy applies).
-	OnError func(ctx context.Context, fullMethod string, err error)
-	// Logger receives a line for each error of the service, as HTTPOptions.Logger does.
-	// Default: log.Default().
-	Logger *log.Logger
-}
-
-// UnaryServerInterceptor consumes a token for each call: a denied call is answered
-// RESOURCE_EXHAUSTED with the header metadata retry-after and ratelimit-* (lower case, as gRPC
-// metadata is); an allowed call gets the ratelimit-* headers. When the service is unavailable
-// (UNAVAILABLE, DEADLINE_EXCEEDED) the call is answered UNAVAILABLE (FailClosed) or let through
-// (FailOpen); any other error of the service is INTERNAL. Errors are logged (see
-// GRPCOptions.Logger). A call whose key is empty is answered INVALID_ARGUMENT.
-//
-// It panics when opts.Limit is empty or opts.OnUnavailable is not a Policy.
-func (c *Client) UnaryServerInterceptor(opts GRPCOptions) grpc.UnaryServerInterceptor {
-	a := c.newAdmission(opts)
-	return func(ctx context.Context, req interface{}, info *grpc.UnaryServerInfo,
-		handler grpc.UnaryHandler) (interface{}, error) {
-		if err := a.admit(ctx, info.FullMethod, func(md metadata.MD) error {
-			return grpc.SetHeader(ctx, md)
-		}); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-}
-
-// StreamServerInterceptor is UnaryServerInterceptor for streaming calls: one token per stream.
-// It panics when opts.Limit is empty or opts.OnUnavailable is not a Policy.
-func (c *Client) StreamServerInterceptor(opts GRPCOptions) grpc.StreamServerInterceptor {
-	a := c.newAdmission(opts)
-	return func(srv interface{}, ss grpc.ServerStream, info *grpc.StreamServerInfo,
-		handler grpc.StreamHandler) error {
-		if err := a.admit(ss.Context(), info.FullMethod, ss.SetHeader); err != nil {
-			return err
-		}
-		return handler(srv, ss)
-	}
-}
-
-// admission is the state of one interceptor.
-type admission struct {
-	c    *Client
-	opts GRPCOptions
-	logs *logThrottle
-}
-
-func (c *Client) newAdmission(opts GRPCOptions) *admission {
-	if opts.Limit == "" {
-		panic("ratelimit: GRPCOptions.Limit is required: the name of the limit this interceptor " +
-			"takes from (no default, so that unrelated services never share a counter)")
-	}
-	checkPolicy("GRPCOptions", opts.OnUnavailable)
-	return &admission{c: c, opts: opts, logs: newLogThrottle(opts.Logger)}
-}
-
-func (a *admission) admit(ctx context.Context, method string,
-	setHeader func(metadata.MD) error) error {
-	opts := a.opts
-	if opts.Skip != nil && opts.Skip(method) {
-		return nil
-	}
-	key := ""
-	if opts.Key != nil {
-		key = opts.Key(ctx, method)
-	} else if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		key = remoteIP(p.Addr.String())
-	}
-	if key == "" {
-		return status.Error(codes.InvalidArgument, "rate limit key missing")
-	}
-	cost := 1.0
-	if opts.Cost != nil {
-		cost = opts.Cost(ctx, method)
-	}
-	res, err := a.c.Consume(ctx,
-		Request{Limits: []Limit{{Name: opts.Limit, Key: key, Count: cost, Config: opts.Config}}})
-	if err != nil {
-		if opts.OnError != nil {
-			opts.OnError(ctx, method, err)
-		}
-		switch {
-		case !unavailable(err):
-			a.logs.log(err, "gRPC interceptor", opts.Limit, "answered INTERNAL")
-			return status.Error(codes.Internal, "rate limit error")
-		case opts.OnUnavailable == FailOpen:
-			a.logs.log(err, "gRPC interceptor", opts.Limit, "let through (FailOpen)")
-			return nil
-		default:
-			a.logs.log(err, "gRPC interceptor", opts.Limit, "answered UNAVAILABLE (FailClosed)")
-			return status.Error(codes.Unavailable, "rate limit unavailable")
-		}
-	}
-	md := metadata.MD{}
-	for name, value := range limitHeaders(res) {
-		md.Set(name, value)
-	}
-	_ = setHeader(md)
-	if !res.Allowed {
-		return status.Errorf(codes.ResourceExhausted, "rate limit %s exceeded: %v", opts.Limit,
-			res.Reason)
-	}
-	return nil
 }
 
 // unavailable reports whether err means the service is unavailable (UNAVAILABLE, which is also
