@@ -3,7 +3,6 @@ package ratelimit_test
 import (
 	"context"
 	"io"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -90,18 +89,24 @@ func recoverStream(srv interface{}, ss grpc.ServerStream, _ *grpc.StreamServerIn
 func serveSlowHealth(t *testing.T, c *ratelimit.Client, opts ratelimit.GRPCOptions,
 	h *slowHealth) healthpb.HealthClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(recoverUnary, c.UnaryServerInterceptor(opts)),
 		grpc.ChainStreamInterceptor(recoverStream, c.StreamServerInterceptor(opts)))
 	healthpb.RegisterHealthServer(srv, h)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.Dial(lis.Addr().String(), grpc.WithInsecure())
+	return serveAndDialHealth(t, srv)
+}
+
+// onFakeLeases is a client of a fake of the lease calls with `slots` slots per key, and a
+// slowHealth whose calls return at once.
+func onFakeLeases(t *testing.T, slots uint64) (*fakeLeases, *ratelimit.Client, *slowHealth) {
+	t.Helper()
+	f := newFakeLeases(slots)
+	c, err := ratelimit.Dial(serveLeases(t, f))
 	must(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	t.Cleanup(func() { _ = c.Close() })
+	h := newSlowHealth()
+	close(h.release)
+	return f, c, h
 }
 
 // retryDelay is the RetryInfo detail of a status error (ok false without one).
@@ -232,12 +237,7 @@ func TestGRPCMaxInFlightKeepsALongStreamHeld(t *testing.T) {
 }
 
 func TestGRPCMaxInFlightReleasesTheSlotWhenTheHandlerPanics(t *testing.T) {
-	f := newFakeLeases(1)
-	c, err := ratelimit.Dial(serveLeases(t, f))
-	must(t, err)
-	defer c.Close()
-	h := newSlowHealth()
-	close(h.release) // the calls that do not panic return at once
+	f, c, h := onFakeLeases(t, 1)
 	hc := serveSlowHealth(t, c, ratelimit.GRPCOptions{InFlight: "inflight"}, h)
 	panicking := &healthpb.HealthCheckRequest{Service: "panic"}
 	if _, err := hc.Check(ctx(t), panicking); status.Code(err) != codes.Internal {
@@ -262,12 +262,7 @@ func TestGRPCMaxInFlightReleasesTheSlotWhenTheHandlerPanics(t *testing.T) {
 }
 
 func TestGRPCMaxInFlightWithARateLimitSendsBothInOneAcquire(t *testing.T) {
-	f := newFakeLeases(2)
-	c, err := ratelimit.Dial(serveLeases(t, f))
-	must(t, err)
-	defer c.Close()
-	h := newSlowHealth()
-	close(h.release)
+	f, c, h := onFakeLeases(t, 2)
 	cfg := &ratelimit.Config{Kind: ratelimit.Concurrency, Capacity: ratelimit.Ptr(2.0)}
 	hc := serveSlowHealth(t, c, ratelimit.GRPCOptions{Limit: "api", InFlight: "inflight",
 		InFlightConfig: cfg}, h)
@@ -287,13 +282,10 @@ func TestGRPCMaxInFlightWithARateLimitSendsBothInOneAcquire(t *testing.T) {
 }
 
 func TestGRPCMaxInFlightFollowsTheFailurePolicy(t *testing.T) {
-	f := newFakeLeases(2)
+	f, c, h := onFakeLeases(t, 2)
+	f.mu.Lock()
 	f.acquireErr = status.Error(codes.Unavailable, "store unavailable")
-	c, err := ratelimit.Dial(serveLeases(t, f))
-	must(t, err)
-	defer c.Close()
-	h := newSlowHealth()
-	close(h.release)
+	f.mu.Unlock()
 	open := serveSlowHealth(t, c, ratelimit.GRPCOptions{InFlight: "inflight",
 		OnUnavailable: ratelimit.FailOpen, Logger: discardLogger()}, h)
 	closed := serveSlowHealth(t, c, ratelimit.GRPCOptions{InFlight: "inflight",

@@ -131,11 +131,18 @@ func TestHTTPMiddlewareMisconfiguredLimitIs500(t *testing.T) {
 // client of it.
 func serveHealth(t *testing.T, c *ratelimit.Client, opts ratelimit.GRPCOptions) healthpb.HealthClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(c.UnaryServerInterceptor(opts)),
 		grpc.StreamInterceptor(c.StreamServerInterceptor(opts)))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	return serveAndDialHealth(t, srv)
+}
+
+// serveAndDialHealth serves srv (with a health service) on a free loopback port until the test
+// ends, and returns a health client of it.
+func serveAndDialHealth(t *testing.T, srv *grpc.Server) healthpb.HealthClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.Dial(lis.Addr().String(), grpc.WithInsecure())

@@ -29,12 +29,17 @@ class App:
         await send({"type": "http.response.body", "body": b"ok"})
 
 
+def get_scope(host="10.0.0.1", path="/"):
+    """The ASGI scope of a GET `path` from `host`."""
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
+            "query_string": b"", "root_path": "", "headers": [],
+            "client": (host, 40000), "server": ("test", 80)}
+
+
 async def request(app, host="10.0.0.1", path="/"):
     """Sends one GET `path` to `app`; returns (status, headers as a lower-cased dict, body)."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": b"", "root_path": "", "headers": [],
-             "client": (host, 40000), "server": ("test", 80)}
+    scope = get_scope(host, path)
     sent = []
 
     async def receive():

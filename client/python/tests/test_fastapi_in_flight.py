@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from conftest import ADMIN_TOKEN
 from ratelimit_client import AsyncRateLimitClient, LimitConfig, LimitSource, RateLimitClient
 from ratelimit_client.fastapi import RateLimit
-from test_asgi import request
+from test_asgi import get_scope, request
 from test_asgi_in_flight import SlowApp, exactly_n_in_flight
 
 HOST = "10.0.0.1"  # the peer address request() sends: the default key
@@ -26,16 +26,31 @@ def admin(server):
         yield client
 
 
+@pytest.fixture
+def one_slot(admin):
+    """An inline concurrency limit of one slot, and a function reading the slots held on it."""
+    config = LimitConfig.concurrency(1)
+    return config, held_slots(admin, config)
+
+
 def held_slots(admin: RateLimitClient, config: LimitConfig):
     """The slots the server holds now for HOST on the inline limit "inflight"."""
     return lambda: admin.list_leases("inflight", HOST, source=LimitSource.INLINE,
                                      config=config).held
 
 
-def scope_of_get(path: str = "/"):
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-            "root_path": "", "headers": [], "client": (HOST, 40000), "server": ("test", 80)}
+def in_flight(client: AsyncRateLimitClient, config: LimitConfig, **options):
+    """A route's dependencies holding a slot of the inline limit "inflight" per request."""
+    return [Depends(RateLimit(client, None, in_flight="inflight", in_flight_config=config,
+                              **options))]
+
+
+def served_behind_a_slot(endpoint, client: AsyncRateLimitClient,
+                         config: LimitConfig) -> FastAPI:
+    """An application serving `endpoint` at GET / behind in_flight(client, config)."""
+    app = FastAPI()
+    app.get("/", dependencies=in_flight(client, config))(endpoint)
+    return app
 
 
 def test_at_most_n_endpoints_run_at_once_and_the_rest_get_429(server, admin):
@@ -43,15 +58,13 @@ def test_at_most_n_endpoints_run_at_once_and_the_rest_get_429(server, admin):
 
     async def main():
         async with AsyncRateLimitClient(server.target) as client:
-            limiter = RateLimit(client, None, in_flight="inflight", in_flight_config=config)
             slow = SlowApp()
-            app = FastAPI()
 
-            @app.get("/", dependencies=[Depends(limiter)])
             async def root():
                 await slow.run()
                 return {}
 
+            app = served_behind_a_slot(root, client, config)
             denied = await exactly_n_in_flight(app, slow, held_slots(admin, config), n=3,
                                                requests=12)
             for _, headers, body in denied:
@@ -61,44 +74,39 @@ def test_at_most_n_endpoints_run_at_once_and_the_rest_get_429(server, admin):
     asyncio.run(main())
 
 
-def test_an_endpoint_that_raises_gives_its_slot_back(server, admin):
-    config = LimitConfig.concurrency(1)
+def test_an_endpoint_that_raises_gives_its_slot_back(server, one_slot):
+    config, held = one_slot
 
     async def main():
         async with AsyncRateLimitClient(server.target) as client:
-            limiter = RateLimit(client, None, in_flight="inflight", in_flight_config=config)
-            app = FastAPI()
             calls = []
 
-            @app.get("/", dependencies=[Depends(limiter)])
             async def root():
                 calls.append(1)
                 if len(calls) == 1:
                     raise RuntimeError("endpoint failed")
                 return {}
 
+            app = served_behind_a_slot(root, client, config)
+
             with pytest.raises(RuntimeError, match="endpoint failed"):
                 await request(app)
             status, headers, _ = await request(app)  # the one slot is free again
             assert status == 200 and headers["ratelimit-remaining"] == "0"
             assert len(calls) == 2
-            assert held_slots(admin, config)() == 0
+            assert held() == 0
 
     asyncio.run(main())
 
 
-def test_a_client_gone_mid_stream_gives_the_slot_back(server, admin):
-    config = LimitConfig.concurrency(1)
-    held = held_slots(admin, config)
+def test_a_client_gone_mid_stream_gives_the_slot_back(server, one_slot):
+    config, held = one_slot
 
     async def main():
         async with AsyncRateLimitClient(server.target) as client:
-            limiter = RateLimit(client, None, in_flight="inflight", in_flight_config=config)
-            app = FastAPI()
             streaming = asyncio.Event()
             held_while_streaming = []
 
-            @app.get("/", dependencies=[Depends(limiter)])
             async def root():
                 async def body():
                     yield b"first"
@@ -106,6 +114,8 @@ def test_a_client_gone_mid_stream_gives_the_slot_back(server, admin):
                     await asyncio.Event().wait()  # streams until the client goes
 
                 return StreamingResponse(body())
+
+            app = served_behind_a_slot(root, client, config)
 
             async def receive():  # the client disconnects once the stream has begun
                 await streaming.wait()
@@ -117,7 +127,7 @@ def test_a_client_gone_mid_stream_gives_the_slot_back(server, admin):
             async def send(message):
                 sent.append(message)
 
-            await app(scope_of_get(), receive, send)
+            await app(get_scope(HOST), receive, send)
             assert sent[0]["status"] == 200 and sent[1]["body"] == b"first"
             assert held_while_streaming == [1]
             assert held() == 0
@@ -125,20 +135,18 @@ def test_a_client_gone_mid_stream_gives_the_slot_back(server, admin):
     asyncio.run(main())
 
 
-def test_a_request_cancelled_by_a_timeout_gives_the_slot_back(server, admin):
-    config = LimitConfig.concurrency(1)
-    held = held_slots(admin, config)
+def test_a_request_cancelled_by_a_timeout_gives_the_slot_back(server, one_slot):
+    config, held = one_slot
 
     async def main():
         async with AsyncRateLimitClient(server.target) as client:
-            limiter = RateLimit(client, None, in_flight="inflight", in_flight_config=config)
-            app = FastAPI()
             running = asyncio.Event()
 
-            @app.get("/", dependencies=[Depends(limiter)])
             async def root():
                 running.set()
                 await asyncio.Event().wait()  # never answers: the timeout below cancels it
+
+            app = served_behind_a_slot(root, client, config)
 
             async def with_a_timeout(scope, receive, send):  # as a timeout middleware does
                 async with anyio.create_task_group() as group:
@@ -147,7 +155,7 @@ def test_a_request_cancelled_by_a_timeout_gives_the_slot_back(server, admin):
                     assert held() == 1
                     group.cancel_scope.cancel()
 
-            await with_a_timeout(scope_of_get(), None, None)
+            await with_a_timeout(get_scope(HOST), None, None)
             assert held() == 0
 
     asyncio.run(main())
@@ -158,18 +166,14 @@ def test_max_in_flight_follows_the_failure_mode(server):
 
     async def main():
         async with AsyncRateLimitClient(server.target, timeout=2) as client:
-            fail_open = RateLimit(client, None, in_flight="inflight", in_flight_config=config,
-                                  failure_mode="open")
-            fail_closed = RateLimit(client, None, in_flight="inflight",
-                                    in_flight_config=config)
             app = FastAPI()
             calls = []
 
-            @app.get("/open", dependencies=[Depends(fail_open)])
+            @app.get("/open", dependencies=in_flight(client, config, failure_mode="open"))
             async def open_route():
                 calls.append("open")
 
-            @app.get("/closed", dependencies=[Depends(fail_closed)])
+            @app.get("/closed", dependencies=in_flight(client, config))
             async def closed_route():
                 calls.append("closed")
 
