@@ -1,7 +1,9 @@
 // A Redis primary killed (SIGKILL) under load, through a real ratelimit-server on a 3-primary /
 // 3-replica cluster: the replica is promoted and the service answers again within a bound derived
 // from the cluster's node timeout; the writes lost by asynchronous replication (and the over-grant
-// they cause) are measured, and with --redis_wait_replicas=1 nothing acknowledged is lost.
+// they cause) are measured, and with --redis_wait_replicas=1 nothing acknowledged is lost: neither
+// a grant, nor a lease of the holders that acquire and release a concurrency key's slots through
+// a second server beside the first, which never hold more slots than its capacity.
 // Also the client's WAIT itself: a batch is acknowledged only once enough replicas have it.
 #include <signal.h>
 
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -139,6 +143,252 @@ TEST(RedisHoldTtlFlagTest, LessThanTwiceTheTimeoutIsRefusedNamingBothFlags) {
       << out;
 }
 
+// ---- Lease holders beside the rate workload -----------------------------------------------
+
+constexpr int kSlots = 4;         // the concurrency limit's capacity
+constexpr int kLeaseCallers = 8;  // holders, alternating between the two servers
+// In the slot of the rate key ("failover"): the killed primary serves both workloads.
+constexpr char kLeaseKey[] = "{failover}slots";
+// How long a holder retries one call before it gives up (the failover takes a few seconds).
+constexpr absl::Duration kRetryFor = absl::Seconds(30);
+
+struct LeaseRun {
+  int max_holding = 0;   // most slots the callers believed they held at one instant
+  int acquired = 0;      // acquires acknowledged as allowed
+  int replayed = 0;      // of which answered to a retry, with the lease an earlier attempt took
+  int released = 0;      // releases answered RELEASED
+  int failed_calls = 0;  // acquire and release attempts that failed (each retried)
+  // Leases acknowledged before the kill and released by a call sent after it.
+  int held_across_kill = 0;
+  // Leases whose holder never had a release fail, and whose first release answered NOT_HELD:
+  // acknowledged acquires the store lost.
+  std::vector<std::string> lost;
+  std::vector<std::string> problems;  // a holder that gave up, or an answer out of contract
+  // Per server, when the first allowed acquire sent after the kill was answered, and how long
+  // after the kill that was (set by RunFailover).
+  absl::Time back[2] = {absl::InfiniteFuture(), absl::InfiniteFuture()};
+  double outage_s[2] = {-1, -1};
+  // The leases the callers hold when the run stops (the pinned one among them), sorted.
+  std::vector<std::string> held_at_end;
+  // After the run, through each server: the ids ListLeases shows (sorted), its `held`, and the
+  // free slots Check reports.
+  std::vector<std::string> listed[2];
+  uint64_t listed_held[2] = {0, 0};
+  double free_slots[2] = {-1, -1};
+  // Then every held lease released (each answer's state), and the free slots after that.
+  std::vector<v1::LeaseState> end_releases;
+  double free_after_release = -1;
+};
+
+v1::AcquireRequest LeaseAcquire(const std::string& request_id, const std::string& holder) {
+  v1::AcquireRequest request;
+  *request.add_limits() = MakeRequest("slots", kLeaseKey).limits(0);
+  request.set_request_id(request_id);
+  request.set_holder(holder);
+  return request;
+}
+
+v1::ReleaseRequest LeaseRelease(const std::string& lease_id) {
+  v1::ReleaseRequest request;
+  request.set_name("slots");
+  request.set_key(kLeaseKey);
+  request.set_lease_id(lease_id);
+  return request;
+}
+
+// Holders of a concurrency key's slots, through two servers. Each caller repeatedly acquires a
+// slot with a request_id of its own, counts itself in a shared "holding" counter from the
+// acknowledgement until just before it releases, holds the slot a few random milliseconds, and
+// releases it. A failed acquire is retried with the same request_id until answered (a lost
+// answer must not leave a slot nobody knows of), a failed release until answered. One more
+// lease, pinned, is acquired before the callers start and held to the end.
+class LeaseHolders {
+ public:
+  explicit LeaseHolders(const std::vector<std::string>& targets) : targets_(targets) {
+    for (int i = 0; i < kLeaseCallers; ++i) {
+      clients_.push_back(RateLimitClient::Connect(targets_[i % 2]));
+    }
+  }
+  ~LeaseHolders() { Stop(); }
+
+  absl::Status Start() {
+    absl::Time sent;
+    auto pinned = AcquireAnswered(*clients_[1], "pinned", "pinned", &sent);
+    if (!pinned.ok()) return pinned.status();
+    if (!pinned->allowed()) return absl::InternalError("the pinned lease was refused");
+    {
+      absl::MutexLock l(&mu_);
+      run_.held_at_end.push_back(pinned->lease().id());
+      run_.acquired = 1;
+      run_.max_holding = holding_ = 1;
+    }
+    for (int i = 0; i < kLeaseCallers; ++i) threads_.emplace_back([this, i] { Caller(i); });
+    return absl::OkStatus();
+  }
+
+  // The primary was dead from `at` on.
+  void Killed(absl::Time at) {
+    absl::MutexLock l(&mu_);
+    killed_ = at;
+  }
+
+  bool BackOnEveryServer() {
+    absl::MutexLock l(&mu_);
+    return run_.back[0] != absl::InfiniteFuture() && run_.back[1] != absl::InfiniteFuture();
+  }
+
+  // Stops the callers (each keeps what it holds at that moment), then audits the key through
+  // each server and releases every lease still held.
+  LeaseRun StopAndAudit(const std::string& admin_token) {
+    Stop();
+    LeaseRun run;
+    {
+      absl::MutexLock l(&mu_);
+      run = run_;
+    }
+    std::sort(run.held_at_end.begin(), run.held_at_end.end());
+    ClientOptions admin;
+    admin.admin_token = admin_token;
+    for (int s = 0; s < 2; ++s) {
+      auto client = RateLimitClient::Connect(targets_[s], admin);
+      v1::ListLeasesRequest list;
+      list.set_name("slots");
+      list.set_key(kLeaseKey);
+      auto leases = client->ListLeases(list);
+      if (leases.ok()) {
+        for (const v1::Lease& lease : leases->leases()) run.listed[s].push_back(lease.id());
+        std::sort(run.listed[s].begin(), run.listed[s].end());
+        run.listed_held[s] = leases->held();
+      } else {
+        run.problems.push_back("ListLeases: " + leases.status().ToString());
+      }
+      auto check = client->Check(MakeRequest("slots", kLeaseKey));
+      if (check.ok()) run.free_slots[s] = check->results(0).value();
+    }
+    for (size_t i = 0; i < run.held_at_end.size(); ++i) {
+      auto r = clients_[i % clients_.size()]->Release(LeaseRelease(run.held_at_end[i]));
+      run.end_releases.push_back(r.ok() ? r->state() : v1::LEASE_STATE_UNSPECIFIED);
+    }
+    auto check = clients_[0]->Check(MakeRequest("slots", kLeaseKey));
+    if (check.ok()) run.free_after_release = check->results(0).value();
+    return run;
+  }
+
+ private:
+  void Stop() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  // The first answer to `request`, retried with its request_id while calls fail.
+  absl::StatusOr<v1::AcquireResponse> AcquireAnswered(RateLimitClient& client,
+                                                      const std::string& request_id,
+                                                      const std::string& holder, absl::Time* sent) {
+    const absl::Time give_up = absl::Now() + kRetryFor;
+    while (true) {
+      *sent = absl::Now();
+      auto r = client.Acquire(LeaseAcquire(request_id, holder));
+      if (r.ok() || absl::Now() > give_up) return r;
+      CountFailedCall();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  void Caller(int i) {
+    RateLimitClient& client = *clients_[i];
+    std::mt19937 random(i);
+    for (int n = 0; !stop_.load(); ++n) {
+      absl::Time sent;
+      auto acquired = AcquireAnswered(client, absl::StrCat("caller", i, "-", n),
+                                      absl::StrCat("caller", i), &sent);
+      if (!acquired.ok()) {
+        Problem("acquire gave up: " + acquired.status().ToString());
+        return;
+      }
+      if (!acquired->allowed()) {
+        absl::SleepFor(absl::Milliseconds(2 + random() % 8));
+        continue;
+      }
+      const std::string id = acquired->lease().id();
+      const bool before_kill = Hold(*acquired, i % 2, sent, absl::Now());
+      absl::SleepFor(absl::Milliseconds(5 + random() % 25));
+      if (!Unhold(id)) return;
+      ReleaseAnswered(client, id, before_kill);
+    }
+  }
+
+  // Counts an allowed acquire sent to `server` at `sent` and answered at `answered` in the
+  // callers' holding counter. Returns whether it was acknowledged before the kill.
+  bool Hold(const v1::AcquireResponse& acquired, int server, absl::Time sent, absl::Time answered) {
+    absl::MutexLock l(&mu_);
+    ++run_.acquired;
+    if (acquired.replayed()) ++run_.replayed;
+    if (sent > killed_) run_.back[server] = std::min(run_.back[server], answered);
+    run_.max_holding = std::max(run_.max_holding, ++holding_);
+    return answered < killed_;
+  }
+
+  // Counts a holder about to release `id` out of the holding counter; false (the lease is kept
+  // for the audit) once the run is stopping.
+  bool Unhold(const std::string& id) {
+    absl::MutexLock l(&mu_);
+    if (stop_.load()) {
+      run_.held_at_end.push_back(id);
+      return false;
+    }
+    --holding_;
+    return true;
+  }
+
+  // Releases `id`, retried until a call is answered, and judges the answer.
+  void ReleaseAnswered(RateLimitClient& client, const std::string& id, bool acquired_before_kill) {
+    const absl::Time give_up = absl::Now() + kRetryFor;
+    for (bool failed_before = false;; failed_before = true) {
+      const absl::Time sent = absl::Now();
+      auto r = client.Release(LeaseRelease(id));
+      if (!r.ok() && absl::Now() <= give_up) {
+        CountFailedCall();
+        absl::SleepFor(absl::Milliseconds(20));
+        continue;
+      }
+      absl::MutexLock l(&mu_);
+      if (!r.ok()) {
+        run_.problems.push_back("release gave up: " + r.status().ToString());
+      } else if (r->state() == v1::RELEASED) {
+        ++run_.released;
+        if (acquired_before_kill && sent > killed_) ++run_.held_across_kill;
+      } else if (r->state() == v1::NOT_HELD) {
+        // Never released and within its TTL, yet not held: the store lost it. After a failed
+        // attempt (which may have released it) the answer proves nothing.
+        if (!failed_before) run_.lost.push_back(id);
+      } else {
+        run_.problems.push_back(absl::StrCat("release answered ", r->state()));
+      }
+      return;
+    }
+  }
+
+  void CountFailedCall() {
+    absl::MutexLock l(&mu_);
+    ++run_.failed_calls;
+  }
+
+  void Problem(const std::string& what) {
+    absl::MutexLock l(&mu_);
+    run_.problems.push_back(what);
+  }
+
+  const std::vector<std::string> targets_;
+  std::vector<std::unique_ptr<RateLimitClient>> clients_;  // one per caller
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  absl::Mutex mu_;
+  LeaseRun run_ ABSL_GUARDED_BY(mu_);
+  int holding_ ABSL_GUARDED_BY(mu_) = 0;  // the callers' shared count of slots held
+  absl::Time killed_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+};
+
 // ---- Failover of a primary under load, through the server ---------------------------------
 
 struct FailoverRun {
@@ -162,7 +412,11 @@ constexpr double kQuota = 1000000;
 // With WAIT the cluster has two replicas per primary, so that the promoted one still has a
 // replica to acknowledge its writes (with one, every write after the failover is UNAVAILABLE,
 // as WAIT 1 requires).
-void RunFailover(int wait_replicas, FailoverRun* out) {
+// With `leases`, a second server shares the cluster, and LeaseHolders acquire and release the
+// slots of a concurrency key in the same slot through both servers beside the rate callers;
+// the run goes on until both servers have acquired again after the kill, and `leases` gets
+// their audit.
+void RunFailover(int wait_replicas, FailoverRun* out, LeaseRun* leases = nullptr) {
   ASSERT_TRUE(RedisInstalled());
   auto cluster = RedisCluster::Start(3, wait_replicas == 0 ? 1 : 2);
   ASSERT_OK(cluster);
@@ -180,15 +434,30 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
     rate: 1
     period: 24h
     capacity: )",
-                                                            kQuota, "\n"));
+                                                            kQuota, R"(
+  - name: slots
+    kind: concurrency
+    capacity: )",
+                                                            kSlots, R"(
+    lease_ttl: 60s
+)"));
+  // Every lease outlives the run (well under a minute): a lease not held was released.
+  const std::string admin_token = "t0ken-for-tests";
+  WriteFileAtomically(dir.File("token"), admin_token + "\n");
   const absl::Duration redis_timeout = absl::Seconds(1);
-  auto server = ServerProcess::Start(
-      {"--store=redis", "--redis_address=" + (*cluster)->seeds(),
-       absl::StrCat("--redis_timeout=", absl::FormatDuration(redis_timeout)),
-       absl::StrCat("--redis_wait_replicas=", wait_replicas),
-       "--limits_file=" + dir.File("limits.yaml"), "--data_dir=" + dir.File("unused")},
-      dir.path());
-  ASSERT_OK(server);
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < (leases == nullptr ? 1 : 2); ++i) {
+    auto server = ServerProcess::Start(
+        {"--store=redis", "--redis_address=" + (*cluster)->seeds(),
+         absl::StrCat("--redis_timeout=", absl::FormatDuration(redis_timeout)),
+         absl::StrCat("--redis_wait_replicas=", wait_replicas),
+         "--limits_file=" + dir.File("limits.yaml"), "--admin_token_file=" + dir.File("token"),
+         "--data_dir=" + dir.File(absl::StrCat("unused", i))},
+        dir.path());
+    ASSERT_OK(server);
+    servers.push_back(*std::move(server));
+  }
+  ServerProcess* server = servers[0].get();
 
   // One key for both limits: the hash tag puts them in one slot.
   const std::string key = "{failover}k";
@@ -203,7 +472,7 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   constexpr int kCallers = 16;
   std::vector<std::unique_ptr<RateLimitClient>> clients;
   for (int i = 0; i < kCallers; ++i) {
-    clients.push_back(RateLimitClient::Connect((*server)->target()));
+    clients.push_back(RateLimitClient::Connect(server->target()));
   }
   absl::Mutex mu;
   struct Answer {
@@ -214,6 +483,12 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   std::atomic<bool> stop{false};
   std::atomic<int> in_flight_at_kill{0};
   absl::Time kill_time = absl::InfiniteFuture();
+  std::unique_ptr<LeaseHolders> holders;
+  if (leases != nullptr) {
+    holders = std::make_unique<LeaseHolders>(
+        std::vector<std::string>{servers[0]->target(), servers[1]->target()});
+    ASSERT_OK(holders->Start());
+  }
   const absl::Time begin = absl::Now();
   std::vector<std::thread> threads;
   for (int i = 0; i < kCallers; ++i) {
@@ -239,6 +514,7 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   // been decided by it just before the signal landed: only calls sent after this instant show
   // that the service is back.
   const absl::Time killed = absl::Now();
+  if (holders != nullptr) holders->Killed(killed);
   // The service answers again within the failure detection (node timeout), the replica's election
   // (at most about one more node timeout) and a slot-map refresh after the client's reconnect
   // backoff and command timeout: bounded generously by 5 node timeouts + 2 command timeouts.
@@ -251,15 +527,23 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
         for (const Answer& a : allowed) {
           if (a.sent > killed) back = std::min(back, a.answered);
         }
-        return back != absl::InfiniteFuture();
+        return back != absl::InfiniteFuture() &&
+               (holders == nullptr || holders->BackOnEveryServer());
       },
       bound + absl::Seconds(10));
   if (back != absl::InfiniteFuture()) absl::SleepFor(absl::Seconds(2));
   stop = true;
   for (std::thread& t : threads) t.join();
   const absl::Time end = absl::Now();
+  if (holders != nullptr) {
+    *leases = holders->StopAndAudit(admin_token);
+    for (int s = 0; s < 2; ++s) {
+      leases->outage_s[s] = absl::ToDoubleSeconds(leases->back[s] - kill_time);
+      EXPECT_LE(leases->back[s] - kill_time, bound) << "leases through server " << s;
+    }
+  }
   if (back == absl::InfiniteFuture()) {
-    const std::string log = (*server)->Stderr();
+    const std::string log = server->Stderr();
     std::string nodes;
     for (int i = 0; i < (*cluster)->size() && nodes.empty(); ++i) {
       if ((*cluster)->server(i).running()) {
@@ -287,7 +571,7 @@ void RunFailover(int wait_replicas, FailoverRun* out) {
   out->in_flight_at_kill = in_flight_at_kill.load();
   auto balance = clients[0]->Check(MakeRequest("quota", key));
   ASSERT_OK(balance);
-  out->metrics = testing::HttpGet((*server)->metrics_port(), "/metrics").second;
+  out->metrics = testing::HttpGet(server->metrics_port(), "/metrics").second;
   // The quota refills 1 a day: well under 0.5 in a run, so the rounded balance counts the takes.
   out->quota_taken = std::llround(kQuota - balance->results(0).value());
 }
@@ -326,15 +610,26 @@ TEST(RedisFailoverTest, APrimaryKilledUnderLoadFailsOverAndLosesAtMostItsReplica
       << run.metrics;
 }
 
+// With WAIT, on two servers sharing the cluster: no acknowledged grant and no acknowledged lease
+// is lost, and no slot is granted twice (the bound docs/redis.md states for leases).
 TEST(RedisFailoverTest, WithWaitForOneReplicaAFailoverLosesNothingAcknowledged) {
   FailoverRun run;
-  RunFailover(/*wait_replicas=*/1, &run);
+  LeaseRun leases;
+  RunFailover(/*wait_replicas=*/1, &run, &leases);
   if (HasFatalFailure()) return;
   const double over_grant = run.allowed - (kCapacity + kRate * run.elapsed_s);
   std::cerr << "failover (--redis_wait_replicas=1): outage " << run.outage_s << " s, allowed "
             << run.allowed << " in " << run.elapsed_s << " s, over-grant " << over_grant
-            << ", acknowledged " << run.acked_quota << ", in the state " << run.quota_taken << "\n";
+            << ", acknowledged " << run.acked_quota << ", in the state " << run.quota_taken << "\n"
+            << "leases: " << leases.acquired << " acquired (" << leases.replayed
+            << " answered to a retry), " << leases.released << " released, "
+            << leases.held_across_kill << " held across the kill, " << leases.failed_calls
+            << " failed calls, most held at once " << leases.max_holding << " of " << kSlots
+            << ", lost " << leases.lost.size() << ", held at the end " << leases.held_at_end.size()
+            << "; acquiring again " << leases.outage_s[0] << " s and " << leases.outage_s[1]
+            << " s after the kill\n";
   RecordProperty("outage_ms", static_cast<int>(run.outage_s * 1000));
+  RecordProperty("lease_max_holding", leases.max_holding);
   // Every acknowledged grant reached a replica, and the promoted one (the most up to date) has it.
   EXPECT_GE(run.quota_taken, run.acked_quota);
   EXPECT_LE(run.allowed, kCapacity + kRate * run.elapsed_s);
@@ -344,6 +639,26 @@ TEST(RedisFailoverTest, WithWaitForOneReplicaAFailoverLosesNothingAcknowledged) 
       << run.metrics;
   EXPECT_TRUE(absl::StrContains(run.metrics, "ratelimit_redis_waits_total{outcome=\"enough\"} "))
       << run.metrics;
+
+  // Leases. Never more slots held than the capacity, counted by the holders themselves.
+  EXPECT_LE(leases.max_holding, kSlots);
+  EXPECT_TRUE(leases.problems.empty()) << absl::StrJoin(leases.problems, "\n");
+  // No release of a lease its holder still held answered NOT_HELD: no acknowledged acquire was
+  // missing from the promoted replica.
+  EXPECT_TRUE(leases.lost.empty()) << absl::StrJoin(leases.lost, ", ");
+  EXPECT_GT(leases.acquired, kSlots);
+  // After the failover each server shows exactly the leases the holders believe they hold (the
+  // pinned one, acquired before the kill, among them), and Check's free slots agree.
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(leases.listed[s], leases.held_at_end) << "ListLeases through server " << s;
+    EXPECT_EQ(leases.listed_held[s], leases.held_at_end.size()) << "server " << s;
+    EXPECT_EQ(leases.free_slots[s], kSlots - static_cast<double>(leases.held_at_end.size()))
+        << "server " << s;
+  }
+  // Each is released by its holder's lease id, and every slot is free again.
+  ASSERT_EQ(leases.end_releases.size(), leases.held_at_end.size());
+  for (v1::LeaseState state : leases.end_releases) EXPECT_EQ(state, v1::RELEASED);
+  EXPECT_EQ(leases.free_after_release, kSlots);
 }
 
 }  // namespace
