@@ -94,6 +94,9 @@ ABSL_FLAG(bool, sync, false, "fsync the WAL on every write (survives power loss;
 ABSL_FLAG(int64_t, state_cache_mb, 256,
           "memory bound of the cache of hot states in MiB (--store=rocksdb); 0: every decision "
           "reads RocksDB");
+ABSL_FLAG(int64_t, lease_cache_mb, 64,
+          "memory bound of the cache of lease sets of concurrency limits in MiB (--store=rocksdb); "
+          "0: every lease decision reads RocksDB");
 ABSL_FLAG(bool, salvage_wal, false,
           "open a data directory whose WAL is corrupt or truncated by recovering up to the last "
           "consistent record, losing the writes after it (default: refuse to start)");
@@ -305,6 +308,10 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
                                       "--state_cache_mb", "0 and 2^30");
   if (!cache.ok()) return cache.status();
   store.open.rocksdb.state_cache_bytes = static_cast<size_t>(*cache);
+  absl::StatusOr<int64_t> lease_cache = MiB(absl::GetFlag(FLAGS_lease_cache_mb), 0,
+                                            int64_t{1} << 30, "--lease_cache_mb", "0 and 2^30");
+  if (!lease_cache.ok()) return lease_cache.status();
+  store.open.rocksdb.lease_cache_bytes = static_cast<size_t>(*lease_cache);
   store.open.redis.address = absl::GetFlag(FLAGS_redis_address);
   store.open.redis.password_file = absl::GetFlag(FLAGS_redis_password_file);
   store.open.redis.timeout = absl::GetFlag(FLAGS_redis_timeout);

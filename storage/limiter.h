@@ -150,6 +150,11 @@ class Limiter {
   absl::StatusOr<LeaseOutcome> Lease(const LeaseOperation& op) {
     return store_.ApplyLease(op, clock_);
   }
+  // Lease, answering through `done` (StateStore::ApplyLeaseAsync): from RocksDB once the WAL
+  // group is written, on whichever thread wrote it. `op` need only live for the call.
+  void LeaseAsync(const LeaseOperation& op, StateStore::LeaseDone done) {
+    store_.ApplyLeaseAsync(op, clock_, std::move(done));
+  }
   // Ends every lease of every key of concurrency limit `name` (StateStore::DeleteAllLeases).
   absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
     return store_.DeleteAllLeases(source, name);

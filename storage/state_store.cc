@@ -1,5 +1,7 @@
 #include "storage/state_store.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "storage/apply.h"
 #include "storage/leases/lease.h"
@@ -56,6 +58,10 @@ absl::StatusOr<LeaseOutcome> StateStore::ApplyLease(const LeaseOperation& /*op*/
                                                     const Clock& /*clock*/) {
   return absl::UnimplementedError(
       absl::StrCat("the ", backend_name(), " store keeps no leases (concurrency limits)"));
+}
+
+void StateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) {
+  std::move(done)(ApplyLease(op, clock));
 }
 
 absl::StatusOr<uint64_t> StateStore::DeleteAllLeases(LimitSource /*source*/,

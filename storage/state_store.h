@@ -242,6 +242,16 @@ class StateStore {
   // allow. Durable as Apply. `op` and `clock` need only live for the call.
   virtual absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock);
 
+  // Called once with the result of ApplyLeaseAsync.
+  using LeaseDone = absl::AnyInvocable<void(absl::StatusOr<LeaseOutcome>) &&>;
+
+  // ApplyLease, calling `done` with what ApplyLease would return once the decision is as durable
+  // as ApplyLease makes it, as ApplyAsync does for Apply (the same threads, the same rules for
+  // `done`). `op` and `clock` need only live for the call. Default: ApplyLease, then `done`,
+  // before returning (so it may wait as ApplyLease does: see ApplyAsyncMayWait). RocksDB
+  // overrides it to free the calling thread during the WAL write.
+  virtual void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done);
+
   // Ends every lease of every key of concurrency limit `name` of `source`. Returns how many keys
   // had a lease set. Default: UNIMPLEMENTED.
   virtual absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name);

@@ -47,6 +47,24 @@ void DecisionScheduler::DecideAsync(absl::Span<const LimitRequest> limits, Mode 
       });
 }
 
+void DecisionScheduler::DecideLease(const LeaseOperation& op, LeaseDone done) {
+  if (executor_ != nullptr && !limiter_.AsyncNeverWaits()) {
+    executor_->Run([this, &op, done = std::move(done), tracer = CurrentStoreTracer()]() mutable {
+      StateStore::WritesHereScope writes_here;
+      ScopedStoreTracer tracing(tracer);
+      std::move(done)(limiter_.Lease(op));
+    });
+    return;
+  }
+  LoopInbox* const inbox = ServingLoop::ThreadInbox();
+  limiter_.LeaseAsync(
+      op, [inbox, done = std::move(done)](absl::StatusOr<LeaseOutcome> outcome) mutable {
+        RunOnLoopThread(inbox, [done = std::move(done), outcome = std::move(outcome)]() mutable {
+          std::move(done)(std::move(outcome));
+        });
+      });
+}
+
 void DecisionScheduler::RunBlocking(absl::AnyInvocable<void() &&> work) {
   if (executor_ == nullptr) {
     std::move(work)();

@@ -55,6 +55,14 @@ class DecisionScheduler {
   void Decide(absl::Span<const LimitRequest> limits, Mode mode, ServingLoop::Burst* burst,
               Done done);
 
+  using LeaseDone = StateStore::LeaseDone;
+  // Decides a lease operation (Limiter::Lease); `done` gets the outcome once it is durable. On a
+  // store that may wait for a peer, with store threads: on a store thread (`done` runs there);
+  // otherwise here through the store's asynchronous path (Limiter::LeaseAsync), `done` running on
+  // the serving thread that called, as for Decide's routes 2 and 3 (a lease never joins a burst).
+  // `op` and the limits it names must stay valid until `done` has run.
+  void DecideLease(const LeaseOperation& op, LeaseDone done);
+
   // Runs `work`, which makes synchronous store calls (the methods below), where waiting for the
   // store is allowed: on a store thread when there are any (with the write hint and the calling
   // thread's store tracer), else here.

@@ -1,6 +1,8 @@
 // RateLimitServiceImpl's methods for concurrency limits (docs/leases.md): Acquire, Release,
 // Extend, ListLeases, Check of a request naming a concurrency limit, and Reset of one.
 
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -8,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "server/observability/log.h"
 #include "server/serving/grpc_convert.h"
+#include "server/serving/parsed_unary.h"
 #include "server/tls/tls.h"
 #include "server/v1/lease_convert.h"
 #include "server/v1/rate_limit_service.h"
@@ -44,84 +47,146 @@ void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& 
   }
 }
 
-grpc::Status RateLimitServiceImpl::HandleAcquire(const grpc::ServerContext& context,
-                                                 const v1::AcquireRequest* request,
-                                                 v1::AcquireResponse* response) {
-  Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "Acquire", "ratelimit.v1.RateLimitService/Acquire", context);
-  absl::StatusOr<AcquirePlan> plan =
-      AcquireFromProto(*request, *registry_.Current(), inline_limits_, NewLeaseId());
-  if (!plan.ok()) return FinishRpc(rpc, ToGrpcStatus(plan.status()));
-  // Overrides adjust the rate limits; a concurrency limit has none.
-  const absl::Span<LimitRequest> all = absl::MakeSpan(plan->limits);
-  ApplyOverridesTo(all.subspan(0, plan->concurrency));
-  ApplyOverridesTo(all.subspan(plan->concurrency + 1));
-  rpc.SetLimits(plan->limits);
+// Acquire, Release and Extend are answered when the store has written their decision, without
+// holding the serving thread meanwhile (DecisionScheduler::DecideLease): RocksDB then writes the
+// decisions of many calls in one WAL group, as it does Consume's.
+struct RateLimitServiceImpl::LeaseCallState {
+  explicit LeaseCallState(Telemetry::Rpc rpc) : rpc(std::move(rpc)) {}
+  Telemetry::Rpc rpc;
+  // Acquire: the resolved limits (the concurrency one at plan.concurrency) and the rate limits'
+  // store ops, which `operation` names.
+  AcquirePlan plan;
   std::vector<LimitOp> rate;
-  rate.reserve(plan->limits.size() - 1);
-  for (size_t i = 0; i < plan->limits.size(); ++i) {
-    if (i == plan->concurrency) continue;
-    const LimitRequest& l = plan->limits[i];
-    rate.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
+  LeaseOperation operation;
+};
+
+template <typename Request, typename Response>
+void RateLimitServiceImpl::ServeLeaseCall(
+    LoopCall* loop_call, const char* method, const char* span_name,
+    std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
+    void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*)) {
+  auto call = std::make_unique<ParsedLoopCall<Request, Response>>(loop_call);
+  if (!call->Parse()) return;
+  auto state = std::make_unique<LeaseCallState>(
+      telemetry_.StartRpc(kService, method, span_name, call->context()));
+  if (std::optional<grpc::Status> refused = (this->*prepare)(call->request, *state)) {
+    call->Finish(FinishRpc(state->rpc, *refused));
+    return;
   }
-  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, LeaseOperation{plan->lease, rate});
-  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
-  const std::string& limit = plan->lease.key.name;
-  ObserveLease(plan->lease, outcome->lease);
-  telemetry_.CountLeaseAcquire(limit, outcome->lease.replayed ? "replayed"
-                                      : outcome->allowed      ? "acquired"
-                                                              : "refused");
-  if (outcome->lease.replayed) telemetry_.CountReplay("Acquire");
-  AcquireToProto(*plan, *outcome, response);
+  state->rpc.StoreStarted();
+  // The store tracer is installed for the store's part on this thread (and handed to a store
+  // thread with the decision).
+  std::unique_ptr<ScopedStoreTracer> tracing = state->rpc.TakeStoreTracerScope();
+  const LeaseOperation& operation = state->operation;  // on the heap: stays where it is
+  scheduler_.DecideLease(operation,
+                         [this, answer, call = std::move(call),
+                          state = std::move(state)](absl::StatusOr<LeaseOutcome> outcome) mutable {
+                           state->rpc.StoreFinished(outcome.status());
+                           if (!outcome.ok()) {
+                             call->Finish(LeaseFailure(state->rpc, outcome.status()));
+                             return;
+                           }
+                           ObserveLease(state->operation.lease, outcome->lease);
+                           (this->*answer)(*state, *outcome, &call->response);
+                           call->Finish(FinishRpc(state->rpc, grpc::Status::OK));
+                         });
+}
+
+std::optional<grpc::Status> RateLimitServiceImpl::PrepareAcquire(const v1::AcquireRequest& request,
+                                                                 LeaseCallState& state) {
+  absl::StatusOr<AcquirePlan> plan =
+      AcquireFromProto(request, *registry_.Current(), inline_limits_, NewLeaseId());
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  state.plan = *std::move(plan);
+  // Overrides adjust the rate limits; a concurrency limit has none.
+  const absl::Span<LimitRequest> all = absl::MakeSpan(state.plan.limits);
+  ApplyOverridesTo(all.subspan(0, state.plan.concurrency));
+  ApplyOverridesTo(all.subspan(state.plan.concurrency + 1));
+  state.rpc.SetLimits(state.plan.limits);
+  state.rate.reserve(state.plan.limits.size() - 1);
+  for (size_t i = 0; i < state.plan.limits.size(); ++i) {
+    if (i == state.plan.concurrency) continue;
+    const LimitRequest& l = state.plan.limits[i];
+    state.rate.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
+  }
+  state.operation = LeaseOperation{state.plan.lease, state.rate};
+  return std::nullopt;
+}
+
+void RateLimitServiceImpl::AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
+                                         v1::AcquireResponse* response) {
+  telemetry_.CountLeaseAcquire(state.plan.lease.key.name, outcome.lease.replayed ? "replayed"
+                                                          : outcome.allowed      ? "acquired"
+                                                                                 : "refused");
+  if (outcome.lease.replayed) telemetry_.CountReplay("Acquire");
+  AcquireToProto(state.plan, outcome, response);
+  Telemetry::Rpc& rpc = state.rpc;
   rpc.SetDecision(response->allowed());
   if (rpc.span().recording()) {
-    rpc.span().SetAttribute("ratelimit.lease.count", plan->lease.count);
-    rpc.span().SetAttribute("ratelimit.lease.held", outcome->lease.held);
+    rpc.span().SetAttribute("ratelimit.lease.count", state.plan.lease.count);
+    rpc.span().SetAttribute("ratelimit.lease.held", outcome.lease.held);
     if (response->has_lease())
       rpc.span().SetAttribute("ratelimit.lease.id", response->lease().id());
-    if (outcome->lease.replayed) rpc.span().SetAttribute("ratelimit.replayed", true);
+    if (outcome.lease.replayed) rpc.span().SetAttribute("ratelimit.replayed", true);
   }
-  return FinishRpc(rpc, grpc::Status::OK);
 }
 
-grpc::Status RateLimitServiceImpl::HandleRelease(const grpc::ServerContext& context,
-                                                 const v1::ReleaseRequest* request,
-                                                 v1::ReleaseResponse* response) {
-  Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "Release", "ratelimit.v1.RateLimitService/Release", context);
-  absl::StatusOr<LeaseOp> op = ReleaseFromProto(*request, *registry_.Current(), inline_limits_);
-  if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
-  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
-  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
-  ObserveLease(*op, outcome->lease);
-  const bool released = outcome->lease.state == LeaseState::kReleased;
-  telemetry_.CountLeaseRelease(op->key.name, released ? "released" : "not_held");
-  ReleaseToProto(outcome->lease, response);
-  if (rpc.span().recording()) {
-    rpc.span().SetAttribute("ratelimit.lease.id", op->lease_id);
-    rpc.span().SetAttribute("ratelimit.lease.released", released);
-  }
-  return FinishRpc(rpc, grpc::Status::OK);
+std::optional<grpc::Status> RateLimitServiceImpl::PrepareRelease(const v1::ReleaseRequest& request,
+                                                                 LeaseCallState& state) {
+  absl::StatusOr<LeaseOp> op = ReleaseFromProto(request, *registry_.Current(), inline_limits_);
+  if (!op.ok()) return ToGrpcStatus(op.status());
+  state.operation = Alone(*std::move(op));
+  return std::nullopt;
 }
 
-grpc::Status RateLimitServiceImpl::HandleExtend(const grpc::ServerContext& context,
-                                                const v1::ExtendRequest* request,
-                                                v1::ExtendResponse* response) {
-  Telemetry::Rpc rpc =
-      telemetry_.StartRpc(kService, "Extend", "ratelimit.v1.RateLimitService/Extend", context);
-  absl::StatusOr<LeaseOp> op = ExtendFromProto(*request, *registry_.Current(), inline_limits_);
-  if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
-  absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
-  if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
-  ObserveLease(*op, outcome->lease);
-  const bool held = outcome->lease.state == LeaseState::kHeld;
-  telemetry_.CountLeaseExtend(op->key.name, held ? "held" : "not_held");
-  ExtendToProto(*op, outcome->lease, response);
-  if (rpc.span().recording()) {
-    rpc.span().SetAttribute("ratelimit.lease.id", op->lease_id);
-    rpc.span().SetAttribute("ratelimit.lease.held", held);
+void RateLimitServiceImpl::AnswerRelease(LeaseCallState& state, const LeaseOutcome& outcome,
+                                         v1::ReleaseResponse* response) {
+  const LeaseOp& op = state.operation.lease;
+  const bool released = outcome.lease.state == LeaseState::kReleased;
+  telemetry_.CountLeaseRelease(op.key.name, released ? "released" : "not_held");
+  ReleaseToProto(outcome.lease, response);
+  if (state.rpc.span().recording()) {
+    state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id);
+    state.rpc.span().SetAttribute("ratelimit.lease.released", released);
   }
-  return FinishRpc(rpc, grpc::Status::OK);
+}
+
+std::optional<grpc::Status> RateLimitServiceImpl::PrepareExtend(const v1::ExtendRequest& request,
+                                                                LeaseCallState& state) {
+  absl::StatusOr<LeaseOp> op = ExtendFromProto(request, *registry_.Current(), inline_limits_);
+  if (!op.ok()) return ToGrpcStatus(op.status());
+  state.operation = Alone(*std::move(op));
+  return std::nullopt;
+}
+
+void RateLimitServiceImpl::AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
+                                        v1::ExtendResponse* response) {
+  const LeaseOp& op = state.operation.lease;
+  const bool held = outcome.lease.state == LeaseState::kHeld;
+  telemetry_.CountLeaseExtend(op.key.name, held ? "held" : "not_held");
+  ExtendToProto(op, outcome.lease, response);
+  if (state.rpc.span().recording()) {
+    state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id);
+    state.rpc.span().SetAttribute("ratelimit.lease.held", held);
+  }
+}
+
+void RateLimitServiceImpl::OnAcquireCall(LoopCall* call) {
+  ServeLeaseCall<v1::AcquireRequest, v1::AcquireResponse>(
+      call, "Acquire", "ratelimit.v1.RateLimitService/Acquire",
+      &RateLimitServiceImpl::PrepareAcquire, &RateLimitServiceImpl::AnswerAcquire);
+}
+
+void RateLimitServiceImpl::OnReleaseCall(LoopCall* call) {
+  ServeLeaseCall<v1::ReleaseRequest, v1::ReleaseResponse>(
+      call, "Release", "ratelimit.v1.RateLimitService/Release",
+      &RateLimitServiceImpl::PrepareRelease, &RateLimitServiceImpl::AnswerRelease);
+}
+
+void RateLimitServiceImpl::OnExtendCall(LoopCall* call) {
+  ServeLeaseCall<v1::ExtendRequest, v1::ExtendResponse>(
+      call, "Extend", "ratelimit.v1.RateLimitService/Extend", &RateLimitServiceImpl::PrepareExtend,
+      &RateLimitServiceImpl::AnswerExtend);
 }
 
 absl::StatusOr<std::string> RateLimitServiceImpl::AuthorizeAdmin(const grpc::ServerContext& context,

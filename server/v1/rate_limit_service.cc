@@ -122,20 +122,11 @@ void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
           [this, call](auto* req, auto* resp) { return HandleBatch(call->context(), req, resp); },
           &scheduler_);
     case kAcquireMethod:
-      return ServeLoopParsed<v1::AcquireRequest, v1::AcquireResponse>(
-          call,
-          [this, call](auto* req, auto* resp) { return HandleAcquire(call->context(), req, resp); },
-          &scheduler_);
+      return OnAcquireCall(call);
     case kReleaseMethod:
-      return ServeLoopParsed<v1::ReleaseRequest, v1::ReleaseResponse>(
-          call,
-          [this, call](auto* req, auto* resp) { return HandleRelease(call->context(), req, resp); },
-          &scheduler_);
+      return OnReleaseCall(call);
     case kExtendMethod:
-      return ServeLoopParsed<v1::ExtendRequest, v1::ExtendResponse>(
-          call,
-          [this, call](auto* req, auto* resp) { return HandleExtend(call->context(), req, resp); },
-          &scheduler_);
+      return OnExtendCall(call);
     case kListLeasesMethod:
       return ServeLoopParsed<v1::ListLeasesRequest, v1::ListLeasesResponse>(
           call,

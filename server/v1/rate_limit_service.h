@@ -148,12 +148,30 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
 
   // Concurrency limits (lease_methods.cc): Acquire, Release, Extend and ListLeases, and Check of
   // a request with a concurrency limit (each limit decided on its own, nothing written).
-  grpc::Status HandleAcquire(const grpc::ServerContext& context, const v1::AcquireRequest* request,
-                             v1::AcquireResponse* response);
-  grpc::Status HandleRelease(const grpc::ServerContext& context, const v1::ReleaseRequest* request,
-                             v1::ReleaseResponse* response);
-  grpc::Status HandleExtend(const grpc::ServerContext& context, const v1::ExtendRequest* request,
-                            v1::ExtendResponse* response);
+  // Acquire, Release and Extend: parsed, prepared (the store operation, or the refusal), decided
+  // by DecisionScheduler::DecideLease and answered once durable.
+  struct LeaseCallState;
+  void OnAcquireCall(LoopCall* call);
+  void OnReleaseCall(LoopCall* call);
+  void OnExtendCall(LoopCall* call);
+  template <typename Request, typename Response>
+  void ServeLeaseCall(LoopCall* loop_call, const char* method, const char* span_name,
+                      std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&,
+                                                                                   LeaseCallState&),
+                      void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&,
+                                                           Response*));
+  std::optional<grpc::Status> PrepareAcquire(const v1::AcquireRequest& request,
+                                             LeaseCallState& state);
+  void AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
+                     v1::AcquireResponse* response);
+  std::optional<grpc::Status> PrepareRelease(const v1::ReleaseRequest& request,
+                                             LeaseCallState& state);
+  void AnswerRelease(LeaseCallState& state, const LeaseOutcome& outcome,
+                     v1::ReleaseResponse* response);
+  std::optional<grpc::Status> PrepareExtend(const v1::ExtendRequest& request,
+                                            LeaseCallState& state);
+  void AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
+                    v1::ExtendResponse* response);
   grpc::Status HandleListLeases(const grpc::ServerContext& context,
                                 const v1::ListLeasesRequest* request,
                                 v1::ListLeasesResponse* response);

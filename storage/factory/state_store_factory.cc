@@ -24,6 +24,7 @@ absl::StatusOr<OpenedStateStore> OpenRocksDb(const StoreOptions& options) {
   ro.path = options.rocksdb.path;
   ro.sync = options.rocksdb.sync;
   ro.state_cache_bytes = options.rocksdb.state_cache_bytes;
+  ro.lease_cache_bytes = options.rocksdb.lease_cache_bytes;
   ro.clock = options.clock;
   ro.salvage_wal = options.rocksdb.salvage_wal;
   ro.map_wal = options.rocksdb.map_wal;
@@ -112,6 +113,9 @@ absl::Status ValidateStoreOptions(const StoreOptions& options) {
   const RedisOptions& redis = options.redis;
   if (rocksdb.state_cache_bytes > (size_t{1} << 50)) {
     return invalid("--state_cache_mb", "must be between 0 and 2^30");
+  }
+  if (rocksdb.lease_cache_bytes > (size_t{1} << 50)) {
+    return invalid("--lease_cache_mb", "must be between 0 and 2^30");
   }
   if (options.backend == "rocksdb") {
     if (rocksdb.path.empty()) return invalid("--data_dir", "required by --store=rocksdb");

@@ -32,6 +32,9 @@ struct RocksDbOptions {
   // Memory bound of the cache of hot states, in bytes (see
   // RocksDbStateStoreOptions::state_cache_bytes). At most 2^50. Default 256 MiB.
   size_t state_cache_bytes = size_t{256} << 20;
+  // The cache of lease sets (RocksDbStateStoreOptions::lease_cache_bytes). At most 2^50. Default
+  // 64 MiB.
+  size_t lease_cache_bytes = size_t{64} << 20;
 };
 
 // The Redis store's settings (the server's --redis_* flags): a Redis Cluster or one standalone

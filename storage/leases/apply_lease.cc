@@ -1,5 +1,7 @@
 #include "storage/leases/apply_lease.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <utility>
 
@@ -9,9 +11,7 @@
 #include "storage/status_util.h"
 
 namespace ratelimit {
-namespace {
-
-absl::Status ValidateOperation(const LeaseOperation& op) {
+absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
   if (absl::Status s = ValidateLeaseOp(op.lease); !s.ok()) return s;
   if (!op.limits.empty() && op.lease.action != LeaseAction::kAcquire) {
     return InvalidField("limits", "rate limits are taken only with an acquire");
@@ -35,7 +35,41 @@ absl::Status ValidateOperation(const LeaseOperation& op) {
   return absl::OkStatus();
 }
 
-}  // namespace
+LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys,
+                                  const LeaseSet& set,
+                                  absl::Span<const std::optional<State>> current, int64_t now_us,
+                                  absl::Span<std::optional<State>> writes) {
+  LeaseOutcome outcome;
+  outcome.now_us = now_us;
+  LeaseDecision d = DecideLease(op.lease, set, now_us);
+  bool rates_allowed = true;
+  if (op.lease.action == LeaseAction::kAcquire && !d.replayed && !op.limits.empty()) {
+    const Operation rates{op.limits, d.allowed ? Mode::kConsume : Mode::kCheck};
+    Outcome rated = DecideOperation(rates, keys, current, now_us, writes);
+    rates_allowed = rated.allowed;
+    outcome.decisions = std::move(rated.decisions);
+    if (d.allowed && !rates_allowed) {
+      // Nothing is taken: the lease decided allowed, but is not written.
+      d.write = false;
+      d.lease.reset();
+      d.next = LeaseSet();
+      d.held -= op.lease.count;
+      d.free = std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);
+    }
+  }
+  outcome.allowed = d.allowed && rates_allowed;
+  outcome.lease = std::move(d);
+  return outcome;
+}
+
+int64_t LeaseRecordExpiresAt(const LeaseOp& op, const LeaseSet& next, int64_t now_us) {
+  const int64_t by_ttl = now_us > INT64_MAX - op.config.max_lease_ttl_us
+                             ? INT64_MAX
+                             : now_us + op.config.max_lease_ttl_us;
+  const int64_t latest = std::max(by_ttl, LeaseSetExpiresAt(next));
+  return latest > INT64_MAX - kLeaseRecordMarginMicros ? INT64_MAX
+                                                       : latest + kLeaseRecordMarginMicros;
+}
 
 std::string LeaseRecordPrefix(LimitSource source, absl::string_view name) {
   std::string out;
@@ -59,8 +93,7 @@ bool LeaseRecordHoldsLeases(absl::string_view record) {
 
 absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const LeaseOperation& op,
                                                    const Clock& clock) {
-  if (absl::Status s = ValidateOperation(op); !s.ok()) return s;
-  const bool acquire = op.lease.action == LeaseAction::kAcquire;
+  if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
   const OperationKeys keys = DistinctKeys(op.limits);
   RecordSpec record{LeaseRecordKey(op.lease.key), 0};
   record.expires_at_us =
@@ -77,32 +110,14 @@ absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const Leas
             absl::Span<const std::optional<std::string>> records,
             absl::Span<std::optional<State>> writes,
             absl::Span<std::optional<std::string>> record_writes) -> absl::Status {
-          outcome = LeaseOutcome();
-          outcome.now_us = clock.NowMicros();
           LeaseSet set;
           if (records[0]) {
             absl::StatusOr<LeaseSet> stored = DecodeLeaseSet(*records[0]);
             if (!stored.ok()) return stored.status();
             set = *std::move(stored);
           }
-          LeaseDecision d = DecideLease(op.lease, set, outcome.now_us);
-          bool rates_allowed = true;
-          if (acquire && !d.replayed && !op.limits.empty()) {
-            const Operation rates{op.limits, d.allowed ? Mode::kConsume : Mode::kCheck};
-            Outcome rated = DecideOperation(rates, keys, current, outcome.now_us, writes);
-            rates_allowed = rated.allowed;
-            outcome.decisions = std::move(rated.decisions);
-            if (d.allowed && !rates_allowed) {
-              // Nothing is taken: the lease decided allowed, but is not written.
-              d.write = false;
-              d.lease.reset();
-              d.next = LeaseSet();
-              d.held -= op.lease.count;
-              d.free =
-                  std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);
-            }
-          }
-          outcome.allowed = d.allowed && rates_allowed;
+          outcome = DecideLeaseOperation(op, keys, set, current, clock.NowMicros(), writes);
+          const LeaseDecision& d = outcome.lease;
           if (d.write) {
             const int64_t latest = LeaseSetExpiresAt(d.next);
             if (latest >= record.expires_at_us) {
@@ -111,7 +126,6 @@ absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const Leas
             }
             record_writes[0] = EncodeLeaseSet(d.next);
           }
-          outcome.lease = std::move(d);
           return absl::OkStatus();
         });
     if (record_too_short) {

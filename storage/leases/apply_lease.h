@@ -7,10 +7,13 @@
 // stores implement ApplyLease with it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "storage/apply.h"
 #include "storage/clock.h"
 #include "storage/leases/lease.h"
 #include "storage/state_store.h"
@@ -33,6 +36,29 @@ std::string LeaseRecordPrefix(LimitSource source, absl::string_view name);
 // clock read before the transaction (the record's expiry) and the one read inside it (the
 // leases'). A record whose leases would outlive it is written with a later expiry.
 inline constexpr int64_t kLeaseRecordMarginMicros = 1'000'000;
+
+// What ApplyLease requires of `op`: ValidateLeaseOp, rate limits only with an acquire (at most
+// kMaxLimitsPerRequest, none a concurrency limit, each with a valid config and a count > 0 that
+// is no settlement). INVALID_ARGUMENT naming the field otherwise.
+absl::Status ValidateLeaseOperation(const LeaseOperation& op);
+
+// The decision of a lease operation on what its transaction read: the key's lease set `set` and,
+// for an acquire, the rate limits' states `current` (of `keys`, DistinctKeys(op.limits)), at
+// `now_us`. Lease first (DecideLease); then, for an acquire not answered by a replay, the rate
+// limits with storage/apply DecideOperation (mode kConsume when the lease is allowed, else kCheck
+// so that the decisions report balances as they are), their states to write in `writes` (only
+// when everything allowed). A rate denial takes no slot: lease.write false, lease.lease unset,
+// held and free as before. The store writes outcome.lease.next when outcome.lease.write.
+// REQUIRES: ValidateLeaseOperation(op) is OK.
+LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys,
+                                  const LeaseSet& set,
+                                  absl::Span<const std::optional<State>> current, int64_t now_us,
+                                  absl::Span<std::optional<State>> writes);
+
+// The expiry of the record of `next`, the set `op` writes at `now_us`: kLeaseRecordMarginMicros
+// after the later of now_us + op.config.max_lease_ttl_us and the set's latest lease expiry
+// (saturating): once it has passed, every lease of the set has expired.
+int64_t LeaseRecordExpiresAt(const LeaseOp& op, const LeaseSet& next, int64_t now_us);
 
 // StateStore::ApplyLease on UpdateWithRecords: one transaction reading the key's lease set (its
 // record; absent or expired reads as empty) and, for an acquire, the rate limits' states; deciding

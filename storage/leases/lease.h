@@ -110,6 +110,8 @@ struct LeaseDecision {
   bool write = false;
   // The set to store when `write`: expired leases dropped, released ones without a request_id
   // dropped, released ones with a request_id kept until their expiry. Empty: delete the set.
+  // A store may move it out when it writes it (RocksDB does): in a LeaseOutcome a store returns,
+  // it is unspecified.
   LeaseSet next;
 };
 

@@ -62,7 +62,9 @@ RocksDbStateStore::RocksDbStateStore(const RocksDbStateStoreOptions& options)
       gc_filter_(NewRefilledStateFilter(*options.clock)),
       record_filter_(NewExpiredRecordFilter(*options.clock)),
       stripes_(options.lock_stripes),
-      cache_(std::make_unique<StateCache>(options.state_cache_bytes, group_.resolved_counter())) {
+      cache_(std::make_unique<StateCache>(options.state_cache_bytes, group_.resolved_counter())),
+      lease_cache_(
+          std::make_unique<LeaseSetCache>(options.lease_cache_bytes, group_.resolved_counter())) {
   if (options_.map_wal) {
     env_ = rocksdb::NewCompositeEnv(
         std::make_shared<MappedWalFileSystem>(file_system_, options_.wal_map_chunk_bytes));
@@ -219,6 +221,7 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
     // Nothing queued before the failure may be read again: the reopened RocksDB is the truth.
     group_.Invalidate();
     cache_->Clear();
+    lease_cache_->Clear();
   }
   handles_ = handles;
   states_ = handles_[1];

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/clock.h"
 #include "storage/rocksdb/group_commit.h"
+#include "storage/rocksdb/lease_set_cache.h"
 #include "storage/rocksdb/rocksdb_info_log.h"
 #include "storage/rocksdb/state_cache.h"
 #include "storage/rocksdb/stripe_locks.h"
@@ -51,6 +53,9 @@ struct RocksDbStateStoreOptions {
   // Memory bound of the cache of hot states (storage/rocksdb/state_cache.h), in bytes. Default 256
   // MiB. 0: no state is kept in memory beyond the decisions waiting for their WAL write.
   size_t state_cache_bytes = size_t{256} << 20;
+  // Memory bound of the cache of lease sets (storage/rocksdb/lease_set_cache.h), in bytes.
+  // Default 64 MiB. 0: only the sets waiting for their WAL write are kept in memory.
+  size_t lease_cache_bytes = size_t{64} << 20;
   // false (default): a WAL that does not replay cleanly (a truncated or corrupted record) makes
   // Open fail with DATA_LOSS, since acknowledged decisions would be lost. true: Open then
   // recovers up to the last consistent record (point-in-time recovery) and drops the rest;
@@ -137,13 +142,22 @@ class RocksDbStateStore final : public StateStore {
   absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override;
-  // Kept in the "meta" column family (written with sync).
-  // Lease sets are records (storage/leases/apply_lease.h), in the WAL like every record, so they
-  // survive a restart.
+  // Lease sets are records of the records column family (storage/leases/apply_lease.h: the
+  // same key, expiry and bytes), in the WAL like every record, so they survive a restart. A lease
+  // decision takes the stripes of its key's record and of its rate limits' states, reads the set
+  // from the cache of lease sets (else RocksDB, then cached) and the states as Update does,
+  // decides (DecideLeaseOperation), queues the new set (deleted when empty) with the states,
+  // caches it with its ticket and frees the stripes before the WAL write: decisions on a hot key
+  // share WAL groups as Update's do, and are answered once their group (and every group whose set
+  // or state they read) is in the WAL. A retried acquire finds its lease in the set (from the
+  // cache too), and waits for that set's write before it is answered.
   absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
+  // ApplyLease decided on the calling thread and answered as ApplyAsync answers.
+  void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override;
   // A prefix scan of the records column family, deleting each lease set under its stripe (ordered
   // with ApplyLease on its key); counts those not expired holding a lease.
   absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  // Kept in the "meta" column family (written with sync).
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
@@ -186,6 +200,7 @@ class RocksDbStateStore final : public StateStore {
   // Lines of RocksDB's info log the disk refused (see rocksdb_info_log.h).
   uint64_t info_log_lines_dropped() const { return info_log_ ? info_log_->dropped() : 0; }
   const StateCache& state_cache() const { return *cache_; }
+  const LeaseSetCache& lease_cache() const { return *lease_cache_; }
 
   const RocksDbOpenReport& open_report() const { return open_report_; }
 
@@ -214,6 +229,11 @@ class RocksDbStateStore final : public StateStore {
   absl::Status NotOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Writes the health probe key (a failure stops writes like any failed write).
   absl::Status ProbeWriteLocked() ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // The stripes of `keys` (and of `records`), sorted and distinct, and the keys' stored names.
+  static void StripesAndNames(const StripedMutex& stripes, absl::Span<const StateKey> keys,
+                              absl::Span<const RecordSpec> records,
+                              absl::InlinedVector<size_t, 4>& out,
+                              absl::InlinedVector<std::string, 4>& encoded);
   // A decision queued for the WAL: what its reply waits for (ticket 0: nothing) and the
   // group-commit epoch it read its states in.
   struct Pending {
@@ -249,6 +269,21 @@ class RocksDbStateStore final : public StateStore {
   void DecideChunkLocked(absl::Span<const Operation> ops, const Clock& clock,
                          absl::Span<absl::StatusOr<Outcome>> results, absl::Span<Pending> pending)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Calls `answer` once `ticket` is in the WAL (ticket 0: now): here, leading the group write,
+  // under a WritesHereScope when no write is in progress; else on the writer thread. The tail of
+  // ApplyAsync and ApplyLeaseAsync, outside every stripe.
+  void AnswerWhenWritten(uint64_t ticket, GroupCommit::Done answer);
+  // Decides a lease operation under its stripes into `outcome` and queues its writes (see
+  // ApplyLease).
+  absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,
+                                            LeaseOutcome& outcome)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Reads the lease set under `record_key` at `now_us` into `*set` (null: none, or its record
+  // expired): from the cache of lease sets, else RocksDB (then cached). `*depends_on`: raised to
+  // the ticket of a queued set read.
+  absl::Status ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch, int64_t now_us,
+                                  std::shared_ptr<const LeaseSet>* set, uint64_t* depends_on)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // The writer thread: writes the groups of decisions whose callers did not wait (ApplyAsync).
   void WriterLoop();
   // The body of UpdateWithRecords, under the stripes of the keys and the records.
@@ -289,7 +324,8 @@ class RocksDbStateStore final : public StateStore {
   // The pending WAL group, and the hot states (entries made under the keys' stripes).
   GroupCommit group_;
   std::unique_ptr<StateCache> cache_;
-  std::atomic<uint64_t> coalesced_{0};  // see coalesced_writes()
+  std::unique_ptr<LeaseSetCache> lease_cache_;  // the lease sets (entries under their stripes)
+  std::atomic<uint64_t> coalesced_{0};          // see coalesced_writes()
 
   // Guards the DB's lifetime (shared: in use; exclusive: Close).
   absl::Mutex db_mu_;

@@ -173,6 +173,8 @@ absl::Status RocksDbStateStore::FlushAndCompact(bool exclusive) {
     return s;
   }
   cache_->DropRefilled(options_.clock->NowMicros());
+  // Expired lease sets read as absent from the cache too; dropping them only frees memory.
+  lease_cache_->DropExpired(options_.clock->NowMicros());
   if (absl::Status s = FromRocks(db_->Flush(flush, records_), "flush records"); !s.ok()) return s;
   return FromRocks(db_->CompactRange(compact, records_, nullptr, nullptr), "compact records");
 }

@@ -26,10 +26,13 @@ namespace {
 // callers wait for the stripes only briefly.
 constexpr size_t kBatchChunk = 32;
 
-// The stripes of `keys` (and of `records`), sorted and distinct, and the keys' stored names.
-void StripesAndNames(const StripedMutex& stripes, absl::Span<const StateKey> keys,
-                     absl::Span<const RecordSpec> records, absl::InlinedVector<size_t, 4>& out,
-                     absl::InlinedVector<std::string, 4>& encoded) {
+}  // namespace
+
+void RocksDbStateStore::StripesAndNames(const StripedMutex& stripes,
+                                        absl::Span<const StateKey> keys,
+                                        absl::Span<const RecordSpec> records,
+                                        absl::InlinedVector<size_t, 4>& out,
+                                        absl::InlinedVector<std::string, 4>& encoded) {
   for (const StateKey& k : keys) {
     out.push_back(stripes.StripeOf(StableKeyHash(k.name, k.key)));
     encoded.push_back(EncodeStateKey(k.source, k.name, k.key));
@@ -39,8 +42,6 @@ void StripesAndNames(const StripedMutex& stripes, absl::Span<const StateKey> key
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
-
-}  // namespace
 
 absl::Status RocksDbStateStore::Update(absl::Span<const StateKey> keys, DecideFn decide) {
   // Stripes to lock, in increasing order and each once, so concurrent multi-key updates cannot
@@ -189,26 +190,29 @@ void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, Appl
     std::move(done)(queued.status());
     return;
   }
-  GroupCommit::Done answer = [outcome = std::move(outcome),
-                              done = std::move(done)](absl::Status written) mutable {
+  AnswerWhenWritten(queued->ticket, [outcome = std::move(outcome),
+                                     done = std::move(done)](absl::Status written) mutable {
     if (written.ok()) {
       std::move(done)(std::move(outcome));
     } else {
       std::move(done)(std::move(written));
     }
-  };
+  });
+}
+
+void RocksDbStateStore::AnswerWhenWritten(uint64_t ticket, GroupCommit::Done answer) {
   // The stripes are free. Under a WritesHereScope this thread writes the pending group itself
   // unless a write is in progress; otherwise the writer thread writes this decision with
   // whatever else is queued meanwhile, then answers.
   if (!StateStore::WritesHereScope::Active()) {
-    group_.OnResolved(queued->ticket, std::move(answer));
+    group_.OnResolved(ticket, std::move(answer));
     return;
   }
   GroupCommit::Completions ready;
   {
     absl::ReaderMutexLock db_lock(&db_mu_);
     group_.OnResolvedWriteHere(
-        queued->ticket, std::move(answer),
+        ticket, std::move(answer),
         [this](rocksdb::WriteBatch& batch) ABSL_NO_THREAD_SAFETY_ANALYSIS {
           // db_mu_ is held (above). Closing fails every queued ticket under db_mu_ held
           // exclusively, so a ticket pending here has a database to be written to.
@@ -289,9 +293,10 @@ absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
   wo.sync = options_.sync;
   rocksdb::Status s = db_->Write(wo, &batch);
   if (s.ok()) return absl::OkStatus();
-  // Nothing of the group was applied: the queued states in the cache are dropped (the group
-  // commit's epoch moves on, so none of them is read again) and writes stop.
+  // Nothing of the group was applied: the queued states and lease sets in the caches are dropped
+  // (the group commit's epoch moves on, so none of them is read again) and writes stop.
   cache_->Clear();
+  lease_cache_->Clear();
   return WriteFailed(FromRocks(s, "write"));
 }
 

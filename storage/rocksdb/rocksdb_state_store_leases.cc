@@ -1,18 +1,22 @@
 #include "storage/rocksdb/rocksdb_state_store.h"
 
 // RocksDbStateStore: concurrency limits. A key's lease set is a record of the records column
-// family (storage/leases/apply_lease.h), decided with the rate limits' states in UpdateWithRecords
-// and written through the group with them.
+// family (storage/leases/apply_lease.h), cached decoded (lease_set_cache.h), decided with the rate
+// limits' states and written through the group with them (see ApplyLease in the header).
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
+#include "storage/apply.h"
 #include "storage/key_hash.h"
 #include "storage/leases/apply_lease.h"
+#include "storage/leases/lease_codec.h"
 #include "storage/rocksdb/rocksdb_recovery.h"
 #include "storage/rocksdb/state_codec.h"
 
@@ -20,7 +24,129 @@ namespace ratelimit {
 
 absl::StatusOr<LeaseOutcome> RocksDbStateStore::ApplyLease(const LeaseOperation& op,
                                                            const Clock& clock) {
-  return ApplyLeaseWithRecords(*this, op, clock);
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return NotOpenLocked();
+  if (absl::Status s = WritesAllowed(); !s.ok()) return s;
+  LeaseOutcome outcome;
+  absl::StatusOr<Pending> pending = DecideLeaseLocked(op, clock, outcome);
+  // The stripes are free again: later decisions on the key read the queued set from the cache
+  // while this one waits for the WAL.
+  if (!pending.ok()) return pending.status();
+  if (absl::Status s = WaitLocked(*pending); !s.ok()) return s;
+  return outcome;
+}
+
+void RocksDbStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock,
+                                        LeaseDone done) {
+  LeaseOutcome outcome;
+  absl::StatusOr<Pending> queued;
+  {
+    absl::ReaderMutexLock db_lock(&db_mu_);
+    absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked();
+    if (!refused.ok()) {
+      queued = refused;
+    } else {
+      queued = DecideLeaseLocked(op, clock, outcome);
+      if (queued.ok() && DurableLocked(*queued)) queued->ticket = 0;
+    }
+  }
+  if (!queued.ok()) {
+    std::move(done)(queued.status());
+    return;
+  }
+  AnswerWhenWritten(queued->ticket, [outcome = std::move(outcome),
+                                     done = std::move(done)](absl::Status written) mutable {
+    if (written.ok()) {
+      std::move(done)(std::move(outcome));
+    } else {
+      std::move(done)(std::move(written));
+    }
+  });
+}
+
+absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
+    const LeaseOperation& op, const Clock& clock, LeaseOutcome& outcome) {
+  if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
+  const OperationKeys keys = DistinctKeys(op.limits);
+  const RecordSpec record{LeaseRecordKey(op.lease.key), 0};
+  absl::InlinedVector<size_t, 4> stripes;
+  absl::InlinedVector<std::string, 4> encoded;
+  StripesAndNames(stripes_, keys.keys, absl::MakeConstSpan(&record, 1), stripes, encoded);
+  const size_t n = keys.keys.size();
+  absl::InlinedVector<std::optional<State>, 4> current(n);
+  absl::InlinedVector<std::optional<State>, 4> writes(n);
+
+  StripeLocks locked(stripes_, stripes);
+  Pending pending;
+  pending.epoch = group_.epoch();
+  if (absl::Status s = ReadStatesLocked(keys.keys, encoded, pending.epoch, absl::MakeSpan(current),
+                                        &pending.ticket);
+      !s.ok()) {
+    return s;
+  }
+  // The time is read under the stripes: the decision comes after every one that held them.
+  const int64_t now = clock.NowMicros();
+  std::shared_ptr<const LeaseSet> set;
+  if (absl::Status s = ReadLeaseSetLocked(record.key, pending.epoch, now, &set, &pending.ticket);
+      !s.ok()) {
+    return s;
+  }
+  static const LeaseSet kEmpty;
+  outcome =
+      DecideLeaseOperation(op, keys, set ? *set : kEmpty, current, now, absl::MakeSpan(writes));
+  LeaseDecision& d = outcome.lease;
+  // The set to write, moved out of the decision into the cache (an empty one is deleted).
+  std::shared_ptr<const LeaseSet> next;
+  int64_t expires_at_us = 0;
+  std::string value;
+  if (d.write && !d.next.leases.empty()) {
+    expires_at_us = LeaseRecordExpiresAt(op.lease, d.next, now);
+    value = EncodeRecordValue(expires_at_us, EncodeLeaseSet(d.next));
+    next = std::make_shared<const LeaseSet>(std::move(d.next));
+    d.next = LeaseSet();
+  }
+  absl::StatusOr<uint64_t> ticket =
+      QueueLocked(pending.epoch, encoded, writes, [&](rocksdb::WriteBatch& batch) {
+        if (!d.write) return;
+        if (next == nullptr) {
+          batch.Delete(records_, record.key).PermitUncheckedError();
+        } else {
+          batch.Put(records_, record.key, value).PermitUncheckedError();
+        }
+      });
+  if (!ticket.ok()) return ticket.status();
+  if (d.write) {
+    lease_cache_->Put(record.key, LeaseSetCache::Make(std::move(next), expires_at_us, *ticket),
+                      pending.epoch);
+  }
+  pending.ticket = std::max(pending.ticket, *ticket);
+  return pending;
+}
+
+absl::Status RocksDbStateStore::ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch,
+                                                   int64_t now_us,
+                                                   std::shared_ptr<const LeaseSet>* set,
+                                                   uint64_t* depends_on) {
+  if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(record_key, epoch)) {
+    *depends_on = std::max(*depends_on, hit->ticket);
+    if (hit->set != nullptr && hit->expires_at_us > now_us) *set = std::move(hit->set);
+    return absl::OkStatus();
+  }
+  rocksdb::PinnableSlice value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, record_key, &value);
+  if (s.IsNotFound()) {
+    lease_cache_->Put(record_key, LeaseSetCache::Make(nullptr, 0, 0), epoch);
+    return absl::OkStatus();
+  }
+  if (!s.ok()) return FromRocks(s, "get lease set");
+  const auto record = DecodeRecordValue(absl::string_view(value.data(), value.size()));
+  if (!record) return absl::DataLossError("lease set record has a malformed encoding");
+  absl::StatusOr<LeaseSet> decoded = DecodeLeaseSet(record->second);
+  if (!decoded.ok()) return decoded.status();
+  auto stored = std::make_shared<const LeaseSet>(*std::move(decoded));
+  lease_cache_->Put(record_key, LeaseSetCache::Make(stored, record->first, 0), epoch);
+  if (record->first > now_us) *set = std::move(stored);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
@@ -57,7 +183,12 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
     Pending pending;
     pending.epoch = group_.epoch();
     for (const std::string& k : keys) {
-      // Read again under the stripe: a decision may have changed the set since the scan.
+      // Read again under the stripe: a decision may have changed the set since the scan (its set
+      // may be queued, in the cache only).
+      if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(k, pending.epoch)) {
+        if (hit->set != nullptr && hit->expires_at_us > now) ++deleted;
+        continue;
+      }
       rocksdb::PinnableSlice value;
       rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, k, &value);
       if (s.IsNotFound()) continue;
@@ -70,6 +201,9 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
     });
     if (!ticket.ok()) return ticket.status();
     pending.ticket = *ticket;
+    for (const std::string& k : keys) {
+      lease_cache_->Put(k, LeaseSetCache::Make(nullptr, 0, *ticket), pending.epoch);
+    }
     if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
   }
   if (absl::Status s = FromRocks(it->status(), "iterate lease sets"); !s.ok()) return s;

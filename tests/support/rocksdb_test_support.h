@@ -2,19 +2,40 @@
 #define RATELIMIT_TESTS_SUPPORT_ROCKSDB_TEST_SUPPORT_H_
 
 // Opening a RocksDB state store in a test: a fake clock, and optionally a file system that fails
-// on command (tests/support/faulty_file_system.h).
+// on command (tests/support/faulty_file_system.h); holding a group write back (WriteGate).
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "storage/clock.h"
 #include "storage/rocksdb/rocksdb_state_store.h"
 
 namespace ratelimit::testing {
+
+// Holds back the first group write until Release(): the thread writing it has taken every
+// decision queued before it, and the decisions queued meanwhile wait for the next write.
+// For RocksDbStateStoreOptions::before_group_write (call BeforeWrite from it).
+class WriteGate {
+ public:
+  void BeforeWrite() {
+    if (calls_.fetch_add(1) != 0) return;
+    entered_.Notify();
+    release_.WaitForNotification();
+  }
+  void WaitUntilHeld() { entered_.WaitForNotification(); }
+  void Release() { release_.Notify(); }
+
+ private:
+  std::atomic<int> calls_{0};
+  absl::Notification entered_;
+  absl::Notification release_;
+};
 
 // Opens the store at `path` on `clock` (not owned; must outlive the store), over `file_system`
 // when given, salvaging a WAL that does not replay when `salvage_wal`, writing the WAL through a

@@ -16,12 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "client/cpp/client.h"
 #include "gtest/gtest.h"
 #include "storage/limiter.h"
 #include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/support/faulty_file_system.h"
+#include "tests/support/rocksdb_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -34,24 +34,7 @@ using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::ServerProcess;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
-
-// Holds back the first group write until Release(): the thread writing it has taken every
-// decision queued before it, and the decisions queued meanwhile wait for the next write.
-class WriteGate {
- public:
-  void BeforeWrite() {
-    if (calls_.fetch_add(1) != 0) return;
-    entered_.Notify();
-    release_.WaitForNotification();
-  }
-  void WaitUntilHeld() { entered_.WaitForNotification(); }
-  void Release() { release_.Notify(); }
-
- private:
-  std::atomic<int> calls_{0};
-  absl::Notification entered_;
-  absl::Notification release_;
-};
+using ::ratelimit::testing::WriteGate;
 
 LimitRequest Request(const std::string& key, double count = 1) {
   LimitRequest r;

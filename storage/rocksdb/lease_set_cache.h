@@ -1,0 +1,51 @@
+#ifndef RATELIMIT_STORAGE_ROCKSDB_LEASE_SET_CACHE_H_
+#define RATELIMIT_STORAGE_ROCKSDB_LEASE_SET_CACHE_H_
+
+// The RocksDB store's cache of lease sets (storage/leases/): from a lease set's record key
+// (LeaseRecordKey) to the key's latest set, decoded, with the expiry of its record. A decision on
+// a concurrency key reads the set here (RocksDB only on a miss), queues the new set with the
+// group commit, puts it here with its ticket and frees the key's stripe before its WAL write, as
+// the states' decisions do (rocksdb_state_store.h). How entries are kept, queued, evicted and
+// invalidated: ticketed_cache.h.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "storage/leases/lease.h"
+#include "storage/rocksdb/ticketed_cache.h"
+
+namespace ratelimit {
+
+struct LeaseSetCacheEntry {
+  // The set as stored; null: no set is stored (every slot free).
+  std::shared_ptr<const LeaseSet> set;
+  // When the set's record expires (it reads as absent from then on); 0 with no set.
+  int64_t expires_at_us = 0;
+  uint64_t ticket = 0;  // the group-commit ticket that writes it; 0: already stored
+  size_t bytes = 0;     // the memory `set` holds (LeaseSetMemoryBytes)
+
+  size_t CacheBytes() const { return bytes; }
+};
+
+// The heap memory a decoded set holds: the vector's leases and their strings.
+size_t LeaseSetMemoryBytes(const LeaseSet& set);
+
+// Thread safety: as TicketedCache.
+class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
+ public:
+  using Entry = LeaseSetCacheEntry;
+  using TicketedCache::TicketedCache;
+
+  // The entry for `set` (null or empty: none stored) whose record expires at `expires_at_us`,
+  // written by `ticket`.
+  static Entry Make(std::shared_ptr<const LeaseSet> set, int64_t expires_at_us, uint64_t ticket);
+
+  // Removes the written entries whose record has expired by `now_us` (as the records' compaction
+  // filter drops them from RocksDB).
+  void DropExpired(int64_t now_us);
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_ROCKSDB_LEASE_SET_CACHE_H_
