@@ -1,12 +1,16 @@
 #include "server/admin/admin_auth.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/observability/log.h"
+#include "server/tls/tls.h"
 
 namespace ratelimit {
 
@@ -64,6 +68,29 @@ absl::StatusOr<std::string> AdminAuthenticator::AuthorizeCall(
   }
   if (absl::Status s = Authorize(authorization); !s.ok()) return s;
   return std::string("token");
+}
+
+absl::StatusOr<std::string> AdminAuthenticator::AuthorizeRpc(const grpc::ServerContextBase& context,
+                                                             const Telemetry::Rpc& rpc,
+                                                             LogField subject,
+                                                             RepeatedLog& refused_log) const {
+  std::optional<absl::string_view> authorization;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  const std::vector<std::string> identities =
+      auth ? PeerIdentities(*auth) : std::vector<std::string>();
+  absl::StatusOr<std::string> admin = AuthorizeCall(authorization, identities);
+  if (!admin.ok()) {
+    refused_log.Log({{"peer", context.peer()},
+                     {"peer_identities", absl::StrJoin(identities, ",")},
+                     std::move(subject),
+                     {"reason", std::string(admin.status().message())},
+                     {"trace_id", rpc.TraceId()}});
+  }
+  return admin;
 }
 
 absl::StatusOr<std::string> LoadAdminToken(const std::string& file, const char* env) {

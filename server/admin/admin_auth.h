@@ -10,6 +10,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/server_context.h"
+#include "server/observability/log.h"
+#include "server/observability/repeated_log.h"
+#include "server/observability/telemetry.h"
 #include "storage/admin_token.h"
 
 namespace ratelimit {
@@ -48,6 +52,16 @@ class AdminAuthenticator {
   // it sent no token; otherwise errors as Authorize.
   absl::StatusOr<std::string> AuthorizeCall(std::optional<absl::string_view> authorization,
                                             absl::Span<const std::string> peer_identities) const;
+
+  // Authorizes an admin RPC by what its `context` carries: the `authorization` metadata and the
+  // identities of the client certificate the server verified (AuthorizeCall decides). Returns how
+  // the call was authorized, or the refusal, which is first logged to `refused_log` (the event
+  // of the caller's API; written once, then summarised) with the fields peer, peer_identities,
+  // `subject` (what the call was about, e.g. {"limit", name}), reason and trace_id (of `rpc`).
+  // The caller answers a refusal with ToGrpcStatus of it.
+  absl::StatusOr<std::string> AuthorizeRpc(const grpc::ServerContextBase& context,
+                                           const Telemetry::Rpc& rpc, LogField subject,
+                                           RepeatedLog& refused_log) const;
 
   bool enabled() const { return !token_.empty() || !identities_.empty(); }
 

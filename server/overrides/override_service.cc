@@ -3,13 +3,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/envoy/envoy_config.h"
 #include "server/observability/log.h"
 #include "server/overrides/override_convert.h"
 #include "server/serving/grpc_convert.h"
 #include "server/serving/parsed_unary.h"
-#include "server/tls/tls.h"
 #include "storage/overrides/override_codec.h"
 
 namespace ratelimit {
@@ -103,26 +101,10 @@ void OverrideServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* /*burst*/) 
 
 absl::StatusOr<OverrideServiceImpl::Caller> OverrideServiceImpl::Admit(
     const grpc::ServerContext& context, Telemetry::Rpc& rpc, absl::string_view method) const {
-  std::optional<absl::string_view> authorization;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    authorization = absl::string_view(it->second.data(), it->second.size());
-  }
-  Caller caller;
-  caller.peer = context.peer();
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  const std::vector<std::string> identities =
-      auth ? PeerIdentities(*auth) : std::vector<std::string>();
-  absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
-  if (!admin.ok()) {
-    refused_log_.Log({{"method", std::string(method)},
-                      {"peer", caller.peer},
-                      {"peer_identities", absl::StrJoin(identities, ",")},
-                      {"reason", std::string(admin.status().message())},
-                      {"trace_id", rpc.TraceId()}});
-    return admin.status();
-  }
-  caller.authorized_by = *std::move(admin);
+  absl::StatusOr<std::string> admin =
+      admin_.AuthorizeRpc(context, rpc, {"method", std::string(method)}, refused_log_);
+  if (!admin.ok()) return admin.status();
+  Caller caller{*std::move(admin), context.peer()};
   if (store_ == nullptr) {
     return absl::FailedPreconditionError(
         "this server's store keeps no overrides (the RocksDB and Redis stores do)");

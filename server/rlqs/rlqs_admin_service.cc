@@ -8,10 +8,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/serving/grpc_convert.h"
 #include "server/serving/parsed_unary.h"
-#include "server/tls/tls.h"
 
 namespace ratelimit {
 namespace {
@@ -168,23 +166,9 @@ grpc::Status RlqsAdminServiceImpl::Handle(const grpc::ServerContext& context,
                                           v1::GetRlqsAssignmentsResponse* response) {
   Telemetry::Rpc rpc = telemetry_.StartRpc(
       kService, "GetRlqsAssignments", "ratelimit.v1.RlqsAdminService/GetRlqsAssignments", context);
-  std::optional<absl::string_view> authorization;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    authorization = absl::string_view(it->second.data(), it->second.size());
-  }
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  const std::vector<std::string> identities =
-      auth ? PeerIdentities(*auth) : std::vector<std::string>();
-  absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
-  if (!admin.ok()) {
-    refused_log_.Log({{"peer", context.peer()},
-                      {"peer_identities", absl::StrJoin(identities, ",")},
-                      {"domain", request->domain()},
-                      {"reason", std::string(admin.status().message())},
-                      {"trace_id", rpc.TraceId()}});
-    return FinishRpc(rpc, ToGrpcStatus(admin.status()));
-  }
+  absl::StatusOr<std::string> admin =
+      admin_.AuthorizeRpc(context, rpc, {"domain", request->domain()}, refused_log_);
+  if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   if (rlqs_ == nullptr) {
     return FinishRpc(rpc, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                        "the Rate Limit Quota Service is off: this server was "

@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/observability/log.h"
 #include "server/serving/grpc_convert.h"
 #include "server/serving/parsed_unary.h"
-#include "server/tls/tls.h"
 #include "server/v1/lease_convert.h"
 #include "server/v1/rate_limit_service.h"
 
@@ -192,23 +190,7 @@ void RateLimitServiceImpl::OnExtendCall(LoopCall* call) {
 absl::StatusOr<std::string> RateLimitServiceImpl::AuthorizeAdmin(const grpc::ServerContext& context,
                                                                  Telemetry::Rpc& rpc,
                                                                  absl::string_view limit) const {
-  std::optional<absl::string_view> authorization;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    authorization = absl::string_view(it->second.data(), it->second.size());
-  }
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  const std::vector<std::string> identities =
-      auth ? PeerIdentities(*auth) : std::vector<std::string>();
-  absl::StatusOr<std::string> admin = admin_.AuthorizeCall(authorization, identities);
-  if (!admin.ok()) {
-    reset_refused_log_.Log({{"peer", context.peer()},
-                            {"peer_identities", absl::StrJoin(identities, ",")},
-                            {"limit", std::string(limit)},
-                            {"reason", std::string(admin.status().message())},
-                            {"trace_id", rpc.TraceId()}});
-  }
-  return admin;
+  return admin_.AuthorizeRpc(context, rpc, {"limit", std::string(limit)}, reset_refused_log_);
 }
 
 grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& context,

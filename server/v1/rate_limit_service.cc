@@ -4,10 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/observability/log.h"
 #include "server/serving/grpc_convert.h"
-#include "server/tls/tls.h"
 #include "server/v1/convert.h"
 
 namespace ratelimit {

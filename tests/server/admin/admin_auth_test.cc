@@ -1,5 +1,6 @@
-// Admin credentials: the Bearer check on Reset, its constant-time comparison, and where the
-// token is loaded from.
+// Admin credentials: the Bearer check on Reset, its constant-time comparison, the authorization
+// of an admin RPC from its gRPC context (with its refusals logged), and where the token is loaded
+// from.
 #include "server/admin/admin_auth.h"
 
 #include <sys/stat.h>
@@ -7,17 +8,30 @@
 #include <cstdlib>
 #include <string>
 
+#include <optional>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
+#include "grpcpp/test/server_context_test_spouse.h"
 #include "gtest/gtest.h"
+#include "server/observability/repeated_log.h"
+#include "server/observability/telemetry.h"
+#include "server/observability/tracer.h"
 #include "storage/admin_token.h"
+#include "tests/support/collecting_sink.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::CollectingSink;
+using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::Lines;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
+using ::testing::HasSubstr;
 
 TEST(AdminAuthTest, OutcomesByCredential) {
   AdminAuthenticator auth("s3cret");
@@ -46,6 +60,75 @@ TEST(AdminAuthTest, DisabledAdministrationIsPermissionDeniedWhateverTheCallerSen
     EXPECT_EQ(call.status().code(), absl::StatusCode::kPermissionDenied);
     EXPECT_THAT(std::string(call.status().message()), ::testing::HasSubstr("Reset is disabled"));
   }
+}
+
+// AuthorizeRpc: an admin call authorized by what its gRPC context carries, every refusal logged
+// to the caller's RepeatedLog with what the call was about and the call's trace id.
+class AuthorizeRpcTest : public ::testing::Test {
+ protected:
+  // The call's outcome; `trace_id` receives the call's trace id.
+  absl::StatusOr<std::string> Call(std::optional<std::string> authorization,
+                                   std::string* trace_id = nullptr) {
+    grpc::ServerContext context;
+    grpc::testing::ServerContextTestSpouse spouse(&context);
+    if (authorization) spouse.AddClientMetadata("authorization", *authorization);
+    Telemetry::Rpc rpc = telemetry_.StartRpc("svc", "Reset", "svc/Reset", context);
+    if (trace_id != nullptr) *trace_id = rpc.TraceId();
+    return admin_.AuthorizeRpc(context, rpc, {"limit", "api"}, refused_log_);
+  }
+
+  CollectingSink sink_;
+  Tracer tracer_{TracerOptions{1.0}, sink_};
+  Telemetry telemetry_{nullptr, &tracer_, false, "memory"};
+  FakeClock clock_;
+  RepeatedLog refused_log_{LogLevel::kWarning, "reset refused", clock_, absl::Seconds(10)};
+  const AdminAuthenticator admin_{"s3cret"};
+};
+
+TEST_F(AuthorizeRpcTest, AMissingCredentialIsUnauthenticatedAndLogged) {
+  ::testing::internal::CaptureStderr();
+  std::string trace_id;
+  absl::StatusOr<std::string> admin = Call(std::nullopt, &trace_id);
+  const std::vector<std::string> lines = Lines(::testing::internal::GetCapturedStderr());
+  EXPECT_EQ(admin.status().code(), absl::StatusCode::kUnauthenticated);
+  ASSERT_EQ(lines.size(), 1u);
+  ASSERT_EQ(trace_id.size(), 32u);
+  EXPECT_THAT(lines[0], HasSubstr("WARNING reset refused limit=api reason="));
+  EXPECT_THAT(lines[0], HasSubstr(std::string(admin.status().message())));
+  EXPECT_THAT(lines[0], HasSubstr("trace_id=" + trace_id));
+}
+
+TEST_F(AuthorizeRpcTest, AWrongTokenIsPermissionDeniedAndLogged) {
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::string> admin = Call("Bearer nope");
+  const std::vector<std::string> lines = Lines(::testing::internal::GetCapturedStderr());
+  EXPECT_EQ(admin.status().code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("WARNING reset refused limit=api"));
+  EXPECT_THAT(lines[0], HasSubstr("admin token does not match"));
+  EXPECT_THAT(lines[0], ::testing::Not(HasSubstr("nope")));  // never the presented token
+}
+
+TEST_F(AuthorizeRpcTest, TheRightTokenIsAuthorizedAndNotLogged) {
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::string> admin = Call("Bearer s3cret");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ASSERT_OK(admin);
+  EXPECT_EQ(*admin, "token");
+}
+
+TEST_F(AuthorizeRpcTest, RepeatedRefusalsAreWrittenOnceThenSummarised) {
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(Call(std::nullopt).ok());
+  EXPECT_FALSE(Call("Bearer nope").ok());
+  EXPECT_FALSE(Call("Bearer nope").ok());
+  EXPECT_OK(Call("Bearer s3cret"));  // not an occurrence
+  clock_.Advance(11 * kSecond);
+  refused_log_.Flush();
+  const std::vector<std::string> lines = Lines(::testing::internal::GetCapturedStderr());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("reset refused limit=api"));
+  EXPECT_THAT(lines[1], HasSubstr("reset refused repeated 2 times in the last 10s"));
 }
 
 TEST(AdminAuthTest, ConstantTimeEquals) {
