@@ -31,6 +31,10 @@ std::vector<StateStore::Gauge> RocksDbStateStore::Gauges() {
        [this] { return static_cast<double>(cache_->entries()); }},
       {"state_cache_bytes", "Memory charged to the cache of hot states.",
        [this] { return static_cast<double>(cache_->bytes()); }},
+      {"lease_cache_entries", "Lease sets of concurrency keys held in the cache of lease sets.",
+       [this] { return static_cast<double>(lease_cache_->entries()); }},
+      {"lease_cache_bytes", "Memory charged to the cache of lease sets.",
+       [this] { return static_cast<double>(lease_cache_->bytes()); }},
   };
 }
 
@@ -47,6 +51,11 @@ std::vector<StateStore::MetricFamily> RocksDbStateStore::MetricFamilies() {
               [this] { return static_cast<double>(cache_->misses()); }),
       counter("state_cache_evictions_total", "States evicted from the cache of hot states.",
               [this] { return static_cast<double>(cache_->evictions()); }),
+      counter("lease_cache_hits_total", "Lease set reads answered by the cache of lease sets.",
+              [this] { return static_cast<double>(lease_cache_->hits()); }),
+      counter("lease_cache_misses_total",
+              "Lease set reads the cache of lease sets sent to RocksDB.",
+              [this] { return static_cast<double>(lease_cache_->misses()); }),
       counter("rocksdb_group_writes_total",
               "WAL writes of decision groups (one write carries every decision queued meanwhile).",
               [this] { return static_cast<double>(group_.stats().writes); }),
