@@ -556,9 +556,13 @@ void RateLimitServer::Shutdown() {
   // Envoys fall back at once (TTL 0) and the RLQS streams end, instead of holding the grace.
   if (rlqs_ticker_) rlqs_ticker_->Stop();
   if (rlqs_service_) rlqs_service_->Shutdown();
+  // Returns once no call is left, closing the idle connections then (serving_loop.h).
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoMicroseconds(options_.listen.shutdown_grace));
+    serving_loop_->ShutdownServer(
+        *server_, absl::Now() + options_.listen.shutdown_grace, [this](absl::Time deadline) {
+          return health_service_->AwaitWatchesEnded(deadline) &&
+                 (!rlqs_service_ || rlqs_service_->AwaitStreamsEnded(deadline));
+        });
   }
   // No call is left: the loop's queues may go.
   if (serving_loop_) serving_loop_->Stop();

@@ -54,7 +54,9 @@ class LoopHealthService::Watcher {
   void On(Kind kind, bool ok) {
     if (kind == Kind::kArrived && !ok) {
       // The server shut down before a call came: nothing else of this watcher is in flight.
+      LoopHealthService* service = service_;
       delete this;
+      service->WatcherDeleted();
       return;
     }
     bool dead = false;
@@ -62,7 +64,7 @@ class LoopHealthService::Watcher {
       absl::MutexLock lock(&service_->mu_);
       switch (kind) {
         case Kind::kArrived:
-          service_->RequestNextWatch(cq_);
+          service_->RequestNextWatchLocked(cq_);
           service_->watchers_.insert(this);
           SendLocked();
           break;
@@ -84,7 +86,11 @@ class LoopHealthService::Watcher {
       dead = call_done_ && !writing_ && !alarm_set_ && (!finishing_ || finished_call_);
       if (dead) service_->watchers_.erase(this);
     }
-    if (dead) delete this;
+    if (dead) {
+      LoopHealthService* service = service_;
+      delete this;
+      service->WatcherDeleted();
+    }
   }
 
   // Writes the current status unless it was the last one sent; after shutdown, ends the stream
@@ -179,10 +185,25 @@ void LoopHealthService::OnCall(LoopCall* loop_call, ServingLoop::Burst* /*burst*
   call.Finish(grpc::Status::OK);
 }
 
-void LoopHealthService::StartOn(grpc::ServerCompletionQueue* cq) { RequestNextWatch(cq); }
+void LoopHealthService::StartOn(grpc::ServerCompletionQueue* cq) {
+  absl::MutexLock lock(&mu_);
+  RequestNextWatchLocked(cq);
+}
 
-void LoopHealthService::RequestNextWatch(grpc::ServerCompletionQueue* cq) {
+void LoopHealthService::RequestNextWatchLocked(grpc::ServerCompletionQueue* cq) {
+  ++live_watchers_;
   new Watcher(this, cq);  // owns itself
+}
+
+void LoopHealthService::WatcherDeleted() {
+  absl::MutexLock lock(&mu_);
+  --live_watchers_;
+}
+
+bool LoopHealthService::AwaitWatchesEnded(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_watchers_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&ended), deadline);
 }
 
 }  // namespace ratelimit

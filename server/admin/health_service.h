@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -47,6 +48,10 @@ class LoopHealthService final
   void SetServingStatus(const std::string& service_name, bool serving) override;
   void SetServingStatus(bool serving) override;
   void Shutdown() override;
+  // Blocks until every Watch stream has ended, or until `deadline`; returns whether they all
+  // ended. After Shutdown and the server's shutdown: each open stream ends once NOT_SERVING is
+  // written, and each still waiting for a client when the server cancels it.
+  bool AwaitWatchesEnded(absl::Time deadline);
 
   // ServingLoop::Handler (Check).
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
@@ -60,7 +65,9 @@ class LoopHealthService final
   friend class Watcher;
 
   // Requests the next Watch on `cq`.
-  void RequestNextWatch(grpc::ServerCompletionQueue* cq);
+  void RequestNextWatchLocked(grpc::ServerCompletionQueue* cq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A watcher (requested or arrived) was deleted.
+  void WatcherDeleted();
   ServingStatus StatusLocked(const std::string& service) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells every watcher that its status may have changed.
   void NotifyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -69,6 +76,8 @@ class LoopHealthService final
   std::map<std::string, bool> serving_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
+  // Watchers alive: requested (waiting for a client) or arrived.
+  int live_watchers_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ratelimit

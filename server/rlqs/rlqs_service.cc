@@ -252,7 +252,10 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
       if (!status_.ok()) span_.SetError(status_.error_message());
       span_.End();
     }
+    RlqsService* service = service_;
     delete this;
+    absl::MutexLock lock(&service->mu_);
+    --service->live_reactors_;
   }
 
  private:
@@ -384,6 +387,7 @@ RlqsService::StreamRateLimitQuotas(grpc::CallbackServerContext* context) {
     const uint64_t id = refused ? 0 : next_stream_++;
     if (!refused) ++held;
     stream = new Stream(this, id, std::move(peer), std::move(span));  // deletes itself in OnDone
+    ++live_reactors_;
     if (!refused) {
       streams_[id] = stream;
       ++stats_.streams;
@@ -448,6 +452,12 @@ void RlqsService::Shutdown() {
     }
   }
   for (auto& [s, next] : run) s->Run(next);
+}
+
+bool RlqsService::AwaitStreamsEnded(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_reactors_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&ended), deadline);
 }
 
 RlqsService::Stats RlqsService::stats() const {

@@ -39,6 +39,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.grpc.pb.h"
 #include "server/observability/metrics.h"
 #include "server/observability/tracer.h"
@@ -91,6 +92,9 @@ class RlqsService final
   // Sends every held assignment again with a time to live of 0, then ends every stream with OK
   // once its writes are done; later streams end at once with UNAVAILABLE. Idempotent.
   void Shutdown();
+  // Blocks until every stream has ended (its reactor is done), or until `deadline`; returns
+  // whether they all ended. After Shutdown, each ends once its writes are done.
+  bool AwaitStreamsEnded(absl::Time deadline);
 
   struct Stats {
     uint64_t streams = 0;                   // open now
@@ -157,6 +161,8 @@ class RlqsService final
   std::map<std::string, size_t> streams_per_peer_ ABSL_GUARDED_BY(mu_);
   uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Reactors alive, refused streams' included.
+  size_t live_reactors_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

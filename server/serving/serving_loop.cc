@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/synchronization/blocking_counter.h"
+#include "grpc/grpc.h"
 #include "grpc/support/time.h"
 #include "server/observability/log.h"
 #include "storage/state_store.h"
@@ -36,10 +37,10 @@ void LoopCall::OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* 
   if (finishing_ || !ok) {
     // A finished call (its reply sent or not: the client may have gone), or a requested call
     // that the server's shutdown cancelled.
-    delete this;
+    loop.EndCall(this);
     return;
   }
-  loop.RequestNew(handler_, method_, cq);
+  loop.RequestNew(handler_, method_, cq, queue_);
   loop.Dispatch(this, handler_);
 }
 
@@ -89,7 +90,10 @@ void RunOnLoopThread(LoopInbox* inbox, absl::AnyInvocable<void() &&> task) {
 
 ServingLoop::ServingLoop(int threads, grpc::ServerBuilder& builder, WorkerScheduling scheduling)
     : scheduling_(scheduling) {
-  for (int i = 0; i < std::max(threads, 1); ++i) cqs_.push_back(builder.AddCompletionQueue());
+  for (int i = 0; i < std::max(threads, 1); ++i) {
+    cqs_.push_back(builder.AddCompletionQueue());
+    live_calls_.push_back(std::make_unique<LiveCalls>());
+  }
 }
 
 ServingLoop::~ServingLoop() {
@@ -104,15 +108,15 @@ void ServingLoop::AddStreams(StreamService& service) { streams_.push_back(&servi
 
 void ServingLoop::Start() {
   started_ = true;
-  for (auto& cq : cqs_) {
+  for (size_t q = 0; q < cqs_.size(); ++q) {
     for (size_t h = 0; h < unary_.size(); ++h) {
       for (int method : unary_[h].methods) {
         for (int i = 0; i < unary_[h].calls_ready; ++i) {
-          RequestNew(static_cast<int>(h), method, cq.get());
+          RequestNew(static_cast<int>(h), method, cqs_[q].get(), static_cast<int>(q));
         }
       }
     }
-    for (StreamService* s : streams_) s->StartOn(cq.get());
+    for (StreamService* s : streams_) s->StartOn(cqs_[q].get());
   }
   absl::BlockingCounter set_up(static_cast<int>(cqs_.size()));
   for (auto& cq : cqs_) {
@@ -136,6 +140,24 @@ void ServingLoop::SetUpThread() {
   }
 }
 
+void ServingLoop::ShutdownServer(grpc::Server& server, absl::Time deadline,
+                                 absl::FunctionRef<bool(absl::Time)> streams_ended) {
+  // From here on gRPC accepts no call and cancels the calls requested. Its notice that the
+  // shutdown is complete comes on a queue of its own, as grpc::Server::Shutdown's does.
+  grpc_completion_queue* notice = grpc_completion_queue_create_for_next(nullptr);
+  grpc_server_shutdown_and_notify(server.c_server(), notice, nullptr);
+  // Nothing is in flight: the connections left are idle, and closing them loses nothing.
+  if (AwaitCallsEnded(deadline) && streams_ended(deadline)) {
+    grpc_server_cancel_all_calls(server.c_server());
+  }
+  server.Shutdown(absl::ToChronoTime(deadline));
+  grpc_completion_queue_shutdown(notice);
+  while (grpc_completion_queue_next(notice, gpr_inf_future(GPR_CLOCK_MONOTONIC), nullptr).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(notice);
+}
+
 void ServingLoop::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -155,9 +177,35 @@ void ServingLoop::Stop() {
   }
 }
 
-void ServingLoop::RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq) {
+void ServingLoop::RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq, int queue) {
   auto* call = new LoopCall(handler, method);
+  if (queue >= 0) {
+    call->queue_ = queue;
+    live_calls_[static_cast<size_t>(queue)]->count.fetch_add(1, std::memory_order_relaxed);
+  }
   unary_[static_cast<size_t>(handler)].handler->RequestCall(call, cq);
+}
+
+void ServingLoop::EndCall(LoopCall* call) {
+  const int queue = call->queue_;
+  delete call;
+  if (queue < 0) return;
+  if (live_calls_[static_cast<size_t>(queue)]->count.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    absl::MutexLock lock(&calls_ended_mu_);  // its release wakes AwaitCallsEnded
+  }
+}
+
+bool ServingLoop::AwaitCallsEnded(absl::Time deadline) {
+  absl::MutexLock lock(&calls_ended_mu_);
+  return calls_ended_mu_.AwaitWithDeadline(absl::Condition(this, &ServingLoop::CallsEnded),
+                                           deadline);
+}
+
+bool ServingLoop::CallsEnded() const {
+  for (const auto& live : live_calls_) {
+    if (live->count.load(std::memory_order_acquire) != 0) return false;
+  }
+  return true;
 }
 
 void ServingLoop::Dispatch(LoopCall* call, int handler) {

@@ -31,7 +31,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/async_unary_call.h"
@@ -73,8 +75,11 @@ class LoopCall final : public LoopEvent {
   void OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* cq) override;
 
  private:
+  friend class ServingLoop;
   const int handler_;
   const int method_;
+  // The index of the loop queue whose live calls count this one (-1: not counted).
+  int queue_ = -1;
   grpc::ServerContext context_;
   grpc::ByteBuffer request_;
   grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> writer_{&context_};
@@ -177,6 +182,18 @@ class ServingLoop {
   // Requests the first calls and starts the threads, returning once each is named and scheduled.
   // Call once the server has started.
   void Start();
+  // Shuts `server` (the one the loop serves) down: it accepts no call from here on and sends every
+  // connection a GOAWAY; the calls in flight may run until `deadline` and are cancelled then. As
+  // soon as every call of the loop has ended and `streams_ended(deadline)` (which blocks until the
+  // server's other calls, its streams, have ended or `deadline` has passed, and says whether they
+  // all ended) returns true, every connection is closed, so that the server is shut down at once.
+  // grpc::Server::Shutdown alone returns only once every connection has closed, and gRPC closes
+  // an idle connection only when its client has answered the GOAWAY's ping, or 20 s later: a client
+  // with no call in progress may not read its socket for seconds (gRPC's own clients poll an idle
+  // channel every 5 s), so an idle connection held the shutdown for up to its whole grace.
+  // Call once, after Start (or when Start was never called), and then Stop.
+  void ShutdownServer(grpc::Server& server, absl::Time deadline,
+                      absl::FunctionRef<bool(absl::Time)> streams_ended);
   // Shuts the queues down and joins the threads. Call after the server has shut down (no call is
   // left, none will be requested).
   void Stop();
@@ -198,14 +215,24 @@ class ServingLoop {
     std::vector<int> methods;
     int calls_ready;
   };
-  struct ThreadState {
-    grpc::ServerCompletionQueue* cq;
-    std::vector<std::unique_ptr<Burst>> bursts;  // per handler, null when it keeps none
+  // The unary calls of one queue that are requested (waiting for a client) or in progress. Only
+  // the queue's thread changes it (and Start, before the thread runs); never 0 while the server
+  // serves, since a call that arrives requests the next before it ends.
+  struct alignas(64) LiveCalls {
+    std::atomic<int64_t> count{0};
   };
   // Names and schedules the calling loop thread.
   void SetUpThread();
   void Run(grpc::ServerCompletionQueue* cq, LoopInbox* inbox);
-  void RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq);
+  // Requests a call on `cq`, the loop's queue number `queue` (-1: the next of a call that the loop
+  // did not request, not counted in the live calls).
+  void RequestNew(int handler, int method, grpc::ServerCompletionQueue* cq, int queue);
+  // Deletes `call`, which gRPC is done with, on its queue's thread.
+  void EndCall(LoopCall* call);
+  // Blocks until no unary call of the loop is left (after the server's shutdown began: the calls
+  // in flight have ended and those still requested are cancelled), or until `deadline`.
+  bool AwaitCallsEnded(absl::Time deadline);
+  bool CallsEnded() const;
   // A new call of `handler`, on the calling loop thread.
   void Dispatch(LoopCall* call, int handler);
 
@@ -213,6 +240,9 @@ class ServingLoop {
   std::vector<Unary> unary_;
   std::vector<StreamService*> streams_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::unique_ptr<LiveCalls>> live_calls_;  // per queue
+  // Taken by a thread whose queue's live calls reach 0, so that AwaitCallsEnded looks again.
+  absl::Mutex calls_ended_mu_;
   std::vector<std::unique_ptr<LoopInbox>> inboxes_;  // one per queue, from Start
   std::vector<std::thread> threads_;
   bool started_ = false;

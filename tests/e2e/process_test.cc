@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +101,23 @@ TEST_F(ProcessTest, SigtermDrainsFlushesAndExitsCleanly) {
   auto r = client->Check(MakeRequest("ledger", "acct"));
   ASSERT_OK(r);
   EXPECT_NEAR(r->results(0).value(), 1000000 - 7, 0.01);
+}
+
+TEST_F(ProcessTest, SigtermWithAnIdleConnectionExitsWithoutWaitingTheGrace) {
+  // The client holds its connection open between calls without reading it.
+  ::ratelimit::testing::StopPollingIdleClientChannels();
+  std::vector<std::string> args = Args();
+  args.push_back("--shutdown_grace=60s");
+  auto server = ServerProcess::Start(args, dir_.path());
+  ASSERT_OK(server);
+  auto client = RateLimitClient::Connect((*server)->target(), ClientOptions{absl::Seconds(5), ""});
+  ASSERT_OK(client->Consume(MakeRequest("ledger", "acct")));  // connected, and now idle
+  // gRPC alone would wait 20 s for the client to answer its GOAWAY, or the 60 s grace.
+  const std::optional<int> status = (*server)->StopWithin(SIGTERM, absl::Seconds(15));
+  ASSERT_TRUE(status.has_value()) << "still draining an idle connection";
+  ASSERT_TRUE(WIFEXITED(*status)) << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_NE((*server)->Stderr().find("stopped"), std::string::npos) << (*server)->Stderr();
 }
 
 TEST_F(ProcessTest, HotReloadAppliesGoodEditsAndKeepsTheOldOnBadOnes) {

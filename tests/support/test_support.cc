@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "storage/file_util.h"
 
 namespace ratelimit::testing {
@@ -178,6 +179,27 @@ int ServerProcess::StopWith(int signal) {
   waitpid(pid_, &status, 0);
   pid_ = -1;
   return status;
+}
+
+std::optional<int> ServerProcess::StopWithin(int signal, absl::Duration limit) {
+  const pid_t pid = pid_;
+  if (pid <= 0) return std::nullopt;
+  int status = 0;
+  absl::Notification exited;
+  std::thread waiter([&] {
+    status = StopWith(signal);
+    exited.Notify();
+  });
+  const bool in_time = exited.WaitForNotificationWithTimeout(limit);
+  if (!in_time) kill(pid, SIGKILL);  // not reaped yet: still this child
+  waiter.join();
+  if (!in_time) return std::nullopt;
+  return status;
+}
+
+void StopPollingIdleClientChannels() {
+  // gRPC's documented setting (doc/environment_variables.md); 0 turns the backup poller off.
+  setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "0", 1);
 }
 
 std::string ServerProcess::Stderr() const { return ReadFileToString(stderr_path_).value_or(""); }

@@ -234,6 +234,11 @@ bool Eventually(F condition, absl::Duration timeout = absl::Seconds(20)) {
   return condition();
 }
 
+// Makes the gRPC clients of this process read a connection only while a call is in progress, as a
+// client between calls may (gRPC's own poll an idle channel every 5 s): such a client does not
+// answer a server's GOAWAY. Call before the process first uses gRPC.
+void StopPollingIdleClientChannels();
+
 // A ratelimit-server child process on port 0 (BinaryPath("ratelimit-server")).
 class ServerProcess {
  public:
@@ -251,6 +256,9 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   // Sends `signal` and waits for the process to exit; returns its exit status (as waitpid).
   int StopWith(int signal);
+  // Sends `signal` and waits at most `limit` for the process to exit: its exit status (as
+  // waitpid), or nullopt when it was still running then (it is killed with SIGKILL).
+  std::optional<int> StopWithin(int signal, absl::Duration limit);
   // Everything the process wrote to standard error so far.
   std::string Stderr() const;
 

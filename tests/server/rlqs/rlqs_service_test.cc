@@ -213,6 +213,19 @@ TEST(RlqsServiceTest, ShutdownSendsTtlZeroThenEndsTheStream) {
   EXPECT_EQ(late.End().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST(RlqsServiceTest, StreamsHaveEndedOnceEachHasEnded) {
+  RlqsTestServer server;
+  server.SetConfig(kConfig);
+  EXPECT_TRUE(server.service().AwaitStreamsEnded(absl::Now()));  // none yet
+  Client c(server);
+  ASSERT_TRUE(c.stream->Write(Usage("edge", {{"tenant", "a"}}, 0, 0, 0)));
+  c.Read();
+  EXPECT_FALSE(server.service().AwaitStreamsEnded(absl::Now()));
+  server.service().Shutdown();
+  EXPECT_TRUE(c.End().ok());
+  EXPECT_TRUE(server.service().AwaitStreamsEnded(absl::Now() + absl::Seconds(60)));
+}
+
 // A client that never reads: what waits for it stays bounded by its buckets, however many
 // divisions are pushed.
 TEST(RlqsServiceTest, AClientThatNeverReadsHoldsAtMostOneActionPerBucket) {

@@ -574,5 +574,17 @@ TEST_F(LoopHealthServiceTest, ShutdownSendsNotServingAndEndsEveryWatch) {
   EXPECT_EQ(response.status(), hv1::HealthCheckResponse::NOT_SERVING);
 }
 
+TEST_F(LoopHealthServiceTest, WatchesHaveEndedOnlyOnceTheServerHasShutDown) {
+  std::unique_ptr<Watch> watch = StartWatch("");
+  EXPECT_EQ(watch->Next(), hv1::HealthCheckResponse::SERVING);
+  health_.Shutdown();
+  EXPECT_EQ(watch->Next(), hv1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(watch->Next(), hv1::HealthCheckResponse::UNKNOWN);  // the stream ended
+  // The next Watch is still requested, waiting for a client.
+  EXPECT_FALSE(health_.AwaitWatchesEnded(absl::Now()));
+  started_->Stop();
+  EXPECT_TRUE(health_.AwaitWatchesEnded(absl::Now()));
+}
+
 }  // namespace
 }  // namespace ratelimit
