@@ -155,6 +155,12 @@ class Limiter {
   void LeaseAsync(const LeaseOperation& op, StateStore::LeaseDone done) {
     store_.ApplyLeaseAsync(op, clock_, std::move(done));
   }
+  // Lease for each of `ops`, one after the other, with one store call (StateStore::
+  // ApplyLeaseBatch: on RocksDB one WAL write). One result per operation, in order.
+  std::vector<absl::StatusOr<LeaseOutcome>> LeaseBatch(
+      absl::Span<const LeaseOperation* const> ops) {
+    return store_.ApplyLeaseBatch(ops, clock_);
+  }
   // Ends every lease of every key of concurrency limit `name` (StateStore::DeleteAllLeases).
   absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
     return store_.DeleteAllLeases(source, name);

@@ -64,6 +64,14 @@ void StateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, L
   std::move(done)(ApplyLease(op, clock));
 }
 
+std::vector<absl::StatusOr<LeaseOutcome>> StateStore::ApplyLeaseBatch(
+    absl::Span<const LeaseOperation* const> ops, const Clock& clock) {
+  std::vector<absl::StatusOr<LeaseOutcome>> results;
+  results.reserve(ops.size());
+  for (const LeaseOperation* op : ops) results.push_back(ApplyLease(*op, clock));
+  return results;
+}
+
 absl::StatusOr<uint64_t> StateStore::DeleteAllLeases(LimitSource /*source*/,
                                                      absl::string_view /*name*/) {
   return absl::UnimplementedError(

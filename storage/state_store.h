@@ -252,6 +252,13 @@ class StateStore {
   // overrides it to free the calling thread during the WAL write.
   virtual void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done);
 
+  // Applies independent lease operations as ApplyLease would one after the other in order (each
+  // all-or-nothing on its own, seeing the effect of the earlier ones); one result per operation,
+  // in order. Default: ApplyLease for each. RocksDB decides them all, then waits once: one WAL
+  // write for the batch. The operations need only live for the call.
+  virtual std::vector<absl::StatusOr<LeaseOutcome>> ApplyLeaseBatch(
+      absl::Span<const LeaseOperation* const> ops, const Clock& clock);
+
   // Ends every lease of every key of concurrency limit `name` of `source`. Returns how many keys
   // had a lease set. Default: UNIMPLEMENTED.
   virtual absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name);

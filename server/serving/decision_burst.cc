@@ -5,6 +5,7 @@
 namespace ratelimit {
 
 void DecisionBurst::Decide(Limiter& limiter) {
+  DecideLeases(limiter);
   if (entries_.empty()) return;
   items_.clear();
   for (const Entry& e : entries_) items_.push_back(BatchItem{e.limits, e.mode});
@@ -20,6 +21,23 @@ void DecisionBurst::Decide(Limiter& limiter) {
   }
   entries.clear();
   entries_.swap(entries);  // keeps the capacity
+}
+
+void DecisionBurst::DecideLeases(Limiter& limiter) {
+  if (leases_.empty()) return;
+  lease_ops_.clear();
+  for (const LeaseEntry& e : leases_) lease_ops_.push_back(e.op);
+  std::vector<absl::StatusOr<LeaseOutcome>> outcomes = limiter.LeaseBatch(lease_ops_);
+  std::vector<LeaseEntry> entries;
+  entries.swap(leases_);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    absl::StatusOr<LeaseOutcome> outcome =
+        i < outcomes.size() ? std::move(outcomes[i])
+                            : absl::InternalError("the store answered fewer operations than given");
+    std::move(entries[i].done)(std::move(outcome));
+  }
+  entries.clear();
+  leases_.swap(entries);  // keeps the capacity
 }
 
 }  // namespace ratelimit

@@ -47,7 +47,12 @@ void DecisionScheduler::DecideAsync(absl::Span<const LimitRequest> limits, Mode 
       });
 }
 
-void DecisionScheduler::DecideLease(const LeaseOperation& op, LeaseDone done) {
+void DecisionScheduler::DecideLease(const LeaseOperation& op, ServingLoop::Burst* burst,
+                                    LeaseDone done) {
+  if (burst != nullptr && limiter_.BatchesDecideLocally()) {
+    static_cast<DecisionBurst*>(burst)->AddLease(op, std::move(done));
+    return;
+  }
   if (executor_ != nullptr && !limiter_.AsyncNeverWaits()) {
     executor_->Run([this, &op, done = std::move(done), tracer = CurrentStoreTracer()]() mutable {
       StateStore::WritesHereScope writes_here;

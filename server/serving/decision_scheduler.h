@@ -56,12 +56,13 @@ class DecisionScheduler {
               Done done);
 
   using LeaseDone = StateStore::LeaseDone;
-  // Decides a lease operation (Limiter::Lease); `done` gets the outcome once it is durable. On a
-  // store that may wait for a peer, with store threads: on a store thread (`done` runs there);
-  // otherwise here through the store's asynchronous path (Limiter::LeaseAsync), `done` running on
-  // the serving thread that called, as for Decide's routes 2 and 3 (a lease never joins a burst).
+  // Decides a lease operation (Limiter::Lease); `done` gets the outcome once it is durable. The
+  // routes of Decide: 1. with a `burst` and a store that decides batches locally, deferred to the
+  // burst's end (Limiter::LeaseBatch); 2. on a store that may wait for a peer, with store
+  // threads: on a store thread (`done` runs there); 3. otherwise here through the store's
+  // asynchronous path (Limiter::LeaseAsync), `done` running on the serving thread that called.
   // `op` and the limits it names must stay valid until `done` has run.
-  void DecideLease(const LeaseOperation& op, LeaseDone done);
+  void DecideLease(const LeaseOperation& op, ServingLoop::Burst* burst, LeaseDone done);
 
   // Runs `work`, which makes synchronous store calls (the methods below), where waiting for the
   // store is allowed: on a store thread when there are any (with the write hint and the calling

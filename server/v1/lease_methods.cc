@@ -60,7 +60,7 @@ struct RateLimitServiceImpl::LeaseCallState {
 
 template <typename Request, typename Response>
 void RateLimitServiceImpl::ServeLeaseCall(
-    LoopCall* loop_call, const char* method, const char* span_name,
+    LoopCall* loop_call, ServingLoop::Burst* burst, const char* method, const char* span_name,
     std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
     void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*)) {
   auto call = std::make_unique<ParsedLoopCall<Request, Response>>(loop_call);
@@ -76,7 +76,7 @@ void RateLimitServiceImpl::ServeLeaseCall(
   // thread with the decision).
   std::unique_ptr<ScopedStoreTracer> tracing = state->rpc.TakeStoreTracerScope();
   const LeaseOperation& operation = state->operation;  // on the heap: stays where it is
-  scheduler_.DecideLease(operation,
+  scheduler_.DecideLease(operation, burst,
                          [this, answer, call = std::move(call),
                           state = std::move(state)](absl::StatusOr<LeaseOutcome> outcome) mutable {
                            state->rpc.StoreFinished(outcome.status());
@@ -169,22 +169,22 @@ void RateLimitServiceImpl::AnswerExtend(LeaseCallState& state, const LeaseOutcom
   }
 }
 
-void RateLimitServiceImpl::OnAcquireCall(LoopCall* call) {
+void RateLimitServiceImpl::OnAcquireCall(LoopCall* call, ServingLoop::Burst* burst) {
   ServeLeaseCall<v1::AcquireRequest, v1::AcquireResponse>(
-      call, "Acquire", "ratelimit.v1.RateLimitService/Acquire",
+      call, burst, "Acquire", "ratelimit.v1.RateLimitService/Acquire",
       &RateLimitServiceImpl::PrepareAcquire, &RateLimitServiceImpl::AnswerAcquire);
 }
 
-void RateLimitServiceImpl::OnReleaseCall(LoopCall* call) {
+void RateLimitServiceImpl::OnReleaseCall(LoopCall* call, ServingLoop::Burst* burst) {
   ServeLeaseCall<v1::ReleaseRequest, v1::ReleaseResponse>(
-      call, "Release", "ratelimit.v1.RateLimitService/Release",
+      call, burst, "Release", "ratelimit.v1.RateLimitService/Release",
       &RateLimitServiceImpl::PrepareRelease, &RateLimitServiceImpl::AnswerRelease);
 }
 
-void RateLimitServiceImpl::OnExtendCall(LoopCall* call) {
+void RateLimitServiceImpl::OnExtendCall(LoopCall* call, ServingLoop::Burst* burst) {
   ServeLeaseCall<v1::ExtendRequest, v1::ExtendResponse>(
-      call, "Extend", "ratelimit.v1.RateLimitService/Extend", &RateLimitServiceImpl::PrepareExtend,
-      &RateLimitServiceImpl::AnswerExtend);
+      call, burst, "Extend", "ratelimit.v1.RateLimitService/Extend",
+      &RateLimitServiceImpl::PrepareExtend, &RateLimitServiceImpl::AnswerExtend);
 }
 
 absl::StatusOr<std::string> RateLimitServiceImpl::AuthorizeAdmin(const grpc::ServerContext& context,

@@ -120,11 +120,11 @@ void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
           [this, call](auto* req, auto* resp) { return HandleBatch(call->context(), req, resp); },
           &scheduler_);
     case kAcquireMethod:
-      return OnAcquireCall(call);
+      return OnAcquireCall(call, burst);
     case kReleaseMethod:
-      return OnReleaseCall(call);
+      return OnReleaseCall(call, burst);
     case kExtendMethod:
-      return OnExtendCall(call);
+      return OnExtendCall(call, burst);
     case kListLeasesMethod:
       return ServeLoopParsed<v1::ListLeasesRequest, v1::ListLeasesResponse>(
           call,

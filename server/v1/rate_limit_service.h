@@ -151,15 +151,14 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   // Acquire, Release and Extend: parsed, prepared (the store operation, or the refusal), decided
   // by DecisionScheduler::DecideLease and answered once durable.
   struct LeaseCallState;
-  void OnAcquireCall(LoopCall* call);
-  void OnReleaseCall(LoopCall* call);
-  void OnExtendCall(LoopCall* call);
+  void OnAcquireCall(LoopCall* call, ServingLoop::Burst* burst);
+  void OnReleaseCall(LoopCall* call, ServingLoop::Burst* burst);
+  void OnExtendCall(LoopCall* call, ServingLoop::Burst* burst);
   template <typename Request, typename Response>
-  void ServeLeaseCall(LoopCall* loop_call, const char* method, const char* span_name,
-                      std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&,
-                                                                                   LeaseCallState&),
-                      void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&,
-                                                           Response*));
+  void ServeLeaseCall(
+      LoopCall* loop_call, ServingLoop::Burst* burst, const char* method, const char* span_name,
+      std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
+      void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*));
   std::optional<grpc::Status> PrepareAcquire(const v1::AcquireRequest& request,
                                              LeaseCallState& state);
   void AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -62,6 +63,34 @@ void RocksDbStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& c
       std::move(done)(std::move(written));
     }
   });
+}
+
+std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
+    absl::Span<const LeaseOperation* const> ops, const Clock& clock) {
+  std::vector<absl::StatusOr<LeaseOutcome>> results(ops.size());
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked();
+  if (!refused.ok()) {
+    results.assign(ops.size(), refused);
+    return results;
+  }
+  std::vector<Pending> pending(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    LeaseOutcome outcome;
+    absl::StatusOr<Pending> queued = DecideLeaseLocked(*ops[i], clock, outcome);
+    if (queued.ok()) {
+      pending[i] = *queued;
+      results[i] = std::move(outcome);
+    } else {
+      results[i] = queued.status();
+    }
+  }
+  // The first wait writes every decision queued above, in one group.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!results[i].ok()) continue;
+    if (absl::Status s = WaitLocked(pending[i]); !s.ok()) results[i] = s;
+  }
+  return results;
 }
 
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "storage/leases/lease.h"
 #include "storage/memory/memory_state_store.h"
 #include "storage/state_store.h"
 
@@ -39,6 +40,16 @@ class ForwardingStore : public StateStore {
   absl::StatusOr<uint64_t> Delete(const StateKey& key) override { return inner_.Delete(key); }
   absl::StatusOr<uint64_t> DeleteAll(LimitSource source, absl::string_view name) override {
     return inner_.DeleteAll(source, name);
+  }
+  absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override {
+    return inner_.ApplyLease(op, clock);
+  }
+  void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override {
+    inner_.ApplyLeaseAsync(op, clock, std::move(done));
+  }
+  std::vector<absl::StatusOr<LeaseOutcome>> ApplyLeaseBatch(
+      absl::Span<const LeaseOperation* const> ops, const Clock& clock) override {
+    return inner_.ApplyLeaseBatch(ops, clock);
   }
   absl::string_view backend_name() const override { return inner_.backend_name(); }
 

@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "storage/leases/lease.h"
 #include "storage/state_store.h"
 #include "tests/support/forwarding_store.h"
 #include "tests/support/test_support.h"
@@ -39,7 +40,21 @@ class CountingStore : public ForwardingStore {
     ForwardingStore::ApplyAsync(op, clock, std::move(done));
   }
   bool BatchesDecideLocally() const override { return batches_local_; }
+  std::vector<absl::StatusOr<LeaseOutcome>> ApplyLeaseBatch(
+      absl::Span<const LeaseOperation* const> ops, const Clock& clock) override {
+    lease_batch_calls.fetch_add(1);
+    lease_batch_ops.fetch_add(static_cast<int>(ops.size()));
+    return ForwardingStore::ApplyLeaseBatch(ops, clock);
+  }
+  void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override {
+    lease_async_calls.fetch_add(1);
+    async_thread = std::this_thread::get_id();
+    ForwardingStore::ApplyLeaseAsync(op, clock, std::move(done));
+  }
 
+  std::atomic<int> lease_batch_calls{0};
+  std::atomic<int> lease_batch_ops{0};
+  std::atomic<int> lease_async_calls{0};
   std::atomic<int> batch_calls{0};
   std::atomic<int> batch_ops{0};
   std::atomic<int> async_calls{0};
@@ -76,6 +91,57 @@ TEST(DecisionSchedulerTest, BurstDecisionsWaitForTheBurstsEndAndShareOneStoreCal
   EXPECT_EQ(store.batch_calls.load(), 1);
   EXPECT_EQ(store.batch_ops.load(), 3);
   EXPECT_EQ(store.async_calls.load(), 0);
+}
+
+// An acquire of one slot of a concurrency limit of 2.
+LeaseOperation AcquireOne(const std::string& lease_id) {
+  LeaseOperation op;
+  op.lease.key = StateKey{"jobs", "k"};
+  op.lease.config.kind = LimitKind::kConcurrency;
+  op.lease.config.capacity = 2;
+  FillLeaseTtlDefaults(op.lease.config);
+  op.lease.ttl_us = op.lease.config.lease_ttl_us;
+  op.lease.lease_id = lease_id;
+  return op;
+}
+
+TEST(DecisionSchedulerTest, BurstLeaseOperationsWaitForTheBurstsEndAndShareOneStoreCall) {
+  FakeClock clock;
+  CountingStore store(/*batches_local=*/true);
+  Limiter limiter(store, clock);
+  DecisionScheduler scheduler(limiter, nullptr);
+  const std::vector<LeaseOperation> ops = {AcquireOne("a"), AcquireOne("b"), AcquireOne("c")};
+  std::unique_ptr<ServingLoop::Burst> burst = scheduler.NewBurst();
+  std::vector<bool> allowed;
+  for (const LeaseOperation& op : ops) {
+    scheduler.DecideLease(op, burst.get(), [&](absl::StatusOr<LeaseOutcome> outcome) {
+      ASSERT_TRUE(outcome.ok()) << outcome.status();
+      allowed.push_back(outcome->allowed);
+    });
+  }
+  EXPECT_TRUE(allowed.empty()) << "decided before the burst ended";
+  scheduler.EndBurst(*burst);
+  // In arrival order, each seeing the earlier ones: 2 slots allow two of three.
+  EXPECT_EQ(allowed, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(store.lease_batch_calls.load(), 1);
+  EXPECT_EQ(store.lease_batch_ops.load(), 3);
+  EXPECT_EQ(store.lease_async_calls.load(), 0);
+}
+
+TEST(DecisionSchedulerTest, WithoutABurstALeaseOperationTakesTheStoresAsynchronousPathHere) {
+  FakeClock clock;
+  CountingStore store(/*batches_local=*/true);
+  Limiter limiter(store, clock);
+  DecisionScheduler scheduler(limiter, nullptr);
+  const LeaseOperation op = AcquireOne("a");
+  std::optional<bool> allowed;
+  scheduler.DecideLease(op, nullptr, [&](absl::StatusOr<LeaseOutcome> outcome) {
+    allowed = outcome.ok() && outcome->allowed;
+  });
+  EXPECT_EQ(allowed, true);
+  EXPECT_EQ(store.lease_async_calls.load(), 1);
+  EXPECT_EQ(store.async_thread, std::this_thread::get_id());
+  EXPECT_EQ(store.lease_batch_calls.load(), 0);
 }
 
 TEST(DecisionSchedulerTest, WithoutABurstADecisionTakesTheStoresAsynchronousPathHere) {

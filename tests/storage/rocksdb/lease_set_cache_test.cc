@@ -180,6 +180,30 @@ TEST_F(LeaseGroupTest, DecisionsOnAHotKeyQueueBehindAWriteAndShareTheNextOne) {
   EXPECT_EQ(list->lease.held, kLater + 1);
 }
 
+TEST_F(LeaseGroupTest, ABatchIsDecidedInOrderAndWrittenTogether) {
+  Open();
+  gate_.Release();  // writes go through at once
+  std::vector<LeaseOperation> ops;
+  for (int i = 0; i < 6; ++i) {
+    ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 4, absl::StrCat("b", i))});
+  }
+  LeaseOp release = LeaseOpOf(LeaseAction::kRelease, 4, "b0");
+  ops.push_back(LeaseOperation{release});
+  std::vector<const LeaseOperation*> pointers;
+  for (const LeaseOperation& op : ops) pointers.push_back(&op);
+  const uint64_t writes_before = store_->group_commit_stats().writes;
+  std::vector<absl::StatusOr<LeaseOutcome>> outcomes = store_->ApplyLeaseBatch(pointers, clock_);
+  ASSERT_EQ(outcomes.size(), ops.size());
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_OK(outcomes[i]);
+    EXPECT_EQ(outcomes[i]->allowed, i < 4) << i;  // 4 slots
+  }
+  ASSERT_OK(outcomes[6]);
+  EXPECT_EQ(outcomes[6]->lease.state, LeaseState::kReleased);
+  EXPECT_EQ(outcomes[6]->lease.held, 3);
+  EXPECT_EQ(store_->group_commit_stats().writes - writes_before, 1u);
+}
+
 TEST_F(LeaseGroupTest, AFailedWriteDropsTheQueuedSets) {
   auto fs = std::make_shared<FaultyFileSystem>();
   Open(fs);
