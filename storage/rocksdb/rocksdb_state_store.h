@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/clock.h"
@@ -273,6 +274,12 @@ class RocksDbStateStore final : public StateStore {
   void DecideChunkLocked(absl::Span<const Operation> ops, const Clock& clock,
                          absl::Span<absl::StatusOr<Outcome>> results, absl::Span<Pending> pending)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // The body of ApplyAsync and ApplyLeaseAsync: under db_mu_ (shared), unless writes are refused,
+  // runs `decide` (which decides under its stripes and queues), then calls `answer` with the
+  // refusal or the decision's error at once, else once its ticket is written
+  // (AnswerWhenWritten).
+  void DecideThenAnswer(absl::FunctionRef<absl::StatusOr<Pending>()> decide,
+                        GroupCommit::Done answer);
   // Calls `answer` once `ticket` is in the WAL (ticket 0: now): here, leading the group write,
   // under a WritesHereScope when no write is in progress; else on the writer thread. The tail of
   // ApplyAsync and ApplyLeaseAsync, outside every stripe.

@@ -5,6 +5,7 @@
 // stripes, wait for (or hand over) the WAL write. See the class comment.
 
 #include <algorithm>
+#include <memory>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -174,7 +175,23 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideOperationLoc
 }
 
 void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
-  Outcome outcome;
+  auto outcome = std::make_unique<Outcome>();
+  Outcome& decided = *outcome;
+  DecideThenAnswer(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideThenAnswer holds db_mu_
+        return DecideOperationLocked(op, clock, decided);
+      },
+      [outcome = std::move(outcome), done = std::move(done)](absl::Status written) mutable {
+        if (written.ok()) {
+          std::move(done)(std::move(*outcome));
+        } else {
+          std::move(done)(std::move(written));
+        }
+      });
+}
+
+void RocksDbStateStore::DecideThenAnswer(absl::FunctionRef<absl::StatusOr<Pending>()> decide,
+                                         GroupCommit::Done answer) {
   absl::StatusOr<Pending> queued;
   {
     absl::ReaderMutexLock db_lock(&db_mu_);
@@ -182,22 +199,15 @@ void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, Appl
     if (!refused.ok()) {
       queued = refused;
     } else {
-      queued = DecideOperationLocked(op, clock, outcome);
+      queued = decide();
       if (queued.ok() && DurableLocked(*queued)) queued->ticket = 0;
     }
   }
   if (!queued.ok()) {
-    std::move(done)(queued.status());
+    std::move(answer)(queued.status());
     return;
   }
-  AnswerWhenWritten(queued->ticket, [outcome = std::move(outcome),
-                                     done = std::move(done)](absl::Status written) mutable {
-    if (written.ok()) {
-      std::move(done)(std::move(outcome));
-    } else {
-      std::move(done)(std::move(written));
-    }
-  });
+  AnswerWhenWritten(queued->ticket, std::move(answer));
 }
 
 void RocksDbStateStore::AnswerWhenWritten(uint64_t ticket, GroupCommit::Done answer) {

@@ -39,30 +39,19 @@ absl::StatusOr<LeaseOutcome> RocksDbStateStore::ApplyLease(const LeaseOperation&
 
 void RocksDbStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock,
                                         LeaseDone done) {
-  LeaseOutcome outcome;
-  absl::StatusOr<Pending> queued;
-  {
-    absl::ReaderMutexLock db_lock(&db_mu_);
-    absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked();
-    if (!refused.ok()) {
-      queued = refused;
-    } else {
-      queued = DecideLeaseLocked(op, clock, outcome);
-      if (queued.ok() && DurableLocked(*queued)) queued->ticket = 0;
-    }
-  }
-  if (!queued.ok()) {
-    std::move(done)(queued.status());
-    return;
-  }
-  AnswerWhenWritten(queued->ticket, [outcome = std::move(outcome),
-                                     done = std::move(done)](absl::Status written) mutable {
-    if (written.ok()) {
-      std::move(done)(std::move(outcome));
-    } else {
-      std::move(done)(std::move(written));
-    }
-  });
+  auto outcome = std::make_unique<LeaseOutcome>();
+  LeaseOutcome& decided = *outcome;
+  DecideThenAnswer(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideThenAnswer holds db_mu_
+        return DecideLeaseLocked(op, clock, decided);
+      },
+      [outcome = std::move(outcome), done = std::move(done)](absl::Status written) mutable {
+        if (written.ok()) {
+          std::move(done)(std::move(*outcome));
+        } else {
+          std::move(done)(std::move(written));
+        }
+      });
 }
 
 std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
