@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -274,12 +275,22 @@ class RocksDbStateStore final : public StateStore {
   void DecideChunkLocked(absl::Span<const Operation> ops, const Clock& clock,
                          absl::Span<absl::StatusOr<Outcome>> results, absl::Span<Pending> pending)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // The body of ApplyAsync and ApplyLeaseAsync: under db_mu_ (shared), unless writes are refused,
-  // runs `decide` (which decides under its stripes and queues), then calls `answer` with the
-  // refusal or the decision's error at once, else once its ticket is written
-  // (AnswerWhenWritten).
-  void DecideThenAnswer(absl::FunctionRef<absl::StatusOr<Pending>()> decide,
-                        GroupCommit::Done answer);
+  // The first half of ApplyAsync and ApplyLeaseAsync: under db_mu_ (shared), unless writes are
+  // refused, runs `decide` (which decides under its stripes and queues). Returns the ticket to
+  // answer after (0: durable already), or the refusal or the decision's error.
+  absl::StatusOr<uint64_t> DecideQueued(absl::FunctionRef<absl::StatusOr<Pending>()> decide);
+  // The second half: the completion that gives `done` the decision's `outcome` once written, or
+  // the error of its failed write.
+  template <typename Outcome, typename Done>
+  static GroupCommit::Done AnswerOnceWritten(Outcome outcome, Done done) {
+    return [outcome = std::move(outcome), done = std::move(done)](absl::Status written) mutable {
+      if (written.ok()) {
+        std::move(done)(std::move(outcome));
+      } else {
+        std::move(done)(std::move(written));
+      }
+    };
+  }
   // Calls `answer` once `ticket` is in the WAL (ticket 0: now): here, leading the group write,
   // under a WritesHereScope when no write is in progress; else on the writer thread. The tail of
   // ApplyAsync and ApplyLeaseAsync, outside every stripe.

@@ -5,7 +5,6 @@
 // stripes, wait for (or hand over) the WAL write. See the class comment.
 
 #include <algorithm>
-#include <memory>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -175,39 +174,27 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideOperationLoc
 }
 
 void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
-  auto outcome = std::make_unique<Outcome>();
-  Outcome& decided = *outcome;
-  DecideThenAnswer(
-      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideThenAnswer holds db_mu_
-        return DecideOperationLocked(op, clock, decided);
-      },
-      [outcome = std::move(outcome), done = std::move(done)](absl::Status written) mutable {
-        if (written.ok()) {
-          std::move(done)(std::move(*outcome));
-        } else {
-          std::move(done)(std::move(written));
-        }
+  Outcome outcome;
+  absl::StatusOr<uint64_t> ticket =
+      DecideQueued([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideQueued holds db_mu_
+        return DecideOperationLocked(op, clock, outcome);
       });
-}
-
-void RocksDbStateStore::DecideThenAnswer(absl::FunctionRef<absl::StatusOr<Pending>()> decide,
-                                         GroupCommit::Done answer) {
-  absl::StatusOr<Pending> queued;
-  {
-    absl::ReaderMutexLock db_lock(&db_mu_);
-    absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked();
-    if (!refused.ok()) {
-      queued = refused;
-    } else {
-      queued = decide();
-      if (queued.ok() && DurableLocked(*queued)) queued->ticket = 0;
-    }
-  }
-  if (!queued.ok()) {
-    std::move(answer)(queued.status());
+  if (!ticket.ok()) {
+    std::move(done)(ticket.status());
     return;
   }
-  AnswerWhenWritten(queued->ticket, std::move(answer));
+  AnswerWhenWritten(*ticket, AnswerOnceWritten(std::move(outcome), std::move(done)));
+}
+
+absl::StatusOr<uint64_t> RocksDbStateStore::DecideQueued(
+    absl::FunctionRef<absl::StatusOr<Pending>()> decide) {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (absl::Status refused = db_ ? WritesAllowed() : NotOpenLocked(); !refused.ok()) {
+    return refused;
+  }
+  absl::StatusOr<Pending> queued = decide();
+  if (!queued.ok()) return queued.status();
+  return DurableLocked(*queued) ? 0 : queued->ticket;
 }
 
 void RocksDbStateStore::AnswerWhenWritten(uint64_t ticket, GroupCommit::Done answer) {

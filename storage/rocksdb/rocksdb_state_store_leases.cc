@@ -39,19 +39,16 @@ absl::StatusOr<LeaseOutcome> RocksDbStateStore::ApplyLease(const LeaseOperation&
 
 void RocksDbStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock,
                                         LeaseDone done) {
-  auto outcome = std::make_unique<LeaseOutcome>();
-  LeaseOutcome& decided = *outcome;
-  DecideThenAnswer(
-      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideThenAnswer holds db_mu_
-        return DecideLeaseLocked(op, clock, decided);
-      },
-      [outcome = std::move(outcome), done = std::move(done)](absl::Status written) mutable {
-        if (written.ok()) {
-          std::move(done)(std::move(*outcome));
-        } else {
-          std::move(done)(std::move(written));
-        }
+  LeaseOutcome outcome;
+  absl::StatusOr<uint64_t> ticket =
+      DecideQueued([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideQueued holds db_mu_
+        return DecideLeaseLocked(op, clock, outcome);
       });
+  if (!ticket.ok()) {
+    std::move(done)(ticket.status());
+    return;
+  }
+  AnswerWhenWritten(*ticket, AnswerOnceWritten(std::move(outcome), std::move(done)));
 }
 
 std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
