@@ -1,5 +1,6 @@
 #include "storage/leases/lease_codec.h"
 
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 
@@ -11,19 +12,29 @@ namespace {
 // The fixed part of one lease: flags, three i64 and three string lengths.
 constexpr size_t kFixedLeaseBytes = 1 + 3 * 8 + 3 * 4;
 
-void PutU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
+// Writes little-endian numbers and length-prefixed strings at a cursor into a buffer sized for
+// them beforehand (EncodedLeaseSetSize).
+class Writer {
+ public:
+  explicit Writer(char* at) : at_(at) {}
+  void U8(uint8_t v) { *at_++ = static_cast<char>(v); }
+  void U32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) *at_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  void I64(int64_t value) {
+    const uint64_t v = static_cast<uint64_t>(value);
+    for (int i = 0; i < 8; ++i) *at_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  void String(const std::string& s) {
+    U32(static_cast<uint32_t>(s.size()));
+    if (!s.empty()) std::memcpy(at_, s.data(), s.size());
+    at_ += s.size();
+  }
+  char* at() const { return at_; }
 
-void PutI64(std::string& out, int64_t value) {
-  const uint64_t v = static_cast<uint64_t>(value);
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-void PutString(std::string& out, const std::string& s) {
-  PutU32(out, static_cast<uint32_t>(s.size()));
-  out.append(s);
-}
+ private:
+  char* at_;
+};
 
 // Reads from the front of `in`; every read fails (false) instead of reading past the end.
 class Reader {
@@ -70,24 +81,36 @@ absl::Status Malformed(absl::string_view what) {
 
 }  // namespace
 
-std::string EncodeLeaseSet(const LeaseSet& set) {
-  std::string out;
+size_t EncodedLeaseSetSize(const LeaseSet& set) {
   size_t size = 5;
   for (const Lease& l : set.leases) {
     size += kFixedLeaseBytes + l.id.size() + l.request_id.size() + l.holder.size();
   }
-  out.reserve(size);
-  out.push_back(static_cast<char>(kLeaseCodecVersion));
-  PutU32(out, static_cast<uint32_t>(set.leases.size()));
+  return size;
+}
+
+void AppendLeaseSet(const LeaseSet& set, std::string* out) {
+  const size_t begin = out->size();
+  const size_t size = EncodedLeaseSetSize(set);
+  out->resize(begin + size);
+  Writer w(out->data() + begin);
+  w.U8(kLeaseCodecVersion);
+  w.U32(static_cast<uint32_t>(set.leases.size()));
   for (const Lease& l : set.leases) {
-    out.push_back(static_cast<char>(l.released ? 1 : 0));
-    PutI64(out, l.count);
-    PutI64(out, l.acquired_at_us);
-    PutI64(out, l.expires_at_us);
-    PutString(out, l.id);
-    PutString(out, l.request_id);
-    PutString(out, l.holder);
+    w.U8(l.released ? 1 : 0);
+    w.I64(l.count);
+    w.I64(l.acquired_at_us);
+    w.I64(l.expires_at_us);
+    w.String(l.id);
+    w.String(l.request_id);
+    w.String(l.holder);
   }
+  assert(w.at() == out->data() + out->size());
+}
+
+std::string EncodeLeaseSet(const LeaseSet& set) {
+  std::string out;
+  AppendLeaseSet(set, &out);
   return out;
 }
 

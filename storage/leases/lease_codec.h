@@ -8,6 +8,7 @@
 // Numbers little-endian, fixed width; each string a u32 length then its bytes. An empty set is
 // the 5 bytes 01 00 00 00 00.
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,10 @@ inline constexpr uint8_t kLeaseCodecVersion = 1;
 
 // The stored bytes of `set`. REQUIRES: every string of every lease is shorter than 4 GiB.
 std::string EncodeLeaseSet(const LeaseSet& set);
+// The same bytes appended to `out` (a store that prefixes them with a header of its own builds
+// the whole value in one string), and their number.
+void AppendLeaseSet(const LeaseSet& set, std::string* out);
+size_t EncodedLeaseSetSize(const LeaseSet& set);
 
 // The set stored as `bytes`; DATA_LOSS for bytes that EncodeLeaseSet did not make (an unknown
 // version, a truncated or overlong encoding, unknown flags, a count outside 1..kMaxSlots). Never

@@ -15,9 +15,10 @@ size_t LeaseSetMemoryBytes(const LeaseSet& set) {
 }
 
 LeaseSetCache::Entry LeaseSetCache::Make(std::shared_ptr<const LeaseSet> set, int64_t expires_at_us,
-                                         uint64_t ticket) {
+                                         uint64_t ticket, size_t record_bytes) {
   Entry entry;
   entry.ticket = ticket;
+  entry.record_bytes = record_bytes;
   if (set != nullptr && !set->leases.empty()) {
     entry.bytes = LeaseSetMemoryBytes(*set);
     entry.expires_at_us = expires_at_us;

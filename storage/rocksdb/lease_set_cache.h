@@ -24,6 +24,9 @@ struct LeaseSetCacheEntry {
   int64_t expires_at_us = 0;
   uint64_t ticket = 0;  // the group-commit ticket that writes it; 0: already stored
   size_t bytes = 0;     // the memory `set` holds (LeaseSetMemoryBytes)
+  // The size of the key's record in RocksDB (lease_record.h: the key's next record keeps it when
+  // it can, to be written in place); 0: no record, or not known.
+  size_t record_bytes = 0;
 
   size_t CacheBytes() const { return bytes; }
 };
@@ -38,8 +41,9 @@ class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
   using TicketedCache::TicketedCache;
 
   // The entry for `set` (null or empty: none stored) whose record expires at `expires_at_us`,
-  // written by `ticket`.
-  static Entry Make(std::shared_ptr<const LeaseSet> set, int64_t expires_at_us, uint64_t ticket);
+  // written by `ticket`, `record_bytes` long (0: no record).
+  static Entry Make(std::shared_ptr<const LeaseSet> set, int64_t expires_at_us, uint64_t ticket,
+                    size_t record_bytes = 0);
 
   // Removes the written entries whose record has expired by `now_us` (as the records' compaction
   // filter drops them from RocksDB).

@@ -220,6 +220,8 @@ class RocksDbStateStore final : public StateStore {
   // Reads a RocksDB integer property of the states column family (e.g.
   // "rocksdb.estimate-pending-compaction-bytes"); 0 if unavailable.
   uint64_t IntProperty(const std::string& property);
+  // The same of the records column family (lease sets, remembered answers, settlements).
+  uint64_t RecordsIntProperty(const std::string& property);
 
  private:
   RocksDbStateStore(const RocksDbStateStoreOptions& options);
@@ -301,11 +303,12 @@ class RocksDbStateStore final : public StateStore {
                                             LeaseOutcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Reads the lease set under `record_key` at `now_us` into `*set` (null: none, or its record
-  // expired): from the cache of lease sets, else RocksDB (then cached). `*depends_on`: raised to
-  // the ticket of a queued set read.
+  // expired) and the size of its record into `*record_bytes` (0: none): from the cache of lease
+  // sets, else RocksDB (then cached). `*depends_on`: raised to the ticket of a queued set read.
   absl::Status ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch, int64_t now_us,
-                                  std::shared_ptr<const LeaseSet>* set, uint64_t* depends_on)
-      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+                                  std::shared_ptr<const LeaseSet>* set, size_t* record_bytes,
+                                  uint64_t* depends_on) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // The writer thread: writes the groups of decisions whose callers did not wait (ApplyAsync).
   void WriterLoop();
   // The body of UpdateWithRecords, under the stripes of the keys and the records.

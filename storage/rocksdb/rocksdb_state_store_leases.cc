@@ -1,8 +1,9 @@
 #include "storage/rocksdb/rocksdb_state_store.h"
 
 // RocksDbStateStore: concurrency limits. A key's lease set is a record of the records column
-// family (storage/leases/apply_lease.h), cached decoded (lease_set_cache.h), decided with the rate
-// limits' states and written through the group with them (see ApplyLease in the header).
+// family (lease_record.h: padded, so that it is rewritten in place), cached decoded
+// (lease_set_cache.h), decided with the rate limits' states and written through the group with
+// them (see ApplyLease in the header).
 
 #include <algorithm>
 #include <memory>
@@ -17,9 +18,8 @@
 #include "storage/apply.h"
 #include "storage/key_hash.h"
 #include "storage/leases/apply_lease.h"
-#include "storage/leases/lease_codec.h"
+#include "storage/rocksdb/lease_record.h"
 #include "storage/rocksdb/rocksdb_recovery.h"
-#include "storage/rocksdb/state_codec.h"
 
 namespace ratelimit {
 
@@ -102,7 +102,9 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // The time is read under the stripes: the decision comes after every one that held them.
   const int64_t now = clock.NowMicros();
   std::shared_ptr<const LeaseSet> set;
-  if (absl::Status s = ReadLeaseSetLocked(record.key, pending.epoch, now, &set, &pending.ticket);
+  size_t record_bytes = 0;
+  if (absl::Status s =
+          ReadLeaseSetLocked(record.key, pending.epoch, now, &set, &record_bytes, &pending.ticket);
       !s.ok()) {
     return s;
   }
@@ -110,28 +112,26 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   outcome =
       DecideLeaseOperation(op, keys, set ? *set : kEmpty, current, now, absl::MakeSpan(writes));
   LeaseDecision& d = outcome.lease;
-  // The set to write, moved out of the decision into the cache (an empty one is deleted).
+  // The set to write (an empty one too: lease_record.h), moved out of the decision into the
+  // cache.
   std::shared_ptr<const LeaseSet> next;
   int64_t expires_at_us = 0;
   std::string value;
-  if (d.write && !d.next.leases.empty()) {
+  if (d.write) {
     expires_at_us = LeaseRecordExpiresAt(op.lease, d.next, now);
-    value = EncodeRecordValue(expires_at_us, EncodeLeaseSet(d.next));
-    next = std::make_shared<const LeaseSet>(std::move(d.next));
+    record_bytes = LeaseRecordBytes(LeaseRecordNeeds(d.next), record_bytes);
+    value = EncodeLeaseRecord(expires_at_us, d.next, record_bytes);
+    if (!d.next.leases.empty()) next = std::make_shared<const LeaseSet>(std::move(d.next));
     d.next = LeaseSet();
   }
   absl::StatusOr<uint64_t> ticket =
       QueueLocked(pending.epoch, encoded, writes, [&](rocksdb::WriteBatch& batch) {
-        if (!d.write) return;
-        if (next == nullptr) {
-          batch.Delete(records_, record.key).PermitUncheckedError();
-        } else {
-          batch.Put(records_, record.key, value).PermitUncheckedError();
-        }
+        if (d.write) batch.Put(records_, record.key, value).PermitUncheckedError();
       });
   if (!ticket.ok()) return ticket.status();
   if (d.write) {
-    lease_cache_->Put(record.key, LeaseSetCache::Make(std::move(next), expires_at_us, *ticket),
+    lease_cache_->Put(record.key,
+                      LeaseSetCache::Make(std::move(next), expires_at_us, *ticket, record_bytes),
                       pending.epoch);
   }
   pending.ticket = std::max(pending.ticket, *ticket);
@@ -141,9 +141,10 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
 absl::Status RocksDbStateStore::ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch,
                                                    int64_t now_us,
                                                    std::shared_ptr<const LeaseSet>* set,
-                                                   uint64_t* depends_on) {
+                                                   size_t* record_bytes, uint64_t* depends_on) {
   if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(record_key, epoch)) {
     *depends_on = std::max(*depends_on, hit->ticket);
+    *record_bytes = hit->record_bytes;
     if (hit->set != nullptr && hit->expires_at_us > now_us) *set = std::move(hit->set);
     return absl::OkStatus();
   }
@@ -154,13 +155,14 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const std::string& record_key
     return absl::OkStatus();
   }
   if (!s.ok()) return FromRocks(s, "get lease set");
-  const auto record = DecodeRecordValue(absl::string_view(value.data(), value.size()));
-  if (!record) return absl::DataLossError("lease set record has a malformed encoding");
-  absl::StatusOr<LeaseSet> decoded = DecodeLeaseSet(record->second);
-  if (!decoded.ok()) return decoded.status();
-  auto stored = std::make_shared<const LeaseSet>(*std::move(decoded));
-  lease_cache_->Put(record_key, LeaseSetCache::Make(stored, record->first, 0), epoch);
-  if (record->first > now_us) *set = std::move(stored);
+  absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
+      DecodeLeaseRecord(absl::string_view(value.data(), value.size()));
+  if (!record.ok()) return record.status();
+  *record_bytes = value.size();
+  auto stored = std::make_shared<const LeaseSet>(std::move(record->second));
+  lease_cache_->Put(record_key, LeaseSetCache::Make(stored, record->first, 0, *record_bytes),
+                    epoch);
+  if (record->first > now_us && !stored->leases.empty()) *set = std::move(stored);
   return absl::OkStatus();
 }
 
@@ -208,8 +210,9 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
       rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, k, &value);
       if (s.IsNotFound()) continue;
       if (!s.ok()) return FromRocks(s, "get lease set");
-      const auto record = DecodeRecordValue(absl::string_view(value.data(), value.size()));
-      if (!record || (record->first > now && LeaseRecordHoldsLeases(record->second))) ++deleted;
+      absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
+          DecodeLeaseRecord(absl::string_view(value.data(), value.size()));
+      if (!record.ok() || (record->first > now && !record->second.leases.empty())) ++deleted;
     }
     absl::StatusOr<uint64_t> ticket = group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
       for (const std::string& k : keys) batch.Delete(records_, k).PermitUncheckedError();

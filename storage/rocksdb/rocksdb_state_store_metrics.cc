@@ -80,6 +80,14 @@ uint64_t RocksDbStateStore::IntProperty(const std::string& property) {
   return v;
 }
 
+uint64_t RocksDbStateStore::RecordsIntProperty(const std::string& property) {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return 0;
+  uint64_t v = 0;
+  if (!db_->GetIntProperty(records_, property, &v)) return 0;
+  return v;
+}
+
 uint64_t RocksDbStateStore::EstimateNumStates() { return IntProperty("rocksdb.estimate-num-keys"); }
 
 uint64_t RocksDbStateStore::LiveSstBytes() { return IntProperty("rocksdb.live-sst-files-size"); }

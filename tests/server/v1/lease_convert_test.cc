@@ -3,7 +3,9 @@
 // converted back. Pure functions, no server.
 #include "server/v1/lease_convert.h"
 
+#include <set>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -232,11 +234,20 @@ TEST(LeaseTargetTest, ListLeasesOfAnInlineLimitNeedsItsConfig) {
 }
 
 TEST(LeaseIdTest, IsThirtyTwoHexDigitsAndUnique) {
-  const std::string a = NewLeaseId();
-  const std::string b = NewLeaseId();
-  EXPECT_EQ(a.size(), 32u);
-  EXPECT_NE(a, b);
-  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  // Ids come from a per-thread pool refilled every 64: 300 ids cross several refills.
+  std::set<std::string> ids;
+  for (int i = 0; i < 300; ++i) {
+    const std::string id = NewLeaseId();
+    EXPECT_EQ(id.size(), 32u);
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    EXPECT_NE(id, std::string(32, '0'));
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 300u);
+  // Another thread draws from a pool of its own.
+  std::string other;
+  std::thread([&] { other = NewLeaseId(); }).join();
+  EXPECT_EQ(ids.count(other), 0u);
 }
 
 TEST(AcquireToProtoTest, ReportsFreeSlotsAndTheDenyingLimitInRequestOrder) {

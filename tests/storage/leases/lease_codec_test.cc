@@ -53,6 +53,14 @@ TEST(LeaseCodecTest, LayoutIsFixedWidthLittleEndian) {
                                std::string("\x01\0\0\0q", 5) +           // request_id
                                std::string("\0\0\0\0", 4);               // holder
   EXPECT_EQ(EncodeLeaseSet(LeaseSet{{l}}), expected);
+  EXPECT_EQ(EncodedLeaseSetSize(LeaseSet{{l}}), expected.size());
+}
+
+TEST(LeaseCodecTest, AppendWritesTheSameBytesAfterWhatIsThere) {
+  std::string out = "header";
+  AppendLeaseSet(Sample(), &out);
+  EXPECT_EQ(out, "header" + EncodeLeaseSet(Sample()));
+  EXPECT_EQ(out.size(), 6 + EncodedLeaseSetSize(Sample()));
 }
 
 TEST(LeaseCodecTest, MalformedBytesAreDataLossNeverACrash) {
