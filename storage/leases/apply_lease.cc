@@ -35,13 +35,12 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
   return absl::OkStatus();
 }
 
-LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys,
-                                  const LeaseSet& set,
+LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                                   absl::Span<const std::optional<State>> current, int64_t now_us,
                                   absl::Span<std::optional<State>> writes) {
   LeaseOutcome outcome;
   outcome.now_us = now_us;
-  LeaseDecision d = DecideLease(op.lease, set, now_us);
+  LeaseDecision d = DecideLease(op.lease, std::move(set), now_us);
   bool rates_allowed = true;
   if (op.lease.action == LeaseAction::kAcquire && !d.replayed && !op.limits.empty()) {
     const Operation rates{op.limits, d.allowed ? Mode::kConsume : Mode::kCheck};
@@ -49,10 +48,11 @@ LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys&
     rates_allowed = rated.allowed;
     outcome.decisions = std::move(rated.decisions);
     if (d.allowed && !rates_allowed) {
-      // Nothing is taken: the lease decided allowed, but is not written.
+      // Nothing is taken: the lease decided allowed, but is not written (DecideLease appended it
+      // to the set: the set as read is the rest).
       d.write = false;
       d.lease.reset();
-      d.next = LeaseSet();
+      d.next.leases.pop_back();
       d.held -= op.lease.count;
       d.free = std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);
     }
@@ -116,7 +116,8 @@ absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const Leas
             if (!stored.ok()) return stored.status();
             set = *std::move(stored);
           }
-          outcome = DecideLeaseOperation(op, keys, set, current, clock.NowMicros(), writes);
+          outcome =
+              DecideLeaseOperation(op, keys, std::move(set), current, clock.NowMicros(), writes);
           const LeaseDecision& d = outcome.lease;
           if (d.write) {
             const int64_t latest = LeaseSetExpiresAt(d.next);

@@ -48,10 +48,10 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op);
 // limits with storage/apply DecideOperation (mode kConsume when the lease is allowed, else kCheck
 // so that the decisions report balances as they are), their states to write in `writes` (only
 // when everything allowed). A rate denial takes no slot: lease.write false, lease.lease unset,
-// held and free as before. The store writes outcome.lease.next when outcome.lease.write.
+// held and free as before, lease.next the set as read. The store writes outcome.lease.next when
+// outcome.lease.write. `set` is taken by value, as DecideLease takes it.
 // REQUIRES: ValidateLeaseOperation(op) is OK.
-LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys,
-                                  const LeaseSet& set,
+LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                                   absl::Span<const std::optional<State>> current, int64_t now_us,
                                   absl::Span<std::optional<State>> writes);
 

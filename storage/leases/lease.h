@@ -108,14 +108,18 @@ struct LeaseDecision {
   std::vector<Lease> held_leases;
   // Whether `next` must be written (false: leave the stored set as it is).
   bool write = false;
-  // The set to store when `write`: expired leases dropped, released ones without a request_id
-  // dropped, released ones with a request_id kept until their expiry. Empty: delete the set.
-  // A store may move it out when it writes it (RocksDB does): in a LeaseOutcome a store returns,
-  // it is unspecified.
+  // The set after the decision: expired leases dropped, released ones without a request_id
+  // dropped, released ones with a request_id kept until their expiry. When `write`, the set to
+  // store (empty: every slot free; a store deletes it or stores it empty). Otherwise the set as
+  // read at now_us, which reads the same as the stored one from then on: a store that keeps
+  // decoded sets in memory may keep this one instead. A store may move it out (RocksDB does): in
+  // a LeaseOutcome a store returns, it is unspecified.
   LeaseSet next;
 };
 
-// Decides `op` on the key's lease set `current` at `now_us`. Pure. A lease is held while
+// Decides `op` on the key's lease set `current` at `now_us`. Pure. `current` is taken by value:
+// a caller that owns the set moves it in, and the leases are moved into `next`, never copied. A
+// lease is held while
 // now_us < expires_at_us and it is not released. Every decision that writes drops expired leases.
 // kReset writes an empty set. REQUIRES: op is valid (see LeaseOp).
 //
@@ -148,9 +152,9 @@ struct LeaseDecision {
 //  - kReset: every lease ends; writes the empty set; held = 0.
 // `allowed` is true for kRelease, kExtend, kList and kReset whatever they found. held and free
 // are those after the decision (free = max(0, capacity - held); held can exceed capacity after
-// the capacity was lowered). `next`, when written, is the kept leases after the action (the set
-// a store deletes when empty).
-LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t now_us);
+// the capacity was lowered). `next` is the kept leases after the action: when written, the set
+// to store (a store deletes it, or stores it empty, when it is empty).
+LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us);
 
 // Checks what LeaseOp REQUIRES: INVALID_ARGUMENT naming the field after `field_prefix`
 // ("config.capacity", "count", "ttl", "lease_id") when it does not hold. kAcquire needs a

@@ -21,18 +21,23 @@ struct ReadSet {
   int64_t expired_unreleased = 0;
 };
 
-ReadSet Read(const LeaseSet& current, int64_t now_us) {
+// Takes the leases of `current` (moved, in order: nothing is copied).
+ReadSet Read(LeaseSet current, int64_t now_us) {
   ReadSet r;
-  r.kept.reserve(current.leases.size() + 1);
-  for (const Lease& l : current.leases) {
+  r.kept = std::move(current.leases);
+  size_t out = 0;
+  for (size_t i = 0; i < r.kept.size(); ++i) {
+    Lease& l = r.kept[i];
     if (now_us >= l.expires_at_us) {
       if (!l.released) ++r.expired_unreleased;
       continue;
     }
     if (l.released && l.request_id.empty()) continue;
     if (!l.released) r.held += l.count;
-    r.kept.push_back(l);
+    if (out != i) r.kept[out] = std::move(l);
+    ++out;
   }
+  r.kept.resize(out);
   return r;
 }
 
@@ -76,8 +81,8 @@ int FindHeld(const std::vector<Lease>& kept, const std::string& id) {
 
 }  // namespace
 
-LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t now_us) {
-  ReadSet r = Read(current, now_us);
+LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
+  ReadSet r = Read(std::move(current), now_us);
   const int64_t capacity = static_cast<int64_t>(op.config.capacity.value_or(0));
   LeaseDecision d;
   d.expired_unreleased = r.expired_unreleased;
@@ -92,6 +97,7 @@ LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t no
             d.lease = l;
             d.held = r.held;
             d.free = std::max<int64_t>(0, capacity - r.held);
+            d.next.leases = std::move(r.kept);
             return d;
           }
         }
@@ -154,7 +160,7 @@ LeaseDecision DecideLease(const LeaseOp& op, const LeaseSet& current, int64_t no
   }
   d.held = r.held;
   d.free = std::max<int64_t>(0, capacity - r.held);
-  if (d.write) d.next.leases = std::move(r.kept);
+  d.next.leases = std::move(r.kept);
   return d;
 }
 

@@ -14,7 +14,7 @@ size_t LeaseSetMemoryBytes(const LeaseSet& set) {
   return bytes;
 }
 
-LeaseSetCache::Entry LeaseSetCache::Make(std::shared_ptr<const LeaseSet> set, int64_t expires_at_us,
+LeaseSetCache::Entry LeaseSetCache::Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us,
                                          uint64_t ticket, size_t record_bytes) {
   Entry entry;
   entry.ticket = ticket;

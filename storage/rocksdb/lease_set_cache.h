@@ -18,8 +18,9 @@
 namespace ratelimit {
 
 struct LeaseSetCacheEntry {
-  // The set as stored; null: no set is stored (every slot free).
-  std::shared_ptr<const LeaseSet> set;
+  // The set as stored; null: no set is stored (every slot free). Read and changed only under the
+  // stripe of its key (a decision on the key moves its leases out and refills it).
+  std::shared_ptr<LeaseSet> set;
   // When the set's record expires (it reads as absent from then on); 0 with no set.
   int64_t expires_at_us = 0;
   uint64_t ticket = 0;  // the group-commit ticket that writes it; 0: already stored
@@ -42,7 +43,7 @@ class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
 
   // The entry for `set` (null or empty: none stored) whose record expires at `expires_at_us`,
   // written by `ticket`, `record_bytes` long (0: no record).
-  static Entry Make(std::shared_ptr<const LeaseSet> set, int64_t expires_at_us, uint64_t ticket,
+  static Entry Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us, uint64_t ticket,
                     size_t record_bytes = 0);
 
   // Removes the written entries whose record has expired by `now_us` (as the records' compaction

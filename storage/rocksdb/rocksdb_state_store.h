@@ -302,13 +302,13 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,
                                             LeaseOutcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Reads the lease set under `record_key` at `now_us` into `*set` (null: none, or its record
-  // expired) and the size of its record into `*record_bytes` (0: none): from the cache of lease
-  // sets, else RocksDB (then cached). `*depends_on`: raised to the ticket of a queued set read.
+  // Reads the lease set under `record_key` at `now_us` into `*read`, the key's cache entry (its
+  // set null: none, or its record expired; the set is the cached object itself): from the cache
+  // of lease sets, else RocksDB (then cached). `*depends_on`: raised to the ticket of a queued set
+  // read.
   absl::Status ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch, int64_t now_us,
-                                  std::shared_ptr<const LeaseSet>* set, size_t* record_bytes,
-                                  uint64_t* depends_on) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+                                  LeaseSetCache::Entry* read, uint64_t* depends_on)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // The writer thread: writes the groups of decisions whose callers did not wait (ApplyAsync).
   void WriterLoop();
   // The body of UpdateWithRecords, under the stripes of the keys and the records.

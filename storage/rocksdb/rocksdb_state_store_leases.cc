@@ -101,29 +101,35 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   }
   // The time is read under the stripes: the decision comes after every one that held them.
   const int64_t now = clock.NowMicros();
-  std::shared_ptr<const LeaseSet> set;
-  size_t record_bytes = 0;
-  if (absl::Status s =
-          ReadLeaseSetLocked(record.key, pending.epoch, now, &set, &record_bytes, &pending.ticket);
+  LeaseSetCache::Entry read;
+  if (absl::Status s = ReadLeaseSetLocked(record.key, pending.epoch, now, &read, &pending.ticket);
       !s.ok()) {
     return s;
   }
-  static const LeaseSet kEmpty;
-  outcome =
-      DecideLeaseOperation(op, keys, set ? *set : kEmpty, current, now, absl::MakeSpan(writes));
+  // The decision takes the leases of the cached set (moved, never copied): under the key's stripe
+  // nothing else reads that set, and before the stripe is freed it holds the set after the
+  // decision and its entry is put again (or, when the group refused the write below, the entry
+  // is of an epoch no decision reads any more).
+  LeaseSet taken;
+  if (read.set != nullptr) taken = std::move(*read.set);
+  outcome = DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes));
   LeaseDecision& d = outcome.lease;
-  // The set to write (an empty one too: lease_record.h), moved out of the decision into the
-  // cache.
-  std::shared_ptr<const LeaseSet> next;
-  int64_t expires_at_us = 0;
+  // The record to write (an empty set too: lease_record.h).
+  int64_t expires_at_us = read.expires_at_us;
+  size_t record_bytes = read.record_bytes;
   std::string value;
   if (d.write) {
     expires_at_us = LeaseRecordExpiresAt(op.lease, d.next, now);
-    record_bytes = LeaseRecordBytes(LeaseRecordNeeds(d.next), record_bytes);
+    record_bytes = LeaseRecordBytes(LeaseRecordNeeds(d.next), read.record_bytes);
     value = EncodeLeaseRecord(expires_at_us, d.next, record_bytes);
-    if (!d.next.leases.empty()) next = std::make_shared<const LeaseSet>(std::move(d.next));
-    d.next = LeaseSet();
   }
+  // The set after the decision, for the cache: in the object the decision took its leases from.
+  std::shared_ptr<LeaseSet> next;
+  if (read.set != nullptr || !d.next.leases.empty()) {
+    next = read.set != nullptr ? std::move(read.set) : std::make_shared<LeaseSet>();
+    *next = std::move(d.next);
+  }
+  d.next = LeaseSet();
   absl::StatusOr<uint64_t> ticket =
       QueueLocked(pending.epoch, encoded, writes, [&](rocksdb::WriteBatch& batch) {
         if (d.write) batch.Put(records_, record.key, value).PermitUncheckedError();
@@ -133,36 +139,41 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
     lease_cache_->Put(record.key,
                       LeaseSetCache::Make(std::move(next), expires_at_us, *ticket, record_bytes),
                       pending.epoch);
+  } else if (next != nullptr) {
+    // Nothing written: the same record, its set as read (lease.h: LeaseDecision::next).
+    lease_cache_->Put(
+        record.key,
+        LeaseSetCache::Make(std::move(next), read.expires_at_us, read.ticket, read.record_bytes),
+        pending.epoch);
   }
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
 }
 
 absl::Status RocksDbStateStore::ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch,
-                                                   int64_t now_us,
-                                                   std::shared_ptr<const LeaseSet>* set,
-                                                   size_t* record_bytes, uint64_t* depends_on) {
+                                                   int64_t now_us, LeaseSetCache::Entry* read,
+                                                   uint64_t* depends_on) {
   if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(record_key, epoch)) {
     *depends_on = std::max(*depends_on, hit->ticket);
-    *record_bytes = hit->record_bytes;
-    if (hit->set != nullptr && hit->expires_at_us > now_us) *set = std::move(hit->set);
+    *read = *std::move(hit);
+    if (read->expires_at_us <= now_us) read->set = nullptr;
     return absl::OkStatus();
   }
   rocksdb::PinnableSlice value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, record_key, &value);
   if (s.IsNotFound()) {
-    lease_cache_->Put(record_key, LeaseSetCache::Make(nullptr, 0, 0), epoch);
+    *read = LeaseSetCache::Make(nullptr, 0, 0);
+    lease_cache_->Put(record_key, *read, epoch);
     return absl::OkStatus();
   }
   if (!s.ok()) return FromRocks(s, "get lease set");
   absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
       DecodeLeaseRecord(absl::string_view(value.data(), value.size()));
   if (!record.ok()) return record.status();
-  *record_bytes = value.size();
-  auto stored = std::make_shared<const LeaseSet>(std::move(record->second));
-  lease_cache_->Put(record_key, LeaseSetCache::Make(stored, record->first, 0, *record_bytes),
-                    epoch);
-  if (record->first > now_us && !stored->leases.empty()) *set = std::move(stored);
+  *read = LeaseSetCache::Make(std::make_shared<LeaseSet>(std::move(record->second)), record->first,
+                              0, value.size());
+  lease_cache_->Put(record_key, *read, epoch);
+  if (read->expires_at_us <= now_us) read->set = nullptr;
   return absl::OkStatus();
 }
 

@@ -46,6 +46,29 @@ Lease Held(std::string id, int64_t count, int64_t expires_at, std::string reques
   return l;
 }
 
+TEST(LeaseAlgebraTest, ASetMovedInIsMovedIntoNextNotCopied) {
+  // Ids longer than a string's inline buffer: a copy would allocate, a move keeps the buffer.
+  LeaseSet current{{Held("expired-lease-id-of-thirty-two-ch", 1, kNow),
+                    Held("held-lease-id-of-thirty-two-chars", 1, kNow + 5)}};
+  const char* held_id = current.leases[1].id.data();
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kAcquire, 1, "c"), std::move(current), kNow);
+  ASSERT_TRUE(d.write);
+  ASSERT_EQ(d.next.leases.size(), 2u);  // the expired lease dropped, the new one appended
+  EXPECT_EQ(d.next.leases[0].id.data(), held_id);
+}
+
+TEST(LeaseAlgebraTest, WithoutAWriteNextIsTheSetAsRead) {
+  const LeaseSet current{{Held("gone", 1, kNow), Held("a", 2, kNow + 5), Held("b", 1, kNow + 7)}};
+  // Denied (3 of 3 slots held), a release of an unknown lease, a list and a check: nothing is
+  // written, and `next` is the set read at now (the expired lease dropped).
+  for (const LeaseOp& op : {Op(LeaseAction::kAcquire, 1, "c"), Op(LeaseAction::kRelease, 1, "nope"),
+                            Op(LeaseAction::kList), Op(LeaseAction::kCheck, 1)}) {
+    const LeaseDecision d = DecideLease(op, current, kNow);
+    EXPECT_FALSE(d.write);
+    EXPECT_THAT(d.next.leases, ElementsAre(current.leases[1], current.leases[2]));
+  }
+}
+
 TEST(LeaseAlgebraTest, AcquireTakesSlotsAndAppendsTheLease) {
   LeaseOp op = Op(LeaseAction::kAcquire, 2, "b");
   op.holder = "worker-1";

@@ -129,8 +129,7 @@ class LeaseRecordStoreTest : public ::testing::Test {
   void Pairs(int pairs, const std::string& key) {
     for (int i = 0; i < pairs; ++i) {
       const std::string id = absl::StrCat("pair-", key, "-", i);
-      ASSERT_TRUE(
-          Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, id, "jobs", key)).allowed);
+      ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, id, "jobs", key)).allowed);
       ASSERT_EQ(Apply(LeaseOpOf(LeaseAction::kRelease, 1000, id, "jobs", key)).lease.state,
                 LeaseState::kReleased);
     }
@@ -155,8 +154,8 @@ TEST_F(LeaseRecordStoreTest, DecisionsOnAKeyRewriteItsOneMemtableEntry) {
   // size class, so far fewer than one per decision.
   const uint64_t before = MemtableEntries();
   for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, absl::StrCat("g", i), "jobs", "big"))
-                    .allowed);
+    ASSERT_TRUE(
+        Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, absl::StrCat("g", i), "jobs", "big")).allowed);
   }
   for (int i = 0; i < 40; ++i) {
     Apply(LeaseOpOf(LeaseAction::kRelease, 1000, absl::StrCat("g", i), "jobs", "big"));
@@ -198,14 +197,14 @@ TEST_F(LeaseRecordStoreTest, ARecordOfAnEarlierVersionIsReadAndRewritten) {
   old.leases.push_back(l);
   const LeaseOp list = LeaseOpOf(LeaseAction::kList, 2, "", "jobs", "legacy");
   const RecordSpec record{LeaseRecordKey(list.key), clock_.NowMicros() + 100 * kLeaseTtl};
-  ASSERT_TRUE(store_
-                  ->UpdateWithRecords(
-                      {}, absl::MakeConstSpan(&record, 1), clock_,
-                      [&](auto, auto, auto, absl::Span<std::optional<std::string>> writes) {
-                        writes[0] = EncodeLeaseSet(old);
-                        return absl::OkStatus();
-                      })
-                  .ok());
+  ASSERT_TRUE(
+      store_
+          ->UpdateWithRecords({}, absl::MakeConstSpan(&record, 1), clock_,
+                              [&](auto, auto, auto, absl::Span<std::optional<std::string>> writes) {
+                                writes[0] = EncodeLeaseSet(old);
+                                return absl::OkStatus();
+                              })
+          .ok());
   Open();  // nothing cached: read from RocksDB
   EXPECT_EQ(Apply(list).lease.held, 1);
   ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "new", "jobs", "legacy")).allowed);

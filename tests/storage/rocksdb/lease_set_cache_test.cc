@@ -53,7 +53,7 @@ class UncachedRocksDbLeaseEnv {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(UncachedRocksDb, LeaseStoreContractTest, UncachedRocksDbLeaseEnv);
 
-std::shared_ptr<const LeaseSet> SetOf(int leases, int64_t expires_at_us) {
+std::shared_ptr<LeaseSet> SetOf(int leases, int64_t expires_at_us) {
   auto set = std::make_shared<LeaseSet>();
   for (int i = 0; i < leases; ++i) {
     Lease l;
