@@ -144,6 +144,8 @@ cleanup() {
   for dir in "${CLEANUP_CLUSTERS[@]}"; do
     "$ROOT/deploy/redis/stop-cluster.sh" "$dir" >&2 || true
   done
+  # The CPU quota's cgroup of section 9 (LEASE_SERVER_CPU), empty once its server has exited.
+  if declare -F release_server_cpu >/dev/null; then release_server_cpu; fi
   rm -rf "$WORK" "${CLEANUP_DIRS[@]}"
 }
 trap cleanup EXIT

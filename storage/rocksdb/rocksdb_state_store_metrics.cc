@@ -72,20 +72,25 @@ std::vector<StateStore::MetricFamily> RocksDbStateStore::MetricFamilies() {
   };
 }
 
+namespace {
+
+// A RocksDB integer property of `family`; 0 when the database is closed or it is unavailable.
+uint64_t IntPropertyOf(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family,
+                       const std::string& property) {
+  uint64_t v = 0;
+  return db != nullptr && db->GetIntProperty(family, property, &v) ? v : 0;
+}
+
+}  // namespace
+
 uint64_t RocksDbStateStore::IntProperty(const std::string& property) {
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return 0;
-  uint64_t v = 0;
-  if (!db_->GetIntProperty(states_, property, &v)) return 0;
-  return v;
+  return IntPropertyOf(db_.get(), states_, property);
 }
 
 uint64_t RocksDbStateStore::RecordsIntProperty(const std::string& property) {
   absl::ReaderMutexLock db_lock(&db_mu_);
-  if (!db_) return 0;
-  uint64_t v = 0;
-  if (!db_->GetIntProperty(records_, property, &v)) return 0;
-  return v;
+  return IntPropertyOf(db_.get(), records_, property);
 }
 
 uint64_t RocksDbStateStore::EstimateNumStates() { return IntProperty("rocksdb.estimate-num-keys"); }
