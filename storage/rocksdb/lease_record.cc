@@ -33,14 +33,17 @@ size_t LeaseRecordBytes(size_t needed, size_t current) {
 }
 
 std::string EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes) {
-  const size_t set_bytes = EncodedLeaseSetSize(set);
-  assert(record_bytes >= kHeaderBytes + set_bytes);
   std::string out;
   out.reserve(record_bytes);
   out.append(EncodeRecordValue(expires_at_us, {}));
   out.push_back(kPadded);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((set_bytes >> (8 * i)) & 0xff));
+  out.append(4, '\0');  // the set's length, known once it is appended
   AppendLeaseSet(set, &out);
+  const size_t set_bytes = out.size() - kHeaderBytes;
+  for (int i = 0; i < 4; ++i) {
+    out[kHeaderBytes - 4 + i] = static_cast<char>((set_bytes >> (8 * i)) & 0xff);
+  }
+  assert(record_bytes >= out.size());
   out.resize(std::max(record_bytes, out.size()), '\0');
   return out;
 }

@@ -135,16 +135,13 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
         if (d.write) batch.Put(records_, record.key, value).PermitUncheckedError();
       });
   if (!ticket.ok()) return ticket.status();
-  if (d.write) {
+  // Nothing written: the same record (expiry, size and ticket as read), its set as read (lease.h:
+  // LeaseDecision::next).
+  if (d.write || next != nullptr) {
     lease_cache_->Put(record.key,
-                      LeaseSetCache::Make(std::move(next), expires_at_us, *ticket, record_bytes),
+                      LeaseSetCache::Make(std::move(next), expires_at_us,
+                                          d.write ? *ticket : read.ticket, record_bytes),
                       pending.epoch);
-  } else if (next != nullptr) {
-    // Nothing written: the same record, its set as read (lease.h: LeaseDecision::next).
-    lease_cache_->Put(
-        record.key,
-        LeaseSetCache::Make(std::move(next), read.expires_at_us, read.ticket, read.record_bytes),
-        pending.epoch);
   }
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
