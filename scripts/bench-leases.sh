@@ -1,24 +1,31 @@
 # Section 9 of scripts/bench.sh, concurrency limits end to end (sourced by it, not run): the
-# functions below use its settings and helpers (WORK, LOADGEN, LEASE_LOADGEN, PIDS, PIN_CLIENT,
-# CONCURRENCY, DURATION, WARMUP, LOADGEN_FLAGS, log, die, check_idle, start_server, stop_server,
-# run_load).
+# functions below use its settings and helpers (ROOT, WORK, LOADGEN, LEASE_LOADGEN, PIDS,
+# CLEANUP_CLUSTERS, PIN_CLIENT, CONCURRENCY, DURATION, WARMUP, LOADGEN_FLAGS, log, die,
+# check_idle, start_server, stop_server, run_load; free_port_pairs of bench-lib.sh).
 #
-# leases_section prints one markdown section on stdout: against one ratelimit-server on RocksDB,
+# leases_section prints one markdown section per store on stdout: against one ratelimit-server on
+# RocksDB, then against one on a local Redis Cluster (--store=redis; 3 primaries and 3 replicas,
+# deploy/redis/start-cluster.sh on free ports, as section 8 starts its own, stopped once measured),
 # v1 Consume (the load generator, exactly as section 3 drives it: CONCURRENCY calls in flight,
 # LOADGEN_FLAGS, an inline token bucket nothing is denied by) and acquire+release pairs
 # (bench/lease_loadgen.cc: the same slots, threads and channels, each slot an Acquire of one slot
 # of an inline concurrency limit of 1e9 slots, then the Release of its lease), on one hot key and
 # on 10,000 keys; LEASE_ROUNDS rounds alternating the four (each round starts one later), medians,
-# and a pair's rate over Consume's (the issue's target: at least one half, a pair being two
-# decisions). It also reports the server's CPU per decision and each side's share of its core:
-# on 2 CPUs the load generator's core can be the limit before the server's.
+# and a pair's rate over Consume's (the issue's target, on RocksDB: at least one half, a pair
+# being two decisions). It also reports the server's CPU per decision and each side's share of
+# its core (and the Redis nodes' cores): on 2 CPUs the load generator's core can be the limit
+# before the server's. Results: $WORK/lease.STORE.TARGET.ROUND.json, cores used:
+# $WORK/cpu.STORE.TARGET.ROUND.json; LEASE_RATIOS: RocksDB's two ratios (hot key, LEASE_KEYS).
 # Environment (defaults): LEASE_ROUNDS (3), LEASE_KEYS (10000: the many-keys case),
-# LEASE_SERVER_CPU (empty: the server has its core; a fraction such as 0.5: the server is held to
-# that share of a core by a CPU quota, so that it, not the load generator, is the limit of every
-# run and the rates compare the server's own costs; needs root and cgroup v1's cpu controller).
+# LEASE_STORES ("rocksdb redis": the stores measured, either alone; redis needs redis-server and
+# redis-cli), LEASE_SERVER_CPU (empty: the server has its core; a fraction such as 0.5: the
+# server, on either store, is held to that share of a core by a CPU quota, so that it, not the
+# load generator, is the limit of every run and the rates compare the server's own costs; needs
+# root and cgroup v1's cpu controller; the Redis nodes are not held).
 
 LEASE_ROUNDS=${LEASE_ROUNDS:-3}
 LEASE_KEYS=${LEASE_KEYS:-10000}
+LEASE_STORES=${LEASE_STORES:-rocksdb redis}
 LEASE_SERVER_CPU=${LEASE_SERVER_CPU:-}
 LEASE_CGROUP=""
 
@@ -57,12 +64,14 @@ run_lease_load() {
     die "lease pairs answered errors, refusals or NOT_HELD: $(cat "$out")"
 }
 
-# server_cpu_seconds: the user + system CPU seconds SERVER_PID has used.
-server_cpu_seconds() {
-  local stat
-  read -ra stat <"/proc/$SERVER_PID/stat"
-  awk -v u="${stat[13]}" -v s="${stat[14]}" -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.3f", (u + s) / hz }'
+# cpu_seconds PID...: the user + system CPU seconds the processes PID... have used (0 for none).
+cpu_seconds() {
+  local pid stat ticks=0
+  for pid in "$@"; do
+    read -ra stat <"/proc/$pid/stat"
+    ticks=$((ticks + stat[13] + stat[14]))
+  done
+  awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", t / hz }'
 }
 
 # children_cpu: sets CHILDREN_CPU to the user + system CPU seconds of this shell's waited-for
@@ -77,46 +86,98 @@ children_cpu() {
   }' "$WORK/times")
 }
 
-leases_section() {
-  local targets=(consume1 pairs1 "consume$LEASE_KEYS" "pairs$LEASE_KEYS") round j target
-  local s0 c0 t0 s1 c1 t1
+# leases_start_cluster: a 3+3 Redis Cluster on six free ports (and their bus ports) in
+# $WORK/lease-cluster; sets LEASE_CLUSTER, LEASE_SEEDS and LEASE_REDIS_PIDS (its nodes). Stopped
+# by leases_measure, or by bench.sh's cleanup when the run ends first.
+leases_start_cluster() {
+  local ports pidfile
+  read -r -a ports < <(free_port_pairs 6 10000)
+  ((${#ports[@]} == 6)) || die "no six free ports for the Redis Cluster"
+  LEASE_CLUSTER=$WORK/lease-cluster
+  CLEANUP_CLUSTERS+=("$LEASE_CLUSTER")
+  log "leases: starting a 3+3 Redis Cluster on ports ${ports[*]}"
+  # shellcheck disable=SC2153  # ROOT is bench.sh's (not limit_server_cpu's root)
+  LEASE_SEEDS=$("$ROOT/deploy/redis/start-cluster.sh" "$LEASE_CLUSTER" "${ports[@]}") ||
+    die "the Redis Cluster did not start (deploy/redis/start-cluster.sh)"
+  LEASE_REDIS_PIDS=()
+  for pidfile in "$LEASE_CLUSTER"/*/redis.pid; do LEASE_REDIS_PIDS+=("$(<"$pidfile")"); done
+}
+
+# leases_measure STORE: LEASE_ROUNDS rounds of the four runs against one ratelimit-server on STORE
+# (rocksdb, or redis on a new Redis Cluster); each run's result in
+# $WORK/lease.STORE.TARGET.ROUND.json and the cores the server, the load generator and the Redis
+# nodes used in $WORK/cpu.STORE.TARGET.ROUND.json.
+leases_measure() {
+  local store=$1 targets=(consume1 pairs1 "consume$LEASE_KEYS" "pairs$LEASE_KEYS") round j target
+  local flags=() redis_pids=() out s0 c0 r0 t0 s1 c1 r1 t1
+  if [[ $store == redis ]]; then
+    leases_start_cluster
+    flags=(--store=redis --redis_address="$LEASE_SEEDS")
+    redis_pids=("${LEASE_REDIS_PIDS[@]}")
+  fi
   check_idle
-  start_server real "$WORK/server.leases.log"
+  start_server real "$WORK/server.leases.$store.log" "${flags[@]}"
   [[ -z $LEASE_SERVER_CPU ]] || limit_server_cpu
   for ((round = 1; round <= LEASE_ROUNDS; round++)); do
     for ((j = 0; j < ${#targets[@]}; j++)); do
       target=${targets[(j + round - 1) % ${#targets[@]}]}
-      log "leases, round $round/$LEASE_ROUNDS: $target"
+      out=$WORK/lease.$store.$target.$round.json
+      log "leases ($store), round $round/$LEASE_ROUNDS: $target"
       children_cpu
-      s0=$(server_cpu_seconds) c0=$CHILDREN_CPU t0=$EPOCHREALTIME
+      s0=$(cpu_seconds "$SERVER_PID") c0=$CHILDREN_CPU r0=$(cpu_seconds "${redis_pids[@]}")
+      t0=$EPOCHREALTIME
       case $target in
-        consume*) run_load "$WORK/lease.$target.$round.json" "${target#consume}" ;;
-        pairs*) run_lease_load "$WORK/lease.$target.$round.json" "${target#pairs}" ;;
+        consume*) run_load "$out" "${target#consume}" ;;
+        pairs*) run_lease_load "$out" "${target#pairs}" ;;
       esac
       children_cpu
-      s1=$(server_cpu_seconds) c1=$CHILDREN_CPU t1=$EPOCHREALTIME
+      s1=$(cpu_seconds "$SERVER_PID") c1=$CHILDREN_CPU r1=$(cpu_seconds "${redis_pids[@]}")
+      t1=$EPOCHREALTIME
       # The share of a core each used over the run (warm-up included, at the same load).
-      awk -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" \
-        'BEGIN { printf "{\"server\": %.3f, \"client\": %.3f}\n", (s1 - s0) / (t1 - t0), (c1 - c0) / (t1 - t0) }' \
-        >"$WORK/cpu.$target.$round.json"
+      awk -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" -v r0="$r0" -v r1="$r1" -v t0="$t0" \
+        -v t1="$t1" 'BEGIN { d = t1 - t0
+          printf "{\"server\": %.3f, \"client\": %.3f, \"redis\": %.3f}\n",
+            (s1 - s0) / d, (c1 - c0) / d, (r1 - r0) / d }' >"$WORK/cpu.$store.$target.$round.json"
     done
   done
   stop_server
   release_server_cpu
-  # lease_median TARGET FIELD: the median over the rounds of FIELD of TARGET's results.
-  lease_median() {
-    cat "$WORK"/"${3:-lease}"."$1".*.json | jq -s --arg f "$2" \
-      'map(.[$f]) | sort | if length % 2 == 1 then .[length / 2 | floor]
-                           else (.[length / 2 - 1] + .[length / 2]) / 2 end'
-  }
-  echo "### Concurrency limits end to end: acquire+release pairs beside Consume (RocksDB)"
+  if [[ $store == redis ]]; then
+    # Idle nodes would still share the CPUs with the sections that follow.
+    "$ROOT/deploy/redis/stop-cluster.sh" "$LEASE_CLUSTER" >&2 ||
+      log "warning: a node of the Redis Cluster did not stop"
+  fi
+}
+
+# lease_median STORE TARGET FIELD [PREFIX]: the median over the rounds of FIELD of STORE's TARGET
+# results (PREFIX lease, or cpu: the cores used).
+lease_median() {
+  cat "$WORK/${4:-lease}.$1.$2".*.json | jq -s --arg f "$3" \
+    'map(.[$f]) | sort | if length % 2 == 1 then .[length / 2 | floor]
+                         else (.[length / 2 - 1] + .[length / 2]) / 2 end'
+}
+
+# leases_report STORE: the markdown of STORE's runs; RocksDB's ratios (hot key, LEASE_KEYS) are
+# appended to LEASE_RATIOS and checked against the target.
+leases_report() {
+  local store=$1 name server redis=0
+  if [[ $store == redis ]]; then
+    name="Redis Cluster" redis=1
+    server="One ratelimit-server (\`--store=redis\`, default flags otherwise) on a local Redis"
+    server+=" Cluster of 3 primaries and 3 replicas (deploy/redis/start-cluster.sh and its"
+    server+=" redis.conf; the nodes unpinned, sharing both CPUs with the server and the load"
+    server+=" generator)"
+  else
+    name=RocksDB server="One ratelimit-server (RocksDB, default flags)"
+  fi
+  echo "### Concurrency limits end to end: acquire+release pairs beside Consume ($name)"
   echo
   if [[ -n $LEASE_SERVER_CPU ]]; then
     echo "**The server held to $LEASE_SERVER_CPU of a core** by a CPU quota (10 ms periods): it is" \
       "the limit of every run, so the rates compare its own costs."
     echo
   fi
-  echo "One ratelimit-server (RocksDB, default flags); $PINNING. Consume: the load generator" \
+  echo "$server; $PINNING. Consume: the load generator" \
     "(bench/loadgen.cc) as in section 3, $CONCURRENCY calls in flight, \`$LOADGEN_FLAGS\`, an" \
     "inline token bucket nothing is denied by. Pairs: bench/lease_loadgen.cc with the same" \
     "slots, threads and channels; each slot acquires one slot of an inline concurrency limit" \
@@ -127,49 +188,88 @@ leases_section() {
   echo
   echo "| keys | Consume requests/s | Consume p50 / p99 µs | pairs/s | pair p50 / p99 µs | pair / Consume (rounds) |"
   echo "|---|---|---|---|---|---|"
-  local keys label c_rps c_p50 c_p99 p_rps p_p50 p_p99 ratios ratio
+  local keys label c_rps c_p50 c_p99 p_rps p_p50 p_p99 ratios ratio store_ratios=() round
   for keys in 1 "$LEASE_KEYS"; do
     if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
-    c_rps=$(lease_median "consume$keys" rps)
-    c_p50=$(lease_median "consume$keys" p50_us)
-    c_p99=$(lease_median "consume$keys" p99_us)
-    p_rps=$(lease_median "pairs$keys" pairs_per_s)
-    p_p50=$(lease_median "pairs$keys" p50_us)
-    p_p99=$(lease_median "pairs$keys" p99_us)
+    c_rps=$(lease_median "$store" "consume$keys" rps)
+    c_p50=$(lease_median "$store" "consume$keys" p50_us)
+    c_p99=$(lease_median "$store" "consume$keys" p99_us)
+    p_rps=$(lease_median "$store" "pairs$keys" pairs_per_s)
+    p_p50=$(lease_median "$store" "pairs$keys" p50_us)
+    p_p99=$(lease_median "$store" "pairs$keys" p99_us)
     ratios=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
-      jq -n --slurpfile c "$WORK/lease.consume$keys.$round.json" \
-        --slurpfile p "$WORK/lease.pairs$keys.$round.json" '$p[0].pairs_per_s / $c[0].rps'
+      jq -n --slurpfile c "$WORK/lease.$store.consume$keys.$round.json" \
+        --slurpfile p "$WORK/lease.$store.pairs$keys.$round.json" '$p[0].pairs_per_s / $c[0].rps'
     done | sort -g | awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 }')
     ratio=$(awk -v p="$p_rps" -v c="$c_rps" 'BEGIN { printf "%.2f", p / c }')
     printf '| %s | %.0f | %.0f / %.0f | %.0f | %.0f / %.0f | **%s** (%s) |\n' "$label" "$c_rps" \
       "$c_p50" "$c_p99" "$p_rps" "$p_p50" "$p_p99" "$ratio" "$ratios"
-    LEASE_RATIOS+=("$ratio")
+    store_ratios+=("$ratio")
   done
   echo
   echo "Server CPU per decision (its core use over a run, warm-up included, divided by the" \
     "decisions per second; a pair is two decisions) and each side's share of its core, medians:" \
     "a side near 1.00 is the limit of that run."
+  if ((redis)); then
+    echo "Redis nodes: the six nodes' CPU together, in cores (not in the server's figures); on" \
+      "2 CPUs it comes out of the server's and the load generator's cores."
+  fi
   echo
-  echo "| keys | server CPU per Consume µs | server CPU per lease call µs | server core (Consume / pairs) | load generator core (Consume / pairs) |"
-  echo "|---|---|---|---|---|"
-  local c_server p_server c_client p_client
+  local redis_head="" redis_rule=""
+  if ((redis)); then redis_head=" Redis nodes' cores (Consume / pairs) |" redis_rule="---|"; fi
+  echo "| keys | server CPU per Consume µs | server CPU per lease call µs | server core (Consume / pairs) | load generator core (Consume / pairs) |$redis_head"
+  echo "|---|---|---|---|---|$redis_rule"
+  local c_server p_server c_client p_client c_redis p_redis
   for keys in 1 "$LEASE_KEYS"; do
     if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
-    c_rps=$(lease_median "consume$keys" rps)
-    p_rps=$(lease_median "pairs$keys" pairs_per_s)
-    c_server=$(lease_median "consume$keys" server cpu)
-    p_server=$(lease_median "pairs$keys" server cpu)
-    c_client=$(lease_median "consume$keys" client cpu)
-    p_client=$(lease_median "pairs$keys" client cpu)
+    c_rps=$(lease_median "$store" "consume$keys" rps)
+    p_rps=$(lease_median "$store" "pairs$keys" pairs_per_s)
+    c_server=$(lease_median "$store" "consume$keys" server cpu)
+    p_server=$(lease_median "$store" "pairs$keys" server cpu)
+    c_client=$(lease_median "$store" "consume$keys" client cpu)
+    p_client=$(lease_median "$store" "pairs$keys" client cpu)
+    c_redis=$(lease_median "$store" "consume$keys" redis cpu)
+    p_redis=$(lease_median "$store" "pairs$keys" redis cpu)
     awk -v l="$label" -v cr="$c_rps" -v pr="$p_rps" -v cs="$c_server" -v ps="$p_server" \
-      -v cc="$c_client" -v pc="$p_client" 'BEGIN {
-        printf "| %s | %.1f | %.1f | %.2f / %.2f | %.2f / %.2f |\n", l, cs / cr * 1e6,
-          ps / (2 * pr) * 1e6, cs, ps, cc, pc }'
+      -v cc="$c_client" -v pc="$p_client" -v redis="$redis" -v cn="$c_redis" -v pn="$p_redis" \
+      'BEGIN {
+        printf "| %s | %.1f | %.1f | %.2f / %.2f | %.2f / %.2f |", l, cs / cr * 1e6,
+          ps / (2 * pr) * 1e6, cs, ps, cc, pc
+        if (redis) printf " %.2f / %.2f |", cn, pn
+        printf "\n" }'
   done
   echo
-  echo "Target: a pair at least half of Consume's requests/s on RocksDB: hot key" \
-    "${LEASE_RATIOS[0]} ($(awk -v r="${LEASE_RATIOS[0]}" 'BEGIN { print (r >= 0.5 ? "met" : "not met") }')), $LEASE_KEYS keys" \
-    "${LEASE_RATIOS[1]} ($(awk -v r="${LEASE_RATIOS[1]}" 'BEGIN { print (r >= 0.5 ? "met" : "not met") }'))."
+  if ((redis)); then
+    echo "No target on the Redis Cluster (the issue's is about RocksDB): a pair's rate over" \
+      "Consume's, hot key ${store_ratios[0]}, $LEASE_KEYS keys ${store_ratios[1]}."
+  else
+    LEASE_RATIOS+=("${store_ratios[@]}")
+    echo "Target: a pair at least half of Consume's requests/s on RocksDB: hot key" \
+      "${store_ratios[0]} ($(awk -v r="${store_ratios[0]}" 'BEGIN { print (r >= 0.5 ? "met" : "not met") }')), $LEASE_KEYS keys" \
+      "${store_ratios[1]} ($(awk -v r="${store_ratios[1]}" 'BEGIN { print (r >= 0.5 ? "met" : "not met") }'))."
+  fi
   echo
+}
+
+# leases_section: the stores of LEASE_STORES, RocksDB first, each measured then reported.
+leases_section() {
+  local stores store
+  read -r -a stores <<<"$LEASE_STORES"
+  ((${#stores[@]} > 0)) || die "LEASE_STORES is empty (rocksdb, redis or both)"
+  for store in "${stores[@]}"; do
+    [[ $store == rocksdb || $store == redis ]] ||
+      die "LEASE_STORES: unknown store '$store' (rocksdb, redis)"
+  done
+  if [[ " ${stores[*]} " == *" redis "* ]]; then
+    if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+      die "LEASE_STORES includes redis: redis-server and redis-cli are required" \
+        "(Debian: apt-get install redis-server redis-tools), or set LEASE_STORES=rocksdb"
+    fi
+  fi
+  for store in rocksdb redis; do
+    [[ " ${stores[*]} " == *" $store "* ]] || continue
+    leases_measure "$store"
+    leases_report "$store"
+  done
 }
 LEASE_RATIOS=()

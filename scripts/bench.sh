@@ -50,15 +50,16 @@
 #      server's apply latency without redis-server).
 #   9. Concurrency limits end to end (scripts/bench-leases.sh): acquire+release pairs
 #      (bench/lease_loadgen.cc) beside Consume (the load generator as in 3), one hot key and
-#      10,000 keys, against one ratelimit-server on RocksDB; LEASE_ROUNDS rounds alternating the
-#      four runs, medians, and a pair's rate over Consume's.
+#      10,000 keys, against one ratelimit-server on RocksDB, then one on a local Redis Cluster
+#      (--store=redis); LEASE_ROUNDS rounds alternating the four runs, medians, and a pair's rate
+#      over Consume's.
 #   Every ratelimit-server started here listens on port 0 for gRPC and for /metrics.
 #
 # Usage: scripts/bench.sh [> results.md]
 #        SECTIONS=h2load scripts/bench.sh   # section 6 only (about 2 minutes once built)
 #        SECTIONS=rlqs scripts/bench.sh     # section 7 only (about a minute once built)
 #        SECTIONS=overrides scripts/bench.sh  # section 8 only (about 4 minutes once built)
-#        SECTIONS=leases scripts/bench.sh   # section 9 only (about 2.5 minutes once built)
+#        SECTIONS=leases scripts/bench.sh   # section 9 only (about 5 minutes once built)
 # Environment (defaults): BUILD_DIR (build-bench), DURATION (10s), WARMUP (1s), CONCURRENCY (64),
 #   ROUNDS (2), DISK_KEYS (1000000), LOADGEN_FLAGS (--threads=2 --channels=1),
 #   STORE_BENCH_FLAGS (none; e.g. --benchmark_filter=hot_key), SKIP_BUILD (0),
@@ -67,12 +68,13 @@
 #   RLQS_LIMITS (5000 1000000: requests/s, one run each), RLQS_CLIENTS (10), RLQS_DURATION (10s,
 #   each way), RLQS_FLAGS (none; more flags of ratelimit_rlqs_bench); section 8's in
 #   scripts/bench-overrides.sh (OVERRIDE_CHANGES, OVERRIDE_LOAD_RPS, OVERRIDE_TMPDIR); section 9's
-#   in scripts/bench-leases.sh (LEASE_ROUNDS, LEASE_KEYS).
+#   in scripts/bench-leases.sh (LEASE_ROUNDS, LEASE_KEYS, LEASE_STORES).
 # Needs Debian: first runs scripts/setup.sh (the build's packages) and installs jq and
 # nghttp2-client (h2load) with apt-get when they are missing (SKIP_SETUP=1: neither); taskset
 # (util-linux) if available; redis-server and redis-cli (Debian: redis-server, redis-tools) for
-# section 8's two replicas. Takes about 5 minutes once built (2 cores). Sends traffic to
-# 127.0.0.1 only; stops everything it started, also on Ctrl-C.
+# section 8's two replicas and section 9's Redis Cluster (without them: LEASE_STORES=rocksdb).
+# Takes about 5 minutes once built (2 cores). Sends traffic to 127.0.0.1 only; stops everything
+# it started, also on Ctrl-C.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

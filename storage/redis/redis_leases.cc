@@ -56,19 +56,21 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
 
 }  // namespace
 
-absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& op, const Clock&) {
+absl::StatusOr<std::vector<std::string>> RedisStateStore::LeaseCommand(const LeaseOperation& op,
+                                                                       OperationKeys* rate_keys,
+                                                                       std::string* routing_key) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
   if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
-  const RedisLeaseKeys lease_keys =
+  RedisLeaseKeys lease_keys =
       RedisLeaseKeysFor(options_.key_prefix, op.lease.key, RedisHashTagOfKey(op.lease.key.key));
-  const OperationKeys rate_keys = DistinctKeys(op.limits);
+  *rate_keys = DistinctKeys(op.limits);
   std::vector<std::string> rate_redis_keys;
-  rate_redis_keys.reserve(rate_keys.keys.size());
-  for (const StateKey& k : rate_keys.keys) rate_redis_keys.push_back(KeyFor(k));
+  rate_redis_keys.reserve(rate_keys->keys.size());
+  for (const StateKey& k : rate_keys->keys) rate_redis_keys.push_back(KeyFor(k));
   if (!router_->SingleNode()) {
     const int slot = redis::KeySlot(lease_keys.expiries);
     for (size_t i = 0; i < op.limits.size(); ++i) {
-      if (redis::KeySlot(rate_redis_keys[rate_keys.slot_of[i]]) == slot) continue;
+      if (redis::KeySlot(rate_redis_keys[rate_keys->slot_of[i]]) == slot) continue;
       return absl::FailedPreconditionError(absl::StrCat(
           "the Redis store: on a Redis Cluster, the rate limits of an acquire must share the hash "
           "slot of its concurrency key; limits[",
@@ -79,10 +81,48 @@ absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& o
   }
   std::optional<int64_t> now;
   if (options_.clock_override != nullptr) now = options_.clock_override->NowMicros();
-  absl::StatusOr<redis::Reply> reply = Command(
-      lease_keys.expiries, RedisLeaseCommand(op, lease_keys, rate_keys, rate_redis_keys, now));
+  std::vector<std::string> argv =
+      RedisLeaseCommand(op, lease_keys, *rate_keys, rate_redis_keys, now);
+  *routing_key = std::move(lease_keys.expiries);
+  return argv;
+}
+
+absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& op, const Clock&) {
+  OperationKeys rate_keys;
+  std::string routing_key;
+  absl::StatusOr<std::vector<std::string>> argv = LeaseCommand(op, &rate_keys, &routing_key);
+  if (!argv.ok()) return argv.status();
+  absl::StatusOr<redis::Reply> reply = Command(routing_key, *std::move(argv));
   if (!reply.ok()) return reply.status();
   return RedisLeaseOutcome(op, rate_keys, *reply);
+}
+
+void RedisStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock&, LeaseDone done) {
+  // What the reply is checked against, owned until it arrives (`op` lives only for this call).
+  struct Call {
+    LeaseOp lease;
+    std::vector<LimitOp> limits;
+    OperationKeys rate_keys;
+    LeaseDone done;
+  };
+  auto call = std::make_shared<Call>();  // the client's callbacks are copyable
+  std::string routing_key;
+  absl::StatusOr<std::vector<std::string>> argv = LeaseCommand(op, &call->rate_keys, &routing_key);
+  if (!argv.ok()) {
+    std::move(done)(argv.status());
+    return;
+  }
+  call->lease = op.lease;
+  call->limits.assign(op.limits.begin(), op.limits.end());
+  call->done = std::move(done);
+  router_->Send(routing_key, *std::move(argv), [call](absl::StatusOr<redis::Reply> reply) {
+    if (!reply.ok()) {
+      std::move(call->done)(reply.status());
+      return;
+    }
+    std::move(call->done)(
+        RedisLeaseOutcome(LeaseOperation{call->lease, call->limits}, call->rate_keys, *reply));
+  });
 }
 
 absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,

@@ -154,6 +154,9 @@ class RedisStateStore final : public StateStore {
   // that slot (one hash tag, e.g. "{org7}"): FAILED_PRECONDITION naming the first that does not.
   // INVALID_ARGUMENT naming the field for an op that is not valid (LeaseOp), nothing changed.
   absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
+  // The same FCALL sent without waiting: `done` runs on the client's I/O thread with the
+  // outcome (or at once with an error found before sending). Covered by ApplyAsyncMayWait.
+  void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override;
   // SCANs every primary for the lease sets of `name` and deletes each (one DEL of its two keys).
   absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
@@ -200,6 +203,12 @@ class RedisStateStore final : public StateStore {
                              std::optional<int64_t> now, ApplyDone done);
   // The takes of an ApplyAcrossSlotsAsync have all been answered: decide, refund, answer.
   struct CrossSlotCall;
+  // What ApplyLease and ApplyLeaseAsync send: the checks (a closed store, an invalid op, an
+  // acquire's rate limits outside the lease slot on a cluster), then the FCALL of `op`, to send
+  // to `*routing_key`; `*rate_keys` is what the reply is checked against.
+  absl::StatusOr<std::vector<std::string>> LeaseCommand(const LeaseOperation& op,
+                                                        OperationKeys* rate_keys,
+                                                        std::string* routing_key);
   void OnCrossSlotTakes(std::shared_ptr<CrossSlotCall> call);
 
   absl::StatusOr<Outcome> SettleAcrossSlots(const Operation& op, const OperationKeys& keys,

@@ -14,6 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/leases/lease.h"
@@ -119,6 +121,42 @@ TEST_F(RedisLeasesTest, DeleteAllLeasesFindsTaggedSetsAndLeavesRateStatesOfTheSa
   auto state = env_.store().Get(rate.key);
   ASSERT_OK(state);
   EXPECT_TRUE(state->has_value());
+}
+
+// The serving thread calls ApplyLeaseAsync of a store that never waits (ApplyAsyncMayWait):
+// it must send the FCALL and return, answering from the client's thread once Redis replies.
+TEST_F(RedisLeasesTest, ApplyLeaseAsyncReturnsBeforeRedisAnswers) {
+  redis::RedisClusterClient::Options co;
+  co.seeds = env_.target().seeds;
+  auto client = redis::RedisClusterClient::Connect(co);
+  ASSERT_OK(client);
+  ASSERT_FALSE(env_.store().ApplyAsyncMayWait());
+  // Writes (and so the lease function) wait until CLIENT UNPAUSE.
+  ASSERT_OK((*client)->ExecuteOnEachPrimarySync({"CLIENT", "PAUSE", "20000", "WRITE"}));
+  absl::Notification done;
+  absl::StatusOr<LeaseOutcome> result = absl::UnknownError("unanswered");
+  env_.store().ApplyLeaseAsync(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 2, "a")},
+                               env_.clock(), [&](absl::StatusOr<LeaseOutcome> out) {
+                                 result = std::move(out);
+                                 done.Notify();
+                               });
+  // Returned while Redis cannot have run the acquire.
+  EXPECT_FALSE(done.HasBeenNotified());
+  ASSERT_OK((*client)->ExecuteOnEachPrimarySync({"CLIENT", "UNPAUSE"}));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_OK(result);
+  EXPECT_TRUE(result->allowed);
+  EXPECT_EQ(result->lease.held, 1);
+  EXPECT_EQ(Held("jobs", "tenant"), 1);
+
+  // An invalid op is answered at once, naming the field, and nothing is sent.
+  absl::StatusOr<LeaseOutcome> refused = absl::UnknownError("unanswered");
+  env_.store().ApplyLeaseAsync(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 2, "r:x")},
+                               env_.clock(),
+                               [&](absl::StatusOr<LeaseOutcome> out) { refused = std::move(out); });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("lease_id"));
+  EXPECT_EQ(Held("jobs", "tenant"), 1);
 }
 
 // A primary with one replica and a store whose client WAITs for it (--redis_wait_replicas=1):
