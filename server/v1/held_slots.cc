@@ -1,46 +1,44 @@
 #include "server/v1/held_slots.h"
 
+#include <algorithm>
 #include <map>
 
-#include "absl/strings/str_cat.h"
-
 namespace ratelimit {
-namespace {
-
-// The map key of a state: its source, then name and key, length-prefixed (unambiguous).
-std::string KeyOf(const StateKey& key) {
-  return absl::StrCat(std::string(1, static_cast<char>(key.source)), key.name.size(), ":", key.name,
-                      key.key);
-}
-
-}  // namespace
 
 void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us) {
-  const std::string k = KeyOf(key);
+  const int64_t now = clock_.NowMicros();
   absl::MutexLock lock(&mu_);
-  if (held <= 0) {
-    keys_.erase(k);
-    return;
+  auto it = keys_.find(KeyView{key.name, key.key, key.source});
+  if (it == keys_.end()) {
+    if (held <= 0) return;
+    if (keys_.size() >= sweep_at_size_) {
+      SweepLocked(now);
+      sweep_at_size_ = std::max(min_sweep_size_, 2 * keys_.size());
+    }
+    it = keys_.emplace(key, Entry{}).first;
   }
-  Entry& e = keys_[k];
-  if (e.limit.empty()) e.limit = key.name;
-  e.held = held;
-  e.forget_at_us = clock_.NowMicros() + max_lease_ttl_us;
+  it->second.held = std::max<int64_t>(held, 0);
+  it->second.forget_at_us = now + max_lease_ttl_us;
+}
+
+void HeldSlots::SweepLocked(int64_t now_us) {
+  absl::erase_if(keys_, [now_us](const auto& kv) {
+    return kv.second.held == 0 || kv.second.forget_at_us <= now_us;
+  });
 }
 
 std::vector<std::pair<std::string, double>> HeldSlots::PerLimit() {
   const int64_t now = clock_.NowMicros();
   std::map<std::string, double> sums;
   absl::MutexLock lock(&mu_);
-  for (auto it = keys_.begin(); it != keys_.end();) {
-    if (it->second.forget_at_us <= now) {
-      keys_.erase(it++);
-      continue;
-    }
-    sums[it->second.limit] += static_cast<double>(it->second.held);
-    ++it;
-  }
+  SweepLocked(now);
+  for (const auto& [key, entry] : keys_) sums[key.name] += static_cast<double>(entry.held);
   return {sums.begin(), sums.end()};
+}
+
+size_t HeldSlots::TrackedKeys() {
+  absl::MutexLock lock(&mu_);
+  return keys_.size();
 }
 
 }  // namespace ratelimit

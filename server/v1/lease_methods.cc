@@ -19,7 +19,7 @@ namespace {
 constexpr char kService[] = "ratelimit.v1.RateLimitService";
 
 // The lease op as a store operation of its own (no rate limits).
-LeaseOperation Alone(const LeaseOp& op) { return LeaseOperation{op, {}}; }
+LeaseOperation Alone(LeaseOp op) { return LeaseOperation{std::move(op), {}}; }
 
 }  // namespace
 

@@ -32,19 +32,25 @@ size_t LeaseRecordBytes(size_t needed, size_t current) {
   return (needed + step - 1) / step * step;
 }
 
+void EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes,
+                       std::string* out) {
+  out->clear();
+  out->reserve(record_bytes);
+  out->append(EncodeRecordValue(expires_at_us, {}));
+  out->push_back(kPadded);
+  out->append(4, '\0');  // the set's length, known once it is appended
+  AppendLeaseSet(set, out);
+  const size_t set_bytes = out->size() - kHeaderBytes;
+  for (int i = 0; i < 4; ++i) {
+    (*out)[kHeaderBytes - 4 + i] = static_cast<char>((set_bytes >> (8 * i)) & 0xff);
+  }
+  assert(record_bytes >= out->size());
+  out->resize(std::max(record_bytes, out->size()), '\0');
+}
+
 std::string EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes) {
   std::string out;
-  out.reserve(record_bytes);
-  out.append(EncodeRecordValue(expires_at_us, {}));
-  out.push_back(kPadded);
-  out.append(4, '\0');  // the set's length, known once it is appended
-  AppendLeaseSet(set, &out);
-  const size_t set_bytes = out.size() - kHeaderBytes;
-  for (int i = 0; i < 4; ++i) {
-    out[kHeaderBytes - 4 + i] = static_cast<char>((set_bytes >> (8 * i)) & 0xff);
-  }
-  assert(record_bytes >= out.size());
-  out.resize(std::max(record_bytes, out.size()), '\0');
+  EncodeLeaseRecord(expires_at_us, set, record_bytes, &out);
   return out;
 }
 

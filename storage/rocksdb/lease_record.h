@@ -39,6 +39,10 @@ size_t LeaseRecordBytes(size_t needed, size_t current);
 // The record value of `set`, expiring at `expires_at_us`, padded to `record_bytes`.
 // REQUIRES: record_bytes >= LeaseRecordNeeds(set).
 std::string EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes);
+// The same into `*out`, replacing its bytes and keeping its capacity (a buffer reused across
+// decisions allocates nothing).
+void EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes,
+                       std::string* out);
 
 // A stored record value: its expiry and its set; DATA_LOSS when it is not one EncodeLeaseRecord
 // (or an earlier version) wrote. Never crashes, whatever the bytes.

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,13 @@ size_t PageSize() {
   return page;
 }
 
+// madvise(2)'s MADV_POPULATE_WRITE (Linux 5.14), named here for older headers.
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;
+#endif
+
 rocksdb::IOStatus ErrnoStatus(const std::string& what, const std::string& fname, int err) {
   const std::string message = absl::StrCat(what, " ", fname, ": ", std::strerror(err));
   if (err == ENOSPC) return rocksdb::IOStatus::NoSpace(message);
@@ -39,8 +48,12 @@ rocksdb::IOStatus ErrnoStatus(const std::string& what, const std::string& fname,
 class MappedWalFile final : public rocksdb::FSWritableFile {
  public:
   MappedWalFile(std::unique_ptr<rocksdb::FSWritableFile> file, std::string fname, int fd,
-                size_t chunk_bytes)
-      : file_(std::move(file)), fname_(std::move(fname)), fd_(fd), chunk_bytes_(chunk_bytes) {}
+                size_t chunk_bytes, std::shared_ptr<std::atomic<int64_t>> mapped_bytes)
+      : file_(std::move(file)),
+        fname_(std::move(fname)),
+        fd_(fd),
+        chunk_bytes_(chunk_bytes),
+        mapped_bytes_(std::move(mapped_bytes)) {}
 
   ~MappedWalFile() override {
     if (!closed_) (void)Close(rocksdb::IOOptions(), nullptr);
@@ -56,6 +69,7 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     }
     CopyLocked(size_, data.data(), data.size());
     size_ = end;
+    RetireWrittenChunksLocked();
     return rocksdb::IOStatus::OK();
   }
 
@@ -70,6 +84,14 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
                              rocksdb::IODebugContext* /*dbg*/) override {
     absl::MutexLock lock(&mu_);
     if (size > size_) return rocksdb::IOStatus::InvalidArgument("truncate beyond the end");
+    // Appends go on from `size`: its chunk and those after it are mapped again.
+    while (retired_ > size / chunk_bytes_) {
+      void* map = mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                       static_cast<off_t>((retired_ - 1) * chunk_bytes_));
+      if (map == MAP_FAILED) return ErrnoStatus("map", fname_, errno);
+      maps_[--retired_] = static_cast<char*>(map);
+      mapped_bytes_->fetch_add(static_cast<int64_t>(chunk_bytes_), std::memory_order_relaxed);
+    }
     ZeroLocked(size, size_ - size);
     size_ = size;
     synced_ = std::min(synced_, size_);
@@ -81,7 +103,7 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     absl::MutexLock lock(&mu_);
     if (closed_) return rocksdb::IOStatus::OK();
     closed_ = true;
-    for (char* map : maps_) munmap(map, chunk_bytes_);
+    for (size_t i = retired_; i < maps_.size(); ++i) UnmapLocked(i);
     maps_.clear();
     rocksdb::IOStatus s = file_->Close(options, dbg);
     // Drop the zeros past the last record: a file closed cleanly holds its records only.
@@ -143,7 +165,11 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     void* map = mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
                      static_cast<off_t>(reserved_));
     if (map == MAP_FAILED) return ErrnoStatus("map", fname_, errno);
+    // Every page of the chunk made writable now, in one call, instead of by a page fault at the
+    // first store into each (kernels before 5.14 refuse it: then the faults do it).
+    (void)madvise(map, chunk_bytes_, kPopulateWrite);
     maps_.push_back(static_cast<char*>(map));
+    mapped_bytes_->fetch_add(static_cast<int64_t>(chunk_bytes_), std::memory_order_relaxed);
     reserved_ += chunk_bytes_;
     return rocksdb::IOStatus::OK();
   }
@@ -179,9 +205,15 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
 
   // msync of the pages written since the last sync: for a file mapping, the same as fdatasync
   // of that range (the file's size was made durable-ready by the appends that reserved it).
+  // When some of them are in retired chunks (no longer mapped), fdatasync of the file.
   rocksdb::IOStatus SyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (closed_) return rocksdb::IOStatus::OK();
     const uint64_t from = synced_ - synced_ % PageSize();
+    if (from < retired_ * chunk_bytes_) {
+      if (fdatasync(fd_) != 0) return ErrnoStatus("sync", fname_, errno);
+      synced_ = size_;
+      return rocksdb::IOStatus::OK();
+    }
     int err = 0;
     if (!ForEachPieceLocked(from, size_ - from, [&err](char* at, size_t take) {
           if (msync(at, take, MS_SYNC) == 0) return true;
@@ -194,6 +226,21 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     return rocksdb::IOStatus::OK();
   }
 
+  // Unmaps the chunks below the one `size_` is in: appends never write them again, so their
+  // pages stay in the page cache without this process's page tables. Writing them back (the
+  // kernel's flusher, or a sync such as the one of every WAL RocksDB closes before a flush) then
+  // has no mapping to write-protect page by page, each protection a TLB shootdown.
+  void RetireWrittenChunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t written = static_cast<size_t>(size_ / chunk_bytes_);
+    while (retired_ < written) UnmapLocked(retired_++);
+  }
+
+  void UnmapLocked(size_t chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    munmap(maps_[chunk], chunk_bytes_);
+    maps_[chunk] = nullptr;
+    mapped_bytes_->fetch_sub(static_cast<int64_t>(chunk_bytes_), std::memory_order_relaxed);
+  }
+
   const std::unique_ptr<rocksdb::FSWritableFile> file_;
   const std::string fname_;
   const int fd_;
@@ -204,6 +251,8 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;        // bytes appended
   uint64_t synced_ ABSL_GUARDED_BY(mu_) = 0;      // bytes synced
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t retired_ ABSL_GUARDED_BY(mu_) = 0;  // maps_[0, retired_) are unmapped (null)
+  const std::shared_ptr<std::atomic<int64_t>> mapped_bytes_;  // the file system's gauge
 };
 
 }  // namespace
@@ -239,7 +288,8 @@ rocksdb::IOStatus MappedWalFileSystem::NewWritableFile(
     return s;
   }
   mapped_files_.fetch_add(1, std::memory_order_relaxed);
-  *result = std::make_unique<MappedWalFile>(std::move(file), fname, fd, chunk_bytes_);
+  *result =
+      std::make_unique<MappedWalFile>(std::move(file), fname, fd, chunk_bytes_, mapped_bytes_);
   return s;
 }
 

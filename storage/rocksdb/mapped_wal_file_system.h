@@ -54,6 +54,9 @@ class MappedWalFileSystem final : public rocksdb::FileSystemWrapper {
   // WAL files opened mapped, and passed through because they could not be.
   uint64_t mapped_files() const { return mapped_files_.load(std::memory_order_relaxed); }
   uint64_t unmapped_files() const { return unmapped_files_.load(std::memory_order_relaxed); }
+  // Bytes of WAL files mapped now: each open file maps only the chunk being appended to (and
+  // those reserved past it); a chunk written to its end is unmapped.
+  int64_t mapped_bytes() const { return mapped_bytes_->load(std::memory_order_relaxed); }
 
   // Whether `fname` names a WAL file.
   static bool IsWal(const std::string& fname);
@@ -62,6 +65,9 @@ class MappedWalFileSystem final : public rocksdb::FileSystemWrapper {
   const size_t chunk_bytes_;
   std::atomic<uint64_t> mapped_files_{0};
   std::atomic<uint64_t> unmapped_files_{0};
+  // Shared with the open files, which may outlive this object inside RocksDB.
+  const std::shared_ptr<std::atomic<int64_t>> mapped_bytes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
 };
 
 }  // namespace ratelimit

@@ -297,6 +297,22 @@ class RocksDbStateStore final : public StateStore {
   // under a WritesHereScope when no write is in progress; else on the writer thread. The tail of
   // ApplyAsync and ApplyLeaseAsync, outside every stripe.
   void AnswerWhenWritten(uint64_t ticket, GroupCommit::Done answer);
+  // ApplyAsync and ApplyLeaseAsync: `decide(outcome)` (which decides under its stripes into
+  // `outcome` and queues, returning its Pending) through DecideQueued, then `done` with the
+  // outcome once written, or with the refusal, the decision's error or the write's.
+  template <typename Outcome, typename Decide, typename Done>
+  void DecideThenAnswer(Decide decide, Done done) {
+    Outcome outcome;
+    absl::StatusOr<uint64_t> ticket =
+        DecideQueued([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideQueued holds db_mu_
+          return decide(outcome);
+        });
+    if (!ticket.ok()) {
+      std::move(done)(ticket.status());
+      return;
+    }
+    AnswerWhenWritten(*ticket, AnswerOnceWritten(std::move(outcome), std::move(done)));
+  }
   // Decides a lease operation under its stripes into `outcome` and queues its writes (see
   // ApplyLease).
   absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,

@@ -174,16 +174,11 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideOperationLoc
 }
 
 void RocksDbStateStore::ApplyAsync(const Operation& op, const Clock& clock, ApplyDone done) {
-  Outcome outcome;
-  absl::StatusOr<uint64_t> ticket =
-      DecideQueued([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideQueued holds db_mu_
+  DecideThenAnswer<Outcome>(
+      [&](Outcome& outcome) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under db_mu_
         return DecideOperationLocked(op, clock, outcome);
-      });
-  if (!ticket.ok()) {
-    std::move(done)(ticket.status());
-    return;
-  }
-  AnswerWhenWritten(*ticket, AnswerOnceWritten(std::move(outcome), std::move(done)));
+      },
+      std::move(done));
 }
 
 absl::StatusOr<uint64_t> RocksDbStateStore::DecideQueued(

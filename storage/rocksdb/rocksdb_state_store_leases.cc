@@ -39,16 +39,11 @@ absl::StatusOr<LeaseOutcome> RocksDbStateStore::ApplyLease(const LeaseOperation&
 
 void RocksDbStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock,
                                         LeaseDone done) {
-  LeaseOutcome outcome;
-  absl::StatusOr<uint64_t> ticket =
-      DecideQueued([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // DecideQueued holds db_mu_
+  DecideThenAnswer<LeaseOutcome>(
+      [&](LeaseOutcome& outcome) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under db_mu_
         return DecideLeaseLocked(op, clock, outcome);
-      });
-  if (!ticket.ok()) {
-    std::move(done)(ticket.status());
-    return;
-  }
-  AnswerWhenWritten(*ticket, AnswerOnceWritten(std::move(outcome), std::move(done)));
+      },
+      std::move(done));
 }
 
 std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
@@ -117,11 +112,12 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // The record to write (an empty set too: lease_record.h).
   int64_t expires_at_us = read.expires_at_us;
   size_t record_bytes = read.record_bytes;
-  std::string value;
+  // Reused by this thread's decisions: the batch below copies it before the next one.
+  static thread_local std::string value;
   if (d.write) {
     expires_at_us = LeaseRecordExpiresAt(op.lease, d.next, now);
     record_bytes = LeaseRecordBytes(LeaseRecordNeeds(d.next), read.record_bytes);
-    value = EncodeLeaseRecord(expires_at_us, d.next, record_bytes);
+    EncodeLeaseRecord(expires_at_us, d.next, record_bytes, &value);
   }
   // The set after the decision, for the cache: in the object the decision took its leases from.
   std::shared_ptr<LeaseSet> next;

@@ -2,6 +2,8 @@
 // forgotten at 0 or max_lease_ttl after the last decision.
 #include "server/v1/held_slots.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
 
@@ -40,6 +42,47 @@ TEST(HeldSlotsTest, KeepsTheSourcesApart) {
   held.Observe(StateKey{"jobs", "a", LimitSource::kDefined}, 3, 60 * kSecond);
   held.Observe(StateKey{"jobs", "a", LimitSource::kInline}, 2, 60 * kSecond);
   EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 5}}));
+}
+
+TEST(HeldSlotsTest, KeysAtZeroDoNotPileUpBetweenScrapes) {
+  FakeClock clock;
+  HeldSlots held(clock, /*min_sweep_size=*/1024);
+  held.Observe(StateKey{"jobs", "long"}, 2, 60 * kSecond);
+  // 5,000 keys each taken and given back, with no scrape in between: the entries at 0 are swept
+  // as the map grows, and the key still held is kept.
+  for (int i = 0; i < 5000; ++i) {
+    const StateKey key{"jobs", "k" + std::to_string(i)};
+    held.Observe(key, 1, 60 * kSecond);
+    held.Observe(key, 0, 60 * kSecond);
+  }
+  EXPECT_LE(held.TrackedKeys(), 1024u);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 2}}));
+  EXPECT_EQ(held.TrackedKeys(), 1u);
+}
+
+TEST(HeldSlotsTest, KeysPastTheirTimeDoNotPileUpBetweenScrapes) {
+  FakeClock clock;
+  HeldSlots held(clock, /*min_sweep_size=*/1024);
+  // Holders that never release: each key is forgotten 10 s after its decision.
+  for (int i = 0; i < 5000; ++i) {
+    clock.Advance(kSecond / 100);
+    held.Observe(StateKey{"jobs", "k" + std::to_string(i)}, 1, 10 * kSecond);
+  }
+  // 10 s hold 1,000 decisions: what a sweep keeps is at most twice that.
+  EXPECT_LE(held.TrackedKeys(), 2048u);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 1000}}));
+}
+
+TEST(HeldSlotsTest, AKeyBackFromZeroCountsAgain) {
+  FakeClock clock;
+  HeldSlots held(clock);
+  held.Observe(StateKey{"jobs", "a"}, 2, 60 * kSecond);
+  held.Observe(StateKey{"jobs", "a"}, 0, 60 * kSecond);
+  EXPECT_EQ(held.PerLimit(), Samples{});
+  held.Observe(StateKey{"jobs", "a"}, 0, 60 * kSecond);
+  EXPECT_EQ(held.TrackedKeys(), 0u);  // a decision at 0 on an unknown key adds nothing
+  held.Observe(StateKey{"jobs", "a"}, 4, 60 * kSecond);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 4}}));
 }
 
 }  // namespace

@@ -268,6 +268,39 @@ TEST_F(MappedWalTest, TheFileSystemWritesWhatWasAppendedAcrossChunks) {
   EXPECT_EQ(mapped.mapped_files(), 1u);
 }
 
+// A chunk written to its end is unmapped (its pages' writeback then touches no page table of
+// ours); syncs, truncation back into it and the bytes read are as if it were still mapped.
+TEST_F(MappedWalTest, ChunksWrittenToTheirEndAreUnmapped) {
+  const std::string file = dir_.path() + "/000002.log";
+  MappedWalFileSystem mapped(rocksdb::FileSystem::Default(), kPage);
+  std::unique_ptr<rocksdb::FSWritableFile> w;
+  ASSERT_TRUE(mapped.NewWritableFile(file, rocksdb::FileOptions(), &w, nullptr).ok());
+  std::string expected;
+  for (int i = 0; i < 40; ++i) {
+    const std::string piece(kPage / 2 + 100 + i, static_cast<char>('a' + i % 26));
+    ASSERT_TRUE(w->Append(piece, rocksdb::IOOptions(), nullptr).ok());
+    expected += piece;
+    // Only the chunk the next append goes to stays mapped.
+    EXPECT_EQ(mapped.mapped_bytes(), static_cast<int64_t>(kPage)) << i;
+  }
+  ASSERT_GT(expected.size(), 20 * kPage);
+  EXPECT_EQ(ReadAll(file).substr(0, expected.size()), expected);
+  ASSERT_TRUE(w->Sync(rocksdb::IOOptions(), nullptr).ok());  // over unmapped chunks
+  // Back into an unmapped chunk: it is mapped again, the bytes after are zeros, appends go on.
+  const size_t back = 3 * kPage + 17;
+  ASSERT_TRUE(w->Truncate(back, rocksdb::IOOptions(), nullptr).ok());
+  expected.resize(back);
+  const std::string open_bytes = ReadAll(file);
+  EXPECT_EQ(open_bytes.substr(0, back), expected);
+  EXPECT_EQ(open_bytes.find_first_not_of('\0', back), std::string::npos);
+  ASSERT_TRUE(w->Append("tail", rocksdb::IOOptions(), nullptr).ok());
+  expected += "tail";
+  ASSERT_TRUE(w->Sync(rocksdb::IOOptions(), nullptr).ok());
+  ASSERT_TRUE(w->Close(rocksdb::IOOptions(), nullptr).ok());
+  EXPECT_EQ(mapped.mapped_bytes(), 0);
+  EXPECT_EQ(ReadAll(file), expected);
+}
+
 // Without the probe's own check of the disk, the first write after the disk fills would be
 // acknowledged into the reserved space.
 TEST_F(MappedWalTest, TheHealthProbeFindsAFullDiskBeforeTheReservedSpaceRunsOut) {
