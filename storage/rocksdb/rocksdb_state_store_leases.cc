@@ -130,6 +130,9 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
       QueueLocked(pending.epoch, encoded, writes, [&](rocksdb::WriteBatch& batch) {
         if (d.write) batch.Put(records_, record.key, value).PermitUncheckedError();
       });
+  // A thread keeps a buffer of a common record's size, not of the largest set it ever wrote.
+  constexpr size_t kKeptBufferBytes = 64 << 10;
+  if (value.capacity() > kKeptBufferBytes) std::string().swap(value);
   if (!ticket.ok()) return ticket.status();
   // Nothing written: the same record (expiry, size and ticket as read), its set as read (lease.h:
   // LeaseDecision::next).
