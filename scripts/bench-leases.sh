@@ -1,7 +1,7 @@
 # Section 9 of scripts/bench.sh, concurrency limits end to end (sourced by it, not run): the
 # functions below use its settings and helpers (ROOT, WORK, LOADGEN, LEASE_LOADGEN, PIDS,
-# CLEANUP_CLUSTERS, PIN_CLIENT, CONCURRENCY, DURATION, WARMUP, LOADGEN_FLAGS, log, die,
-# check_idle, start_server, stop_server, run_load; free_port_pairs of bench-lib.sh).
+# PIN_CLIENT, CONCURRENCY, DURATION, WARMUP, LOADGEN_FLAGS, log, die, check_idle, start_server,
+# stop_server, start_redis_cluster, run_load).
 #
 # leases_section prints one markdown section per store on stdout: against one ratelimit-server on
 # RocksDB, then against one on a local Redis Cluster (--store=redis; 3 primaries and 3 replicas,
@@ -86,34 +86,18 @@ children_cpu() {
   }' "$WORK/times")
 }
 
-# leases_start_cluster: a 3+3 Redis Cluster on six free ports (and their bus ports) in
-# $WORK/lease-cluster; sets LEASE_CLUSTER, LEASE_SEEDS and LEASE_REDIS_PIDS (its nodes). Stopped
-# by leases_measure, or by bench.sh's cleanup when the run ends first.
-leases_start_cluster() {
-  local ports pidfile
-  read -r -a ports < <(free_port_pairs 6 10000)
-  ((${#ports[@]} == 6)) || die "no six free ports for the Redis Cluster"
-  LEASE_CLUSTER=$WORK/lease-cluster
-  CLEANUP_CLUSTERS+=("$LEASE_CLUSTER")
-  log "leases: starting a 3+3 Redis Cluster on ports ${ports[*]}"
-  # shellcheck disable=SC2153  # ROOT is bench.sh's (not limit_server_cpu's root)
-  LEASE_SEEDS=$("$ROOT/deploy/redis/start-cluster.sh" "$LEASE_CLUSTER" "${ports[@]}") ||
-    die "the Redis Cluster did not start (deploy/redis/start-cluster.sh)"
-  LEASE_REDIS_PIDS=()
-  for pidfile in "$LEASE_CLUSTER"/*/redis.pid; do LEASE_REDIS_PIDS+=("$(<"$pidfile")"); done
-}
-
 # leases_measure STORE: LEASE_ROUNDS rounds of the four runs against one ratelimit-server on STORE
 # (rocksdb, or redis on a new Redis Cluster); each run's result in
 # $WORK/lease.STORE.TARGET.ROUND.json and the cores the server, the load generator and the Redis
 # nodes used in $WORK/cpu.STORE.TARGET.ROUND.json.
 leases_measure() {
   local store=$1 targets=(consume1 pairs1 "consume$LEASE_KEYS" "pairs$LEASE_KEYS") round j target
-  local flags=() redis_pids=() out s0 c0 r0 t0 s1 c1 r1 t1
+  local flags=() redis_pids=() pidfile out s0 c0 r0 t0 s1 c1 r1 t1
   if [[ $store == redis ]]; then
-    leases_start_cluster
-    flags=(--store=redis --redis_address="$LEASE_SEEDS")
-    redis_pids=("${LEASE_REDIS_PIDS[@]}")
+    LEASE_CLUSTER=$WORK/lease-cluster
+    start_redis_cluster "$LEASE_CLUSTER" leases
+    flags=(--store=redis --redis_address="$CLUSTER_SEEDS")
+    for pidfile in "$LEASE_CLUSTER"/*/redis.pid; do redis_pids+=("$(<"$pidfile")"); done
   fi
   check_idle
   start_server real "$WORK/server.leases.$store.log" "${flags[@]}"
@@ -144,6 +128,7 @@ leases_measure() {
   release_server_cpu
   if [[ $store == redis ]]; then
     # Idle nodes would still share the CPUs with the sections that follow.
+    # shellcheck disable=SC2153  # ROOT is bench.sh's (not limit_server_cpu's root)
     "$ROOT/deploy/redis/stop-cluster.sh" "$LEASE_CLUSTER" >&2 ||
       log "warning: a node of the Redis Cluster did not stop"
   fi

@@ -1,7 +1,6 @@
 # Section 8 of scripts/bench.sh, runtime overrides (sourced by it, not run): the functions below
-# use its settings and helpers (WORK, BIN, PIDS, CLEANUP_DIRS, CLEANUP_CLUSTERS, PIN_SERVER,
-# PIN_CLIENT, log, die, check_idle, start_server, stop_server, h2load_checked, scrape_metrics;
-# free_port_pairs of bench-lib.sh).
+# use its settings and helpers (WORK, BIN, PIDS, CLEANUP_DIRS, PIN_SERVER, PIN_CLIENT, log, die,
+# check_idle, start_server, stop_server, start_redis_cluster, h2load_checked, scrape_metrics).
 #
 # overrides_section prints two markdown sections on stdout:
 #   - v1 Consume of one named limit ("ovr", the limits file's, key "hot") driven by h2load against
@@ -93,18 +92,6 @@ overrides_throughput() {
   done
 }
 
-# start_redis_cluster: a 3+3 Redis Cluster on six free ports (and their bus ports) in
-# $WORK/ovr-cluster; sets OVR_SEEDS. Stopped by bench.sh's cleanup.
-start_redis_cluster() {
-  local ports
-  read -r -a ports < <(free_port_pairs 6 10000)
-  ((${#ports[@]} == 6)) || die "no six free ports for the Redis Cluster"
-  OVR_CLUSTER=$WORK/ovr-cluster
-  CLEANUP_CLUSTERS+=("$OVR_CLUSTER")
-  log "overrides: starting a 3+3 Redis Cluster on ports ${ports[*]}"
-  OVR_SEEDS=$("$ROOT/deploy/redis/start-cluster.sh" "$OVR_CLUSTER" "${ports[@]}")
-}
-
 # run_propagation OUT A B FLAG...: the propagation tool (JSON to OUT); false, with its output
 # in OUT, when it fails.
 run_propagation() {
@@ -123,7 +110,8 @@ overrides_propagation() {
   local a_pid a b_pid b load present loads changes
   : >"$WORK/ovr-prop.jsonl"
   if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
-    start_redis_cluster
+    start_redis_cluster "$WORK/ovr-cluster" overrides
+    OVR_SEEDS=$CLUSTER_SEEDS
     # Twice: on the empty store, idle and under load; then with 100,000 overrides written
     # beforehand (the servers stopped meanwhile, and started on them), idle.
     for present in 0 100000; do

@@ -275,6 +275,19 @@ stop_server() {
   wait "$SERVER_PID" 2>/dev/null || true
 }
 
+# start_redis_cluster DIR LABEL: a 3+3 Redis Cluster on six free ports (and their bus ports) in
+# DIR, stopped by cleanup (CLEANUP_CLUSTERS) unless the caller stops it first; sets CLUSTER_SEEDS
+# (its --redis_address). LABEL names the section in the log.
+start_redis_cluster() {
+  local dir=$1 label=$2 ports
+  read -r -a ports < <(free_port_pairs 6 10000)
+  ((${#ports[@]} == 6)) || die "no six free ports for the Redis Cluster"
+  CLEANUP_CLUSTERS+=("$dir")
+  log "$label: starting a 3+3 Redis Cluster on ports ${ports[*]}"
+  CLUSTER_SEEDS=$("$ROOT/deploy/redis/start-cluster.sh" "$dir" "${ports[@]}") ||
+    die "the Redis Cluster did not start (deploy/redis/start-cluster.sh)"
+}
+
 # scrape_metrics OUT: GET /metrics of the running ratelimit-server (METRICS_PORT) into OUT. Bash's
 # /dev/tcp, so that no HTTP client is needed.
 scrape_metrics() {

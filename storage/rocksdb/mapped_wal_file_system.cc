@@ -86,11 +86,8 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     if (size > size_) return rocksdb::IOStatus::InvalidArgument("truncate beyond the end");
     // Appends go on from `size`: its chunk and those after it are mapped again.
     while (retired_ > size / chunk_bytes_) {
-      void* map = mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-                       static_cast<off_t>((retired_ - 1) * chunk_bytes_));
-      if (map == MAP_FAILED) return ErrnoStatus("map", fname_, errno);
-      maps_[--retired_] = static_cast<char*>(map);
-      mapped_bytes_->fetch_add(static_cast<int64_t>(chunk_bytes_), std::memory_order_relaxed);
+      if (rocksdb::IOStatus s = MapLocked(retired_ - 1, &maps_[retired_ - 1]); !s.ok()) return s;
+      --retired_;
     }
     ZeroLocked(size, size_ - size);
     size_ = size;
@@ -162,15 +159,23 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     const std::string zeros(chunk_bytes_, '\0');
     if (rocksdb::IOStatus s = file_->Append(zeros, options, dbg); !s.ok()) return s;
     if (rocksdb::IOStatus s = file_->Flush(options, dbg); !s.ok()) return s;
-    void* map = mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-                     static_cast<off_t>(reserved_));
-    if (map == MAP_FAILED) return ErrnoStatus("map", fname_, errno);
-    // Every page of the chunk made writable now, in one call, instead of by a page fault at the
-    // first store into each (kernels before 5.14 refuse it: then the faults do it).
-    (void)madvise(map, chunk_bytes_, kPopulateWrite);
-    maps_.push_back(static_cast<char*>(map));
-    mapped_bytes_->fetch_add(static_cast<int64_t>(chunk_bytes_), std::memory_order_relaxed);
+    char* map = nullptr;
+    if (rocksdb::IOStatus s = MapLocked(maps_.size(), &map); !s.ok()) return s;
+    maps_.push_back(map);
     reserved_ += chunk_bytes_;
+    return rocksdb::IOStatus::OK();
+  }
+
+  // Maps chunk `chunk` of the file into `*map`, every page of it made writable now, in one call,
+  // instead of by a page fault at the first store into each (kernels before 5.14 refuse it: then
+  // the faults do it).
+  rocksdb::IOStatus MapLocked(size_t chunk, char** map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    void* at = mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                    static_cast<off_t>(chunk * chunk_bytes_));
+    if (at == MAP_FAILED) return ErrnoStatus("map", fname_, errno);
+    (void)madvise(at, chunk_bytes_, kPopulateWrite);
+    *map = static_cast<char*>(at);
+    mapped_bytes_->fetch_add(static_cast<int64_t>(chunk_bytes_), std::memory_order_relaxed);
     return rocksdb::IOStatus::OK();
   }
 
@@ -247,7 +252,7 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
   const size_t chunk_bytes_;
   absl::Mutex mu_;
   std::vector<char*> maps_ ABSL_GUARDED_BY(mu_);  // maps_[i]: bytes [i, i + 1) * chunk_bytes_
-  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;    // bytes mapped
+  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;    // bytes in chunks (maps_.size() of them)
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;        // bytes appended
   uint64_t synced_ ABSL_GUARDED_BY(mu_) = 0;      // bytes synced
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
