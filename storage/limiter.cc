@@ -1,6 +1,7 @@
 #include "storage/limiter.h"
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
 #include "storage/apply.h"
 
 namespace ratelimit {
@@ -16,9 +17,23 @@ absl::InlinedVector<LimitOp, 4> OpsOf(absl::Span<const LimitRequest> limits) {
   return ops;
 }
 
+// A concurrency limit holds leases, not a balance: it is decided by StateStore::ApplyLease. Given
+// to a rate decision it would be refilled with no period, so it is refused before the store.
+absl::Status RefuseConcurrency(absl::Span<const LimitRequest> limits) {
+  for (size_t i = 0; i < limits.size(); ++i) {
+    if (limits[i].config.kind != LimitKind::kConcurrency) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits[", i, "].config.kind: \"", limits[i].name,
+                     "\" is a concurrency limit, decided by leases (Acquire/Release), not by "
+                     "Check/Consume/Reserve"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode) {
+  if (absl::Status refused = RefuseConcurrency(limits); !refused.ok()) return refused;
   absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);
   Operation op;
   op.limits = ops;
@@ -29,6 +44,10 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
 }
 
 void Limiter::EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, VerdictDone done) {
+  if (absl::Status refused = RefuseConcurrency(limits); !refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
+  }
   absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);
   Operation op;
   op.limits = ops;
@@ -44,6 +63,7 @@ void Limiter::EvaluateAsync(absl::Span<const LimitRequest> limits, Mode mode, Ve
 
 absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits, Mode mode,
                                           const Remember& remember) {
+  if (absl::Status refused = RefuseConcurrency(limits); !refused.ok()) return refused;
   absl::InlinedVector<LimitOp, 4> ops = OpsOf(limits);
   Operation op;
   op.limits = ops;
@@ -66,30 +86,42 @@ absl::StatusOr<Verdict> Limiter::Evaluate(absl::Span<const LimitRequest> limits,
 std::vector<absl::StatusOr<Verdict>> Limiter::EvaluateBatch(absl::Span<const BatchItem> items) {
   std::vector<absl::StatusOr<Verdict>> verdicts;
   if (items.empty()) return verdicts;
+  verdicts.reserve(items.size());
+  // A refused item is answered here; the others go to the store in their order.
+  std::vector<size_t> sent;
+  sent.reserve(items.size());
   size_t total = 0;
-  for (const BatchItem& item : items) total += item.limits.size();
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::Status refused = RefuseConcurrency(items[i].limits);
+    verdicts.push_back(refused.ok() ? absl::StatusOr<Verdict>(Verdict{}) : refused);
+    if (!refused.ok()) continue;
+    sent.push_back(i);
+    total += items[i].limits.size();
+  }
+  if (sent.empty()) return verdicts;
   // Every item's limits in one array (reserved up front, so the spans into it stay valid).
   std::vector<LimitOp> limit_ops;
   limit_ops.reserve(total);
-  std::vector<Operation> ops(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
+  std::vector<Operation> ops(sent.size());
+  for (size_t j = 0; j < sent.size(); ++j) {
+    const BatchItem& item = items[sent[j]];
     const size_t first = limit_ops.size();
-    for (const LimitRequest& l : items[i].limits) {
+    for (const LimitRequest& l : item.limits) {
       limit_ops.push_back(
           LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count, std::nullopt});
     }
-    ops[i].limits = absl::MakeConstSpan(limit_ops.data() + first, items[i].limits.size());
-    ops[i].mode = items[i].mode;
+    ops[j].limits = absl::MakeConstSpan(limit_ops.data() + first, item.limits.size());
+    ops[j].mode = item.mode;
   }
   std::vector<absl::StatusOr<Outcome>> outcomes = store_.ApplyBatch(ops, clock_);
-  verdicts.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i >= outcomes.size()) {
-      verdicts.push_back(absl::InternalError("the store answered fewer operations than given"));
-    } else if (!outcomes[i].ok()) {
-      verdicts.push_back(outcomes[i].status());
+  for (size_t j = 0; j < sent.size(); ++j) {
+    absl::StatusOr<Verdict>& verdict = verdicts[sent[j]];
+    if (j >= outcomes.size()) {
+      verdict = absl::InternalError("the store answered fewer operations than given");
+    } else if (!outcomes[j].ok()) {
+      verdict = outcomes[j].status();
     } else {
-      verdicts.push_back(VerdictOf(*std::move(outcomes[i])));
+      verdict = VerdictOf(*std::move(outcomes[j]));
     }
   }
   return verdicts;

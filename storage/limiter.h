@@ -111,6 +111,8 @@ class Limiter {
   Limiter& operator=(const Limiter&) = delete;
 
   // REQUIRES: 1 <= limits.size(), every config and count valid (see limit_config.h).
+  // A concurrency limit (kind kConcurrency) is INVALID_ARGUMENT naming `limits[i].config.kind`
+  // here and in every other Evaluate: leases decide it (StateStore::ApplyLease).
   // A store failure is returned as the store's status; nothing was consumed then.
   absl::StatusOr<Verdict> Evaluate(absl::Span<const LimitRequest> limits, Mode mode);
 

@@ -7,7 +7,8 @@
 //    state at its full_at;
 //  - a Check writes nothing, and a denied request (of any number of limits) changes no state;
 //  - the response converts to a valid proto (Timestamps and Durations in range, JSON works);
-//  - bad input is INVALID_ARGUMENT or NOT_FOUND naming the field.
+//  - bad input is INVALID_ARGUMENT or NOT_FOUND naming the field; so is a concurrency limit
+//    given to a rate decision (leases decide those), which writes nothing.
 //
 // The input is decoded twice: as a serialized RateLimitRequest (run through a fixed sequence of
 // decisions; seeds are written as text, see tests/fuzz/encode_seeds.sh), and by a small
@@ -242,6 +243,21 @@ void RunScenario(absl::Span<const LimitRequest> limits, const std::vector<Step>&
 
     absl::StatusOr<Verdict> a = on_memory.Evaluate(subset, step.mode);
     absl::StatusOr<Verdict> b = on_rocks.Evaluate(subset, step.mode);
+    // A concurrency limit is decided by leases: a rate decision refuses it by name, writing
+    // nothing.
+    if (std::any_of(subset.begin(), subset.end(), [](const LimitRequest& l) {
+          return l.config.kind == LimitKind::kConcurrency;
+        })) {
+      for (const absl::StatusOr<Verdict>* v : {&a, &b}) {
+        FUZZ_CHECK(v->status().code() == absl::StatusCode::kInvalidArgument &&
+                       absl::StrContains(v->status().message(), "].config.kind"),
+                   "%s of a concurrency limit: %s", ModeName(step.mode),
+                   v->status().ToString().c_str());
+      }
+      FUZZ_CHECK(ReadStates(memory, keys) == before && ReadStates(rocks, keys) == before_rocks,
+                 "a refused %s of a concurrency limit changed a state", ModeName(step.mode));
+      continue;
+    }
     FUZZ_CHECK(a.ok() && b.ok(), "Evaluate: memory %s, RocksDB %s", a.status().ToString().c_str(),
                b.status().ToString().c_str());
     FUZZ_CHECK(a->allowed == b->allowed && a->denied_by == b->denied_by &&

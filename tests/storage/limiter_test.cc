@@ -2,6 +2,7 @@
 // denied request writes nothing.
 #include "storage/limiter.h"
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
@@ -134,6 +135,41 @@ TEST_F(LimiterTest, StoreErrorIsReturnedAndNothingIsConsumed) {
   auto after = limiter.Evaluate({Req("a", "k", 3, 1)}, Mode::kConsume);
   ASSERT_OK(after);
   EXPECT_DOUBLE_EQ(after->decisions[0].value, 2);
+}
+
+// A concurrency limit has no period to refill by: a rate decision on it is refused by name in
+// every entry point, and nothing is written for the request's other limits.
+TEST_F(LimiterTest, ConcurrencyLimitIsRefusedByEveryRateDecision) {
+  LimitRequest slots;
+  slots.name = "llm";
+  slots.key = "org";
+  slots.config.kind = LimitKind::kConcurrency;
+  slots.config.capacity = 5;
+  slots.count = 1;
+  const std::vector<LimitRequest> reqs = {Req("user", "u1", 10, 1), slots};
+  for (Mode mode : {Mode::kCheck, Mode::kConsume, Mode::kReserve}) {
+    auto v = limiter_.Evaluate(reqs, mode);
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(v.status().message(), "limits[1].config.kind")) << v.status();
+    std::optional<absl::StatusOr<Verdict>> async;
+    limiter_.EvaluateAsync(reqs, mode, [&async](absl::StatusOr<Verdict> v) { async = v; });
+    ASSERT_TRUE(async.has_value());
+    EXPECT_EQ(async->status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  Remember remember;
+  remember.record = RecordSpec{"req-1", clock_.NowMicros() + kSecond};
+  EXPECT_EQ(limiter_.Evaluate(reqs, Mode::kConsume, remember).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // In a batch only the item holding it is refused; the others are decided.
+  const std::vector<LimitRequest> alone = {Req("user", "u2", 10, 1)};
+  const std::vector<BatchItem> items = {{reqs, Mode::kConsume}, {alone, Mode::kConsume}};
+  std::vector<absl::StatusOr<Verdict>> batch = limiter_.EvaluateBatch(items);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(batch[1]);
+  EXPECT_TRUE(batch[1]->allowed);
+  EXPECT_EQ(store_.Size(), 1u);  // only user/u2
+  EXPECT_DOUBLE_EQ(Value("user", "u2"), 9);
 }
 
 }  // namespace
