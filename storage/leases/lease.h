@@ -36,8 +36,16 @@ struct Lease {
   // Released, kept until expires_at_us only so that a retried acquire with the same request_id
   // answers it again (only a lease with a request_id is kept so). Holds no slots.
   bool released = false;
+  // Where a store keeps the lease, not part of its meaning (== ignores it): the RocksDB store's
+  // record number under its key (storage/rocksdb/lease_record.h), 1 and up; 0: none. The algebra
+  // carries it along and gives a new lease 0.
+  uint32_t record = 0;
 
-  friend bool operator==(const Lease&, const Lease&) = default;
+  friend bool operator==(const Lease& a, const Lease& b) {
+    return a.id == b.id && a.count == b.count && a.acquired_at_us == b.acquired_at_us &&
+           a.expires_at_us == b.expires_at_us && a.request_id == b.request_id &&
+           a.holder == b.holder && a.released == b.released;
+  }
 };
 
 // The state of one concurrency key: its leases, held or kept released, in no particular order

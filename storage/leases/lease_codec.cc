@@ -79,13 +79,32 @@ absl::Status Malformed(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("malformed lease set: ", what));
 }
 
+// The fields of a lease after its flags and before its id, and its strings after the id.
+void WriteHead(Writer& w, const Lease& l) {
+  w.U8(l.released ? 1 : 0);
+  w.I64(l.count);
+  w.I64(l.acquired_at_us);
+  w.I64(l.expires_at_us);
+}
+
+absl::Status ReadHead(Reader& in, Lease& l) {
+  uint8_t flags = 0;
+  if (!in.U8(flags) || !in.I64(l.count) || !in.I64(l.acquired_at_us) || !in.I64(l.expires_at_us)) {
+    return Malformed("truncated lease");
+  }
+  if ((flags & ~uint8_t{1}) != 0) return Malformed("unknown flags");
+  if (l.count < 1 || l.count > static_cast<int64_t>(kMaxSlots)) {
+    return Malformed("a lease of no slots or more than 1e9");
+  }
+  l.released = (flags & 1) != 0;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 size_t EncodedLeaseSetSize(const LeaseSet& set) {
   size_t size = 5;
-  for (const Lease& l : set.leases) {
-    size += kFixedLeaseBytes + l.id.size() + l.request_id.size() + l.holder.size();
-  }
+  for (const Lease& l : set.leases) size += EncodedLeaseEntrySize(l);
   return size;
 }
 
@@ -97,10 +116,7 @@ void AppendLeaseSet(const LeaseSet& set, std::string* out) {
   w.U8(kLeaseCodecVersion);
   w.U32(static_cast<uint32_t>(set.leases.size()));
   for (const Lease& l : set.leases) {
-    w.U8(l.released ? 1 : 0);
-    w.I64(l.count);
-    w.I64(l.acquired_at_us);
-    w.I64(l.expires_at_us);
+    WriteHead(w, l);
     w.String(l.id);
     w.String(l.request_id);
     w.String(l.holder);
@@ -127,20 +143,39 @@ absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
   LeaseSet set;
   set.leases.resize(n);
   for (Lease& l : set.leases) {
-    uint8_t flags = 0;
-    if (!in.U8(flags) || !in.I64(l.count) || !in.I64(l.acquired_at_us) ||
-        !in.I64(l.expires_at_us) || !in.String(l.id) || !in.String(l.request_id) ||
-        !in.String(l.holder)) {
+    if (absl::Status s = ReadHead(in, l); !s.ok()) return s;
+    if (!in.String(l.id) || !in.String(l.request_id) || !in.String(l.holder)) {
       return Malformed("truncated lease");
     }
-    if ((flags & ~uint8_t{1}) != 0) return Malformed("unknown flags");
-    if (l.count < 1 || l.count > static_cast<int64_t>(kMaxSlots)) {
-      return Malformed("a lease of no slots or more than 1e9");
-    }
-    l.released = (flags & 1) != 0;
   }
   if (in.left() != 0) return Malformed("trailing bytes");
   return set;
+}
+
+size_t EncodedLeaseEntrySize(const Lease& l) {
+  return kFixedLeaseBytes + l.id.size() + l.request_id.size() + l.holder.size();
+}
+
+void AppendLeaseEntry(const Lease& lease, std::string* out) {
+  const size_t begin = out->size();
+  out->resize(begin + EncodedLeaseEntrySize(lease));
+  Writer w(out->data() + begin);
+  WriteHead(w, lease);
+  w.String(lease.id);
+  w.String(lease.request_id);
+  w.String(lease.holder);
+  assert(w.at() == out->data() + out->size());
+}
+
+absl::StatusOr<Lease> DecodeLeaseEntry(absl::string_view bytes) {
+  Reader in(bytes);
+  Lease l;
+  if (absl::Status s = ReadHead(in, l); !s.ok()) return s;
+  if (!in.String(l.id) || !in.String(l.request_id) || !in.String(l.holder)) {
+    return Malformed("truncated lease");
+  }
+  if (in.left() != 0) return Malformed("trailing bytes");
+  return l;
 }
 
 }  // namespace ratelimit

@@ -31,6 +31,14 @@ size_t EncodedLeaseSetSize(const LeaseSet& set);
 // crashes, whatever the bytes.
 absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes);
 
+// One lease alone, encoded as a lease of a set is (from its flags to its holder), for a store
+// that keeps each lease in a record of its own (the RocksDB store: storage/rocksdb/
+// lease_record.h).
+void AppendLeaseEntry(const Lease& lease, std::string* out);
+size_t EncodedLeaseEntrySize(const Lease& lease);
+// The lease stored as `bytes`; DATA_LOSS as DecodeLeaseSet. Never crashes, whatever the bytes.
+absl::StatusOr<Lease> DecodeLeaseEntry(absl::string_view bytes);
+
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_STORAGE_LEASES_LEASE_CODEC_H_

@@ -1,19 +1,30 @@
 #ifndef RATELIMIT_STORAGE_ROCKSDB_LEASE_RECORD_H_
 #define RATELIMIT_STORAGE_ROCKSDB_LEASE_RECORD_H_
 
-// How the RocksDB store keeps a concurrency key's lease set: one record of the records column
-// family (state_codec.h: [expires_at_us: i64] then the payload), written by every decision that
-// changes the set. The payload is the set's bytes (lease_codec.h) padded to a size class:
-//   [0xff] [n: u32] [n bytes: the set] [zero bytes to the record's size]
-// so that the key's next record has the size of the one in the memtable and RocksDB writes it
-// over that one in place (the records family has in-place updates, rocksdb_state_store.cc)
-// instead of adding a memtable entry per decision. For the same reason a set that empties is
-// written as an empty set, not deleted; it reads as absent, and expires as every record does.
-// A payload that is the set's bytes alone (starting with the codec's version byte, 1) is the form
-// earlier versions wrote; it is still read.
+// How the RocksDB store keeps the leases of a concurrency key: one record per lease in the records
+// column family, so that a decision writes only the lease it changes, however many the key holds.
+// A record is a numbered place of its key (Lease::record, 1 and up), reused: an acquire takes the
+// lowest number no lease of the key holds, a release without a request_id writes its place free.
+// Records are padded to a size class and a free place keeps its record's size, so that a key's
+// next record under a number usually has the size of the one in the memtable and RocksDB writes it
+// over that one in place (the records family has in-place updates, rocksdb_state_store.cc): a hot
+// key's decisions add no memtable entries, as a hot rate limit's do not.
+//   key:   "M" [source: u8] [name length: u16 big-endian] [name] [key length: u16 big-endian]
+//          [key] [record number: u32 big-endian]
+//   value: [expires_at_us: i64] (state_codec.h), then
+//          a lease:  [1] [n: u32] [n bytes: the lease (lease_codec.h AppendLeaseEntry)] [zeros]
+//          free:     zeros (the expiry 0: it reads as absent, and compaction drops it)
+// A lease's record expires kLeaseRecordMarginMicros after the lease, so that it is never dropped
+// while a decision whose clock reads earlier may still find it held; the algebra drops the lease
+// at its expiry, and its number is free again.
+//
+// Earlier versions kept a key's whole set as one record under LeaseRecordKey (the "L" keys of
+// storage/leases/apply_lease.h), rewritten by every decision. Such a record is still read
+// (DecodeLeaseSetRecord); the first decision on its key that writes replaces it with the key's
+// per-lease records, in the same batch.
 
-#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -23,30 +34,43 @@
 
 namespace ratelimit {
 
-// The smallest record; 128 bytes hold a set of one lease without a request_id or holder.
+// The smallest lease record's value: it holds a lease without a request_id or holder.
 inline constexpr size_t kMinLeaseRecordBytes = 128;
 
-// The bytes of the record of `set` before padding.
-size_t LeaseRecordNeeds(const LeaseSet& set);
+// The prefix of the lease records of `key`, and of no other key's.
+std::string LeaseEntryPrefix(const StateKey& key);
+// The prefix of the lease records of every key of limit `name` of `source`, and of no other
+// limit's.
+std::string LeaseEntryLimitPrefix(LimitSource source, absl::string_view name);
+// The key of record `record` of the key whose LeaseEntryPrefix is `prefix`, into `*out` (its
+// capacity kept).
+void LeaseEntryKey(absl::string_view prefix, uint32_t record, std::string* out);
 
-// The size of a key's next record, which must hold `needed` bytes: `current` (the size of the
-// key's record now; 0: not known) when that holds them and they are at least a quarter of it, so
-// that a set changing by a lease or two keeps its record's size; otherwise the size class of
-// `needed`: at least kMinLeaseRecordBytes, above it the next multiple of a quarter of the power
-// of two below (at most a quarter of padding).
-size_t LeaseRecordBytes(size_t needed, size_t current);
+// A lease record's key split: the concurrency key it belongs to and the record's number. nullopt
+// when `record_key` is not a lease record's key.
+struct LeaseEntryKeyParts {
+  StateKey key;
+  uint32_t record = 0;
+};
+std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_key);
 
-// The record value of `set`, expiring at `expires_at_us`, padded to `record_bytes`.
-// REQUIRES: record_bytes >= LeaseRecordNeeds(set).
-std::string EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes);
-// The same into `*out`, replacing its bytes and keeping its capacity (a buffer reused across
-// decisions allocates nothing).
-void EncodeLeaseRecord(int64_t expires_at_us, const LeaseSet& set, size_t record_bytes,
-                       std::string* out);
+// The size of the value of `lease`'s record: its bytes rounded up to a multiple of 64, at least
+// kMinLeaseRecordBytes.
+size_t LeaseEntryRecordBytes(const Lease& lease);
+// The record value of `lease` into `*out` (its capacity kept), LeaseEntryRecordBytes(lease) long,
+// expiring kLeaseRecordMarginMicros after the lease (saturating).
+void EncodeLeaseEntryRecord(const Lease& lease, std::string* out);
+// The value of a free record `bytes` long (at least 8) into `*out`.
+void EncodeFreeLeaseRecord(size_t bytes, std::string* out);
+// A lease record's value: the lease (its `record` left 0); DATA_LOSS when it is not one
+// EncodeLeaseEntryRecord made (a free record included). Never crashes, whatever the bytes.
+absl::StatusOr<Lease> DecodeLeaseEntryRecord(absl::string_view value);
 
-// A stored record value: its expiry and its set; DATA_LOSS when it is not one EncodeLeaseRecord
-// (or an earlier version) wrote. Never crashes, whatever the bytes.
-absl::StatusOr<std::pair<int64_t, LeaseSet>> DecodeLeaseRecord(absl::string_view value);
+// A key's set record as earlier versions wrote it (under LeaseRecordKey): its expiry and its set.
+// Two forms are read: the set's bytes (lease_codec.h) and the padded form
+//   [0xff] [n: u32] [n bytes: the set] [zero bytes to the record's size]
+// DATA_LOSS for anything else. Never crashes, whatever the bytes.
+absl::StatusOr<std::pair<int64_t, LeaseSet>> DecodeLeaseSetRecord(absl::string_view value);
 
 }  // namespace ratelimit
 

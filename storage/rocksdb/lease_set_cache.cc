@@ -15,10 +15,10 @@ size_t LeaseSetMemoryBytes(const LeaseSet& set) {
 }
 
 LeaseSetCache::Entry LeaseSetCache::Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us,
-                                         uint64_t ticket, size_t record_bytes) {
+                                         uint64_t ticket, bool legacy_record) {
   Entry entry;
   entry.ticket = ticket;
-  entry.record_bytes = record_bytes;
+  entry.legacy_record = legacy_record;
   if (set != nullptr && !set->leases.empty()) {
     entry.bytes = LeaseSetMemoryBytes(*set);
     entry.expires_at_us = expires_at_us;

@@ -2,7 +2,7 @@
 #define RATELIMIT_STORAGE_ROCKSDB_LEASE_SET_CACHE_H_
 
 // The RocksDB store's cache of lease sets (storage/leases/): from a lease set's record key
-// (LeaseRecordKey) to the key's latest set, decoded, with the expiry of its record. A decision on
+// (LeaseRecordKey) to the key's latest set, decoded, with the expiry of its records. A decision on
 // a concurrency key reads the set here (RocksDB only on a miss), queues the new set with the
 // group commit, puts it here with its ticket and frees the key's stripe before its WAL write, as
 // the states' decisions do (rocksdb_state_store.h). How entries are kept, queued, evicted and
@@ -21,13 +21,14 @@ struct LeaseSetCacheEntry {
   // The set as stored; null: no set is stored (every slot free). Read and changed only under the
   // stripe of its key (a decision on the key moves its leases out and refills it).
   std::shared_ptr<LeaseSet> set;
-  // When the set's record expires (it reads as absent from then on); 0 with no set.
+  // When the set's lease records have all expired (they read as absent from then on); 0 with no
+  // set.
   int64_t expires_at_us = 0;
   uint64_t ticket = 0;  // the group-commit ticket that writes it; 0: already stored
   size_t bytes = 0;     // the memory `set` holds (LeaseSetMemoryBytes)
-  // The size of the key's record in RocksDB (lease_record.h: the key's next record keeps it when
-  // it can, to be written in place); 0: no record, or not known.
-  size_t record_bytes = 0;
+  // The key still has a set record of an earlier version (lease_record.h), which the next
+  // decision that writes replaces.
+  bool legacy_record = false;
 
   size_t CacheBytes() const { return bytes; }
 };
@@ -41,10 +42,10 @@ class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
   using Entry = LeaseSetCacheEntry;
   using TicketedCache::TicketedCache;
 
-  // The entry for `set` (null or empty: none stored) whose record expires at `expires_at_us`,
-  // written by `ticket`, `record_bytes` long (0: no record).
+  // The entry for `set` (null or empty: none stored) whose records expire by `expires_at_us`,
+  // written by `ticket`.
   static Entry Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us, uint64_t ticket,
-                    size_t record_bytes = 0);
+                    bool legacy_record = false);
 
   // Removes the written entries whose record has expired by `now_us` (as the records' compaction
   // filter drops them from RocksDB).

@@ -144,15 +144,15 @@ class RocksDbStateStore final : public StateStore {
   absl::Status UpdateWithRecords(absl::Span<const StateKey> keys,
                                  absl::Span<const RecordSpec> records, const Clock& clock,
                                  RecordDecideFn decide) override;
-  // Lease sets are records of the records column family (storage/leases/apply_lease.h: the
-  // same key, expiry and bytes), in the WAL like every record, so they survive a restart. A lease
-  // decision takes the stripes of its key's record and of its rate limits' states, reads the set
-  // from the cache of lease sets (else RocksDB, then cached) and the states as Update does,
-  // decides (DecideLeaseOperation), queues the new set (deleted when empty) with the states,
-  // caches it with its ticket and frees the stripes before the WAL write: decisions on a hot key
-  // share WAL groups as Update's do, and are answered once their group (and every group whose set
-  // or state they read) is in the WAL. A retried acquire finds its lease in the set (from the
-  // cache too), and waits for that set's write before it is answered.
+  // Leases are records of the records column family, one per lease (lease_record.h), in the WAL
+  // like every record, so they survive a restart. A lease decision takes the stripes of its
+  // key's set (LeaseRecordKey) and of its rate limits' states, reads the set from the cache of
+  // lease sets (else RocksDB's records under the key's prefix, then cached) and the states as
+  // Update does, decides (DecideLeaseOperation), queues the records of the leases it changed with
+  // the states, caches the new set with its ticket and frees the stripes before the WAL write:
+  // decisions on a hot key share WAL groups as Update's do, and are answered once their group (and
+  // every group whose set or state they read) is in the WAL. A retried acquire finds its lease in
+  // the set (from the cache too), and waits for that set's write before it is answered.
   absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
   // ApplyLease decided on the calling thread and answered as ApplyAsync answers.
   void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override;
@@ -318,13 +318,20 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,
                                             LeaseOutcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Reads the lease set under `record_key` at `now_us` into `*read`, the key's cache entry (its
-  // set null: none, or its record expired; the set is the cached object itself): from the cache
-  // of lease sets, else RocksDB (then cached). `*depends_on`: raised to the ticket of a queued set
-  // read.
-  absl::Status ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch, int64_t now_us,
-                                  LeaseSetCache::Entry* read, uint64_t* depends_on)
-      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Reads the lease set of `key` (cached under `record_key`, its LeaseRecordKey) at `now_us` into
+  // `*read`, the key's cache entry (its set null: none, or its records expired; the set is the
+  // cached object itself): from the cache of lease sets, else RocksDB (then cached). `*depends_on`:
+  // raised to the ticket of a queued set read.
+  absl::Status ReadLeaseSetLocked(const StateKey& key, const std::string& record_key,
+                                  uint64_t epoch, int64_t now_us, LeaseSetCache::Entry* read,
+                                  uint64_t* depends_on) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // DeleteAllLeases for a batch of keys, each with the lease records the scan found for it: under
+  // the keys' stripes, deletes those, the leases of the key's set and its set record of an
+  // earlier version, and waits for the WAL. Returns how many keys held a lease.
+  absl::StatusOr<uint64_t> DeleteLeaseKeysLocked(
+      const std::vector<std::pair<StateKey, std::vector<std::string>>>& keys, int64_t now_us)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // The writer thread: writes the groups of decisions whose callers did not wait (ApplyAsync).
   void WriterLoop();
   // The body of UpdateWithRecords, under the stripes of the keys and the records.

@@ -1,9 +1,9 @@
 #include "storage/rocksdb/rocksdb_state_store.h"
 
-// RocksDbStateStore: concurrency limits. A key's lease set is a record of the records column
-// family (lease_record.h: padded, so that it is rewritten in place), cached decoded
-// (lease_set_cache.h), decided with the rate limits' states and written through the group with
-// them (see ApplyLease in the header).
+// RocksDbStateStore: concurrency limits. A key's leases are records of the records column
+// family, one per lease (lease_record.h), so a decision writes the one lease it changes; the
+// key's set is cached decoded (lease_set_cache.h), decided with the rate limits' states and
+// written through the group with them (see ApplyLease in the header).
 
 #include <algorithm>
 #include <memory>
@@ -20,6 +20,7 @@
 #include "storage/leases/apply_lease.h"
 #include "storage/rocksdb/lease_record.h"
 #include "storage/rocksdb/rocksdb_recovery.h"
+#include "storage/rocksdb/state_codec.h"
 
 namespace ratelimit {
 
@@ -74,10 +75,170 @@ std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
   return results;
 }
 
+namespace {
+
+// The smallest key above every key starting with `prefix` ("" when there is none).
+std::string PrefixEnd(absl::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
+// The records a lease decision writes, encoded before the group's lock is taken. A thread reuses
+// one for its decisions (the batch copies what it is given).
+class LeaseWrites {
+ public:
+  void Clear() { size_ = 0; }
+  // The record of `lease` (lease.record is its number).
+  void Put(absl::string_view prefix, const Lease& lease) {
+    Write& w = Next();
+    LeaseEntryKey(prefix, lease.record, &w.key);
+    EncodeLeaseEntryRecord(lease, &w.value);
+    w.erase = false;
+  }
+  // Record `record` written free, `bytes` long (the size of the one it replaces).
+  void Free(absl::string_view prefix, uint32_t record, size_t bytes) {
+    Write& w = Next();
+    LeaseEntryKey(prefix, record, &w.key);
+    EncodeFreeLeaseRecord(bytes, &w.value);
+    w.erase = false;
+  }
+  void Delete(absl::string_view key) {
+    Write& w = Next();
+    w.key.assign(key.data(), key.size());
+    w.erase = true;
+  }
+  void AddTo(rocksdb::WriteBatch& batch, rocksdb::ColumnFamilyHandle* records) const {
+    for (size_t i = 0; i < size_; ++i) {
+      const Write& w = writes_[i];
+      if (w.erase) {
+        batch.Delete(records, w.key).PermitUncheckedError();
+      } else {
+        batch.Put(records, w.key, w.value).PermitUncheckedError();
+      }
+    }
+  }
+  // A thread keeps the buffers of a few writes, not of the largest reset or conversion it made.
+  void Trim() {
+    constexpr size_t kKept = 16;
+    if (writes_.size() > kKept) writes_.resize(kKept);
+  }
+
+ private:
+  struct Write {
+    std::string key;
+    std::string value;
+    bool erase = false;
+  };
+  Write& Next() {
+    if (size_ == writes_.size()) writes_.emplace_back();
+    return writes_[size_++];
+  }
+  std::vector<Write> writes_;
+  size_t size_ = 0;
+};
+
+// A record a decision frees: its number and the size of its value.
+struct FreedRecord {
+  uint32_t record = 0;
+  size_t bytes = 0;
+};
+
+// The records a release or reset of `op` frees, from the set as read (before the decision takes
+// its leases): the released lease's, or every lease's.
+absl::InlinedVector<FreedRecord, 1> RecordsFreedBy(const LeaseOp& op, const LeaseSet* read) {
+  absl::InlinedVector<FreedRecord, 1> freed;
+  if (read == nullptr) return freed;
+  if (op.action != LeaseAction::kRelease && op.action != LeaseAction::kReset) return freed;
+  for (const Lease& l : read->leases) {
+    if (l.record == 0) continue;
+    if (op.action == LeaseAction::kRelease && (l.released || l.id != op.lease_id)) continue;
+    freed.push_back(FreedRecord{l.record, LeaseEntryRecordBytes(l)});
+  }
+  return freed;
+}
+
+// Gives `lease`, a lease of `set`, the lowest record number no other lease of `set` holds.
+void NumberRecord(LeaseSet& set, Lease& lease) {
+  const size_t n = set.leases.size();  // n - 1 others: one of 1..n is free
+  absl::InlinedVector<bool, 128> used(n + 1, false);
+  for (const Lease& l : set.leases) {
+    if (&l != &lease && l.record >= 1 && l.record <= n) used[l.record] = true;
+  }
+  uint32_t record = 1;
+  while (used[record]) ++record;
+  lease.record = record;
+}
+
+// The lease of `set` with id `id`, or null.
+Lease* Find(LeaseSet& set, const std::string& id) {
+  for (Lease& l : set.leases) {
+    if (l.id == id) return &l;
+  }
+  return nullptr;
+}
+
+// The writes of decision `d` on a key whose records are under `prefix`: the records of the leases
+// it changed (lease.h says which, by action), numbering a new lease's in d.next. `freed`: what
+// RecordsFreedBy found before the decision. A key that still has a set record of an earlier
+// version (`legacy_key` not empty) has it deleted and every lease of the new set written under a
+// record of its own.
+void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix,
+                   absl::Span<const FreedRecord> freed, const std::string& legacy_key,
+                   LeaseWrites& out) {
+  out.Clear();
+  if (!d.write) return;
+  if (!legacy_key.empty()) {
+    out.Delete(legacy_key);
+    uint32_t record = 0;
+    for (Lease& l : d.next.leases) {
+      l.record = ++record;
+      out.Put(prefix, l);
+    }
+    return;
+  }
+  switch (op.action) {
+    case LeaseAction::kAcquire:
+    case LeaseAction::kExtend:
+      if (Lease* l = Find(d.next, op.lease_id)) {
+        if (l->record == 0) NumberRecord(d.next, *l);
+        out.Put(prefix, *l);
+      }
+      return;
+    case LeaseAction::kRelease:
+      // Kept, released, until its expiry when it has a request_id (a retried acquire answers it
+      // again): its record rewritten; otherwise its record is free.
+      if (const Lease* l = Find(d.next, op.lease_id)) {
+        out.Put(prefix, *l);
+        return;
+      }
+      [[fallthrough]];
+    case LeaseAction::kReset:
+      for (const FreedRecord& f : freed) out.Free(prefix, f.record, f.bytes);
+      return;
+    case LeaseAction::kCheck:
+    case LeaseAction::kList:
+      return;
+  }
+}
+
+// When the records of `set` have all expired (0 for an empty set).
+int64_t LeaseRecordsExpireAt(const LeaseSet& set) {
+  if (set.leases.empty()) return 0;
+  const int64_t latest = LeaseSetExpiresAt(set);
+  return latest > INT64_MAX - kLeaseRecordMarginMicros ? INT64_MAX
+                                                       : latest + kLeaseRecordMarginMicros;
+}
+
+}  // namespace
+
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
     const LeaseOperation& op, const Clock& clock, LeaseOutcome& outcome) {
   if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
   const OperationKeys keys = DistinctKeys(op.limits);
+  // The cache's key for the set, and the stripe it is decided under: the key of its set record
+  // in earlier versions.
   const RecordSpec record{LeaseRecordKey(op.lease.key), 0};
   absl::InlinedVector<size_t, 4> stripes;
   absl::InlinedVector<std::string, 4> encoded;
@@ -97,10 +258,12 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // The time is read under the stripes: the decision comes after every one that held them.
   const int64_t now = clock.NowMicros();
   LeaseSetCache::Entry read;
-  if (absl::Status s = ReadLeaseSetLocked(record.key, pending.epoch, now, &read, &pending.ticket);
+  if (absl::Status s =
+          ReadLeaseSetLocked(op.lease.key, record.key, pending.epoch, now, &read, &pending.ticket);
       !s.ok()) {
     return s;
   }
+  const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(op.lease, read.set.get());
   // The decision takes the leases of the cached set (moved, never copied): under the key's stripe
   // nothing else reads that set, and before the stripe is freed it holds the set after the
   // decision and its entry is put again (or, when the group refused the write below, the entry
@@ -109,16 +272,13 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   if (read.set != nullptr) taken = std::move(*read.set);
   outcome = DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes));
   LeaseDecision& d = outcome.lease;
-  // The record to write (an empty set too: lease_record.h).
-  int64_t expires_at_us = read.expires_at_us;
-  size_t record_bytes = read.record_bytes;
-  // Reused by this thread's decisions: the batch below copies it before the next one.
-  static thread_local std::string value;
-  if (d.write) {
-    expires_at_us = LeaseRecordExpiresAt(op.lease, d.next, now);
-    record_bytes = LeaseRecordBytes(LeaseRecordNeeds(d.next), read.record_bytes);
-    EncodeLeaseRecord(expires_at_us, d.next, record_bytes, &value);
-  }
+  // The records to write: the leases the decision changed. Reused by this thread's decisions:
+  // the batch below copies them before the next one.
+  static thread_local LeaseWrites lease_writes;
+  const std::string no_legacy;
+  LeaseWritesOf(op.lease, d, d.write ? LeaseEntryPrefix(op.lease.key) : std::string(), freed,
+                read.legacy_record ? record.key : no_legacy, lease_writes);
+  const int64_t expires_at_us = d.write ? LeaseRecordsExpireAt(d.next) : read.expires_at_us;
   // The set after the decision, for the cache: in the object the decision took its leases from.
   std::shared_ptr<LeaseSet> next;
   if (read.set != nullptr || !d.next.leases.empty()) {
@@ -127,26 +287,25 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   }
   d.next = LeaseSet();
   absl::StatusOr<uint64_t> ticket =
-      QueueLocked(pending.epoch, encoded, writes, [&](rocksdb::WriteBatch& batch) {
-        if (d.write) batch.Put(records_, record.key, value).PermitUncheckedError();
-      });
-  // A thread keeps a buffer of a common record's size, not of the largest set it ever wrote.
-  constexpr size_t kKeptBufferBytes = 64 << 10;
-  if (value.capacity() > kKeptBufferBytes) std::string().swap(value);
+      QueueLocked(pending.epoch, encoded, writes,
+                  [&](rocksdb::WriteBatch& batch) { lease_writes.AddTo(batch, records_); });
+  lease_writes.Trim();
   if (!ticket.ok()) return ticket.status();
-  // Nothing written: the same record (expiry, size and ticket as read), its set as read (lease.h:
+  // Nothing written: the same records (expiry and ticket as read), its set as read (lease.h:
   // LeaseDecision::next).
   if (d.write || next != nullptr) {
-    lease_cache_->Put(record.key,
-                      LeaseSetCache::Make(std::move(next), expires_at_us,
-                                          d.write ? *ticket : read.ticket, record_bytes),
-                      pending.epoch);
+    lease_cache_->Put(
+        record.key,
+        LeaseSetCache::Make(std::move(next), expires_at_us, d.write ? *ticket : read.ticket,
+                            read.legacy_record && !d.write),
+        pending.epoch);
   }
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
 }
 
-absl::Status RocksDbStateStore::ReadLeaseSetLocked(const std::string& record_key, uint64_t epoch,
+absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
+                                                   const std::string& record_key, uint64_t epoch,
                                                    int64_t now_us, LeaseSetCache::Entry* read,
                                                    uint64_t* depends_on) {
   if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(record_key, epoch)) {
@@ -155,21 +314,55 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const std::string& record_key
     if (read->expires_at_us <= now_us) read->set = nullptr;
     return absl::OkStatus();
   }
+  auto set = std::make_shared<LeaseSet>();
+  int64_t expires_at_us = 0;
+  // A set record of an earlier version (lease_record.h), until a decision replaces it.
   rocksdb::PinnableSlice value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, record_key, &value);
-  if (s.IsNotFound()) {
-    *read = LeaseSetCache::Make(nullptr, 0, 0);
-    lease_cache_->Put(record_key, *read, epoch);
-    return absl::OkStatus();
+  const bool legacy = s.ok();
+  if (legacy) {
+    absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
+        DecodeLeaseSetRecord(absl::string_view(value.data(), value.size()));
+    if (!record.ok()) return record.status();
+    if (record->first > now_us) {
+      *set = std::move(record->second);
+      expires_at_us = record->first;
+    }
+  } else if (!s.IsNotFound()) {
+    return FromRocks(s, "get lease set");
   }
-  if (!s.ok()) return FromRocks(s, "get lease set");
-  absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
-      DecodeLeaseRecord(absl::string_view(value.data(), value.size()));
-  if (!record.ok()) return record.status();
-  *read = LeaseSetCache::Make(std::make_shared<LeaseSet>(std::move(record->second)), record->first,
-                              0, value.size());
+  // The key's lease records. Under the key's stripe no decision writes them: the group has
+  // written every one queued (a queued set stays in the cache until its ticket resolves).
+  const std::string prefix = LeaseEntryPrefix(key);
+  const std::string end = PrefixEnd(prefix);
+  const rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  if (!end.empty()) ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const absl::string_view k(it->key().data(), it->key().size());
+    const absl::string_view bytes(it->value().data(), it->value().size());
+    const auto expiry = DecodeRecordValue(bytes);
+    if (expiry && expiry->first <= now_us) continue;  // free, or expired: reads as absent
+    std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(k);
+    if (!parts || parts->record == 0) {
+      return absl::DataLossError("malformed lease record: an unknown key under a lease prefix");
+    }
+    absl::StatusOr<Lease> lease = DecodeLeaseEntryRecord(bytes);
+    if (!lease.ok()) return lease.status();
+    lease->record = parts->record;
+    expires_at_us = std::max(expires_at_us, expiry->first);
+    Lease* same = legacy ? Find(*set, lease->id) : nullptr;
+    if (same != nullptr) {
+      *same = *std::move(lease);
+    } else {
+      set->leases.push_back(*std::move(lease));
+    }
+  }
+  if (absl::Status st = FromRocks(it->status(), "read lease records"); !st.ok()) return st;
+  *read =
+      LeaseSetCache::Make(set->leases.empty() ? nullptr : std::move(set), expires_at_us, 0, legacy);
   lease_cache_->Put(record_key, *read, epoch);
-  if (read->expires_at_us <= now_us) read->set = nullptr;
   return absl::OkStatus();
 }
 
@@ -178,61 +371,99 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
-  // Set by set, in batches, each batch under its records' stripes (the stripes UpdateWithRecords
-  // takes for them) until its deletes are in the WAL: records are read from RocksDB only, so a
-  // decision on one of these keys lands either before its delete or after it.
+  // Key by key, in batches, each batch under its keys' stripes (the stripes a decision on the
+  // key takes) until its deletes are in the WAL: a decision on one of these keys lands either
+  // before its delete or after it. The keys are found by scanning the limit's lease records and
+  // its set records of earlier versions; under the stripe, the key's set (the cache's, or read
+  // again) names the leases to delete beside those the scan found.
   constexpr size_t kBatch = 256;
-  const std::string prefix = LeaseRecordPrefix(source, name);
-  // The upper bound: the smallest key above every key starting with the prefix.
-  std::string end = prefix;
-  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
-  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-  rocksdb::Slice upper(end);
-  rocksdb::ReadOptions ro;
-  if (!end.empty()) ro.iterate_upper_bound = &upper;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
-  it->Seek(prefix);
   const int64_t now = options_.clock->NowMicros();
   uint64_t deleted = 0;
-  while (it->Valid()) {
-    std::vector<std::string> keys;
-    std::vector<size_t> stripes;
-    for (; it->Valid() && keys.size() < kBatch; it->Next()) {
-      keys.push_back(it->key().ToString());
-      stripes.push_back(stripes_.StripeOf(StableKeyHash("", keys.back())));
-    }
-    std::sort(stripes.begin(), stripes.end());
-    stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
-    StripeLocks locked(stripes_, stripes);
-    Pending pending;
-    pending.epoch = group_.epoch();
-    for (const std::string& k : keys) {
-      // Read again under the stripe: a decision may have changed the set since the scan (its set
-      // may be queued, in the cache only).
-      if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(k, pending.epoch)) {
-        if (hit->set != nullptr && hit->expires_at_us > now) ++deleted;
-        continue;
+  for (const std::string& prefix :
+       {LeaseEntryLimitPrefix(source, name), LeaseRecordPrefix(source, name)}) {
+    const std::string end = PrefixEnd(prefix);
+    const rocksdb::Slice upper(end);
+    rocksdb::ReadOptions ro;
+    if (!end.empty()) ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
+    it->Seek(prefix);
+    while (it->Valid()) {
+      // The batch's keys, each with the record keys the scan found for it.
+      std::vector<std::pair<StateKey, std::vector<std::string>>> keys;
+      while (it->Valid() && keys.size() < kBatch) {
+        const absl::string_view k(it->key().data(), it->key().size());
+        std::optional<StateKey> key;
+        if (k[0] == 'L') {
+          key = StateKey{std::string(name), std::string(k.substr(prefix.size())), source};
+        } else if (std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(k)) {
+          key = std::move(parts->key);
+        }
+        if (key) {
+          if (keys.empty() || !(keys.back().first == *key)) keys.push_back({*std::move(key), {}});
+          keys.back().second.emplace_back(k);
+        }
+        it->Next();
       }
-      rocksdb::PinnableSlice value;
-      rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, k, &value);
-      if (s.IsNotFound()) continue;
-      if (!s.ok()) return FromRocks(s, "get lease set");
-      absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
-          DecodeLeaseRecord(absl::string_view(value.data(), value.size()));
-      if (!record.ok() || (record->first > now && !record->second.leases.empty())) ++deleted;
+      absl::StatusOr<uint64_t> ended = DeleteLeaseKeysLocked(keys, now);
+      if (!ended.ok()) return ended.status();
+      deleted += *ended;
     }
-    absl::StatusOr<uint64_t> ticket = group_.Append(pending.epoch, [&](rocksdb::WriteBatch& batch) {
-      for (const std::string& k : keys) batch.Delete(records_, k).PermitUncheckedError();
-    });
-    if (!ticket.ok()) return ticket.status();
-    pending.ticket = *ticket;
-    for (const std::string& k : keys) {
-      lease_cache_->Put(k, LeaseSetCache::Make(nullptr, 0, *ticket), pending.epoch);
-    }
-    if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
+    if (absl::Status s = FromRocks(it->status(), "iterate lease records"); !s.ok()) return s;
   }
-  if (absl::Status s = FromRocks(it->status(), "iterate lease sets"); !s.ok()) return s;
   return deleted;
+}
+
+absl::StatusOr<uint64_t> RocksDbStateStore::DeleteLeaseKeysLocked(
+    const std::vector<std::pair<StateKey, std::vector<std::string>>>& keys, int64_t now_us) {
+  std::vector<std::string> set_keys;
+  std::vector<size_t> stripes;
+  for (const auto& [key, found] : keys) {
+    set_keys.push_back(LeaseRecordKey(key));
+    stripes.push_back(stripes_.StripeOf(StableKeyHash("", set_keys.back())));
+  }
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  StripeLocks locked(stripes_, stripes);
+  Pending pending;
+  pending.epoch = group_.epoch();
+  uint64_t ended = 0;
+  LeaseWrites deletes;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // Read again under the stripe: a decision may have changed the set since the scan (its
+    // leases may be queued, in the cache only).
+    LeaseSetCache::Entry read;
+    uint64_t depends_on = 0;
+    if (absl::Status s = ReadLeaseSetLocked(keys[i].first, set_keys[i], pending.epoch, now_us,
+                                            &read, &depends_on);
+        !s.ok()) {
+      return s;
+    }
+    if (read.set != nullptr &&
+        std::any_of(read.set->leases.begin(), read.set->leases.end(),
+                    [now_us](const Lease& l) { return !l.released && l.expires_at_us > now_us; })) {
+      ++ended;
+    }
+    const std::string prefix = LeaseEntryPrefix(keys[i].first);
+    for (const std::string& k : keys[i].second) deletes.Delete(k);
+    if (read.set != nullptr) {
+      std::string k;
+      for (const Lease& l : read.set->leases) {
+        if (l.record == 0) continue;
+        LeaseEntryKey(prefix, l.record, &k);
+        deletes.Delete(k);
+      }
+    }
+    deletes.Delete(set_keys[i]);
+  }
+  absl::StatusOr<uint64_t> ticket = group_.Append(
+      pending.epoch, [&](rocksdb::WriteBatch& batch) { deletes.AddTo(batch, records_); });
+  if (!ticket.ok()) return ticket.status();
+  pending.ticket = *ticket;
+  for (const std::string& k : set_keys) {
+    lease_cache_->Put(k, LeaseSetCache::Make(nullptr, 0, *ticket), pending.epoch);
+  }
+  if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
+  return ended;
 }
 
 }  // namespace ratelimit

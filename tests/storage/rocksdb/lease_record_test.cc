@@ -1,14 +1,17 @@
-// A lease set's record in the RocksDB store (storage/rocksdb/lease_record.h): its size classes and
-// the hysteresis that keeps a key's record size; the padded form round trips, the form earlier
-// versions wrote is still read, malformed bytes are DATA_LOSS; and on the store, decisions on a
-// key rewrite its one memtable entry in place (an emptied set included) instead of adding one
-// per decision, across a restart too.
+// A lease's record in the RocksDB store (storage/rocksdb/lease_record.h): its key (a key's
+// records share a prefix no other key's records start with) and value (padded to a size class;
+// round trips; a free record reads as no lease; malformed bytes are DATA_LOSS); the set records
+// of earlier versions are still read. On the store: decisions on a key rewrite its records in
+// place (a release frees its record, the next acquire takes it again), so a hot key adds no
+// memtable entries; record numbers survive a restart (an acquire after it never takes a held
+// lease's); a set record of an earlier version is replaced by per-lease records.
 #include "storage/rocksdb/lease_record.h"
 
 #include <memory>
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/leases/apply_lease.h"
@@ -42,68 +45,120 @@ LeaseSet SetOf(int leases) {
   return set;
 }
 
-TEST(LeaseRecordBytesTest, SizeClassesHaveAtMostAQuarterOfPadding) {
-  EXPECT_EQ(LeaseRecordBytes(1, 0), kMinLeaseRecordBytes);
-  EXPECT_EQ(LeaseRecordBytes(128, 0), 128u);
-  EXPECT_EQ(LeaseRecordBytes(129, 0), 160u);
-  EXPECT_EQ(LeaseRecordBytes(257, 0), 320u);
-  EXPECT_EQ(LeaseRecordBytes(4097, 0), 5120u);
-  EXPECT_EQ(LeaseRecordBytes(5120, 0), 5120u);
-  for (size_t needed = 1; needed < 100000; needed += 37) {
-    const size_t bytes = LeaseRecordBytes(needed, 0);
-    EXPECT_GE(bytes, needed);
-    if (needed > kMinLeaseRecordBytes) {
-      EXPECT_LE(bytes, needed + needed / 4) << needed;
-    }
+// The padded set record of the version before per-lease records.
+std::string PaddedSetRecord(int64_t expires_at_us, const LeaseSet& set, size_t padding) {
+  const std::string bytes = EncodeLeaseSet(set);
+  std::string payload(1, '\xff');
+  for (int i = 0; i < 4; ++i)
+    payload.push_back(static_cast<char>((bytes.size() >> (8 * i)) & 0xff));
+  payload += bytes;
+  payload.append(padding, '\0');
+  return EncodeRecordValue(expires_at_us, payload);
+}
+
+TEST(LeaseEntryKeyTest, AKeysRecordsShareAPrefixNoOtherKeysRecordsStartWith) {
+  const std::string t = LeaseEntryPrefix(StateKey{"jobs", "t"});
+  std::string key;
+  LeaseEntryKey(t, 7, &key);
+  EXPECT_TRUE(absl::StartsWith(key, t));
+  EXPECT_TRUE(absl::StartsWith(key, LeaseEntryLimitPrefix(LimitSource::kDefined, "jobs")));
+  // The key's length ends the key: "t" and "t1", "ab"/"c" and "a"/"bc" never share records.
+  EXPECT_FALSE(absl::StartsWith(LeaseEntryPrefix(StateKey{"jobs", "t1"}), t));
+  EXPECT_FALSE(absl::StartsWith(LeaseEntryPrefix(StateKey{"ab", "c"}),
+                                LeaseEntryPrefix(StateKey{"a", "bc"})));
+  EXPECT_FALSE(absl::StartsWith(LeaseEntryPrefix(StateKey{"jobs2", "t"}),
+                                LeaseEntryLimitPrefix(LimitSource::kDefined, "jobs")));
+  EXPECT_FALSE(absl::StartsWith(LeaseEntryPrefix(StateKey{"jobs", "t", LimitSource::kInline}),
+                                LeaseEntryLimitPrefix(LimitSource::kDefined, "jobs")));
+  // No other record of the store starts as a lease record does.
+  EXPECT_EQ(key[0], 'M');
+  EXPECT_NE(LeaseRecordKey(StateKey{"jobs", "t"})[0], 'M');
+}
+
+TEST(LeaseEntryKeyTest, AKeyParsesBackToItsKeyAndNumber) {
+  for (const StateKey& k :
+       {StateKey{"jobs", "t"}, StateKey{"", ""},
+        StateKey{std::string(256, 'n'), std::string(1024, '\xff'), LimitSource::kEnvoy}}) {
+    std::string key;
+    LeaseEntryKey(LeaseEntryPrefix(k), 0x01020304, &key);
+    std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(key);
+    ASSERT_TRUE(parts.has_value());
+    EXPECT_EQ(parts->key, k);
+    EXPECT_EQ(parts->record, 0x01020304u);
+    EXPECT_FALSE(ParseLeaseEntryKey(key.substr(0, key.size() - 1)).has_value());
+    EXPECT_FALSE(ParseLeaseEntryKey(key + "x").has_value());
+  }
+  EXPECT_FALSE(ParseLeaseEntryKey(LeaseRecordKey(StateKey{"jobs", "t"})).has_value());
+  EXPECT_FALSE(ParseLeaseEntryKey("M").has_value());
+  EXPECT_FALSE(ParseLeaseEntryKey(std::string("Mz\0\0\0\0\0\0\0\0", 10)).has_value());
+}
+
+TEST(LeaseRecordTest, ALeaseRecordRoundTripsPaddedToItsSizeClass) {
+  for (const Lease& l : SetOf(7).leases) {
+    std::string value;
+    EncodeLeaseEntryRecord(l, &value);
+    EXPECT_EQ(value.size(), LeaseEntryRecordBytes(l));
+    EXPECT_GE(value.size(), kMinLeaseRecordBytes);
+    EXPECT_EQ(value.size() % 64, 0u);
+    EXPECT_EQ(DecodeRecordValue(value)->first, l.expires_at_us + kLeaseRecordMarginMicros);
+    absl::StatusOr<Lease> back = DecodeLeaseEntryRecord(value);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, l);
+  }
+  Lease big = SetOf(1).leases[0];
+  big.holder = std::string(300, 'h');
+  EXPECT_EQ(LeaseEntryRecordBytes(big), 448u);  // 13 + 37 + 32 + 5 + 300 = 387 bytes
+  // A lease that never expires: its record neither.
+  big.expires_at_us = INT64_MAX;
+  std::string value;
+  EncodeLeaseEntryRecord(big, &value);
+  EXPECT_EQ(DecodeRecordValue(value)->first, INT64_MAX);
+}
+
+TEST(LeaseRecordTest, AFreeRecordExpiredAndHoldsNoLease) {
+  std::string value;
+  EncodeFreeLeaseRecord(192, &value);
+  EXPECT_EQ(value.size(), 192u);
+  EXPECT_EQ(DecodeRecordValue(value)->first, 0);
+  EXPECT_EQ(DecodeLeaseEntryRecord(value).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(LeaseRecordTest, MalformedLeaseRecordsAreDataLoss) {
+  std::string good;
+  EncodeLeaseEntryRecord(SetOf(1).leases[0], &good);
+  std::string nonzero_padding = good;
+  nonzero_padding.back() = 'x';
+  std::string too_long = good;
+  too_long[12] = '\x7f';  // the lease's length, past the record's end
+  std::string unknown_tag = good;
+  unknown_tag[8] = '\x02';
+  for (const std::string& bad : {std::string(), std::string("1234567"), good.substr(0, 12),
+                                 nonzero_padding, too_long, unknown_tag}) {
+    EXPECT_EQ(DecodeLeaseEntryRecord(bad).status().code(), absl::StatusCode::kDataLoss)
+        << absl::CEscape(bad);
   }
 }
 
-TEST(LeaseRecordBytesTest, AKeyKeepsItsRecordSizeUnlessTheSetOutgrowsItOrShrinksBelowAQuarter) {
-  // A set changing by a lease keeps the size: its record is rewritten in place.
-  EXPECT_EQ(LeaseRecordBytes(4400, 5120), 5120u);
-  EXPECT_EQ(LeaseRecordBytes(1280, 5120), 5120u);
-  EXPECT_EQ(LeaseRecordBytes(20, 128), 128u);
-  // Outgrown: the next class. Shrunk below a quarter: its own class.
-  EXPECT_EQ(LeaseRecordBytes(5121, 5120), 6144u);
-  EXPECT_EQ(LeaseRecordBytes(1279, 5120), 1280u);
-  EXPECT_EQ(LeaseRecordBytes(100, 5120), 128u);
-}
-
-TEST(LeaseRecordTest, APaddedRecordRoundTrips) {
+TEST(LeaseRecordTest, TheSetRecordsOfEarlierVersionsAreRead) {
   for (int n : {0, 1, 2, 7, 64}) {
     const LeaseSet set = SetOf(n);
-    const size_t needed = LeaseRecordNeeds(set);
-    for (size_t bytes : {needed, LeaseRecordBytes(needed, 0), 2 * needed + 3}) {
-      const std::string value = EncodeLeaseRecord(123456, set, bytes);
-      EXPECT_EQ(value.size(), bytes);
-      absl::StatusOr<std::pair<int64_t, LeaseSet>> back = DecodeLeaseRecord(value);
+    for (const std::string& value :
+         {PaddedSetRecord(123456, set, 0), PaddedSetRecord(123456, set, 77),
+          EncodeRecordValue(123456, EncodeLeaseSet(set))}) {
+      absl::StatusOr<std::pair<int64_t, LeaseSet>> back = DecodeLeaseSetRecord(value);
       ASSERT_TRUE(back.ok()) << back.status();
       EXPECT_EQ(back->first, 123456);
       EXPECT_EQ(back->second, set);
     }
   }
-}
-
-TEST(LeaseRecordTest, TheUnpaddedFormOfEarlierVersionsIsRead) {
-  const LeaseSet set = SetOf(3);
-  absl::StatusOr<std::pair<int64_t, LeaseSet>> back =
-      DecodeLeaseRecord(EncodeRecordValue(99, EncodeLeaseSet(set)));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->first, 99);
-  EXPECT_EQ(back->second, set);
-}
-
-TEST(LeaseRecordTest, MalformedRecordsAreDataLoss) {
-  const LeaseSet set = SetOf(2);
-  const std::string good = EncodeLeaseRecord(7, set, LeaseRecordNeeds(set) + 10);
+  const std::string good = PaddedSetRecord(7, SetOf(2), 10);
   std::string nonzero_padding = good;
   nonzero_padding.back() = 'x';
   std::string too_long = good;
-  too_long[9] = '\x7f';  // the set's length, past the record's end
-  for (const std::string& bad :
-       {std::string(), std::string("1234567"), good.substr(0, 10), nonzero_padding, too_long,
-        good.substr(0, LeaseRecordNeeds(set) - 1), EncodeRecordValue(7, "\x02junk")}) {
-    EXPECT_EQ(DecodeLeaseRecord(bad).status().code(), absl::StatusCode::kDataLoss)
+  too_long[9] = '\x7f';
+  for (const std::string& bad : {std::string(), std::string("1234567"), good.substr(0, 10),
+                                 nonzero_padding, too_long, EncodeRecordValue(7, "\x02junk")}) {
+    EXPECT_EQ(DecodeLeaseSetRecord(bad).status().code(), absl::StatusCode::kDataLoss)
         << absl::CEscape(bad);
   }
 }
@@ -125,13 +180,28 @@ class LeaseRecordStoreTest : public ::testing::Test {
     EXPECT_TRUE(out.ok()) << out.status();
     return out.ok() ? *out : LeaseOutcome();
   }
-  // `pairs` acquire+release pairs on key `key`, each beside `others` held leases.
+  bool Acquire(const std::string& key, const std::string& id) {
+    return Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, id, "jobs", key)).allowed;
+  }
+  LeaseState Release(const std::string& key, const std::string& id) {
+    return Apply(LeaseOpOf(LeaseAction::kRelease, 1000, id, "jobs", key)).lease.state;
+  }
+  // The ids of the leases held on `key`, sorted.
+  std::vector<std::string> Held(const std::string& key) {
+    std::vector<std::string> ids;
+    for (const Lease& l :
+         Apply(LeaseOpOf(LeaseAction::kList, 1000, "", "jobs", key)).lease.held_leases) {
+      ids.push_back(l.id);
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  // `pairs` acquire+release pairs on key `key`.
   void Pairs(int pairs, const std::string& key) {
     for (int i = 0; i < pairs; ++i) {
       const std::string id = absl::StrCat("pair-", key, "-", i);
-      ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, id, "jobs", key)).allowed);
-      ASSERT_EQ(Apply(LeaseOpOf(LeaseAction::kRelease, 1000, id, "jobs", key)).lease.state,
-                LeaseState::kReleased);
+      ASSERT_TRUE(Acquire(key, id));
+      ASSERT_EQ(Release(key, id), LeaseState::kReleased);
     }
   }
   uint64_t MemtableEntries() {
@@ -143,74 +213,129 @@ class LeaseRecordStoreTest : public ::testing::Test {
   std::unique_ptr<RocksDbStateStore> store_;
 };
 
-TEST_F(LeaseRecordStoreTest, DecisionsOnAKeyRewriteItsOneMemtableEntry) {
+TEST_F(LeaseRecordStoreTest, DecisionsOnAKeyRewriteItsRecordsInPlace) {
   Open();
-  // Ten keys with a set going from empty to one lease and back, 50 times each: the size of a
-  // one-lease record throughout, written over the entry each time (a delete of the emptied set
-  // would add an entry, and so would a record of another size).
+  // Ten keys going from no lease to one and back, 50 times each: record 1 of each, written over
+  // in place (the release writes it free, of the same size; a delete would add an entry).
   for (int k = 0; k < 10; ++k) Pairs(50, absl::StrCat("k", k));
   EXPECT_LE(MemtableEntries(), 10u);
-  // A key whose set grows to 40 leases and shrinks back: a new entry only when it outgrows its
-  // size class, so far fewer than one per decision.
+  // A key holding 40 leases and then 40 more pairs beside them: 41 records, never more.
   const uint64_t before = MemtableEntries();
-  for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(
-        Apply(LeaseOpOf(LeaseAction::kAcquire, 1000, absl::StrCat("g", i), "jobs", "big")).allowed);
-  }
-  for (int i = 0; i < 40; ++i) {
-    Apply(LeaseOpOf(LeaseAction::kRelease, 1000, absl::StrCat("g", i), "jobs", "big"));
-  }
-  EXPECT_LE(MemtableEntries() - before, 16u);
-  EXPECT_EQ(Apply(LeaseOpOf(LeaseAction::kList, 1000, "", "jobs", "big")).lease.held, 0);
-}
-
-TEST_F(LeaseRecordStoreTest, WithoutTheCacheTheRecordSizeComesFromRocksDb) {
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(Acquire("big", absl::StrCat("g", i)));
+  Pairs(40, "big");
+  EXPECT_LE(MemtableEntries() - before, 41u);
+  for (int i = 0; i < 40; ++i)
+    EXPECT_EQ(Release("big", absl::StrCat("g", i)), LeaseState::kReleased);
+  EXPECT_TRUE(Held("big").empty());
+  // Without the cache, every decision reads the records back from RocksDB: the same.
   Open(/*lease_cache_bytes=*/0);
-  for (int k = 0; k < 10; ++k) Pairs(50, absl::StrCat("k", k));
-  EXPECT_LE(MemtableEntries(), 10u);
+  const uint64_t reopened = MemtableEntries();
+  for (int k = 0; k < 10; ++k) Pairs(20, absl::StrCat("k", k));
+  EXPECT_LE(MemtableEntries() - reopened, 10u);
 }
 
-TEST_F(LeaseRecordStoreTest, PaddedAndEmptiedSetsSurviveARestart) {
+TEST_F(LeaseRecordStoreTest, AnAcquireAfterARestartNeverTakesAHeldLeasesRecord) {
   Open();
-  ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "held", "jobs", "a")).allowed);
-  Pairs(3, "b");  // b's set is written empty, not deleted
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(Acquire("t", id));
+  ASSERT_EQ(Release("t", "b"), LeaseState::kReleased);  // frees the middle record
   Open();
-  EXPECT_EQ(Apply(LeaseOpOf(LeaseAction::kList, 2, "", "jobs", "a")).lease.held, 1);
-  EXPECT_EQ(Apply(LeaseOpOf(LeaseAction::kList, 2, "", "jobs", "b")).lease.held, 0);
-  EXPECT_EQ(Apply(LeaseOpOf(LeaseAction::kRelease, 2, "held", "jobs", "a")).lease.state,
-            LeaseState::kReleased);
-  // Reset of every lease of the limit counts only the keys that hold some.
-  ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "again", "jobs", "a")).allowed);
+  ASSERT_TRUE(Acquire("t", "d"));  // takes the free record, not one of a's or c's
+  ASSERT_TRUE(Acquire("t", "e"));  // a new one
+  Open();
+  EXPECT_EQ(Held("t"), (std::vector<std::string>{"a", "c", "d", "e"}));
+  // The same with the cache off: the numbers are read from RocksDB at each decision.
+  Open(/*lease_cache_bytes=*/0);
+  ASSERT_EQ(Release("t", "a"), LeaseState::kReleased);
+  ASSERT_TRUE(Acquire("t", "f"));
+  ASSERT_TRUE(Acquire("t", "g"));
+  Open();
+  EXPECT_EQ(Held("t"), (std::vector<std::string>{"c", "d", "e", "f", "g"}));
+}
+
+TEST_F(LeaseRecordStoreTest, ReleasedExtendedAndResetLeasesSurviveARestartAsDecided) {
+  Open();
+  LeaseOp kept = LeaseOpOf(LeaseAction::kAcquire, 1000, "kept", "jobs", "t");
+  kept.request_id = "req-kept";
+  ASSERT_TRUE(Apply(kept).allowed);
+  ASSERT_TRUE(Acquire("t", "long"));
+  ASSERT_EQ(Release("t", "kept"), LeaseState::kReleased);  // kept, released, for its replay
+  clock_.Advance(kLeaseTtl / 2);
+  ASSERT_EQ(Apply(LeaseOpOf(LeaseAction::kExtend, 1000, "long", "jobs", "t")).lease.state,
+            LeaseState::kHeld);
+  ASSERT_TRUE(Acquire("r", "x"));
+  ASSERT_TRUE(Acquire("r", "y"));
+  Apply(LeaseOpOf(LeaseAction::kReset, 1000, "", "jobs", "r"));
+  Open();
+  EXPECT_EQ(Held("t"), std::vector<std::string>{"long"});
+  EXPECT_TRUE(Held("r").empty());
+  kept.lease_id = "other";
+  const LeaseOutcome replay = Apply(kept);
+  EXPECT_TRUE(replay.lease.replayed);
+  EXPECT_EQ(replay.lease.lease->id, "kept");
+  // Past the first TTL the extended lease is still held; past its own it is not.
+  clock_.Advance(kLeaseTtl / 2 + 1);
+  EXPECT_EQ(Held("t"), std::vector<std::string>{"long"});
+  clock_.Advance(kLeaseTtl / 2);
+  Open();
+  EXPECT_TRUE(Held("t").empty());
+}
+
+TEST_F(LeaseRecordStoreTest, DeleteAllLeasesCountsTheKeysHoldingSomeAndEndsThemForGood) {
+  Open();
+  ASSERT_TRUE(Acquire("a", "held"));
+  Pairs(3, "b");  // b holds nothing, its record written free
+  ASSERT_TRUE(Acquire("c", "one"));
+  ASSERT_TRUE(Acquire("c", "two"));
   absl::StatusOr<uint64_t> ended = store_->DeleteAllLeases(LimitSource::kDefined, "jobs");
   ASSERT_TRUE(ended.ok()) << ended.status();
-  EXPECT_EQ(*ended, 1u);
+  EXPECT_EQ(*ended, 2u);
+  EXPECT_TRUE(Held("a").empty());
+  Open();
+  EXPECT_TRUE(Held("a").empty());
+  EXPECT_TRUE(Held("c").empty());
+  ASSERT_TRUE(Acquire("c", "three"));
+  Open();
+  EXPECT_EQ(Held("c"), std::vector<std::string>{"three"});
 }
 
-TEST_F(LeaseRecordStoreTest, ARecordOfAnEarlierVersionIsReadAndRewritten) {
+TEST_F(LeaseRecordStoreTest, ASetRecordOfAnEarlierVersionIsReadAndReplacedByLeaseRecords) {
   Open();
-  // The form earlier versions wrote: the set's bytes alone, through the generic record path.
+  // Both forms earlier versions wrote, through the generic record path: the set's bytes alone
+  // (key "plain") and padded (key "padded").
   LeaseSet old;
   Lease l;
   l.id = "old-lease";
   l.acquired_at_us = clock_.NowMicros();
   l.expires_at_us = clock_.NowMicros() + kLeaseTtl;
   old.leases.push_back(l);
-  const LeaseOp list = LeaseOpOf(LeaseAction::kList, 2, "", "jobs", "legacy");
-  const RecordSpec record{LeaseRecordKey(list.key), clock_.NowMicros() + 100 * kLeaseTtl};
-  ASSERT_TRUE(
-      store_
-          ->UpdateWithRecords({}, absl::MakeConstSpan(&record, 1), clock_,
-                              [&](auto, auto, auto, absl::Span<std::optional<std::string>> writes) {
-                                writes[0] = EncodeLeaseSet(old);
-                                return absl::OkStatus();
-                              })
-          .ok());
+  for (const char* key : {"plain", "padded"}) {
+    const RecordSpec record{LeaseRecordKey(StateKey{"jobs", key}),
+                            clock_.NowMicros() + 100 * kLeaseTtl};
+    const bool padded = std::string(key) == "padded";
+    ASSERT_TRUE(store_
+                    ->UpdateWithRecords(
+                        {}, absl::MakeConstSpan(&record, 1), clock_,
+                        [&](auto, auto, auto, absl::Span<std::optional<std::string>> writes) {
+                          writes[0] =
+                              padded ? PaddedSetRecord(0, old, 40).substr(8) : EncodeLeaseSet(old);
+                          return absl::OkStatus();
+                        })
+                    .ok());
+  }
   Open();  // nothing cached: read from RocksDB
-  EXPECT_EQ(Apply(list).lease.held, 1);
-  ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "new", "jobs", "legacy")).allowed);
-  EXPECT_FALSE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "third", "jobs", "legacy")).allowed);
-  EXPECT_EQ(Apply(LeaseOpOf(LeaseAction::kRelease, 2, "old-lease", "jobs", "legacy")).lease.state,
-            LeaseState::kReleased);
+  for (const char* key : {"plain", "padded"}) {
+    EXPECT_EQ(Held(key), std::vector<std::string>{"old-lease"});
+    ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "new", "jobs", key)).allowed);
+    EXPECT_FALSE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "third", "jobs", key)).allowed);
+  }
+  // The set records are gone, the leases are in records of their own: a restart reads them.
+  Open();
+  for (const char* key : {"plain", "padded"}) {
+    EXPECT_EQ(Held(key), (std::vector<std::string>{"new", "old-lease"}));
+    EXPECT_EQ(Release(key, "old-lease"), LeaseState::kReleased);
+  }
+  Open();
+  for (const char* key : {"plain", "padded"}) EXPECT_EQ(Held(key), std::vector<std::string>{"new"});
 }
 
 }  // namespace
