@@ -3,8 +3,9 @@
 
 // How a store that keeps idempotency records (StateStore::UpdateWithRecords) keeps lease sets:
 // the lease set of a concurrency key is one record of the store, under a record key of its own,
-// decided and written in the transaction of the rate limits' states. The memory and RocksDB
-// stores implement ApplyLease with it.
+// decided and written in the transaction of the rate limits' states. The memory store implements
+// ApplyLease with it; the RocksDB store keeps a record per lease instead (storage/rocksdb/
+// lease_record.h) and names a key's set by its LeaseRecordKey (its cache entry and stripe).
 
 #include <cstdint>
 #include <optional>
@@ -23,9 +24,9 @@ namespace ratelimit {
 // The record key of the lease set of `key`:
 //   "L" [source: 1 byte] [name length: u16 big-endian] [name] [key]
 // The service's other records start with "q" (request_id), "s" (spent receipts) or "e" (Envoy
-// refunds), so no lease set meets one of them; the name's length makes the name and the key
-// unambiguous. Up to 4 + kMaxNameBytes + kMaxKeyBytes bytes (longer than the 256 bytes of the
-// service's own records).
+// refunds), and the RocksDB store's lease records with "M", so no lease set meets one of them; the
+// name's length makes the name and the key unambiguous. Up to 4 + kMaxNameBytes + kMaxKeyBytes
+// bytes (longer than the 256 bytes of the service's own records).
 std::string LeaseRecordKey(const StateKey& key);
 
 // The prefix every LeaseRecordKey of limit `name` of `source` starts with, and no other: what a

@@ -26,6 +26,11 @@ void AppendLength(size_t n, std::string* out) {
   out->push_back(static_cast<char>(n & 0xff));
 }
 
+bool KnownSource(LimitSource source) {
+  return source == LimitSource::kDefined || source == LimitSource::kEnvoy ||
+         source == LimitSource::kInline;
+}
+
 // Reads a u16 big-endian length and that many bytes from the front of `in`.
 bool ReadPart(absl::string_view& in, absl::string_view* part) {
   if (in.size() < 2) return false;
@@ -68,10 +73,7 @@ std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_ke
   absl::string_view in = record_key;
   if (in.size() < 2 || in[0] != kEntryTag) return std::nullopt;
   const auto source = static_cast<LimitSource>(in[1]);
-  if (source != LimitSource::kDefined && source != LimitSource::kEnvoy &&
-      source != LimitSource::kInline) {
-    return std::nullopt;
-  }
+  if (!KnownSource(source)) return std::nullopt;
   in.remove_prefix(2);
   absl::string_view name;
   absl::string_view key;
@@ -79,6 +81,17 @@ std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_ke
   uint32_t record = 0;
   for (char c : in) record = (record << 8) | static_cast<uint8_t>(c);
   return LeaseEntryKeyParts{StateKey{std::string(name), std::string(key), source}, record};
+}
+
+std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
+  absl::string_view in = record_key;
+  if (in.size() < 2 || in[0] != 'L') return std::nullopt;
+  const auto source = static_cast<LimitSource>(in[1]);
+  if (!KnownSource(source)) return std::nullopt;
+  in.remove_prefix(2);
+  absl::string_view name;
+  if (!ReadPart(in, &name)) return std::nullopt;
+  return StateKey{std::string(name), std::string(in), source};
 }
 
 size_t LeaseEntryRecordBytes(const Lease& lease) {

@@ -19,9 +19,8 @@
 // at its expiry, and its number is free again.
 //
 // Earlier versions kept a key's whole set as one record under LeaseRecordKey (the "L" keys of
-// storage/leases/apply_lease.h), rewritten by every decision. Such a record is still read
-// (DecodeLeaseSetRecord); the first decision on its key that writes replaces it with the key's
-// per-lease records, in the same batch.
+// storage/leases/apply_lease.h), rewritten by every decision. The store moves such records'
+// leases to records of their own when it opens (ParseLeaseRecordKey, DecodeLeaseSetRecord).
 
 #include <cstdint>
 #include <optional>
@@ -65,6 +64,10 @@ void EncodeFreeLeaseRecord(size_t bytes, std::string* out);
 // A lease record's value: the lease (its `record` left 0); DATA_LOSS when it is not one
 // EncodeLeaseEntryRecord made (a free record included). Never crashes, whatever the bytes.
 absl::StatusOr<Lease> DecodeLeaseEntryRecord(absl::string_view value);
+
+// The concurrency key of a set record of an earlier version (its LeaseRecordKey); nullopt when
+// `record_key` is not one.
+std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key);
 
 // A key's set record as earlier versions wrote it (under LeaseRecordKey): its expiry and its set.
 // Two forms are read: the set's bytes (lease_codec.h) and the padded form

@@ -15,10 +15,9 @@ size_t LeaseSetMemoryBytes(const LeaseSet& set) {
 }
 
 LeaseSetCache::Entry LeaseSetCache::Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us,
-                                         uint64_t ticket, bool legacy_record) {
+                                         uint64_t ticket) {
   Entry entry;
   entry.ticket = ticket;
-  entry.legacy_record = legacy_record;
   if (set != nullptr && !set->leases.empty()) {
     entry.bytes = LeaseSetMemoryBytes(*set);
     entry.expires_at_us = expires_at_us;

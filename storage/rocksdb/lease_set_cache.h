@@ -26,9 +26,6 @@ struct LeaseSetCacheEntry {
   int64_t expires_at_us = 0;
   uint64_t ticket = 0;  // the group-commit ticket that writes it; 0: already stored
   size_t bytes = 0;     // the memory `set` holds (LeaseSetMemoryBytes)
-  // The key still has a set record of an earlier version (lease_record.h), which the next
-  // decision that writes replaces.
-  bool legacy_record = false;
 
   size_t CacheBytes() const { return bytes; }
 };
@@ -44,8 +41,7 @@ class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
 
   // The entry for `set` (null or empty: none stored) whose records expire by `expires_at_us`,
   // written by `ticket`.
-  static Entry Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us, uint64_t ticket,
-                    bool legacy_record = false);
+  static Entry Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us, uint64_t ticket);
 
   // Removes the written entries whose record has expired by `now_us` (as the records' compaction
   // filter drops them from RocksDB).

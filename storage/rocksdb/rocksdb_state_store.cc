@@ -254,7 +254,7 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
         absl::StrCat("data directory ", options_.path, " has state format version ", version,
                      "; this build reads version ", kStateFormatVersion));
   }
-  return absl::OkStatus();
+  return MigrateLeaseSetsLocked();
 }
 
 absl::Status RocksDbStateStore::UpgradeFromV1Locked() {

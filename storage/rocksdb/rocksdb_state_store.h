@@ -353,6 +353,10 @@ class RocksDbStateStore final : public StateStore {
   // Records a failed write (stopping writes) and returns it as a status.
   absl::Status WriteFailed(const absl::Status& error);
   absl::Status UpgradeFromV1Locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // At open: moves the leases of every set record of an earlier version (lease_record.h) to
+  // records of their own and deletes the set records, in synced batches. DATA_LOSS naming the
+  // record for one that does not decode (nothing of it is lost: it stays, and the open fails).
+  absl::Status MigrateLeaseSetsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   const RocksDbStateStoreOptions options_;
   // options_.file_system, or the operating system's: what the WAL mapping wraps and where the

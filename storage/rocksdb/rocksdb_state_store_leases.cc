@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
 #include "storage/apply.h"
@@ -181,23 +183,11 @@ Lease* Find(LeaseSet& set, const std::string& id) {
 
 // The writes of decision `d` on a key whose records are under `prefix`: the records of the leases
 // it changed (lease.h says which, by action), numbering a new lease's in d.next. `freed`: what
-// RecordsFreedBy found before the decision. A key that still has a set record of an earlier
-// version (`legacy_key` not empty) has it deleted and every lease of the new set written under a
-// record of its own.
+// RecordsFreedBy found before the decision.
 void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix,
-                   absl::Span<const FreedRecord> freed, const std::string& legacy_key,
-                   LeaseWrites& out) {
+                   absl::Span<const FreedRecord> freed, LeaseWrites& out) {
   out.Clear();
   if (!d.write) return;
-  if (!legacy_key.empty()) {
-    out.Delete(legacy_key);
-    uint32_t record = 0;
-    for (Lease& l : d.next.leases) {
-      l.record = ++record;
-      out.Put(prefix, l);
-    }
-    return;
-  }
   switch (op.action) {
     case LeaseAction::kAcquire:
     case LeaseAction::kExtend:
@@ -275,9 +265,8 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // The records to write: the leases the decision changed. Reused by this thread's decisions:
   // the batch below copies them before the next one.
   static thread_local LeaseWrites lease_writes;
-  const std::string no_legacy;
   LeaseWritesOf(op.lease, d, d.write ? LeaseEntryPrefix(op.lease.key) : std::string(), freed,
-                read.legacy_record ? record.key : no_legacy, lease_writes);
+                lease_writes);
   const int64_t expires_at_us = d.write ? LeaseRecordsExpireAt(d.next) : read.expires_at_us;
   // The set after the decision, for the cache: in the object the decision took its leases from.
   std::shared_ptr<LeaseSet> next;
@@ -296,8 +285,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   if (d.write || next != nullptr) {
     lease_cache_->Put(
         record.key,
-        LeaseSetCache::Make(std::move(next), expires_at_us, d.write ? *ticket : read.ticket,
-                            read.legacy_record && !d.write),
+        LeaseSetCache::Make(std::move(next), expires_at_us, d.write ? *ticket : read.ticket),
         pending.epoch);
   }
   pending.ticket = std::max(pending.ticket, *ticket);
@@ -316,21 +304,6 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
   }
   auto set = std::make_shared<LeaseSet>();
   int64_t expires_at_us = 0;
-  // A set record of an earlier version (lease_record.h), until a decision replaces it.
-  rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, record_key, &value);
-  const bool legacy = s.ok();
-  if (legacy) {
-    absl::StatusOr<std::pair<int64_t, LeaseSet>> record =
-        DecodeLeaseSetRecord(absl::string_view(value.data(), value.size()));
-    if (!record.ok()) return record.status();
-    if (record->first > now_us) {
-      *set = std::move(record->second);
-      expires_at_us = record->first;
-    }
-  } else if (!s.IsNotFound()) {
-    return FromRocks(s, "get lease set");
-  }
   // The key's lease records. Under the key's stripe no decision writes them: the group has
   // written every one queued (a queued set stays in the cache until its ticket resolves).
   const std::string prefix = LeaseEntryPrefix(key);
@@ -352,16 +325,10 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
     if (!lease.ok()) return lease.status();
     lease->record = parts->record;
     expires_at_us = std::max(expires_at_us, expiry->first);
-    Lease* same = legacy ? Find(*set, lease->id) : nullptr;
-    if (same != nullptr) {
-      *same = *std::move(lease);
-    } else {
-      set->leases.push_back(*std::move(lease));
-    }
+    set->leases.push_back(*std::move(lease));
   }
   if (absl::Status st = FromRocks(it->status(), "read lease records"); !st.ok()) return st;
-  *read =
-      LeaseSetCache::Make(set->leases.empty() ? nullptr : std::move(set), expires_at_us, 0, legacy);
+  *read = LeaseSetCache::Make(set->leases.empty() ? nullptr : std::move(set), expires_at_us, 0);
   lease_cache_->Put(record_key, *read, epoch);
   return absl::OkStatus();
 }
@@ -373,43 +340,36 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
   // Key by key, in batches, each batch under its keys' stripes (the stripes a decision on the
   // key takes) until its deletes are in the WAL: a decision on one of these keys lands either
-  // before its delete or after it. The keys are found by scanning the limit's lease records and
-  // its set records of earlier versions; under the stripe, the key's set (the cache's, or read
-  // again) names the leases to delete beside those the scan found.
+  // before its delete or after it. The keys are found by scanning the limit's lease records;
+  // under the stripe, the key's set (the cache's, or read again) names the leases to delete
+  // beside those the scan found.
   constexpr size_t kBatch = 256;
   const int64_t now = options_.clock->NowMicros();
   uint64_t deleted = 0;
-  for (const std::string& prefix :
-       {LeaseEntryLimitPrefix(source, name), LeaseRecordPrefix(source, name)}) {
-    const std::string end = PrefixEnd(prefix);
-    const rocksdb::Slice upper(end);
-    rocksdb::ReadOptions ro;
-    if (!end.empty()) ro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
-    it->Seek(prefix);
-    while (it->Valid()) {
-      // The batch's keys, each with the record keys the scan found for it.
-      std::vector<std::pair<StateKey, std::vector<std::string>>> keys;
-      while (it->Valid() && keys.size() < kBatch) {
-        const absl::string_view k(it->key().data(), it->key().size());
-        std::optional<StateKey> key;
-        if (k[0] == 'L') {
-          key = StateKey{std::string(name), std::string(k.substr(prefix.size())), source};
-        } else if (std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(k)) {
-          key = std::move(parts->key);
-        }
-        if (key) {
-          if (keys.empty() || !(keys.back().first == *key)) keys.push_back({*std::move(key), {}});
-          keys.back().second.emplace_back(k);
-        }
-        it->Next();
+  const std::string prefix = LeaseEntryLimitPrefix(source, name);
+  const std::string end = PrefixEnd(prefix);
+  const rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  if (!end.empty()) ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
+  it->Seek(prefix);
+  while (it->Valid()) {
+    // The batch's keys, each with the record keys the scan found for it.
+    std::vector<std::pair<StateKey, std::vector<std::string>>> keys;
+    for (; it->Valid() && keys.size() < kBatch; it->Next()) {
+      const absl::string_view k(it->key().data(), it->key().size());
+      std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(k);
+      if (!parts) continue;
+      if (keys.empty() || !(keys.back().first == parts->key)) {
+        keys.push_back({std::move(parts->key), {}});
       }
-      absl::StatusOr<uint64_t> ended = DeleteLeaseKeysLocked(keys, now);
-      if (!ended.ok()) return ended.status();
-      deleted += *ended;
+      keys.back().second.emplace_back(k);
     }
-    if (absl::Status s = FromRocks(it->status(), "iterate lease records"); !s.ok()) return s;
+    absl::StatusOr<uint64_t> ended = DeleteLeaseKeysLocked(keys, now);
+    if (!ended.ok()) return ended.status();
+    deleted += *ended;
   }
+  if (absl::Status s = FromRocks(it->status(), "iterate lease records"); !s.ok()) return s;
   return deleted;
 }
 
@@ -453,7 +413,6 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteLeaseKeysLocked(
         deletes.Delete(k);
       }
     }
-    deletes.Delete(set_keys[i]);
   }
   absl::StatusOr<uint64_t> ticket = group_.Append(
       pending.epoch, [&](rocksdb::WriteBatch& batch) { deletes.AddTo(batch, records_); });
@@ -464,6 +423,49 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteLeaseKeysLocked(
   }
   if (absl::Status s = WaitLocked(pending); !s.ok()) return s;
   return ended;
+}
+
+absl::Status RocksDbStateStore::MigrateLeaseSetsLocked() {
+  const std::string prefix(1, 'L');
+  const std::string end = PrefixEnd(prefix);
+  const rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
+  rocksdb::WriteOptions sync_write;
+  sync_write.sync = true;
+  constexpr size_t kBatch = 256;
+  it->Seek(prefix);
+  while (it->Valid()) {
+    rocksdb::WriteBatch batch;
+    std::string key;
+    std::string value;
+    for (size_t n = 0; it->Valid() && n < kBatch; it->Next(), ++n) {
+      const absl::string_view k(it->key().data(), it->key().size());
+      std::optional<StateKey> set_key = ParseLeaseRecordKey(k);
+      absl::StatusOr<std::pair<int64_t, LeaseSet>> set =
+          DecodeLeaseSetRecord(absl::string_view(it->value().data(), it->value().size()));
+      if (!set_key || !set.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            "lease set record \"", absl::CEscape(k), "\" of an earlier version does not decode",
+            set.ok() ? "" : absl::StrCat(": ", set.status().message()),
+            "; nothing was changed for it"));
+      }
+      const std::string entry_prefix = LeaseEntryPrefix(*set_key);
+      uint32_t record = 0;
+      for (Lease& l : set->second.leases) {
+        l.record = ++record;
+        LeaseEntryKey(entry_prefix, l.record, &key);
+        EncodeLeaseEntryRecord(l, &value);
+        batch.Put(records_, key, value).PermitUncheckedError();
+      }
+      batch.Delete(records_, it->key()).PermitUncheckedError();
+    }
+    if (absl::Status s = FromRocks(db_->Write(sync_write, &batch), "move lease sets"); !s.ok()) {
+      return s;
+    }
+  }
+  return FromRocks(it->status(), "iterate lease sets");
 }
 
 }  // namespace ratelimit

@@ -4,7 +4,7 @@
 // of earlier versions are still read. On the store: decisions on a key rewrite its records in
 // place (a release frees its record, the next acquire takes it again), so a hot key adds no
 // memtable entries; record numbers survive a restart (an acquire after it never takes a held
-// lease's); a set record of an earlier version is replaced by per-lease records.
+// lease's); set records of earlier versions are moved to per-lease records at open.
 #include "storage/rocksdb/lease_record.h"
 
 #include <memory>
@@ -298,44 +298,79 @@ TEST_F(LeaseRecordStoreTest, DeleteAllLeasesCountsTheKeysHoldingSomeAndEndsThemF
   EXPECT_EQ(Held("c"), std::vector<std::string>{"three"});
 }
 
-TEST_F(LeaseRecordStoreTest, ASetRecordOfAnEarlierVersionIsReadAndReplacedByLeaseRecords) {
+// Writes `value` as the record `key` through the generic record path, as earlier versions wrote
+// lease sets.
+void WriteRecord(RocksDbStateStore& store, const Clock& clock, const std::string& key,
+                 const std::string& value) {
+  const RecordSpec record{key, clock.NowMicros() + 100 * kLeaseTtl};
+  ASSERT_TRUE(
+      store
+          .UpdateWithRecords({}, absl::MakeConstSpan(&record, 1), clock,
+                             [&](auto, auto, auto, absl::Span<std::optional<std::string>> writes) {
+                               writes[0] = value;
+                               return absl::OkStatus();
+                             })
+          .ok());
+}
+
+// Whether the record `key` is present.
+bool HasRecord(RocksDbStateStore& store, const Clock& clock, const std::string& key) {
+  const RecordSpec record{key, clock.NowMicros() + kSecond};
+  bool present = false;
+  EXPECT_TRUE(store
+                  .UpdateWithRecords(
+                      {}, absl::MakeConstSpan(&record, 1), clock,
+                      [&](auto, absl::Span<const std::optional<std::string>> records, auto, auto) {
+                        present = records[0].has_value();
+                        return absl::OkStatus();
+                      })
+                  .ok());
+  return present;
+}
+
+TEST_F(LeaseRecordStoreTest, SetRecordsOfAnEarlierVersionAreMovedToLeaseRecordsAtOpen) {
   Open();
-  // Both forms earlier versions wrote, through the generic record path: the set's bytes alone
-  // (key "plain") and padded (key "padded").
+  // Both forms earlier versions wrote: the set's bytes alone (key "plain") and padded ("padded").
   LeaseSet old;
-  Lease l;
-  l.id = "old-lease";
-  l.acquired_at_us = clock_.NowMicros();
-  l.expires_at_us = clock_.NowMicros() + kLeaseTtl;
-  old.leases.push_back(l);
-  for (const char* key : {"plain", "padded"}) {
-    const RecordSpec record{LeaseRecordKey(StateKey{"jobs", key}),
-                            clock_.NowMicros() + 100 * kLeaseTtl};
-    const bool padded = std::string(key) == "padded";
-    ASSERT_TRUE(store_
-                    ->UpdateWithRecords(
-                        {}, absl::MakeConstSpan(&record, 1), clock_,
-                        [&](auto, auto, auto, absl::Span<std::optional<std::string>> writes) {
-                          writes[0] =
-                              padded ? PaddedSetRecord(0, old, 40).substr(8) : EncodeLeaseSet(old);
-                          return absl::OkStatus();
-                        })
-                    .ok());
+  for (const char* id : {"old-1", "old-2"}) {
+    Lease l;
+    l.id = id;
+    l.acquired_at_us = clock_.NowMicros();
+    l.expires_at_us = clock_.NowMicros() + kLeaseTtl;
+    old.leases.push_back(l);
   }
-  Open();  // nothing cached: read from RocksDB
+  const std::string plain = LeaseRecordKey(StateKey{"jobs", "plain"});
+  const std::string padded = LeaseRecordKey(StateKey{"jobs", "padded"});
+  WriteRecord(*store_, clock_, plain, EncodeLeaseSet(old));
+  WriteRecord(*store_, clock_, padded, PaddedSetRecord(0, old, 40).substr(8));
+  Open();
+  EXPECT_FALSE(HasRecord(*store_, clock_, plain));
+  EXPECT_FALSE(HasRecord(*store_, clock_, padded));
   for (const char* key : {"plain", "padded"}) {
-    EXPECT_EQ(Held(key), std::vector<std::string>{"old-lease"});
+    EXPECT_EQ(Held(key), (std::vector<std::string>{"old-1", "old-2"}));
+    EXPECT_EQ(Release(key, "old-1"), LeaseState::kReleased);
     ASSERT_TRUE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "new", "jobs", key)).allowed);
     EXPECT_FALSE(Apply(LeaseOpOf(LeaseAction::kAcquire, 2, "third", "jobs", key)).allowed);
   }
-  // The set records are gone, the leases are in records of their own: a restart reads them.
   Open();
   for (const char* key : {"plain", "padded"}) {
-    EXPECT_EQ(Held(key), (std::vector<std::string>{"new", "old-lease"}));
-    EXPECT_EQ(Release(key, "old-lease"), LeaseState::kReleased);
+    EXPECT_EQ(Held(key), (std::vector<std::string>{"new", "old-2"}));
   }
+}
+
+TEST_F(LeaseRecordStoreTest, ASetRecordThatDoesNotDecodeFailsTheOpenAndIsKept) {
   Open();
-  for (const char* key : {"plain", "padded"}) EXPECT_EQ(Held(key), std::vector<std::string>{"new"});
+  const std::string bad = LeaseRecordKey(StateKey{"jobs", "bad"});
+  WriteRecord(*store_, clock_, bad, "\x01junk");
+  store_.reset();
+  RocksDbStateStoreOptions o;
+  o.path = dir_.path() + "/db";
+  o.clock = &clock_;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::unique_ptr<RocksDbStateStore>> store = RocksDbStateStore::Open(o);
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(absl::StrContains(store.status().message(), "lease set record")) << store.status();
+  }
 }
 
 }  // namespace
