@@ -66,9 +66,7 @@ int64_t LeaseRecordExpiresAt(const LeaseOp& op, const LeaseSet& next, int64_t no
   const int64_t by_ttl = now_us > INT64_MAX - op.config.max_lease_ttl_us
                              ? INT64_MAX
                              : now_us + op.config.max_lease_ttl_us;
-  const int64_t latest = std::max(by_ttl, LeaseSetExpiresAt(next));
-  return latest > INT64_MAX - kLeaseRecordMarginMicros ? INT64_MAX
-                                                       : latest + kLeaseRecordMarginMicros;
+  return LeaseRecordExpiry(std::max(by_ttl, LeaseSetExpiresAt(next)));
 }
 
 std::string LeaseRecordPrefix(LimitSource source, absl::string_view name) {

@@ -38,6 +38,14 @@ std::string LeaseRecordPrefix(LimitSource source, absl::string_view name);
 // leases'). A record whose leases would outlive it is written with a later expiry.
 inline constexpr int64_t kLeaseRecordMarginMicros = 1'000'000;
 
+// `expires_at_us` + kLeaseRecordMarginMicros, saturating: when a record holding leases that
+// expire by `expires_at_us` expires.
+inline int64_t LeaseRecordExpiry(int64_t expires_at_us) {
+  return expires_at_us > INT64_MAX - kLeaseRecordMarginMicros
+             ? INT64_MAX
+             : expires_at_us + kLeaseRecordMarginMicros;
+}
+
 // What ApplyLease requires of `op`: ValidateLeaseOp, rate limits only with an acquire (at most
 // kMaxLimitsPerRequest, none a concurrency limit, each with a valid config and a count > 0 that
 // is no settlement). INVALID_ARGUMENT naming the field otherwise.

@@ -1,7 +1,6 @@
 #include "storage/rocksdb/lease_record.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "storage/leases/apply_lease.h"
@@ -26,11 +25,6 @@ void AppendLength(size_t n, std::string* out) {
   out->push_back(static_cast<char>(n & 0xff));
 }
 
-bool KnownSource(LimitSource source) {
-  return source == LimitSource::kDefined || source == LimitSource::kEnvoy ||
-         source == LimitSource::kInline;
-}
-
 // Reads a u16 big-endian length and that many bytes from the front of `in`.
 bool ReadPart(absl::string_view& in, absl::string_view* part) {
   if (in.size() < 2) return false;
@@ -42,21 +36,30 @@ bool ReadPart(absl::string_view& in, absl::string_view* part) {
   return true;
 }
 
+// The head both kinds of lease keys share, `tag` [source: u8] [name length: u16 BE] [name]
+// (LeaseRecordPrefix's layout), read from the front of `in`.
+bool ReadLimitPart(absl::string_view& in, char tag, LimitSource* source, absl::string_view* name) {
+  if (in.size() < 2 || in[0] != tag) return false;
+  *source = static_cast<LimitSource>(in[1]);
+  if (*source != LimitSource::kDefined && *source != LimitSource::kEnvoy &&
+      *source != LimitSource::kInline) {
+    return false;
+  }
+  in.remove_prefix(2);
+  return ReadPart(in, name);
+}
+
 }  // namespace
 
 std::string LeaseEntryLimitPrefix(LimitSource source, absl::string_view name) {
-  std::string out;
-  out.reserve(4 + name.size());
-  out.push_back(kEntryTag);
-  out.push_back(static_cast<char>(source));
-  AppendLength(name.size(), &out);
-  out.append(name.data(), name.size());
+  std::string out = LeaseRecordPrefix(source, name);  // the same layout under another tag
+  out[0] = kEntryTag;
   return out;
 }
 
 std::string LeaseEntryPrefix(const StateKey& key) {
   std::string out = LeaseEntryLimitPrefix(key.source, key.name);
-  out.reserve(out.size() + 2 + key.key.size() + 32);
+  out.reserve(out.size() + 2 + key.key.size() + 4);
   AppendLength(key.key.size(), &out);
   out.append(key.key);
   return out;
@@ -71,13 +74,12 @@ void LeaseEntryKey(absl::string_view prefix, uint32_t record, std::string* out) 
 
 std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_key) {
   absl::string_view in = record_key;
-  if (in.size() < 2 || in[0] != kEntryTag) return std::nullopt;
-  const auto source = static_cast<LimitSource>(in[1]);
-  if (!KnownSource(source)) return std::nullopt;
-  in.remove_prefix(2);
+  LimitSource source;
   absl::string_view name;
   absl::string_view key;
-  if (!ReadPart(in, &name) || !ReadPart(in, &key) || in.size() != 4) return std::nullopt;
+  if (!ReadLimitPart(in, kEntryTag, &source, &name) || !ReadPart(in, &key) || in.size() != 4) {
+    return std::nullopt;
+  }
   uint32_t record = 0;
   for (char c : in) record = (record << 8) | static_cast<uint8_t>(c);
   return LeaseEntryKeyParts{StateKey{std::string(name), std::string(key), source}, record};
@@ -85,12 +87,9 @@ std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_ke
 
 std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
   absl::string_view in = record_key;
-  if (in.size() < 2 || in[0] != 'L') return std::nullopt;
-  const auto source = static_cast<LimitSource>(in[1]);
-  if (!KnownSource(source)) return std::nullopt;
-  in.remove_prefix(2);
+  LimitSource source;
   absl::string_view name;
-  if (!ReadPart(in, &name)) return std::nullopt;
+  if (!ReadLimitPart(in, 'L', &source, &name)) return std::nullopt;
   return StateKey{std::string(name), std::string(in), source};
 }
 
@@ -100,9 +99,7 @@ size_t LeaseEntryRecordBytes(const Lease& lease) {
 }
 
 void EncodeLeaseEntryRecord(const Lease& lease, std::string* out) {
-  const int64_t expires = lease.expires_at_us > INT64_MAX - kLeaseRecordMarginMicros
-                              ? INT64_MAX
-                              : lease.expires_at_us + kLeaseRecordMarginMicros;
+  const int64_t expires = LeaseRecordExpiry(lease.expires_at_us);
   const size_t bytes = LeaseEntryRecordBytes(lease);
   out->clear();
   out->reserve(bytes);

@@ -22,6 +22,7 @@
 // storage/leases/apply_lease.h), rewritten by every decision. The store moves such records'
 // leases to records of their own when it opens (ParseLeaseRecordKey, DecodeLeaseSetRecord).
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,7 +58,7 @@ std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_ke
 // kMinLeaseRecordBytes.
 size_t LeaseEntryRecordBytes(const Lease& lease);
 // The record value of `lease` into `*out` (its capacity kept), LeaseEntryRecordBytes(lease) long,
-// expiring kLeaseRecordMarginMicros after the lease (saturating).
+// expiring at LeaseRecordExpiry(lease.expires_at_us).
 void EncodeLeaseEntryRecord(const Lease& lease, std::string* out);
 // The value of a free record `bytes` long (at least 8) into `*out`.
 void EncodeFreeLeaseRecord(size_t bytes, std::string* out);

@@ -3,10 +3,10 @@
 
 // The RocksDB store's cache of lease sets (storage/leases/): from a lease set's record key
 // (LeaseRecordKey) to the key's latest set, decoded, with the expiry of its records. A decision on
-// a concurrency key reads the set here (RocksDB only on a miss), queues the new set with the
-// group commit, puts it here with its ticket and frees the key's stripe before its WAL write, as
-// the states' decisions do (rocksdb_state_store.h). How entries are kept, queued, evicted and
-// invalidated: ticketed_cache.h.
+// a concurrency key reads the set here (RocksDB only on a miss), queues the records of the leases
+// it changed with the group commit, puts the new set here with its ticket and frees the key's
+// stripe before its WAL write, as the states' decisions do (rocksdb_state_store.h). How entries
+// are kept, queued, evicted and invalidated: ticketed_cache.h.
 
 #include <cstddef>
 #include <cstdint>

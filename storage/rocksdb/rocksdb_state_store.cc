@@ -181,10 +181,11 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
 
   rocksdb::ColumnFamilyOptions records_options;
   records_options.compaction_filter = record_filter_.get();
-  // An extended lease's record keeps its size (lease_record.h), so RocksDB overwrites the one in
-  // the memtable instead of adding an entry. Nothing reads a record's value while another decision
-  // may write it: a key's lease records are read (on a cache miss) under the key's stripe, and
-  // DeleteAllLeases reads only the keys of its scan; in-place updates give no point-in-time view.
+  // A key's lease records are numbered places, reused, that keep their size (lease_record.h), so
+  // RocksDB overwrites the one in the memtable instead of adding an entry. Nothing reads a record's
+  // value while another decision may write it: a key's lease records are read (on a cache miss)
+  // under the key's stripe, and DeleteAllLeases reads only the keys of its scan; in-place updates
+  // give no point-in-time view.
   records_options.inplace_update_support = true;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {

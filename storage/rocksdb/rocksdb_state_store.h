@@ -327,8 +327,8 @@ class RocksDbStateStore final : public StateStore {
                                   uint64_t* depends_on) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // DeleteAllLeases for a batch of keys, each with the lease records the scan found for it: under
-  // the keys' stripes, deletes those, the leases of the key's set and its set record of an
-  // earlier version, and waits for the WAL. Returns how many keys held a lease.
+  // the keys' stripes, deletes those and the records of the key's set (queued ones included),
+  // and waits for the WAL. Returns how many keys held a lease.
   absl::StatusOr<uint64_t> DeleteLeaseKeysLocked(
       const std::vector<std::pair<StateKey, std::vector<std::string>>>& keys, int64_t now_us)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);

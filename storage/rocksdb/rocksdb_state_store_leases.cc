@@ -215,10 +215,7 @@ void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix
 
 // When the records of `set` have all expired (0 for an empty set).
 int64_t LeaseRecordsExpireAt(const LeaseSet& set) {
-  if (set.leases.empty()) return 0;
-  const int64_t latest = LeaseSetExpiresAt(set);
-  return latest > INT64_MAX - kLeaseRecordMarginMicros ? INT64_MAX
-                                                       : latest + kLeaseRecordMarginMicros;
+  return set.leases.empty() ? 0 : LeaseRecordExpiry(LeaseSetExpiresAt(set));
 }
 
 }  // namespace
