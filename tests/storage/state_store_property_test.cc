@@ -158,7 +158,9 @@ TEST_P(PropertyTest, StoreMatchesTheReferenceModel) {
       ASSERT_OK(rocks_limiter->ResetAll(names[n]));
       continue;
     }
-    if (op == 2) {  // reopen the database: the states must come back unchanged
+    // Reopen the database, 1 step in 100 (about 30 times a run; an open and a close of RocksDB
+    // cost more than a hundred decisions): the states must come back unchanged.
+    if (op == 2 && pick(5) == 0) {
       rocks_limiter.reset();
       ASSERT_OK((*rocks)->Close());
       rocks = Open();

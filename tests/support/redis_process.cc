@@ -2,14 +2,17 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -61,16 +64,47 @@ int FreeRedisPort() {
 
 namespace {
 
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
+// A reply as redis-cli prints it when its output is not a terminal: a string, status or error as
+// its text, an integer in decimal, nil as nothing, an array's elements one per line.
+void AppendReply(const redisReply& reply, std::string* out) {
+  switch (reply.type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      out->append(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      absl::StrAppend(out, reply.integer);
+      break;
+    case REDIS_REPLY_ARRAY:
+      for (size_t i = 0; i < reply.elements; ++i) {
+        if (i > 0) out->push_back('\n');
+        AppendReply(*reply.element[i], out);
+      }
+      break;
+    default:  // nil
+      break;
   }
-  return out + "'";
+}
+
+// Sends one command on `c` and returns its reply as text; an error only when the connection
+// fails (cannot connect, or no answer within the connection's timeout).
+absl::StatusOr<std::string> Command(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data()));
+  if (reply == nullptr) {
+    return absl::UnavailableError(absl::StrCat("redis: ", c->err != 0 ? c->errstr : "no reply"));
+  }
+  std::string out;
+  AppendReply(*reply, &out);
+  freeReplyObject(reply);
+  return out;
 }
 
 }  // namespace
@@ -143,15 +177,23 @@ RedisServer::~RedisServer() {
 
 absl::StatusOr<std::string> RedisServer::Cli(const std::vector<std::string>& args,
                                              const std::string& password) const {
-  std::string command = absl::StrCat("redis-cli -h 127.0.0.1 -p ", port_,
-                                     password.empty() ? "" : " --no-auth-warning -a ",
-                                     password.empty() ? "" : ShellQuote(password));
-  for (const std::string& a : args) absl::StrAppend(&command, " ", ShellQuote(a));
-  auto [code, out] = RunCommand("timeout 10 " + command);
-  if (code != 0) {
-    return absl::UnavailableError(absl::StrCat("redis-cli exited with ", code, ": ", out));
+  // A connection per call, as a redis-cli run would be, but without the process: a test polls
+  // a cluster through dozens of these while it forms.
+  const timeval timeout{10, 0};
+  std::unique_ptr<redisContext, void (*)(redisContext*)> c(
+      redisConnectWithTimeout("127.0.0.1", port_, timeout), &redisFree);
+  if (c == nullptr) return absl::ResourceExhaustedError("redis: cannot allocate a context");
+  if (c->err != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("redis: cannot connect to ", address(), ": ", c->errstr));
   }
-  return std::string(absl::StripSuffix(out, "\n"));
+  redisSetTimeout(c.get(), timeout);
+  if (!password.empty()) {
+    // As with redis-cli -a: a refused AUTH shows in the command's own answer (NOAUTH).
+    absl::StatusOr<std::string> auth = Command(c.get(), {"AUTH", password});
+    if (!auth.ok()) return auth.status();
+  }
+  return Command(c.get(), args);
 }
 
 void RedisServer::Pause() {
@@ -192,13 +234,7 @@ absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries,
     addresses.push_back((*server)->address());
     cluster->servers_.push_back(std::move(*server));
   }
-  std::string command = "timeout 60 redis-cli --cluster create";
-  for (const std::string& a : addresses) absl::StrAppend(&command, " ", a);
-  absl::StrAppend(&command, " --cluster-replicas ", replicas, " --cluster-yes");
-  auto [code, out] = RunCommand(command);
-  if (code != 0) {
-    return absl::InternalError(absl::StrCat("redis-cli --cluster create failed: ", out));
-  }
+  if (absl::Status s = cluster->Form(primaries); !s.ok()) return s;
   if (absl::Status s = cluster->WaitHealthy(); !s.ok()) return s;
   if (absl::Status s = cluster->WaitReplicasInSync(); !s.ok()) return s;
   return cluster;
@@ -350,6 +386,65 @@ absl::Status RedisCluster::WaitHealthy(absl::Duration timeout) const {
       },
       timeout);
   if (!ok) return absl::DeadlineExceededError("cluster not healthy: " + last);
+  return absl::OkStatus();
+}
+
+absl::Status RedisCluster::Form(int primaries) {
+  // The slots split among the primaries as redis-cli --cluster create splits them, each
+  // primary's range given with CLUSTER ADDSLOTSRANGE, and a distinct config epoch per node.
+  const double per_primary = 16384.0 / primaries;
+  double cursor = 0;
+  int first = 0;
+  for (int i = 0; i < primaries; ++i) {
+    int last = static_cast<int>(std::lround(cursor + per_primary - 1));
+    if (last > 16383 || i == primaries - 1) last = 16383;
+    if (last < first) last = first;
+    absl::StatusOr<std::string> added =
+        servers_[i]->Cli({"CLUSTER", "ADDSLOTSRANGE", std::to_string(first), std::to_string(last)});
+    if (!added.ok()) return added.status();
+    if (*added != "OK") return absl::InternalError("CLUSTER ADDSLOTSRANGE: " + *added);
+    first = last + 1;
+    cursor += per_primary;
+  }
+  for (int i = 0; i < size(); ++i) {
+    absl::StatusOr<std::string> epoch =
+        servers_[i]->Cli({"CLUSTER", "SET-CONFIG-EPOCH", std::to_string(i + 1)});
+    if (!epoch.ok()) return epoch.status();
+    if (*epoch != "OK") return absl::InternalError("CLUSTER SET-CONFIG-EPOCH: " + *epoch);
+  }
+  // The first node meets every other; gossip then introduces them to each other.
+  for (int i = 1; i < size(); ++i) {
+    absl::StatusOr<std::string> met =
+        servers_[0]->Cli({"CLUSTER", "MEET", "127.0.0.1", std::to_string(servers_[i]->port())});
+    if (!met.ok()) return met.status();
+    if (*met != "OK") return absl::InternalError("CLUSTER MEET: " + *met);
+  }
+  std::string last_view;
+  const bool joined = Eventually(
+      [&] {
+        for (const auto& s : servers_) {
+          absl::StatusOr<std::string> text = s->Cli({"CLUSTER", "NODES"});
+          if (!text.ok()) return false;
+          absl::StatusOr<std::vector<Node>> nodes = ParseNodes(*text);
+          last_view = *text;
+          if (!nodes.ok() || static_cast<int>(nodes->size()) != size()) return false;
+          if (absl::StrContains(*text, "handshake") || absl::StrContains(*text, "noaddr")) {
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(60));
+  if (!joined) return absl::DeadlineExceededError("cluster nodes did not meet: " + last_view);
+  // Replica j follows primary j mod `primaries`.
+  for (int i = primaries; i < size(); ++i) {
+    absl::StatusOr<std::string> primary_id = IdOf((i - primaries) % primaries);
+    if (!primary_id.ok()) return primary_id.status();
+    absl::StatusOr<std::string> replicated =
+        servers_[i]->Cli({"CLUSTER", "REPLICATE", *primary_id});
+    if (!replicated.ok()) return replicated.status();
+    if (*replicated != "OK") return absl::InternalError("CLUSTER REPLICATE: " + *replicated);
+  }
   return absl::OkStatus();
 }
 

@@ -1,7 +1,7 @@
 #ifndef RATELIMIT_TESTS_SUPPORT_REDIS_PROCESS_H_
 #define RATELIMIT_TESTS_SUPPORT_REDIS_PROCESS_H_
 
-// Real redis-server processes for tests: one server, or a cluster built with redis-cli. Every
+// Real redis-server processes for tests: one server, or a cluster of them. Every
 // process runs on a free loopback port found at run time, in its own temporary directory, and is
 // killed (by pid) when its owner is destroyed, whatever the test's outcome; the child also dies
 // with the test binary.
@@ -42,10 +42,11 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
   const std::string& dir() const { return dir_.path(); }
 
-  // Runs redis-cli against this server with `args` (each one argument, no redirection following)
-  // and returns its output without the trailing newline. An error only when redis-cli itself
-  // fails (e.g. cannot connect); error replies are output ("ERR ..."): check the text.
-  // `password`, when set, is passed with -a.
+  // Sends the command `args` (each one argument) to this server on a new connection and returns
+  // the reply as redis-cli prints it to a pipe: a string, status or error reply as its text, an
+  // integer in decimal, nil as "", an array's elements one per line. An error only when the
+  // connection fails (cannot connect, or no reply within 10 s); error replies are output
+  // ("ERR ..."): check the text. `password`, when set, is sent with AUTH first.
   absl::StatusOr<std::string> Cli(const std::vector<std::string>& args,
                                   const std::string& password = "") const;
 
@@ -66,9 +67,12 @@ class RedisServer {
 inline constexpr absl::Duration kClusterNodeTimeout = absl::Milliseconds(1000);
 
 // A Redis Cluster of `primaries` × (1 + `replicas`) servers with cluster-node-timeout
-// kClusterNodeTimeout and diskless replication without delay, created with
-// `redis-cli --cluster create ... --cluster-replicas R --cluster-yes`. Start() returns once the
-// cluster is healthy and every replica has completed its first sync.
+// kClusterNodeTimeout and diskless replication without delay, formed as
+// `redis-cli --cluster create ... --cluster-replicas R` forms one (the same slot ranges, a
+// config epoch per node), by the cluster commands themselves: redis-cli waits whole seconds for
+// the nodes to meet, where Start() polls. The first `primaries` servers are the primaries;
+// replica j (server `primaries` + j) follows primary j mod `primaries`. Start() returns once
+// the cluster is healthy and every replica has completed its first sync.
 class RedisCluster {
  public:
   struct Node {
@@ -111,6 +115,9 @@ class RedisCluster {
 
  private:
   RedisCluster() = default;
+  // Gives the first `primaries` servers their slots and epochs, has every node meet the others
+  // and the rest replicate their primaries.
+  absl::Status Form(int primaries);
   std::vector<std::unique_ptr<RedisServer>> servers_;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "storage/memory/memory_state_store.h"
 #include "storage/rocksdb/rocksdb_state_store.h"
@@ -158,6 +159,12 @@ TEST(RocksDbLeaseTest, NeverMoreHoldersThanCapacityAmongAThousandThreads) {
   std::atomic<int> most{0};
   std::atomic<int> errors{0};
   std::atomic<int> acquired{0};
+  // A caller refused a slot sleeps until a holder has released one since it asked, then asks
+  // again; each release wakes one sleeper. (Spinning, 990 callers starved the 10 holders of the
+  // CPU they need to release.) This paces the callers only: the store alone decides who holds.
+  absl::Mutex mu;
+  absl::CondVar released;
+  uint64_t releases = 0;  // guarded by mu
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
@@ -166,13 +173,19 @@ TEST(RocksDbLeaseTest, NeverMoreHoldersThanCapacityAmongAThousandThreads) {
         const std::string id = absl::StrCat("lease-", t, "-", h);
         LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, kCapacity, id);
         for (;;) {
+          uint64_t releases_seen = 0;
+          {
+            absl::MutexLock lock(&mu);
+            releases_seen = releases;
+          }
           absl::StatusOr<LeaseOutcome> out = store->ApplyLease(LeaseOperation{op}, clock);
           if (!out.ok()) {
             ++errors;
             return;
           }
           if (out->allowed) break;
-          std::this_thread::yield();
+          absl::MutexLock lock(&mu);
+          while (releases == releases_seen) released.Wait(&mu);
         }
         const int now_holding = ++holders;
         int seen = most.load();
@@ -182,8 +195,11 @@ TEST(RocksDbLeaseTest, NeverMoreHoldersThanCapacityAmongAThousandThreads) {
         std::this_thread::yield();
         --holders;
         op.action = LeaseAction::kRelease;
-        absl::StatusOr<LeaseOutcome> released = store->ApplyLease(LeaseOperation{op}, clock);
-        if (!released.ok() || released->lease.state != LeaseState::kReleased) ++errors;
+        absl::StatusOr<LeaseOutcome> freed = store->ApplyLease(LeaseOperation{op}, clock);
+        if (!freed.ok() || freed->lease.state != LeaseState::kReleased) ++errors;
+        absl::MutexLock lock(&mu);
+        ++releases;
+        released.Signal();
       }
     });
   }
