@@ -1,5 +1,9 @@
 #include "server/v1/convert.h"
 
+#include <optional>
+#include <string>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/status_util.h"
@@ -96,32 +100,46 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
 
 namespace {
 
+// A limit as a request names it: a v1::LimitRequest's fields, or a Release's own.
+struct LimitFields {
+  absl::string_view name;
+  absl::string_view key;
+  std::optional<double> count;              // unset: 1
+  const v1::LimitConfig* config = nullptr;  // unset: none
+};
+
+LimitFields FieldsOf(const v1::LimitRequest& l) {
+  LimitFields f{l.name(), l.key(), std::nullopt, l.has_config() ? &l.config() : nullptr};
+  if (l.has_count()) f.count = l.count();
+  return f;
+}
+
 // One limit of a request, resolved and validated; errors name `field` ("limits[2]") and its
 // subfields. `earlier`: the limits of the request before it.
-absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::string_view field,
+absl::StatusOr<LimitRequest> ResolveLimit(const LimitFields& l, absl::string_view field,
                                           absl::Span<const LimitRequest> earlier,
                                           const LimitSet& limits, InlineLimits inline_limits) {
-  if (absl::Status s = ValidateName(l.name(), field, ".name"); !s.ok()) return s;
-  if (absl::Status s = ValidateKey(l.key(), field, ".key"); !s.ok()) return s;
+  if (absl::Status s = ValidateName(l.name, field, ".name"); !s.ok()) return s;
+  if (absl::Status s = ValidateKey(l.key, field, ".key"); !s.ok()) return s;
   LimitRequest r;
-  r.name = l.name();
-  r.key = l.key();
-  if (l.has_count()) {
-    if (absl::Status s = ValidateCount(l.count(), field, ".count"); !s.ok()) {
+  r.name = std::string(l.name);
+  r.key = std::string(l.key);
+  if (l.count.has_value()) {
+    if (absl::Status s = ValidateCount(*l.count, field, ".count"); !s.ok()) {
       return s;
     }
-    r.count = l.count();
+    r.count = *l.count;
   }
-  if (const LimitConfig* defined = limits.Find(l.name())) {
-    if (l.has_config()) {
+  if (const LimitConfig* defined = limits.Find(l.name)) {
+    if (l.config != nullptr) {
       return InvalidField(absl::StrCat(field, ".config"),
-                          absl::StrCat("limit \"", l.name(),
+                          absl::StrCat("limit \"", l.name,
                                        "\" is defined by the server; an inline config is not "
                                        "allowed for it"));
     }
     r.config = *defined;
     r.source = LimitSource::kDefined;
-  } else if (l.has_config()) {
+  } else if (l.config != nullptr) {
     if (inline_limits == InlineLimits::kDeny) {
       return absl::PermissionDeniedError(
           absl::StrCat(field,
@@ -131,7 +149,7 @@ absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::strin
     r.source = LimitSource::kInline;
     // Unnamed (the first, allocation-free pass of ResolveRequest): subfields named bare.
     const std::string prefix = field.empty() ? std::string() : absl::StrCat(field, ".config.");
-    absl::StatusOr<LimitConfig> c = ConfigFromProto(l.config(), prefix);
+    absl::StatusOr<LimitConfig> c = ConfigFromProto(*l.config, prefix);
     if (!c.ok()) return c.status();
     r.config = *c;
     // One state decided under two configs in one transaction would refill at one rate and be
@@ -145,7 +163,7 @@ absl::StatusOr<LimitRequest> ResolveLimit(const v1::LimitRequest& l, absl::strin
       }
     }
   } else {
-    return absl::NotFoundError(absl::StrCat(field, ".name: limit \"", l.name(),
+    return absl::NotFoundError(absl::StrCat(field, ".name: limit \"", l.name,
                                             "\" is not defined and has no inline config"));
   }
   return r;
@@ -175,14 +193,32 @@ absl::StatusOr<LimitRequests> ResolveLimits(
     // string's inline buffer: a valid limit, the common case, costs no allocation for names it
     // never shows. Resolving is a pure function of its arguments, so a limit that fails is
     // resolved again with its real name ("limits[2]") for the error.
-    absl::StatusOr<LimitRequest> r = ResolveLimit(l, "", out, limits, inline_limits);
+    const LimitFields fields = FieldsOf(l);
+    absl::StatusOr<LimitRequest> r = ResolveLimit(fields, "", out, limits, inline_limits);
     if (!r.ok()) {
-      r = ResolveLimit(l, absl::StrCat("limits[", i, "]"), out, limits, inline_limits);
+      r = ResolveLimit(fields, absl::StrCat("limits[", i, "]"), out, limits, inline_limits);
       if (!r.ok()) return r.status();
     }
     out.push_back(*std::move(r));
   }
   return out;
+}
+
+absl::StatusOr<LimitRequest> ResolveNamedLimit(absl::string_view name, absl::string_view key,
+                                               const v1::LimitConfig* config,
+                                               const LimitSet& defined,
+                                               InlineLimits inline_limits) {
+  const LimitFields fields{name, key, std::nullopt, config};
+  absl::StatusOr<LimitRequest> r = ResolveLimit(fields, "", {}, defined, inline_limits);
+  if (r.ok()) return r;
+  // Resolved again as a request's first limit for the error, whose field names then lose their
+  // "limits[0]." ("limits[0].key: ..." -> "key: ...").
+  r = ResolveLimit(fields, "limits[0]", {}, defined, inline_limits);
+  if (r.ok()) return r;
+  absl::string_view message = r.status().message();
+  constexpr absl::string_view kPrefix = "limits[0].";
+  if (absl::StartsWith(message, kPrefix)) message.remove_prefix(kPrefix.size());
+  return absl::Status(r.status().code(), message);
 }
 
 absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest& request,

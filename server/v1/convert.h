@@ -46,6 +46,14 @@ absl::StatusOr<LimitRequests> ResolveLimits(
     const google::protobuf::RepeatedPtrField<v1::LimitRequest>& limits, const LimitSet& defined,
     InlineLimits inline_limits = InlineLimits::kAllow);
 
+// One limit named by its own fields (a Release's `name`, `key` and `config`; `config` null when
+// unset), resolved as ResolveLimits resolves a request's only limit, its errors naming the fields
+// bare ("key: ...", "config.capacity: ...").
+absl::StatusOr<LimitRequest> ResolveNamedLimit(absl::string_view name, absl::string_view key,
+                                               const v1::LimitConfig* config,
+                                               const LimitSet& defined,
+                                               InlineLimits inline_limits = InlineLimits::kAllow);
+
 // INVALID_ARGUMENT naming `limits[i].name` when limits[i] is a concurrency limit, whose slots
 // only Acquire takes; `where` names the refusing call ("Consume", "a Batch").
 absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,

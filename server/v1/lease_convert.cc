@@ -50,20 +50,10 @@ absl::Status CheckLeaseId(absl::string_view id) {
 absl::StatusOr<LeaseOp> TargetFromProto(absl::string_view name, absl::string_view key,
                                         bool has_config, const v1::LimitConfig& config,
                                         const LimitSet& defined, InlineLimits inline_limits) {
-  google::protobuf::RepeatedPtrField<v1::LimitRequest> one;
-  v1::LimitRequest* l = one.Add();
-  l->set_name(std::string(name));
-  l->set_key(std::string(key));
-  if (has_config) *l->mutable_config() = config;
-  absl::StatusOr<LimitRequests> resolved = ResolveLimits(one, defined, inline_limits);
-  if (!resolved.ok()) {
-    // "limits[0].key: ..." -> "key: ..."
-    absl::string_view message = resolved.status().message();
-    constexpr absl::string_view kPrefix = "limits[0].";
-    if (absl::StartsWith(message, kPrefix)) message.remove_prefix(kPrefix.size());
-    return absl::Status(resolved.status().code(), message);
-  }
-  LimitRequest& r = (*resolved)[0];
+  absl::StatusOr<LimitRequest> resolved =
+      ResolveNamedLimit(name, key, has_config ? &config : nullptr, defined, inline_limits);
+  if (!resolved.ok()) return resolved.status();
+  LimitRequest& r = *resolved;
   if (r.config.kind != LimitKind::kConcurrency) {
     return InvalidField("name", absl::StrCat("limit \"", r.name, "\" is not a concurrency limit"));
   }
@@ -210,15 +200,24 @@ Decision LeaseAsDecision(const LeaseDecision& lease) {
   return d;
 }
 
-void LeaseToProto(const Lease& lease, const StateKey& key, v1::Lease* out) {
+namespace {
+
+void LeaseToProto(const Lease& lease, absl::string_view name, absl::string_view key,
+                  LimitSource source, v1::Lease* out) {
   out->set_id(lease.id);
-  out->set_name(key.name);
-  out->set_key(key.key);
-  out->set_source(key.source == LimitSource::kInline ? v1::INLINE : v1::LIMITS_FILE);
+  out->set_name(std::string(name));
+  out->set_key(std::string(key));
+  out->set_source(source == LimitSource::kInline ? v1::INLINE : v1::LIMITS_FILE);
   out->set_count(static_cast<uint64_t>(lease.count));
   SetTimestamp(lease.acquired_at_us, out->mutable_acquired_at());
   SetTimestamp(lease.expires_at_us, out->mutable_expires_at());
   out->set_holder(lease.holder);
+}
+
+}  // namespace
+
+void LeaseToProto(const Lease& lease, const StateKey& key, v1::Lease* out) {
+  LeaseToProto(lease, key.name, key.key, key.source, out);
 }
 
 void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome,
@@ -251,7 +250,8 @@ void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome,
   out->set_denied_by(answer.denied_by());
   out->set_replayed(outcome.lease.replayed);
   if (outcome.allowed && outcome.lease.lease) {
-    LeaseToProto(*outcome.lease.lease, plan.lease.key, out->mutable_lease());
+    const LimitRequest& c = plan.limits[plan.concurrency];
+    LeaseToProto(*outcome.lease.lease, c.name, c.key, c.source, out->mutable_lease());
   }
 }
 

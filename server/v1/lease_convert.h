@@ -61,6 +61,7 @@ void LeaseToProto(const Lease& lease, const StateKey& key, v1::Lease* out);
 
 // The answer to an Acquire: per-limit results (the concurrency limit's value its free slots),
 // the deciding denial and its retry_at as RateLimitResponse has them, and the lease when allowed.
+// Reads plan.limits only: the caller may have moved plan.lease into its store operation.
 void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome, v1::AcquireResponse* out);
 
 // The answers to Release, Extend and ListLeases.

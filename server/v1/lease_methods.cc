@@ -107,21 +107,23 @@ std::optional<grpc::Status> RateLimitServiceImpl::PrepareAcquire(const v1::Acqui
     const LimitRequest& l = state.plan.limits[i];
     state.rate.push_back(LimitOp{StateKey{l.name, l.key, l.source}, l.config, l.count});
   }
-  state.operation = LeaseOperation{state.plan.lease, state.rate};
+  // The lease op moves into the store operation: the answer reads it there.
+  state.operation = LeaseOperation{std::move(state.plan.lease), state.rate};
   return std::nullopt;
 }
 
 void RateLimitServiceImpl::AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
                                          v1::AcquireResponse* response) {
-  telemetry_.CountLeaseAcquire(state.plan.lease.key.name, outcome.lease.replayed ? "replayed"
-                                                          : outcome.allowed      ? "acquired"
-                                                                                 : "refused");
+  const LeaseOp& op = state.operation.lease;
+  telemetry_.CountLeaseAcquire(op.key.name, outcome.lease.replayed ? "replayed"
+                                            : outcome.allowed      ? "acquired"
+                                                                   : "refused");
   if (outcome.lease.replayed) telemetry_.CountReplay("Acquire");
   AcquireToProto(state.plan, outcome, response);
   Telemetry::Rpc& rpc = state.rpc;
   rpc.SetDecision(response->allowed());
   if (rpc.span().recording()) {
-    rpc.span().SetAttribute("ratelimit.lease.count", state.plan.lease.count);
+    rpc.span().SetAttribute("ratelimit.lease.count", op.count);
     rpc.span().SetAttribute("ratelimit.lease.held", outcome.lease.held);
     if (response->has_lease())
       rpc.span().SetAttribute("ratelimit.lease.id", response->lease().id());

@@ -209,6 +209,53 @@ TEST(ResolveRequestTest, BadInputIsInvalidArgumentNamingTheField) {
   }
 }
 
+// ---- ResolveNamedLimit ---------------------------------------------------------------------
+
+TEST(ResolveNamedLimitTest, ResolvesADefinedNameOrAnInlineConfig) {
+  absl::StatusOr<LimitRequest> defined = ResolveNamedLimit("api", "u1", nullptr, Defined());
+  ASSERT_OK(defined);
+  EXPECT_EQ(defined->name, "api");
+  EXPECT_EQ(defined->key, "u1");
+  EXPECT_EQ(defined->source, LimitSource::kDefined);
+  EXPECT_EQ(defined->config, Bucket(10));
+
+  v1::LimitRequest proto;
+  SetInlineBucket(&proto, 3);
+  absl::StatusOr<LimitRequest> inline_limit =
+      ResolveNamedLimit("tmp", "u2", &proto.config(), Defined());
+  ASSERT_OK(inline_limit);
+  EXPECT_EQ(inline_limit->source, LimitSource::kInline);
+  EXPECT_EQ(inline_limit->config, Bucket(3));
+}
+
+TEST(ResolveNamedLimitTest, ErrorsNameTheFieldsBare) {
+  v1::LimitRequest proto;
+  SetInlineBucket(&proto, -1);
+  struct Case {
+    std::string name, key;
+    const v1::LimitConfig* config;
+    absl::StatusCode code;
+    std::string starts;
+  };
+  const Case cases[] = {
+      {"", "k", nullptr, absl::StatusCode::kInvalidArgument, "name: "},
+      {"api", "", nullptr, absl::StatusCode::kInvalidArgument, "key: "},
+      {"tmp", "k", &proto.config(), absl::StatusCode::kInvalidArgument, "config.rate: "},
+      {"api", "k", &proto.config(), absl::StatusCode::kInvalidArgument, "config: "},
+      {"nope", "k", nullptr, absl::StatusCode::kNotFound, "name: "},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<LimitRequest> r = ResolveNamedLimit(c.name, c.key, c.config, Defined());
+    EXPECT_EQ(r.status().code(), c.code) << c.starts;
+    EXPECT_THAT(std::string(r.status().message()), ::testing::StartsWith(c.starts)) << r.status();
+  }
+  SetInlineBucket(&proto, 3);
+  absl::StatusOr<LimitRequest> denied =
+      ResolveNamedLimit("tmp", "k", &proto.config(), Defined(), InlineLimits::kDeny);
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(denied.status().message()), ::testing::StartsWith("config: "));
+}
+
 // ---- VerdictToProto -----------------------------------------------------------------------
 
 std::vector<LimitRequest> TwoLimits() {
