@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "openssl/rand.h"
 #include "server/serving/grpc_convert.h"

@@ -64,50 +64,92 @@ int FreeRedisPort() {
 
 namespace {
 
-// A reply as redis-cli prints it when its output is not a terminal: a string, status or error as
-// its text, an integer in decimal, nil as nothing, an array's elements one per line.
-void AppendReply(const redisReply& reply, std::string* out) {
-  switch (reply.type) {
+redis::Reply Convert(const redisReply& r) {
+  redis::Reply out;
+  switch (r.type) {
     case REDIS_REPLY_STRING:
+      out.type = redis::Reply::Type::kString;
+      out.str.assign(r.str, r.len);
+      break;
     case REDIS_REPLY_STATUS:
+      out.type = redis::Reply::Type::kStatus;
+      out.str.assign(r.str, r.len);
+      break;
     case REDIS_REPLY_ERROR:
-      out->append(reply.str, reply.len);
+      out.type = redis::Reply::Type::kError;
+      out.str.assign(r.str, r.len);
       break;
     case REDIS_REPLY_INTEGER:
-      absl::StrAppend(out, reply.integer);
+      out.type = redis::Reply::Type::kInteger;
+      out.integer = r.integer;
       break;
     case REDIS_REPLY_ARRAY:
-      for (size_t i = 0; i < reply.elements; ++i) {
-        if (i > 0) out->push_back('\n');
-        AppendReply(*reply.element[i], out);
-      }
+      out.type = redis::Reply::Type::kArray;
+      for (size_t i = 0; i < r.elements; ++i) out.elements.push_back(Convert(*r.element[i]));
       break;
-    default:  // nil
-      break;
+    default:
+      out.type = redis::Reply::Type::kNil;
   }
-}
-
-// Sends one command on `c` and returns its reply as text; an error only when the connection
-// fails (cannot connect, or no answer within the connection's timeout).
-absl::StatusOr<std::string> Command(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data()));
-  if (reply == nullptr) {
-    return absl::UnavailableError(absl::StrCat("redis: ", c->err != 0 ? c->errstr : "no reply"));
-  }
-  std::string out;
-  AppendReply(*reply, &out);
-  freeReplyObject(reply);
   return out;
 }
 
+// A reply as redis-cli prints it when its output is not a terminal: a string, status or error as
+// its text, an integer in decimal, nil as nothing, an array's elements one per line.
+void AppendAsCliPrints(const redis::Reply& reply, std::string* out) {
+  switch (reply.type) {
+    case redis::Reply::Type::kString:
+    case redis::Reply::Type::kStatus:
+    case redis::Reply::Type::kError:
+      out->append(reply.str);
+      break;
+    case redis::Reply::Type::kInteger:
+      absl::StrAppend(out, reply.integer);
+      break;
+    case redis::Reply::Type::kArray:
+      for (size_t i = 0; i < reply.elements.size(); ++i) {
+        if (i > 0) out->push_back('\n');
+        AppendAsCliPrints(reply.elements[i], out);
+      }
+      break;
+    case redis::Reply::Type::kNil:
+      break;
+  }
+}
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<HiredisConnection>> HiredisConnection::Connect(
+    const std::string& host, int port, absl::Duration timeout) {
+  const timeval tv = absl::ToTimeval(timeout);
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
+  if (c == nullptr || c->err != 0) {
+    const std::string why = c != nullptr ? c->errstr : "out of memory";
+    if (c != nullptr) redisFree(c);
+    return absl::UnavailableError(absl::StrCat("redis ", host, ":", port, ": ", why));
+  }
+  redisSetTimeout(c, tv);
+  return std::unique_ptr<HiredisConnection>(new HiredisConnection(c));
+}
+
+HiredisConnection::~HiredisConnection() { redisFree(context_); }
+
+absl::StatusOr<redis::Reply> HiredisConnection::Command(absl::Span<const std::string> argv) {
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  absl::MutexLock lock(&mu_);
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(context_, static_cast<int>(args.size()), args.data(), lens.data()));
+  if (reply == nullptr) {
+    return absl::UnavailableError(absl::StrCat("redis: ", context_->errstr));
+  }
+  redis::Reply out = Convert(*reply);
+  freeReplyObject(reply);
+  return out;
+}
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     std::vector<std::string> extra_args) {
@@ -179,21 +221,19 @@ absl::StatusOr<std::string> RedisServer::Cli(const std::vector<std::string>& arg
                                              const std::string& password) const {
   // A connection per call, as a redis-cli run would be, but without the process: a test polls
   // a cluster through dozens of these while it forms.
-  const timeval timeout{10, 0};
-  std::unique_ptr<redisContext, void (*)(redisContext*)> c(
-      redisConnectWithTimeout("127.0.0.1", port_, timeout), &redisFree);
-  if (c == nullptr) return absl::ResourceExhaustedError("redis: cannot allocate a context");
-  if (c->err != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("redis: cannot connect to ", address(), ": ", c->errstr));
-  }
-  redisSetTimeout(c.get(), timeout);
+  absl::StatusOr<std::unique_ptr<HiredisConnection>> c =
+      HiredisConnection::Connect("127.0.0.1", port_, absl::Seconds(10));
+  if (!c.ok()) return c.status();
   if (!password.empty()) {
     // As with redis-cli -a: a refused AUTH shows in the command's own answer (NOAUTH).
-    absl::StatusOr<std::string> auth = Command(c.get(), {"AUTH", password});
+    absl::StatusOr<redis::Reply> auth = (*c)->Command({"AUTH", password});
     if (!auth.ok()) return auth.status();
   }
-  return Command(c.get(), args);
+  absl::StatusOr<redis::Reply> reply = (*c)->Command(args);
+  if (!reply.ok()) return reply.status();
+  std::string out;
+  AppendAsCliPrints(*reply, &out);
+  return out;
 }
 
 void RedisServer::Pause() {
@@ -224,14 +264,12 @@ std::string RedisServer::Log() const {
 
 absl::StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::Start(int primaries, int replicas) {
   auto cluster = std::unique_ptr<RedisCluster>(new RedisCluster());
-  std::vector<std::string> addresses;
   for (int i = 0; i < primaries * (1 + replicas); ++i) {
     absl::StatusOr<std::unique_ptr<RedisServer>> server = RedisServer::Start(
         {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
          "--cluster-node-timeout", std::to_string(absl::ToInt64Milliseconds(kClusterNodeTimeout)),
          "--repl-diskless-sync-delay", "0"});
     if (!server.ok()) return server.status();
-    addresses.push_back((*server)->address());
     cluster->servers_.push_back(std::move(*server));
   }
   if (absl::Status s = cluster->Form(primaries); !s.ok()) return s;
@@ -389,6 +427,20 @@ absl::Status RedisCluster::WaitHealthy(absl::Duration timeout) const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Sends `args` to `server`; an error unless it answers OK (the answer named in the error).
+absl::Status CommandOk(const RedisServer& server, const std::vector<std::string>& args) {
+  absl::StatusOr<std::string> answer = server.Cli(args);
+  if (!answer.ok()) return answer.status();
+  if (*answer != "OK") {
+    return absl::InternalError(absl::StrCat(absl::StrJoin(args, " "), ": ", *answer));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RedisCluster::Form(int primaries) {
   // The slots split among the primaries as redis-cli --cluster create splits them, each
   // primary's range given with CLUSTER ADDSLOTSRANGE, and a distinct config epoch per node.
@@ -399,25 +451,28 @@ absl::Status RedisCluster::Form(int primaries) {
     int last = static_cast<int>(std::lround(cursor + per_primary - 1));
     if (last > 16383 || i == primaries - 1) last = 16383;
     if (last < first) last = first;
-    absl::StatusOr<std::string> added =
-        servers_[i]->Cli({"CLUSTER", "ADDSLOTSRANGE", std::to_string(first), std::to_string(last)});
-    if (!added.ok()) return added.status();
-    if (*added != "OK") return absl::InternalError("CLUSTER ADDSLOTSRANGE: " + *added);
+    if (absl::Status s = CommandOk(*servers_[i], {"CLUSTER", "ADDSLOTSRANGE", std::to_string(first),
+                                                  std::to_string(last)});
+        !s.ok()) {
+      return s;
+    }
     first = last + 1;
     cursor += per_primary;
   }
   for (int i = 0; i < size(); ++i) {
-    absl::StatusOr<std::string> epoch =
-        servers_[i]->Cli({"CLUSTER", "SET-CONFIG-EPOCH", std::to_string(i + 1)});
-    if (!epoch.ok()) return epoch.status();
-    if (*epoch != "OK") return absl::InternalError("CLUSTER SET-CONFIG-EPOCH: " + *epoch);
+    if (absl::Status s =
+            CommandOk(*servers_[i], {"CLUSTER", "SET-CONFIG-EPOCH", std::to_string(i + 1)});
+        !s.ok()) {
+      return s;
+    }
   }
   // The first node meets every other; gossip then introduces them to each other.
   for (int i = 1; i < size(); ++i) {
-    absl::StatusOr<std::string> met =
-        servers_[0]->Cli({"CLUSTER", "MEET", "127.0.0.1", std::to_string(servers_[i]->port())});
-    if (!met.ok()) return met.status();
-    if (*met != "OK") return absl::InternalError("CLUSTER MEET: " + *met);
+    if (absl::Status s = CommandOk(
+            *servers_[0], {"CLUSTER", "MEET", "127.0.0.1", std::to_string(servers_[i]->port())});
+        !s.ok()) {
+      return s;
+    }
   }
   std::string last_view;
   const bool joined = Eventually(
@@ -440,10 +495,9 @@ absl::Status RedisCluster::Form(int primaries) {
   for (int i = primaries; i < size(); ++i) {
     absl::StatusOr<std::string> primary_id = IdOf((i - primaries) % primaries);
     if (!primary_id.ok()) return primary_id.status();
-    absl::StatusOr<std::string> replicated =
-        servers_[i]->Cli({"CLUSTER", "REPLICATE", *primary_id});
-    if (!replicated.ok()) return replicated.status();
-    if (*replicated != "OK") return absl::InternalError("CLUSTER REPLICATE: " + *replicated);
+    if (absl::Status s = CommandOk(*servers_[i], {"CLUSTER", "REPLICATE", *primary_id}); !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

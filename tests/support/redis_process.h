@@ -13,12 +13,37 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "storage/redis/redis_command_runner.h"
 #include "tests/support/test_support.h"
 
+struct redisContext;
+
 namespace ratelimit::testing {
+
+// A synchronous RedisCommandRunner over hiredis. Thread-safe: commands are serialized (a test
+// helper may hold its lock across the round trip; production clients must not).
+class HiredisConnection final : public RedisCommandRunner {
+ public:
+  // Connects to host:port; `timeout` bounds the connect and each command's round trip.
+  // UNAVAILABLE naming the address when it cannot connect.
+  static absl::StatusOr<std::unique_ptr<HiredisConnection>> Connect(
+      const std::string& host, int port, absl::Duration timeout = absl::Seconds(5));
+  ~HiredisConnection() override;
+  HiredisConnection(const HiredisConnection&) = delete;
+  HiredisConnection& operator=(const HiredisConnection&) = delete;
+
+  absl::StatusOr<redis::Reply> Command(absl::Span<const std::string> argv) override;
+
+ private:
+  explicit HiredisConnection(redisContext* context) : context_(context) {}
+  absl::Mutex mu_;
+  redisContext* const context_ ABSL_PT_GUARDED_BY(mu_);
+};
 
 // A port that is free on loopback now, and whose cluster bus port (+10000) is free too; -1 when
 // none was found.
@@ -42,7 +67,8 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
   const std::string& dir() const { return dir_.path(); }
 
-  // Sends the command `args` (each one argument) to this server on a new connection and returns
+  // Sends the command `args` (each one argument) to this server on a new HiredisConnection and
+  // returns
   // the reply as redis-cli prints it to a pipe: a string, status or error reply as its text, an
   // integer in decimal, nil as "", an array's elements one per line. An error only when the
   // connection fails (cannot connect, or no reply within 10 s); error replies are output
