@@ -1,21 +1,25 @@
 #include "server/v1/held_slots.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+
+#include "absl/hash/hash.h"
 
 namespace ratelimit {
 
 void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us) {
   const int64_t now = clock_.NowMicros();
+  const uint64_t hash = absl::HashOf(static_cast<int>(key.source), key.name, key.key);
   absl::MutexLock lock(&mu_);
-  auto it = keys_.find(KeyView{key.name, key.key, key.source});
+  auto it = keys_.find(hash);
   if (it == keys_.end()) {
     if (held <= 0) return;
     if (keys_.size() >= sweep_at_size_) {
       SweepLocked(now);
       sweep_at_size_ = std::max(min_sweep_size_, 2 * keys_.size());
     }
-    it = keys_.emplace(key, Entry{}).first;
+    it = keys_.emplace(hash, Entry{0, 0, LimitIndexLocked(key.name)}).first;
   }
   it->second.held = std::max<int64_t>(held, 0);
   it->second.forget_at_us = now + max_lease_ttl_us;
@@ -25,6 +29,27 @@ void HeldSlots::SweepLocked(int64_t now_us) {
   absl::erase_if(keys_, [now_us](const auto& kv) {
     return kv.second.held == 0 || kv.second.forget_at_us <= now_us;
   });
+  if (names_.size() <= kNamesKeptUnchecked) return;
+  constexpr uint32_t kDropped = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> moved_to(names_.size(), kDropped);
+  std::vector<std::string> kept;
+  for (auto& [hash, entry] : keys_) {
+    uint32_t& to = moved_to[entry.limit];
+    if (to == kDropped) {
+      to = static_cast<uint32_t>(kept.size());
+      kept.push_back(std::move(names_[entry.limit]));
+    }
+    entry.limit = to;
+  }
+  names_ = std::move(kept);
+  name_index_.clear();
+  for (uint32_t i = 0; i < names_.size(); ++i) name_index_.emplace(names_[i], i);
+}
+
+uint32_t HeldSlots::LimitIndexLocked(absl::string_view name) {
+  auto [it, added] = name_index_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+  if (added) names_.emplace_back(name);
+  return it->second;
 }
 
 std::vector<std::pair<std::string, double>> HeldSlots::PerLimit() {
@@ -32,13 +57,20 @@ std::vector<std::pair<std::string, double>> HeldSlots::PerLimit() {
   std::map<std::string, double> sums;
   absl::MutexLock lock(&mu_);
   SweepLocked(now);
-  for (const auto& [key, entry] : keys_) sums[key.name] += static_cast<double>(entry.held);
+  for (const auto& [hash, entry] : keys_) {
+    sums[names_[entry.limit]] += static_cast<double>(entry.held);
+  }
   return {sums.begin(), sums.end()};
 }
 
 size_t HeldSlots::TrackedKeys() {
   absl::MutexLock lock(&mu_);
   return keys_.size();
+}
+
+size_t HeldSlots::TrackedLimitNames() {
+  absl::MutexLock lock(&mu_);
+  return names_.size();
 }
 
 }  // namespace ratelimit

@@ -85,5 +85,25 @@ TEST(HeldSlotsTest, AKeyBackFromZeroCountsAgain) {
   EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 4}}));
 }
 
+TEST(HeldSlotsTest, KeepsTheNamesOfLimitsStillHeldOnly) {
+  FakeClock clock;
+  HeldSlots held(clock, /*min_sweep_size=*/16);
+  held.Observe(StateKey{"jobs", "a"}, 2, 60 * kSecond);
+  // Inline limits under 500 names, each taken and given back: a sweep drops the names with them.
+  // "seats", first seen among them, is kept under a new index.
+  for (int i = 0; i < 500; ++i) {
+    if (i == 250) held.Observe(StateKey{"seats", "x"}, 7, 60 * kSecond);
+    const StateKey key{"inline-" + std::to_string(i), "k", LimitSource::kInline};
+    held.Observe(key, 1, 60 * kSecond);
+    held.Observe(key, 0, 60 * kSecond);
+  }
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 2}, {"seats", 7}}));
+  EXPECT_LE(held.TrackedLimitNames(), 64u);
+  // Names kept under new indices still count their keys.
+  held.Observe(StateKey{"seats", "x"}, 5, 60 * kSecond);
+  held.Observe(StateKey{"jobs", "b"}, 1, 60 * kSecond);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 3}, {"seats", 5}}));
+}
+
 }  // namespace
 }  // namespace ratelimit
