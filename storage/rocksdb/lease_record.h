@@ -12,8 +12,16 @@
 //   key:   "M" [source: u8] [name length: u16 big-endian] [name] [key length: u16 big-endian]
 //          [key] [record number: u32 big-endian]
 //   value: [expires_at_us: i64] (state_codec.h), then
-//          a lease:  [1] [n: u32] [n bytes: the lease (lease_codec.h AppendLeaseEntry)] [zeros]
+//          a lease:  [2] [flags: u8, bit 0 = released, bit 1 = binary id] [count: varint]
+//                    [acquired_at_us: i64] [expires_at_us: i64] [id] [request_id: string]
+//                    [holder: string] [zeros]
 //          free:     zeros (the expiry 0: it reads as absent, and compaction drops it)
+// Numbers little-endian; a string is a varint length then its bytes; the id is 16 bytes when it
+// is 32 lowercase hex digits (every id the server makes: binary id set), else a string. A lease
+// the server made, without a request_id or holder, takes 45 bytes and its record 64 (half the 128
+// bytes earlier versions wrote for each decision). Records of earlier versions,
+//                    [1] [n: u32] [n bytes: the lease (lease_codec.h AppendLeaseEntry)] [zeros]
+// are still read.
 // A lease's record expires kLeaseRecordMarginMicros after the lease, so that it is never dropped
 // while a decision whose clock reads earlier may still find it held; the algebra drops the lease
 // at its expiry, and its number is free again.
@@ -34,8 +42,9 @@
 
 namespace ratelimit {
 
-// The smallest lease record's value: it holds a lease without a request_id or holder.
-inline constexpr size_t kMinLeaseRecordBytes = 128;
+// The smallest lease record's value: it holds a lease the server made whose request_id and holder
+// are together at most 19 bytes.
+inline constexpr size_t kMinLeaseRecordBytes = 64;
 
 // The prefix of the lease records of `key`, and of no other key's.
 std::string LeaseEntryPrefix(const StateKey& key);
@@ -54,8 +63,8 @@ struct LeaseEntryKeyParts {
 };
 std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_key);
 
-// The size of the value of `lease`'s record: its bytes rounded up to a multiple of 64, at least
-// kMinLeaseRecordBytes.
+// The size of the value of `lease`'s record: its bytes rounded up to a multiple of 64 (so at least
+// kMinLeaseRecordBytes).
 size_t LeaseEntryRecordBytes(const Lease& lease);
 // The record value of `lease` into `*out` (its capacity kept), LeaseEntryRecordBytes(lease) long,
 // expiring at LeaseRecordExpiry(lease.expires_at_us).

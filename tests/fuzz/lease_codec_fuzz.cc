@@ -2,8 +2,10 @@
 // back. Properties: decoding any bytes returns a set or DATA_LOSS, never crashes; a set that
 // decodes encodes back to exactly the same bytes (one encoding per set); and the lease algebra
 // decides every action on it without crashing, writing only a set that itself round trips. The
-// same bytes as one lease alone (DecodeLeaseEntry, the RocksDB store's lease records): a lease or
-// DATA_LOSS, and a lease that decodes encodes back to the same bytes.
+// same bytes as one lease alone (DecodeLeaseEntry): a lease or DATA_LOSS, and a lease that
+// decodes encodes back to the same bytes. The same bytes as a RocksDB lease record's value
+// (DecodeLeaseEntryRecord, either form): a lease or DATA_LOSS, and a lease that decodes is written
+// as a record that reads back as the same lease.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "storage/leases/lease.h"
 #include "storage/leases/lease_codec.h"
+#include "storage/rocksdb/lease_record.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -25,6 +28,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     FUZZ_CHECK(lease.status().code() == absl::StatusCode::kDataLoss, "%s",
                lease.status().ToString().c_str());
+  }
+  absl::StatusOr<Lease> recorded = DecodeLeaseEntryRecord(bytes);
+  if (recorded.ok()) {
+    std::string record;
+    EncodeLeaseEntryRecord(*recorded, &record);
+    absl::StatusOr<Lease> again = DecodeLeaseEntryRecord(record);
+    FUZZ_CHECK(again.ok() && *again == *recorded, "a lease record does not round trip");
+  } else {
+    FUZZ_CHECK(recorded.status().code() == absl::StatusCode::kDataLoss, "%s",
+               recorded.status().ToString().c_str());
   }
   absl::StatusOr<LeaseSet> set = DecodeLeaseSet(bytes);
   if (!set.ok()) {

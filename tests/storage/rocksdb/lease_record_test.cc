@@ -107,12 +107,83 @@ TEST(LeaseRecordTest, ALeaseRecordRoundTripsPaddedToItsSizeClass) {
   }
   Lease big = SetOf(1).leases[0];
   big.holder = std::string(300, 'h');
-  EXPECT_EQ(LeaseEntryRecordBytes(big), 448u);  // 13 + 37 + 32 + 5 + 300 = 387 bytes
+  // 8 + 1 + 1 + 1 + 16 + 16 (the id) + 6 (the request_id) + 302 (the holder) = 351 bytes
+  EXPECT_EQ(LeaseEntryRecordBytes(big), 384u);
   // A lease that never expires: its record neither.
   big.expires_at_us = INT64_MAX;
   std::string value;
   EncodeLeaseEntryRecord(big, &value);
   EXPECT_EQ(DecodeRecordValue(value)->first, INT64_MAX);
+}
+
+TEST(LeaseRecordTest, ALeaseTheServerMadeTakesOneSizeClassOf64Bytes) {
+  Lease l;
+  l.id = "9f86d081884c7d659a2feaa0c55ad015";  // 32 lowercase hex digits, as NewLeaseId makes
+  l.count = 1'000'000'000;                    // the most slots a lease can hold
+  l.acquired_at_us = INT64_MAX - 1;
+  l.expires_at_us = INT64_MAX;
+  std::string value;
+  EncodeLeaseEntryRecord(l, &value);
+  EXPECT_EQ(value.size(), 64u);
+  // With a request_id and holder of 15 bytes together: still 64.
+  l.request_id = "retry-1234";
+  l.holder = "pod-7";
+  EncodeLeaseEntryRecord(l, &value);
+  EXPECT_EQ(value.size(), 64u);
+  absl::StatusOr<Lease> back = DecodeLeaseEntryRecord(value);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, l);
+}
+
+TEST(LeaseRecordTest, IdsThatAreNotLowercaseHexRoundTripAsStrings) {
+  for (const std::string& id : {std::string("9F86D081884C7D659A2FEAA0C55AD015"),
+                                std::string("9f86d081884c7d659a2feaa0c55ad01"),
+                                std::string("9f86d081884c7d659a2feaa0c55ad0155"),
+                                std::string("lease-1"), std::string(), std::string("\0x", 2)}) {
+    Lease l;
+    l.id = id;
+    l.count = 3;
+    l.acquired_at_us = 10;
+    l.expires_at_us = 20;
+    l.released = true;
+    l.request_id = "r";
+    std::string value;
+    EncodeLeaseEntryRecord(l, &value);
+    absl::StatusOr<Lease> back = DecodeLeaseEntryRecord(value);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, l) << absl::CEscape(id);
+  }
+}
+
+// The lease record of the version before the compact one.
+std::string EarlierLeaseRecord(const Lease& l, size_t bytes) {
+  std::string value;
+  const uint64_t expiry = static_cast<uint64_t>(l.expires_at_us + kLeaseRecordMarginMicros);
+  for (int i = 0; i < 8; ++i) value.push_back(static_cast<char>((expiry >> (8 * i)) & 0xff));
+  value.push_back('\x01');
+  const size_t n = EncodedLeaseEntrySize(l);
+  for (int i = 0; i < 4; ++i) value.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  AppendLeaseEntry(l, &value);
+  value.resize(bytes, '\0');
+  return value;
+}
+
+TEST(LeaseRecordTest, TheLeaseRecordsOfEarlierVersionsAreRead) {
+  for (const Lease& l : SetOf(7).leases) {
+    const std::string value = EarlierLeaseRecord(l, 128);
+    absl::StatusOr<Lease> back = DecodeLeaseEntryRecord(value);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, l);
+  }
+  const std::string good = EarlierLeaseRecord(SetOf(1).leases[0], 128);
+  std::string nonzero_padding = good;
+  nonzero_padding.back() = 'x';
+  std::string too_long = good;
+  too_long[12] = '\x7f';  // the lease's length, past the record's end
+  for (const std::string& bad : {good.substr(0, 12), nonzero_padding, too_long}) {
+    EXPECT_EQ(DecodeLeaseEntryRecord(bad).status().code(), absl::StatusCode::kDataLoss)
+        << absl::CEscape(bad);
+  }
 }
 
 TEST(LeaseRecordTest, AFreeRecordExpiredAndHoldsNoLease) {
@@ -124,16 +195,26 @@ TEST(LeaseRecordTest, AFreeRecordExpiredAndHoldsNoLease) {
 }
 
 TEST(LeaseRecordTest, MalformedLeaseRecordsAreDataLoss) {
+  Lease l = SetOf(1).leases[0];
+  l.id = "lease-1";  // a string id: its length can run past the end
   std::string good;
-  EncodeLeaseEntryRecord(SetOf(1).leases[0], &good);
+  EncodeLeaseEntryRecord(l, &good);
+  ASSERT_TRUE(DecodeLeaseEntryRecord(good).ok());
   std::string nonzero_padding = good;
   nonzero_padding.back() = 'x';
-  std::string too_long = good;
-  too_long[12] = '\x7f';  // the lease's length, past the record's end
   std::string unknown_tag = good;
-  unknown_tag[8] = '\x02';
-  for (const std::string& bad : {std::string(), std::string("1234567"), good.substr(0, 12),
-                                 nonzero_padding, too_long, unknown_tag}) {
+  unknown_tag[8] = '\x03';
+  std::string unknown_flags = good;
+  unknown_flags[9] = '\x04';
+  std::string no_count = good;
+  no_count[10] = '\0';  // a lease of 0 slots
+  std::string overlong_count = good;
+  overlong_count.replace(10, 11, std::string(11, '\x81'));  // a varint of 11 bytes
+  std::string id_too_long = good;
+  id_too_long[27] = '\x7f';  // the id's length (after 8 + 1 + 1 + 1 + 16), past the end
+  for (const std::string& bad :
+       {std::string(), std::string("1234567"), good.substr(0, 9), good.substr(0, 20),
+        nonzero_padding, unknown_tag, unknown_flags, no_count, overlong_count, id_too_long}) {
     EXPECT_EQ(DecodeLeaseEntryRecord(bad).status().code(), absl::StatusCode::kDataLoss)
         << absl::CEscape(bad);
   }
