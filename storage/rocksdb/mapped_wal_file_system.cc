@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -32,6 +34,22 @@ constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
 #else
 constexpr int kPopulateWrite = 23;
 #endif
+
+// RocksDB's WAL format (its db/log_format.h): the file is a sequence of 32 KiB blocks; a record
+// (or a fragment of one) is a 7-byte header, [crc32c: 4] [payload length: u16 LE] [type: u8],
+// then its payload, and never starts in the last 6 bytes of a block (the writer fills them with
+// zeros and starts the record in the next block). Recycled WAL files have longer headers; the
+// store never recycles them.
+constexpr uint64_t kWalBlockBytes = 32768;
+constexpr uint64_t kWalHeaderBytes = 7;
+// The bytes of a header stored last, in one 4-byte store: the crc's last byte, the length and
+// the type. Until they are stored, the header's length and type read as 0: RocksDB's log reader
+// takes that for preallocated space and skips the rest of the block, so the record is absent,
+// not corrupt.
+constexpr uint64_t kCommitOffset = 3;
+constexpr uint64_t kCommitBytes = 4;
+
+std::atomic<std::function<void(uint64_t, uint64_t)>*> before_commit_hook{nullptr};
 
 rocksdb::IOStatus ErrnoStatus(const std::string& what, const std::string& fname, int err) {
   const std::string message = absl::StrCat(what, " ", fname, ": ", std::strerror(err));
@@ -67,7 +85,36 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     while (reserved_ < end) {
       if (rocksdb::IOStatus s = ReserveChunkLocked(options, dbg); !s.ok()) return s;
     }
-    CopyLocked(size_, data.data(), data.size());
+    // The append's records are made readable by its last stores (kCommitOffset): a process
+    // killed while copying leaves the WAL as if the append had not begun, where a copy in order
+    // would leave a record whose checksum fails, and a store that refuses to open. Held back:
+    // the first header's commit bytes, and those of the header at the start of each block the
+    // append reaches (the fragments of a record across blocks), stored in order before the
+    // first's, so that only a kill in the few instructions between them can tear the append.
+    // An append that starts inside a record (RocksDB splits only records larger than its write
+    // buffer) holds back 4 of its bytes for nothing: such a record can be torn, as a write(2)
+    // of several pages can.
+    absl::InlinedVector<uint64_t, 4> commits;
+    uint64_t header = size_;
+    const uint64_t left_in_block = kWalBlockBytes - header % kWalBlockBytes;
+    if (left_in_block < kWalHeaderBytes) header += left_in_block;
+    for (; header + kWalHeaderBytes <= end;
+         header = (header / kWalBlockBytes + 1) * kWalBlockBytes) {
+      commits.push_back(header + kCommitOffset);
+    }
+    uint64_t at = size_;
+    for (uint64_t commit : commits) {
+      CopyLocked(at, data.data() + (at - size_), static_cast<size_t>(commit - at));
+      at = commit + kCommitBytes;
+    }
+    CopyLocked(at, data.data() + (at - size_), static_cast<size_t>(end - at));
+    if (!commits.empty()) {
+      if (auto* hook = before_commit_hook.load(std::memory_order_acquire)) (*hook)(size_, end);
+      for (size_t i = 1; i < commits.size(); ++i) {
+        StoreCommitLocked(commits[i], data.data() + (commits[i] - size_));
+      }
+      StoreCommitLocked(commits[0], data.data() + (commits[0] - size_));
+    }
     size_ = end;
     RetireWrittenChunksLocked();
     return rocksdb::IOStatus::OK();
@@ -201,6 +248,20 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     });
   }
 
+  // The kCommitBytes at `from` to the file at `offset`, in one store when they are in one chunk
+  // (a 4-byte copy is one instruction: a killed process stored all of it or none). Across two
+  // chunks (two mappings: 3 of every page's offsets), in two stores, the only place a kill can
+  // still tear a record that starts a write.
+  void StoreCommitLocked(uint64_t offset, const char* from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (offset % chunk_bytes_ + kCommitBytes > chunk_bytes_) {
+      CopyLocked(offset, from, kCommitBytes);
+      return;
+    }
+    uint32_t bytes;
+    std::memcpy(&bytes, from, sizeof(bytes));
+    std::memcpy(maps_[offset / chunk_bytes_] + offset % chunk_bytes_, &bytes, sizeof(bytes));
+  }
+
   void ZeroLocked(uint64_t offset, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ForEachPieceLocked(offset, n, [](char* to, size_t take) {
       std::memset(to, 0, take);
@@ -267,6 +328,11 @@ MappedWalFileSystem::MappedWalFileSystem(std::shared_ptr<rocksdb::FileSystem> ta
     : FileSystemWrapper(std::move(target)),
       chunk_bytes_(
           std::max<size_t>(PageSize(), (chunk_bytes + PageSize() - 1) / PageSize() * PageSize())) {}
+
+void MappedWalFileSystem::SetBeforeCommitHookForTesting(
+    std::function<void(uint64_t, uint64_t)>* hook) {
+  before_commit_hook.store(hook, std::memory_order_release);
+}
 
 bool MappedWalFileSystem::IsWal(const std::string& fname) {
   return fname.size() > 4 && absl::EndsWith(fname, ".log");

@@ -20,7 +20,12 @@
 // Why RocksDB reads it back. A file closed cleanly is truncated to the bytes written. After a
 // crash the file ends in zeros up to its last chunk; RocksDB's log reader skips zero-filled
 // blocks without reporting corruption (they are what preallocated WAL space looks like), so
-// recovery, even with kAbsoluteConsistency, replays every record and stops at the zeros.
+// recovery, even with kAbsoluteConsistency, replays every record and stops at the zeros. A
+// process killed in the middle of copying a record must not leave it half there (its checksum
+// would fail, and the store refuse to open without salvage): each append's record headers get
+// their length and type with the append's last stores, one instruction each, so until then the
+// records read as zeros too. (write(2) needed no such care: a kill cannot interrupt the copy of
+// a write of one page.)
 //
 // Files that are not WAL files, and WAL files the wrapped file system does not keep on the
 // local file system (a path this process cannot open), are passed through unchanged.
@@ -28,6 +33,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -60,6 +66,12 @@ class MappedWalFileSystem final : public rocksdb::FileSystemWrapper {
 
   // Whether `fname` names a WAL file.
   static bool IsWal(const std::string& fname);
+
+  // For tests: `(*hook)(begin, end)` is called by every append to a mapped WAL file, of the
+  // file's bytes [begin, end), at the instant a kill leaves the most of it copied (every byte
+  // but those of its last stores); nullptr: none. The caller keeps `*hook` alive until it sets
+  // another.
+  static void SetBeforeCommitHookForTesting(std::function<void(uint64_t, uint64_t)>* hook);
 
  private:
   const size_t chunk_bytes_;
