@@ -110,6 +110,8 @@ class MappedWalFile final : public rocksdb::FSWritableFile {
     CopyLocked(at, data.data() + (at - size_), static_cast<size_t>(end - at));
     if (!commits.empty()) {
       if (auto* hook = before_commit_hook.load(std::memory_order_acquire)) (*hook)(size_, end);
+      // The compiler keeps the stores above before the commits (the CPU stores in order).
+      std::atomic_signal_fence(std::memory_order_seq_cst);
       for (size_t i = 1; i < commits.size(); ++i) {
         StoreCommitLocked(commits[i], data.data() + (commits[i] - size_));
       }

@@ -318,6 +318,15 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,
                                             LeaseOutcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // Decides `ops`, lease operations on one key without rate limits, each valid, as
+  // DecideLeaseLocked decides them one after another at one time, under one hold of the key's
+  // stripe: one read of its set, one queued write of every record they change, one put of the
+  // set after the last (a burst of acquires and releases on a hot key). Fills `outcomes` (one per
+  // op); all share the returned Pending.
+  absl::StatusOr<Pending> DecideLeaseRunLocked(absl::Span<const LeaseOperation* const> ops,
+                                               const Clock& clock,
+                                               absl::Span<absl::StatusOr<LeaseOutcome>> outcomes)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // Reads the lease set of `key` (cached under `record_key`, its LeaseRecordKey) at `now_us` into
   // `*read`, the key's cache entry (its set null: none, or its records expired; the set is the
   // cached object itself): from the cache of lease sets, else RocksDB (then cached). `*depends_on`:

@@ -59,7 +59,32 @@ std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
     return results;
   }
   std::vector<Pending> pending(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
+  for (size_t i = 0; i < ops.size();) {
+    // A run of valid operations on one key without rate limits (a hot key's burst) is decided
+    // under one hold of its stripe.
+    size_t run = 1;
+    if (ops[i]->limits.empty()) {
+      while (i + run < ops.size() && ops[i + run]->limits.empty() &&
+             ops[i + run]->lease.key == ops[i]->lease.key &&
+             ValidateLeaseOperation(*ops[i + run]).ok()) {
+        ++run;
+      }
+      if (run > 1 && !ValidateLeaseOperation(*ops[i]).ok()) run = 1;
+    }
+    if (run > 1) {
+      const auto run_ops = ops.subspan(i, run);
+      absl::StatusOr<Pending> queued =
+          DecideLeaseRunLocked(run_ops, clock, absl::MakeSpan(results).subspan(i, run));
+      for (size_t k = i; k < i + run; ++k) {
+        if (queued.ok()) {
+          pending[k] = *queued;
+        } else {
+          results[k] = queued.status();
+        }
+      }
+      i += run;
+      continue;
+    }
     LeaseOutcome outcome;
     absl::StatusOr<Pending> queued = DecideLeaseLocked(*ops[i], clock, outcome);
     if (queued.ok()) {
@@ -68,6 +93,7 @@ std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
     } else {
       results[i] = queued.status();
     }
+    ++i;
   }
   // The first wait writes every decision queued above, in one group.
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -121,9 +147,10 @@ class LeaseWrites {
       }
     }
   }
-  // A thread keeps the buffers of a few writes, not of the largest reset or conversion it made.
+  // A thread keeps the buffers of a burst's writes (a hot key's run), not of the largest reset
+  // or conversion it made.
   void Trim() {
-    constexpr size_t kKept = 16;
+    constexpr size_t kKept = 64;
     if (writes_.size() > kKept) writes_.resize(kKept);
   }
 
@@ -181,12 +208,11 @@ Lease* Find(LeaseSet& set, const std::string& id) {
   return nullptr;
 }
 
-// The writes of decision `d` on a key whose records are under `prefix`: the records of the leases
-// it changed (lease.h says which, by action), numbering a new lease's in d.next. `freed`: what
-// RecordsFreedBy found before the decision.
+// The writes of decision `d` on a key whose records are under `prefix`, added to `out`: the
+// records of the leases it changed (lease.h says which, by action), numbering a new lease's in
+// d.next. `freed`: what RecordsFreedBy found before the decision.
 void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix,
                    absl::Span<const FreedRecord> freed, LeaseWrites& out) {
-  out.Clear();
   if (!d.write) return;
   switch (op.action) {
     case LeaseAction::kAcquire:
@@ -262,6 +288,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // The records to write: the leases the decision changed. Reused by this thread's decisions:
   // the batch below copies them before the next one.
   static thread_local LeaseWrites lease_writes;
+  lease_writes.Clear();
   LeaseWritesOf(op.lease, d, d.write ? LeaseEntryPrefix(op.lease.key) : std::string(), freed,
                 lease_writes);
   const int64_t expires_at_us = d.write ? LeaseRecordsExpireAt(d.next) : read.expires_at_us;
@@ -283,6 +310,65 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
     lease_cache_->Put(
         record.key,
         LeaseSetCache::Make(std::move(next), expires_at_us, d.write ? *ticket : read.ticket),
+        pending.epoch);
+  }
+  pending.ticket = std::max(pending.ticket, *ticket);
+  return pending;
+}
+
+absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLocked(
+    absl::Span<const LeaseOperation* const> ops, const Clock& clock,
+    absl::Span<absl::StatusOr<LeaseOutcome>> outcomes) {
+  const StateKey& key = ops[0]->lease.key;
+  const RecordSpec record{LeaseRecordKey(key), 0};
+  absl::InlinedVector<size_t, 4> stripes;
+  absl::InlinedVector<std::string, 4> encoded;
+  StripesAndNames(stripes_, {}, absl::MakeConstSpan(&record, 1), stripes, encoded);
+
+  StripeLocks locked(stripes_, stripes);
+  Pending pending;
+  pending.epoch = group_.epoch();
+  const int64_t now = clock.NowMicros();
+  LeaseSetCache::Entry read;
+  if (absl::Status s =
+          ReadLeaseSetLocked(key, record.key, pending.epoch, now, &read, &pending.ticket);
+      !s.ok()) {
+    return s;
+  }
+  // Each decision takes the set the one before left (the cached object's leases, moved).
+  LeaseSet set;
+  if (read.set != nullptr) set = std::move(*read.set);
+  static thread_local LeaseWrites lease_writes;
+  lease_writes.Clear();
+  std::string prefix;
+  bool wrote = false;
+  const OperationKeys no_rates;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
+    LeaseOutcome outcome = DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {});
+    LeaseDecision& d = outcome.lease;
+    if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);
+    LeaseWritesOf(ops[k]->lease, d, prefix, freed, lease_writes);
+    wrote = wrote || d.write;
+    set = std::move(d.next);
+    d.next = LeaseSet();
+    outcomes[k] = std::move(outcome);
+  }
+  const int64_t expires_at_us = wrote ? LeaseRecordsExpireAt(set) : read.expires_at_us;
+  std::shared_ptr<LeaseSet> next;
+  if (read.set != nullptr || !set.leases.empty()) {
+    next = read.set != nullptr ? std::move(read.set) : std::make_shared<LeaseSet>();
+    *next = std::move(set);
+  }
+  absl::StatusOr<uint64_t> ticket =
+      QueueLocked(pending.epoch, {}, {},
+                  [&](rocksdb::WriteBatch& batch) { lease_writes.AddTo(batch, records_); });
+  lease_writes.Trim();
+  if (!ticket.ok()) return ticket.status();
+  if (wrote || next != nullptr) {
+    lease_cache_->Put(
+        record.key,
+        LeaseSetCache::Make(std::move(next), expires_at_us, wrote ? *ticket : read.ticket),
         pending.epoch);
   }
   pending.ticket = std::max(pending.ticket, *ticket);

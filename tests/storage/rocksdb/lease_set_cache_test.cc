@@ -2,8 +2,10 @@
 // the cache's memory charge and its expiry; lease decisions on one hot key queued behind a WAL
 // write in progress and written together in the next group (each answered only once the set it
 // read is written; a retried acquire answered from the queued set); a failed group write dropping
-// the queued sets; ApplyLeaseAsync answering once written; and the store with a cache far too
-// small for its keys (or none) answering exactly like the in-memory store.
+// the queued sets; ApplyLeaseAsync answering once written; a batch's run of operations on one key
+// decided under one read and one write of its set, as the same operations one by one; and the
+// store with a cache far too small for its keys (or none) answering exactly like the in-memory
+// store.
 #include "storage/rocksdb/lease_set_cache.h"
 
 #include <atomic>
@@ -202,6 +204,123 @@ TEST_F(LeaseGroupTest, ABatchIsDecidedInOrderAndWrittenTogether) {
   EXPECT_EQ(outcomes[6]->lease.state, LeaseState::kReleased);
   EXPECT_EQ(outcomes[6]->lease.held, 3);
   EXPECT_EQ(store_->group_commit_stats().writes - writes_before, 1u);
+}
+
+TEST_F(LeaseGroupTest, ARunOnOneKeyReadsItsSetOnceAndWritesItOnce) {
+  Open();
+  gate_.Release();
+  ASSERT_OK(Apply(LeaseOpOf(LeaseAction::kAcquire, 4, "held")));  // the set is cached now
+  std::vector<LeaseOperation> ops;
+  for (int i = 0; i < 5; ++i) {
+    ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 4, absl::StrCat("r", i))});
+  }
+  ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kRelease, 4, "r0")});
+  ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kExtend, 4, "held")});
+  std::vector<const LeaseOperation*> pointers;
+  for (const LeaseOperation& op : ops) pointers.push_back(&op);
+  const uint64_t lookups = store_->lease_cache().hits() + store_->lease_cache().misses();
+  const uint64_t writes = store_->group_commit_stats().writes;
+  std::vector<absl::StatusOr<LeaseOutcome>> outcomes = store_->ApplyLeaseBatch(pointers, clock_);
+  ASSERT_EQ(outcomes.size(), ops.size());
+  for (const absl::StatusOr<LeaseOutcome>& outcome : outcomes) ASSERT_OK(outcome);
+  EXPECT_EQ(store_->lease_cache().hits() + store_->lease_cache().misses() - lookups, 1u);
+  EXPECT_EQ(store_->group_commit_stats().writes - writes, 1u);
+  // Decided in order: 3 of the 5 acquires fit beside "held", the release frees r0's slot.
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(outcomes[i]->allowed, i < 3) << i;
+  EXPECT_EQ(outcomes[5]->lease.state, LeaseState::kReleased);
+  EXPECT_EQ(outcomes[5]->lease.held, 3);
+  EXPECT_EQ(outcomes[6]->lease.state, LeaseState::kHeld);
+}
+
+// Bursts of acquires, releases, extends and checks on one hot key (with an operation on another
+// key, or one with a rate limit, now and then between them), applied as batches to one store and
+// one by one to another at the same times: the same answers, and the same leases after a restart.
+TEST(LeaseRunTest, BurstsOnOneKeyDecideAsTheSameOperationsOneByOne) {
+  TempDir dir;
+  FakeClock clock;
+  auto open = [&](const std::string& name) {
+    RocksDbStateStoreOptions o;
+    o.path = dir.path() + "/" + name;
+    o.clock = &clock;
+    absl::StatusOr<std::unique_ptr<RocksDbStateStore>> store = RocksDbStateStore::Open(o);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  };
+  std::unique_ptr<RocksDbStateStore> batched = open("batched"), single = open("single");
+  ASSERT_NE(batched, nullptr);
+  ASSERT_NE(single, nullptr);
+  std::mt19937 rng(36);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::vector<std::string> ids;
+  int restarts = 0;
+  bool held_seen = false;
+  const LimitOp rate{StateKey{"per-second", "hot"}, TokenBucket(20, kSecond, 20), 1};
+  for (int burst = 0; burst < 60; ++burst) {
+    std::vector<LeaseOperation> ops;
+    const int n = 1 + pick(12);
+    for (int i = 0; i < n; ++i) {
+      const int what = pick(10);
+      LeaseOp op;
+      if (what < 4) {
+        ids.push_back(absl::StrCat("lease-", burst, "-", i));
+        op = LeaseOpOf(LeaseAction::kAcquire, 6, ids.back());
+        op.count = 1 + pick(2);
+        if (pick(4) == 0) op.request_id = absl::StrCat("request-", pick(8));
+      } else if (what < 7) {
+        op = LeaseOpOf(LeaseAction::kRelease, 6, ids.empty() ? "none" : ids[pick(ids.size())]);
+      } else if (what < 8) {
+        op = LeaseOpOf(LeaseAction::kExtend, 6, ids.empty() ? "none" : ids[pick(ids.size())]);
+        op.ttl_us = kLeaseTtl * (1 + pick(3));
+      } else if (what < 9) {
+        op = LeaseOpOf(LeaseAction::kCheck, 6);
+      } else {
+        ids.push_back(absl::StrCat("lease-", burst, "-", i));
+        op = LeaseOpOf(LeaseAction::kAcquire, 6, ids.back(), "jobs", pick(2) ? "cold" : "tenant");
+      }
+      ops.push_back(LeaseOperation{op});
+      if (what == 3 && pick(3) == 0) ops.back().limits = absl::MakeConstSpan(&rate, 1);
+    }
+    std::vector<const LeaseOperation*> pointers;
+    for (const LeaseOperation& op : ops) pointers.push_back(&op);
+    std::vector<absl::StatusOr<LeaseOutcome>> got = batched->ApplyLeaseBatch(pointers, clock);
+    ASSERT_EQ(got.size(), ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("burst ", burst, " op ", i));
+      absl::StatusOr<LeaseOutcome> want = single->ApplyLease(ops[i], clock);
+      ASSERT_EQ(got[i].ok(), want.ok()) << got[i].status() << " / " << want.status();
+      if (!want.ok()) continue;
+      EXPECT_EQ(got[i]->allowed, want->allowed);
+      EXPECT_EQ(got[i]->lease.state, want->lease.state);
+      EXPECT_EQ(got[i]->lease.replayed, want->lease.replayed);
+      EXPECT_EQ(got[i]->lease.held, want->lease.held);
+      EXPECT_EQ(got[i]->lease.free, want->lease.free);
+      EXPECT_EQ(got[i]->lease.lease, want->lease.lease);
+      EXPECT_EQ(got[i]->lease.expired_unreleased, want->lease.expired_unreleased);
+    }
+    // Every few bursts, what each store holds after a restart: the same leases (the records as
+    // written, not the cached sets).
+    if (burst % 6 == 5) {
+      ++restarts;
+      for (int s = 0; s < 2; ++s) {
+        std::unique_ptr<RocksDbStateStore>& store = s == 0 ? batched : single;
+        ASSERT_OK(store->Close());
+        store = open(s == 0 ? "batched" : "single");
+        ASSERT_NE(store, nullptr);
+      }
+      for (const char* key : {"tenant", "cold"}) {
+        const LeaseOperation list{LeaseOpOf(LeaseAction::kList, 6, "", "jobs", key)};
+        absl::StatusOr<LeaseOutcome> a = batched->ApplyLease(list, clock);
+        absl::StatusOr<LeaseOutcome> b = single->ApplyLease(list, clock);
+        ASSERT_OK(a);
+        ASSERT_OK(b);
+        EXPECT_EQ(a->lease.held_leases, b->lease.held_leases) << key;
+        held_seen = held_seen || !a->lease.held_leases.empty();
+      }
+    }
+    clock.Advance(kLeaseTtl / 3);
+  }
+  EXPECT_TRUE(held_seen);
+  EXPECT_EQ(restarts, 10);
 }
 
 TEST_F(LeaseGroupTest, AFailedWriteDropsTheQueuedSets) {
