@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "storage/byte_codec.h"
 
 namespace ratelimit::protowire {
 
@@ -26,13 +27,9 @@ inline void PutVarint(std::string& out, uint64_t v) {
     return;
   }
   char buf[10];  // a 64-bit varint takes at most 10 bytes
-  size_t n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  out.append(buf, n);
+  ByteWriter w(buf);
+  w.Varint(v);
+  out.append(buf, static_cast<size_t>(w.at() - buf));
 }
 
 inline void PutTag(std::string& out, int field, int wire_type) {
@@ -53,14 +50,14 @@ inline void PutUint(std::string& out, int field, uint64_t v) {
 inline void PutFixed64(std::string& out, int field, uint64_t v) {
   PutTag(out, field, kFixed64);
   char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  StoreFixed64(buf, v);
   out.append(buf, 8);
 }
 
 inline void PutFixed32(std::string& out, int field, uint32_t v) {
   PutTag(out, field, kFixed32);
   char buf[4];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  StoreFixed32(buf, v);
   out.append(buf, 4);
 }
 
@@ -71,14 +68,7 @@ inline void PutDouble(std::string& out, int field, double d) {
 }
 
 // Bytes PutVarint(v) appends.
-inline size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
+inline size_t VarintSize(uint64_t v) { return VarintBytes(v); }
 
 }  // namespace ratelimit::protowire
 

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "storage/byte_codec.h"
 
 namespace ratelimit {
 namespace {
@@ -28,7 +29,7 @@ class Writer {
   char* end() const { return p_; }
   void Byte(uint8_t b) { *p_++ = static_cast<char>(b); }
   void U64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) p_[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    StoreFixed64(p_, v);
     p_ += 8;
   }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
@@ -65,8 +66,7 @@ class Reader {
   }
   uint64_t U64() {
     if (in_.size() < 8) return Fail();
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[i])) << (8 * i);
+    const uint64_t v = LoadFixed64(in_.data());
     in_.remove_prefix(8);
     return v;
   }

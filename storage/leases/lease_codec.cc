@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "storage/byte_codec.h"
 
 namespace ratelimit {
 namespace {
@@ -12,84 +13,45 @@ namespace {
 // The fixed part of one lease: flags, three i64 and three string lengths.
 constexpr size_t kFixedLeaseBytes = 1 + 3 * 8 + 3 * 4;
 
-// Writes little-endian numbers and length-prefixed strings at a cursor into a buffer sized for
-// them beforehand (EncodedLeaseSetSize).
-class Writer {
- public:
-  explicit Writer(char* at) : at_(at) {}
-  void U8(uint8_t v) { *at_++ = static_cast<char>(v); }
-  void U32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) *at_++ = static_cast<char>((v >> (8 * i)) & 0xff);
-  }
-  void I64(int64_t value) {
-    const uint64_t v = static_cast<uint64_t>(value);
-    for (int i = 0; i < 8; ++i) *at_++ = static_cast<char>((v >> (8 * i)) & 0xff);
-  }
-  void String(const std::string& s) {
-    U32(static_cast<uint32_t>(s.size()));
-    if (!s.empty()) std::memcpy(at_, s.data(), s.size());
-    at_ += s.size();
-  }
-  char* at() const { return at_; }
+// A string of the set's layout: its length as a u32, then its bytes.
+void WriteString(ByteWriter& w, const std::string& s) {
+  w.Fixed32(static_cast<uint32_t>(s.size()));
+  w.Bytes(s);
+}
 
- private:
-  char* at_;
-};
+bool ReadString(ByteReader& in, std::string& s) {
+  ByteReader at = in;
+  uint32_t n = 0;
+  absl::string_view bytes;
+  if (!at.Fixed32(n) || !at.Bytes(n, bytes)) return false;
+  s.assign(bytes.data(), bytes.size());
+  in = at;
+  return true;
+}
 
-// Reads from the front of `in`; every read fails (false) instead of reading past the end.
-class Reader {
- public:
-  explicit Reader(absl::string_view in) : in_(in) {}
-
-  bool U8(uint8_t& v) {
-    if (in_.empty()) return false;
-    v = static_cast<uint8_t>(in_[0]);
-    in_.remove_prefix(1);
-    return true;
-  }
-  bool U32(uint32_t& v) {
-    if (in_.size() < 4) return false;
-    v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(in_[i])} << (8 * i);
-    in_.remove_prefix(4);
-    return true;
-  }
-  bool I64(int64_t& value) {
-    if (in_.size() < 8) return false;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[i])} << (8 * i);
-    value = static_cast<int64_t>(v);
-    in_.remove_prefix(8);
-    return true;
-  }
-  bool String(std::string& s) {
-    uint32_t n = 0;
-    if (!U32(n) || in_.size() < n) return false;
-    s.assign(in_.data(), n);
-    in_.remove_prefix(n);
-    return true;
-  }
-  size_t left() const { return in_.size(); }
-
- private:
-  absl::string_view in_;
-};
+bool ReadI64(ByteReader& in, int64_t& v) {
+  uint64_t u = 0;
+  if (!in.Fixed64(u)) return false;
+  v = static_cast<int64_t>(u);
+  return true;
+}
 
 absl::Status Malformed(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("malformed lease set: ", what));
 }
 
 // The fields of a lease after its flags and before its id, and its strings after the id.
-void WriteHead(Writer& w, const Lease& l) {
+void WriteHead(ByteWriter& w, const Lease& l) {
   w.U8(l.released ? 1 : 0);
-  w.I64(l.count);
-  w.I64(l.acquired_at_us);
-  w.I64(l.expires_at_us);
+  w.Fixed64(static_cast<uint64_t>(l.count));
+  w.Fixed64(static_cast<uint64_t>(l.acquired_at_us));
+  w.Fixed64(static_cast<uint64_t>(l.expires_at_us));
 }
 
-absl::Status ReadHead(Reader& in, Lease& l) {
+absl::Status ReadHead(ByteReader& in, Lease& l) {
   uint8_t flags = 0;
-  if (!in.U8(flags) || !in.I64(l.count) || !in.I64(l.acquired_at_us) || !in.I64(l.expires_at_us)) {
+  if (!in.U8(flags) || !ReadI64(in, l.count) || !ReadI64(in, l.acquired_at_us) ||
+      !ReadI64(in, l.expires_at_us)) {
     return Malformed("truncated lease");
   }
   if ((flags & ~uint8_t{1}) != 0) return Malformed("unknown flags");
@@ -112,14 +74,14 @@ void AppendLeaseSet(const LeaseSet& set, std::string* out) {
   const size_t begin = out->size();
   const size_t size = EncodedLeaseSetSize(set);
   out->resize(begin + size);
-  Writer w(out->data() + begin);
+  ByteWriter w(out->data() + begin);
   w.U8(kLeaseCodecVersion);
-  w.U32(static_cast<uint32_t>(set.leases.size()));
+  w.Fixed32(static_cast<uint32_t>(set.leases.size()));
   for (const Lease& l : set.leases) {
     WriteHead(w, l);
-    w.String(l.id);
-    w.String(l.request_id);
-    w.String(l.holder);
+    WriteString(w, l.id);
+    WriteString(w, l.request_id);
+    WriteString(w, l.holder);
   }
   assert(w.at() == out->data() + out->size());
 }
@@ -131,12 +93,12 @@ std::string EncodeLeaseSet(const LeaseSet& set) {
 }
 
 absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
-  Reader in(bytes);
+  ByteReader in(bytes);
   uint8_t version = 0;
   uint32_t n = 0;
   if (!in.U8(version)) return Malformed("empty");
   if (version != kLeaseCodecVersion) return Malformed(absl::StrCat("unknown version ", version));
-  if (!in.U32(n)) return Malformed("truncated header");
+  if (!in.Fixed32(n)) return Malformed("truncated header");
   // Each lease takes at least its fixed bytes: a count the bytes cannot hold is refused before
   // anything is allocated for it.
   if (n > in.left() / kFixedLeaseBytes) return Malformed("more leases than bytes");
@@ -144,7 +106,7 @@ absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
   set.leases.resize(n);
   for (Lease& l : set.leases) {
     if (absl::Status s = ReadHead(in, l); !s.ok()) return s;
-    if (!in.String(l.id) || !in.String(l.request_id) || !in.String(l.holder)) {
+    if (!ReadString(in, l.id) || !ReadString(in, l.request_id) || !ReadString(in, l.holder)) {
       return Malformed("truncated lease");
     }
   }
@@ -159,19 +121,19 @@ size_t EncodedLeaseEntrySize(const Lease& l) {
 void AppendLeaseEntry(const Lease& lease, std::string* out) {
   const size_t begin = out->size();
   out->resize(begin + EncodedLeaseEntrySize(lease));
-  Writer w(out->data() + begin);
+  ByteWriter w(out->data() + begin);
   WriteHead(w, lease);
-  w.String(lease.id);
-  w.String(lease.request_id);
-  w.String(lease.holder);
+  WriteString(w, lease.id);
+  WriteString(w, lease.request_id);
+  WriteString(w, lease.holder);
   assert(w.at() == out->data() + out->size());
 }
 
 absl::StatusOr<Lease> DecodeLeaseEntry(absl::string_view bytes) {
-  Reader in(bytes);
+  ByteReader in(bytes);
   Lease l;
   if (absl::Status s = ReadHead(in, l); !s.ok()) return s;
-  if (!in.String(l.id) || !in.String(l.request_id) || !in.String(l.holder)) {
+  if (!ReadString(in, l.id) || !ReadString(in, l.request_id) || !ReadString(in, l.holder)) {
     return Malformed("truncated lease");
   }
   if (in.left() != 0) return Malformed("trailing bytes");

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "storage/byte_codec.h"
 
 namespace ratelimit {
 namespace {
@@ -32,7 +33,9 @@ class Writer {
     if (v) put(*v);
   }
   void Fixed(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    char bytes[8];
+    StoreFixed64(bytes, v);
+    out_.append(bytes, sizeof bytes);
   }
   std::string& out() { return out_; }
 
@@ -54,8 +57,7 @@ class Reader {
   }
   uint64_t Fixed() {
     if (in_.size() < 8) return Fail();
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in_[i])} << (8 * i);
+    const uint64_t v = LoadFixed64(in_.data());
     in_.remove_prefix(8);
     return v;
   }

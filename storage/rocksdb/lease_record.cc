@@ -1,10 +1,12 @@
 #include "storage/rocksdb/lease_record.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "storage/byte_codec.h"
 #include "storage/leases/apply_lease.h"
 #include "storage/leases/lease_codec.h"
 #include "storage/limit_config.h"
@@ -58,86 +60,43 @@ bool ReadLimitPart(absl::string_view& in, char tag, LimitSource* source, absl::s
   return ReadPart(in, name);
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
+// The value of each lowercase hex digit, 0x10 for every other byte: a table, not comparisons,
+// since the digits of a random id would mispredict a branch on every few.
+constexpr std::array<uint8_t, 256> kHexValue = [] {
+  std::array<uint8_t, 256> t{};
+  for (auto& v : t) v = 0x10;
+  for (int c = '0'; c <= '9'; ++c) t[c] = static_cast<uint8_t>(c - '0');
+  for (int c = 'a'; c <= 'f'; ++c) t[c] = static_cast<uint8_t>(c - 'a' + 10);
+  return t;
+}();
+
+uint8_t HexValue(char c) { return kHexValue[static_cast<uint8_t>(c)]; }
 
 bool IsServerLeaseId(absl::string_view id) {
   if (id.size() != kHexIdDigits) return false;
-  for (char c : id) {
-    if (HexValue(c) < 0) return false;
-  }
-  return true;
+  uint8_t any = 0;
+  for (char c : id) any |= HexValue(c);
+  return (any & 0x10) == 0;
 }
 
-size_t VarintBytes(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-void AppendFixed64(int64_t value, std::string* out) {
-  const uint64_t v = static_cast<uint64_t>(value);
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-// Readers of the compact record's fields from the front of `in`; false when `in` is too short
-// or (a varint) longer than 10 bytes.
-bool ReadVarint(absl::string_view& in, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 70 && !in.empty(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(in[0]);
-    in.remove_prefix(1);
-    *v |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-bool ReadFixed64(absl::string_view& in, int64_t* value) {
-  if (in.size() < 8) return false;
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(in[i])} << (8 * i);
-  in.remove_prefix(8);
-  *value = static_cast<int64_t>(v);
-  return true;
-}
-
-bool ReadString(absl::string_view& in, std::string* out) {
-  uint64_t n = 0;
-  if (!ReadVarint(in, &n) || n > in.size()) return false;
-  out->assign(in.data(), static_cast<size_t>(n));
-  in.remove_prefix(static_cast<size_t>(n));
-  return true;
-}
-
-// The compact record's bytes before its padding.
-size_t CompactLeaseBytes(const Lease& l) {
-  const size_t id =
-      IsServerLeaseId(l.id) ? kHexIdDigits / 2 : VarintBytes(l.id.size()) + l.id.size();
+// The compact record's bytes before its padding (`binary_id`: IsServerLeaseId(l.id)).
+size_t CompactLeaseBytes(const Lease& l, bool binary_id) {
+  const size_t id = binary_id ? kHexIdDigits / 2 : VarintBytes(l.id.size()) + l.id.size();
   return 8 + 1 + 1 + VarintBytes(static_cast<uint64_t>(l.count)) + 8 + 8 + id +
          VarintBytes(l.request_id.size()) + l.request_id.size() + VarintBytes(l.holder.size()) +
          l.holder.size();
 }
 
+// A record of `compact` bytes padded to its size class: a multiple of 64, at least
+// kMinLeaseRecordBytes.
+size_t PaddedLeaseRecordBytes(size_t compact) {
+  return std::max(kMinLeaseRecordBytes, (compact + 63) / 64 * 64);
+}
+
 // A lease record of an earlier version (kLeaseTag).
 absl::StatusOr<Lease> DecodeEarlierLeaseEntryRecord(absl::string_view value) {
   if (value.size() < kEntryHeaderBytes) return Malformed("shorter than its header");
-  uint32_t n = 0;
-  for (int i = 0; i < 4; ++i) n |= uint32_t{static_cast<uint8_t>(value[9 + i])} << (8 * i);
+  const uint32_t n = LoadFixed32(value.data() + 9);
   absl::string_view rest = value.substr(kEntryHeaderBytes);
   if (n > rest.size()) return Malformed("a lease longer than its record");
   if (rest.substr(n).find_first_not_of('\0') != absl::string_view::npos) {
@@ -191,34 +150,33 @@ std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
 }
 
 size_t LeaseEntryRecordBytes(const Lease& lease) {
-  return std::max(kMinLeaseRecordBytes, (CompactLeaseBytes(lease) + 63) / 64 * 64);
+  return PaddedLeaseRecordBytes(CompactLeaseBytes(lease, IsServerLeaseId(lease.id)));
 }
 
 void EncodeLeaseEntryRecord(const Lease& lease, std::string* out) {
-  const size_t bytes = LeaseEntryRecordBytes(lease);
   const bool binary_id = IsServerLeaseId(lease.id);
-  out->clear();
-  out->reserve(bytes);
-  AppendFixed64(LeaseRecordExpiry(lease.expires_at_us), out);
-  out->push_back(kCompactLeaseTag);
-  out->push_back(
-      static_cast<char>((lease.released ? kReleasedFlag : 0) | (binary_id ? kBinaryIdFlag : 0)));
-  AppendVarint(static_cast<uint64_t>(lease.count), out);
-  AppendFixed64(lease.acquired_at_us, out);
-  AppendFixed64(lease.expires_at_us, out);
+  const size_t bytes = PaddedLeaseRecordBytes(CompactLeaseBytes(lease, binary_id));
+  // Zeros to its size class (the padding), then the fields over them.
+  out->assign(bytes, '\0');
+  ByteWriter w(out->data());
+  w.Fixed64(static_cast<uint64_t>(LeaseRecordExpiry(lease.expires_at_us)));
+  w.U8(static_cast<uint8_t>(kCompactLeaseTag));
+  w.U8((lease.released ? kReleasedFlag : 0) | (binary_id ? kBinaryIdFlag : 0));
+  w.Varint(static_cast<uint64_t>(lease.count));
+  w.Fixed64(static_cast<uint64_t>(lease.acquired_at_us));
+  w.Fixed64(static_cast<uint64_t>(lease.expires_at_us));
   if (binary_id) {
     for (size_t i = 0; i < kHexIdDigits; i += 2) {
-      out->push_back(static_cast<char>(HexValue(lease.id[i]) << 4 | HexValue(lease.id[i + 1])));
+      w.U8(static_cast<uint8_t>(HexValue(lease.id[i]) << 4 | HexValue(lease.id[i + 1])));
     }
   } else {
-    AppendVarint(lease.id.size(), out);
-    out->append(lease.id);
+    w.Varint(lease.id.size());
+    w.Bytes(lease.id);
   }
-  AppendVarint(lease.request_id.size(), out);
-  out->append(lease.request_id);
-  AppendVarint(lease.holder.size(), out);
-  out->append(lease.holder);
-  out->resize(bytes, '\0');
+  w.Varint(lease.request_id.size());
+  w.Bytes(lease.request_id);
+  w.Varint(lease.holder.size());
+  w.Bytes(lease.holder);
 }
 
 void EncodeFreeLeaseRecord(size_t bytes, std::string* out) {
@@ -231,32 +189,35 @@ absl::StatusOr<Lease> DecodeLeaseEntryRecord(absl::string_view value) {
   if (value[8] != kCompactLeaseTag) return Malformed("not a lease");
   const uint8_t flags = static_cast<uint8_t>(value[9]);
   if ((flags & ~(kReleasedFlag | kBinaryIdFlag)) != 0) return Malformed("unknown flags");
-  absl::string_view in = value.substr(10);
+  ByteReader in(value.substr(10));
   Lease l;
   l.released = (flags & kReleasedFlag) != 0;
   uint64_t count = 0;
-  if (!ReadVarint(in, &count) || !ReadFixed64(in, &l.acquired_at_us) ||
-      !ReadFixed64(in, &l.expires_at_us)) {
+  uint64_t acquired = 0;
+  uint64_t expires = 0;
+  if (!in.Varint(count) || !in.Fixed64(acquired) || !in.Fixed64(expires)) {
     return Malformed("truncated lease");
   }
   if (count < 1 || count > static_cast<uint64_t>(kMaxSlots)) return Malformed("count out of range");
   l.count = static_cast<int64_t>(count);
+  l.acquired_at_us = static_cast<int64_t>(acquired);
+  l.expires_at_us = static_cast<int64_t>(expires);
   if ((flags & kBinaryIdFlag) != 0) {
-    if (in.size() < kHexIdDigits / 2) return Malformed("truncated lease");
+    absl::string_view id;
+    if (!in.Bytes(kHexIdDigits / 2, id)) return Malformed("truncated lease");
     l.id.resize(kHexIdDigits);
-    for (size_t i = 0; i < kHexIdDigits / 2; ++i) {
-      const uint8_t b = static_cast<uint8_t>(in[i]);
+    for (size_t i = 0; i < id.size(); ++i) {
+      const uint8_t b = static_cast<uint8_t>(id[i]);
       l.id[2 * i] = kHexDigits[b >> 4];
       l.id[2 * i + 1] = kHexDigits[b & 0xf];
     }
-    in.remove_prefix(kHexIdDigits / 2);
-  } else if (!ReadString(in, &l.id)) {
+  } else if (!in.VarintString(l.id)) {
     return Malformed("truncated lease");
   }
-  if (!ReadString(in, &l.request_id) || !ReadString(in, &l.holder)) {
+  if (!in.VarintString(l.request_id) || !in.VarintString(l.holder)) {
     return Malformed("truncated lease");
   }
-  if (in.find_first_not_of('\0') != absl::string_view::npos) {
+  if (in.rest().find_first_not_of('\0') != absl::string_view::npos) {
     return Malformed("padding that is not zeros");
   }
   return l;
@@ -268,8 +229,7 @@ absl::StatusOr<std::pair<int64_t, LeaseSet>> DecodeLeaseSetRecord(absl::string_v
   absl::string_view payload = record->second;
   if (!payload.empty() && payload[0] == kPadded) {
     if (payload.size() < 5) return Malformed("truncated length");
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= uint32_t{static_cast<uint8_t>(payload[1 + i])} << (8 * i);
+    const uint32_t n = LoadFixed32(payload.data() + 1);
     payload.remove_prefix(5);
     if (n > payload.size()) return Malformed("a set longer than the record");
     const absl::string_view padding = payload.substr(n);

@@ -2,19 +2,10 @@
 
 #include <cstring>
 
+#include "storage/byte_codec.h"
+
 namespace ratelimit {
 namespace {
-
-void PutFixed64(char* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
-}
-
-uint64_t GetFixed64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 
 // The encoded key prefix of (`source`, `name`), with room reserved for `key_size` more bytes.
 std::string KeyPrefix(LimitSource source, absl::string_view name, size_t key_size) {
@@ -61,9 +52,9 @@ EncodedState EncodeStateBytes(const State& s) {
   EncodedState out;
   uint64_t bits;
   std::memcpy(&bits, &s.value, sizeof bits);
-  PutFixed64(out.data(), bits);
-  PutFixed64(out.data() + 8, static_cast<uint64_t>(s.ts_us));
-  PutFixed64(out.data() + 16, static_cast<uint64_t>(s.full_at_us));
+  StoreFixed64(out.data(), bits);
+  StoreFixed64(out.data() + 8, static_cast<uint64_t>(s.ts_us));
+  StoreFixed64(out.data() + 16, static_cast<uint64_t>(s.full_at_us));
   return out;
 }
 
@@ -75,26 +66,23 @@ std::string EncodeState(const State& s) {
 std::optional<State> DecodeState(absl::string_view bytes) {
   if (bytes.size() != kEncodedStateBytes) return std::nullopt;
   State s;
-  const uint64_t bits = GetFixed64(bytes.data());
+  const uint64_t bits = LoadFixed64(bytes.data());
   std::memcpy(&s.value, &bits, sizeof bits);
-  s.ts_us = static_cast<int64_t>(GetFixed64(bytes.data() + 8));
-  s.full_at_us = static_cast<int64_t>(GetFixed64(bytes.data() + 16));
+  s.ts_us = static_cast<int64_t>(LoadFixed64(bytes.data() + 8));
+  s.full_at_us = static_cast<int64_t>(LoadFixed64(bytes.data() + 16));
   return s;
 }
 
 std::string EncodeRecordValue(int64_t expires_at_us, absl::string_view value) {
   std::string out(8, '\0');
-  uint64_t v = static_cast<uint64_t>(expires_at_us);
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  StoreFixed64(out.data(), static_cast<uint64_t>(expires_at_us));
   out.append(value.data(), value.size());
   return out;
 }
 
 std::optional<std::pair<int64_t, absl::string_view>> DecodeRecordValue(absl::string_view bytes) {
   if (bytes.size() < 8) return std::nullopt;
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
-  return std::make_pair(static_cast<int64_t>(v), bytes.substr(8));
+  return std::make_pair(static_cast<int64_t>(LoadFixed64(bytes.data())), bytes.substr(8));
 }
 
 }  // namespace ratelimit
