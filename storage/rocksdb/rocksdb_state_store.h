@@ -314,19 +314,31 @@ class RocksDbStateStore final : public StateStore {
     AnswerWhenWritten(*ticket, AnswerOnceWritten(std::move(outcome), std::move(done)));
   }
   // Decides a lease operation under its stripes into `outcome` and queues its writes (see
-  // ApplyLease).
+  // ApplyLease); one without rate limits as a run of one (DecideLeaseRunLocked).
   absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,
                                             LeaseOutcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Decides `ops`, lease operations on one key without rate limits, each valid, as
-  // DecideLeaseLocked decides them one after another at one time, under one hold of the key's
-  // stripe: one read of its set, one queued write of every record they change, one put of the
-  // set after the last (a burst of acquires and releases on a hot key). Fills `outcomes` (one per
-  // op); all share the returned Pending.
+  // Decides `ops`, lease operations on one key without rate limits, each valid, as they would be
+  // decided one after another at one time, under one hold of the key's stripe: one read of its
+  // set, one queued write of every record they change, one put of the set after the last (a
+  // burst of acquires and releases on a hot key). Fills `outcomes` (one per op); all share the
+  // returned Pending.
   absl::StatusOr<Pending> DecideLeaseRunLocked(absl::Span<const LeaseOperation* const> ops,
                                                const Clock& clock,
                                                absl::Span<absl::StatusOr<LeaseOutcome>> outcomes)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // What every lease decision ends with, under the key's stripe: queues `states` (of `encoded`,
+  // the rate limits' states an Acquire changed) and the records `add_records` adds, then puts the
+  // key's set after the decisions, `next`, in the cache, in the object read.set (the set as read,
+  // or a spare object when `had_set` is false: the key had none). `wrote`: whether a decision
+  // changed the set (else the entry keeps its expiry and ticket). Returns the queued write's
+  // ticket.
+  absl::StatusOr<uint64_t> QueueLeaseSetLocked(
+      const std::string& record_key, uint64_t epoch, LeaseSetCache::Entry& read, bool had_set,
+      LeaseSet next, bool wrote, absl::Span<const std::string> encoded,
+      absl::Span<const std::optional<State>> states,
+      absl::FunctionRef<void(rocksdb::WriteBatch&)> add_records) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Reads the lease set of `key` (cached under `record_key`, its LeaseRecordKey) at `now_us` into
   // `*read`, the key's cache entry (its set null: none, or its records expired; the set is the
   // cached object itself): from the cache of lease sets, else RocksDB (then cached). `*depends_on`:

@@ -22,6 +22,7 @@
 #include "storage/leases/apply_lease.h"
 #include "storage/rocksdb/lease_record.h"
 #include "storage/rocksdb/rocksdb_recovery.h"
+#include "storage/rocksdb/spare_lease_sets.h"
 #include "storage/rocksdb/state_codec.h"
 
 namespace ratelimit {
@@ -60,21 +61,18 @@ std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
   }
   std::vector<Pending> pending(ops.size());
   for (size_t i = 0; i < ops.size();) {
-    // A run of valid operations on one key without rate limits (a hot key's burst) is decided
-    // under one hold of its stripe.
-    size_t run = 1;
-    if (ops[i]->limits.empty()) {
-      while (i + run < ops.size() && ops[i + run]->limits.empty() &&
-             ops[i + run]->lease.key == ops[i]->lease.key &&
-             ValidateLeaseOperation(*ops[i + run]).ok()) {
-        ++run;
-      }
-      if (run > 1 && !ValidateLeaseOperation(*ops[i]).ok()) run = 1;
+    // Valid operations on one key without rate limits that follow one another (a hot key's
+    // burst, or one alone) are decided as a run, under one hold of the key's stripe; an operation
+    // with rate limits (or an invalid one) alone.
+    size_t run = 0;
+    while (i + run < ops.size() && ops[i + run]->limits.empty() &&
+           ops[i + run]->lease.key == ops[i]->lease.key &&
+           ValidateLeaseOperation(*ops[i + run]).ok()) {
+      ++run;
     }
-    if (run > 1) {
-      const auto run_ops = ops.subspan(i, run);
+    if (run > 0) {
       absl::StatusOr<Pending> queued =
-          DecideLeaseRunLocked(run_ops, clock, absl::MakeSpan(results).subspan(i, run));
+          DecideLeaseRunLocked(ops.subspan(i, run), clock, absl::MakeSpan(results).subspan(i, run));
       for (size_t k = i; k < i + run; ++k) {
         if (queued.ok()) {
           pending[k] = *queued;
@@ -239,6 +237,9 @@ void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix
   }
 }
 
+// A thread's spare set objects (spare_lease_sets.h): decisions run on the calling thread.
+thread_local SpareLeaseSets spare_sets;
+
 // When the records of `set` have all expired (0 for an empty set).
 int64_t LeaseRecordsExpireAt(const LeaseSet& set) {
   return set.leases.empty() ? 0 : LeaseRecordExpiry(LeaseSetExpiresAt(set));
@@ -249,6 +250,14 @@ int64_t LeaseRecordsExpireAt(const LeaseSet& set) {
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
     const LeaseOperation& op, const Clock& clock, LeaseOutcome& outcome) {
   if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
+  if (op.limits.empty()) {  // a run of one
+    const LeaseOperation* const one = &op;
+    absl::StatusOr<LeaseOutcome> decided;
+    absl::StatusOr<Pending> pending =
+        DecideLeaseRunLocked(absl::MakeConstSpan(&one, 1), clock, absl::MakeSpan(&decided, 1));
+    if (pending.ok()) outcome = *std::move(decided);
+    return pending;
+  }
   const OperationKeys keys = DistinctKeys(op.limits);
   // The cache's key for the set, and the stripe it is decided under: the key of its set record
   // in earlier versions.
@@ -281,37 +290,26 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // nothing else reads that set, and before the stripe is freed it holds the set after the
   // decision and its entry is put again (or, when the group refused the write below, the entry
   // is of an epoch no decision reads any more).
-  LeaseSet taken;
-  if (read.set != nullptr) taken = std::move(*read.set);
+  const bool had_set = read.set != nullptr;
+  if (!had_set) read.set = spare_sets.Take();
+  LeaseSet taken = std::move(*read.set);
   outcome = DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes));
   LeaseDecision& d = outcome.lease;
   // The records to write: the leases the decision changed. Reused by this thread's decisions:
-  // the batch below copies them before the next one.
+  // the batch copies them before the next one.
   static thread_local LeaseWrites lease_writes;
   lease_writes.Clear();
   LeaseWritesOf(op.lease, d, d.write ? LeaseEntryPrefix(op.lease.key) : std::string(), freed,
                 lease_writes);
-  const int64_t expires_at_us = d.write ? LeaseRecordsExpireAt(d.next) : read.expires_at_us;
-  // The set after the decision, for the cache: in the object the decision took its leases from.
-  std::shared_ptr<LeaseSet> next;
-  if (read.set != nullptr || !d.next.leases.empty()) {
-    next = read.set != nullptr ? std::move(read.set) : std::make_shared<LeaseSet>();
-    *next = std::move(d.next);
-  }
+  LeaseSet next = std::move(d.next);
   d.next = LeaseSet();
   absl::StatusOr<uint64_t> ticket =
-      QueueLocked(pending.epoch, encoded, writes,
-                  [&](rocksdb::WriteBatch& batch) { lease_writes.AddTo(batch, records_); });
-  lease_writes.Trim();
+      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(next), d.write,
+                          encoded, writes, [&](rocksdb::WriteBatch& batch) {
+                            lease_writes.AddTo(batch, records_);
+                            lease_writes.Trim();
+                          });
   if (!ticket.ok()) return ticket.status();
-  // Nothing written: the same records (expiry and ticket as read), its set as read (lease.h:
-  // LeaseDecision::next).
-  if (d.write || next != nullptr) {
-    lease_cache_->Put(
-        record.key,
-        LeaseSetCache::Make(std::move(next), expires_at_us, d.write ? *ticket : read.ticket),
-        pending.epoch);
-  }
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
 }
@@ -336,8 +334,9 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
     return s;
   }
   // Each decision takes the set the one before left (the cached object's leases, moved).
-  LeaseSet set;
-  if (read.set != nullptr) set = std::move(*read.set);
+  const bool had_set = read.set != nullptr;
+  if (!had_set) read.set = spare_sets.Take();
+  LeaseSet set = std::move(*read.set);
   static thread_local LeaseWrites lease_writes;
   lease_writes.Clear();
   std::string prefix;
@@ -354,25 +353,36 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
     d.next = LeaseSet();
     outcomes[k] = std::move(outcome);
   }
-  const int64_t expires_at_us = wrote ? LeaseRecordsExpireAt(set) : read.expires_at_us;
-  std::shared_ptr<LeaseSet> next;
-  if (read.set != nullptr || !set.leases.empty()) {
-    next = read.set != nullptr ? std::move(read.set) : std::make_shared<LeaseSet>();
-    *next = std::move(set);
-  }
   absl::StatusOr<uint64_t> ticket =
-      QueueLocked(pending.epoch, {}, {},
-                  [&](rocksdb::WriteBatch& batch) { lease_writes.AddTo(batch, records_); });
-  lease_writes.Trim();
+      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {},
+                          [&](rocksdb::WriteBatch& batch) {
+                            lease_writes.AddTo(batch, records_);
+                            lease_writes.Trim();
+                          });
   if (!ticket.ok()) return ticket.status();
-  if (wrote || next != nullptr) {
-    lease_cache_->Put(
-        record.key,
-        LeaseSetCache::Make(std::move(next), expires_at_us, wrote ? *ticket : read.ticket),
-        pending.epoch);
-  }
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
+}
+
+absl::StatusOr<uint64_t> RocksDbStateStore::QueueLeaseSetLocked(
+    const std::string& record_key, uint64_t epoch, LeaseSetCache::Entry& read, bool had_set,
+    LeaseSet next, bool wrote, absl::Span<const std::string> encoded,
+    absl::Span<const std::optional<State>> states,
+    absl::FunctionRef<void(rocksdb::WriteBatch&)> add_records) {
+  const int64_t expires_at_us = wrote ? LeaseRecordsExpireAt(next) : read.expires_at_us;
+  // The set after the decisions, for the cache: in the object the first took its leases from.
+  std::shared_ptr<LeaseSet> cached = std::move(read.set);
+  *cached = std::move(next);
+  absl::StatusOr<uint64_t> ticket = QueueLocked(epoch, encoded, states, add_records);
+  if (ticket.ok() && (wrote || had_set || !cached->leases.empty())) {
+    // Nothing written: the same records (expiry and ticket as read), its set as read (lease.h:
+    // LeaseDecision::next). A set of no leases is not kept (Make).
+    lease_cache_->Put(record_key,
+                      LeaseSetCache::Make(cached, expires_at_us, wrote ? *ticket : read.ticket),
+                      epoch);
+  }
+  spare_sets.GiveBack(std::move(cached));
+  return ticket;
 }
 
 absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
