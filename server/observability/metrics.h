@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
@@ -72,9 +74,15 @@ class Family {
         make_(std::move(make)) {}
 
   // The series for `values` (one per label name). The reference stays valid for the family's
-  // lifetime. The lookup allocates nothing when the joined values fit a short string.
+  // lifetime. Finding an existing series allocates nothing when the joined values fit
+  // kJoinedOnStack bytes.
   T& With(std::initializer_list<absl::string_view> values) {
-    const std::string key = Join(values);
+    absl::InlinedVector<char, kJoinedOnStack> joined;
+    for (absl::string_view v : values) {
+      joined.insert(joined.end(), v.begin(), v.end());
+      joined.push_back('\xff');
+    }
+    const std::string_view key(joined.data(), joined.size());
     {
       absl::ReaderMutexLock lock(&mu_);
       auto it = series_.find(key);
@@ -93,7 +101,7 @@ class Family {
       }
       return *slot.metric;
     }
-    Series& slot = series_[key];
+    Series& slot = series_[std::string(key)];
     for (absl::string_view v : values) slot.values.emplace_back(v);
     slot.metric = make_();
     return *slot.metric;
@@ -126,12 +134,15 @@ class Family {
     return key;
   }
 
+  static constexpr size_t kJoinedOnStack = 256;
+
   const std::vector<std::string> label_names_;
   const size_t max_series_;
   const int capped_label_;
   const std::function<std::unique_ptr<T>()> make_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Series> series_ ABSL_GUARDED_BY(mu_);
+  // Keyed by the joined values; found by a view of them (std::less<>).
+  std::map<std::string, Series, std::less<>> series_ ABSL_GUARDED_BY(mu_);
 };
 
 // Owns metric families and renders them; the references Add* return stay valid for the
