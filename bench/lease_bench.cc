@@ -1,8 +1,9 @@
 // In-process benchmark of concurrency limits on the RocksDB store (default options: WAL on, no
 // fsync): acquire+release pairs (StateStore::ApplyLease, two decisions each) beside Consume
 // (StateStore::Apply of one token bucket) in the same run, on one hot key and on 10,000 keys,
-// with 1 and 4 threads, and on a hot key holding 64 leases (AcquireReleaseCrowded); and the
-// memory a held lease costs with 1,000,000 held.
+// with 1 and 4 threads, and on a hot key holding 64 leases (AcquireReleaseCrowded); bursts as a
+// server hands them to the store (BurstOnHotKey, BurstOnManyKeys: Consume and pairs side by
+// side); and the memory a held lease costs with 1,000,000 held.
 //
 // Reported: items_per_second = Consume decisions, or acquire+release pairs, per second (all
 // threads, wall-clock); decisions_per_second for pairs = 2 x pairs.
@@ -217,6 +218,66 @@ void BM_BurstOnHotKey(benchmark::State& state) {
       static_cast<double>(state.iterations()) * burst, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_BurstOnHotKey)->ArgName("burst")->Arg(1)->Arg(16)->Threads(1)->UseRealTime();
+
+// A server's bursts on many keys, as the serving loop hands them to the store at 10,000 keys:
+// range(1) = 1, ApplyBatch of `burst` Consumes on `burst` keys; range(1) = 0, ApplyLeaseBatch of
+// `burst` acquires on as many keys, then one of their releases. Reports decisions per second (a
+// pair is two): the store's part of a decision in a burst, the same for both kinds when a pair
+// costs the store what two Consumes do.
+void BM_BurstOnManyKeys(benchmark::State& state) {
+  StateStore& store = SharedStore();
+  static std::atomic<uint64_t> next_id{uint64_t{1} << 48};
+  const int burst = static_cast<int>(state.range(0));
+  const bool consume = state.range(1) == 1;
+  int next_key = 0;
+  std::vector<LimitOp> limits(burst);
+  std::vector<Operation> ops(burst);
+  std::vector<LeaseOperation> acquires(burst), releases(burst);
+  std::vector<const LeaseOperation*> acquire_ptrs(burst), release_ptrs(burst);
+  int64_t decisions = 0;
+  for (auto _ : state) {
+    if (consume) {
+      for (int i = 0; i < burst; ++i) {
+        limits[i].key = StateKey{"many", KeyOf(next_key++ % kKeys)};
+        limits[i].config = Bucket();
+        ops[i] = Operation{absl::MakeConstSpan(&limits[i], 1)};
+      }
+      for (const absl::StatusOr<Outcome>& out : store.ApplyBatch(ops, SystemClock::Default())) {
+        if (!out.ok() || !out->allowed) Fail(out.status());
+      }
+      decisions += burst;
+      continue;
+    }
+    for (int i = 0; i < burst; ++i) {
+      LeaseOp op;
+      op.key = StateKey{"many", KeyOf(next_key++ % kKeys)};
+      op.config = Slots(1000);
+      op.ttl_us = kHour;
+      op.lease_id = LeaseId(next_id++);
+      op.action = LeaseAction::kAcquire;
+      acquires[i] = LeaseOperation{op};
+      acquire_ptrs[i] = &acquires[i];
+      op.action = LeaseAction::kRelease;
+      releases[i] = LeaseOperation{std::move(op)};
+      release_ptrs[i] = &releases[i];
+    }
+    for (const auto* ptrs : {&acquire_ptrs, &release_ptrs}) {
+      for (const absl::StatusOr<LeaseOutcome>& outcome :
+           store.ApplyLeaseBatch(*ptrs, SystemClock::Default())) {
+        if (!outcome.ok() || !outcome->allowed) Fail(outcome.status());
+      }
+    }
+    decisions += 2 * burst;
+  }
+  state.counters["decisions_per_s"] =
+      benchmark::Counter(static_cast<double>(decisions), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BurstOnManyKeys)
+    ->ArgNames({"burst", "consume"})
+    ->Args({32, 1})
+    ->Args({32, 0})
+    ->Threads(1)
+    ->UseRealTime();
 
 // The resident memory of the process, in bytes (Linux), or 0.
 double RssBytes() {

@@ -10,42 +10,54 @@
 # LOADGEN_FLAGS, an inline token bucket nothing is denied by) and acquire+release pairs
 # (bench/lease_loadgen.cc: the same slots, threads and channels, each slot an Acquire of one slot
 # of an inline concurrency limit of 1e9 slots, then the Release of its lease), on one hot key and
-# on 10,000 keys; LEASE_ROUNDS rounds alternating the four (each round starts one later), medians,
-# and a pair's rate over Consume's (the issue's target, on RocksDB: at least one half, a pair
-# being two decisions). It also reports the server's CPU per decision and each side's share of
+# on 10,000 keys; LEASE_ROUNDS rounds of the four, each key count's Consume and pairs run back to
+# back in an order that alternates between rounds and key counts (so a drift of the machine's
+# speed within a round falls on both sides alike), LEASE_DURATION each; medians, and a pair's rate
+# over Consume's as the median of the rounds' ratios, each from two back-to-back runs (the
+# issue's target, on RocksDB: at least one half, a pair being two decisions). It also reports the server's CPU per decision and each side's share of
 # its core (and the Redis nodes' cores): on 2 CPUs the load generator's core can be the limit
 # before the server's. Results: $WORK/lease.STORE.TARGET.ROUND.json, cores used:
 # $WORK/cpu.STORE.TARGET.ROUND.json; LEASE_RATIOS: RocksDB's two ratios (hot key, LEASE_KEYS).
-# Environment (defaults): LEASE_ROUNDS (3), LEASE_KEYS (10000: the many-keys case),
+# Environment (defaults): LEASE_ROUNDS (3), LEASE_DURATION (DURATION: each run's length after its
+# warm-up; shorter runs in more rounds put the two runs of a ratio closer together in time),
+# LEASE_KEYS (10000: the many-keys case),
 # LEASE_STORES ("rocksdb redis": the stores measured, either alone; redis needs redis-server and
 # redis-cli), LEASE_SERVER_CPU (empty: the server has its core; a fraction such as 0.5: the
 # server, on either store, is held to that share of a core by a CPU quota, so that it, not the
 # load generator, is the limit of every run and the rates compare the server's own costs; needs
-# root and cgroup v1's cpu controller; the Redis nodes are not held).
+# root and cgroup v1's cpu controller; the Redis nodes are not held), LEASE_SIDE_BY_SIDE (0; 1: two
+# servers on the store, both on the server's CPU and each held to LEASE_SERVER_CPU, which is then
+# required; each run of Consume is made at the same time as the run of pairs it is compared with,
+# one on each server, the servers swapping roles from run to run: a change in the machine's speed
+# then falls on both figures of a ratio at once, where back to back it falls between them).
 
 LEASE_ROUNDS=${LEASE_ROUNDS:-3}
+LEASE_DURATION=${LEASE_DURATION:-$DURATION}
 LEASE_KEYS=${LEASE_KEYS:-10000}
 LEASE_STORES=${LEASE_STORES:-rocksdb redis}
 LEASE_SERVER_CPU=${LEASE_SERVER_CPU:-}
-LEASE_CGROUP=""
+LEASE_SIDE_BY_SIDE=${LEASE_SIDE_BY_SIDE:-0}
+LEASE_CGROUPS=()
 
-# limit_server_cpu: puts SERVER_PID in a new cgroup whose CPU quota is LEASE_SERVER_CPU of a core
-# (10 ms periods); LEASE_CGROUP is its directory, removed by release_server_cpu.
+# limit_server_cpu PID: puts PID in a new cgroup whose CPU quota is LEASE_SERVER_CPU of a core
+# (10 ms periods); its directory is added to LEASE_CGROUPS, removed by release_server_cpu once
+# the servers have exited.
 limit_server_cpu() {
-  local root=/sys/fs/cgroup/cpu
+  local pid=$1 root=/sys/fs/cgroup/cpu dir
   [[ -w $root/cgroup.procs ]] || die "LEASE_SERVER_CPU needs root and cgroup v1's cpu controller at $root"
-  LEASE_CGROUP="$root/ratelimit-bench.$$"
-  mkdir -p "$LEASE_CGROUP"
-  echo 10000 >"$LEASE_CGROUP/cpu.cfs_period_us"
+  dir="$root/ratelimit-bench.$$.$pid"
+  mkdir -p "$dir"
+  LEASE_CGROUPS+=("$dir")
+  echo 10000 >"$dir/cpu.cfs_period_us"
   awk -v f="$LEASE_SERVER_CPU" 'BEGIN { if (!(f > 0 && f <= 1)) exit 1; printf "%d\n", f * 10000 }' \
-    >"$LEASE_CGROUP/cpu.cfs_quota_us" || die "LEASE_SERVER_CPU must be in (0, 1]"
-  echo "$SERVER_PID" >"$LEASE_CGROUP/cgroup.procs"
+    >"$dir/cpu.cfs_quota_us" || die "LEASE_SERVER_CPU must be in (0, 1]"
+  echo "$pid" >"$dir/cgroup.procs"
 }
 
 release_server_cpu() {
-  [[ -n $LEASE_CGROUP ]] || return 0
-  rmdir "$LEASE_CGROUP" 2>/dev/null || true
-  LEASE_CGROUP=""
+  local dir
+  for dir in "${LEASE_CGROUPS[@]}"; do rmdir "$dir" 2>/dev/null || true; done
+  LEASE_CGROUPS=()
 }
 
 # run_lease_load OUT KEYS: the lease load generator against SERVER_PORT with the settings of
@@ -54,8 +66,8 @@ run_lease_load() {
   local out=$1 keys=$2
   # shellcheck disable=SC2086  # LOADGEN_FLAGS is a list of flags
   "${PIN_CLIENT[@]}" "$LEASE_LOADGEN" --target="127.0.0.1:$SERVER_PORT" \
-    --concurrency="$CONCURRENCY" --duration="$DURATION" --warmup="$WARMUP" --keys="$keys" --json \
-    $LOADGEN_FLAGS >"$out" &
+    --concurrency="$CONCURRENCY" --duration="$LEASE_DURATION" --warmup="$WARMUP" --keys="$keys" \
+    --json $LOADGEN_FLAGS >"$out" &
   local pid=$!
   PIDS+=("$pid")
   wait "$pid" || die "lease load generator failed: $(cat "$out")"
@@ -91,7 +103,7 @@ children_cpu() {
 # $WORK/lease.STORE.TARGET.ROUND.json and the cores the server, the load generator and the Redis
 # nodes used in $WORK/cpu.STORE.TARGET.ROUND.json.
 leases_measure() {
-  local store=$1 targets=(consume1 pairs1 "consume$LEASE_KEYS" "pairs$LEASE_KEYS") round j target
+  local store=$1 targets round j target
   local flags=() redis_pids=() pidfile out s0 c0 r0 t0 s1 c1 r1 t1
   if [[ $store == redis ]]; then
     LEASE_CLUSTER=$WORK/lease-cluster
@@ -100,18 +112,31 @@ leases_measure() {
     for pidfile in "$LEASE_CLUSTER"/*/redis.pid; do redis_pids+=("$(<"$pidfile")"); done
   fi
   check_idle
+  if ((LEASE_SIDE_BY_SIDE)); then
+    leases_side_by_side "$store" "${flags[@]}"
+    release_server_cpu
+    leases_stop_cluster "$store"
+    return
+  fi
   start_server real "$WORK/server.leases.$store.log" "${flags[@]}"
-  [[ -z $LEASE_SERVER_CPU ]] || limit_server_cpu
+  [[ -z $LEASE_SERVER_CPU ]] || limit_server_cpu "$SERVER_PID"
   for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+    # Consume then pairs on the hot key, pairs then Consume on many keys; the other way round in
+    # the next round.
+    if ((round % 2 == 1)); then
+      targets=(consume1 pairs1 "pairs$LEASE_KEYS" "consume$LEASE_KEYS")
+    else
+      targets=(pairs1 consume1 "consume$LEASE_KEYS" "pairs$LEASE_KEYS")
+    fi
     for ((j = 0; j < ${#targets[@]}; j++)); do
-      target=${targets[(j + round - 1) % ${#targets[@]}]}
+      target=${targets[j]}
       out=$WORK/lease.$store.$target.$round.json
       log "leases ($store), round $round/$LEASE_ROUNDS: $target"
       children_cpu
       s0=$(cpu_seconds "$SERVER_PID") c0=$CHILDREN_CPU r0=$(cpu_seconds "${redis_pids[@]}")
       t0=$EPOCHREALTIME
       case $target in
-        consume*) run_load "$out" "${target#consume}" ;;
+        consume*) DURATION=$LEASE_DURATION run_load "$out" "${target#consume}" ;;
         pairs*) run_lease_load "$out" "${target#pairs}" ;;
       esac
       children_cpu
@@ -126,12 +151,65 @@ leases_measure() {
   done
   stop_server
   release_server_cpu
-  if [[ $store == redis ]]; then
-    # Idle nodes would still share the CPUs with the sections that follow.
-    # shellcheck disable=SC2153  # ROOT is bench.sh's (not limit_server_cpu's root)
-    "$ROOT/deploy/redis/stop-cluster.sh" "$LEASE_CLUSTER" >&2 ||
-      log "warning: a node of the Redis Cluster did not stop"
-  fi
+  leases_stop_cluster "$store"
+}
+
+# leases_stop_cluster STORE: stops the Redis Cluster leases_measure started for STORE redis.
+leases_stop_cluster() {
+  [[ $1 == redis ]] || return 0
+  # Idle nodes would still share the CPUs with the sections that follow.
+  # shellcheck disable=SC2153  # ROOT is bench.sh's (not limit_server_cpu's root)
+  "$ROOT/deploy/redis/stop-cluster.sh" "$LEASE_CLUSTER" >&2 ||
+    log "warning: a node of the Redis Cluster did not stop"
+}
+
+# leases_side_by_side STORE FLAGS...: LEASE_SIDE_BY_SIDE's rounds: two servers on STORE (FLAGS),
+# each held to LEASE_SERVER_CPU; in each round, for each key count, Consume against one and pairs
+# against the other at the same time, the roles swapping between key counts and rounds. Results
+# as leases_measure's; the load generators' core share is of both together.
+leases_side_by_side() {
+  local store=$1 round k keys target out c0 c1 t0 t1 i
+  shift
+  [[ -n $LEASE_SERVER_CPU ]] || die "LEASE_SIDE_BY_SIDE needs LEASE_SERVER_CPU (each server's share)"
+  local pids=() ports=()
+  for i in 0 1; do
+    start_server real "$WORK/server.leases.$store.$i.log" "$@"
+    limit_server_cpu "$SERVER_PID"
+    pids+=("$SERVER_PID") ports+=("$SERVER_PORT")
+  done
+  local cpid ppid cport pport load_c load_p s_c0 s_p0 s_c1 s_p1 r0 r1
+  for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+    k=0
+    for keys in 1 "$LEASE_KEYS"; do
+      i=$(((round + k) % 2)) k=$((k + 1))
+      cpid=${pids[i]} cport=${ports[i]} ppid=${pids[1 - i]} pport=${ports[1 - i]}
+      log "leases ($store, side by side), round $round/$LEASE_ROUNDS: $keys key(s)," \
+        "Consume on server $i, pairs on server $((1 - i))"
+      children_cpu
+      c0=$CHILDREN_CPU s_c0=$(cpu_seconds "$cpid") s_p0=$(cpu_seconds "$ppid")
+      r0=$(cpu_seconds "${redis_pids[@]}") t0=$EPOCHREALTIME  # leases_measure's redis_pids
+      (SERVER_PORT=$cport DURATION=$LEASE_DURATION run_load \
+        "$WORK/lease.$store.consume$keys.$round.json" "$keys") &
+      load_c=$!
+      (SERVER_PORT=$pport run_lease_load "$WORK/lease.$store.pairs$keys.$round.json" "$keys") &
+      load_p=$!
+      wait "$load_c" || die "the Consume load failed"
+      wait "$load_p" || die "the lease load failed"
+      children_cpu
+      c1=$CHILDREN_CPU s_c1=$(cpu_seconds "$cpid") s_p1=$(cpu_seconds "$ppid")
+      r1=$(cpu_seconds "${redis_pids[@]}") t1=$EPOCHREALTIME
+      for target in consume pairs; do
+        out=$WORK/cpu.$store.$target$keys.$round.json
+        if [[ $target == consume ]]; then set -- "$s_c0" "$s_c1"; else set -- "$s_p0" "$s_p1"; fi
+        awk -v s0="$1" -v s1="$2" -v c0="$c0" -v c1="$c1" -v r0="$r0" -v r1="$r1" -v t0="$t0" \
+          -v t1="$t1" 'BEGIN { d = t1 - t0
+            printf "{\"server\": %.3f, \"client\": %.3f, \"redis\": %.3f}\n",
+              (s1 - s0) / d, (c1 - c0) / d, (r1 - r0) / d }' >"$out"
+      done
+    done
+  done
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
 }
 
 # lease_median STORE TARGET FIELD [PREFIX]: the median over the rounds of FIELD of STORE's TARGET
@@ -167,9 +245,19 @@ leases_report() {
     "inline token bucket nothing is denied by. Pairs: bench/lease_loadgen.cc with the same" \
     "slots, threads and channels; each slot acquires one slot of an inline concurrency limit" \
     "(1e9 slots, nothing refused) and releases the lease it got, so each slot has one call in" \
-    "flight as for Consume. $DURATION after $WARMUP warm-up each; $LEASE_ROUNDS rounds" \
-    "alternating the four runs; medians (per-round ratios: each round's pairs over the same" \
-    "round's Consume)."
+    "flight as for Consume. $LEASE_DURATION after $WARMUP warm-up each; $LEASE_ROUNDS rounds;" \
+    "medians."
+  if ((LEASE_SIDE_BY_SIDE)); then
+    echo "**Side by side**: two such servers, both on the server's CPU, each held to" \
+      "$LEASE_SERVER_CPU of a core; in each round and for each key count, the Consume run and the" \
+      "pairs run at the same time, one on each server, the servers swapping roles from run to" \
+      "run. pair / Consume: the median of the rounds' ratios (each of two runs made at the same" \
+      "time), and the ratios."
+  else
+    echo "Each round runs a key count's Consume and pairs back to back, in an order alternating" \
+      "between rounds and key counts. pair / Consume: the median of the rounds' ratios (each a" \
+      "round's pairs over the same round's Consume, run just before or after), and the ratios."
+  fi
   echo
   echo "| keys | Consume requests/s | Consume p50 / p99 µs | pairs/s | pair p50 / p99 µs | pair / Consume (rounds) |"
   echo "|---|---|---|---|---|---|"
@@ -182,11 +270,14 @@ leases_report() {
     p_rps=$(lease_median "$store" "pairs$keys" pairs_per_s)
     p_p50=$(lease_median "$store" "pairs$keys" p50_us)
     p_p99=$(lease_median "$store" "pairs$keys" p99_us)
+    # Each round's ratio, of its two back-to-back runs; their median is the figure.
     ratios=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
       jq -n --slurpfile c "$WORK/lease.$store.consume$keys.$round.json" \
         --slurpfile p "$WORK/lease.$store.pairs$keys.$round.json" '$p[0].pairs_per_s / $c[0].rps'
-    done | sort -g | awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 }')
-    ratio=$(awk -v p="$p_rps" -v c="$c_rps" 'BEGIN { printf "%.2f", p / c }')
+    done | sort -g)
+    ratio=$(awk '{ r[NR] = $1 } END {
+      printf "%.2f", NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2 }' <<<"$ratios")
+    ratios=$(awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 }' <<<"$ratios")
     printf '| %s | %.0f | %.0f / %.0f | %.0f | %.0f / %.0f | **%s** (%s) |\n' "$label" "$c_rps" \
       "$c_p50" "$c_p99" "$p_rps" "$p_p50" "$p_p99" "$ratio" "$ratios"
     store_ratios+=("$ratio")
@@ -194,7 +285,9 @@ leases_report() {
   echo
   echo "Server CPU per decision (its core use over a run, warm-up included, divided by the" \
     "decisions per second; a pair is two decisions) and each side's share of its core, medians:" \
-    "a side near 1.00 is the limit of that run."
+    "a side near 1.00 is the limit of that run$( ((LEASE_SIDE_BY_SIDE)) &&
+      echo " (side by side: a load generator's figure is both load generators' together, on" \
+        "their one core)")."
   if ((redis)); then
     echo "Redis nodes: the six nodes' CPU together, in cores (not in the server's figures); on" \
       "2 CPUs it comes out of the server's and the load generator's cores."
