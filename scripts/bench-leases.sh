@@ -98,6 +98,16 @@ children_cpu() {
   }' "$WORK/times")
 }
 
+# write_cores OUT S0 S1 C0 C1 R0 R1 T0 T1: the share of a core the server (S), the load generators
+# (C) and the Redis nodes (R) used between times T0 and T1 (CPU seconds at each), as JSON in OUT
+# (warm-up included, at the same load).
+write_cores() {
+  awk -v s0="$2" -v s1="$3" -v c0="$4" -v c1="$5" -v r0="$6" -v r1="$7" -v t0="$8" -v t1="$9" \
+    'BEGIN { d = t1 - t0
+      printf "{\"server\": %.3f, \"client\": %.3f, \"redis\": %.3f}\n",
+        (s1 - s0) / d, (c1 - c0) / d, (r1 - r0) / d }' >"$1"
+}
+
 # leases_measure STORE: LEASE_ROUNDS rounds of the four runs against one ratelimit-server on STORE
 # (rocksdb, or redis on a new Redis Cluster); each run's result in
 # $WORK/lease.STORE.TARGET.ROUND.json and the cores the server, the load generator and the Redis
@@ -142,11 +152,7 @@ leases_measure() {
       children_cpu
       s1=$(cpu_seconds "$SERVER_PID") c1=$CHILDREN_CPU r1=$(cpu_seconds "${redis_pids[@]}")
       t1=$EPOCHREALTIME
-      # The share of a core each used over the run (warm-up included, at the same load).
-      awk -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" -v r0="$r0" -v r1="$r1" -v t0="$t0" \
-        -v t1="$t1" 'BEGIN { d = t1 - t0
-          printf "{\"server\": %.3f, \"client\": %.3f, \"redis\": %.3f}\n",
-            (s1 - s0) / d, (c1 - c0) / d, (r1 - r0) / d }' >"$WORK/cpu.$store.$target.$round.json"
+      write_cores "$WORK/cpu.$store.$target.$round.json" "$s0" "$s1" "$c0" "$c1" "$r0" "$r1" "$t0" "$t1"
     done
   done
   stop_server
@@ -201,10 +207,7 @@ leases_side_by_side() {
       for target in consume pairs; do
         out=$WORK/cpu.$store.$target$keys.$round.json
         if [[ $target == consume ]]; then set -- "$s_c0" "$s_c1"; else set -- "$s_p0" "$s_p1"; fi
-        awk -v s0="$1" -v s1="$2" -v c0="$c0" -v c1="$c1" -v r0="$r0" -v r1="$r1" -v t0="$t0" \
-          -v t1="$t1" 'BEGIN { d = t1 - t0
-            printf "{\"server\": %.3f, \"client\": %.3f, \"redis\": %.3f}\n",
-              (s1 - s0) / d, (c1 - c0) / d, (r1 - r0) / d }' >"$out"
+        write_cores "$out" "$1" "$2" "$c0" "$c1" "$r0" "$r1" "$t0" "$t1"
       done
     done
   done
