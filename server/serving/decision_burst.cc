@@ -30,12 +30,10 @@ void DecisionBurst::DecideLeases(Limiter& limiter) {
   std::vector<absl::StatusOr<LeaseOutcome>> outcomes = limiter.LeaseBatch(lease_ops_);
   std::vector<LeaseEntry> entries;
   entries.swap(leases_);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    absl::StatusOr<LeaseOutcome> outcome =
-        i < outcomes.size() ? std::move(outcomes[i])
-                            : absl::InternalError("the store answered fewer operations than given");
-    std::move(entries[i].done)(std::move(outcome));
-  }
+  outcomes.resize(entries.size(),
+                  absl::InternalError("the store answered fewer operations than given"));
+  // Each outcome is moved once, into its `done`.
+  for (size_t i = 0; i < entries.size(); ++i) std::move(entries[i].done)(std::move(outcomes[i]));
   entries.clear();
   leases_.swap(entries);  // keeps the capacity
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "openssl/rand.h"
@@ -204,8 +205,8 @@ namespace {
 void LeaseToProto(const Lease& lease, absl::string_view name, absl::string_view key,
                   LimitSource source, v1::Lease* out) {
   out->set_id(lease.id);
-  out->set_name(std::string(name));
-  out->set_key(std::string(key));
+  out->set_name(name.data(), name.size());
+  out->set_key(key.data(), key.size());
   out->set_source(source == LimitSource::kInline ? v1::INLINE : v1::LIMITS_FILE);
   out->set_count(static_cast<uint64_t>(lease.count));
   SetTimestamp(lease.acquired_at_us, out->mutable_acquired_at());
@@ -239,14 +240,20 @@ void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome,
     }
   }
   const Verdict verdict = VerdictOf(std::move(merged));
-  v1::RateLimitResponse answer;
-  VerdictToProto(verdict, plan.limits, &answer);
-  out->set_allowed(answer.allowed());
-  out->mutable_results()->Swap(answer.mutable_results());
-  if (answer.has_retry_at()) *out->mutable_retry_at() = answer.retry_at();
-  if (answer.has_retry_after()) *out->mutable_retry_after() = answer.retry_after();
-  out->set_reason(answer.reason());
-  out->set_denied_by(answer.denied_by());
+  // The answer is built as a Consume's, on the arena of `out` (if any): its results then move
+  // into `out` by a swap of pointers, where across arenas they would be copied.
+  google::protobuf::Arena* const arena = out->GetArena();
+  std::unique_ptr<v1::RateLimitResponse> owned;
+  v1::RateLimitResponse* answer =
+      google::protobuf::Arena::CreateMessage<v1::RateLimitResponse>(arena);
+  if (arena == nullptr) owned.reset(answer);
+  VerdictToProto(verdict, plan.limits, answer);
+  out->set_allowed(answer->allowed());
+  out->mutable_results()->Swap(answer->mutable_results());
+  if (answer->has_retry_at()) out->mutable_retry_at()->Swap(answer->mutable_retry_at());
+  if (answer->has_retry_after()) out->mutable_retry_after()->Swap(answer->mutable_retry_after());
+  out->set_reason(answer->reason());
+  out->set_denied_by(answer->denied_by());
   out->set_replayed(outcome.lease.replayed);
   if (outcome.allowed && outcome.lease.lease) {
     const LimitRequest& c = plan.limits[plan.concurrency];

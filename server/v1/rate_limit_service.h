@@ -151,6 +151,8 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   // Acquire, Release and Extend: parsed, prepared (the store operation, or the refusal), decided
   // by DecisionScheduler::DecideLease and answered once durable.
   struct LeaseCallState;
+  template <typename Request, typename Response>
+  struct LeaseCall;
   void OnAcquireCall(LoopCall* call, ServingLoop::Burst* burst);
   void OnReleaseCall(LoopCall* call, ServingLoop::Burst* burst);
   void OnExtendCall(LoopCall* call, ServingLoop::Burst* burst);

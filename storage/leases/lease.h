@@ -8,6 +8,7 @@
 // values and the pure algebra over a lease set; no I/O, no clock reads, no protos.
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,9 +31,6 @@ struct Lease {
   int64_t acquired_at_us = 0;
   // The lease ends by itself at this time (not held from this time on) unless extended.
   int64_t expires_at_us = 0;
-  // The acquire's idempotency key (empty: none) and the holder's free-text name.
-  std::string request_id;
-  std::string holder;
   // Released, kept until expires_at_us only so that a retried acquire with the same request_id
   // answers it again (only a lease with a request_id is kept so). Holds no slots.
   bool released = false;
@@ -40,6 +38,10 @@ struct Lease {
   // record number under its key (storage/rocksdb/lease_record.h), 1 and up; 0: none. The algebra
   // carries it along and gives a new lease 0.
   uint32_t record = 0;
+  // The acquire's idempotency key (empty: none) and the holder's free-text name. After the fields
+  // above, which share the first 64 bytes: a decision's pass over a key's leases reads only those.
+  std::string request_id;
+  std::string holder;
 
   friend bool operator==(const Lease& a, const Lease& b) {
     return a.id == b.id && a.count == b.count && a.acquired_at_us == b.acquired_at_us &&
@@ -48,8 +50,24 @@ struct Lease {
   }
 };
 
+// Whether lease ids `a` and `b` are the same. A decision on a key compares the ids of its leases
+// several times: the server's ids are random, so two that differ almost always differ in their
+// first 8 bytes, which this compares without a call.
+inline bool SameLeaseId(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  if (a.size() >= 8) {
+    uint64_t x;
+    uint64_t y;
+    std::memcpy(&x, a.data(), 8);
+    std::memcpy(&y, b.data(), 8);
+    if (x != y) return false;
+  }
+  return a == b;
+}
+
 // The state of one concurrency key: its leases, held or kept released, in no particular order
-// (the algebra keeps the order it is given and appends). Empty: every slot free (as absent).
+// (the algebra keeps the order it is given, appends, and moves the last lease into the place of
+// one it removes). Empty: every slot free (as absent).
 struct LeaseSet {
   std::vector<Lease> leases;
 
@@ -150,8 +168,8 @@ struct LeaseDecision {
 //    sorted by expires_at_us; the first expiry t (in that order) at which held - (the counts of
 //    held leases with expires_at_us <= t) <= capacity - count.
 //  - kRelease: the held lease whose id is op.lease_id (a released or expired one is not held):
-//    state kReleased; kept with released = true when it has a request_id, removed otherwise;
-//    writes. No such lease: state kNotHeld, no write.
+//    state kReleased; kept with released = true when it has a request_id, removed otherwise (the
+//    last kept lease takes its place); writes. No such lease: state kNotHeld, no write.
 //  - kExtend: the held lease whose id is op.lease_id: expires_at_us = now_us + ttl_us (even when
 //    that is earlier than before), state kHeld, `lease` = it as extended; writes. No such lease:
 //    kNotHeld, no write.

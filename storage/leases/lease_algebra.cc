@@ -74,7 +74,7 @@ int64_t ExpiryOf(int64_t now_us, int64_t ttl_us) {
 // The index in `kept` of the held lease `id`, or -1.
 int FindHeld(const std::vector<Lease>& kept, const std::string& id) {
   for (size_t i = 0; i < kept.size(); ++i) {
-    if (!kept[i].released && kept[i].id == id) return static_cast<int>(i);
+    if (!kept[i].released && SameLeaseId(kept[i].id, id)) return static_cast<int>(i);
   }
   return -1;
 }
@@ -133,7 +133,9 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
       d.state = LeaseState::kReleased;
       r.held -= r.kept[i].count;
       if (r.kept[i].request_id.empty()) {
-        r.kept.erase(r.kept.begin() + i);
+        // The last lease takes its place: a hot key's release moves one lease, not half of them.
+        if (static_cast<size_t>(i) + 1 != r.kept.size()) r.kept[i] = std::move(r.kept.back());
+        r.kept.pop_back();
       } else {
         r.kept[i].released = true;
       }

@@ -166,10 +166,12 @@ class LeaseWrites {
   size_t size_ = 0;
 };
 
-// A record a decision frees: its number and the size of its value.
+// A record a decision frees: its number and the size of its value. A release's lease with a
+// request_id is kept, released (lease.h), and its record rewritten instead.
 struct FreedRecord {
   uint32_t record = 0;
   size_t bytes = 0;
+  bool kept = false;
 };
 
 // The records a release or reset of `op` frees, from the set as read (before the decision takes
@@ -180,8 +182,11 @@ absl::InlinedVector<FreedRecord, 1> RecordsFreedBy(const LeaseOp& op, const Leas
   if (op.action != LeaseAction::kRelease && op.action != LeaseAction::kReset) return freed;
   for (const Lease& l : read->leases) {
     if (l.record == 0) continue;
-    if (op.action == LeaseAction::kRelease && (l.released || l.id != op.lease_id)) continue;
-    freed.push_back(FreedRecord{l.record, LeaseEntryRecordBytes(l)});
+    if (op.action == LeaseAction::kRelease && (l.released || !SameLeaseId(l.id, op.lease_id))) {
+      continue;
+    }
+    freed.push_back(FreedRecord{l.record, LeaseEntryRecordBytes(l),
+                                op.action == LeaseAction::kRelease && !l.request_id.empty()});
   }
   return freed;
 }
@@ -198,10 +203,10 @@ void NumberRecord(LeaseSet& set, Lease& lease) {
   lease.record = record;
 }
 
-// The lease of `set` with id `id`, or null.
+// The lease of `set` with id `id`, or null. Searched from the end, where an acquire appends.
 Lease* Find(LeaseSet& set, const std::string& id) {
-  for (Lease& l : set.leases) {
-    if (l.id == id) return &l;
+  for (auto l = set.leases.rbegin(); l != set.leases.rend(); ++l) {
+    if (SameLeaseId(l->id, id)) return &*l;
   }
   return nullptr;
 }
@@ -223,9 +228,11 @@ void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix
     case LeaseAction::kRelease:
       // Kept, released, until its expiry when it has a request_id (a retried acquire answers it
       // again): its record rewritten; otherwise its record is free.
-      if (const Lease* l = Find(d.next, op.lease_id)) {
-        out.Put(prefix, *l);
-        return;
+      if (freed.empty() || freed.front().kept) {
+        if (const Lease* l = Find(d.next, op.lease_id)) {
+          out.Put(prefix, *l);
+          return;
+        }
       }
       [[fallthrough]];
     case LeaseAction::kReset:
@@ -344,14 +351,14 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   const OperationKeys no_rates;
   for (size_t k = 0; k < ops.size(); ++k) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
-    LeaseOutcome outcome = DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {});
-    LeaseDecision& d = outcome.lease;
+    // Decided in its place among the outcomes (an outcome is large: not moved again).
+    outcomes[k] = DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {});
+    LeaseDecision& d = outcomes[k]->lease;
     if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);
     LeaseWritesOf(ops[k]->lease, d, prefix, freed, lease_writes);
     wrote = wrote || d.write;
     set = std::move(d.next);
     d.next = LeaseSet();
-    outcomes[k] = std::move(outcome);
   }
   absl::StatusOr<uint64_t> ticket =
       QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {},

@@ -294,7 +294,12 @@ TEST(AcquireToProtoTest, AnAllowedAcquireCarriesItsLease) {
   outcome.lease.allowed = true;
   outcome.lease.held = 1;
   outcome.lease.free = 4;
-  outcome.lease.lease = Lease{kLeaseId, 1, 100 * kSecond, 110 * kSecond, "", "w1", false};
+  outcome.lease.lease = Lease{.id = kLeaseId,
+                              .count = 1,
+                              .acquired_at_us = 100 * kSecond,
+                              .expires_at_us = 110 * kSecond,
+                              .request_id = "",
+                              .holder = "w1"};
   v1::AcquireResponse answer;
   AcquireToProto(*plan, outcome, &answer);
   EXPECT_TRUE(answer.allowed());

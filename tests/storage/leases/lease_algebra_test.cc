@@ -207,6 +207,31 @@ TEST(LeaseAlgebraTest, ReleaseWithoutRequestIdRemovesTheLease) {
   EXPECT_EQ(d.held, 1);
 }
 
+TEST(LeaseAlgebraTest, ReleaseMovesTheLastLeaseIntoThePlaceOfTheOneRemoved) {
+  const LeaseSet current{{Held("a", 1, kNow + 10), Held("b", 1, kNow + 10), Held("c", 1, kNow + 10),
+                          Held("d", 1, kNow + 10)}};
+  const LeaseDecision d = DecideLease(Op(LeaseAction::kRelease, 1, "b", 5), current, kNow);
+  EXPECT_EQ(d.state, LeaseState::kReleased);
+  EXPECT_THAT(d.next.leases, ElementsAre(current.leases[0], current.leases[3], current.leases[2]));
+  // The last one released: nothing moves.
+  const LeaseDecision last = DecideLease(Op(LeaseAction::kRelease, 1, "d", 5), current, kNow);
+  EXPECT_THAT(last.next.leases,
+              ElementsAre(current.leases[0], current.leases[1], current.leases[2]));
+}
+
+TEST(LeaseAlgebraTest, SameLeaseIdComparesWholeIds) {
+  const std::string id = "0123456789abcdef0123456789abcdef";
+  EXPECT_TRUE(SameLeaseId(id, std::string(id)));
+  std::string last_differs = id;
+  last_differs.back() = '0';
+  EXPECT_FALSE(SameLeaseId(id, last_differs));  // the first 8 bytes agree
+  EXPECT_FALSE(SameLeaseId(id, "1" + id.substr(1)));
+  EXPECT_FALSE(SameLeaseId(id, id.substr(0, 31)));
+  EXPECT_TRUE(SameLeaseId("a", "a"));  // shorter than 8 bytes
+  EXPECT_FALSE(SameLeaseId("a", "b"));
+  EXPECT_TRUE(SameLeaseId("", ""));
+}
+
 TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeldAndWritesNothing) {
   Lease released = Held("r", 1, kNow + 10, "q");
   released.released = true;

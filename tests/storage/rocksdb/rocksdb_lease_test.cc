@@ -77,6 +77,42 @@ TEST(RocksDbLeaseTest, LeasesSurviveARestart) {
   EXPECT_TRUE(store->ApplyLease(LeaseOperation{op}, clock)->allowed);
 }
 
+TEST(RocksDbLeaseTest, AReleaseKeepsOrFreesTheLeasesRecordAcrossARestart) {
+  TempDir dir;
+  FakeClock clock;
+  // "kept" has a request_id: released, its record is rewritten and a retried acquire answers it
+  // again; "freed" has none: its record is written free.
+  LeaseOp kept = LeaseOpOf(LeaseAction::kAcquire, 1, "kept");
+  kept.request_id = "req-kept";
+  LeaseOp freed = LeaseOpOf(LeaseAction::kAcquire, 1, "freed");
+  {
+    std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
+    ASSERT_NE(store, nullptr);
+    for (LeaseOp op : {kept, freed}) {
+      ASSERT_TRUE(store->ApplyLease(LeaseOperation{op}, clock)->allowed);
+      op.action = LeaseAction::kRelease;
+      absl::StatusOr<LeaseOutcome> released = store->ApplyLease(LeaseOperation{op}, clock);
+      ASSERT_TRUE(released.ok()) << released.status();
+      EXPECT_EQ(released->lease.state, LeaseState::kReleased);
+    }
+    ASSERT_TRUE(store->Close().ok());
+  }
+  std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
+  ASSERT_NE(store, nullptr);
+  kept.lease_id = "retry";
+  absl::StatusOr<LeaseOutcome> replay = store->ApplyLease(LeaseOperation{kept}, clock);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_TRUE(replay->lease.replayed);
+  ASSERT_TRUE(replay->lease.lease.has_value());
+  EXPECT_EQ(replay->lease.lease->id, "kept");
+  EXPECT_TRUE(replay->lease.lease->released);
+  LeaseOp list = LeaseOpOf(LeaseAction::kList, 1, "");
+  absl::StatusOr<LeaseOutcome> listed = store->ApplyLease(LeaseOperation{list}, clock);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->lease.held_leases.empty());
+  EXPECT_EQ(listed->lease.held, 0);
+}
+
 // The leases of `ops` sorted by id, for comparing stores (which keep sets in different orders).
 std::vector<Lease> ById(std::vector<Lease> leases) {
   std::sort(leases.begin(), leases.end(),
