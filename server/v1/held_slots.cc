@@ -3,86 +3,26 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <string>
-#include <vector>
 
 #include "absl/hash/hash.h"
-#include "absl/types/span.h"
 
 namespace ratelimit {
 
-namespace {
-
-// The Deferral living on this thread (null: none), and the observations it holds: the first
-// `deferred_count` of `deferred_buffer`, whose strings keep their capacity from burst to burst.
-thread_local HeldSlots* deferring_for = nullptr;
-thread_local size_t deferred_count = 0;
-
-}  // namespace
-
-std::vector<HeldSlots::Deferred>& HeldSlots::ThreadDeferred() {
-  thread_local std::vector<Deferred> buffer;
-  return buffer;
-}
-
-uint64_t HeldSlots::HashOf(const StateKey& key) {
-  return absl::HashOf(static_cast<int>(key.source), key.name, key.key);
-}
-
 void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us) {
-  if (deferring_for == this) {
-    std::vector<Deferred>& buffer = ThreadDeferred();
-    if (deferred_count == buffer.size()) buffer.emplace_back();
-    Deferred& d = buffer[deferred_count++];
-    d.hash = HashOf(key);
-    d.name.assign(key.name);
-    d.held = held;
-    d.max_lease_ttl_us = max_lease_ttl_us;
-    return;
-  }
   const int64_t now = clock_.NowMicros();
-  const uint64_t hash = HashOf(key);
+  const uint64_t hash = absl::HashOf(static_cast<int>(key.source), key.name, key.key);
   absl::MutexLock lock(&mu_);
-  ObserveLocked(hash, key.name, held, now + max_lease_ttl_us, now);
-}
-
-void HeldSlots::ApplyDeferred(absl::Span<const Deferred> deferred) {
-  if (deferred.empty()) return;
-  const int64_t now = clock_.NowMicros();
-  absl::MutexLock lock(&mu_);
-  // The probes' cache misses overlap; then each is applied in order (a later one of a key wins).
-  for (const Deferred& d : deferred) keys_.prefetch(d.hash);
-  for (const Deferred& d : deferred) {
-    ObserveLocked(d.hash, d.name, d.held, now + d.max_lease_ttl_us, now);
-  }
-}
-
-void HeldSlots::ObserveLocked(uint64_t hash, absl::string_view name, int64_t held,
-                              int64_t forget_at_us, int64_t now_us) {
   auto it = keys_.find(hash);
   if (it == keys_.end()) {
     if (held <= 0) return;
     if (keys_.size() >= sweep_at_size_) {
-      SweepLocked(now_us);
+      SweepLocked(now);
       sweep_at_size_ = std::max(min_sweep_size_, 2 * keys_.size());
     }
-    it = keys_.emplace(hash, Entry{0, 0, LimitIndexLocked(name)}).first;
+    it = keys_.emplace(hash, Entry{0, 0, LimitIndexLocked(key.name)}).first;
   }
   it->second.held = std::max<int64_t>(held, 0);
-  it->second.forget_at_us = forget_at_us;
-}
-
-HeldSlots::Deferral::Deferral(HeldSlots* slots)
-    : slots_(slots != nullptr && deferring_for == nullptr ? slots : nullptr) {
-  if (slots_ != nullptr) deferring_for = slots_;
-}
-
-HeldSlots::Deferral::~Deferral() {
-  if (slots_ == nullptr) return;
-  deferring_for = nullptr;
-  const size_t count = deferred_count;
-  deferred_count = 0;
-  slots_->ApplyDeferred(absl::MakeConstSpan(ThreadDeferred()).first(count));
+  it->second.forget_at_us = now + max_lease_ttl_us;
 }
 
 void HeldSlots::SweepLocked(int64_t now_us) {

@@ -11,7 +11,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/types/span.h"
 #include "storage/clock.h"
 #include "storage/operation.h"
 
@@ -48,25 +47,8 @@ class HeldSlots {
   HeldSlots& operator=(const HeldSlots&) = delete;
 
   // `held` slots of `key` after a decision of a limit whose leases last at most
-  // `max_lease_ttl_us`. Applied at once, or when the Deferral of this object on the calling thread
-  // ends.
+  // `max_lease_ttl_us`.
   void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us);
-
-  // While it lives, the observations made on its thread of `slots` (null: none) wait, and are
-  // applied in their order when it ends: with one clock read, one hold of the lock, and the
-  // map's probes overlapped, where a burst of lease calls on many keys would otherwise wait for
-  // each key's cache miss in turn. The serving loop holds one over a burst's answers. A Deferral
-  // made while another lives on the thread defers nothing itself.
-  class Deferral {
-   public:
-    explicit Deferral(HeldSlots* slots);
-    ~Deferral();
-    Deferral(const Deferral&) = delete;
-    Deferral& operator=(const Deferral&) = delete;
-
-   private:
-    HeldSlots* const slots_;  // null: defers nothing
-  };
 
   // Slots held per limit name (limits with none are absent), dropping forgotten keys.
   std::vector<std::pair<std::string, double>> PerLimit();
@@ -82,22 +64,8 @@ class HeldSlots {
     int64_t forget_at_us = 0;
     uint32_t limit = 0;  // index into names_
   };
-  // An observation waiting for its Deferral to end.
-  struct Deferred {
-    uint64_t hash = 0;
-    std::string name;
-    int64_t held = 0;
-    int64_t max_lease_ttl_us = 0;
-  };
   // Names a sweep keeps without looking whether an entry still refers to them.
   static constexpr size_t kNamesKeptUnchecked = 64;
-
-  static uint64_t HashOf(const StateKey& key);
-  // This thread's deferred observations (the first of them are its Deferral's).
-  static std::vector<Deferred>& ThreadDeferred();
-  void ObserveLocked(uint64_t hash, absl::string_view name, int64_t held, int64_t forget_at_us,
-                     int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyDeferred(absl::Span<const Deferred> deferred);
 
   // Drops the entries at 0 or past their time, and the names no entry refers to once they are
   // more than kNamesKeptUnchecked (inline limits can bring any number of names).

@@ -38,6 +38,9 @@ grpc::Status RateLimitServiceImpl::LeaseFailure(Telemetry::Rpc& rpc,
   return StoreFailure(rpc, error);
 }
 
+// Called before the answer is sent, never after: a caller who has its answer and then scrapes the
+// metrics sees the gauge with its call in it. (Applying a burst's observations together once its
+// answers are sent would save the gauge's cache misses at many keys, but leave that window open.)
 void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const {
   telemetry_.CountLeasesExpired(op.key.name, decision.expired_unreleased);
   if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {

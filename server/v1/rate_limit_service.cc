@@ -94,11 +94,7 @@ std::unique_ptr<ServingLoop::Burst> RateLimitServiceImpl::NewBurst() {
   return scheduler_.NewBurst();
 }
 
-void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& burst) {
-  // The lease calls the burst answers here report their keys' held slots together.
-  HeldSlots::Deferral deferral(held_slots_);
-  scheduler_.EndBurst(burst);
-}
+void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& burst) { scheduler_.EndBurst(burst); }
 
 void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
   switch (call->method()) {

@@ -3,7 +3,6 @@
 #include "server/v1/held_slots.h"
 
 #include <string>
-#include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
@@ -104,51 +103,6 @@ TEST(HeldSlotsTest, KeepsTheNamesOfLimitsStillHeldOnly) {
   held.Observe(StateKey{"seats", "x"}, 5, 60 * kSecond);
   held.Observe(StateKey{"jobs", "b"}, 1, 60 * kSecond);
   EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 3}, {"seats", 5}}));
-}
-
-TEST(HeldSlotsTest, ADeferralAppliesItsThreadsObservationsInOrderWhenItEnds) {
-  FakeClock clock;
-  HeldSlots held(clock);
-  held.Observe(StateKey{"jobs", "a"}, 1, 60 * kSecond);
-  {
-    HeldSlots::Deferral deferral(&held);
-    held.Observe(StateKey{"jobs", "a"}, 4, 60 * kSecond);
-    held.Observe(StateKey{"jobs", "b"}, 2, 60 * kSecond);
-    held.Observe(StateKey{"jobs", "a"}, 3, 60 * kSecond);  // a later count of a wins
-    // Not yet applied: the gauge reads the count from before.
-    EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 1}}));
-    clock.Advance(5 * kSecond);
-  }
-  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 5}}));
-  // The forget time counts from when they were applied.
-  clock.Advance(60 * kSecond - 1);
-  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 5}}));
-  clock.Advance(1);
-  EXPECT_EQ(held.PerLimit(), Samples{});
-}
-
-TEST(HeldSlotsTest, ADeferralDefersOnlyItsObjectOnItsThread) {
-  FakeClock clock;
-  HeldSlots held(clock);
-  HeldSlots other(clock);
-  HeldSlots::Deferral deferral(&held);
-  other.Observe(StateKey{"seats", "x"}, 7, 60 * kSecond);
-  EXPECT_EQ(other.PerLimit(), (Samples{{"seats", 7}}));
-  std::thread([&] { held.Observe(StateKey{"jobs", "a"}, 2, 60 * kSecond); }).join();
-  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 2}}));
-  {
-    HeldSlots::Deferral nested(&other);  // defers nothing: the thread's Deferral is held's
-    other.Observe(StateKey{"seats", "x"}, 1, 60 * kSecond);
-    EXPECT_EQ(other.PerLimit(), (Samples{{"seats", 1}}));
-  }
-}
-
-TEST(HeldSlotsTest, ADeferralOfNothingDefersNothing) {
-  FakeClock clock;
-  HeldSlots held(clock);
-  HeldSlots::Deferral deferral(nullptr);
-  held.Observe(StateKey{"jobs", "a"}, 2, 60 * kSecond);
-  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 2}}));
 }
 
 }  // namespace
