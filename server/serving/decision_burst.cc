@@ -13,12 +13,10 @@ void DecisionBurst::Decide(Limiter& limiter) {
   // `done` may add to a burst no more: it runs after the batch, and the entries are taken first.
   std::vector<Entry> entries;
   entries.swap(entries_);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    absl::StatusOr<Verdict> verdict =
-        i < verdicts.size() ? std::move(verdicts[i])
-                            : absl::InternalError("the store answered fewer operations than given");
-    std::move(entries[i].done)(std::move(verdict));
-  }
+  verdicts.resize(entries.size(),
+                  absl::InternalError("the store answered fewer operations than given"));
+  // Each verdict is moved once, into its `done`.
+  for (size_t i = 0; i < entries.size(); ++i) std::move(entries[i].done)(std::move(verdicts[i]));
   entries.clear();
   entries_.swap(entries);  // keeps the capacity
 }
