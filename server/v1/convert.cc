@@ -299,8 +299,10 @@ void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result) {
   e->set_message(std::string(error.message()));
 }
 
-void VerdictToProto(const Verdict& v, absl::Span<const LimitRequest> limits,
-                    v1::RateLimitResponse* response) {
+namespace {
+
+template <typename Response>
+void FillVerdict(const Verdict& v, absl::Span<const LimitRequest> limits, Response* response) {
   response->set_allowed(v.allowed);
   response->set_denied_by(v.denied_by);
   for (size_t i = 0; i < limits.size(); ++i) {
@@ -323,6 +325,18 @@ void VerdictToProto(const Verdict& v, absl::Span<const LimitRequest> limits,
     SetTimestamp(*v.retry_at_us, response->mutable_retry_at());
     SetDuration(std::max<int64_t>(0, *v.retry_at_us - v.now_us), response->mutable_retry_after());
   }
+}
+
+}  // namespace
+
+void VerdictToProto(const Verdict& v, absl::Span<const LimitRequest> limits,
+                    v1::RateLimitResponse* response) {
+  FillVerdict(v, limits, response);
+}
+
+void VerdictToProto(const Verdict& v, absl::Span<const LimitRequest> limits,
+                    v1::AcquireResponse* response) {
+  FillVerdict(v, limits, response);
 }
 
 void FailedOpenToProto(absl::Span<const LimitRequest> limits, v1::RateLimitResponse* response) {

@@ -90,9 +90,13 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(
 // Writes `error` (not OK) as the result of one Batch entry.
 void EntryErrorToProto(const absl::Status& error, v1::BatchResult* result);
 
-// Fills `response` from a verdict on `limits`.
+// Fills `response` from a verdict on `limits`. An AcquireResponse carries the same fields as a
+// RateLimitResponse (allowed, results, retry_at, retry_after, reason, denied_by) and is filled
+// the same way, directly.
 void VerdictToProto(const Verdict& verdict, absl::Span<const LimitRequest> limits,
                     v1::RateLimitResponse* response);
+void VerdictToProto(const Verdict& verdict, absl::Span<const LimitRequest> limits,
+                    v1::AcquireResponse* response);
 
 // Fills `response` for a request allowed without evaluation because the store failed and the
 // failure policy is "open".

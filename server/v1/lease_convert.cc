@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "openssl/rand.h"
@@ -239,21 +238,7 @@ void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome,
       merged.decisions.push_back(d);
     }
   }
-  const Verdict verdict = VerdictOf(std::move(merged));
-  // The answer is built as a Consume's, on the arena of `out` (if any): its results then move
-  // into `out` by a swap of pointers, where across arenas they would be copied.
-  google::protobuf::Arena* const arena = out->GetArena();
-  std::unique_ptr<v1::RateLimitResponse> owned;
-  v1::RateLimitResponse* answer =
-      google::protobuf::Arena::CreateMessage<v1::RateLimitResponse>(arena);
-  if (arena == nullptr) owned.reset(answer);
-  VerdictToProto(verdict, plan.limits, answer);
-  out->set_allowed(answer->allowed());
-  out->mutable_results()->Swap(answer->mutable_results());
-  if (answer->has_retry_at()) out->mutable_retry_at()->Swap(answer->mutable_retry_at());
-  if (answer->has_retry_after()) out->mutable_retry_after()->Swap(answer->mutable_retry_after());
-  out->set_reason(answer->reason());
-  out->set_denied_by(answer->denied_by());
+  VerdictToProto(VerdictOf(std::move(merged)), plan.limits, out);
   out->set_replayed(outcome.lease.replayed);
   if (outcome.allowed && outcome.lease.lease) {
     const LimitRequest& c = plan.limits[plan.concurrency];

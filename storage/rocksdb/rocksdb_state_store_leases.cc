@@ -117,22 +117,23 @@ class LeaseWrites {
  public:
   void Clear() { size_ = 0; }
   // The record of `lease` (lease.record is its number).
+  // The writes of a record are for one key's records (one `prefix`) between two Clears: a record
+  // written again (a hot key's run frees a lease's record and numbers the next acquire's lease
+  // with it) replaces its earlier write, so the group gets each record once and has nothing to
+  // coalesce (write_coalesce.h) for it.
   void Put(absl::string_view prefix, const Lease& lease) {
-    Write& w = Next();
-    LeaseEntryKey(prefix, lease.record, &w.key);
+    Write& w = RecordWrite(prefix, lease.record);
     EncodeLeaseEntryRecord(lease, &w.value);
-    w.erase = false;
   }
   // Record `record` written free, `bytes` long (the size of the one it replaces).
   void Free(absl::string_view prefix, uint32_t record, size_t bytes) {
-    Write& w = Next();
-    LeaseEntryKey(prefix, record, &w.key);
+    Write& w = RecordWrite(prefix, record);
     EncodeFreeLeaseRecord(bytes, &w.value);
-    w.erase = false;
   }
   void Delete(absl::string_view key) {
     Write& w = Next();
     w.key.assign(key.data(), key.size());
+    w.record = 0;
     w.erase = true;
   }
   void AddTo(rocksdb::WriteBatch& batch, rocksdb::ColumnFamilyHandle* records) const {
@@ -156,8 +157,20 @@ class LeaseWrites {
   struct Write {
     std::string key;
     std::string value;
+    uint32_t record = 0;  // the record number of a Put or Free; 0: a Delete
     bool erase = false;
   };
+  // The write of record `record` under `prefix`: the earlier one of this record, or a new one.
+  Write& RecordWrite(absl::string_view prefix, uint32_t record) {
+    for (size_t i = 0; i < size_; ++i) {
+      if (writes_[i].record == record) return writes_[i];
+    }
+    Write& w = Next();
+    LeaseEntryKey(prefix, record, &w.key);
+    w.record = record;
+    w.erase = false;
+    return w;
+  }
   Write& Next() {
     if (size_ == writes_.size()) writes_.emplace_back();
     return writes_[size_++];
