@@ -2,8 +2,8 @@
 // fsync): acquire+release pairs (StateStore::ApplyLease, two decisions each) beside Consume
 // (StateStore::Apply of one token bucket) in the same run, on one hot key and on 10,000 keys,
 // with 1 and 4 threads, and on a hot key holding 64 leases (AcquireReleaseCrowded); bursts as a
-// server hands them to the store (BurstOnHotKey, BurstOnManyKeys: Consume and pairs side by
-// side); and the memory a held lease costs with 1,000,000 held.
+// server hands them to the store (BurstOnHotKey, SteadyBurstOnHotKey, BurstOnManyKeys: Consume
+// and pairs side by side); and the memory a held lease costs with 1,000,000 held.
 //
 // Reported: items_per_second = Consume decisions, or acquire+release pairs, per second (all
 // threads, wall-clock); decisions_per_second for pairs = 2 x pairs.
@@ -218,6 +218,67 @@ void BM_BurstOnHotKey(benchmark::State& state) {
       static_cast<double>(state.iterations()) * burst, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_BurstOnHotKey)->ArgName("burst")->Arg(1)->Arg(16)->Threads(1)->UseRealTime();
+
+// A hot key's bursts in a server's steady state: each slot's release and its next acquire arrive
+// in the same burst, so one ApplyLeaseBatch interleaves `burst` releases of the previous burst's
+// leases with `burst` new acquires (the key holds 64 leases besides). A release frees its lease's
+// record and the acquire after it takes that number again: the run writes each record once.
+// Reports pairs per second.
+void BM_SteadyBurstOnHotKey(benchmark::State& state) {
+  StateStore& store = SharedStore();
+  static std::atomic<uint64_t> next_id{uint64_t{3} << 44};
+  const int burst = static_cast<int>(state.range(0));
+  LeaseOp op;
+  op.key = StateKey{"steady", "hot"};
+  op.config = Slots(1000);
+  op.ttl_us = kHour;
+  op.action = LeaseAction::kCheck;
+  absl::StatusOr<LeaseOutcome> before =
+      store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+  if (!before.ok()) Fail(before.status());
+  // 64 held (kept across runs on the shared store), then one lease per slot of the burst.
+  op.action = LeaseAction::kAcquire;
+  std::vector<std::string> held;  // the previous burst's leases
+  for (int64_t n = before->lease.held; n < 64 + burst; ++n) {
+    op.lease_id = LeaseId(next_id++);
+    absl::StatusOr<LeaseOutcome> taken =
+        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+    if (!taken.ok() || !taken->allowed) Fail(taken.status());
+    if (n >= 64) held.push_back(op.lease_id);
+  }
+  if (held.size() != static_cast<size_t>(burst)) {
+    Fail(absl::FailedPreconditionError("the key held more than 64 leases"));
+  }
+  std::vector<LeaseOperation> ops(2 * burst);
+  std::vector<const LeaseOperation*> ptrs(2 * burst);
+  for (auto _ : state) {
+    for (int i = 0; i < burst; ++i) {
+      op.action = LeaseAction::kRelease;
+      op.lease_id = held[i];
+      ops[2 * i] = LeaseOperation{op};
+      op.action = LeaseAction::kAcquire;
+      held[i] = LeaseId(next_id++);
+      op.lease_id = held[i];
+      ops[2 * i + 1] = LeaseOperation{op};
+    }
+    for (int i = 0; i < 2 * burst; ++i) ptrs[i] = &ops[i];
+    for (const absl::StatusOr<LeaseOutcome>& outcome :
+         store.ApplyLeaseBatch(ptrs, SystemClock::Default())) {
+      if (!outcome.ok() || !outcome->allowed) Fail(outcome.status());
+    }
+  }
+  // Each slot's last lease is released, so that a later run on the shared store starts with 64.
+  op.action = LeaseAction::kRelease;
+  for (const std::string& id : held) {
+    op.lease_id = id;
+    absl::StatusOr<LeaseOutcome> released =
+        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+    if (!released.ok()) Fail(released.status());
+  }
+  state.counters["pairs_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * burst, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SteadyBurstOnHotKey)->ArgName("burst")->Arg(16)->Threads(1)->UseRealTime();
 
 // A server's bursts on many keys, as the serving loop hands them to the store at 10,000 keys:
 // range(1) = 1, ApplyBatch of `burst` Consumes on `burst` keys; range(1) = 0, ApplyLeaseBatch of
