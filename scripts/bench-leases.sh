@@ -29,7 +29,9 @@
 # servers on the store, both on the server's CPU and each held to LEASE_SERVER_CPU, which is then
 # required; each run of Consume is made at the same time as the run of pairs it is compared with,
 # one on each server, the servers swapping roles from run to run: a change in the machine's speed
-# then falls on both figures of a ratio at once, where back to back it falls between them).
+# then falls on both figures of a ratio at once, where back to back it falls between them; the
+# report adds each server's mean ratio over the rounds it ran the pairs in, since the two servers
+# sharing a core under quotas are not always alike).
 
 LEASE_ROUNDS=${LEASE_ROUNDS:-3}
 LEASE_DURATION=${LEASE_DURATION:-$DURATION}
@@ -286,6 +288,29 @@ leases_report() {
     store_ratios+=("$ratio")
   done
   echo
+  if ((LEASE_SIDE_BY_SIDE)); then
+    # Round r's pairs ran on server 1 - (r + k) % 2 (k: 0 for the hot key, 1 for many keys).
+    local k=0 roles line="By server: a round's ratio can depend on which of the two servers ran"
+    line+=" the pairs (they share a core under quotas); each server's mean over its rounds, and"
+    line+=" the mean of the two (equal weight to each server):"
+    for keys in 1 "$LEASE_KEYS"; do
+      if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
+      roles=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+        jq -rn --arg s "$((1 - (round + k) % 2))" \
+          --slurpfile c "$WORK/lease.$store.consume$keys.$round.json" \
+          --slurpfile p "$WORK/lease.$store.pairs$keys.$round.json" \
+          '"\($s) \($p[0].pairs_per_s / $c[0].rps)"'
+      done)
+      line+=$(awk -v l="$label" '{ sum[$1] += $2; n[$1]++ } END {
+        for (s = 0; s <= 1; s++) m[s] = n[s] ? sprintf("%.3f", sum[s] / n[s]) : "none"
+        both = (n[0] && n[1]) ? sprintf("%.3f", (sum[0] / n[0] + sum[1] / n[1]) / 2) : "none"
+        printf " %s: pairs on server 0 %s, on server 1 %s, both %s;", l, m[0], m[1], both }' \
+        <<<"$roles")
+      k=$((k + 1))
+    done
+    echo "${line%;}."
+    echo
+  fi
   echo "Server CPU per decision (its core use over a run, warm-up included, divided by the" \
     "decisions per second; a pair is two decisions) and each side's share of its core, medians:" \
     "a side near 1.00 is the limit of that run$( ((LEASE_SIDE_BY_SIDE)) &&
