@@ -116,11 +116,12 @@ std::string PrefixEnd(absl::string_view prefix) {
 class LeaseWrites {
  public:
   void Clear() { size_ = 0; }
-  // The record of `lease` (lease.record is its number).
-  // The writes of a record are for one key's records (one `prefix`) between two Clears: a record
+  // The writes of records are for one key's records (one `prefix`) between two Clears: a record
   // written again (a hot key's run frees a lease's record and numbers the next acquire's lease
   // with it) replaces its earlier write, so the group gets each record once and has nothing to
   // coalesce (write_coalesce.h) for it.
+  //
+  // The record of `lease` (lease.record is its number).
   void Put(absl::string_view prefix, const Lease& lease) {
     Write& w = RecordWrite(prefix, lease.record);
     EncodeLeaseEntryRecord(lease, &w.value);
