@@ -126,6 +126,26 @@ void ReportPairs(benchmark::State& state) {
       benchmark::Counter(2.0 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// Acquires leases on the key of `op` (new ids from `next_id`) until it holds `n`, and returns the
+// ids acquired (none when it held `n` or more already); any error or refusal ends the benchmark.
+// The benchmarks' stores are shared across runs, so a key keeps what an earlier run left.
+std::vector<std::string> HoldUpTo(StateStore& store, LeaseOp op, std::atomic<uint64_t>& next_id,
+                                  int64_t n) {
+  op.action = LeaseAction::kCheck;
+  absl::StatusOr<LeaseOutcome> held = store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+  if (!held.ok()) Fail(held.status());
+  op.action = LeaseAction::kAcquire;
+  std::vector<std::string> ids;
+  for (int64_t k = held->lease.held; k < n; ++k) {
+    op.lease_id = LeaseId(next_id++);
+    absl::StatusOr<LeaseOutcome> taken =
+        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+    if (!taken.ok() || !taken->allowed) Fail(taken.status());
+    ids.push_back(op.lease_id);
+  }
+  return ids;
+}
+
 void BM_AcquireRelease(benchmark::State& state) {
   StateStore& store = SharedStore();
   const bool hot = state.range(0) == 1;
@@ -152,20 +172,8 @@ void BM_AcquireReleaseCrowded(benchmark::State& state) {
   op.key = StateKey{"crowded", absl::StrCat("held", state.range(0))};
   op.config = Slots(1000);
   op.ttl_us = kHour;
-  if (state.thread_index() == 0) {
-    // The held leases, once per key (a key's set keeps them across repetitions).
-    op.action = LeaseAction::kCheck;
-    absl::StatusOr<LeaseOutcome> held =
-        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
-    if (!held.ok()) Fail(held.status());
-    for (int64_t n = held->lease.held; n < state.range(0); ++n) {
-      op.lease_id = LeaseId(next_id++);
-      op.action = LeaseAction::kAcquire;
-      absl::StatusOr<LeaseOutcome> taken =
-          store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
-      if (!taken.ok() || !taken->allowed) Fail(taken.status());
-    }
-  }
+  // The held leases, once per key (a key's set keeps them across repetitions).
+  if (state.thread_index() == 0) HoldUpTo(store, op, next_id, state.range(0));
   for (auto _ : state) {
     Pair(store, op, LeaseId(next_id++));
   }
@@ -185,16 +193,7 @@ void BM_BurstOnHotKey(benchmark::State& state) {
   op.key = StateKey{"burst", "hot"};
   op.config = Slots(1000);
   op.ttl_us = kHour;
-  op.action = LeaseAction::kCheck;
-  absl::StatusOr<LeaseOutcome> held = store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
-  if (!held.ok()) Fail(held.status());
-  for (int64_t n = held->lease.held; n < 64; ++n) {
-    op.lease_id = LeaseId(next_id++);
-    op.action = LeaseAction::kAcquire;
-    absl::StatusOr<LeaseOutcome> taken =
-        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
-    if (!taken.ok() || !taken->allowed) Fail(taken.status());
-  }
+  HoldUpTo(store, op, next_id, 64);
   std::vector<LeaseOperation> acquires(burst), releases(burst);
   std::vector<const LeaseOperation*> acquire_ptrs(burst), release_ptrs(burst);
   for (auto _ : state) {
@@ -232,20 +231,9 @@ void BM_SteadyBurstOnHotKey(benchmark::State& state) {
   op.key = StateKey{"steady", "hot"};
   op.config = Slots(1000);
   op.ttl_us = kHour;
-  op.action = LeaseAction::kCheck;
-  absl::StatusOr<LeaseOutcome> before =
-      store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
-  if (!before.ok()) Fail(before.status());
   // 64 held (kept across runs on the shared store), then one lease per slot of the burst.
-  op.action = LeaseAction::kAcquire;
-  std::vector<std::string> held;  // the previous burst's leases
-  for (int64_t n = before->lease.held; n < 64 + burst; ++n) {
-    op.lease_id = LeaseId(next_id++);
-    absl::StatusOr<LeaseOutcome> taken =
-        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
-    if (!taken.ok() || !taken->allowed) Fail(taken.status());
-    if (n >= 64) held.push_back(op.lease_id);
-  }
+  HoldUpTo(store, op, next_id, 64);
+  std::vector<std::string> held = HoldUpTo(store, op, next_id, 64 + burst);  // the last burst's
   if (held.size() != static_cast<size_t>(burst)) {
     Fail(absl::FailedPreconditionError("the key held more than 64 leases"));
   }
