@@ -5,9 +5,11 @@
 // file creation, append and sync fails with IOStatus::NoSpace (as ENOSPC would).
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "rocksdb/file_system.h"
 
@@ -21,13 +23,21 @@ class FaultyFileSystem final : public rocksdb::FileSystemWrapper {
 
   void SetFull(bool full) { full_.store(full); }
   bool full() const { return full_.load(); }
-  // Writes refused so far because the disk was full: all of them, those to a WAL file (`*.log`),
-  // and those to the database's files (every file but RocksDB's info log, `LOG*`: WALs, SST,
-  // MANIFEST). RocksDB writes its info log on its own schedule, from its background threads, so a
-  // test that asserts a call wrote nothing counts the database's files.
+  // Writes refused so far because the disk was full: all of them, and those to a WAL file
+  // (`*.log`).
   int64_t refused_writes() const { return refused_.load(); }
   int64_t refused_wal_writes() const { return refused_wal_.load(); }
-  int64_t refused_database_writes() const { return refused_database_.load(); }
+  // Those to the database's files (every file but RocksDB's info log, `LOG*`: WALs, SST,
+  // MANIFEST) made on thread `thread`. While the disk is full RocksDB's own threads write on their
+  // own schedule (its info log, and its recovery from the failed write, which switches to a new
+  // WAL and retries), so a test that asserts a call wrote nothing counts the writes of the
+  // calling thread: a flush the call started would switch the memtable, and create its new WAL,
+  // there.
+  int64_t refused_database_writes_by(std::thread::id thread) const {
+    std::lock_guard<std::mutex> lock(names_mu_);
+    auto it = refused_database_by_thread_.find(thread);
+    return it == refused_database_by_thread_.end() ? 0 : it->second;
+  }
   // The names of the files of the refused writes, in order (for a failing test's message).
   std::string refused_files() const {
     std::lock_guard<std::mutex> lock(names_mu_);
@@ -120,8 +130,8 @@ class FaultyFileSystem final : public rocksdb::FileSystemWrapper {
     if (!full_.load()) return rocksdb::IOStatus::OK();
     refused_.fetch_add(1);
     if (IsWal(fname)) refused_wal_.fetch_add(1);
-    if (!IsInfoLog(fname)) refused_database_.fetch_add(1);
     std::lock_guard<std::mutex> lock(names_mu_);
+    if (!IsInfoLog(fname)) ++refused_database_by_thread_[std::this_thread::get_id()];
     if (refused_names_.size() < 4096) refused_names_.append(fname).append("\n");
     return rocksdb::IOStatus::NoSpace("No space left on device (injected)");
   }
@@ -129,8 +139,8 @@ class FaultyFileSystem final : public rocksdb::FileSystemWrapper {
   std::atomic<bool> full_{false};
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> refused_wal_{0};
-  std::atomic<int64_t> refused_database_{0};
   mutable std::mutex names_mu_;
+  std::map<std::thread::id, int64_t> refused_database_by_thread_;
   std::string refused_names_;
 };
 
