@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "rocksdb/slice_transform.h"
 #include "storage/byte_codec.h"
 #include "storage/leases/apply_lease.h"
 #include "storage/leases/lease_codec.h"
@@ -58,6 +59,25 @@ bool ReadLimitPart(absl::string_view& in, char tag, LimitSource* source, absl::s
   }
   in.remove_prefix(2);
   return ReadPart(in, name);
+}
+
+// A lease record's key (LeaseEntryKey) in its parts, the record number's 4 bytes last.
+struct LeaseEntryKeyView {
+  LimitSource source = LimitSource::kDefined;
+  absl::string_view name;
+  absl::string_view key;
+  absl::string_view number;
+};
+
+// `record_key` split into `*out`; false when it is not a lease record's key.
+bool SplitLeaseEntryKey(absl::string_view record_key, LeaseEntryKeyView* out) {
+  absl::string_view in = record_key;
+  if (!ReadLimitPart(in, kEntryTag, &out->source, &out->name) || !ReadPart(in, &out->key) ||
+      in.size() != 4) {
+    return false;
+  }
+  out->number = in;
+  return true;
 }
 
 // The value of each lowercase hex digit, 0x10 for every other byte: a table, not comparisons,
@@ -129,16 +149,40 @@ void LeaseEntryKey(absl::string_view prefix, uint32_t record, std::string* out) 
 }
 
 std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_key) {
-  absl::string_view in = record_key;
-  LimitSource source;
-  absl::string_view name;
-  absl::string_view key;
-  if (!ReadLimitPart(in, kEntryTag, &source, &name) || !ReadPart(in, &key) || in.size() != 4) {
-    return std::nullopt;
-  }
+  LeaseEntryKeyView v;
+  if (!SplitLeaseEntryKey(record_key, &v)) return std::nullopt;
   uint32_t record = 0;
-  for (char c : in) record = (record << 8) | static_cast<uint8_t>(c);
-  return LeaseEntryKeyParts{StateKey{std::string(name), std::string(key), source}, record};
+  for (char c : v.number) record = (record << 8) | static_cast<uint8_t>(c);
+  return LeaseEntryKeyParts{StateKey{std::string(v.name), std::string(v.key), v.source}, record};
+}
+
+std::optional<size_t> LeaseEntryPrefixLength(absl::string_view record_key) {
+  LeaseEntryKeyView v;
+  return SplitLeaseEntryKey(record_key, &v) ? std::optional<size_t>(record_key.size() - 4)
+                                            : std::nullopt;
+}
+
+namespace {
+
+class LeaseEntryPrefixExtractor : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "ratelimit.LeaseEntryPrefix"; }
+  // Every key has a prefix: a lease record's is its key's LeaseEntryPrefix, any other key's is
+  // the whole key. Keys sharing a prefix are contiguous in the family's order, as RocksDB needs:
+  // a LeaseEntryPrefix fixes the name's and the key's lengths, so the keys that start with it are
+  // its records alone.
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    const std::optional<size_t> n =
+        LeaseEntryPrefixLength(absl::string_view(key.data(), key.size()));
+    return n ? rocksdb::Slice(key.data(), *n) : key;
+  }
+  bool InDomain(const rocksdb::Slice&) const override { return true; }
+};
+
+}  // namespace
+
+std::shared_ptr<const rocksdb::SliceTransform> NewLeaseEntryPrefixExtractor() {
+  return std::make_shared<LeaseEntryPrefixExtractor>();
 }
 
 std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {

@@ -36,9 +36,15 @@
 #include <string>
 #include <utility>
 
+#include <memory>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "storage/leases/lease.h"
+
+namespace rocksdb {
+class SliceTransform;
+}  // namespace rocksdb
 
 namespace ratelimit {
 
@@ -62,6 +68,14 @@ struct LeaseEntryKeyParts {
   uint32_t record = 0;
 };
 std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_key);
+// The length of the LeaseEntryPrefix that `record_key` starts with when it is a lease record's
+// key (its size less the record number), else nullopt. Allocates nothing.
+std::optional<size_t> LeaseEntryPrefixLength(absl::string_view record_key);
+// The records family's prefix extractor: a lease record's key to its LeaseEntryPrefix (the
+// records of one concurrency key share it), any other key of the family to itself. With it, the
+// family's memtable finds a key's records by a hash of that prefix (rocksdb_state_store.cc), not
+// by a search through every key's. Its name is "ratelimit.LeaseEntryPrefix".
+std::shared_ptr<const rocksdb::SliceTransform> NewLeaseEntryPrefixExtractor();
 
 // The size of the value of `lease`'s record: its bytes rounded up to a multiple of 64 (so at least
 // kMinLeaseRecordBytes).

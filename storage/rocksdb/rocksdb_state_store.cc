@@ -21,9 +21,12 @@
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/memtablerep.h"
+#include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "storage/rocksdb/compaction_filters.h"
+#include "storage/rocksdb/lease_record.h"
 #include "storage/rocksdb/mapped_wal_file_system.h"
 #include "storage/rocksdb/rocksdb_info_log.h"
 #include "storage/rocksdb/rocksdb_override_store.h"
@@ -39,6 +42,9 @@ constexpr char kMetaFamily[] = "meta";
 constexpr char kFormatVersionKey[] = "format_version";
 constexpr char kRecordsFamily[] = "records";
 constexpr char kOverridesFamily[] = "overrides";
+// Hash buckets of a records memtable (8 bytes each, allocated with it): a bucket holds the
+// records of the keys that hash to it.
+constexpr size_t kRecordsMemtableBuckets = 1 << 16;
 
 // The WAL files in `dir` with their sizes, e.g. "000012.log (4096 bytes)".
 std::vector<std::string> WalFiles(const std::string& dir) {
@@ -187,6 +193,13 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
   // under the key's stripe, and DeleteAllLeases reads only the keys of its scan; in-place updates
   // give no point-in-time view.
   records_options.inplace_update_support = true;
+  // A decision writes its key's records (a hot key's, one per decision), and each write first
+  // finds the record in the memtable: by a hash of its key's prefix into a small skiplist of that
+  // key's records, not through a skiplist of every key's. Iterators of the family read one
+  // key's records (prefix_same_as_start) or set total_order_seek.
+  records_options.prefix_extractor = NewLeaseEntryPrefixExtractor();
+  records_options.memtable_factory.reset(
+      rocksdb::NewHashSkipListRepFactory(kRecordsMemtableBuckets));
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},

@@ -425,6 +425,9 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
   const rocksdb::Slice upper(end);
   rocksdb::ReadOptions ro;
   if (!end.empty()) ro.iterate_upper_bound = &upper;
+  // One key's records: their prefix under the family's extractor (lease_record.h) is `prefix`,
+  // which the extractor maps to itself (it is no record's key).
+  ro.prefix_same_as_start = true;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
     const absl::string_view k(it->key().data(), it->key().size());
@@ -465,6 +468,7 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
   const rocksdb::Slice upper(end);
   rocksdb::ReadOptions ro;
   if (!end.empty()) ro.iterate_upper_bound = &upper;
+  ro.total_order_seek = true;  // across the limit's keys, whose records have prefixes each
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
   it->Seek(prefix);
   while (it->Valid()) {
@@ -545,6 +549,7 @@ absl::Status RocksDbStateStore::MigrateLeaseSetsLocked() {
   const rocksdb::Slice upper(end);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper;
+  ro.total_order_seek = true;  // every set record: a prefix each
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
   rocksdb::WriteOptions sync_write;
   sync_write.sync = true;

@@ -1,5 +1,6 @@
 // A lease's record in the RocksDB store (storage/rocksdb/lease_record.h): its key (a key's
-// records share a prefix no other key's records start with) and value (padded to a size class;
+// records share a prefix no other key's records start with, which the records family's prefix
+// extractor gives for each of them) and value (padded to a size class;
 // round trips; a free record reads as no lease; malformed bytes are DATA_LOSS); the set records
 // of earlier versions are still read. On the store: decisions on a key rewrite its records in
 // place (a release frees its record, the next acquire takes it again), so a hot key adds no
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rocksdb/slice_transform.h"
 #include "storage/leases/apply_lease.h"
 #include "storage/leases/lease_codec.h"
 #include "storage/rocksdb/rocksdb_state_store.h"
@@ -91,6 +93,34 @@ TEST(LeaseEntryKeyTest, AKeyParsesBackToItsKeyAndNumber) {
   EXPECT_FALSE(ParseLeaseEntryKey(LeaseRecordKey(StateKey{"jobs", "t"})).has_value());
   EXPECT_FALSE(ParseLeaseEntryKey("M").has_value());
   EXPECT_FALSE(ParseLeaseEntryKey(std::string("Mz\0\0\0\0\0\0\0\0", 10)).has_value());
+}
+
+TEST(LeaseEntryKeyTest, TheRecordsFamilysPrefixOfALeaseRecordIsItsKeysPrefix) {
+  const std::shared_ptr<const rocksdb::SliceTransform> extractor = NewLeaseEntryPrefixExtractor();
+  EXPECT_STREQ(extractor->Name(), "ratelimit.LeaseEntryPrefix");
+  const auto prefix_of = [&](const std::string& key) {
+    EXPECT_TRUE(extractor->InDomain(key));
+    return extractor->Transform(key).ToString();
+  };
+  for (const StateKey& k :
+       {StateKey{"jobs", "t"}, StateKey{"jobs", "t1"}, StateKey{"", ""},
+        StateKey{std::string(256, 'n'), std::string(1024, '\xff'), LimitSource::kInline}}) {
+    const std::string prefix = LeaseEntryPrefix(k);
+    std::string key;
+    for (uint32_t record : {1u, 0xffffffffu}) {
+      LeaseEntryKey(prefix, record, &key);
+      EXPECT_EQ(prefix_of(key), prefix);
+    }
+    // A key's reads seek its prefix, which is no record's key: its own prefix.
+    EXPECT_EQ(prefix_of(prefix), prefix);
+    // Keys that are no lease record's, whatever they start with, are their own prefix.
+    EXPECT_EQ(prefix_of(key.substr(0, key.size() - 1)), key.substr(0, key.size() - 1));
+    EXPECT_EQ(prefix_of(key + "x"), key + "x");
+  }
+  const std::string set_key = LeaseRecordKey(StateKey{"jobs", "t"});
+  EXPECT_EQ(prefix_of(set_key), set_key);
+  EXPECT_EQ(prefix_of(""), "");
+  EXPECT_EQ(prefix_of("M"), "M");
 }
 
 TEST(LeaseRecordTest, ALeaseRecordRoundTripsPaddedToItsSizeClass) {
