@@ -132,6 +132,9 @@ struct LeaseDecision {
   int64_t expired_unreleased = 0;
   // kList: the leases held now, soonest expiry first.
   std::vector<Lease> held_leases;
+  // kRelease that released: the lease as it was held (Lease::record included), so that a store
+  // frees or rewrites where it kept it without searching the set again. Unset otherwise.
+  std::optional<Lease> released;
   // Whether `next` must be written (false: leave the stored set as it is).
   bool write = false;
   // The set after the decision: expired leases dropped, released ones without a request_id

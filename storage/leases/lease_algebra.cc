@@ -133,10 +133,12 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
       d.state = LeaseState::kReleased;
       r.held -= r.kept[i].count;
       if (r.kept[i].request_id.empty()) {
+        d.released = std::move(r.kept[i]);
         // The last lease takes its place: a hot key's release moves one lease, not half of them.
         if (static_cast<size_t>(i) + 1 != r.kept.size()) r.kept[i] = std::move(r.kept.back());
         r.kept.pop_back();
       } else {
+        d.released = r.kept[i];
         r.kept[i].released = true;
       }
       d.write = true;

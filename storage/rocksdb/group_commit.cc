@@ -61,6 +61,7 @@ void GroupCommit::LeadLocked(WriteFn write) {
   const uint64_t first = taken_ + 1;
   const uint64_t last = last_;
   taken_ = last;
+  writing_appends_.store(last - first + 1, std::memory_order_relaxed);  // a ticket per Append
   ++writes_;
   mu_.Unlock();
   absl::Status status = write(*batch);

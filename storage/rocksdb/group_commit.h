@@ -109,6 +109,11 @@ class GroupCommit {
   // Makes AwaitAsyncWork return false once no completion is left.
   void Stop();
 
+  // Inside a WriteFn: how many Appends the group being written holds. A group of one holds what
+  // one `fill` wrote, so it repeats a key only if that fill did; only a group of several can
+  // repeat a key that each of its fills wrote once.
+  size_t writing_appends() const { return writing_appends_.load(std::memory_order_relaxed); }
+
   // Every ticket up to this one is resolved (written, or failed).
   uint64_t resolved() const { return resolved_.load(std::memory_order_acquire); }
   // The resolved counter itself, for a cache that must not evict unresolved entries.
@@ -156,6 +161,8 @@ class GroupCommit {
   uint64_t last_ ABSL_GUARDED_BY(mu_) = 0;     // the last ticket handed out
   uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;    // the last ticket taken by a leader
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a leader is writing a group
+  // The Appends of the group being written (set by its leader before the write).
+  std::atomic<size_t> writing_appends_{0};
   // Ticket ranges [first, last] that failed and their error, oldest first (a failure needs a disk
   // error, so there are few; the oldest are dropped past a bound, long after their waiters woke).
   struct Failed {

@@ -203,6 +203,10 @@ class RocksDbStateStore final : public StateStore {
   // State writes left out of group writes because a later decision of the same group wrote the
   // same key (storage/rocksdb/write_coalesce.h).
   uint64_t coalesced_writes() const { return coalesced_.load(std::memory_order_relaxed); }
+  // Lease records written by lease decisions (a record a run changed more than once counts once).
+  uint64_t lease_record_writes() const {
+    return lease_record_writes_.load(std::memory_order_relaxed);
+  }
   // Lines of RocksDB's info log the disk refused (see rocksdb_info_log.h).
   uint64_t info_log_lines_dropped() const { return info_log_ ? info_log_->dropped() : 0; }
   const StateCache& state_cache() const { return *cache_; }
@@ -397,8 +401,9 @@ class RocksDbStateStore final : public StateStore {
   // The pending WAL group, and the hot states (entries made under the keys' stripes).
   GroupCommit group_;
   std::unique_ptr<StateCache> cache_;
-  std::unique_ptr<LeaseSetCache> lease_cache_;  // the lease sets (entries under their stripes)
-  std::atomic<uint64_t> coalesced_{0};          // see coalesced_writes()
+  std::unique_ptr<LeaseSetCache> lease_cache_;    // the lease sets (entries under their stripes)
+  std::atomic<uint64_t> coalesced_{0};            // see coalesced_writes()
+  std::atomic<uint64_t> lease_record_writes_{0};  // see lease_record_writes()
 
   // Guards the DB's lifetime (shared: in use; exclusive: Close).
   absl::Mutex db_mu_;

@@ -277,9 +277,13 @@ absl::Status RocksDbStateStore::WaitLocked(const Pending& pending) {
 absl::Status RocksDbStateStore::WriteGroupLocked(rocksdb::WriteBatch& batch) {
   if (options_.before_group_write) options_.before_group_write();
   // Only the last write of a key repeated in the group goes to the WAL (the group is written
-  // all or nothing, so the earlier ones are never seen).
-  if (const size_t dropped = CoalesceRepeatedKeys(handles_, batch); dropped > 0) {
-    coalesced_.fetch_add(dropped, std::memory_order_relaxed);
+  // all or nothing, so the earlier ones are never seen). Each Append writes a key once (a
+  // decision, a chunk's last state of each key, a lease run's records), so a group of one is
+  // written as it is; it is a saving, not a rule: a key written twice is applied in order.
+  if (group_.writing_appends() > 1) {
+    if (const size_t dropped = CoalesceRepeatedKeys(handles_, batch); dropped > 0) {
+      coalesced_.fetch_add(dropped, std::memory_order_relaxed);
+    }
   }
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;

@@ -21,6 +21,7 @@
 #include "storage/key_hash.h"
 #include "storage/leases/apply_lease.h"
 #include "storage/rocksdb/lease_record.h"
+#include "storage/rocksdb/lease_writes.h"
 #include "storage/rocksdb/rocksdb_recovery.h"
 #include "storage/rocksdb/spare_lease_sets.h"
 #include "storage/rocksdb/state_codec.h"
@@ -111,153 +112,6 @@ std::string PrefixEnd(absl::string_view prefix) {
   return end;
 }
 
-// The records a lease decision writes, encoded before the group's lock is taken. A thread reuses
-// one for its decisions (the batch copies what it is given).
-class LeaseWrites {
- public:
-  void Clear() { size_ = 0; }
-  // The writes of records are for one key's records (one `prefix`) between two Clears: a record
-  // written again (a hot key's run frees a lease's record and numbers the next acquire's lease
-  // with it) replaces its earlier write, so the group gets each record once and has nothing to
-  // coalesce (write_coalesce.h) for it.
-  //
-  // The record of `lease` (lease.record is its number).
-  void Put(absl::string_view prefix, const Lease& lease) {
-    Write& w = RecordWrite(prefix, lease.record);
-    EncodeLeaseEntryRecord(lease, &w.value);
-  }
-  // Record `record` written free, `bytes` long (the size of the one it replaces).
-  void Free(absl::string_view prefix, uint32_t record, size_t bytes) {
-    Write& w = RecordWrite(prefix, record);
-    EncodeFreeLeaseRecord(bytes, &w.value);
-  }
-  void Delete(absl::string_view key) {
-    Write& w = Next();
-    w.key.assign(key.data(), key.size());
-    w.record = 0;
-    w.erase = true;
-  }
-  void AddTo(rocksdb::WriteBatch& batch, rocksdb::ColumnFamilyHandle* records) const {
-    for (size_t i = 0; i < size_; ++i) {
-      const Write& w = writes_[i];
-      if (w.erase) {
-        batch.Delete(records, w.key).PermitUncheckedError();
-      } else {
-        batch.Put(records, w.key, w.value).PermitUncheckedError();
-      }
-    }
-  }
-  // A thread keeps the buffers of a burst's writes (a hot key's run), not of the largest reset
-  // or conversion it made.
-  void Trim() {
-    constexpr size_t kKept = 64;
-    if (writes_.size() > kKept) writes_.resize(kKept);
-  }
-
- private:
-  struct Write {
-    std::string key;
-    std::string value;
-    uint32_t record = 0;  // the record number of a Put or Free; 0: a Delete
-    bool erase = false;
-  };
-  // The write of record `record` under `prefix`: the earlier one of this record, or a new one.
-  Write& RecordWrite(absl::string_view prefix, uint32_t record) {
-    for (size_t i = 0; i < size_; ++i) {
-      if (writes_[i].record == record) return writes_[i];
-    }
-    Write& w = Next();
-    LeaseEntryKey(prefix, record, &w.key);
-    w.record = record;
-    w.erase = false;
-    return w;
-  }
-  Write& Next() {
-    if (size_ == writes_.size()) writes_.emplace_back();
-    return writes_[size_++];
-  }
-  std::vector<Write> writes_;
-  size_t size_ = 0;
-};
-
-// A record a decision frees: its number and the size of its value. A release's lease with a
-// request_id is kept, released (lease.h), and its record rewritten instead.
-struct FreedRecord {
-  uint32_t record = 0;
-  size_t bytes = 0;
-  bool kept = false;
-};
-
-// The records a release or reset of `op` frees, from the set as read (before the decision takes
-// its leases): the released lease's, or every lease's.
-absl::InlinedVector<FreedRecord, 1> RecordsFreedBy(const LeaseOp& op, const LeaseSet* read) {
-  absl::InlinedVector<FreedRecord, 1> freed;
-  if (read == nullptr) return freed;
-  if (op.action != LeaseAction::kRelease && op.action != LeaseAction::kReset) return freed;
-  for (const Lease& l : read->leases) {
-    if (l.record == 0) continue;
-    if (op.action == LeaseAction::kRelease && (l.released || !SameLeaseId(l.id, op.lease_id))) {
-      continue;
-    }
-    freed.push_back(FreedRecord{l.record, LeaseEntryRecordBytes(l),
-                                op.action == LeaseAction::kRelease && !l.request_id.empty()});
-  }
-  return freed;
-}
-
-// Gives `lease`, a lease of `set`, the lowest record number no other lease of `set` holds.
-void NumberRecord(LeaseSet& set, Lease& lease) {
-  const size_t n = set.leases.size();  // n - 1 others: one of 1..n is free
-  absl::InlinedVector<bool, 128> used(n + 1, false);
-  for (const Lease& l : set.leases) {
-    if (&l != &lease && l.record >= 1 && l.record <= n) used[l.record] = true;
-  }
-  uint32_t record = 1;
-  while (used[record]) ++record;
-  lease.record = record;
-}
-
-// The lease of `set` with id `id`, or null. Searched from the end, where an acquire appends.
-Lease* Find(LeaseSet& set, const std::string& id) {
-  for (auto l = set.leases.rbegin(); l != set.leases.rend(); ++l) {
-    if (SameLeaseId(l->id, id)) return &*l;
-  }
-  return nullptr;
-}
-
-// The writes of decision `d` on a key whose records are under `prefix`, added to `out`: the
-// records of the leases it changed (lease.h says which, by action), numbering a new lease's in
-// d.next. `freed`: what RecordsFreedBy found before the decision.
-void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix,
-                   absl::Span<const FreedRecord> freed, LeaseWrites& out) {
-  if (!d.write) return;
-  switch (op.action) {
-    case LeaseAction::kAcquire:
-    case LeaseAction::kExtend:
-      if (Lease* l = Find(d.next, op.lease_id)) {
-        if (l->record == 0) NumberRecord(d.next, *l);
-        out.Put(prefix, *l);
-      }
-      return;
-    case LeaseAction::kRelease:
-      // Kept, released, until its expiry when it has a request_id (a retried acquire answers it
-      // again): its record rewritten; otherwise its record is free.
-      if (freed.empty() || freed.front().kept) {
-        if (const Lease* l = Find(d.next, op.lease_id)) {
-          out.Put(prefix, *l);
-          return;
-        }
-      }
-      [[fallthrough]];
-    case LeaseAction::kReset:
-      for (const FreedRecord& f : freed) out.Free(prefix, f.record, f.bytes);
-      return;
-    case LeaseAction::kCheck:
-    case LeaseAction::kList:
-      return;
-  }
-}
-
 // A thread's spare set objects (spare_lease_sets.h): decisions run on the calling thread.
 thread_local SpareLeaseSets spare_sets;
 
@@ -324,12 +178,13 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
                 lease_writes);
   LeaseSet next = std::move(d.next);
   d.next = LeaseSet();
-  absl::StatusOr<uint64_t> ticket =
-      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(next), d.write,
-                          encoded, writes, [&](rocksdb::WriteBatch& batch) {
-                            lease_writes.AddTo(batch, records_);
-                            lease_writes.Trim();
-                          });
+  absl::StatusOr<uint64_t> ticket = QueueLeaseSetLocked(
+      record.key, pending.epoch, read, had_set, std::move(next), d.write, encoded, writes,
+      [&](rocksdb::WriteBatch& batch) {
+        lease_writes.AddTo(batch, records_);
+        lease_record_writes_.fetch_add(lease_writes.size(), std::memory_order_relaxed);
+        lease_writes.Trim();
+      });
   if (!ticket.ok()) return ticket.status();
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
@@ -374,12 +229,13 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
     set = std::move(d.next);
     d.next = LeaseSet();
   }
-  absl::StatusOr<uint64_t> ticket =
-      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {},
-                          [&](rocksdb::WriteBatch& batch) {
-                            lease_writes.AddTo(batch, records_);
-                            lease_writes.Trim();
-                          });
+  absl::StatusOr<uint64_t> ticket = QueueLeaseSetLocked(
+      record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {},
+      [&](rocksdb::WriteBatch& batch) {
+        lease_writes.AddTo(batch, records_);
+        lease_record_writes_.fetch_add(lease_writes.size(), std::memory_order_relaxed);
+        lease_writes.Trim();
+      });
   if (!ticket.ok()) return ticket.status();
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;

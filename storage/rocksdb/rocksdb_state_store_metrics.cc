@@ -65,6 +65,10 @@ std::vector<StateStore::MetricFamily> RocksDbStateStore::MetricFamilies() {
       counter("rocksdb_info_log_lines_dropped_total",
               "Lines of RocksDB's info log (LOG in the data directory) the disk refused.",
               [this] { return static_cast<double>(info_log_lines_dropped()); }),
+      counter("rocksdb_lease_record_writes_total",
+              "Lease records written by lease decisions: one per lease a decision changed, once "
+              "per record in a run of decisions on one key.",
+              [this] { return static_cast<double>(lease_record_writes()); }),
       counter("rocksdb_group_coalesced_writes_total",
               "State writes left out of a WAL write because a later decision of the same group "
               "wrote the same key.",

@@ -179,6 +179,9 @@ TEST(LeaseAlgebraTest, ReleasedLeaseWithRequestIdIsKeptForReplayUntilItsExpiry) 
   EXPECT_EQ(d.free, 3);
   ASSERT_EQ(d.next.leases.size(), 1u);
   EXPECT_TRUE(d.next.leases[0].released);
+  // The lease as it was held, for the store to rewrite where it kept it.
+  ASSERT_TRUE(d.released.has_value());
+  EXPECT_EQ(*d.released, current.leases[0]);
 
   LeaseOp retry = Op(LeaseAction::kAcquire, 1, "b");
   retry.request_id = "r1";
@@ -205,6 +208,14 @@ TEST(LeaseAlgebraTest, ReleaseWithoutRequestIdRemovesTheLease) {
   EXPECT_FALSE(d.lease.has_value());
   EXPECT_THAT(d.next.leases, ElementsAre(current.leases[1]));
   EXPECT_EQ(d.held, 1);
+  // The lease it released, with where the store kept it.
+  Lease held = current.leases[0];
+  held.record = 7;
+  const LeaseDecision numbered =
+      DecideLease(Op(LeaseAction::kRelease, 1, "a"), LeaseSet{{held, current.leases[1]}}, kNow);
+  ASSERT_TRUE(numbered.released.has_value());
+  EXPECT_EQ(*numbered.released, held);
+  EXPECT_EQ(numbered.released->record, 7u);
 }
 
 TEST(LeaseAlgebraTest, ReleaseMovesTheLastLeaseIntoThePlaceOfTheOneRemoved) {
@@ -242,6 +253,7 @@ TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeldAn
       EXPECT_EQ(d.state, LeaseState::kNotHeld) << id;
       EXPECT_FALSE(d.write) << id;
       EXPECT_FALSE(d.lease.has_value()) << id;
+      EXPECT_FALSE(d.released.has_value()) << id;
       EXPECT_EQ(d.expired_unreleased, 1) << id;  // "a", reported though not written
     }
   }

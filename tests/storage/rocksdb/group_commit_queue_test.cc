@@ -96,6 +96,22 @@ TEST(GroupCommitQueueTest, EveryGroupWritesOnlyWhatWasAppendedSinceThePreviousOn
   EXPECT_EQ(group.stats().writes, 6u);
 }
 
+TEST(GroupCommitQueueTest, AWriteSeesHowManyAppendsItsGroupHolds) {
+  GroupCommit group;
+  std::vector<size_t> appends;
+  const auto write = [&](rocksdb::WriteBatch&) {
+    appends.push_back(group.writing_appends());
+    return absl::OkStatus();
+  };
+  for (int n : {1, 3, 2}) {
+    for (int i = 0; i < n; ++i) AppendPut(group, "k" + std::to_string(i));
+    // An Append that writes nothing takes no ticket and is not counted.
+    ASSERT_OK(group.Append(group.epoch(), [](rocksdb::WriteBatch&) {}).status());
+    group.WritePending(write);
+  }
+  EXPECT_EQ(appends, (std::vector<size_t>{1, 3, 2}));
+}
+
 TEST(GroupCommitQueueTest, AFailedWriteFailsItsGroupAndTheNextGroupStartsEmpty) {
   GroupCommit group;
   const uint64_t before = group.epoch();

@@ -113,6 +113,19 @@ TEST(RocksDbLeaseTest, AReleaseKeepsOrFreesTheLeasesRecordAcrossARestart) {
   EXPECT_EQ(listed->lease.held, 0);
 }
 
+// The held leases of the test key of capacity `capacity`: id and record number, by id.
+std::vector<std::pair<std::string, uint32_t>> HeldRecords(RocksDbStateStore& store,
+                                                          const Clock& clock, double capacity) {
+  absl::StatusOr<LeaseOutcome> listed =
+      store.ApplyLease(LeaseOperation{LeaseOpOf(LeaseAction::kList, capacity, "")}, clock);
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::pair<std::string, uint32_t>> held;
+  if (!listed.ok()) return held;
+  for (const Lease& l : listed->lease.held_leases) held.emplace_back(l.id, l.record);
+  std::sort(held.begin(), held.end());
+  return held;
+}
+
 // A hot key's run (acquire, release, acquire again: the second lease takes the first one's record
 // number) writes each record once, so the group has nothing to coalesce; and what it wrote reads
 // back after a restart.
@@ -135,21 +148,54 @@ TEST(RocksDbLeaseTest, ARunWritesEachRecordOnce) {
     ASSERT_EQ(outcomes.size(), run.size());
     for (const absl::StatusOr<LeaseOutcome>& o : outcomes) ASSERT_TRUE(o.ok()) << o.status();
     EXPECT_EQ(outcomes[1]->lease.state, LeaseState::kReleased);
-    ASSERT_TRUE(outcomes[2]->lease.lease.has_value());
-    EXPECT_EQ(outcomes[2]->lease.lease->record, outcomes[0]->lease.lease->record);
+    EXPECT_TRUE(outcomes[2]->allowed);
     EXPECT_TRUE(outcomes[3]->allowed);
+    EXPECT_EQ(HeldRecords(*store, clock, 2),
+              (std::vector<std::pair<std::string, uint32_t>>{{"other", 2}, {"second", 1}}));
+    // Record 1 (first, freed, then second's) and other's: two records written for four decisions.
+    EXPECT_EQ(store->lease_record_writes(), 2u);
     EXPECT_EQ(store->coalesced_writes(), 0u);
     ASSERT_TRUE(store->Close().ok());
   }
   std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
   ASSERT_NE(store, nullptr);
-  LeaseOp list = LeaseOpOf(LeaseAction::kList, 2, "");
-  absl::StatusOr<LeaseOutcome> listed = store->ApplyLease(LeaseOperation{list}, clock);
-  ASSERT_TRUE(listed.ok()) << listed.status();
-  std::vector<std::string> ids;
-  for (const Lease& l : listed->lease.held_leases) ids.push_back(l.id);
-  std::sort(ids.begin(), ids.end());
-  EXPECT_EQ(ids, (std::vector<std::string>{"other", "second"}));
+  EXPECT_EQ(HeldRecords(*store, clock, 2),
+            (std::vector<std::pair<std::string, uint32_t>>{{"other", 2}, {"second", 1}}));
+}
+
+// An acquire in a run takes the record a release of the run freed, even when a lower number is
+// free: the record is written once for the two decisions.
+TEST(RocksDbLeaseTest, ARunsAcquireTakesTheRecordItsReleaseFreed) {
+  TempDir dir;
+  FakeClock clock;
+  std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
+  ASSERT_NE(store, nullptr);
+  for (const char* id : {"a", "b", "c"}) {
+    absl::StatusOr<LeaseOutcome> held =
+        store->ApplyLease(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, id)}, clock);
+    ASSERT_TRUE(held.ok() && held->allowed) << held.status();
+  }
+  using Held = std::vector<std::pair<std::string, uint32_t>>;
+  EXPECT_EQ(HeldRecords(*store, clock, 3), (Held{{"a", 1}, {"b", 2}, {"c", 3}}));
+  // Record 1 free: the lowest number no lease holds.
+  LeaseOp release = LeaseOpOf(LeaseAction::kRelease, 3, "a");
+  ASSERT_TRUE(store->ApplyLease(LeaseOperation{release}, clock).ok());
+  const uint64_t before = store->lease_record_writes();
+  release.lease_id = "c";
+  const std::vector<LeaseOperation> run = {
+      LeaseOperation{release}, LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, "d")}};
+  std::vector<const LeaseOperation*> ops = {&run[0], &run[1]};
+  std::vector<absl::StatusOr<LeaseOutcome>> outcomes = store->ApplyLeaseBatch(ops, clock);
+  ASSERT_TRUE(outcomes[0].ok() && outcomes[1].ok());
+  EXPECT_EQ(outcomes[0]->lease.state, LeaseState::kReleased);
+  EXPECT_TRUE(outcomes[1]->allowed);
+  EXPECT_EQ(store->lease_record_writes() - before, 1u);
+  EXPECT_EQ(HeldRecords(*store, clock, 3), (Held{{"b", 2}, {"d", 3}}));
+  // As written: the same after a restart.
+  ASSERT_TRUE(store->Close().ok());
+  store = OpenRocksDbStore(dir.path(), clock);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(HeldRecords(*store, clock, 3), (Held{{"b", 2}, {"d", 3}}));
 }
 
 // The leases of `ops` sorted by id, for comparing stores (which keep sets in different orders).

@@ -1,0 +1,76 @@
+#include "storage/rocksdb/lease_writes.h"
+
+#include <string>
+
+namespace ratelimit {
+
+absl::InlinedVector<FreedRecord, 1> RecordsFreedBy(const LeaseOp& op, const LeaseSet* read) {
+  absl::InlinedVector<FreedRecord, 1> freed;
+  if (read == nullptr) return freed;
+  if (op.action != LeaseAction::kReset) return freed;
+  for (const Lease& l : read->leases) {
+    if (l.record != 0) freed.push_back(FreedRecord{l.record, LeaseEntryRecordBytes(l)});
+  }
+  return freed;
+}
+
+namespace {
+
+// Gives `lease`, a lease of `set`, the lowest record number no other lease of `set` holds.
+void NumberRecord(LeaseSet& set, Lease& lease) {
+  const size_t n = set.leases.size();  // n - 1 others: one of 1..n is free
+  absl::InlinedVector<bool, 128> used(n + 1, false);
+  for (const Lease& l : set.leases) {
+    if (&l != &lease && l.record >= 1 && l.record <= n) used[l.record] = true;
+  }
+  uint32_t record = 1;
+  while (used[record]) ++record;
+  lease.record = record;
+}
+
+// The lease of `set` with id `id`, or null. Searched from the end, where an acquire appends.
+Lease* Find(LeaseSet& set, const std::string& id) {
+  for (auto l = set.leases.rbegin(); l != set.leases.rend(); ++l) {
+    if (SameLeaseId(l->id, id)) return &*l;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix,
+                   absl::Span<const FreedRecord> freed, LeaseWrites& out) {
+  if (!d.write) return;
+  switch (op.action) {
+    case LeaseAction::kAcquire:
+    case LeaseAction::kExtend:
+      if (Lease* l = Find(d.next, op.lease_id)) {
+        if (l->record == 0) {
+          // A record the run freed (no lease holds it: a later take would have written it) is
+          // rewritten once; otherwise the lowest number no lease holds.
+          l->record = out.FreedRecord();
+          if (l->record == 0) NumberRecord(d.next, *l);
+        }
+        out.Put(prefix, *l);
+      }
+      return;
+    case LeaseAction::kRelease:
+      if (!d.released) return;
+      // Kept, released, until its expiry when it has a request_id (a retried acquire answers it
+      // again): its record rewritten; otherwise its record is free.
+      if (!d.released->request_id.empty()) {
+        if (const Lease* l = Find(d.next, op.lease_id)) out.Put(prefix, *l);
+      } else if (d.released->record != 0) {
+        out.Free(prefix, d.released->record, LeaseEntryRecordBytes(*d.released));
+      }
+      return;
+    case LeaseAction::kReset:
+      for (const FreedRecord& f : freed) out.Free(prefix, f.record, f.bytes);
+      return;
+    case LeaseAction::kCheck:
+    case LeaseAction::kList:
+      return;
+  }
+}
+
+}  // namespace ratelimit
