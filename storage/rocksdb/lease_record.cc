@@ -158,8 +158,8 @@ std::optional<LeaseEntryKeyParts> ParseLeaseEntryKey(absl::string_view record_ke
 
 std::optional<size_t> LeaseEntryPrefixLength(absl::string_view record_key) {
   LeaseEntryKeyView v;
-  return SplitLeaseEntryKey(record_key, &v) ? std::optional<size_t>(record_key.size() - 4)
-                                            : std::nullopt;
+  if (!SplitLeaseEntryKey(record_key, &v)) return std::nullopt;
+  return record_key.size() - v.number.size();
 }
 
 namespace {
