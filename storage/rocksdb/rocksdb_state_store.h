@@ -35,6 +35,7 @@ class WriteBatch;
 
 namespace ratelimit {
 
+class LeaseWrites;           // lease_writes.h
 class RocksDbErrorTracker;   // rocksdb_recovery.h
 class RocksDbOverrideStore;  // rocksdb_override_store.h
 
@@ -332,17 +333,18 @@ class RocksDbStateStore final : public StateStore {
                                                absl::Span<absl::StatusOr<LeaseOutcome>> outcomes)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // What every lease decision ends with, under the key's stripe: queues `states` (of `encoded`,
-  // the rate limits' states an Acquire changed) and the records `add_records` adds, then puts the
-  // key's set after the decisions, `next`, in the cache, in the object read.set (the set as read,
-  // or a spare object when `had_set` is false: the key had none). `wrote`: whether a decision
-  // changed the set (else the entry keeps its expiry and ticket). Returns the queued write's
-  // ticket.
-  absl::StatusOr<uint64_t> QueueLeaseSetLocked(
-      const std::string& record_key, uint64_t epoch, LeaseSetCache::Entry& read, bool had_set,
-      LeaseSet next, bool wrote, absl::Span<const std::string> encoded,
-      absl::Span<const std::optional<State>> states,
-      absl::FunctionRef<void(rocksdb::WriteBatch&)> add_records) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // the rate limits' states an Acquire changed) and the lease records `lease_writes` holds (counted
+  // in lease_record_writes(); trimmed for reuse once added), then puts the key's set after the
+  // decisions, `next`, in the cache, in the object read.set (the set as read, or a spare object
+  // when `had_set` is false: the key had none). `wrote`: whether a decision changed the set (else
+  // the entry keeps its expiry and ticket). Returns the queued write's ticket.
+  absl::StatusOr<uint64_t> QueueLeaseSetLocked(const std::string& record_key, uint64_t epoch,
+                                               LeaseSetCache::Entry& read, bool had_set,
+                                               LeaseSet next, bool wrote,
+                                               absl::Span<const std::string> encoded,
+                                               absl::Span<const std::optional<State>> states,
+                                               LeaseWrites& lease_writes)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Reads the lease set of `key` (cached under `record_key`, its LeaseRecordKey) at `now_us` into
   // `*read`, the key's cache entry (its set null: none, or its records expired; the set is the
   // cached object itself): from the cache of lease sets, else RocksDB (then cached). `*depends_on`:

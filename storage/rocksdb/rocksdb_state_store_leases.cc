@@ -178,13 +178,9 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
                 lease_writes);
   LeaseSet next = std::move(d.next);
   d.next = LeaseSet();
-  absl::StatusOr<uint64_t> ticket = QueueLeaseSetLocked(
-      record.key, pending.epoch, read, had_set, std::move(next), d.write, encoded, writes,
-      [&](rocksdb::WriteBatch& batch) {
-        lease_writes.AddTo(batch, records_);
-        lease_record_writes_.fetch_add(lease_writes.size(), std::memory_order_relaxed);
-        lease_writes.Trim();
-      });
+  absl::StatusOr<uint64_t> ticket =
+      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(next), d.write,
+                          encoded, writes, lease_writes);
   if (!ticket.ok()) return ticket.status();
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
@@ -230,12 +226,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
     d.next = LeaseSet();
   }
   absl::StatusOr<uint64_t> ticket = QueueLeaseSetLocked(
-      record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {},
-      [&](rocksdb::WriteBatch& batch) {
-        lease_writes.AddTo(batch, records_);
-        lease_record_writes_.fetch_add(lease_writes.size(), std::memory_order_relaxed);
-        lease_writes.Trim();
-      });
+      record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {}, lease_writes);
   if (!ticket.ok()) return ticket.status();
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
@@ -244,13 +235,17 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
 absl::StatusOr<uint64_t> RocksDbStateStore::QueueLeaseSetLocked(
     const std::string& record_key, uint64_t epoch, LeaseSetCache::Entry& read, bool had_set,
     LeaseSet next, bool wrote, absl::Span<const std::string> encoded,
-    absl::Span<const std::optional<State>> states,
-    absl::FunctionRef<void(rocksdb::WriteBatch&)> add_records) {
+    absl::Span<const std::optional<State>> states, LeaseWrites& lease_writes) {
   const int64_t expires_at_us = wrote ? LeaseRecordsExpireAt(next) : read.expires_at_us;
   // The set after the decisions, for the cache: in the object the first took its leases from.
   std::shared_ptr<LeaseSet> cached = std::move(read.set);
   *cached = std::move(next);
-  absl::StatusOr<uint64_t> ticket = QueueLocked(epoch, encoded, states, add_records);
+  absl::StatusOr<uint64_t> ticket =
+      QueueLocked(epoch, encoded, states, [&](rocksdb::WriteBatch& batch) {
+        lease_writes.AddTo(batch, records_);
+        lease_record_writes_.fetch_add(lease_writes.size(), std::memory_order_relaxed);
+        lease_writes.Trim();
+      });
   if (ticket.ok() && (wrote || had_set || !cached->leases.empty())) {
     // Nothing written: the same records (expiry and ticket as read), its set as read (lease.h:
     // LeaseDecision::next). A set of no leases is not kept (Make).
