@@ -157,8 +157,9 @@ class Limiter {
   void LeaseAsync(const LeaseOperation& op, StateStore::LeaseDone done) {
     store_.ApplyLeaseAsync(op, clock_, std::move(done));
   }
-  // Lease for each of `ops`, one after the other, with one store call (StateStore::
-  // ApplyLeaseBatch: on RocksDB one WAL write). One result per operation, in order.
+  // Lease for each of `ops`, concurrent calls, one after the other in an order the store may
+  // choose, with one store call (StateStore::ApplyLeaseBatch: on RocksDB one WAL write). One
+  // result per operation, in the order given.
   std::vector<absl::StatusOr<LeaseOutcome>> LeaseBatch(
       absl::Span<const LeaseOperation* const> ops) {
     return store_.ApplyLeaseBatch(ops, clock_);

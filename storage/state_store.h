@@ -252,9 +252,12 @@ class StateStore {
   // overrides it to free the calling thread during the WAL write.
   virtual void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done);
 
-  // Applies independent lease operations as ApplyLease would one after the other in order (each
-  // all-or-nothing on its own, seeing the effect of the earlier ones); one result per operation,
-  // in order. Default: ApplyLease for each. RocksDB decides them all, then waits once: one WAL
+  // Applies concurrent lease operations (calls none of which is answered before the batch is:
+  // a serving burst's) as ApplyLease would one after the other, each all-or-nothing on its own
+  // and seeing the effect of those decided before it; one result per operation, in the order
+  // given. Being concurrent, any order of them is one the callers could have seen: a store may
+  // choose it. Default: ApplyLease for each, in order. RocksDB decides every operation that is not
+  // an acquire first, then the acquires (each kind in the order given), and waits once: one WAL
   // write for the batch. The operations need only live for the call.
   virtual std::vector<absl::StatusOr<LeaseOutcome>> ApplyLeaseBatch(
       absl::Span<const LeaseOperation* const> ops, const Clock& clock);

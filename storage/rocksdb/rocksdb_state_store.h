@@ -158,7 +158,9 @@ class RocksDbStateStore final : public StateStore {
   // ApplyLease decided on the calling thread and answered as ApplyAsync answers.
   void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override;
   // Every operation decided and queued (each under its own stripes), then one wait: the batch
-  // usually goes to the WAL in one write.
+  // usually goes to the WAL in one write. The operations are concurrent calls (StateStore), and
+  // every one that is not an acquire is decided before the acquires, each kind in the order
+  // given: an acquire finds the slots and records the batch's releases freed.
   std::vector<absl::StatusOr<LeaseOutcome>> ApplyLeaseBatch(
       absl::Span<const LeaseOperation* const> ops, const Clock& clock) override;
   // A prefix scan of the records column family, deleting each lease set under its stripe (ordered
@@ -323,13 +325,13 @@ class RocksDbStateStore final : public StateStore {
   absl::StatusOr<Pending> DecideLeaseLocked(const LeaseOperation& op, const Clock& clock,
                                             LeaseOutcome& outcome)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
-  // Decides `ops`, lease operations on one key without rate limits, each valid, as they would be
-  // decided one after another at one time, under one hold of the key's stripe: one read of its
-  // set, one queued write of every record they change, one put of the set after the last (a
-  // burst of acquires and releases on a hot key). Fills `outcomes` (one per op); all share the
-  // returned Pending.
+  // Decides ops[k] for each k of `run` (in that order: lease operations on one key without rate
+  // limits, each valid) as they would be decided one after another at one time, under one hold
+  // of the key's stripe: one read of its set, one queued write of every record they change, one
+  // put of the set after the last (a burst of acquires and releases on a hot key). Fills
+  // outcomes[k] for each; all share the returned Pending.
   absl::StatusOr<Pending> DecideLeaseRunLocked(absl::Span<const LeaseOperation* const> ops,
-                                               const Clock& clock,
+                                               absl::Span<const size_t> run, const Clock& clock,
                                                absl::Span<absl::StatusOr<LeaseOutcome>> outcomes)
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // What every lease decision ends with, under the key's stripe: queues `states` (of `encoded`,

@@ -60,39 +60,54 @@ std::vector<absl::StatusOr<LeaseOutcome>> RocksDbStateStore::ApplyLeaseBatch(
     results.assign(ops.size(), refused);
     return results;
   }
+  // The calls of a burst are concurrent (none is answered before all are decided), so any order
+  // of them is one they could have had: every operation but an acquire is decided first, then the
+  // acquires, each in the order given. An acquire then finds the slots the burst's releases
+  // freed, and on a hot key takes the records they freed (one record written for the two).
+  absl::InlinedVector<size_t, 64> order;
+  order.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i]->lease.action != LeaseAction::kAcquire) order.push_back(i);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i]->lease.action == LeaseAction::kAcquire) order.push_back(i);
+  }
   std::vector<Pending> pending(ops.size());
-  for (size_t i = 0; i < ops.size();) {
-    // Valid operations on one key without rate limits that follow one another (a hot key's
-    // burst, or one alone) are decided as a run, under one hold of the key's stripe; an operation
-    // with rate limits (or an invalid one) alone.
+  for (size_t at = 0; at < order.size();) {
+    // Valid operations on one key without rate limits that follow one another in that order (a
+    // hot key's burst, or one alone) are decided as a run, under one hold of the key's stripe; an
+    // operation with rate limits (or an invalid one) alone.
+    const LeaseOperation& first = *ops[order[at]];
     size_t run = 0;
-    while (i + run < ops.size() && ops[i + run]->limits.empty() &&
-           ops[i + run]->lease.key == ops[i]->lease.key &&
-           ValidateLeaseOperation(*ops[i + run]).ok()) {
+    while (at + run < order.size() && ops[order[at + run]]->limits.empty() &&
+           ops[order[at + run]]->lease.key == first.lease.key &&
+           ValidateLeaseOperation(*ops[order[at + run]]).ok()) {
       ++run;
     }
     if (run > 0) {
+      const absl::Span<const size_t> which = absl::MakeConstSpan(order).subspan(at, run);
       absl::StatusOr<Pending> queued =
-          DecideLeaseRunLocked(ops.subspan(i, run), clock, absl::MakeSpan(results).subspan(i, run));
-      for (size_t k = i; k < i + run; ++k) {
+          DecideLeaseRunLocked(ops, which, clock, absl::MakeSpan(results));
+      for (const size_t k : which) {
         if (queued.ok()) {
           pending[k] = *queued;
         } else {
           results[k] = queued.status();
         }
       }
-      i += run;
+      at += run;
       continue;
     }
+    const size_t i = order[at];
     LeaseOutcome outcome;
-    absl::StatusOr<Pending> queued = DecideLeaseLocked(*ops[i], clock, outcome);
+    absl::StatusOr<Pending> queued = DecideLeaseLocked(first, clock, outcome);
     if (queued.ok()) {
       pending[i] = *queued;
       results[i] = std::move(outcome);
     } else {
       results[i] = queued.status();
     }
-    ++i;
+    ++at;
   }
   // The first wait writes every decision queued above, in one group.
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -127,9 +142,11 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   if (absl::Status s = ValidateLeaseOperation(op); !s.ok()) return s;
   if (op.limits.empty()) {  // a run of one
     const LeaseOperation* const one = &op;
+    const size_t first = 0;
     absl::StatusOr<LeaseOutcome> decided;
     absl::StatusOr<Pending> pending =
-        DecideLeaseRunLocked(absl::MakeConstSpan(&one, 1), clock, absl::MakeSpan(&decided, 1));
+        DecideLeaseRunLocked(absl::MakeConstSpan(&one, 1), absl::MakeConstSpan(&first, 1), clock,
+                             absl::MakeSpan(&decided, 1));
     if (pending.ok()) outcome = *std::move(decided);
     return pending;
   }
@@ -187,9 +204,9 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
 }
 
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLocked(
-    absl::Span<const LeaseOperation* const> ops, const Clock& clock,
+    absl::Span<const LeaseOperation* const> ops, absl::Span<const size_t> run, const Clock& clock,
     absl::Span<absl::StatusOr<LeaseOutcome>> outcomes) {
-  const StateKey& key = ops[0]->lease.key;
+  const StateKey& key = ops[run[0]]->lease.key;
   const RecordSpec record{LeaseRecordKey(key), 0};
   absl::InlinedVector<size_t, 4> stripes;
   absl::InlinedVector<std::string, 4> encoded;
@@ -214,7 +231,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   std::string prefix;
   bool wrote = false;
   const OperationKeys no_rates;
-  for (size_t k = 0; k < ops.size(); ++k) {
+  for (const size_t k : run) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
     // Decided in its place among the outcomes (an outcome is large: not moved again).
     outcomes[k] = DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {});

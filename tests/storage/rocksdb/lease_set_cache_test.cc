@@ -182,27 +182,30 @@ TEST_F(LeaseGroupTest, DecisionsOnAHotKeyQueueBehindAWriteAndShareTheNextOne) {
   EXPECT_EQ(list->lease.held, kLater + 1);
 }
 
-TEST_F(LeaseGroupTest, ABatchIsDecidedInOrderAndWrittenTogether) {
+// A batch's calls are concurrent: its release is decided before its acquires, which find the
+// slot it freed (in the order given, b0 would hold a slot while the acquires were decided and only
+// 3 of them would fit), and the batch is written in one group write.
+TEST_F(LeaseGroupTest, ABatchDecidesItsReleasesBeforeItsAcquiresAndIsWrittenTogether) {
   Open();
   gate_.Release();  // writes go through at once
+  ASSERT_OK(Apply(LeaseOpOf(LeaseAction::kAcquire, 4, "b0")));
   std::vector<LeaseOperation> ops;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 1; i <= 6; ++i) {
     ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 4, absl::StrCat("b", i))});
   }
-  LeaseOp release = LeaseOpOf(LeaseAction::kRelease, 4, "b0");
-  ops.push_back(LeaseOperation{release});
+  ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kRelease, 4, "b0")});
   std::vector<const LeaseOperation*> pointers;
   for (const LeaseOperation& op : ops) pointers.push_back(&op);
   const uint64_t writes_before = store_->group_commit_stats().writes;
   std::vector<absl::StatusOr<LeaseOutcome>> outcomes = store_->ApplyLeaseBatch(pointers, clock_);
   ASSERT_EQ(outcomes.size(), ops.size());
-  for (size_t i = 0; i < 6; ++i) {
-    ASSERT_OK(outcomes[i]);
-    EXPECT_EQ(outcomes[i]->allowed, i < 4) << i;  // 4 slots
-  }
   ASSERT_OK(outcomes[6]);
   EXPECT_EQ(outcomes[6]->lease.state, LeaseState::kReleased);
-  EXPECT_EQ(outcomes[6]->lease.held, 3);
+  EXPECT_EQ(outcomes[6]->lease.held, 0);
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_OK(outcomes[i]);
+    EXPECT_EQ(outcomes[i]->allowed, i < 4) << i;  // 4 slots, all free once b0 is released
+  }
   EXPECT_EQ(store_->group_commit_stats().writes - writes_before, 1u);
 }
 
@@ -210,11 +213,12 @@ TEST_F(LeaseGroupTest, ARunOnOneKeyReadsItsSetOnceAndWritesItOnce) {
   Open();
   gate_.Release();
   ASSERT_OK(Apply(LeaseOpOf(LeaseAction::kAcquire, 4, "held")));  // the set is cached now
+  ASSERT_OK(Apply(LeaseOpOf(LeaseAction::kAcquire, 4, "gone")));
   std::vector<LeaseOperation> ops;
   for (int i = 0; i < 5; ++i) {
     ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 4, absl::StrCat("r", i))});
   }
-  ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kRelease, 4, "r0")});
+  ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kRelease, 4, "gone")});
   ops.push_back(LeaseOperation{LeaseOpOf(LeaseAction::kExtend, 4, "held")});
   std::vector<const LeaseOperation*> pointers;
   for (const LeaseOperation& op : ops) pointers.push_back(&op);
@@ -225,11 +229,12 @@ TEST_F(LeaseGroupTest, ARunOnOneKeyReadsItsSetOnceAndWritesItOnce) {
   for (const absl::StatusOr<LeaseOutcome>& outcome : outcomes) ASSERT_OK(outcome);
   EXPECT_EQ(store_->lease_cache().hits() + store_->lease_cache().misses() - lookups, 1u);
   EXPECT_EQ(store_->group_commit_stats().writes - writes, 1u);
-  // Decided in order: 3 of the 5 acquires fit beside "held", the release frees r0's slot.
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(outcomes[i]->allowed, i < 3) << i;
+  // The release and the extend first, then the acquires in order: 3 of the 5 fit beside "held".
   EXPECT_EQ(outcomes[5]->lease.state, LeaseState::kReleased);
-  EXPECT_EQ(outcomes[5]->lease.held, 3);
+  EXPECT_EQ(outcomes[5]->lease.held, 1);
   EXPECT_EQ(outcomes[6]->lease.state, LeaseState::kHeld);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(outcomes[i]->allowed, i < 3) << i;
+  EXPECT_EQ(outcomes[4]->lease.held, 4);
 }
 
 // Bursts of acquires, releases, extends and checks on one hot key (with an operation on another
@@ -284,7 +289,15 @@ TEST(LeaseRunTest, BurstsOnOneKeyDecideAsTheSameOperationsOneByOne) {
     for (const LeaseOperation& op : ops) pointers.push_back(&op);
     std::vector<absl::StatusOr<LeaseOutcome>> got = batched->ApplyLeaseBatch(pointers, clock);
     ASSERT_EQ(got.size(), ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) {
+    // One by one in the order the batch is decided in (ApplyLeaseBatch): every operation that is
+    // not an acquire, then the acquires.
+    std::vector<size_t> order;
+    for (int acquires = 0; acquires < 2; ++acquires) {
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if ((ops[i].lease.action == LeaseAction::kAcquire) == (acquires == 1)) order.push_back(i);
+      }
+    }
+    for (const size_t i : order) {
       SCOPED_TRACE(absl::StrCat("burst ", burst, " op ", i));
       absl::StatusOr<LeaseOutcome> want = single->ApplyLease(ops[i], clock);
       ASSERT_EQ(got[i].ok(), want.ok()) << got[i].status() << " / " << want.status();
