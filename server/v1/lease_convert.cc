@@ -165,10 +165,11 @@ absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request
 std::string NewLeaseId() {
   // A lease id is what a Release or Extend proves the lease with, so every id is 128 bits of the
   // CSPRNG's output (never a counter). They are drawn 1,024 ids (16 KiB) at a time into a
-  // per-thread pool. A CSPRNG call costs about 7 us on a serving thread whose caches its calls
-  // have filled since the last one (its state and the provider's, and a getpid for its fork
-  // check), whatever it draws up to 16 KiB: over 64 ids that was 0.1-0.2 us an acquire, over 1,024
-  // it is 0.01 us. The server never forks, so no two processes share a pool.
+  // per-thread pool. A CSPRNG call costs 7-12 us on a thread whose caches other work has filled
+  // since its last one (its state and the provider's, and a getpid for its fork check), whatever
+  // it draws up to 16 KiB: drawn 64 ids at a time, a serving thread spent 0.5 us an acquire on
+  // them (docs/performance.md); 1,024 at a time, 0.01-0.1 us. The server never forks, so no two
+  // processes share a pool.
   constexpr size_t kIdBytes = kLeaseIdChars / 2;
   constexpr size_t kPooledIds = 1024;
   struct Pool {
