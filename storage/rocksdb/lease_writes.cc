@@ -48,7 +48,7 @@ void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix
         if (l->record == 0) {
           // A record the run freed (no lease holds it: a later take would have written it) is
           // rewritten once; otherwise the lowest number no lease holds.
-          l->record = out.FreedRecord();
+          l->record = out.FreeRecordOfRun();
           if (l->record == 0) NumberRecord(d.next, *l);
         }
         out.Put(prefix, *l);

@@ -43,7 +43,7 @@ class LeaseWrites {
   // A record this run wrote free and no later decision of the run took, or 0. A new lease
   // numbered with it is written once, over that write (a hot key's run of releases and acquires
   // then writes about one record per pair, not two).
-  uint32_t FreedRecord() const {
+  uint32_t FreeRecordOfRun() const {
     for (size_t i = size_; i-- > 0;) {
       if (writes_[i].free) return writes_[i].record;
     }
