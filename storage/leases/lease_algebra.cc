@@ -172,15 +172,13 @@ absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) 
   if (op.config.kind != LimitKind::kConcurrency) {
     return InvalidField(field_prefix, "config.kind", "must be concurrency");
   }
-  // Every decision is validated (a store's run checks each operation): the prefix is built only
-  // when it is not the plain one.
-  const std::string config_prefix =
-      field_prefix.empty() ? std::string() : absl::StrCat(field_prefix, "config.");
-  if (absl::Status s =
-          ValidateLimitConfig(op.config, field_prefix.empty() ? "config." : config_prefix);
-      !s.ok()) {
-    return s;
-  }
+  // Every decision is validated (a store's run checks each operation): a prefix is joined only
+  // when there is one to join.
+  std::string joined;
+  if (!field_prefix.empty()) joined = absl::StrCat(field_prefix, "config.");
+  const absl::string_view config_prefix =
+      field_prefix.empty() ? absl::string_view("config.") : absl::string_view(joined);
+  if (absl::Status s = ValidateLimitConfig(op.config, config_prefix); !s.ok()) return s;
   const bool takes_count = op.action == LeaseAction::kAcquire || op.action == LeaseAction::kCheck;
   if (takes_count && (op.count < 1 || op.count > static_cast<int64_t>(kMaxSlots))) {
     return InvalidField(field_prefix, "count",
