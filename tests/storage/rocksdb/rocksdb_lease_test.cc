@@ -113,13 +113,15 @@ TEST(RocksDbLeaseTest, AReleaseKeepsOrFreesTheLeasesRecordAcrossARestart) {
   EXPECT_EQ(listed->lease.held, 0);
 }
 
-// The held leases of the test key of capacity `capacity`: id and record number, by id.
-std::vector<std::pair<std::string, uint32_t>> HeldRecords(RocksDbStateStore& store,
-                                                          const Clock& clock, double capacity) {
+// Held leases as id and record number, by id.
+using Held = std::vector<std::pair<std::string, uint32_t>>;
+
+// The held leases of the test key of capacity `capacity`.
+Held HeldRecords(RocksDbStateStore& store, const Clock& clock, double capacity) {
   absl::StatusOr<LeaseOutcome> listed =
       store.ApplyLease(LeaseOperation{LeaseOpOf(LeaseAction::kList, capacity, "")}, clock);
   EXPECT_TRUE(listed.ok()) << listed.status();
-  std::vector<std::pair<std::string, uint32_t>> held;
+  Held held;
   if (!listed.ok()) return held;
   for (const Lease& l : listed->lease.held_leases) held.emplace_back(l.id, l.record);
   std::sort(held.begin(), held.end());
@@ -142,7 +144,6 @@ TEST(RocksDbLeaseTest, ARunWritesEachRecordOnce) {
       LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 2, "other")}};
   std::vector<const LeaseOperation*> ops;
   for (const LeaseOperation& op : run) ops.push_back(&op);
-  using Held = std::vector<std::pair<std::string, uint32_t>>;
   {
     std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
     ASSERT_NE(store, nullptr);
@@ -185,7 +186,6 @@ TEST(RocksDbLeaseTest, ABurstsAcquireTakesTheSlotItsReleaseFreed) {
   EXPECT_EQ(outcomes[0]->lease.held, 1);
   EXPECT_EQ(outcomes[1]->lease.state, LeaseState::kReleased);
   EXPECT_EQ(store->lease_record_writes() - before, 1u);
-  using Held = std::vector<std::pair<std::string, uint32_t>>;
   EXPECT_EQ(HeldRecords(*store, clock, 1), (Held{{"b", 1}}));
 }
 
@@ -201,7 +201,6 @@ TEST(RocksDbLeaseTest, ARunsAcquireTakesTheRecordItsReleaseFreed) {
         store->ApplyLease(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, id)}, clock);
     ASSERT_TRUE(held.ok() && held->allowed) << held.status();
   }
-  using Held = std::vector<std::pair<std::string, uint32_t>>;
   EXPECT_EQ(HeldRecords(*store, clock, 3), (Held{{"a", 1}, {"b", 2}, {"c", 3}}));
   // Record 1 free: the lowest number no lease holds.
   LeaseOp release = LeaseOpOf(LeaseAction::kRelease, 3, "a");
