@@ -12,29 +12,22 @@
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "server/serving/arena_blocks.h"
 #include "server/serving/decision_scheduler.h"
 #include "server/serving/serving_loop.h"
 
 namespace ratelimit {
 
-// The arena of a parsed call: a Consume fits in the first block, a Batch grows to a few blocks,
-// not hundreds.
-inline google::protobuf::ArenaOptions UnaryArenaOptions() {
-  google::protobuf::ArenaOptions o;
-  o.start_block_size = 1024;
-  o.max_block_size = 64 * 1024;
-  return o;
-}
-
 // A call of a ServingLoop (serving_loop.h), parsed. The request and the response live on one
 // protobuf arena owned by this object: their fields, strings and sub-messages (a Batch reply has
 // hundreds) are carved from a few blocks and freed together, instead of one heap allocation and
-// free each.
+// free each. The first block is one this thread recycles (arena_blocks.h): a Consume or a lease
+// call fits in it, and a Batch or a long list grows to a few blocks, not hundreds.
 template <typename Request, typename Response>
 class ParsedLoopCall {
  public:
   explicit ParsedLoopCall(LoopCall* call)
-      : arena_(UnaryArenaOptions()),
+      : arena_(RecycledArenaOptions()),
         request(*google::protobuf::Arena::CreateMessage<Request>(&arena_)),
         response(*google::protobuf::Arena::CreateMessage<Response>(&arena_)),
         call_(call) {}
