@@ -242,8 +242,9 @@ class StateStore {
   // allow. Durable as Apply. `op` and `clock` need only live for the call.
   virtual absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock);
 
-  // Called once with the result of ApplyLeaseAsync.
-  using LeaseDone = absl::AnyInvocable<void(absl::StatusOr<LeaseOutcome>) &&>;
+  // Called once with the result of ApplyLeaseAsync, which it may move from (a LeaseOutcome is
+  // about 550 bytes: taken by reference, it is not moved once more into a parameter).
+  using LeaseDone = absl::AnyInvocable<void(absl::StatusOr<LeaseOutcome>&&) &&>;
 
   // ApplyLease, calling `done` with what ApplyLease would return once the decision is as durable
   // as ApplyLease makes it, as ApplyAsync does for Apply (the same threads, the same rules for

@@ -63,7 +63,7 @@ void DecisionScheduler::DecideLease(const LeaseOperation& op, ServingLoop::Burst
   }
   LoopInbox* const inbox = ServingLoop::ThreadInbox();
   limiter_.LeaseAsync(
-      op, [inbox, done = std::move(done)](absl::StatusOr<LeaseOutcome> outcome) mutable {
+      op, [inbox, done = std::move(done)](absl::StatusOr<LeaseOutcome>&& outcome) mutable {
         RunOnLoopThread(inbox, [done = std::move(done), outcome = std::move(outcome)]() mutable {
           std::move(done)(std::move(outcome));
         });

@@ -67,9 +67,18 @@ absl::StatusOr<LeaseOp> TargetFromProto(absl::string_view name, absl::string_vie
 absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
                                              const LimitSet& defined, InlineLimits inline_limits,
                                              std::string lease_id) {
+  AcquirePlan plan;
+  if (absl::Status s = AcquireFromProto(request, defined, inline_limits, std::move(lease_id), plan);
+      !s.ok()) {
+    return s;
+  }
+  return plan;
+}
+
+absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
+                              InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan) {
   absl::StatusOr<LimitRequests> resolved = ResolveLimits(request.limits(), defined, inline_limits);
   if (!resolved.ok()) return resolved.status();
-  AcquirePlan plan;
   plan.limits = *std::move(resolved);
   int found = 0;
   for (size_t i = 0; i < plan.limits.size(); ++i) {
@@ -108,7 +117,7 @@ absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
   op.lease_id = std::move(lease_id);
   op.request_id = request.request_id();
   op.holder = request.holder();
-  return plan;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, const LimitSet& defined,

@@ -40,6 +40,10 @@ struct AcquirePlan {
 absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
                                              const LimitSet& defined, InlineLimits inline_limits,
                                              std::string lease_id);
+// The same, filling `plan` (a fresh one) where it is, as the server does: an AcquirePlan is
+// costly to move. On an error `plan` holds part of the request.
+absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
+                              InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan);
 
 // Release, Extend and ListLeases: the concurrency key they name (a limit of the limits file, or
 // an inline config), and for the first two the lease id (32 lowercase hex digits).

@@ -52,7 +52,8 @@ void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& 
 // holding the serving thread meanwhile (DecisionScheduler::DecideLease): RocksDB then writes the
 // decisions of many calls in one WAL group, as it does Consume's.
 struct RateLimitServiceImpl::LeaseCallState {
-  explicit LeaseCallState(Telemetry::Rpc rpc) : rpc(std::move(rpc)) {}
+  // The call's Rpc is moved once, into the state (its two spans are costly to move).
+  explicit LeaseCallState(Telemetry::Rpc&& rpc) : rpc(std::move(rpc)) {}
   Telemetry::Rpc rpc;
   // Acquire: the resolved limits (the concurrency one at plan->concurrency; its lease op moved
   // into `operation`) and the rate limits' store ops, which `operation` names. On a heap block
@@ -68,7 +69,7 @@ struct RateLimitServiceImpl::LeaseCallState {
 template <typename Request, typename Response>
 struct RateLimitServiceImpl::LeaseCall {
   using Answer = void (RateLimitServiceImpl::*)(LeaseCallState&, const LeaseOutcome&, Response*);
-  LeaseCall(std::unique_ptr<ParsedLoopCall<Request, Response>> c, Telemetry::Rpc rpc, Answer a)
+  LeaseCall(std::unique_ptr<ParsedLoopCall<Request, Response>> c, Telemetry::Rpc&& rpc, Answer a)
       : call(std::move(c)), state(std::move(rpc)), answer(a) {}
   std::unique_ptr<ParsedLoopCall<Request, Response>> call;
   LeaseCallState state;
@@ -100,7 +101,7 @@ void RateLimitServiceImpl::ServeLeaseCall(
   const LeaseOperation& operation = state.operation;  // on the heap: stays where it is
   scheduler_.DecideLease(
       operation, burst,
-      [this, pending = std::move(pending)](absl::StatusOr<LeaseOutcome> outcome) mutable {
+      [this, pending = std::move(pending)](absl::StatusOr<LeaseOutcome>&& outcome) mutable {
         LeaseCallState& state = pending->state;
         ParsedLoopCall<Request, Response>& call = *pending->call;
         state.rpc.StoreFinished(outcome.status());
@@ -116,15 +117,19 @@ void RateLimitServiceImpl::ServeLeaseCall(
 
 std::optional<grpc::Status> RateLimitServiceImpl::PrepareAcquire(const v1::AcquireRequest& request,
                                                                  LeaseCallState& state) {
-  absl::StatusOr<AcquirePlan> plan =
-      AcquireFromProto(request, *registry_.Current(), inline_limits_, NewLeaseId());
-  if (!plan.ok()) return ToGrpcStatus(plan.status());
-  state.plan = std::make_unique<AcquirePlan>(*std::move(plan));
+  state.plan = std::make_unique<AcquirePlan>();
   AcquirePlan& p = *state.plan;
-  // Overrides adjust the rate limits; a concurrency limit has none.
-  const absl::Span<LimitRequest> all = absl::MakeSpan(p.limits);
-  ApplyOverridesTo(all.subspan(0, p.concurrency));
-  ApplyOverridesTo(all.subspan(p.concurrency + 1));
+  if (absl::Status s =
+          AcquireFromProto(request, *registry_.Current(), inline_limits_, NewLeaseId(), p);
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // Overrides adjust the rate limits (a concurrency limit has none), when the request has any.
+  if (p.limits.size() > 1) {
+    const absl::Span<LimitRequest> all = absl::MakeSpan(p.limits);
+    ApplyOverridesTo(all.subspan(0, p.concurrency));
+    ApplyOverridesTo(all.subspan(p.concurrency + 1));
+  }
   state.rpc.SetLimits(p.limits);
   state.rate.reserve(p.limits.size() - 1);
   for (size_t i = 0; i < p.limits.size(); ++i) {
