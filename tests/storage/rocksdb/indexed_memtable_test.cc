@@ -78,7 +78,8 @@ class IndexedMemTableTest : public ::testing::TestWithParam<bool> {
     ro.total_order_seek = true;
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
     std::map<std::string, std::string> seen;
-    for (it->SeekToFirst(); it->Valid(); it->Next()) seen[it->key().ToString()] = it->value().ToString();
+    for (it->SeekToFirst(); it->Valid(); it->Next())
+      seen[it->key().ToString()] = it->value().ToString();
     EXPECT_TRUE(it->status().ok());
     return seen;
   }
@@ -123,7 +124,8 @@ TEST_P(IndexedMemTableTest, AnInPlaceUpdateFindsItsEntryWithoutSearchingTheBucke
   std::mt19937 rng(7);
   constexpr int kUpdates = 2000;
   comparator_.count = 0;
-  for (int i = 0; i < kUpdates; ++i) Put(Key(1, static_cast<int>(rng() % 64)), std::string(64, 'b'));
+  for (int i = 0; i < kUpdates; ++i)
+    Put(Key(1, static_cast<int>(rng() % 64)), std::string(64, 'b'));
   const double per_update = static_cast<double>(comparator_.count) / kUpdates;
   EXPECT_EQ(MemtableEntries(), 64u) << "every update was made in place";
   if (GetParam()) {
@@ -170,7 +172,8 @@ TEST_P(IndexedMemTableTest, ReadsSeeExactlyWhatWasWritten) {
 TEST_P(IndexedMemTableTest, FlushesAndReplaysKeepEveryWrite) {
   for (int r = 0; r < 20; ++r) Put(Key(2, r), std::string(64, 'a'));
   ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
-  for (int i = 0; i < 200; ++i) Put(Key(2, i % 20), std::string(64, static_cast<char>('b' + i % 20)));
+  for (int i = 0; i < 200; ++i)
+    Put(Key(2, i % 20), std::string(64, static_cast<char>('b' + i % 20)));
   EXPECT_EQ(MemtableEntries(), 20u);
   EXPECT_EQ(Scan(), model_);
   Open();
