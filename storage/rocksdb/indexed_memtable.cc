@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -10,6 +9,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/byte_codec.h"
 
 namespace ratelimit {
 namespace {
@@ -17,41 +17,29 @@ namespace {
 using rocksdb::KeyHandle;
 using rocksdb::MemTableRep;
 
-// A memtable entry: [internal key length: varint32] [user key] [tag: u64 LE: seq << 8 | type]
-// [value length: varint32] [value].
+// A memtable entry: [internal key length: varint32] [internal key: user key, then the tag (u64
+// LE: seq << 8 | type)] [value length: varint32] [value].
 struct Decoded {
   absl::string_view user_key;
   uint64_t tag = 0;
 };
 
-// The varint32 at `p` (an entry's first field, written by RocksDB: at most 5 bytes).
-const char* ReadVarint32(const char* p, uint32_t* out) {
-  uint32_t result = 0;
-  for (int shift = 0; shift <= 28; shift += 7) {
-    const uint32_t byte = static_cast<unsigned char>(*p++);
-    result |= (byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) break;
-  }
-  *out = result;
-  return p;
+// The internal key of `entry`. Its length is a varint32 RocksDB wrote (at most 5 bytes, all
+// within the entry: the internal key after it is at least 8).
+absl::string_view InternalKeyOf(const char* entry) {
+  constexpr size_t kMaxVarint32 = 5;
+  ByteReader in(absl::string_view(entry, kMaxVarint32));
+  uint64_t length = 0;
+  in.Varint(length);
+  return absl::string_view(entry + (kMaxVarint32 - in.left()), static_cast<size_t>(length));
 }
 
-Decoded DecodeEntry(const char* entry) {
-  uint32_t internal_length = 0;
-  const char* key = ReadVarint32(entry, &internal_length);
-  Decoded d;
-  d.user_key = absl::string_view(key, internal_length - 8);
-  std::memcpy(&d.tag, key + internal_length - 8, 8);  // RocksDB writes it little-endian
-  return d;
+Decoded Decode(absl::string_view internal_key) {
+  return Decoded{internal_key.substr(0, internal_key.size() - 8),
+                 LoadFixed64(internal_key.data() + internal_key.size() - 8)};
 }
 
-// An internal key (user key, then the tag) as a Seek's target.
-Decoded DecodeInternalKey(const rocksdb::Slice& internal_key) {
-  Decoded d;
-  d.user_key = absl::string_view(internal_key.data(), internal_key.size() - 8);
-  std::memcpy(&d.tag, internal_key.data() + internal_key.size() - 8, 8);
-  return d;
-}
+Decoded DecodeEntry(const char* entry) { return Decode(InternalKeyOf(entry)); }
 
 // Entries hashed and compared by their user key; looked up by a user key.
 struct EntryHash {
@@ -156,7 +144,8 @@ class IndexedRep final : public MemTableRep {
       inner_->Prev();
     }
     void Seek(const rocksdb::Slice& internal_key, const char* memtable_key) override {
-      entry_ = rep_.NewestNoNewerThan(DecodeInternalKey(internal_key));
+      entry_ = rep_.NewestNoNewerThan(
+          Decode(absl::string_view(internal_key.data(), internal_key.size())));
       if (entry_ != nullptr) return;
       Inner().Seek(internal_key, memtable_key);
     }
@@ -185,9 +174,8 @@ class IndexedRep final : public MemTableRep {
     // Moves the inner iterator to the entry the index found, so that it can step from there.
     void Reposition() {
       if (entry_ == nullptr) return;
-      uint32_t internal_length = 0;
-      const char* internal_key = ReadVarint32(entry_, &internal_length);
-      Inner().Seek(rocksdb::Slice(internal_key, internal_length), entry_);
+      const absl::string_view internal_key = InternalKeyOf(entry_);
+      Inner().Seek(rocksdb::Slice(internal_key.data(), internal_key.size()), entry_);
       entry_ = nullptr;
     }
 
