@@ -64,17 +64,6 @@ absl::StatusOr<LeaseOp> TargetFromProto(absl::string_view name, absl::string_vie
 
 }  // namespace
 
-absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
-                                             const LimitSet& defined, InlineLimits inline_limits,
-                                             std::string lease_id) {
-  AcquirePlan plan;
-  if (absl::Status s = AcquireFromProto(request, defined, inline_limits, std::move(lease_id), plan);
-      !s.ok()) {
-    return s;
-  }
-  return plan;
-}
-
 absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
                               InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan) {
   absl::StatusOr<LimitRequests> resolved = ResolveLimits(request.limits(), defined, inline_limits);

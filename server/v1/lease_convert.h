@@ -36,12 +36,9 @@ struct AcquirePlan {
 // Validates and resolves an Acquire: 1..16 limits of which exactly one is a concurrency limit
 // (its count a whole number of slots, 1..1e9), the others rate limits; ttl within 1 ms ..
 // max_lease_ttl (unset: the limit's lease_ttl); request_id and holder within their bounds.
-// `lease_id` is the id the lease gets if the acquire takes slots (NewLeaseId).
-absl::StatusOr<AcquirePlan> AcquireFromProto(const v1::AcquireRequest& request,
-                                             const LimitSet& defined, InlineLimits inline_limits,
-                                             std::string lease_id);
-// The same, filling `plan` (a fresh one) where it is, as the server does: an AcquirePlan is
-// costly to move. On an error `plan` holds part of the request.
+// `lease_id` is the id the lease gets if the acquire takes slots (NewLeaseId). Fills `plan` (a
+// fresh one) where it is, since an AcquirePlan is costly to move; on an error `plan` holds part
+// of the request.
 absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
                               InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan);
 

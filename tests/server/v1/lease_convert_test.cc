@@ -47,6 +47,16 @@ v1::AcquireRequest Acquire(const std::string& name = "jobs", const std::string& 
   return r;
 }
 
+// AcquireFromProto into a fresh plan, as the server calls it: the plan, or the error.
+absl::StatusOr<AcquirePlan> PlanOf(const v1::AcquireRequest& r, const LimitSet& defined) {
+  AcquirePlan plan;
+  if (absl::Status s = AcquireFromProto(r, defined, InlineLimits::kAllow, kLeaseId, plan);
+      !s.ok()) {
+    return s;
+  }
+  return plan;
+}
+
 void ExpectInvalid(const absl::Status& s, const std::string& field) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), StartsWith(field)) << s;
@@ -56,7 +66,7 @@ TEST(AcquireFromProtoTest, ResolvesTheConcurrencyLimitWithItsDefaultTtl) {
   v1::AcquireRequest r = Acquire();
   r.set_request_id("job-7");
   r.set_holder("worker-3");
-  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  absl::StatusOr<AcquirePlan> plan = PlanOf(r, Defined());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->concurrency, 0u);
   EXPECT_EQ(plan->lease.action, LeaseAction::kAcquire);
@@ -75,7 +85,7 @@ TEST(AcquireFromProtoTest, TakesRateLimitsBesideTheConcurrencyLimit) {
   c->set_key("t1");
   c->set_count(3);
   r.mutable_ttl()->set_seconds(30);
-  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  absl::StatusOr<AcquirePlan> plan = PlanOf(r, Defined());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->concurrency, 1u);
   EXPECT_EQ(plan->lease.count, 3);
@@ -88,7 +98,7 @@ TEST(AcquireFromProtoTest, AnInlineConcurrencyLimitGetsTheDefaultTtls) {
   v1::LimitConfig* config = r.mutable_limits(0)->mutable_config();
   config->set_kind(v1::CONCURRENCY);
   config->set_capacity(2);
-  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  absl::StatusOr<AcquirePlan> plan = PlanOf(r, Defined());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->lease.key.source, LimitSource::kInline);
   EXPECT_EQ(plan->lease.config.lease_ttl_us, kDefaultLeaseTtlMicros);
@@ -97,9 +107,7 @@ TEST(AcquireFromProtoTest, AnInlineConcurrencyLimitGetsTheDefaultTtls) {
 
 TEST(AcquireFromProtoTest, BadInputNamesTheField) {
   const LimitSet defined = Defined();
-  auto plan = [&](const v1::AcquireRequest& r) {
-    return AcquireFromProto(r, defined, InlineLimits::kAllow, kLeaseId).status();
-  };
+  auto plan = [&](const v1::AcquireRequest& r) { return PlanOf(r, defined).status(); };
   ExpectInvalid(plan(v1::AcquireRequest()), "limits");
   ExpectInvalid(plan(Acquire("api")), "limits: an Acquire needs exactly one concurrency limit");
   {
@@ -255,7 +263,7 @@ TEST(AcquireToProtoTest, ReportsFreeSlotsAndTheDenyingLimitInRequestOrder) {
   v1::LimitRequest* c = r.add_limits();
   c->set_name("jobs");
   c->set_key("t1");
-  absl::StatusOr<AcquirePlan> plan = AcquireFromProto(r, Defined(), InlineLimits::kAllow, kLeaseId);
+  absl::StatusOr<AcquirePlan> plan = PlanOf(r, Defined());
   ASSERT_TRUE(plan.ok()) << plan.status();
   LeaseOutcome outcome;
   outcome.now_us = 100 * kSecond;
@@ -285,8 +293,7 @@ TEST(AcquireToProtoTest, ReportsFreeSlotsAndTheDenyingLimitInRequestOrder) {
 }
 
 TEST(AcquireToProtoTest, AnAllowedAcquireCarriesItsLease) {
-  absl::StatusOr<AcquirePlan> plan =
-      AcquireFromProto(Acquire(), Defined(), InlineLimits::kAllow, kLeaseId);
+  absl::StatusOr<AcquirePlan> plan = PlanOf(Acquire(), Defined());
   ASSERT_TRUE(plan.ok()) << plan.status();
   LeaseOutcome outcome;
   outcome.allowed = true;
