@@ -271,8 +271,30 @@ void BM_SteadyBurstOnHotKey(benchmark::State& state) {
   }
   state.counters["pairs_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * burst, benchmark::Counter::kIsRate);
+  state.counters["decisions_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2 * burst, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SteadyBurstOnHotKey)->ArgName("burst")->Arg(16)->Threads(1)->UseRealTime();
+
+// What BM_SteadyBurstOnHotKey compares with: a server's bursts of Consumes on one hot key,
+// ApplyBatch of `burst` (as many decisions as SteadyBurstOnHotKey/burst:16 makes in a burst).
+// Reports decisions per second.
+void BM_ConsumeBurstOnHotKey(benchmark::State& state) {
+  StateStore& store = SharedStore();
+  const int burst = static_cast<int>(state.range(0));
+  LimitOp limit;
+  limit.key = StateKey{"steady", "consumed"};
+  limit.config = Bucket();
+  const std::vector<Operation> ops(burst, Operation{absl::MakeConstSpan(&limit, 1)});
+  for (auto _ : state) {
+    for (const absl::StatusOr<Outcome>& out : store.ApplyBatch(ops, SystemClock::Default())) {
+      if (!out.ok() || !out->allowed) Fail(out.status());
+    }
+  }
+  state.counters["decisions_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * burst, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ConsumeBurstOnHotKey)->ArgName("burst")->Arg(32)->Threads(1)->UseRealTime();
 
 // A server's bursts on many keys, as the serving loop hands them to the store at 10,000 keys:
 // range(1) = 1, ApplyBatch of `burst` Consumes on `burst` keys; range(1) = 0, ApplyLeaseBatch of

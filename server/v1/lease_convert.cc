@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "openssl/rand.h"
 #include "server/serving/grpc_convert.h"
+#include "storage/leases/lease_id.h"
 #include "storage/status_util.h"
 
 namespace ratelimit {
@@ -37,9 +38,9 @@ absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Durat
 
 absl::Status CheckLeaseId(absl::string_view id) {
   if (id.empty()) return InvalidField("lease_id", "required (Lease.id from Acquire)");
-  bool hex = id.size() == kLeaseIdChars;
-  for (char c : id) hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
-  if (!hex) return InvalidField("lease_id", "must be 32 lowercase hex digits (Lease.id)");
+  if (!IsServerLeaseId(id)) {
+    return InvalidField("lease_id", "must be 32 lowercase hex digits (Lease.id)");
+  }
   return absl::OkStatus();
 }
 

@@ -58,11 +58,19 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op);
 // so that the decisions report balances as they are), their states to write in `writes` (only
 // when everything allowed). A rate denial takes no slot: lease.write false, lease.lease unset,
 // held and free as before, lease.next the set as read. The store writes outcome.lease.next when
-// outcome.lease.write. `set` is taken by value, as DecideLease takes it.
+// outcome.lease.write. `set` is taken by value, as DecideLease takes it. `summary`, when given,
+// is the set's LeaseSetSummary, carried and kept as DecideLease carries and keeps it (lease.h).
 // REQUIRES: ValidateLeaseOperation(op) is OK.
 LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                                   absl::Span<const std::optional<State>> current, int64_t now_us,
-                                  absl::Span<std::optional<State>> writes);
+                                  absl::Span<std::optional<State>> writes,
+                                  LeaseSetSummary* summary = nullptr);
+// The same decision made into `outcome`, where the caller keeps it. REQUIRES: `outcome` is as
+// default-constructed, and what DecideLeaseOperation requires.
+void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
+                          absl::Span<const std::optional<State>> current, int64_t now_us,
+                          absl::Span<std::optional<State>> writes, LeaseSetSummary* summary,
+                          LeaseOutcome& outcome);
 
 // The expiry of the record of `next`, the set `op` writes at `now_us`: kLeaseRecordMarginMicros
 // after the later of now_us + op.config.max_lease_ttl_us and the set's latest lease expiry

@@ -34,9 +34,11 @@ struct Lease {
   // Released, kept until expires_at_us only so that a retried acquire with the same request_id
   // answers it again (only a lease with a request_id is kept so). Holds no slots.
   bool released = false;
-  // Where a store keeps the lease, not part of its meaning (== ignores it): the RocksDB store's
-  // record number under its key (storage/rocksdb/lease_record.h), 1 and up; 0: none. The algebra
-  // carries it along and gives a new lease 0.
+  // Where a store keeps the lease, not part of its meaning (== ignores either): the RocksDB
+  // store's record number under its key (storage/rocksdb/lease_record.h), 1 and up; 0: none; and
+  // the size of that record's value as last written or read (0: not known), which a record freed
+  // keeps. The algebra carries both along and gives a new lease 0.
+  uint16_t record_bytes = 0;
   uint32_t record = 0;
   // The acquire's idempotency key (empty: none) and the holder's free-text name. After the fields
   // above, which share the first 64 bytes: a decision's pass over a key's leases reads only those.
@@ -72,6 +74,21 @@ struct LeaseSet {
   std::vector<Lease> leases;
 
   friend bool operator==(const LeaseSet&, const LeaseSet&) = default;
+};
+
+// What a caller that decides one key's operations one after another on the `next` of the
+// decision before (the RocksDB store's run of a hot key's burst) carries between them, so that a
+// decision need not read every lease of the set to learn that none has expired and how many
+// slots are held. DecideLease fills it when it reads the set and keeps it true of the `next` it
+// returns; it describes no other set. A caller that changes the set's leases or counts itself
+// keeps it true, or clears `known`.
+struct LeaseSetSummary {
+  // false: not filled yet; the next decision reads the set (and fills it).
+  bool known = false;
+  // The sum of the counts of the set's leases that are not released.
+  int64_t held = 0;
+  // No lease of the set expires before this time (a lower bound of their expiries).
+  int64_t expires_from_us = 0;
 };
 
 // What is asked of a concurrency key.
@@ -184,6 +201,18 @@ struct LeaseDecision {
 // the capacity was lowered). `next` is the kept leases after the action: when written, the set
 // to store (a store deletes it, or stores it empty, when it is empty).
 LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us);
+// The same decision, with `summary` (LeaseSetSummary) of `current` carried from the decision that
+// returned `current` as its `next`: when it is known and now_us is before every expiry it
+// bounds, the set is not read (nothing in it has expired, and the algebra keeps no released lease
+// without a request_id), otherwise it is read as above. Either way, `summary` describes the
+// decision's `next` afterwards. The decision is the one DecideLease(op, current, now_us) makes.
+LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us,
+                          LeaseSetSummary& summary);
+// The same decision made into `d`, where the caller keeps it (a decision is large: this form is
+// for callers that keep many, the store's outcomes of a burst). REQUIRES: `d` is as
+// default-constructed.
+void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
+                 LeaseDecision& d);
 
 // Checks what LeaseOp REQUIRES: INVALID_ARGUMENT naming the field after `field_prefix`
 // ("config.capacity", "count", "ttl", "lease_id") when it does not hold. kAcquire needs a

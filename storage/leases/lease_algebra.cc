@@ -14,30 +14,39 @@ namespace ratelimit {
 namespace {
 
 // The set as read at now_us: the kept leases (expired and request_id-less released ones dropped),
-// the slots held and the leases that expired unreleased.
+// the slots held, the leases that expired unreleased and the earliest expiry of the kept ones.
 struct ReadSet {
   std::vector<Lease> kept;
   int64_t held = 0;
   int64_t expired_unreleased = 0;
+  int64_t earliest_expiry = INT64_MAX;
 };
 
 // Takes the leases of `current` (moved, in order: nothing is copied).
 ReadSet Read(LeaseSet current, int64_t now_us) {
   ReadSet r;
   r.kept = std::move(current.leases);
+  // Sums in locals: kept in registers, not added to `r` through memory lease by lease.
+  int64_t held = 0;
+  int64_t expired_unreleased = 0;
+  int64_t earliest = INT64_MAX;
   size_t out = 0;
   for (size_t i = 0; i < r.kept.size(); ++i) {
     Lease& l = r.kept[i];
     if (now_us >= l.expires_at_us) {
-      if (!l.released) ++r.expired_unreleased;
+      if (!l.released) ++expired_unreleased;
       continue;
     }
     if (l.released && l.request_id.empty()) continue;
-    if (!l.released) r.held += l.count;
+    if (!l.released) held += l.count;
+    earliest = std::min(earliest, l.expires_at_us);
     if (out != i) r.kept[out] = std::move(l);
     ++out;
   }
   r.kept.resize(out);
+  r.held = held;
+  r.expired_unreleased = expired_unreleased;
+  r.earliest_expiry = earliest;
   return r;
 }
 
@@ -82,9 +91,32 @@ int FindHeld(const std::vector<Lease>& kept, const std::string& id) {
 }  // namespace
 
 LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
-  ReadSet r = Read(std::move(current), now_us);
-  const int64_t capacity = static_cast<int64_t>(op.config.capacity.value_or(0));
+  LeaseSetSummary unknown;
   LeaseDecision d;
+  DecideLease(op, std::move(current), now_us, unknown, d);
+  return d;
+}
+
+LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us,
+                          LeaseSetSummary& summary) {
+  LeaseDecision d;
+  DecideLease(op, std::move(current), now_us, summary, d);
+  return d;
+}
+
+void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
+                 LeaseDecision& d) {
+  ReadSet r;
+  if (summary.known && now_us < summary.expires_from_us) {
+    // Read would keep every lease, in order, and find summary.held held.
+    r.kept = std::move(current.leases);
+    r.held = summary.held;
+  } else {
+    r = Read(std::move(current), now_us);
+    summary.known = true;
+    summary.expires_from_us = r.earliest_expiry;
+  }
+  const int64_t capacity = static_cast<int64_t>(op.config.capacity.value_or(0));
   d.expired_unreleased = r.expired_unreleased;
   d.allowed = true;
   switch (op.action) {
@@ -98,7 +130,8 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
             d.held = r.held;
             d.free = std::max<int64_t>(0, capacity - r.held);
             d.next.leases = std::move(r.kept);
-            return d;
+            summary.held = r.held;
+            return;
           }
         }
       }
@@ -122,6 +155,7 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
       l.request_id = op.request_id;
       l.holder = op.holder;
       d.lease = l;
+      summary.expires_from_us = std::min(summary.expires_from_us, l.expires_at_us);
       r.kept.push_back(std::move(l));
       r.held += op.count;
       d.write = true;
@@ -149,6 +183,7 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
       if (i < 0) break;
       d.state = LeaseState::kHeld;
       r.kept[i].expires_at_us = ExpiryOf(now_us, op.ttl_us);
+      summary.expires_from_us = std::min(summary.expires_from_us, r.kept[i].expires_at_us);
       d.lease = r.kept[i];
       d.write = true;
       break;
@@ -159,13 +194,14 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
     case LeaseAction::kReset:
       r.kept.clear();
       r.held = 0;
+      summary.expires_from_us = INT64_MAX;
       d.write = true;
       break;
   }
   d.held = r.held;
   d.free = std::max<int64_t>(0, capacity - r.held);
   d.next.leases = std::move(r.kept);
-  return d;
+  summary.held = r.held;
 }
 
 absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) {

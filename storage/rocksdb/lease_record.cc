@@ -1,8 +1,8 @@
 #include "storage/rocksdb/lease_record.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +10,7 @@
 #include "storage/byte_codec.h"
 #include "storage/leases/apply_lease.h"
 #include "storage/leases/lease_codec.h"
+#include "storage/leases/lease_id.h"
 #include "storage/limit_config.h"
 #include "storage/rocksdb/state_codec.h"
 
@@ -25,7 +26,7 @@ constexpr size_t kEntryHeaderBytes = 8 + 1 + 4;  // its expiry, tag and the leas
 constexpr char kCompactLeaseTag = '\x02';
 constexpr uint8_t kReleasedFlag = 1;
 constexpr uint8_t kBinaryIdFlag = 2;  // the id is 32 lowercase hex digits, kept as 16 bytes
-constexpr size_t kHexIdDigits = 32;
+constexpr size_t kHexIdDigits = kServerLeaseIdDigits;
 constexpr char kHexDigits[] = "0123456789abcdef";
 
 absl::Status Malformed(absl::string_view what) {
@@ -78,25 +79,6 @@ bool SplitLeaseEntryKey(absl::string_view record_key, LeaseEntryKeyView* out) {
   }
   out->number = in;
   return true;
-}
-
-// The value of each lowercase hex digit, 0x10 for every other byte: a table, not comparisons,
-// since the digits of a random id would mispredict a branch on every few.
-constexpr std::array<uint8_t, 256> kHexValue = [] {
-  std::array<uint8_t, 256> t{};
-  for (auto& v : t) v = 0x10;
-  for (int c = '0'; c <= '9'; ++c) t[c] = static_cast<uint8_t>(c - '0');
-  for (int c = 'a'; c <= 'f'; ++c) t[c] = static_cast<uint8_t>(c - 'a' + 10);
-  return t;
-}();
-
-uint8_t HexValue(char c) { return kHexValue[static_cast<uint8_t>(c)]; }
-
-bool IsServerLeaseId(absl::string_view id) {
-  if (id.size() != kHexIdDigits) return false;
-  uint8_t any = 0;
-  for (char c : id) any |= HexValue(c);
-  return (any & 0x10) == 0;
 }
 
 // The compact record's bytes before its padding (`binary_id`: IsServerLeaseId(l.id)).
@@ -198,10 +180,13 @@ size_t LeaseEntryRecordBytes(const Lease& lease) {
 }
 
 void EncodeLeaseEntryRecord(const Lease& lease, std::string* out) {
-  const bool binary_id = IsServerLeaseId(lease.id);
-  const size_t bytes = PaddedLeaseRecordBytes(CompactLeaseBytes(lease, binary_id));
-  // Zeros to its size class (the padding), then the fields over them.
-  out->assign(bytes, '\0');
+  uint8_t id_bytes[kServerLeaseIdBytes];
+  const bool binary_id = ServerLeaseIdBytes(lease.id, id_bytes);
+  const size_t compact = CompactLeaseBytes(lease, binary_id);
+  const size_t bytes = PaddedLeaseRecordBytes(compact);
+  // The fields, then zeros to its size class (the padding).
+  out->resize(bytes);
+  std::memset(out->data() + compact, 0, bytes - compact);
   ByteWriter w(out->data());
   w.Fixed64(static_cast<uint64_t>(LeaseRecordExpiry(lease.expires_at_us)));
   w.U8(static_cast<uint8_t>(kCompactLeaseTag));
@@ -210,9 +195,7 @@ void EncodeLeaseEntryRecord(const Lease& lease, std::string* out) {
   w.Fixed64(static_cast<uint64_t>(lease.acquired_at_us));
   w.Fixed64(static_cast<uint64_t>(lease.expires_at_us));
   if (binary_id) {
-    for (size_t i = 0; i < kHexIdDigits; i += 2) {
-      w.U8(static_cast<uint8_t>(HexValue(lease.id[i]) << 4 | HexValue(lease.id[i + 1])));
-    }
+    w.Bytes(absl::string_view(reinterpret_cast<const char*>(id_bytes), sizeof(id_bytes)));
   } else {
     w.Varint(lease.id.size());
     w.Bytes(lease.id);

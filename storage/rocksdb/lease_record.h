@@ -80,6 +80,15 @@ std::shared_ptr<const rocksdb::SliceTransform> NewLeaseEntryPrefixExtractor();
 // The size of the value of `lease`'s record: its bytes rounded up to a multiple of 64 (so at least
 // kMinLeaseRecordBytes).
 size_t LeaseEntryRecordBytes(const Lease& lease);
+// A record's size as Lease::record_bytes keeps it: 0 (not known) when it does not fit.
+inline uint16_t RecordBytesOf(size_t bytes) {
+  return bytes <= UINT16_MAX ? static_cast<uint16_t>(bytes) : 0;
+}
+// The size of the record `lease` was last written to or read from: Lease::record_bytes when
+// known, else LeaseEntryRecordBytes(lease) (the size a record of it is written at).
+inline size_t KnownLeaseRecordBytes(const Lease& lease) {
+  return lease.record_bytes != 0 ? lease.record_bytes : LeaseEntryRecordBytes(lease);
+}
 // The record value of `lease` into `*out` (its capacity kept), LeaseEntryRecordBytes(lease) long,
 // expiring at LeaseRecordExpiry(lease.expires_at_us).
 void EncodeLeaseEntryRecord(const Lease& lease, std::string* out);

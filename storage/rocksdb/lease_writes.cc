@@ -9,7 +9,7 @@ absl::InlinedVector<FreedRecord, 1> RecordsFreedBy(const LeaseOp& op, const Leas
   if (read == nullptr) return freed;
   if (op.action != LeaseAction::kReset) return freed;
   for (const Lease& l : read->leases) {
-    if (l.record != 0) freed.push_back(FreedRecord{l.record, LeaseEntryRecordBytes(l)});
+    if (l.record != 0) freed.push_back(FreedRecord{l.record, KnownLeaseRecordBytes(l)});
   }
   return freed;
 }
@@ -59,9 +59,9 @@ void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix
       // Kept, released, until its expiry when it has a request_id (a retried acquire answers it
       // again): its record rewritten; otherwise its record is free.
       if (!d.released->request_id.empty()) {
-        if (const Lease* l = Find(d.next, op.lease_id)) out.Put(prefix, *l);
+        if (Lease* l = Find(d.next, op.lease_id)) out.Put(prefix, *l);
       } else if (d.released->record != 0) {
-        out.Free(prefix, d.released->record, LeaseEntryRecordBytes(*d.released));
+        out.Free(prefix, d.released->record, KnownLeaseRecordBytes(*d.released));
       }
       return;
     case LeaseAction::kReset:

@@ -28,11 +28,12 @@ class LeaseWrites {
   // with it) replaces its earlier write, so the group gets each record once and has nothing to
   // coalesce (write_coalesce.h) for it.
   //
-  // The record of `lease` (lease.record is its number).
-  void Put(absl::string_view prefix, const Lease& lease) {
+  // The record of `lease` (lease.record is its number); lease.record_bytes becomes its size.
+  void Put(absl::string_view prefix, Lease& lease) {
     Write& w = RecordWrite(prefix, lease.record);
     EncodeLeaseEntryRecord(lease, &w.value);
     w.free = false;
+    lease.record_bytes = RecordBytesOf(w.value.size());
   }
   // Record `record` written free, `bytes` long (the size of the one it replaces).
   void Free(absl::string_view prefix, uint32_t record, size_t bytes) {

@@ -231,10 +231,14 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   std::string prefix;
   bool wrote = false;
   const OperationKeys no_rates;
+  // Carried from each decision to the next: after the first, a decision reads the set only when
+  // one of its leases may have expired (lease.h).
+  LeaseSetSummary summary;
   for (const size_t k : run) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
-    // Decided in its place among the outcomes (an outcome is large: not moved again).
-    outcomes[k] = DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {});
+    // Decided in its place among the outcomes (an outcome is large: not moved).
+    DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, &summary,
+                         outcomes[k].emplace());
     LeaseDecision& d = outcomes[k]->lease;
     if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);
     LeaseWritesOf(ops[k]->lease, d, prefix, freed, lease_writes);
@@ -309,6 +313,7 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
     absl::StatusOr<Lease> lease = DecodeLeaseEntryRecord(bytes);
     if (!lease.ok()) return lease.status();
     lease->record = parts->record;
+    lease->record_bytes = RecordBytesOf(bytes.size());
     expires_at_us = std::max(expires_at_us, expiry->first);
     set->leases.push_back(*std::move(lease));
   }

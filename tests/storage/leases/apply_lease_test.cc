@@ -1,11 +1,15 @@
 // ApplyLeaseWithRecords (storage/leases/apply_lease.h): the lease store contract
 // (tests/storage/lease_store_contract.h) on the memory store, the record keys, and a lease set
-// whose leases outlive the record expiry the current config would give it.
+// whose leases outlive the record expiry the current config would give it; DecideLeaseOperation's
+// carried summary when a rate limit denies.
 
 #include "storage/leases/apply_lease.h"
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -69,6 +73,35 @@ TEST(ApplyLeaseTest, ALeaseOutlivingTheConfiguredMaxTtlKeepsItsRecord) {
   absl::StatusOr<LeaseOutcome> list = store.ApplyLease(LeaseOperation{op}, clock);
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(list->lease.held, 1);
+}
+
+TEST(ApplyLeaseTest, ARateDenialLeavesACarriedSummaryTrueOfTheSetAsRead) {
+  // An acquire of a slot with 5 tokens of a bucket holding 1: the rate limit denies, so the slot
+  // the lease decision took is given back, and the summary carried to the next decision with it.
+  LimitOp rate;
+  rate.key = StateKey{"calls", "tenant"};
+  rate.config.kind = LimitKind::kTokenBucket;
+  rate.config.rate = 1;
+  rate.config.period_us = kSecond;
+  rate.config.capacity = 1;
+  rate.count = 5;
+  const LeaseOperation acquire{LeaseOpOf(LeaseAction::kAcquire, 1, "a"),
+                               absl::MakeConstSpan(&rate, 1)};
+  ASSERT_TRUE(ValidateLeaseOperation(acquire).ok());
+  std::vector<std::optional<State>> current(1);
+  std::vector<std::optional<State>> writes(1);
+  LeaseSetSummary summary;
+  const int64_t now = 1'000 * kSecond;
+  LeaseOutcome denied = DecideLeaseOperation(acquire, DistinctKeys(acquire.limits), LeaseSet{},
+                                             current, now, absl::MakeSpan(writes), &summary);
+  ASSERT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.lease.held, 0);
+  EXPECT_EQ(summary.held, 0);
+  const LeaseOperation check{LeaseOpOf(LeaseAction::kCheck, 1, "")};
+  const LeaseOutcome after = DecideLeaseOperation(
+      check, OperationKeys{}, std::move(denied.lease.next), {}, now, {}, &summary);
+  EXPECT_EQ(after.lease.held, 0);
+  EXPECT_TRUE(after.lease.allowed);
 }
 
 TEST(ApplyLeaseTest, AStoredSetThatDoesNotDecodeIsDataLoss) {

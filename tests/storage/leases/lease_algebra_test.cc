@@ -1,7 +1,9 @@
 // DecideLease and ValidateLeaseOp (storage/leases/lease.h): every action, the held/expired
-// boundary, replays, retry_at and the leak counter.
+// boundary, replays, retry_at, the leak counter and the summary carried between decisions.
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -315,6 +317,89 @@ TEST(LeaseAlgebraTest, ExpiresAtIsTheLatestExpiryReleasedIncluded) {
   released.released = true;
   EXPECT_EQ(LeaseSetExpiresAt(LeaseSet{}), 0);
   EXPECT_EQ(LeaseSetExpiresAt(LeaseSet{{Held("a", 1, kNow + 5), released}}), kNow + 99);
+}
+
+TEST(LeaseAlgebraTest, AKnownSummaryIsTrustedWithoutReadingTheSet) {
+  // "a" has expired, but the summary says nothing expires before kNow + 1: the set is not read,
+  // so "a" is neither dropped nor counted.
+  const LeaseSet current{{Held("a", 1, kNow), Held("b", 1, kNow + 5)}};
+  LeaseSetSummary summary{true, 2, kNow + 1};
+  LeaseDecision d = DecideLease(Op(LeaseAction::kCheck), current, kNow, summary);
+  EXPECT_EQ(d.held, 2);
+  EXPECT_EQ(d.expired_unreleased, 0);
+  EXPECT_EQ(d.next.leases.size(), 2u);
+  // From its bound on, the set is read: "a" is dropped and the summary filled from what is left.
+  d = DecideLease(Op(LeaseAction::kCheck), current, kNow + 1, summary);
+  EXPECT_EQ(d.held, 1);
+  EXPECT_EQ(d.expired_unreleased, 1);
+  EXPECT_EQ(d.next.leases.size(), 1u);
+  EXPECT_TRUE(summary.known);
+  EXPECT_EQ(summary.held, 1);
+  EXPECT_EQ(summary.expires_from_us, kNow + 5);
+}
+
+// Every field of a decision.
+void ExpectSameDecision(const LeaseDecision& a, const LeaseDecision& b, int step) {
+  SCOPED_TRACE(step);
+  EXPECT_EQ(a.allowed, b.allowed);
+  EXPECT_EQ(a.reason, b.reason);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.lease, b.lease);
+  EXPECT_EQ(a.replayed, b.replayed);
+  EXPECT_EQ(a.held, b.held);
+  EXPECT_EQ(a.free, b.free);
+  EXPECT_EQ(a.retry_at_us, b.retry_at_us);
+  EXPECT_EQ(a.expired_unreleased, b.expired_unreleased);
+  EXPECT_EQ(a.held_leases, b.held_leases);
+  EXPECT_EQ(a.released, b.released);
+  EXPECT_EQ(a.write, b.write);
+  EXPECT_EQ(a.next, b.next);
+}
+
+TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
+  // Random operations on one key, each decided twice: on the set alone, and on the set with the
+  // summary the decision before left. Time stands still for runs of decisions (as in a store's
+  // burst) and jumps past expiries; extends may shorten a lease; counts may exceed what is free.
+  std::mt19937_64 rng(20261130);
+  auto pick = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  LeaseSet alone;
+  LeaseSet carried;
+  LeaseSetSummary summary;
+  std::vector<std::string> ids;
+  int64_t now = kNow;
+  int fast = 0;  // decisions the summary let skip the read
+  for (int step = 0; step < 20000; ++step) {
+    if (pick(4) == 0) now += pick(kTtl / 2);
+    LeaseOp op = Op(LeaseAction::kCheck, 1 + pick(3), "", 6);
+    op.ttl_us = 1000 + pick(2 * kTtl);
+    // Of 20: 8 acquires, 5 releases, 3 extends, 1 list, and checks (now and then a reset).
+    const int64_t roll = pick(20);
+    if (roll < 8) {
+      op.action = LeaseAction::kAcquire;
+      op.lease_id = "id" + std::to_string(step);
+      if (pick(3) == 0) op.request_id = "rq" + std::to_string(pick(40));
+      ids.push_back(op.lease_id);
+    } else if (roll < 13) {
+      op.action = LeaseAction::kRelease;
+      op.lease_id = ids.empty() || pick(10) == 0 ? "unknown" : ids[pick(ids.size())];
+    } else if (roll < 16) {
+      op.action = LeaseAction::kExtend;
+      op.lease_id = ids.empty() ? "unknown" : ids[pick(ids.size())];
+    } else if (roll == 16) {
+      op.action = LeaseAction::kList;
+    } else if (roll == 17 && pick(5) == 0) {
+      op.action = LeaseAction::kReset;  // now and then: every lease ends
+    }
+    ASSERT_TRUE(ValidateLeaseOp(op).ok());
+    if (summary.known && now < summary.expires_from_us) ++fast;
+    const LeaseDecision want = DecideLease(op, alone, now);
+    const LeaseDecision got = DecideLease(op, carried, now, summary);
+    ExpectSameDecision(want, got, step);
+    if (HasFailure()) return;
+    alone = want.next;
+    carried = got.next;
+  }
+  EXPECT_GT(fast, 5000);  // the comparison covers decisions that skipped the read
 }
 
 TEST(LeaseAlgebraTest, ValidateNamesTheBadField) {

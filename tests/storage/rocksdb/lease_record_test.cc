@@ -469,6 +469,27 @@ TEST_F(LeaseRecordStoreTest, SetRecordsOfAnEarlierVersionAreMovedToLeaseRecordsA
   }
 }
 
+TEST_F(LeaseRecordStoreTest, AReleaseFreesARecordAtTheSizeItWasReadWith) {
+  Open();
+  // A record of an earlier version, unpadded: smaller than the size class this version writes.
+  Lease l;
+  l.id = "sized";
+  l.acquired_at_us = clock_.NowMicros();
+  l.expires_at_us = clock_.NowMicros() + kLeaseTtl;
+  const size_t bytes = 13 + EncodedLeaseEntrySize(l);
+  ASSERT_LT(bytes, LeaseEntryRecordBytes(l));
+  std::string key;
+  LeaseEntryKey(LeaseEntryPrefix(StateKey{"jobs", "sized"}), 1, &key);
+  WriteRecord(*store_, clock_, key, EarlierLeaseRecord(l, bytes).substr(8));
+  ASSERT_EQ(Held("sized"), (std::vector<std::string>{"sized"}));
+  // Freed at the size it was read with, the record is written over in place; at the size this
+  // version gives the lease, it would not fit there and would be a second entry.
+  const uint64_t before = MemtableEntries();
+  ASSERT_EQ(Release("sized", "sized"), LeaseState::kReleased);
+  EXPECT_EQ(MemtableEntries(), before);
+  EXPECT_TRUE(Held("sized").empty());
+}
+
 TEST_F(LeaseRecordStoreTest, ASetRecordThatDoesNotDecodeFailsTheOpenAndIsKept) {
   Open();
   const std::string bad = LeaseRecordKey(StateKey{"jobs", "bad"});

@@ -1,0 +1,44 @@
+// IsServerLeaseId and ServerLeaseIdBytes (storage/leases/lease_id.h): exactly 32 lowercase hex
+// digits, every byte beside the digits' ranges refused, and the 16 bytes an id stands for.
+
+#include "storage/leases/lease_id.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ratelimit {
+namespace {
+
+constexpr char kId[] = "0123456789abcdef00ff10a9b8c7d6e5";
+
+TEST(LeaseIdTest, ThirtyTwoLowercaseHexDigitsAreAServerId) {
+  EXPECT_TRUE(IsServerLeaseId(kId));
+  EXPECT_FALSE(IsServerLeaseId(std::string(kId).substr(1)));
+  EXPECT_FALSE(IsServerLeaseId(std::string(kId) + "0"));
+  EXPECT_FALSE(IsServerLeaseId(""));
+}
+
+TEST(LeaseIdTest, EveryByteOutsideTheDigitsIsRefusedAnywhereInTheId) {
+  for (int c = 0; c < 256; ++c) {
+    const bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    for (const size_t at : {size_t{0}, size_t{17}, size_t{31}}) {
+      std::string id = kId;
+      id[at] = static_cast<char>(c);
+      uint8_t bytes[kServerLeaseIdBytes];
+      EXPECT_EQ(IsServerLeaseId(id), digit) << "byte " << c << " at " << at;
+      EXPECT_EQ(ServerLeaseIdBytes(id, bytes), digit) << "byte " << c << " at " << at;
+    }
+  }
+}
+
+TEST(LeaseIdTest, TheBytesAreTheDigitsPairedHighFirst) {
+  uint8_t bytes[kServerLeaseIdBytes];
+  ASSERT_TRUE(ServerLeaseIdBytes(kId, bytes));
+  const uint8_t want[kServerLeaseIdBytes] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                                             0x00, 0xff, 0x10, 0xa9, 0xb8, 0xc7, 0xd6, 0xe5};
+  for (size_t i = 0; i < kServerLeaseIdBytes; ++i) EXPECT_EQ(bytes[i], want[i]) << i;
+}
+
+}  // namespace
+}  // namespace ratelimit
