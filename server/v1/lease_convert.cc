@@ -169,7 +169,7 @@ std::string NewLeaseId() {
   // it draws up to 16 KiB: drawn 64 ids at a time, a serving thread spent 0.5 us an acquire on
   // them (docs/performance.md); 1,024 at a time, 0.01-0.1 us. The server never forks, so no two
   // processes share a pool.
-  constexpr size_t kIdBytes = kLeaseIdChars / 2;
+  constexpr size_t kIdBytes = kServerLeaseIdBytes;
   constexpr size_t kPooledIds = 1024;
   struct Pool {
     std::array<unsigned char, kPooledIds * kIdBytes> bytes{};
@@ -181,12 +181,8 @@ std::string NewLeaseId() {
     pool.next = 0;
   }
   const unsigned char* bytes = pool.bytes.data() + pool.next;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(kLeaseIdChars, '0');
-  for (size_t i = 0; i < kIdBytes; ++i) {
-    id[2 * i] = kHex[bytes[i] >> 4];
-    id[2 * i + 1] = kHex[bytes[i] & 0xf];
-  }
+  std::string id;
+  ServerLeaseIdOfBytes(bytes, &id);
   // Used once: wiped, so that an id handed out never stays in the pool.
   std::memset(pool.bytes.data() + pool.next, 0, kIdBytes);
   pool.next += kIdBytes;

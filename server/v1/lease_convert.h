@@ -15,7 +15,6 @@
 #include "server/v1/convert.h"
 #include "server/v1/limits_file.h"
 #include "storage/leases/lease.h"
-#include "storage/leases/lease_id.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
@@ -23,7 +22,6 @@ namespace ratelimit {
 // Bounds of the lease calls' own fields.
 inline constexpr size_t kMaxLeaseRequestIdBytes = 128;
 inline constexpr size_t kMaxHolderBytes = 256;
-inline constexpr size_t kLeaseIdChars = kServerLeaseIdDigits;
 
 // An Acquire, resolved: its limits in request order (the concurrency limit among them), and the
 // lease op on the concurrency limit's key.

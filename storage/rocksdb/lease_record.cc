@@ -26,8 +26,6 @@ constexpr size_t kEntryHeaderBytes = 8 + 1 + 4;  // its expiry, tag and the leas
 constexpr char kCompactLeaseTag = '\x02';
 constexpr uint8_t kReleasedFlag = 1;
 constexpr uint8_t kBinaryIdFlag = 2;  // the id is 32 lowercase hex digits, kept as 16 bytes
-constexpr size_t kHexIdDigits = kServerLeaseIdDigits;
-constexpr char kHexDigits[] = "0123456789abcdef";
 
 absl::Status Malformed(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("malformed lease record: ", what));
@@ -83,7 +81,7 @@ bool SplitLeaseEntryKey(absl::string_view record_key, LeaseEntryKeyView* out) {
 
 // The compact record's bytes before its padding (`binary_id`: IsServerLeaseId(l.id)).
 size_t CompactLeaseBytes(const Lease& l, bool binary_id) {
-  const size_t id = binary_id ? kHexIdDigits / 2 : VarintBytes(l.id.size()) + l.id.size();
+  const size_t id = binary_id ? kServerLeaseIdBytes : VarintBytes(l.id.size()) + l.id.size();
   return 8 + 1 + 1 + VarintBytes(static_cast<uint64_t>(l.count)) + 8 + 8 + id +
          VarintBytes(l.request_id.size()) + l.request_id.size() + VarintBytes(l.holder.size()) +
          l.holder.size();
@@ -231,13 +229,8 @@ absl::StatusOr<Lease> DecodeLeaseEntryRecord(absl::string_view value) {
   l.expires_at_us = static_cast<int64_t>(expires);
   if ((flags & kBinaryIdFlag) != 0) {
     absl::string_view id;
-    if (!in.Bytes(kHexIdDigits / 2, id)) return Malformed("truncated lease");
-    l.id.resize(kHexIdDigits);
-    for (size_t i = 0; i < id.size(); ++i) {
-      const uint8_t b = static_cast<uint8_t>(id[i]);
-      l.id[2 * i] = kHexDigits[b >> 4];
-      l.id[2 * i + 1] = kHexDigits[b & 0xf];
-    }
+    if (!in.Bytes(kServerLeaseIdBytes, id)) return Malformed("truncated lease");
+    ServerLeaseIdOfBytes(reinterpret_cast<const uint8_t*>(id.data()), &l.id);
   } else if (!in.VarintString(l.id)) {
     return Malformed("truncated lease");
   }

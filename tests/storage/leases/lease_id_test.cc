@@ -1,5 +1,6 @@
-// IsServerLeaseId and ServerLeaseIdBytes (storage/leases/lease_id.h): exactly 32 lowercase hex
-// digits, every byte beside the digits' ranges refused, and the 16 bytes an id stands for.
+// IsServerLeaseId, ServerLeaseIdBytes and ServerLeaseIdOfBytes (storage/leases/lease_id.h):
+// exactly 32 lowercase hex digits, every byte beside the digits' ranges refused, and the 16 bytes
+// an id stands for, both ways.
 
 #include "storage/leases/lease_id.h"
 
@@ -32,12 +33,15 @@ TEST(LeaseIdTest, EveryByteOutsideTheDigitsIsRefusedAnywhereInTheId) {
   }
 }
 
-TEST(LeaseIdTest, TheBytesAreTheDigitsPairedHighFirst) {
+TEST(LeaseIdTest, TheBytesAreTheDigitsPairedHighFirstAndGiveTheIdBack) {
   uint8_t bytes[kServerLeaseIdBytes];
   ASSERT_TRUE(ServerLeaseIdBytes(kId, bytes));
   const uint8_t want[kServerLeaseIdBytes] = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
                                              0x00, 0xff, 0x10, 0xa9, 0xb8, 0xc7, 0xd6, 0xe5};
   for (size_t i = 0; i < kServerLeaseIdBytes; ++i) EXPECT_EQ(bytes[i], want[i]) << i;
+  std::string back = "a longer string the id replaces";
+  ServerLeaseIdOfBytes(want, &back);
+  EXPECT_EQ(back, kId);
 }
 
 }  // namespace
