@@ -37,22 +37,20 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
 
 LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                                   absl::Span<const std::optional<State>> current, int64_t now_us,
-                                  absl::Span<std::optional<State>> writes,
-                                  LeaseSetSummary* summary) {
+                                  absl::Span<std::optional<State>> writes) {
   LeaseOutcome outcome;
-  DecideLeaseOperation(op, keys, std::move(set), current, now_us, writes, summary, outcome);
+  LeaseSetSummary unknown;
+  DecideLeaseOperation(op, keys, std::move(set), current, now_us, writes, unknown, outcome);
   return outcome;
 }
 
 void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                           absl::Span<const std::optional<State>> current, int64_t now_us,
-                          absl::Span<std::optional<State>> writes, LeaseSetSummary* summary,
+                          absl::Span<std::optional<State>> writes, LeaseSetSummary& summary,
                           LeaseOutcome& outcome) {
   outcome.now_us = now_us;
-  LeaseSetSummary unknown;
-  if (summary == nullptr) summary = &unknown;
   LeaseDecision& d = outcome.lease;
-  DecideLease(op.lease, std::move(set), now_us, *summary, d);
+  DecideLease(op.lease, std::move(set), now_us, summary, d);
   bool rates_allowed = true;
   if (op.lease.action == LeaseAction::kAcquire && !d.replayed && !op.limits.empty()) {
     const Operation rates{op.limits, d.allowed ? Mode::kConsume : Mode::kCheck};
@@ -66,7 +64,7 @@ void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, L
       d.lease.reset();
       d.next.leases.pop_back();
       d.held -= op.lease.count;
-      summary->held = d.held;
+      summary.held = d.held;
       d.free = std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);
     }
   }

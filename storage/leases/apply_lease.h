@@ -58,18 +58,17 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op);
 // so that the decisions report balances as they are), their states to write in `writes` (only
 // when everything allowed). A rate denial takes no slot: lease.write false, lease.lease unset,
 // held and free as before, lease.next the set as read. The store writes outcome.lease.next when
-// outcome.lease.write. `set` is taken by value, as DecideLease takes it. `summary`, when given,
-// is the set's LeaseSetSummary, carried and kept as DecideLease carries and keeps it (lease.h).
+// outcome.lease.write. `set` is taken by value, as DecideLease takes it.
 // REQUIRES: ValidateLeaseOperation(op) is OK.
 LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                                   absl::Span<const std::optional<State>> current, int64_t now_us,
-                                  absl::Span<std::optional<State>> writes,
-                                  LeaseSetSummary* summary = nullptr);
-// The same decision made into `outcome`, where the caller keeps it. REQUIRES: `outcome` is as
-// default-constructed, and what DecideLeaseOperation requires.
+                                  absl::Span<std::optional<State>> writes);
+// The same decision made into `outcome`, where the caller keeps it, with the set's
+// LeaseSetSummary `summary` carried and kept as DecideLease carries and keeps it (lease.h).
+// REQUIRES: `outcome` is as default-constructed, and what DecideLeaseOperation requires.
 void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                           absl::Span<const std::optional<State>> current, int64_t now_us,
-                          absl::Span<std::optional<State>> writes, LeaseSetSummary* summary,
+                          absl::Span<std::optional<State>> writes, LeaseSetSummary& summary,
                           LeaseOutcome& outcome);
 
 // The expiry of the record of `next`, the set `op` writes at `now_us`: kLeaseRecordMarginMicros

@@ -201,16 +201,13 @@ struct LeaseDecision {
 // the capacity was lowered). `next` is the kept leases after the action: when written, the set
 // to store (a store deletes it, or stores it empty, when it is empty).
 LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us);
-// The same decision, with `summary` (LeaseSetSummary) of `current` carried from the decision that
-// returned `current` as its `next`: when it is known and now_us is before every expiry it
+// The same decision, made into `d` where the caller keeps it (a decision is large: the store keeps
+// a burst's outcomes), with `summary` (LeaseSetSummary) of `current` carried from the decision
+// that returned `current` as its `next`: when it is known and now_us is before every expiry it
 // bounds, the set is not read (nothing in it has expired, and the algebra keeps no released lease
 // without a request_id), otherwise it is read as above. Either way, `summary` describes the
 // decision's `next` afterwards. The decision is the one DecideLease(op, current, now_us) makes.
-LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us,
-                          LeaseSetSummary& summary);
-// The same decision made into `d`, where the caller keeps it (a decision is large: this form is
-// for callers that keep many, the store's outcomes of a burst). REQUIRES: `d` is as
-// default-constructed.
+// REQUIRES: `d` is as default-constructed.
 void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
                  LeaseDecision& d);
 

@@ -97,13 +97,6 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
   return d;
 }
 
-LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us,
-                          LeaseSetSummary& summary) {
-  LeaseDecision d;
-  DecideLease(op, std::move(current), now_us, summary, d);
-  return d;
-}
-
 void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
                  LeaseDecision& d) {
   ReadSet r;

@@ -237,7 +237,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   for (const size_t k : run) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
     // Decided in its place among the outcomes (an outcome is large: not moved).
-    DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, &summary,
+    DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, summary,
                          outcomes[k].emplace());
     LeaseDecision& d = outcomes[k]->lease;
     if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);

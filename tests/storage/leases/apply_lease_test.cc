@@ -80,10 +80,7 @@ TEST(ApplyLeaseTest, ARateDenialLeavesACarriedSummaryTrueOfTheSetAsRead) {
   // the lease decision took is given back, and the summary carried to the next decision with it.
   LimitOp rate;
   rate.key = StateKey{"calls", "tenant"};
-  rate.config.kind = LimitKind::kTokenBucket;
-  rate.config.rate = 1;
-  rate.config.period_us = kSecond;
-  rate.config.capacity = 1;
+  rate.config = TokenBucket(1, kSecond, 1);
   rate.count = 5;
   const LeaseOperation acquire{LeaseOpOf(LeaseAction::kAcquire, 1, "a"),
                                absl::MakeConstSpan(&rate, 1)};
@@ -92,14 +89,16 @@ TEST(ApplyLeaseTest, ARateDenialLeavesACarriedSummaryTrueOfTheSetAsRead) {
   std::vector<std::optional<State>> writes(1);
   LeaseSetSummary summary;
   const int64_t now = 1'000 * kSecond;
-  LeaseOutcome denied = DecideLeaseOperation(acquire, DistinctKeys(acquire.limits), LeaseSet{},
-                                             current, now, absl::MakeSpan(writes), &summary);
+  LeaseOutcome denied;
+  DecideLeaseOperation(acquire, DistinctKeys(acquire.limits), LeaseSet{}, current, now,
+                       absl::MakeSpan(writes), summary, denied);
   ASSERT_FALSE(denied.allowed);
   EXPECT_EQ(denied.lease.held, 0);
   EXPECT_EQ(summary.held, 0);
   const LeaseOperation check{LeaseOpOf(LeaseAction::kCheck, 1, "")};
-  const LeaseOutcome after = DecideLeaseOperation(
-      check, OperationKeys{}, std::move(denied.lease.next), {}, now, {}, &summary);
+  LeaseOutcome after;
+  DecideLeaseOperation(check, OperationKeys{}, std::move(denied.lease.next), {}, now, {}, summary,
+                       after);
   EXPECT_EQ(after.lease.held, 0);
   EXPECT_TRUE(after.lease.allowed);
 }

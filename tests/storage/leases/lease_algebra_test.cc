@@ -3,6 +3,7 @@
 
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -319,17 +320,25 @@ TEST(LeaseAlgebraTest, ExpiresAtIsTheLatestExpiryReleasedIncluded) {
   EXPECT_EQ(LeaseSetExpiresAt(LeaseSet{{Held("a", 1, kNow + 5), released}}), kNow + 99);
 }
 
+// DecideLease with a carried summary, its decision returned.
+LeaseDecision Carried(const LeaseOp& op, LeaseSet current, int64_t now_us,
+                      LeaseSetSummary& summary) {
+  LeaseDecision d;
+  DecideLease(op, std::move(current), now_us, summary, d);
+  return d;
+}
+
 TEST(LeaseAlgebraTest, AKnownSummaryIsTrustedWithoutReadingTheSet) {
   // "a" has expired, but the summary says nothing expires before kNow + 1: the set is not read,
   // so "a" is neither dropped nor counted.
   const LeaseSet current{{Held("a", 1, kNow), Held("b", 1, kNow + 5)}};
   LeaseSetSummary summary{true, 2, kNow + 1};
-  LeaseDecision d = DecideLease(Op(LeaseAction::kCheck), current, kNow, summary);
+  LeaseDecision d = Carried(Op(LeaseAction::kCheck), current, kNow, summary);
   EXPECT_EQ(d.held, 2);
   EXPECT_EQ(d.expired_unreleased, 0);
   EXPECT_EQ(d.next.leases.size(), 2u);
   // From its bound on, the set is read: "a" is dropped and the summary filled from what is left.
-  d = DecideLease(Op(LeaseAction::kCheck), current, kNow + 1, summary);
+  d = Carried(Op(LeaseAction::kCheck), current, kNow + 1, summary);
   EXPECT_EQ(d.held, 1);
   EXPECT_EQ(d.expired_unreleased, 1);
   EXPECT_EQ(d.next.leases.size(), 1u);
@@ -393,7 +402,7 @@ TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
     ASSERT_TRUE(ValidateLeaseOp(op).ok());
     if (summary.known && now < summary.expires_from_us) ++fast;
     const LeaseDecision want = DecideLease(op, alone, now);
-    const LeaseDecision got = DecideLease(op, carried, now, summary);
+    const LeaseDecision got = Carried(op, carried, now, summary);
     ExpectSameDecision(want, got, step);
     if (HasFailure()) return;
     alone = want.next;
