@@ -68,7 +68,9 @@
 #   RLQS_LIMITS (5000 1000000: requests/s, one run each), RLQS_CLIENTS (10), RLQS_DURATION (10s,
 #   each way), RLQS_FLAGS (none; more flags of ratelimit_rlqs_bench); section 8's in
 #   scripts/bench-overrides.sh (OVERRIDE_CHANGES, OVERRIDE_LOAD_RPS, OVERRIDE_TMPDIR); section 9's
-#   in scripts/bench-leases.sh (LEASE_ROUNDS, LEASE_KEYS, LEASE_STORES).
+#   in scripts/bench-leases.sh (LEASE_ROUNDS, LEASE_KEYS, LEASE_STORES); LEASE_AB_BUILD_DIR (none: a
+#   second build's directory, whose server section 9 then compares with this build's, side by
+#   side under one load: scripts/bench-ab.sh, with LEASE_AB_LOAD, LEASE_AB_KEYS, LEASE_AB_ENV).
 # Needs Debian: first runs scripts/setup.sh (the build's packages) and installs jq and
 # nghttp2-client (h2load) with apt-get when they are missing (SKIP_SETUP=1: neither); taskset
 # (util-linux) if available; redis-server and redis-cli (Debian: redis-server, redis-tools) for
@@ -488,7 +490,14 @@ fi
 if [[ $SECTIONS == leases || $SECTIONS == all ]]; then
   # shellcheck source=scripts/bench-leases.sh
   source "$ROOT/scripts/bench-leases.sh"
-  leases_section >"$WORK/leases.md"
+  if [[ -n ${LEASE_AB_BUILD_DIR:-} ]]; then
+    # shellcheck source=scripts/bench-ab.sh
+    source "$ROOT/scripts/bench-ab.sh"
+    leases_ab
+    leases_ab_report >"$WORK/leases.md"
+  else
+    leases_section >"$WORK/leases.md"
+  fi
   cat "$WORK/leases.md" >&2
 fi
 if [[ $SECTIONS == leases ]]; then
