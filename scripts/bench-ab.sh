@@ -23,42 +23,47 @@ ab_rate() {
   jq -r 'if .pairs_per_s != null then .pairs_per_s * 2 else .rps end' "$1"
 }
 
+# start_other_server LOGFILE: start_server with the other build's server, LEASE_AB_ENV in its
+# environment (SERVER and PIN_SERVER are this function's own for the call: bash's locals are seen
+# by the functions it calls and end with it).
+start_other_server() {
+  local env_words=()
+  read -r -a env_words <<<"$LEASE_AB_ENV"
+  # shellcheck disable=SC2034  # start_server runs it
+  local SERVER="$LEASE_AB_BUILD_DIR/bin/ratelimit-server"
+  local -a PIN_SERVER=(env "${env_words[@]}" "${PIN_SERVER[@]}")
+  start_server real "$1"
+}
+
 leases_ab() {
   [[ -n $LEASE_SERVER_CPU ]] || die "LEASE_AB_BUILD_DIR needs LEASE_SERVER_CPU (each server's share)"
   [[ $LEASE_AB_LOAD == pairs || $LEASE_AB_LOAD == consume ]] ||
     die "LEASE_AB_LOAD must be pairs or consume"
-  local other="$LEASE_AB_BUILD_DIR/bin/ratelimit-server"
-  [[ -x $other ]] || die "LEASE_AB_BUILD_DIR: $other is not there"
-  local env_words=()
-  read -r -a env_words <<<"$LEASE_AB_ENV"
-  local round place build pids ports loads
-  local -a pin=("${PIN_SERVER[@]}")
-  local this_server=$SERVER
+  [[ -x $LEASE_AB_BUILD_DIR/bin/ratelimit-server ]] ||
+    die "LEASE_AB_BUILD_DIR: $LEASE_AB_BUILD_DIR/bin/ratelimit-server is not there"
+  local round place pids ports builds loads
   for ((round = 1; round <= LEASE_ROUNDS; round++)); do
     check_idle
-    pids=() ports=() loads=()
+    pids=() ports=() builds=() loads=()
     for place in 0 1; do
       # This build first in odd rounds, second in even ones.
-      if (((round + place) % 2 == 1)); then build=this; else build=other; fi
-      if [[ $build == this ]]; then
-        start_server real "$WORK/server.ab.$round.$build.log"
+      if (((round + place) % 2 == 1)); then builds+=(this); else builds+=(other); fi
+      if [[ ${builds[place]} == this ]]; then
+        start_server real "$WORK/server.ab.$round.this.log"
       else
-        PIN_SERVER=(env "${env_words[@]}" "${pin[@]}") SERVER=$other
-        start_server real "$WORK/server.ab.$round.$build.log"
-        PIN_SERVER=("${pin[@]}") SERVER=$this_server
+        start_other_server "$WORK/server.ab.$round.other.log"
       fi
       limit_server_cpu "$SERVER_PID"
-      pids+=("$SERVER_PID") ports+=("$SERVER_PORT:$build")
+      pids+=("$SERVER_PID") ports+=("$SERVER_PORT")
     done
     log "build comparison, round $round/$LEASE_ROUNDS: $LEASE_AB_LOAD on $LEASE_AB_KEYS key(s)," \
       "this build on server $(((round + 1) % 2)), the other on server $((round % 2))"
     for place in 0 1; do
-      local port=${ports[place]%%:*} which=${ports[place]##*:}
+      local out="$WORK/ab.$round.${builds[place]}.json"
       if [[ $LEASE_AB_LOAD == pairs ]]; then
-        (SERVER_PORT=$port run_lease_load "$WORK/ab.$round.$which.json" "$LEASE_AB_KEYS") &
+        (SERVER_PORT=${ports[place]} run_lease_load "$out" "$LEASE_AB_KEYS") &
       else
-        (SERVER_PORT=$port DURATION=$LEASE_DURATION run_load "$WORK/ab.$round.$which.json" \
-          "$LEASE_AB_KEYS") &
+        (SERVER_PORT=${ports[place]} DURATION=$LEASE_DURATION run_load "$out" "$LEASE_AB_KEYS") &
       fi
       loads+=("$!")
     done
