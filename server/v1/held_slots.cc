@@ -8,7 +8,7 @@
 
 namespace ratelimit {
 
-void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us) {
+void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq) {
   const int64_t now = clock_.NowMicros();
   const uint64_t hash = absl::HashOf(static_cast<int>(key.source), key.name, key.key);
   absl::MutexLock lock(&mu_);
@@ -19,10 +19,13 @@ void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl
       SweepLocked(now);
       sweep_at_size_ = std::max(min_sweep_size_, 2 * keys_.size());
     }
-    it = keys_.emplace(hash, Entry{0, 0, LimitIndexLocked(key.name)}).first;
+    it = keys_.emplace(hash, Entry{0, 0, 0, LimitIndexLocked(key.name)}).first;
+  } else if (seq != 0 && seq < it->second.seq) {
+    return;  // a later decision's count is in already
   }
   it->second.held = std::max<int64_t>(held, 0);
   it->second.forget_at_us = now + max_lease_ttl_us;
+  it->second.seq = seq;
 }
 
 void HeldSlots::SweepLocked(int64_t now_us) {

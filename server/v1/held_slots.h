@@ -27,6 +27,10 @@ namespace ratelimit {
 // nothing) until a scrape or a sweep drops it. Sweeps run when the map has doubled since the last
 // one, so keys at 0 or past their time never pile up between scrapes.
 //
+// A key's entry keeps the number of the decision its count is from, so that an earlier decision
+// reported late does not replace a later one's count (until the entry is dropped: a count of 0
+// reported late then is lost, and one above 0 comes back until the key's next decision).
+//
 // Every lease call reports here, so an entry is small and found with one probe: keys are told
 // apart by a 64-bit hash of (source, name, key) and an entry holds its limit as an index into the
 // names seen, not the key's strings (a map of strings cost a lease call about 0.4 µs in cache
@@ -47,8 +51,12 @@ class HeldSlots {
   HeldSlots& operator=(const HeldSlots&) = delete;
 
   // `held` slots of `key` after a decision of a limit whose leases last at most
-  // `max_lease_ttl_us`.
-  void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us);
+  // `max_lease_ttl_us`, numbered `seq` by the store (LeaseDecision::seq). A decision numbered
+  // below the last one seen on the key is ignored: decisions are reported in the order their
+  // answers are handed back, which is not the order they were made in (a burst answers in the
+  // order its calls came, its store decides releases first; two serving threads race). With seq
+  // 0 (a store that numbers nothing) the last reported wins.
+  void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq = 0);
 
   // Slots held per limit name (limits with none are absent), dropping forgotten keys.
   std::vector<std::pair<std::string, double>> PerLimit();
@@ -62,6 +70,7 @@ class HeldSlots {
   struct Entry {
     int64_t held = 0;
     int64_t forget_at_us = 0;
+    uint64_t seq = 0;    // of the decision `held` is from
     uint32_t limit = 0;  // index into names_
   };
   // Names a sweep keeps without looking whether an entry still refers to them.

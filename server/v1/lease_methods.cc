@@ -44,7 +44,7 @@ grpc::Status RateLimitServiceImpl::LeaseFailure(Telemetry::Rpc& rpc,
 void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const {
   telemetry_.CountLeasesExpired(op.key.name, decision.expired_unreleased);
   if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {
-    held_slots_->Observe(op.key, decision.held, op.config.max_lease_ttl_us);
+    held_slots_->Observe(op.key, decision.held, op.config.max_lease_ttl_us, decision.seq);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "storage/leases/apply_lease.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -93,6 +94,13 @@ std::string LeaseRecordKey(const StateKey& key) {
   return absl::StrCat(LeaseRecordPrefix(key.source, key.name), key.key);
 }
 
+uint64_t NextLeaseDecisionSeq(uint64_t n) {
+  // Relaxed: the store's hold of the key orders its decisions, and one atomic's increments are
+  // seen by every thread in one order consistent with it.
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(n, std::memory_order_relaxed);
+}
+
 bool LeaseRecordHoldsLeases(absl::string_view record) {
   absl::StatusOr<LeaseSet> set = DecodeLeaseSet(record);
   return !set.ok() || !set->leases.empty();
@@ -125,7 +133,8 @@ absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const Leas
           }
           outcome =
               DecideLeaseOperation(op, keys, std::move(set), current, clock.NowMicros(), writes);
-          const LeaseDecision& d = outcome.lease;
+          LeaseDecision& d = outcome.lease;
+          d.seq = NextLeaseDecisionSeq();  // inside the transaction, which holds the key
           if (d.write) {
             const int64_t latest = LeaseSetExpiresAt(d.next);
             if (latest >= record.expires_at_us) {

@@ -152,6 +152,12 @@ struct LeaseDecision {
   // kRelease that released: the lease as it was held (Lease::record included), so that a store
   // frees or rewrites where it kept it without searching the set again. Unset otherwise.
   std::optional<Lease> released;
+  // Where the decision stands among the store's decisions on the key: a later one on the same key
+  // has a larger seq, whichever thread or batch made it and in whatever order the answers are
+  // handed back (a batch answers in the order given, not in the order decided). 0 when the store
+  // gives none (Redis). Set by the store, not by DecideLease; for what reports a key's state as
+  // of its latest decision (the held-slots gauge).
+  uint64_t seq = 0;
   // Whether `next` must be written (false: leave the stored set as it is).
   bool write = false;
   // The set after the decision: expired leases dropped, released ones without a request_id

@@ -187,6 +187,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   LeaseSet taken = std::move(*read.set);
   outcome = DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes));
   LeaseDecision& d = outcome.lease;
+  d.seq = NextLeaseDecisionSeq();  // under the key's stripe
   // The records to write: the leases the decision changed. Reused by this thread's decisions:
   // the batch copies them before the next one.
   static thread_local LeaseWrites lease_writes;
@@ -234,12 +235,15 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   // Carried from each decision to the next: after the first, a decision reads the set only when
   // one of its leases may have expired (lease.h).
   LeaseSetSummary summary;
+  // Numbered under the key's stripe, in the order decided.
+  uint64_t seq = NextLeaseDecisionSeq(run.size());
   for (const size_t k : run) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
     // Decided in its place among the outcomes (an outcome is large: not moved).
     DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, summary,
                          outcomes[k].emplace());
     LeaseDecision& d = outcomes[k]->lease;
+    d.seq = seq++;
     if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);
     LeaseWritesOf(ops[k]->lease, d, prefix, freed, lease_writes);
     wrote = wrote || d.write;

@@ -25,6 +25,28 @@ TEST(HeldSlotsTest, SumsTheLastCountOfEachKeyPerLimit) {
   EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 3}, {"seats", 7}}));
 }
 
+// A burst's answers come in the order its calls came, not the order decided (its releases are
+// decided first), and two serving threads race: a count from an earlier decision, reported
+// after a later one's, is ignored. Without numbers (a store that gives none) the last reported
+// wins.
+TEST(HeldSlotsTest, KeepsTheCountOfTheLatestDecisionNotOfTheLatestReport) {
+  FakeClock clock;
+  HeldSlots held(clock);
+  const StateKey key{"jobs", "a"};
+  held.Observe(key, 2, 60 * kSecond, /*seq=*/10);
+  held.Observe(key, 1, 60 * kSecond, /*seq=*/9);  // decided before the count of 2
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 2}}));
+  held.Observe(key, 3, 60 * kSecond, /*seq=*/11);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 3}}));
+  // A count of 0 decided first does not forget the key.
+  held.Observe(key, 0, 60 * kSecond, /*seq=*/5);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 3}}));
+  const StateKey unnumbered{"seats", "x"};
+  held.Observe(unnumbered, 4, 60 * kSecond);
+  held.Observe(unnumbered, 1, 60 * kSecond);
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 3}, {"seats", 1}}));
+}
+
 TEST(HeldSlotsTest, ForgetsAKeyAtZeroAndAfterMaxLeaseTtl) {
   FakeClock clock;
   HeldSlots held(clock);

@@ -50,6 +50,21 @@ TEST(LeaseRecordKeyTest, KeysOfOneLimitShareItsPrefixAndNoOtherLimitsOrRecords) 
   EXPECT_EQ(LeaseRecordKey(StateKey{"jobs", "t1"})[0], 'L');
 }
 
+// Each decision is numbered when made (LeaseDecision::seq): a later one, on any key, larger.
+TEST(ApplyLeaseTest, NumbersEachDecisionAboveTheOnesBefore) {
+  MemoryStateStore store;
+  FakeClock clock;
+  uint64_t last = 0;
+  for (const LeaseOp& op : {LeaseOpOf(LeaseAction::kAcquire, 2, "a"),
+                            LeaseOpOf(LeaseAction::kAcquire, 2, "b", "jobs", "other"),
+                            LeaseOpOf(LeaseAction::kRelease, 2, "a")}) {
+    absl::StatusOr<LeaseOutcome> out = store.ApplyLease(LeaseOperation{op}, clock);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_GT(out->lease.seq, last);
+    last = out->lease.seq;
+  }
+}
+
 TEST(ApplyLeaseTest, ALeaseOutlivingTheConfiguredMaxTtlKeepsItsRecord) {
   MemoryStateStore store;
   FakeClock clock;

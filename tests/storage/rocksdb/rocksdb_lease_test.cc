@@ -189,6 +189,43 @@ TEST(RocksDbLeaseTest, ABurstsAcquireTakesTheSlotItsReleaseFreed) {
   EXPECT_EQ(HeldRecords(*store, clock, 1), (Held{{"b", 1}}));
 }
 
+// A burst answers in the order its calls came, but decides its releases first: each decision
+// carries its place among the key's decisions (LeaseDecision::seq), so that what reports a key's
+// latest count (the held-slots gauge) can tell the burst's last decision from its last answer.
+// Decided alone (an acquire with a rate limit) or in a run, after an earlier call: larger each.
+TEST(RocksDbLeaseTest, DecisionsAreNumberedInTheOrderMadeNotTheOrderAnswered) {
+  TempDir dir;
+  FakeClock clock;
+  std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<LeaseOutcome> earlier =
+      store->ApplyLease(LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, "a")}, clock);
+  ASSERT_TRUE(earlier.ok() && earlier->allowed) << earlier.status();
+  EXPECT_GT(earlier->lease.seq, 0u);
+  LimitOp rate;
+  rate.key = StateKey{"calls", "tenant"};
+  rate.config = TokenBucket(10, kSecond, 10);
+  rate.count = 1;
+  const std::vector<LeaseOperation> burst = {
+      LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, "b")},
+      LeaseOperation{LeaseOpOf(LeaseAction::kRelease, 3, "a")},
+      LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, "c"), absl::MakeConstSpan(&rate, 1)}};
+  std::vector<const LeaseOperation*> ops = {&burst[0], &burst[1], &burst[2]};
+  std::vector<absl::StatusOr<LeaseOutcome>> outcomes = store->ApplyLeaseBatch(ops, clock);
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const absl::StatusOr<LeaseOutcome>& o : outcomes) ASSERT_TRUE(o.ok()) << o.status();
+  const LeaseDecision& acquired = outcomes[0]->lease;
+  const LeaseDecision& released = outcomes[1]->lease;
+  const LeaseDecision& with_rate = outcomes[2]->lease;
+  EXPECT_EQ(released.state, LeaseState::kReleased);
+  EXPECT_EQ(released.held, 0);
+  EXPECT_EQ(acquired.held, 1);
+  EXPECT_EQ(with_rate.held, 2);
+  EXPECT_GT(released.seq, earlier->lease.seq);
+  EXPECT_GT(acquired.seq, released.seq);
+  EXPECT_GT(with_rate.seq, acquired.seq);
+}
+
 // An acquire in a run takes the record a release of the run freed, even when a lower number is
 // free: the record is written once for the two decisions.
 TEST(RocksDbLeaseTest, ARunsAcquireTakesTheRecordItsReleaseFreed) {
