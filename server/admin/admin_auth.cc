@@ -24,9 +24,17 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> authorization) const {
+std::string AdministrationDisabled(absl::string_view method) {
+  return absl::StrCat(method,
+                      " is disabled: the server was started without an admin token "
+                      "(--admin_token_file or $RATELIMIT_ADMIN_TOKEN) or admin identities "
+                      "(--admin_identities)");
+}
+
+absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> authorization,
+                                           absl::string_view method) const {
   // Checked first: no credential could help, and the caller should be told so.
-  if (!enabled()) return absl::PermissionDeniedError(kAdministrationDisabled);
+  if (!enabled()) return absl::PermissionDeniedError(AdministrationDisabled(method));
   if (!authorization) {
     return absl::UnauthenticatedError("admin call requires metadata authorization: Bearer <token>");
   }
@@ -36,8 +44,9 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
   }
   if (token_.empty()) {
     return absl::PermissionDeniedError(
-        "administration by token is disabled: the server was started without an admin token "
-        "(only the client certificates of admin identities may call Reset)");
+        absl::StrCat("administration by token is disabled: the server was started without an "
+                     "admin token (only the client certificates of admin identities may call ",
+                     method, ")"));
   }
   const absl::string_view presented =
       absl::StripAsciiWhitespace(authorization->substr(kScheme.size()));
@@ -48,8 +57,8 @@ absl::Status AdminAuthenticator::Authorize(std::optional<absl::string_view> auth
 }
 
 absl::StatusOr<std::string> AdminAuthenticator::AuthorizeCall(
-    std::optional<absl::string_view> authorization,
-    absl::Span<const std::string> peer_identities) const {
+    std::optional<absl::string_view> authorization, absl::Span<const std::string> peer_identities,
+    absl::string_view method) const {
   // Disabled administration (no identities) reaches Authorize below, which says so first.
   for (const std::string& identity : peer_identities) {
     if (std::find(identities_.begin(), identities_.end(), identity) != identities_.end()) {
@@ -66,7 +75,7 @@ absl::StatusOr<std::string> AdminAuthenticator::AuthorizeCall(
         "admin call requires a client certificate with an admin identity or metadata "
         "authorization: Bearer <token>");
   }
-  if (absl::Status s = Authorize(authorization); !s.ok()) return s;
+  if (absl::Status s = Authorize(authorization, method); !s.ok()) return s;
   return std::string("token");
 }
 
@@ -82,7 +91,7 @@ absl::StatusOr<std::string> AdminAuthenticator::AuthorizeRpc(const grpc::ServerC
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   const std::vector<std::string> identities =
       auth ? PeerIdentities(*auth) : std::vector<std::string>();
-  absl::StatusOr<std::string> admin = AuthorizeCall(authorization, identities);
+  absl::StatusOr<std::string> admin = AuthorizeCall(authorization, identities, rpc.method());
   if (!admin.ok()) {
     refused_log.Log({{"peer", context.peer()},
                      {"peer_identities", absl::StrJoin(identities, ",")},

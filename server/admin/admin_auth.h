@@ -18,11 +18,12 @@
 
 namespace ratelimit {
 
-// The refusal of every administrative call by a server with neither an admin token nor admin
-// identities (PERMISSION_DENIED, whatever the caller sent).
-inline constexpr char kAdministrationDisabled[] =
-    "Reset is disabled: the server was started without an admin token (--admin_token_file or "
-    "$RATELIMIT_ADMIN_TOKEN) or admin identities (--admin_identities)";
+// The refusal of administrative call `method` ("Reset", "ListLeases", "SetOverride"...) by a
+// server with neither an admin token nor admin identities (PERMISSION_DENIED, whatever the caller
+// sent): "<method> is disabled: the server was started without an admin token ...". Reset's is the
+// message clients document ("Reset is disabled: ..."); the other calls are named, so that an
+// operator listing leases is not told that Reset is disabled.
+std::string AdministrationDisabled(absl::string_view method);
 
 // Authorizes administrative calls (Reset) by a shared bearer token, sent by the caller as the
 // gRPC metadata `authorization: Bearer <token>`, or by the identity of a verified client
@@ -40,21 +41,25 @@ class AdminAuthenticator {
   explicit AdminAuthenticator(std::string token, std::vector<std::string> identities = {})
       : token_(std::move(token)), identities_(std::move(identities)) {}
 
-  // `authorization` is the metadata value, or nullopt when the caller sent none.
-  // PERMISSION_DENIED kAdministrationDisabled: administration disabled (checked first).
+  // `authorization` is the metadata value, or nullopt when the caller sent none; `method` the
+  // administrative call, named by the refusals.
+  // PERMISSION_DENIED AdministrationDisabled(method): administration disabled (checked first).
   // UNAUTHENTICATED: no credential, or not of the form "Bearer <token>".
   // PERMISSION_DENIED: wrong token, or administration by token disabled.
-  absl::Status Authorize(std::optional<absl::string_view> authorization) const;
+  absl::Status Authorize(std::optional<absl::string_view> authorization,
+                         absl::string_view method = "Reset") const;
 
   // Authorizes a call by its certificate identities (see PeerIdentities in server/tls.h) or its
   // token. Returns how the call was authorized, for the audit log: "identity <SAN>" or "token".
   // PERMISSION_DENIED when the caller proved identities, none of them is an admin identity, and
   // it sent no token; otherwise errors as Authorize.
   absl::StatusOr<std::string> AuthorizeCall(std::optional<absl::string_view> authorization,
-                                            absl::Span<const std::string> peer_identities) const;
+                                            absl::Span<const std::string> peer_identities,
+                                            absl::string_view method = "Reset") const;
 
   // Authorizes an admin RPC by what its `context` carries: the `authorization` metadata and the
-  // identities of the client certificate the server verified (AuthorizeCall decides). Returns how
+  // identities of the client certificate the server verified (AuthorizeCall decides, for the
+  // method `rpc` observes). Returns how
   // the call was authorized, or the refusal, which is first logged to `refused_log` (the event
   // of the caller's API; written once, then summarised) with the fields peer, peer_identities,
   // `subject` (what the call was about, e.g. {"limit", name}), reason and trace_id (of `rpc`).

@@ -97,6 +97,8 @@ class Telemetry {
     void SetDecision(bool allowed);
     // Ends the span and records the RPC count and latency. Call once.
     void Finish(const grpc::Status& status);
+    // The method observed (StartRpc's `method`).
+    const char* method() const { return method_; }
     // Hex trace id for log lines; empty when the call is not traced.
     std::string TraceId() const { return span_.TraceIdHex(); }
     Span& span() { return span_; }

@@ -62,6 +62,25 @@ TEST(AdminAuthTest, DisabledAdministrationIsPermissionDeniedWhateverTheCallerSen
   }
 }
 
+// The refusal names the call it refuses: an operator listing leases or setting an override is
+// not told that Reset is disabled. Reset's own message is the one clients document.
+TEST(AdminAuthTest, DisabledAdministrationNamesTheCallRefused) {
+  AdminAuthenticator disabled("");
+  EXPECT_THAT(std::string(disabled.Authorize("Bearer t", "ListLeases").message()),
+              ::testing::StartsWith("ListLeases is disabled: the server was started without"));
+  EXPECT_THAT(
+      std::string(disabled.AuthorizeCall(std::nullopt, {}, "SetOverride").status().message()),
+      ::testing::StartsWith("SetOverride is disabled: "));
+  EXPECT_EQ(std::string(disabled.Authorize(std::nullopt).message()),
+            "Reset is disabled: the server was started without an admin token (--admin_token_file "
+            "or $RATELIMIT_ADMIN_TOKEN) or admin identities (--admin_identities)");
+  // Certificates only: a token is refused naming the call.
+  AdminAuthenticator by_certificate("", {"spiffe://ops"});
+  EXPECT_THAT(
+      std::string(by_certificate.AuthorizeCall("Bearer t", {}, "ListLeases").status().message()),
+      ::testing::HasSubstr("may call ListLeases"));
+}
+
 // AuthorizeRpc: an admin call authorized by what its gRPC context carries, every refusal logged
 // to the caller's RepeatedLog with what the call was about and the call's trace id.
 class AuthorizeRpcTest : public ::testing::Test {

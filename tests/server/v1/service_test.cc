@@ -343,8 +343,9 @@ TEST_F(ServiceTest, ResetOfAnUnconfiguredNameIsNotFoundAndChangesNothing) {
   EXPECT_EQ(*client_->Reset("api", "never-used"), 0u);
 }
 
-TEST_F(ServiceTest, ResetIsDisabledWithoutAConfiguredToken) {
-  // A server started without a token refuses every reset, whatever the caller sends.
+TEST_F(ServiceTest, ResetAndListLeasesAreDisabledWithoutAConfiguredToken) {
+  // A server started without a token refuses every reset, whatever the caller sends, and every
+  // other administrative call, each told that it is the call disabled.
   ServerOptions options;
   options.admin.token = "";
   WriteFileAtomically(dir_.File("limits.yaml"), kLimits);
@@ -361,6 +362,12 @@ TEST_F(ServiceTest, ResetIsDisabledWithoutAConfiguredToken) {
   absl::Status refused = anonymous->Reset("api", "u1").status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(std::string(refused.message()), ::testing::StartsWith("Reset is disabled"));
+  v1::ListLeasesRequest list;
+  list.set_name("api");
+  list.set_key("u1");
+  absl::Status list_refused = anonymous->ListLeases(list).status();
+  EXPECT_EQ(list_refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(list_refused.message()), ::testing::StartsWith("ListLeases is disabled"));
 }
 
 // ---- Failure policy ---------------------------------------------------------------------
