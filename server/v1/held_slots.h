@@ -55,7 +55,7 @@ class HeldSlots {
   // below the last one seen on the key is ignored: decisions are reported in the order their
   // answers are handed back, which is not the order they were made in (a burst answers in the
   // order its calls came, its store decides releases first; two serving threads race). With seq
-  // 0 (a store that numbers nothing) the last reported wins.
+  // 0 (a decision not numbered) the last reported wins.
   void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq = 0);
 
   // Slots held per limit name (limits with none are absent), dropping forgotten keys.

@@ -1,7 +1,6 @@
 #include "storage/leases/apply_lease.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -92,13 +91,6 @@ std::string LeaseRecordPrefix(LimitSource source, absl::string_view name) {
 
 std::string LeaseRecordKey(const StateKey& key) {
   return absl::StrCat(LeaseRecordPrefix(key.source, key.name), key.key);
-}
-
-uint64_t NextLeaseDecisionSeq(uint64_t n) {
-  // Relaxed: the store's hold of the key orders its decisions, and one atomic's increments are
-  // seen by every thread in one order consistent with it.
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(n, std::memory_order_relaxed);
 }
 
 bool LeaseRecordHoldsLeases(absl::string_view record) {

@@ -92,11 +92,6 @@ int64_t LeaseRecordExpiresAt(const LeaseOp& op, const LeaseSet& next, int64_t no
 absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const LeaseOperation& op,
                                                    const Clock& clock);
 
-// The first of `n` consecutive numbers, each larger than every number returned before in this
-// process: what a store stamps its lease decisions with (LeaseDecision::seq), taken while it
-// holds the key, so that the decisions on a key are numbered in the order they were made.
-uint64_t NextLeaseDecisionSeq(uint64_t n = 1);
-
 // Whether `record` (the bytes of a lease set record) holds at least one lease; a record that does
 // not decode counts as holding one. For a store counting the lease sets it deletes.
 bool LeaseRecordHoldsLeases(absl::string_view record);

@@ -154,9 +154,11 @@ struct LeaseDecision {
   std::optional<Lease> released;
   // Where the decision stands among the store's decisions on the key: a later one on the same key
   // has a larger seq, whichever thread or batch made it and in whatever order the answers are
-  // handed back (a batch answers in the order given, not in the order decided). 0 when the store
-  // gives none (Redis). Set by the store, not by DecideLease; for what reports a key's state as
-  // of its latest decision (the held-slots gauge).
+  // handed back (a batch answers in the order given, not in the order decided). On Redis, this
+  // server's decisions are numbered as their replies are read, in the order the node made them
+  // (another server's decisions are not numbered here). 0: not numbered. Set by the store, not
+  // by DecideLease; for what reports a key's state as of its latest decision (the held-slots
+  // gauge).
   uint64_t seq = 0;
   // Whether `next` must be written (false: leave the stored set as it is).
   bool write = false;
@@ -168,6 +170,12 @@ struct LeaseDecision {
   // a LeaseOutcome a store returns, it is unspecified.
   LeaseSet next;
 };
+
+// The first of `n` consecutive numbers, each larger than every number returned before in this
+// process: what a store stamps its lease decisions with (LeaseDecision::seq), taken while it
+// holds the key (or, on Redis, as it reads the replies in the order the node made them), so that
+// the decisions on a key are numbered in the order they were made.
+uint64_t NextLeaseDecisionSeq(uint64_t n = 1);
 
 // Decides `op` on the key's lease set `current` at `now_us`. Pure. `current` is taken by value:
 // a caller that owns the set moves it in, and the leases are moved into `next`, never copied. A

@@ -2,6 +2,7 @@
 // lease.h, which the Redis function library repeats in Lua.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -229,6 +230,13 @@ int64_t LeaseSetExpiresAt(const LeaseSet& set) {
   int64_t latest = 0;
   for (const Lease& l : set.leases) latest = std::max(latest, l.expires_at_us);
   return latest;
+}
+
+uint64_t NextLeaseDecisionSeq(uint64_t n) {
+  // Relaxed: the store's hold of the key orders its decisions, and one atomic's increments are
+  // seen by every thread in one order consistent with it.
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(n, std::memory_order_relaxed);
 }
 
 }  // namespace ratelimit

@@ -94,7 +94,11 @@ absl::StatusOr<LeaseOutcome> RedisStateStore::ApplyLease(const LeaseOperation& o
   if (!argv.ok()) return argv.status();
   absl::StatusOr<redis::Reply> reply = Command(routing_key, *std::move(argv));
   if (!reply.ok()) return reply.status();
-  return RedisLeaseOutcome(op, rate_keys, *reply);
+  absl::StatusOr<LeaseOutcome> outcome = RedisLeaseOutcome(op, rate_keys, *reply);
+  // Numbered once answered, on the caller's thread: in Redis's order unless another thread's
+  // answer on the key is numbered between its reply and this line.
+  if (outcome.ok()) outcome->lease.seq = NextLeaseDecisionSeq();
+  return outcome;
 }
 
 void RedisStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock&, LeaseDone done) {
@@ -120,8 +124,13 @@ void RedisStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock&, Le
       std::move(call->done)(reply.status());
       return;
     }
-    std::move(call->done)(
-        RedisLeaseOutcome(LeaseOperation{call->lease, call->limits}, call->rate_keys, *reply));
+    absl::StatusOr<LeaseOutcome> outcome =
+        RedisLeaseOutcome(LeaseOperation{call->lease, call->limits}, call->rate_keys, *reply);
+    // Numbered as its reply is read: the client reads a node's replies on its one I/O thread in
+    // the order the node ran the commands, so this server's decisions on a key are numbered in
+    // the order Redis made them, whichever serving thread each answer goes back to.
+    if (outcome.ok()) outcome->lease.seq = NextLeaseDecisionSeq();
+    std::move(call->done)(std::move(outcome));
   });
 }
 

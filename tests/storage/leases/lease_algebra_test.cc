@@ -411,6 +411,15 @@ TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
   EXPECT_GT(fast, 5000);  // the comparison covers decisions that skipped the read
 }
 
+// What stores number their decisions with: n numbers at a time, consecutive, each above every
+// number handed out before, from any thread.
+TEST(LeaseAlgebraTest, DecisionNumbersOnlyGrow) {
+  const uint64_t first = NextLeaseDecisionSeq(3);
+  EXPECT_GT(first, 0u);
+  EXPECT_EQ(NextLeaseDecisionSeq(), first + 3);
+  EXPECT_GT(NextLeaseDecisionSeq(), first + 3);
+}
+
 TEST(LeaseAlgebraTest, ValidateNamesTheBadField) {
   EXPECT_TRUE(ValidateLeaseOp(Op(LeaseAction::kAcquire, 1, "a")).ok());
   EXPECT_TRUE(ValidateLeaseOp(Op(LeaseAction::kList)).ok());

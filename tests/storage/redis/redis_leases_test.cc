@@ -7,13 +7,16 @@
 // acquire's rate limits, DeleteAllLeases over every primary, and two stores never holding more
 // than capacity. The lease decisions themselves are checked against the algebra by
 // redis_lease_library_test.
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -157,6 +160,45 @@ TEST_F(RedisLeasesTest, ApplyLeaseAsyncReturnsBeforeRedisAnswers) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("lease_id"));
   EXPECT_EQ(Held("jobs", "tenant"), 1);
+}
+
+// Decisions sent together from several threads, answered on the client's thread: each is
+// numbered (LeaseDecision::seq) in the order Redis made it. 200 acquires of one key, each taking a
+// slot: in the order of their numbers, the slots held after each are 1, 2, ..., 200.
+TEST_F(RedisLeasesTest, AsyncDecisionsAreNumberedInTheOrderRedisMadeThem) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 50;
+  absl::Mutex mu;
+  std::vector<std::pair<uint64_t, int64_t>> seen;  // (seq, held)
+  int answered = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        env_.store().ApplyLeaseAsync(
+            LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 1000, absl::StrCat("l", t, "-", i))},
+            env_.clock(), [&](absl::StatusOr<LeaseOutcome> out) {
+              absl::MutexLock l(&mu);
+              ++answered;
+              if (out.ok()) seen.emplace_back(out->lease.seq, out->lease.held);
+            });
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_TRUE(
+        mu.AwaitWithTimeout(absl::Condition(
+                                +[](int* n) { return *n == kThreads * kPerThread; }, &answered),
+                            absl::Seconds(30)));
+  }
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_GT(seen[i].first, i == 0 ? 0 : seen[i - 1].first);
+    EXPECT_EQ(seen[i].second, static_cast<int64_t>(i + 1)) << "the decision numbered " << i;
+  }
 }
 
 // A primary with one replica and a store whose client WAITs for it (--redis_wait_replicas=1):
