@@ -17,6 +17,9 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/python" -m pip install --quiet --no-index --disable-pip-version-check "$here"
 # Run from the temp dir, so the tests import the installed package, not the source tree. A test
 # still running after 120 s dumps every thread's stack (faulthandler), so a hang says where.
+# Not exec'd: the shell stays to remove $work when pytest ends; pytest's own temporary
+# directories (tmp_path) are made in $work too, not kept in the system's.
 cd "$work"
-exec "$work/venv/bin/python" -m pytest -p no:cacheprovider -o faulthandler_timeout=120 \
+"$work/venv/bin/python" -m pytest -p no:cacheprovider -o faulthandler_timeout=120 \
+  --basetemp="$work/pytest" \
   --rootdir="$here/tests" "$here/tests" "$@"

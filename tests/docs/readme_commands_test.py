@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs the install commands a README shows, exactly as written, in a fresh copy of the
 repository: every fenced ```sh block directly below a line `<!-- ci: install -->`, with
-`bash -euo pipefail`, the copy's root as the working directory. A block that fails fails the
+`bash -euo pipefail`, the copy's root as the working directory, TMPDIR a directory removed with
+the copy. A block that fails fails the
 test, with its output.
 
 The copy holds the repository's tracked files and the untracked ones git does not ignore (so it
@@ -50,7 +51,11 @@ class ReadmeCommandsTest(unittest.TestCase):
             for i, block in enumerate(blocks):
                 with self.subTest(readme=readme, block=i), tempfile.TemporaryDirectory() as tmp:
                     root = fresh_copy(tmp)
+                    # What the block makes with mktemp lands in `tmp` and goes with it.
+                    block_tmp = os.path.join(tmp, "tmp")
+                    os.mkdir(block_tmp)
                     run = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=root,
+                                         env=dict(os.environ, TMPDIR=block_tmp),
                                          capture_output=True, text=True, timeout=900)
                     self.assertEqual(run.returncode, 0,
                                      f"{readme} block {i} failed:\n{block}\n--- output ---\n"

@@ -39,8 +39,18 @@ export function serverBinary(): string {
   return bin;
 }
 
+// Every directory tempDir made, removed when this test process exits (the servers in them are
+// stopped by then: each test stops its own).
+const made = new Set<string>();
+process.on("exit", () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A new temporary directory, removed with everything in it when the test process exits. */
 export function tempDir(prefix = "rl-node-"): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.add(dir);
+  return dir;
 }
 
 /** Waits until `condition` holds, polling, for at most `timeoutMs`. */
