@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/serving/grpc_convert.h"
 
 namespace ratelimit {
 
@@ -39,9 +40,8 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
       return absl::InvalidArgumentError(absl::StrCat(field, ".time_elapsed: required"));
     }
     const google::protobuf::Duration& d = u.time_elapsed();
-    if (d.seconds() < 0 || d.nanos() < 0 || d.nanos() >= 1000000000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".time_elapsed: must be a duration of at least 0"));
+    if (const char* problem = NonNegativeDurationProblem(d)) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".time_elapsed: ", problem));
     }
     if (u.num_requests_allowed() > std::numeric_limits<uint64_t>::max() - u.num_requests_denied()) {
       return absl::InvalidArgumentError(

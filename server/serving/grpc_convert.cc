@@ -34,6 +34,17 @@ void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
   ts->set_nanos(nanos);
 }
 
+const char* NonNegativeDurationProblem(const google::protobuf::Duration& d) {
+  const int64_t s = d.seconds();
+  const int32_t n = d.nanos();
+  if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
+      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
+    return "is not a valid google.protobuf.Duration";
+  }
+  if (s < 0 || n < 0) return "must not be negative";
+  return nullptr;
+}
+
 void SetDuration(int64_t us, google::protobuf::Duration* d) {
   if (us < 0) us = 0;
   if (us / 1000000 >= kMaxProtoDurationSeconds) {

@@ -16,6 +16,12 @@ namespace ratelimit {
 // google.protobuf.Duration's range in seconds (10,000 years).
 inline constexpr int64_t kMaxProtoDurationSeconds = 315576000000;
 
+// Why `d` cannot be read as a duration of at least 0, to follow the field's name in an
+// INVALID_ARGUMENT: "is not a valid google.protobuf.Duration" (seconds past the type's range,
+// nanos outside (-1e9, 1e9), or seconds and nanos of opposite signs) or "must not be negative".
+// nullptr when it can.
+const char* NonNegativeDurationProblem(const google::protobuf::Duration& d);
+
 // absl::Status -> grpc::Status (the codes are the same numbers; the message is kept).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

@@ -12,13 +12,11 @@ namespace ratelimit {
 
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,
                                        absl::string_view leaf) {
+  if (const char* problem = NonNegativeDurationProblem(d)) {
+    return InvalidField(field, leaf, problem);
+  }
   const int64_t s = d.seconds();
   const int32_t n = d.nanos();
-  if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
-      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
-    return InvalidField(field, leaf, "is not a valid google.protobuf.Duration");
-  }
-  if (s < 0 || n < 0) return InvalidField(field, leaf, "must not be negative");
   if (s > kMaxPeriodMicros / 1000000) {
     return InvalidField(field, leaf, "must be at most 100 years");
   }

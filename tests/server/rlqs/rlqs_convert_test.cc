@@ -26,10 +26,27 @@ TEST(ParseRlqsReportsTest, NamesTheField) {
   EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
             "bucket_quota_usages[0].time_elapsed: required");
   m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_seconds(-1);
-  EXPECT_THAT(ParseRlqsReports(m, "").status().message(),
-              HasSubstr("bucket_quota_usages[0].time_elapsed: must be"));
+  EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
+            "bucket_quota_usages[0].time_elapsed: must not be negative");
   m.clear_bucket_quota_usages();
   EXPECT_EQ(ParseRlqsReports(m, "").status().message(), "bucket_quota_usages: at least one usage");
+}
+
+TEST(ParseRlqsReportsTest, AMalformedTimeElapsedIsNamedAsSuch) {
+  // A time_elapsed that is no Duration at all is not called negative: the message says what to
+  // fix. Each is refused, and so changes nothing.
+  const struct {
+    int64_t seconds;
+    int32_t nanos;
+  } malformed[] = {{1, 2000000000}, {1, -5}, {1000000000000, 0}, {0, -1000000000}};
+  for (const auto& d : malformed) {
+    rlqs_v3::RateLimitQuotaUsageReports m = Usage("edge", {{"a", "b"}}, 1, 0, 1);
+    m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_seconds(d.seconds);
+    m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_nanos(d.nanos);
+    EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
+              "bucket_quota_usages[0].time_elapsed: is not a valid google.protobuf.Duration")
+        << d.seconds << " s " << d.nanos << " ns";
+  }
 }
 
 TEST(ParseRlqsReportsTest, SortsTheBucketAndTruncatesTime) {

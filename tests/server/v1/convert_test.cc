@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/serving/grpc_convert.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -210,6 +211,29 @@ TEST(ResolveRequestTest, BadInputIsInvalidArgumentNamingTheField) {
 }
 
 // ---- ResolveNamedLimit ---------------------------------------------------------------------
+
+TEST(NonNegativeDurationProblemTest, SaysWhyADurationCannotBeRead) {
+  auto problem = [](int64_t seconds, int32_t nanos) {
+    google::protobuf::Duration d;
+    d.set_seconds(seconds);
+    d.set_nanos(nanos);
+    const char* p = NonNegativeDurationProblem(d);
+    return p == nullptr ? std::string("ok") : std::string(p);
+  };
+  EXPECT_EQ(problem(0, 0), "ok");
+  EXPECT_EQ(problem(1, 999999999), "ok");
+  EXPECT_EQ(problem(kMaxProtoDurationSeconds, 0), "ok");
+  EXPECT_EQ(problem(-1, 0), "must not be negative");
+  EXPECT_EQ(problem(0, -1), "must not be negative");
+  EXPECT_EQ(problem(-1, -1), "must not be negative");
+  const std::string malformed = "is not a valid google.protobuf.Duration";
+  EXPECT_EQ(problem(1, 1000000000), malformed);
+  EXPECT_EQ(problem(1, -1), malformed);
+  EXPECT_EQ(problem(-1, 1), malformed);
+  EXPECT_EQ(problem(0, -1000000000), malformed);
+  EXPECT_EQ(problem(kMaxProtoDurationSeconds + 1, 0), malformed);
+  EXPECT_EQ(problem(-kMaxProtoDurationSeconds - 1, 0), malformed);
+}
 
 TEST(ResolveNamedLimitTest, ResolvesADefinedNameOrAnInlineConfig) {
   absl::StatusOr<LimitRequest> defined = ResolveNamedLimit("api", "u1", nullptr, Defined());
