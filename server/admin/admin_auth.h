@@ -47,7 +47,7 @@ class AdminAuthenticator {
   // UNAUTHENTICATED: no credential, or not of the form "Bearer <token>".
   // PERMISSION_DENIED: wrong token, or administration by token disabled.
   absl::Status Authorize(std::optional<absl::string_view> authorization,
-                         absl::string_view method = "Reset") const;
+                         absl::string_view method) const;
 
   // Authorizes a call by its certificate identities (see PeerIdentities in server/tls.h) or its
   // token. Returns how the call was authorized, for the audit log: "identity <SAN>" or "token".
@@ -55,7 +55,7 @@ class AdminAuthenticator {
   // it sent no token; otherwise errors as Authorize.
   absl::StatusOr<std::string> AuthorizeCall(std::optional<absl::string_view> authorization,
                                             absl::Span<const std::string> peer_identities,
-                                            absl::string_view method = "Reset") const;
+                                            absl::string_view method) const;
 
   // Authorizes an admin RPC by what its `context` carries: the `authorization` metadata and the
   // identities of the client certificate the server verified (AuthorizeCall decides, for the

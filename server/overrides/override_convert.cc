@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/envoy/envoy_config.h"
 #include "server/serving/grpc_convert.h"
+#include "server/v1/convert.h"
 #include "storage/overrides/override_codec.h"
 #include "storage/status_util.h"
 
@@ -15,18 +16,6 @@ constexpr int64_t kMaxTimestampSeconds = 253402300799;  // 9999-12-31T23:59:59Z
 // An Envoy rule's descriptor path: at most this many levels, and bytes with the domain.
 constexpr int kMaxEnvoyPathLevels = 16;
 constexpr size_t kMaxEnvoyPathBytes = 2048;
-
-absl::StatusOr<int64_t> PeriodMicros(const google::protobuf::Duration& d, absl::string_view field) {
-  const int64_t s = d.seconds();
-  const int32_t n = d.nanos();
-  if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
-      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
-    return InvalidField(field, "is not a valid google.protobuf.Duration");
-  }
-  if (s < 0 || n < 0) return InvalidField(field, "must not be negative");
-  if (s > kMaxPeriodMicros / 1000000) return InvalidField(field, "must be at most 100 years");
-  return s * 1000000 + n / 1000;
-}
 
 void ActionToProto(const OverrideAction& a, v1::Override* out) {
   switch (a.effect) {
@@ -155,7 +144,7 @@ absl::StatusOr<Override> OverrideFromProto(const v1::SetOverrideRequest& request
       const v1::OverrideLimit& l = p.limit();
       if (l.has_rate()) o.action.rate = l.rate();
       if (l.has_period()) {
-        absl::StatusOr<int64_t> period = PeriodMicros(l.period(), "override.limit.period");
+        absl::StatusOr<int64_t> period = DurationMicros(l.period(), "override.limit.period", "");
         if (!period.ok()) return period.status();
         o.action.period_us = *period;
       }

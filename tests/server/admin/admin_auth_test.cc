@@ -35,15 +35,15 @@ using ::testing::HasSubstr;
 
 TEST(AdminAuthTest, OutcomesByCredential) {
   AdminAuthenticator auth("s3cret");
-  EXPECT_EQ(auth.Authorize(std::nullopt).code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(auth.Authorize("Basic czNjcmV0").code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(auth.Authorize("Bearer nope").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(auth.Authorize("Bearer s3cre").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(auth.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_OK(auth.Authorize("Bearer s3cret"));
-  EXPECT_OK(auth.Authorize("bearer s3cret"));
+  EXPECT_EQ(auth.Authorize(std::nullopt, "Reset").code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.Authorize("Basic czNjcmV0", "Reset").code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.Authorize("Bearer nope", "Reset").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth.Authorize("Bearer s3cre", "Reset").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth.Authorize("Bearer ", "Reset").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_OK(auth.Authorize("Bearer s3cret", "Reset"));
+  EXPECT_OK(auth.Authorize("bearer s3cret", "Reset"));
   AdminAuthenticator disabled("");
-  EXPECT_EQ(disabled.Authorize("Bearer ").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(disabled.Authorize("Bearer ", "Reset").code(), absl::StatusCode::kPermissionDenied);
 }
 
 // A server without a token or identities: every call is told Reset is disabled, whatever it
@@ -53,10 +53,10 @@ TEST(AdminAuthTest, DisabledAdministrationIsPermissionDeniedWhateverTheCallerSen
   for (const std::optional<absl::string_view>& sent :
        {std::optional<absl::string_view>(), std::optional<absl::string_view>("Basic x"),
         std::optional<absl::string_view>("Bearer t")}) {
-    absl::Status s = disabled.Authorize(sent);
+    absl::Status s = disabled.Authorize(sent, "Reset");
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
     EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("Reset is disabled"));
-    absl::StatusOr<std::string> call = disabled.AuthorizeCall(sent, {"spiffe://x"});
+    absl::StatusOr<std::string> call = disabled.AuthorizeCall(sent, {"spiffe://x"}, "Reset");
     EXPECT_EQ(call.status().code(), absl::StatusCode::kPermissionDenied);
     EXPECT_THAT(std::string(call.status().message()), ::testing::HasSubstr("Reset is disabled"));
   }
@@ -71,7 +71,7 @@ TEST(AdminAuthTest, DisabledAdministrationNamesTheCallRefused) {
   EXPECT_THAT(
       std::string(disabled.AuthorizeCall(std::nullopt, {}, "SetOverride").status().message()),
       ::testing::StartsWith("SetOverride is disabled: "));
-  EXPECT_EQ(std::string(disabled.Authorize(std::nullopt).message()),
+  EXPECT_EQ(std::string(disabled.Authorize(std::nullopt, "Reset").message()),
             "Reset is disabled: the server was started without an admin token (--admin_token_file "
             "or $RATELIMIT_ADMIN_TOKEN) or admin identities (--admin_identities)");
   // Certificates only: a token is refused naming the call.

@@ -285,28 +285,30 @@ TEST(AdminAuthenticatorTest, EitherTheIdentityOrTheTokenSuffices) {
   const std::vector<std::string> admin = {"spiffe://example.org/admin"};
   const std::vector<std::string> user = {"spiffe://example.org/user", "user.example.org"};
   AdminAuthenticator both("s3cret", {"spiffe://example.org/admin", "ops.example.org"});
-  EXPECT_EQ(*both.AuthorizeCall(std::nullopt, admin), "identity spiffe://example.org/admin");
-  EXPECT_EQ(*both.AuthorizeCall("Bearer s3cret", user), "token");
-  EXPECT_EQ(*both.AuthorizeCall("Bearer nope", admin), "identity spiffe://example.org/admin");
-  EXPECT_EQ(*both.AuthorizeCall(std::nullopt, std::vector<std::string>{"ops.example.org"}),
+  EXPECT_EQ(*both.AuthorizeCall(std::nullopt, admin, "Reset"),
+            "identity spiffe://example.org/admin");
+  EXPECT_EQ(*both.AuthorizeCall("Bearer s3cret", user, "Reset"), "token");
+  EXPECT_EQ(*both.AuthorizeCall("Bearer nope", admin, "Reset"),
+            "identity spiffe://example.org/admin");
+  EXPECT_EQ(*both.AuthorizeCall(std::nullopt, std::vector<std::string>{"ops.example.org"}, "Reset"),
             "identity ops.example.org");
-  EXPECT_EQ(both.AuthorizeCall(std::nullopt, user).status().code(),
+  EXPECT_EQ(both.AuthorizeCall(std::nullopt, user, "Reset").status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(both.AuthorizeCall("Bearer nope", user).status().code(),
+  EXPECT_EQ(both.AuthorizeCall("Bearer nope", user, "Reset").status().code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(both.AuthorizeCall(std::nullopt, {}).status().code(),
+  EXPECT_EQ(both.AuthorizeCall(std::nullopt, {}, "Reset").status().code(),
             absl::StatusCode::kUnauthenticated);
 
   AdminAuthenticator identities_only("", {"spiffe://example.org/admin"});
   EXPECT_TRUE(identities_only.enabled());
-  EXPECT_OK(identities_only.AuthorizeCall(std::nullopt, admin));
-  EXPECT_EQ(identities_only.AuthorizeCall("Bearer ", user).status().code(),
+  EXPECT_OK(identities_only.AuthorizeCall(std::nullopt, admin, "Reset"));
+  EXPECT_EQ(identities_only.AuthorizeCall("Bearer ", user, "Reset").status().code(),
             absl::StatusCode::kPermissionDenied);
 
   AdminAuthenticator token_only("s3cret");
-  EXPECT_EQ(token_only.AuthorizeCall(std::nullopt, admin).status().code(),
+  EXPECT_EQ(token_only.AuthorizeCall(std::nullopt, admin, "Reset").status().code(),
             absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(*token_only.AuthorizeCall("Bearer s3cret", admin), "token");
+  EXPECT_EQ(*token_only.AuthorizeCall("Bearer s3cret", admin, "Reset"), "token");
 }
 
 }  // namespace
