@@ -170,13 +170,15 @@ void BM_AcquireRelease(benchmark::State& state) {
 BENCHMARK(BM_AcquireRelease)->ArgName("hot")->Arg(1)->Arg(0)->Threads(1)->Threads(4)->UseRealTime();
 
 // A pair on a hot key that already holds range(0) leases, as a hot key does end to end with many
-// calls in flight (before per-lease records, each decision then wrote the whole set).
+// calls in flight (before per-lease records, each decision then wrote the whole set), and as a
+// key of a large capacity does (20,000 seats of a licence): a decision's cost should not grow with
+// the leases held.
 void BM_AcquireReleaseCrowded(benchmark::State& state) {
   StateStore& store = SharedStore();
   static std::atomic<uint64_t> next_id{uint64_t{1} << 40};
   LeaseOp op;
   op.key = StateKey{"crowded", absl::StrCat("held", state.range(0))};
-  op.config = Slots(1000);
+  op.config = Slots(1'000'000);
   op.ttl_us = kHour;
   // The held leases, once per key (a key's set keeps them across repetitions).
   if (state.thread_index() == 0) HoldUpTo(store, op, next_id, state.range(0));
@@ -185,7 +187,13 @@ void BM_AcquireReleaseCrowded(benchmark::State& state) {
   }
   ReportPairs(state);
 }
-BENCHMARK(BM_AcquireReleaseCrowded)->ArgName("held")->Arg(64)->Threads(1)->UseRealTime();
+BENCHMARK(BM_AcquireReleaseCrowded)
+    ->ArgName("held")
+    ->Arg(64)
+    ->Arg(1000)
+    ->Arg(20000)
+    ->Threads(1)
+    ->UseRealTime();
 
 // A server's bursts on a hot key holding 64 leases: ApplyLeaseBatch of `burst` acquires, then
 // one of their releases, as the serving loop hands the store the lease calls it read together.

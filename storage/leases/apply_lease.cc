@@ -62,6 +62,7 @@ void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, L
       // to the set: the set as read is the rest).
       d.write = false;
       d.lease.reset();
+      d.next.index.Removing(d.next.leases, d.next.leases.size() - 1);
       d.next.leases.pop_back();
       d.held -= op.lease.count;
       summary.held = d.held;

@@ -11,12 +11,14 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
+#include "storage/leases/lease_set_index.h"
 #include "storage/limit_config.h"
 #include "storage/operation.h"
 
@@ -71,9 +73,17 @@ inline bool SameLeaseId(absl::string_view a, absl::string_view b) {
 // (the algebra keeps the order it is given, appends, and moves the last lease into the place of
 // one it removes). Empty: every slot free (as absent).
 struct LeaseSet {
-  std::vector<Lease> leases;
+  LeaseSet() = default;
+  // A set of `leases` (its index knowing nothing yet).
+  LeaseSet(std::vector<Lease> leases) : leases(std::move(leases)) {}  // NOLINT: implicit
 
-  friend bool operator==(const LeaseSet&, const LeaseSet&) = default;
+  std::vector<Lease> leases;
+  // The leases' positions by id and their record numbers (lease_set_index.h), kept by the algebra:
+  // not part of the set's meaning. A set whose leases are changed outside the algebra is a new
+  // object.
+  LeaseSetIndex index;
+
+  friend bool operator==(const LeaseSet& a, const LeaseSet& b) { return a.leases == b.leases; }
 };
 
 // What a caller that decides one key's operations one after another on the `next` of the
@@ -90,6 +100,12 @@ struct LeaseSetSummary {
   // No lease of the set expires before this time (a lower bound of their expiries).
   int64_t expires_from_us = 0;
 };
+
+// Whether a decision at `now_us` given `summary` leaves the set unread (DecideLease below): the
+// summary is known and no lease of the set can have expired yet.
+inline bool LeaseSummarySparesRead(const LeaseSetSummary& summary, int64_t now_us) {
+  return summary.known && now_us < summary.expires_from_us;
+}
 
 // What is asked of a concurrency key.
 enum class LeaseAction : uint8_t {

@@ -18,6 +18,7 @@ namespace {
 // the slots held, the leases that expired unreleased and the earliest expiry of the kept ones.
 struct ReadSet {
   std::vector<Lease> kept;
+  LeaseSetIndex index;  // of `kept`
   int64_t held = 0;
   int64_t expired_unreleased = 0;
   int64_t earliest_expiry = INT64_MAX;
@@ -27,6 +28,7 @@ struct ReadSet {
 ReadSet Read(LeaseSet current, int64_t now_us) {
   ReadSet r;
   r.kept = std::move(current.leases);
+  r.index = std::move(current.index);
   // Sums in locals: kept in registers, not added to `r` through memory lease by lease.
   int64_t held = 0;
   int64_t expired_unreleased = 0;
@@ -36,14 +38,19 @@ ReadSet Read(LeaseSet current, int64_t now_us) {
     Lease& l = r.kept[i];
     if (now_us >= l.expires_at_us) {
       if (!l.released) ++expired_unreleased;
+      r.index.Dropping(l);
       continue;
     }
-    if (l.released && l.request_id.empty()) continue;
+    if (l.released && l.request_id.empty()) {
+      r.index.Dropping(l);
+      continue;
+    }
     if (!l.released) held += l.count;
     earliest = std::min(earliest, l.expires_at_us);
     if (out != i) r.kept[out] = std::move(l);
     ++out;
   }
+  if (out != r.kept.size()) r.index.Reordered();
   r.kept.resize(out);
   r.held = held;
   r.expired_unreleased = expired_unreleased;
@@ -81,12 +88,10 @@ int64_t ExpiryOf(int64_t now_us, int64_t ttl_us) {
   return now_us > INT64_MAX - ttl_us ? INT64_MAX : now_us + ttl_us;
 }
 
-// The index in `kept` of the held lease `id`, or -1.
-int FindHeld(const std::vector<Lease>& kept, const std::string& id) {
-  for (size_t i = 0; i < kept.size(); ++i) {
-    if (!kept[i].released && SameLeaseId(kept[i].id, id)) return static_cast<int>(i);
-  }
-  return -1;
+// The index in r.kept of the held lease `id`, or -1.
+int FindHeld(ReadSet& r, const std::string& id) {
+  const int i = r.index.Find(r.kept, id);
+  return i >= 0 && !r.kept[i].released ? i : -1;
 }
 
 }  // namespace
@@ -101,9 +106,10 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
 void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
                  LeaseDecision& d) {
   ReadSet r;
-  if (summary.known && now_us < summary.expires_from_us) {
+  if (LeaseSummarySparesRead(summary, now_us)) {
     // Read would keep every lease, in order, and find summary.held held.
     r.kept = std::move(current.leases);
+    r.index = std::move(current.index);
     r.held = summary.held;
   } else {
     r = Read(std::move(current), now_us);
@@ -124,6 +130,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
             d.held = r.held;
             d.free = std::max<int64_t>(0, capacity - r.held);
             d.next.leases = std::move(r.kept);
+            d.next.index = std::move(r.index);
             summary.held = r.held;
             return;
           }
@@ -151,16 +158,18 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       d.lease = l;
       summary.expires_from_us = std::min(summary.expires_from_us, l.expires_at_us);
       r.kept.push_back(std::move(l));
+      r.index.Appended(r.kept);
       r.held += op.count;
       d.write = true;
       break;
     }
     case LeaseAction::kRelease: {
-      const int i = FindHeld(r.kept, op.lease_id);
+      const int i = FindHeld(r, op.lease_id);
       if (i < 0) break;
       d.state = LeaseState::kReleased;
       r.held -= r.kept[i].count;
       if (r.kept[i].request_id.empty()) {
+        r.index.Removing(r.kept, static_cast<size_t>(i));
         d.released = std::move(r.kept[i]);
         // The last lease takes its place: a hot key's release moves one lease, not half of them.
         if (static_cast<size_t>(i) + 1 != r.kept.size()) r.kept[i] = std::move(r.kept.back());
@@ -173,7 +182,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       break;
     }
     case LeaseAction::kExtend: {
-      const int i = FindHeld(r.kept, op.lease_id);
+      const int i = FindHeld(r, op.lease_id);
       if (i < 0) break;
       d.state = LeaseState::kHeld;
       r.kept[i].expires_at_us = ExpiryOf(now_us, op.ttl_us);
@@ -187,6 +196,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       break;
     case LeaseAction::kReset:
       r.kept.clear();
+      r.index.Clear();
       r.held = 0;
       summary.expires_from_us = INT64_MAX;
       d.write = true;
@@ -195,6 +205,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
   d.held = r.held;
   d.free = std::max<int64_t>(0, capacity - r.held);
   d.next.leases = std::move(r.kept);
+  d.next.index = std::move(r.index);
   summary.held = r.held;
 }
 

@@ -17,6 +17,18 @@
 
 namespace ratelimit {
 
+// What the store carries beside a cached set from one decision on it to the next, so that a
+// decision on a key holding many leases makes no pass over them: the algebra's summary (lease.h:
+// the slots held, the earliest expiry) and the heap memory of the leases' strings (the cache's
+// charge). Each is filled by a pass over the set when it is not known, then kept true by the
+// decisions (AccountLeaseDecision).
+struct LeaseSetBook {
+  LeaseSetSummary summary;
+  // The heap bytes of the strings of the set's leases (LeaseStringBytes summed), when known.
+  bool strings_known = false;
+  size_t string_bytes = 0;
+};
+
 struct LeaseSetCacheEntry {
   // The set as stored; null: no set is stored (every slot free). Read and changed only under the
   // stripe of its key (a decision on the key moves its leases out and refills it).
@@ -26,12 +38,22 @@ struct LeaseSetCacheEntry {
   int64_t expires_at_us = 0;
   uint64_t ticket = 0;  // the group-commit ticket that writes it; 0: already stored
   size_t bytes = 0;     // the memory `set` holds (LeaseSetMemoryBytes)
+  // True of `set` as far as it says it is known (nothing known with no set).
+  LeaseSetBook book;
 
   size_t CacheBytes() const { return bytes; }
 };
 
-// The heap memory a decoded set holds: the vector's leases and their strings.
+// The heap memory a decoded set holds: the vector's leases, their strings and its index.
 size_t LeaseSetMemoryBytes(const LeaseSet& set);
+// The heap memory of `lease`'s strings (the ones past the small-string buffer).
+size_t LeaseStringBytes(const Lease& lease);
+
+// Keeps `book` true of the set decision `d` of `op` left (d.next, before it is moved out), given
+// whether the decision read the set (DecideLease does when the summary it was given did not
+// spare it: LeaseSummarySparesRead). A read drops leases unseen: the strings are then unknown.
+void AccountLeaseDecision(const LeaseOp& op, const LeaseDecision& d, bool read_set,
+                          LeaseSetBook& book);
 
 // Thread safety: as TicketedCache.
 class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
@@ -39,9 +61,11 @@ class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {
   using Entry = LeaseSetCacheEntry;
   using TicketedCache::TicketedCache;
 
-  // The entry for `set` (null or empty: none stored) whose records expire by `expires_at_us`,
-  // written by `ticket`.
-  static Entry Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us, uint64_t ticket);
+  // The entry for `set` (null or empty: none stored) whose records expire by `expires_at_us` (or
+  // earlier), written by `ticket`, with `book` (its strings counted here when it does not know
+  // them).
+  static Entry Make(std::shared_ptr<LeaseSet> set, int64_t expires_at_us, uint64_t ticket,
+                    LeaseSetBook book = {});
 
   // Removes the written entries whose record has expired by `now_us` (as the records' compaction
   // filter drops them from RocksDB).

@@ -18,22 +18,14 @@ namespace {
 
 // Gives `lease`, a lease of `set`, the lowest record number no other lease of `set` holds.
 void NumberRecord(LeaseSet& set, Lease& lease) {
-  const size_t n = set.leases.size();  // n - 1 others: one of 1..n is free
-  absl::InlinedVector<bool, 128> used(n + 1, false);
-  for (const Lease& l : set.leases) {
-    if (&l != &lease && l.record >= 1 && l.record <= n) used[l.record] = true;
-  }
-  uint32_t record = 1;
-  while (used[record]) ++record;
-  lease.record = record;
+  lease.record = set.index.LowestFreeRecord(set.leases);
+  set.index.RecordTaken(lease.record);
 }
 
-// The lease of `set` with id `id`, or null. Searched from the end, where an acquire appends.
+// The lease of `set` with id `id`, or null.
 Lease* Find(LeaseSet& set, const std::string& id) {
-  for (auto l = set.leases.rbegin(); l != set.leases.rend(); ++l) {
-    if (SameLeaseId(l->id, id)) return &*l;
-  }
-  return nullptr;
+  const int i = set.index.Find(set.leases, id);
+  return i >= 0 ? &set.leases[i] : nullptr;
 }
 
 }  // namespace
@@ -49,7 +41,11 @@ void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix
           // A record the run freed (no lease holds it: a later take would have written it) is
           // rewritten once; otherwise the lowest number no lease holds.
           l->record = out.FreeRecordOfRun();
-          if (l->record == 0) NumberRecord(d.next, *l);
+          if (l->record == 0) {
+            NumberRecord(d.next, *l);
+          } else {
+            d.next.index.RecordTaken(l->record);
+          }
         }
         out.Put(prefix, *l);
       }

@@ -5,6 +5,7 @@
 // release or reset frees, the number a new lease's record takes, and the writes of a run of
 // decisions on one key, each record once.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "rocksdb/write_batch.h"
+#include "storage/leases/apply_lease.h"
 #include "storage/leases/lease.h"
 #include "storage/rocksdb/lease_record.h"
 
@@ -22,7 +24,10 @@ namespace ratelimit {
 // one for its decisions (the batch copies what it is given).
 class LeaseWrites {
  public:
-  void Clear() { size_ = 0; }
+  void Clear() {
+    size_ = 0;
+    latest_record_expiry_ = 0;
+  }
   // The writes of records are for one key's records (one `prefix`) between two Clears: a record
   // written again (a hot key's run frees a lease's record and numbers the next acquire's lease
   // with it) replaces its earlier write, so the group gets each record once and has nothing to
@@ -34,7 +39,10 @@ class LeaseWrites {
     EncodeLeaseEntryRecord(lease, &w.value);
     w.free = false;
     lease.record_bytes = RecordBytesOf(w.value.size());
+    latest_record_expiry_ = std::max(latest_record_expiry_, LeaseRecordExpiry(lease.expires_at_us));
   }
+  // The latest expiry of the records Put since the last Clear (0: none).
+  int64_t latest_record_expiry() const { return latest_record_expiry_; }
   // Record `record` written free, `bytes` long (the size of the one it replaces).
   void Free(absl::string_view prefix, uint32_t record, size_t bytes) {
     Write& w = RecordWrite(prefix, record);
@@ -100,6 +108,7 @@ class LeaseWrites {
   }
   std::vector<Write> writes_;
   size_t size_ = 0;
+  int64_t latest_record_expiry_ = 0;
 };
 
 // A record a reset frees: its number and the size of its value.

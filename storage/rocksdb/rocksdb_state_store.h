@@ -338,11 +338,12 @@ class RocksDbStateStore final : public StateStore {
   // the rate limits' states an Acquire changed) and the lease records `lease_writes` holds (counted
   // in lease_record_writes(); trimmed for reuse once added), then puts the key's set after the
   // decisions, `next`, in the cache, in the object read.set (the set as read, or a spare object
-  // when `had_set` is false: the key had none). `wrote`: whether a decision changed the set (else
-  // the entry keeps its expiry and ticket). Returns the queued write's ticket.
+  // when `had_set` is false: the key had none), with `book` (true of `next`). `wrote`: whether a
+  // decision changed the set (else the entry keeps its expiry and ticket). Returns the queued
+  // write's ticket.
   absl::StatusOr<uint64_t> QueueLeaseSetLocked(const std::string& record_key, uint64_t epoch,
                                                LeaseSetCache::Entry& read, bool had_set,
-                                               LeaseSet next, bool wrote,
+                                               LeaseSet next, const LeaseSetBook& book, bool wrote,
                                                absl::Span<const std::string> encoded,
                                                absl::Span<const std::optional<State>> states,
                                                LeaseWrites& lease_writes)

@@ -130,9 +130,16 @@ std::string PrefixEnd(absl::string_view prefix) {
 // A thread's spare set objects (spare_lease_sets.h): decisions run on the calling thread.
 thread_local SpareLeaseSets spare_sets;
 
-// When the records of `set` have all expired (0 for an empty set).
-int64_t LeaseRecordsExpireAt(const LeaseSet& set) {
-  return set.leases.empty() ? 0 : LeaseRecordExpiry(LeaseSetExpiresAt(set));
+// What the decisions on the set of `read` start from: its entry's book when the set is the cached
+// one (`had_set`), else that of an empty set (a spare object: nothing held, nothing to expire).
+LeaseSetBook BookOf(const LeaseSetCache::Entry& read, bool had_set) {
+  if (had_set) return read.book;
+  LeaseSetBook empty;
+  empty.summary.known = true;
+  empty.summary.held = 0;
+  empty.summary.expires_from_us = INT64_MAX;
+  empty.strings_known = true;
+  return empty;
 }
 
 }  // namespace
@@ -184,9 +191,13 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   // is of an epoch no decision reads any more).
   const bool had_set = read.set != nullptr;
   if (!had_set) read.set = spare_sets.Take();
+  LeaseSetBook book = BookOf(read, had_set);
   LeaseSet taken = std::move(*read.set);
-  outcome = DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes));
+  const bool read_set = !LeaseSummarySparesRead(book.summary, now);
+  DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes),
+                       book.summary, outcome);
   LeaseDecision& d = outcome.lease;
+  AccountLeaseDecision(op.lease, d, read_set, book);
   d.seq = NextLeaseDecisionSeq();  // under the key's stripe
   // The records to write: the leases the decision changed. Reused by this thread's decisions:
   // the batch copies them before the next one.
@@ -197,7 +208,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   LeaseSet next = std::move(d.next);
   d.next = LeaseSet();
   absl::StatusOr<uint64_t> ticket =
-      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(next), d.write,
+      QueueLeaseSetLocked(record.key, pending.epoch, read, had_set, std::move(next), book, d.write,
                           encoded, writes, lease_writes);
   if (!ticket.ok()) return ticket.status();
   pending.ticket = std::max(pending.ticket, *ticket);
@@ -226,23 +237,25 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   // Each decision takes the set the one before left (the cached object's leases, moved).
   const bool had_set = read.set != nullptr;
   if (!had_set) read.set = spare_sets.Take();
+  // Carried from each decision to the next, and from the run before through the cache: a decision
+  // reads the set only when one of its leases may have expired (lease.h).
+  LeaseSetBook book = BookOf(read, had_set);
   LeaseSet set = std::move(*read.set);
   static thread_local LeaseWrites lease_writes;
   lease_writes.Clear();
   std::string prefix;
   bool wrote = false;
   const OperationKeys no_rates;
-  // Carried from each decision to the next: after the first, a decision reads the set only when
-  // one of its leases may have expired (lease.h).
-  LeaseSetSummary summary;
   // Numbered under the key's stripe, in the order decided.
   uint64_t seq = NextLeaseDecisionSeq(run.size());
   for (const size_t k : run) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
+    const bool read_set = !LeaseSummarySparesRead(book.summary, now);
     // Decided in its place among the outcomes (an outcome is large: not moved).
-    DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, summary,
+    DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, book.summary,
                          outcomes[k].emplace());
     LeaseDecision& d = outcomes[k]->lease;
+    AccountLeaseDecision(ops[k]->lease, d, read_set, book);
     d.seq = seq++;
     if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);
     LeaseWritesOf(ops[k]->lease, d, prefix, freed, lease_writes);
@@ -251,7 +264,7 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
     d.next = LeaseSet();
   }
   absl::StatusOr<uint64_t> ticket = QueueLeaseSetLocked(
-      record.key, pending.epoch, read, had_set, std::move(set), wrote, {}, {}, lease_writes);
+      record.key, pending.epoch, read, had_set, std::move(set), book, wrote, {}, {}, lease_writes);
   if (!ticket.ok()) return ticket.status();
   pending.ticket = std::max(pending.ticket, *ticket);
   return pending;
@@ -259,9 +272,14 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
 
 absl::StatusOr<uint64_t> RocksDbStateStore::QueueLeaseSetLocked(
     const std::string& record_key, uint64_t epoch, LeaseSetCache::Entry& read, bool had_set,
-    LeaseSet next, bool wrote, absl::Span<const std::string> encoded,
+    LeaseSet next, const LeaseSetBook& book, bool wrote, absl::Span<const std::string> encoded,
     absl::Span<const std::optional<State>> states, LeaseWrites& lease_writes) {
-  const int64_t expires_at_us = wrote ? LeaseRecordsExpireAt(next) : read.expires_at_us;
+  // When every record of the key has expired, at the latest: those read, and those written now
+  // (a bound, not a pass over the leases: an extend that shortened a lease, or a release, leaves
+  // it later than it needs to be, and the algebra drops expired leases itself).
+  const int64_t expires_at_us =
+      wrote ? std::max(had_set ? read.expires_at_us : 0, lease_writes.latest_record_expiry())
+            : read.expires_at_us;
   // The set after the decisions, for the cache: in the object the first took its leases from.
   std::shared_ptr<LeaseSet> cached = std::move(read.set);
   *cached = std::move(next);
@@ -274,9 +292,9 @@ absl::StatusOr<uint64_t> RocksDbStateStore::QueueLeaseSetLocked(
   if (ticket.ok() && (wrote || had_set || !cached->leases.empty())) {
     // Nothing written: the same records (expiry and ticket as read), its set as read (lease.h:
     // LeaseDecision::next). A set of no leases is not kept (Make).
-    lease_cache_->Put(record_key,
-                      LeaseSetCache::Make(cached, expires_at_us, wrote ? *ticket : read.ticket),
-                      epoch);
+    lease_cache_->Put(
+        record_key, LeaseSetCache::Make(cached, expires_at_us, wrote ? *ticket : read.ticket, book),
+        epoch);
   }
   spare_sets.GiveBack(std::move(cached));
   return ticket;

@@ -89,6 +89,67 @@ TEST(LeaseSetCacheTest, ChargesTheSetsMemoryAndStaysWithinItsBound) {
   EXPECT_EQ(empty->set, nullptr);
 }
 
+// The book a cached set carries (LeaseSetBook) through random decisions of the algebra, as the
+// store carries it from one call to the next: the summary spares a pass over the leases until one
+// may have expired, and the strings' bytes AccountLeaseDecision keeps are those of the leases in
+// the set whenever it says it knows them (the cache charges them without a pass).
+TEST(LeaseSetCacheTest, TheBookFollowsTheDecisionsWithoutAPassOverTheLeases) {
+  std::mt19937 rng(41);
+  auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  LeaseSet set;
+  LeaseSetBook book;
+  book.summary = {true, 0, INT64_MAX};
+  book.strings_known = true;
+  int64_t now = 1'000'000'000;
+  int passes = 0;
+  int unread = 0;
+  std::vector<std::string> ids;
+  for (int step = 0; step < 3000; ++step) {
+    now += pick(200) * 1000;
+    LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, 200);
+    const int action = pick(10);
+    op.ttl_us = (1 + pick(60)) * kSecond;
+    if (action < 5) {
+      // Ids and request_ids past the small-string buffer, so that they own heap blocks.
+      op.lease_id = absl::StrCat("a-lease-id-past-the-small-buffer-", step);
+      ids.push_back(op.lease_id);
+      if (pick(3) == 0) op.request_id = absl::StrCat("a-request-id-past-the-buffer-", pick(50));
+      if (pick(4) == 0) op.holder = absl::StrCat("a-holder-name-past-the-buffer-", step);
+    } else if (action < 8) {
+      op.action = LeaseAction::kRelease;
+      op.lease_id =
+          ids.empty() ? "unknown" : ids[ids.size() - 1 - pick(std::min<int>(ids.size(), 100))];
+    } else if (action < 9) {
+      op.action = LeaseAction::kExtend;
+      op.lease_id =
+          ids.empty() ? "unknown" : ids[ids.size() - 1 - pick(std::min<int>(ids.size(), 100))];
+    } else {
+      op.action = pick(20) == 0 ? LeaseAction::kReset : LeaseAction::kCheck;
+    }
+    const bool read_set = !LeaseSummarySparesRead(book.summary, now);
+    (read_set ? passes : unread)++;
+    LeaseDecision d;
+    DecideLease(op, std::move(set), now, book.summary, d);
+    // The same decision as one that reads the set from scratch.
+    AccountLeaseDecision(op, d, read_set, book);
+    set = std::move(d.next);
+    size_t strings = 0;
+    for (const Lease& l : set.leases) strings += LeaseStringBytes(l);
+    if (book.strings_known) {
+      ASSERT_EQ(book.string_bytes, strings) << "step " << step;
+    } else {
+      book.string_bytes = strings;  // what LeaseSetCache::Make counts when the book does not know
+      book.strings_known = true;
+    }
+    int64_t held = 0;
+    for (const Lease& l : set.leases) held += l.released || l.expires_at_us <= now ? 0 : l.count;
+    ASSERT_EQ(book.summary.held, held) << "step " << step;
+  }
+  // Most decisions spared the pass; the set's expiries brought some.
+  EXPECT_GT(unread, 2 * passes);
+  EXPECT_GT(passes, 0);
+}
+
 TEST(LeaseSetCacheTest, DropExpiredDropsOnlyWrittenExpiredSets) {
   std::atomic<uint64_t> resolved{5};
   LeaseSetCache cache(1 << 20, resolved);

@@ -1,0 +1,176 @@
+#include "storage/leases/lease_set_index.h"
+
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "storage/leases/lease.h"
+
+namespace ratelimit {
+
+LeaseSetIndex& LeaseSetIndex::operator=(const LeaseSetIndex& other) {
+  if (this != &other) s_ = other.s_ ? std::make_unique<State>(*other.s_) : nullptr;
+  return *this;
+}
+
+size_t LeaseSetIndex::MemoryBytes() const {
+  if (s_ == nullptr) return 0;
+  // A slot of the positions is its key and value and a control byte.
+  return sizeof(State) + s_->records.capacity() * sizeof(uint64_t) +
+         s_->of_id.capacity() * (sizeof(std::pair<uint64_t, uint32_t>) + 1);
+}
+
+LeaseSetIndex::State& LeaseSetIndex::Own() {
+  if (s_ == nullptr) s_ = std::make_unique<State>();
+  return *s_;
+}
+
+uint64_t LeaseSetIndex::HashOf(absl::string_view id) { return absl::HashOf(id); }
+
+int LeaseSetIndex::Find(const std::vector<Lease>& leases, absl::string_view id) {
+  if (leases.size() >= kPositionsFrom) {
+    State& st = Own();
+    const bool live = st.live && st.of_size == leases.size();
+    if (live || st.searched) {
+      if (!live) BuildPositions(leases);
+      const auto it = st.of_id.find(HashOf(id));
+      if (it != st.of_id.end() && it->second < leases.size() &&
+          SameLeaseId(leases[it->second].id, id)) {
+        return static_cast<int>(it->second);
+      }
+    }
+    st.searched = true;
+  }
+  // Few leases, or positions that did not find it: a search (the last leases are the newest).
+  for (size_t i = leases.size(); i-- > 0;) {
+    if (SameLeaseId(leases[i].id, id)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void LeaseSetIndex::BuildPositions(const std::vector<Lease>& leases) {
+  State& st = Own();
+  st.of_id.clear();
+  st.of_id.reserve(leases.size());
+  for (size_t i = 0; i < leases.size(); ++i) {
+    st.of_id.try_emplace(HashOf(leases[i].id), static_cast<uint32_t>(i));
+  }
+  st.of_size = leases.size();
+  st.live = true;
+}
+
+void LeaseSetIndex::Appended(const std::vector<Lease>& leases) {
+  if (s_ == nullptr) return;
+  State& st = *s_;
+  const uint32_t record = leases.back().record;
+  if (st.records_known && record != 0) SetRecord(record, true);
+  if (!st.live) return;
+  if (st.of_size + 1 != leases.size()) {
+    st.live = false;
+    return;
+  }
+  st.of_id.try_emplace(HashOf(leases.back().id), static_cast<uint32_t>(leases.size() - 1));
+  st.of_size = leases.size();
+}
+
+void LeaseSetIndex::Removing(const std::vector<Lease>& leases, size_t i) {
+  if (s_ == nullptr) return;
+  Dropping(leases[i]);
+  State& st = *s_;
+  if (!st.live) return;
+  if (st.of_size != leases.size()) {
+    st.live = false;
+    return;
+  }
+  const size_t last = leases.size() - 1;
+  if (auto it = st.of_id.find(HashOf(leases[i].id)); it != st.of_id.end() && it->second == i) {
+    st.of_id.erase(it);
+  }
+  if (i != last) {
+    auto it = st.of_id.find(HashOf(leases[last].id));
+    if (it != st.of_id.end() && it->second == last) it->second = static_cast<uint32_t>(i);
+  }
+  st.of_size = last;
+}
+
+void LeaseSetIndex::Dropping(const Lease& dropped) {
+  if (s_ != nullptr && s_->records_known && dropped.record != 0) SetRecord(dropped.record, false);
+}
+
+void LeaseSetIndex::Clear() {
+  State& st = Own();
+  st.of_id.clear();
+  st.of_size = 0;
+  st.live = true;
+  st.records.clear();
+  st.records_known = true;
+  st.lowest_free = 1;
+}
+
+bool LeaseSetIndex::BuildRecords(const std::vector<Lease>& leases) {
+  State& st = Own();
+  st.records.clear();
+  st.lowest_free = 1;
+  st.records_known = true;
+  for (const Lease& l : leases) {
+    if (l.record != 0) SetRecord(l.record, true);
+    if (!st.records_known) return false;
+  }
+  return true;
+}
+
+void LeaseSetIndex::SetRecord(uint32_t record, bool held) {
+  State& st = *s_;
+  if (record > kMaxKnownRecord) {
+    st.records.clear();
+    st.records_known = false;
+    return;
+  }
+  const size_t word = record / 64;
+  const uint64_t bit = uint64_t{1} << (record % 64);
+  if (held) {
+    if (word >= st.records.size()) st.records.resize(word + 1, 0);
+    st.records[word] |= bit;
+    return;
+  }
+  if (word < st.records.size()) st.records[word] &= ~bit;
+  if (record < st.lowest_free) st.lowest_free = record;
+}
+
+namespace {
+
+// The lowest record number no lease of `leases` holds, by a pass over them: with n leases (one of
+// them, the new one, holding none yet) one of 1..n is free.
+uint32_t LowestFreeByPass(const std::vector<Lease>& leases) {
+  const size_t n = leases.size();
+  std::vector<bool> used(n + 2, false);
+  for (const Lease& l : leases) {
+    if (l.record >= 1 && l.record <= n) used[l.record] = true;
+  }
+  uint32_t record = 1;
+  while (used[record]) ++record;
+  return record;
+}
+
+}  // namespace
+
+uint32_t LeaseSetIndex::LowestFreeRecord(const std::vector<Lease>& leases) {
+  if (!records_known() && !BuildRecords(leases)) return LowestFreeByPass(leases);
+  State& st = *s_;
+  // Every record below lowest_free is held: search from there, a word at a time.
+  size_t word = st.lowest_free / 64;
+  uint64_t bits = word < st.records.size() ? st.records[word] : 0;
+  bits |= (uint64_t{1} << (st.lowest_free % 64)) - 1;  // below lowest_free: held, or record 0
+  if (word == 0) bits |= 1;                            // record 0 is no record
+  while (~bits == 0) {
+    ++word;
+    bits = word < st.records.size() ? st.records[word] : 0;
+  }
+  st.lowest_free = static_cast<uint32_t>(word * 64 + static_cast<size_t>(__builtin_ctzll(~bits)));
+  return st.lowest_free;
+}
+
+void LeaseSetIndex::RecordTaken(uint32_t record) {
+  if (records_known() && record != 0) SetRecord(record, true);
+}
+
+}  // namespace ratelimit

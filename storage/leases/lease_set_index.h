@@ -1,0 +1,113 @@
+#ifndef RATELIMIT_STORAGE_LEASES_LEASE_SET_INDEX_H_
+#define RATELIMIT_STORAGE_LEASES_LEASE_SET_INDEX_H_
+
+// What a lease set (lease.h) keeps beside its leases so that a decision on a key holding many
+// leases makes no pass over them: the position of each lease by its id, for a release or an extend,
+// and the record numbers its leases hold, for the RocksDB store's numbering of a new lease's record
+// (storage/rocksdb/lease_record.h). Part of LeaseSet but not of its meaning (== ignores it).
+//
+// The two are kept differently, because a wrong answer costs differently:
+//  - Positions are hints. Find checks the lease at the position it finds and searches the set
+//    when that is not the lease, so positions that fell behind the set give the right answer
+//    slowly. They are built by the second search of a set object (a set decoded for one decision,
+//    as the in-memory store's are, is searched once: building would cost more than the search),
+//    and rebuilt when they do not describe as many leases as the set holds.
+//  - Record numbers are exact or not known. A number taken for free while a lease holds it would
+//    put two leases in one record, and a restart would lose one. They are known only from a pass
+//    over the leases (LowestFreeRecord's first call) and kept through the algebra's changes
+//    (Appended, Removing, Dropping, Clear) and the store's numbering (RecordTaken). A set whose
+//    leases are changed in any other way must be a new object (a decoded set is: it knows none).
+//    A moved-from index knows none.
+//
+// Thread safety: none (a set is changed under its key's hold).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+
+namespace ratelimit {
+
+struct Lease;
+
+class LeaseSetIndex {
+ public:
+  // Positions are kept once a set holds this many leases: a search of fewer is as fast as a probe.
+  static constexpr size_t kPositionsFrom = 256;
+
+  // Knows nothing. Moving moves one pointer (a decision moves its set several times) and leaves
+  // an index that knows nothing; copying copies what it knows.
+  LeaseSetIndex() = default;
+  LeaseSetIndex(const LeaseSetIndex& other) { *this = other; }
+  LeaseSetIndex& operator=(const LeaseSetIndex& other);
+  LeaseSetIndex(LeaseSetIndex&&) noexcept = default;
+  LeaseSetIndex& operator=(LeaseSetIndex&&) noexcept = default;
+
+  // The position in `leases` of the lease whose id is `id` (held or released), or -1. `leases` is
+  // the set this index belongs to; ids are unique in it.
+  int Find(const std::vector<Lease>& leases, absl::string_view id);
+
+  // After `leases` gained its last lease, appended (its record numbered or not yet).
+  void Appended(const std::vector<Lease>& leases);
+  // Before the lease at `i` of `leases` is removed, the last lease taking its place (none when it
+  // is the last).
+  void Removing(const std::vector<Lease>& leases, size_t i);
+  // Before a pass that keeps the leases in order but may drop some: `dropped` for each one it
+  // drops (its record free again), then Reordered once it is done.
+  void Dropping(const Lease& dropped);
+  void Reordered() {
+    if (s_ != nullptr) s_->live = false;
+  }
+  // Every lease removed: positions and records known (none).
+  void Clear();
+
+  // Record numbers above this are not kept as known: a set holding one (4M leases on one key, or a
+  // damaged record) is numbered by a pass over its leases at each new lease.
+  static constexpr uint32_t kMaxKnownRecord = uint32_t{1} << 22;
+
+  // The lowest record number (1 and up) no lease of `leases` holds, knowing the numbers from a pass
+  // over `leases` when they are not known.
+  uint32_t LowestFreeRecord(const std::vector<Lease>& leases);
+  // A lease of the set now holds record `record` (the store numbered it).
+  void RecordTaken(uint32_t record);
+
+  // The heap memory the index holds (for a cache's charge).
+  size_t MemoryBytes() const;
+
+  // For tests: whether the positions describe the set, and whether the record numbers are known.
+  bool positions_live() const { return s_ != nullptr && s_->live; }
+  bool records_known() const { return s_ != nullptr && s_->records_known; }
+
+ private:
+  static uint64_t HashOf(absl::string_view id);
+
+  struct State {
+    // By HashOf(id): a position (two ids of one hash keep one; a search finds the other), and
+    // the set's size they describe when `live`.
+    absl::flat_hash_map<uint64_t, uint32_t> of_id;
+    size_t of_size = 0;
+    bool live = false;
+    bool searched = false;  // a search of kPositionsFrom leases or more was made
+    // Bit r: record r is held by a lease of the set (bit 0 unused), when `records_known`.
+    std::vector<uint64_t> records;
+    bool records_known = false;
+    uint32_t lowest_free = 1;  // no record below it is free
+  };
+
+  State& Own();
+  void BuildPositions(const std::vector<Lease>& leases);
+  // Knows the records of `leases`; false (and knows none) when one is above kMaxKnownRecord.
+  bool BuildRecords(const std::vector<Lease>& leases);
+  void SetRecord(uint32_t record, bool held);
+
+  // Null: knows nothing (no allocation for a set that needs none).
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace ratelimit
+
+#endif  // RATELIMIT_STORAGE_LEASES_LEASE_SET_INDEX_H_
