@@ -142,6 +142,17 @@ LeaseSetBook BookOf(const LeaseSetCache::Entry& read, bool had_set) {
   return empty;
 }
 
+// Decides `op` on `set` into `outcome` with the summary `book` carries, and keeps `book` true of
+// the set the decision leaves (its `next`), whether or not the decision read every lease.
+void DecideOnBook(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
+                  absl::Span<const std::optional<State>> current, int64_t now_us,
+                  absl::Span<std::optional<State>> writes, LeaseSetBook& book,
+                  LeaseOutcome& outcome) {
+  const bool read_set = !LeaseSummarySparesRead(book.summary, now_us);
+  DecideLeaseOperation(op, keys, std::move(set), current, now_us, writes, book.summary, outcome);
+  AccountLeaseDecision(op.lease, outcome.lease, read_set, book);
+}
+
 }  // namespace
 
 absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
@@ -193,11 +204,8 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseLocked(
   if (!had_set) read.set = spare_sets.Take();
   LeaseSetBook book = BookOf(read, had_set);
   LeaseSet taken = std::move(*read.set);
-  const bool read_set = !LeaseSummarySparesRead(book.summary, now);
-  DecideLeaseOperation(op, keys, std::move(taken), current, now, absl::MakeSpan(writes),
-                       book.summary, outcome);
+  DecideOnBook(op, keys, std::move(taken), current, now, absl::MakeSpan(writes), book, outcome);
   LeaseDecision& d = outcome.lease;
-  AccountLeaseDecision(op.lease, d, read_set, book);
   d.seq = NextLeaseDecisionSeq();  // under the key's stripe
   // The records to write: the leases the decision changed. Reused by this thread's decisions:
   // the batch copies them before the next one.
@@ -250,12 +258,9 @@ absl::StatusOr<RocksDbStateStore::Pending> RocksDbStateStore::DecideLeaseRunLock
   uint64_t seq = NextLeaseDecisionSeq(run.size());
   for (const size_t k : run) {
     const absl::InlinedVector<FreedRecord, 1> freed = RecordsFreedBy(ops[k]->lease, &set);
-    const bool read_set = !LeaseSummarySparesRead(book.summary, now);
     // Decided in its place among the outcomes (an outcome is large: not moved).
-    DecideLeaseOperation(*ops[k], no_rates, std::move(set), {}, now, {}, book.summary,
-                         outcomes[k].emplace());
+    DecideOnBook(*ops[k], no_rates, std::move(set), {}, now, {}, book, outcomes[k].emplace());
     LeaseDecision& d = outcomes[k]->lease;
-    AccountLeaseDecision(ops[k]->lease, d, read_set, book);
     d.seq = seq++;
     if (d.write && prefix.empty()) prefix = LeaseEntryPrefix(key);
     LeaseWritesOf(ops[k]->lease, d, prefix, freed, lease_writes);
