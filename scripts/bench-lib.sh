@@ -48,6 +48,14 @@ h2load_summary() {
        END { printf "%s %s %s\n", rps, mean, failed }' "$1"
 }
 
+# new_run_dir NAME: a new, empty directory under WORK whose name starts with NAME, for the files of
+# one process the bench starts (its port files, its data). Made by mktemp, so no two calls share
+# one: names drawn from $RANDOM repeated within a run of a few dozen servers, and a server then
+# found an earlier one's port file already written and was measured on that server's port.
+new_run_dir() {
+  mktemp -d "$WORK/$1.XXXXXX"
+}
+
 # free_port_pairs N OFFSET: N loopback ports p, space-separated, such that neither p nor p + OFFSET
 # is listening (a Redis Cluster node needs its port and its bus port, port + 10000); fewer when
 # there are not N free near a random base.

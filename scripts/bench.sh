@@ -240,11 +240,13 @@ mkdir -p "$ENVOY_DIR"
 # /metrics endpoint, also on port 0). ratelimit-server's data directory is new, or SERVER_DATA_DIR
 # when set.
 start_server() {
-  local kind=$1 logfile=$2 port_file="$WORK/port.$RANDOM"
+  local kind=$1 logfile=$2 dir
+  dir=$(new_run_dir server)
+  local port_file="$dir/port"
   shift 2
   METRICS_PORT=""
   if [[ $kind == real ]]; then
-    local data="${SERVER_DATA_DIR:-$WORK/data.$RANDOM}" metrics_port_file="$WORK/metrics-port.$RANDOM"
+    local data="${SERVER_DATA_DIR:-$dir/data}" metrics_port_file="$dir/metrics-port"
     "${PIN_SERVER[@]}" "$SERVER" --listen=127.0.0.1:0 --data_dir="$data" \
       --port_file="$port_file" --metrics_listen=127.0.0.1:0 \
       --metrics_port_file="$metrics_port_file" --log_level=warning "$@" >"$logfile" 2>&1 &
@@ -612,8 +614,10 @@ done
 # start_collector: the null OTLP collector on 127.0.0.1, port 0, pinned with the load generator;
 # sets COLLECTOR_PID, COLLECTOR_PORT and COLLECTOR_COUNT (where it writes "spans calls" at exit).
 start_collector() {
-  local port_file="$WORK/collector-port.$RANDOM"
-  COLLECTOR_COUNT="$WORK/collector-count.$RANDOM"
+  local dir
+  dir=$(new_run_dir collector)
+  local port_file="$dir/port"
+  COLLECTOR_COUNT="$dir/count"
   "${PIN_CLIENT[@]}" "$NULL_COLLECTOR" --listen=127.0.0.1:0 --port_file="$port_file" \
     --count_file="$COLLECTOR_COUNT" >>"$WORK/collector.log" 2>&1 &
   COLLECTOR_PID=$!
