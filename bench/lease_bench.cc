@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
@@ -173,15 +174,22 @@ BENCHMARK(BM_AcquireRelease)->ArgName("hot")->Arg(1)->Arg(0)->Threads(1)->Thread
 // calls in flight (before per-lease records, each decision then wrote the whole set), and as a
 // key of a large capacity does (20,000 seats of a licence): a decision's cost should not grow with
 // the leases held.
+// The op of a key of limit `name` (1,000,000 slots, 1-hour leases) that holds state.range(0)
+// leases: taken once per key, since a key's set keeps them across repetitions.
+LeaseOp CrowdedKey(StateStore& store, absl::string_view name, std::atomic<uint64_t>& next_id,
+                   const benchmark::State& state) {
+  LeaseOp op;
+  op.key = StateKey{std::string(name), absl::StrCat("held", state.range(0))};
+  op.config = Slots(1'000'000);
+  op.ttl_us = kHour;
+  if (state.thread_index() == 0) HoldUpTo(store, op, next_id, state.range(0));
+  return op;
+}
+
 void BM_AcquireReleaseCrowded(benchmark::State& state) {
   StateStore& store = SharedStore();
   static std::atomic<uint64_t> next_id{uint64_t{1} << 40};
-  LeaseOp op;
-  op.key = StateKey{"crowded", absl::StrCat("held", state.range(0))};
-  op.config = Slots(1'000'000);
-  op.ttl_us = kHour;
-  // The held leases, once per key (a key's set keeps them across repetitions).
-  if (state.thread_index() == 0) HoldUpTo(store, op, next_id, state.range(0));
+  LeaseOp op = CrowdedKey(store, "crowded", next_id, state);
   for (auto _ : state) {
     Pair(store, op, LeaseId(next_id++));
   }
@@ -192,6 +200,29 @@ BENCHMARK(BM_AcquireReleaseCrowded)
     ->Arg(64)
     ->Arg(1000)
     ->Arg(20000)
+    ->Threads(1)
+    ->UseRealTime();
+
+// As BM_AcquireReleaseCrowded, each acquire with a request_id of its own (a client that retries
+// safely): is it a retry? A released lease with a request_id stays in the set until it expires
+// (lease.h), so the set grows by one lease a pair; a fixed number of pairs, so that two builds
+// are measured on the same sets.
+void BM_AcquireWithRequestIdCrowded(benchmark::State& state) {
+  StateStore& store = SharedStore();
+  static std::atomic<uint64_t> next_id{uint64_t{1} << 41};
+  LeaseOp op = CrowdedKey(store, "crowded-retried", next_id, state);
+  for (auto _ : state) {
+    const uint64_t n = next_id++;
+    op.request_id = absl::StrCat("request-", n);
+    Pair(store, op, LeaseId(n));
+  }
+  ReportPairs(state);
+}
+BENCHMARK(BM_AcquireWithRequestIdCrowded)
+    ->ArgName("held")
+    ->Arg(1000)
+    ->Arg(20000)
+    ->Iterations(5000)
     ->Threads(1)
     ->UseRealTime();
 

@@ -122,7 +122,8 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
   switch (op.action) {
     case LeaseAction::kAcquire:
     case LeaseAction::kCheck: {
-      if (op.action == LeaseAction::kAcquire && !op.request_id.empty()) {
+      if (op.action == LeaseAction::kAcquire && !op.request_id.empty() &&
+          r.index.MayHoldRequestId(r.kept, op.request_id)) {
         for (const Lease& l : r.kept) {
           if (l.request_id == op.request_id) {
             d.replayed = true;

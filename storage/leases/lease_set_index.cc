@@ -16,7 +16,8 @@ size_t LeaseSetIndex::MemoryBytes() const {
   if (s_ == nullptr) return 0;
   // A slot of the positions is its key and value and a control byte.
   return sizeof(State) + s_->records.capacity() * sizeof(uint64_t) +
-         s_->of_id.capacity() * (sizeof(std::pair<uint64_t, uint32_t>) + 1);
+         (s_->of_id.capacity() + s_->request_ids.capacity()) *
+             (sizeof(std::pair<uint64_t, uint32_t>) + 1);
 }
 
 LeaseSetIndex::State& LeaseSetIndex::Own() {
@@ -63,6 +64,7 @@ void LeaseSetIndex::Appended(const std::vector<Lease>& leases) {
   State& st = *s_;
   const uint32_t record = leases.back().record;
   if (st.records_known && record != 0) SetRecord(record, true);
+  CountRequestId(leases.back(), true);
   if (!st.live) return;
   if (st.of_size + 1 != leases.size()) {
     st.live = false;
@@ -93,7 +95,45 @@ void LeaseSetIndex::Removing(const std::vector<Lease>& leases, size_t i) {
 }
 
 void LeaseSetIndex::Dropping(const Lease& dropped) {
-  if (s_ != nullptr && s_->records_known && dropped.record != 0) SetRecord(dropped.record, false);
+  if (s_ == nullptr) return;
+  if (s_->records_known && dropped.record != 0) SetRecord(dropped.record, false);
+  CountRequestId(dropped, false);
+}
+
+void LeaseSetIndex::CountRequestId(const Lease& lease, bool added) {
+  State& st = *s_;
+  if (!st.request_ids_known || lease.request_id.empty()) return;
+  const uint64_t hash = HashOf(lease.request_id);
+  if (added) {
+    ++st.request_ids[hash];
+    return;
+  }
+  auto it = st.request_ids.find(hash);
+  if (it == st.request_ids.end()) {
+    // Not counted, so the counts do not describe the set: known no longer.
+    st.request_ids.clear();
+    st.request_ids_known = false;
+    return;
+  }
+  if (--it->second == 0) st.request_ids.erase(it);
+}
+
+bool LeaseSetIndex::MayHoldRequestId(const std::vector<Lease>& leases,
+                                     absl::string_view request_id) {
+  if (leases.size() < kPositionsFrom && !request_ids_known()) return true;
+  State& st = Own();
+  if (!st.request_ids_known) {
+    if (!st.request_id_asked) {
+      st.request_id_asked = true;
+      return true;
+    }
+    st.request_ids.clear();
+    for (const Lease& l : leases) {
+      if (!l.request_id.empty()) ++st.request_ids[HashOf(l.request_id)];
+    }
+    st.request_ids_known = true;
+  }
+  return st.request_ids.contains(HashOf(request_id));
 }
 
 void LeaseSetIndex::Clear() {
@@ -104,6 +144,8 @@ void LeaseSetIndex::Clear() {
   st.records.clear();
   st.records_known = true;
   st.lowest_free = 1;
+  st.request_ids.clear();
+  st.request_ids_known = true;
 }
 
 bool LeaseSetIndex::BuildRecords(const std::vector<Lease>& leases) {

@@ -2,11 +2,12 @@
 #define RATELIMIT_STORAGE_LEASES_LEASE_SET_INDEX_H_
 
 // What a lease set (lease.h) keeps beside its leases so that a decision on a key holding many
-// leases makes no pass over them: the position of each lease by its id, for a release or an extend,
+// leases makes no pass over them: the position of each lease by its id, for a release or an extend;
+// the request_ids its leases were acquired with, for an acquire that carries one (is it a retry?);
 // and the record numbers its leases hold, for the RocksDB store's numbering of a new lease's record
 // (storage/rocksdb/lease_record.h). Part of LeaseSet but not of its meaning (== ignores it).
 //
-// The two are kept differently, because a wrong answer costs differently:
+// They are kept differently, because a wrong answer costs differently:
 //  - Positions are hints. Find checks the lease at the position it finds and searches the set
 //    when that is not the lease, so positions that fell behind the set give the right answer
 //    slowly. They are built by the second search of a set object (a set decoded for one decision,
@@ -18,6 +19,11 @@
 //    (Appended, Removing, Dropping, Clear) and the store's numbering (RecordTaken). A set whose
 //    leases are changed in any other way must be a new object (a decoded set is: it knows none).
 //    A moved-from index knows none.
+//  - Request ids are exact or not known, as record numbers are: an acquire told that no lease has
+//    its request_id takes new slots, so a wrong "none" would take twice for one retried request.
+//    They are counted by hash, from a pass over the leases at a set object's second question
+//    (MayHoldRequestId), and kept through the same changes. A hash that is there (a retry, or two
+//    request_ids of one 64-bit hash) is only a maybe: the caller searches.
 //
 // Thread safety: none (a set is changed under its key's hold).
 
@@ -65,6 +71,14 @@ class LeaseSetIndex {
   // Every lease removed: positions and records known (none).
   void Clear();
 
+  // Whether a lease of `leases` (held or released) may have been acquired with `request_id`: false
+  // only when none was. `leases` is the set this index belongs to. From kPositionsFrom leases on,
+  // a set object asked a second time answers from its counted request_ids (a new request_id, as
+  // every first attempt has, costs no pass); below that, or at the first question, true (the
+  // caller's search costs no more than counting would), unless they are counted already (a set
+  // emptied by Clear counts from there).
+  bool MayHoldRequestId(const std::vector<Lease>& leases, absl::string_view request_id);
+
   // Record numbers above this are not kept as known: a set holding one (4M leases on one key, or a
   // damaged record) is numbered by a pass over its leases at each new lease.
   static constexpr uint32_t kMaxKnownRecord = uint32_t{1} << 22;
@@ -81,6 +95,7 @@ class LeaseSetIndex {
   // For tests: whether the positions describe the set, and whether the record numbers are known.
   bool positions_live() const { return s_ != nullptr && s_->live; }
   bool records_known() const { return s_ != nullptr && s_->records_known; }
+  bool request_ids_known() const { return s_ != nullptr && s_->request_ids_known; }
 
  private:
   static uint64_t HashOf(absl::string_view id);
@@ -96,6 +111,12 @@ class LeaseSetIndex {
     std::vector<uint64_t> records;
     bool records_known = false;
     uint32_t lowest_free = 1;  // no record below it is free
+    // By HashOf(request_id): how many leases of the set have a request_id of that hash, when
+    // `request_ids_known` (leases without one are not counted).
+    absl::flat_hash_map<uint64_t, uint32_t> request_ids;
+    bool request_ids_known = false;
+    // MayHoldRequestId was called on a set of kPositionsFrom leases or more.
+    bool request_id_asked = false;
   };
 
   State& Own();
@@ -103,6 +124,7 @@ class LeaseSetIndex {
   // Knows the records of `leases`; false (and knows none) when one is above kMaxKnownRecord.
   bool BuildRecords(const std::vector<Lease>& leases);
   void SetRecord(uint32_t record, bool held);
+  void CountRequestId(const Lease& lease, bool added);
 
   // Null: knows nothing (no allocation for a set that needs none).
   std::unique_ptr<State> s_;

@@ -1,6 +1,7 @@
 // LeaseSetIndex (storage/leases/lease_set_index.h): positions kept through appends and removals
 // (and right even when they fell behind the set), record numbers exactly the lowest free through
-// random takes and frees, and a moved-from index that knows nothing.
+// random takes and frees, request_ids never answered absent while a lease has one, and a
+// moved-from index that knows nothing.
 
 #include "storage/leases/lease_set_index.h"
 
@@ -19,11 +20,18 @@ namespace {
 
 constexpr size_t kMany = LeaseSetIndex::kPositionsFrom + 100;
 
-Lease LeaseOf(std::string id, uint32_t record = 0) {
+Lease LeaseOf(std::string id, uint32_t record = 0, std::string request_id = "") {
   Lease l;
   l.id = std::move(id);
   l.record = record;
+  l.request_id = std::move(request_id);
   return l;
+}
+
+// Whether a lease of `leases` has request_id `request_id`, by a look at every lease.
+bool HasRequestIdByHand(const std::vector<Lease>& leases, const std::string& request_id) {
+  return std::any_of(leases.begin(), leases.end(),
+                     [&](const Lease& l) { return l.request_id == request_id; });
 }
 
 // Removes leases[i] as the algebra does: the last lease takes its place.
@@ -152,6 +160,82 @@ TEST(LeaseSetIndexTest, AMovedFromIndexKnowsNothing) {
   EXPECT_FALSE(index.records_known());  // NOLINT(bugprone-use-after-move): what is left
   std::vector<Lease> refilled = {LeaseOf("x", 1), LeaseOf("y", 0)};
   EXPECT_EQ(index.LowestFreeRecord(refilled), 2u);  // NOLINT(bugprone-use-after-move)
+}
+
+// Below kPositionsFrom leases, and at a set object's first question, the answer is a maybe (the
+// caller's search decides); the second question on a large set counts its request_ids, and from
+// then on a request_id no lease has is answered absent without a pass.
+TEST(LeaseSetIndexTest, RequestIdsAreCountedAtALargeSetsSecondQuestion) {
+  std::vector<Lease> small = {LeaseOf("a", 0, "req-a"), LeaseOf("b")};
+  LeaseSetIndex small_index;
+  EXPECT_TRUE(small_index.MayHoldRequestId(small, "req-z"));
+  EXPECT_TRUE(small_index.MayHoldRequestId(small, "req-z"));
+  EXPECT_FALSE(small_index.request_ids_known());
+
+  std::vector<Lease> leases;
+  for (size_t i = 0; i < kMany; ++i) {
+    leases.push_back(LeaseOf(absl::StrCat("id-", i), 0, i % 3 == 0 ? absl::StrCat("req-", i) : ""));
+  }
+  LeaseSetIndex index;  // a set read from storage: knows nothing
+  EXPECT_TRUE(index.MayHoldRequestId(leases, "req-new"));
+  EXPECT_FALSE(index.request_ids_known());
+  EXPECT_FALSE(index.MayHoldRequestId(leases, "req-new"));
+  EXPECT_TRUE(index.request_ids_known());
+  EXPECT_TRUE(index.MayHoldRequestId(leases, "req-3"));
+  EXPECT_FALSE(index.MayHoldRequestId(leases, "req-4"));  // lease 4 has none
+}
+
+// Random appends, removals and drops (as the algebra's read makes them) on a set of hundreds of
+// leases, a third of them with one of 500 request_ids (some shared by two leases): once counted,
+// every request_id is answered exactly as a look at every lease answers it, and never absent while
+// a lease has it.
+TEST(LeaseSetIndexTest, RequestIdsStayExactThroughAppendsRemovalsAndDrops) {
+  std::vector<Lease> leases;
+  LeaseSetIndex index;
+  std::mt19937 rng(20261201);
+  auto pick = [&rng](size_t n) { return static_cast<size_t>(rng() % n); };
+  for (int step = 0; step < 6000; ++step) {
+    const size_t roll = pick(10);
+    if (leases.size() < kMany || roll < 5) {
+      std::string request_id;
+      if (pick(3) == 0) request_id = absl::StrCat("req-", pick(500));
+      leases.push_back(LeaseOf(absl::StrCat("id-", step), 0, std::move(request_id)));
+      index.Appended(leases);
+    } else if (roll < 8) {
+      SwapRemove(leases, index, pick(leases.size()));
+    } else {
+      // A pass that drops every lease whose id ends in the drawn digit, keeping the rest in order.
+      const char digit = static_cast<char>('0' + pick(10));
+      std::vector<Lease> kept;
+      for (Lease& l : leases) {
+        if (l.id.back() == digit) {
+          index.Dropping(l);
+        } else {
+          kept.push_back(std::move(l));
+        }
+      }
+      index.Reordered();
+      leases = std::move(kept);
+    }
+    for (int q = 0; q < 3; ++q) {
+      const std::string asked = absl::StrCat("req-", pick(600));
+      const bool has = HasRequestIdByHand(leases, asked);
+      const bool maybe = index.MayHoldRequestId(leases, asked);
+      if (has) {
+        ASSERT_TRUE(maybe) << "step " << step << ": " << asked << " answered absent";
+      }
+      if (index.request_ids_known()) {
+        ASSERT_EQ(maybe, has) << "step " << step << ": " << asked;
+      }
+    }
+  }
+  EXPECT_TRUE(index.request_ids_known());
+  index.Clear();
+  leases.clear();
+  EXPECT_FALSE(index.MayHoldRequestId(leases, "req-1"));
+  leases.push_back(LeaseOf("after-reset", 0, "req-1"));
+  index.Appended(leases);
+  EXPECT_TRUE(index.MayHoldRequestId(leases, "req-1"));
 }
 
 }  // namespace

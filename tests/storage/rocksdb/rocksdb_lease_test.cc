@@ -268,10 +268,10 @@ std::vector<Lease> ById(std::vector<Lease> leases) {
 }
 
 // Random decisions, each on the RocksDB store and on the memory store (the reference of
-// ApplyLeaseWithRecords) side by side: every answer the same. Acquires (a third with one of 8
-// request_ids), releases and extends of leases handed out (some held, some released or expired,
-// some unknown), resets, lists and checks, drawn from `actions`; the clock moving by up to
-// `max_step_us` against TTLs of ttl_s.first..ttl_s.second seconds. The RocksDB store is reopened
+// ApplyLeaseWithRecords) side by side: every answer the same. Acquires (a third with one of
+// `request_ids` request_ids), releases and extends of leases handed out (some held, some released
+// or expired, some unknown), resets, lists and checks, drawn from `actions`; the clock moving by up
+// to `max_step_us` against TTLs of ttl_s.first..ttl_s.second seconds. The RocksDB store is reopened
 // every `reopen_every` decisions, half the time without its cache, so what it wrote is what it
 // decides on. Returns the most slots a key held.
 struct RandomDecisions {
@@ -282,7 +282,8 @@ struct RandomDecisions {
   int reopen_every = 25;
   int64_t max_step_us = 3 * kSecond;
   std::pair<int, int> ttl_s = {1, 20};
-  int max_count = 2;  // an acquire's or check's slots: 1..max_count
+  int max_count = 2;    // an acquire's or check's slots: 1..max_count
+  int request_ids = 8;  // how many request_ids the acquires that carry one draw from
   // Releases and extends name one of the last `recent` leases handed out.
   size_t recent = 1'000'000;
   uint32_t seed = 20261129;
@@ -303,13 +304,16 @@ int64_t DecideAtRandomBesideTheMemoryStore(const RandomDecisions& p) {
     ASSERT_TRUE(opened.ok()) << opened.status();
     rocks = *std::move(opened);
   };
-  open(size_t{1} << 20);
+  // The store's default cache: a key's set of hundreds of leases stays cached between decisions
+  // (with its index) where a smaller cache would drop it after each.
+  const size_t kCacheBytes = RocksDbStateStoreOptions().lease_cache_bytes;
+  open(kCacheBytes);
   int64_t most_held = 0;
   std::mt19937 rng(p.seed);
   auto pick = [&rng](size_t n) { return static_cast<int>(rng() % n); };
   std::vector<std::string> ids;  // every lease id handed out
   for (int step = 0; step < p.steps; ++step) {
-    if (step % p.reopen_every == p.reopen_every - 1) open(pick(2) == 0 ? 0 : size_t{1} << 20);
+    if (step % p.reopen_every == p.reopen_every - 1) open(pick(2) == 0 ? 0 : kCacheBytes);
     clock.Advance(static_cast<int64_t>(rng() % static_cast<uint64_t>(p.max_step_us + 1)));
     // One draw a statement: the order of a call's arguments is the compiler's, and the sequence
     // must be the same under every compiler.
@@ -321,7 +325,7 @@ int64_t DecideAtRandomBesideTheMemoryStore(const RandomDecisions& p) {
     if (op.action == LeaseAction::kAcquire) {
       op.lease_id = absl::StrCat("lease-", step);
       ids.push_back(op.lease_id);
-      if (pick(3) == 0) op.request_id = absl::StrCat("req-", pick(8));
+      if (pick(3) == 0) op.request_id = absl::StrCat("req-", pick(p.request_ids));
     } else if (op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend) {
       op.lease_id = ids.empty() || pick(8) == 0
                         ? "unknown"
@@ -358,8 +362,8 @@ TEST(RocksDbLeaseTest, RandomDecisionsMatchTheMemoryStoreAcrossRestarts) {
 
 // One key holding hundreds of leases, past the size from which a set finds leases by their
 // positions (lease_set_index.h): releases and extends found by position, new leases numbered from
-// the record numbers kept, and the summary carried from one call to the next, through expiries,
-// restarts and a reset now and then.
+// the record numbers kept, retried acquires told from new ones by the request_ids counted, and the
+// summary carried from one call to the next, through expiries, restarts and a reset now and then.
 TEST(RocksDbLeaseTest, RandomDecisionsOnAKeyHoldingHundredsMatchTheMemoryStore) {
   RandomDecisions p;
   p.actions.assign(12, LeaseAction::kAcquire);
@@ -378,10 +382,12 @@ TEST(RocksDbLeaseTest, RandomDecisionsOnAKeyHoldingHundredsMatchTheMemoryStore) 
   p.max_count = 1;  // slots held = leases held
   p.seed = 20261201;
   EXPECT_GT(DecideAtRandomBesideTheMemoryStore(p), LeaseSetIndex::kPositionsFrom);
-  // Again with a reset about every 1,300 decisions: the set emptied by the algebra fills again.
+  // Again with a reset about every 1,300 decisions (the set emptied by the algebra fills again),
+  // and request_ids drawn from 1,000, so that most are new and answered absent from the counts.
   p.actions.clear();
   for (int i = 0; i < 60; ++i) p.actions.insert(p.actions.end(), one.begin(), one.end());
   p.actions.push_back(LeaseAction::kReset);
+  p.request_ids = 1000;
   p.seed = 20261202;
   EXPECT_GT(DecideAtRandomBesideTheMemoryStore(p), LeaseSetIndex::kPositionsFrom);
 }
