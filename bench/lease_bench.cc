@@ -170,10 +170,6 @@ void BM_AcquireRelease(benchmark::State& state) {
 }
 BENCHMARK(BM_AcquireRelease)->ArgName("hot")->Arg(1)->Arg(0)->Threads(1)->Threads(4)->UseRealTime();
 
-// A pair on a hot key that already holds range(0) leases, as a hot key does end to end with many
-// calls in flight (before per-lease records, each decision then wrote the whole set), and as a
-// key of a large capacity does (20,000 seats of a licence): a decision's cost should not grow with
-// the leases held.
 // The op of a key of limit `name` (1,000,000 slots, 1-hour leases) that holds state.range(0)
 // leases: taken once per key, since a key's set keeps them across repetitions.
 LeaseOp CrowdedKey(StateStore& store, absl::string_view name, std::atomic<uint64_t>& next_id,
@@ -186,6 +182,10 @@ LeaseOp CrowdedKey(StateStore& store, absl::string_view name, std::atomic<uint64
   return op;
 }
 
+// A pair on a hot key that already holds range(0) leases, as a hot key does end to end with many
+// calls in flight (before per-lease records, each decision then wrote the whole set), and as a
+// key of a large capacity does (20,000 seats of a licence): a decision's cost should not grow with
+// the leases held.
 void BM_AcquireReleaseCrowded(benchmark::State& state) {
   StateStore& store = SharedStore();
   static std::atomic<uint64_t> next_id{uint64_t{1} << 40};

@@ -128,10 +128,8 @@ bool LeaseSetIndex::MayHoldRequestId(const std::vector<Lease>& leases,
       return true;
     }
     st.request_ids.clear();
-    for (const Lease& l : leases) {
-      if (!l.request_id.empty()) ++st.request_ids[HashOf(l.request_id)];
-    }
     st.request_ids_known = true;
+    for (const Lease& l : leases) CountRequestId(l, true);
   }
   return st.request_ids.contains(HashOf(request_id));
 }
