@@ -1,9 +1,11 @@
 // In-process benchmark of concurrency limits on the RocksDB store (default options: WAL on, no
 // fsync): acquire+release pairs (StateStore::ApplyLease, two decisions each) beside Consume
 // (StateStore::Apply of one token bucket) in the same run, on one hot key and on 10,000 keys,
-// with 1 and 4 threads, and on a hot key holding 64 leases (AcquireReleaseCrowded); bursts as a
-// server hands them to the store (BurstOnHotKey, SteadyBurstOnHotKey, BurstOnManyKeys: Consume
-// and pairs side by side); and the memory a held lease costs with 1,000,000 held.
+// with 1 and 4 threads, and on a key holding 64 to 20,000 leases (AcquireReleaseCrowded, with a
+// request_id AcquireWithRequestIdCrowded, with one lease expiring at each pair
+// RetriedAcquiresExpiring, refused on a full key RefusedOnFullKey); bursts as a server hands them
+// to the store (BurstOnHotKey, SteadyBurstOnHotKey, BurstOnManyKeys: Consume and pairs side by
+// side); and the memory a held lease costs with 1,000,000 held.
 //
 // Reported: items_per_second = Consume decisions, or acquire+release pairs, per second (all
 // threads, wall-clock); decisions_per_second for pairs = 2 x pairs.
@@ -225,6 +227,79 @@ BENCHMARK(BM_AcquireWithRequestIdCrowded)
     ->Iterations(5000)
     ->Threads(1)
     ->UseRealTime();
+
+// A clock the benchmark moves: `now` microseconds.
+class SteppedClock final : public Clock {
+ public:
+  explicit SteppedClock(int64_t now) : now_(now) {}
+  int64_t NowMicros() const override { return now_; }
+  void Advance(int64_t us) { now_ += us; }
+
+ private:
+  int64_t now_;
+};
+
+// A busy key whose clients retry safely, in its steady state: every acquire carries a request_id
+// of its own and is released at once, and time moves 1 ms a pair, with a lease_ttl of range(0) ms.
+// A released lease with a request_id stays in the set until it expires (lease.h), so the key keeps
+// about range(0) released leases, and one of them expires at every pair: each decision finds an
+// expired lease to drop. Its cost should not grow with the leases kept.
+void BM_RetriedAcquiresExpiring(benchmark::State& state) {
+  StateStore& store = SharedStore();
+  static std::atomic<uint64_t> next_id{uint64_t{1} << 42};
+  constexpr int64_t kStepUs = 1000;
+  const int64_t kept = state.range(0);
+  SteppedClock clock(SystemClock::Default().NowMicros());
+  LeaseOp op;
+  op.key = StateKey{"expiring", absl::StrCat("kept", kept, "-", next_id.load())};
+  op.config = Slots(1'000'000);
+  op.ttl_us = kept * kStepUs;
+  const auto pair = [&] {
+    const uint64_t n = next_id++;
+    op.request_id = absl::StrCat("request-", n);
+    op.lease_id = LeaseId(n);
+    op.action = LeaseAction::kAcquire;
+    absl::StatusOr<LeaseOutcome> acquired = store.ApplyLease(LeaseOperation{op}, clock);
+    if (!acquired.ok() || !acquired->allowed) Fail(acquired.status());
+    op.action = LeaseAction::kRelease;
+    absl::StatusOr<LeaseOutcome> released = store.ApplyLease(LeaseOperation{op}, clock);
+    if (!released.ok() || released->lease.state != LeaseState::kReleased) Fail(released.status());
+    clock.Advance(kStepUs);
+  };
+  for (int64_t i = 0; i < 2 * kept; ++i) pair();  // the steady state: `kept` kept, one expiring
+  for (auto _ : state) pair();
+  ReportPairs(state);
+}
+BENCHMARK(BM_RetriedAcquiresExpiring)
+    ->ArgName("kept")
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(20000)
+    ->Iterations(5000)
+    ->Threads(1)
+    ->UseRealTime();
+
+// An acquire refused by a full key holding range(0) leases (capacity range(0)): the answer says
+// when a slot frees (retry_at, the soonest expiry of a held lease), as every refusal does. Its
+// cost should not grow with the leases held.
+void BM_RefusedOnFullKey(benchmark::State& state) {
+  StateStore& store = SharedStore();
+  static std::atomic<uint64_t> next_id{uint64_t{1} << 43};
+  LeaseOp op;
+  op.key = StateKey{"full", absl::StrCat("held", state.range(0))};
+  op.config = Slots(static_cast<double>(state.range(0)));
+  op.ttl_us = kHour;
+  HoldUpTo(store, op, next_id, state.range(0));
+  op.action = LeaseAction::kAcquire;
+  for (auto _ : state) {
+    op.lease_id = LeaseId(next_id++);
+    absl::StatusOr<LeaseOutcome> refused =
+        store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+    if (!refused.ok() || refused->allowed || !refused->lease.retry_at_us) Fail(refused.status());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RefusedOnFullKey)->ArgName("held")->Arg(64)->Arg(1000)->Arg(20000)->UseRealTime();
 
 // A server's bursts on a hot key holding 64 leases: ApplyLeaseBatch of `burst` acquires, then
 // one of their releases, as the serving loop hands the store the lease calls it read together.

@@ -83,7 +83,8 @@ struct LeaseSet {
   // object.
   LeaseSetIndex index;
 
-  friend bool operator==(const LeaseSet& a, const LeaseSet& b) { return a.leases == b.leases; }
+  // The same leases, in whatever order.
+  friend bool operator==(const LeaseSet& a, const LeaseSet& b);
 };
 
 // What a caller that decides one key's operations one after another on the `next` of the
@@ -163,6 +164,13 @@ struct LeaseDecision {
   // them, but they are dropped and counted again by the next decision that writes; counts are
   // exact only for decisions that write.
   int64_t expired_unreleased = 0;
+  // Whether the decision passed over every lease of the set (it read the set without the
+  // summary, or its index could not name the expired leases).
+  bool read_all = false;
+  // The leases the decision dropped as expired without such a pass, found by the set's index in
+  // expiry order (lease_set_index.h): a store that accounts for the set's memory subtracts them.
+  // Empty after a pass over every lease (`read_all`), which does not list what it drops.
+  std::vector<Lease> dropped;
   // kList: the leases held now, soonest expiry first.
   std::vector<Lease> held_leases;
   // kRelease that released: the lease as it was held (Lease::record included), so that a store

@@ -24,14 +24,43 @@ struct ReadSet {
   int64_t earliest_expiry = INT64_MAX;
 };
 
-// Takes the leases of `current` (moved, in order: nothing is copied).
-ReadSet Read(LeaseSet current, int64_t now_us) {
-  ReadSet r;
-  r.kept = std::move(current.leases);
-  r.index = std::move(current.index);
+// The set as read at now_us when `summary` is known and the set's index knows its expiries: the
+// leases that expired are found in expiry order and removed one by one, the last lease taking the
+// place of each (the rest are not visited), into d.dropped. False when the index cannot tell
+// (then nothing was dropped: the caller passes over the set).
+bool ReadByExpiry(ReadSet& r, const LeaseSetSummary& summary, int64_t now_us, LeaseDecision& d) {
+  if (!summary.known) return false;
+  int64_t held = summary.held;
+  for (;;) {
+    const int i = r.index.SoonestExpired(r.kept, now_us);
+    if (i == LeaseSetIndex::kUnknown) {
+      if (!d.dropped.empty()) break;  // the leases left are read by the pass below
+      return false;
+    }
+    if (i < 0) {
+      r.held = held;
+      r.earliest_expiry = r.index.EarliestExpiry();
+      return true;
+    }
+    Lease& l = r.kept[static_cast<size_t>(i)];
+    if (!l.released) {
+      ++r.expired_unreleased;
+      held -= l.count;
+    }
+    r.index.Removing(r.kept, static_cast<size_t>(i));
+    d.dropped.push_back(std::move(l));
+    if (static_cast<size_t>(i) + 1 != r.kept.size()) r.kept[i] = std::move(r.kept.back());
+    r.kept.pop_back();
+  }
+  return false;
+}
+
+// Takes the leases of `r` (moved in from the set, in order: nothing is copied) and passes over
+// them; adds to what `r` counted already.
+void Read(ReadSet& r, int64_t now_us) {
   // Sums in locals: kept in registers, not added to `r` through memory lease by lease.
   int64_t held = 0;
-  int64_t expired_unreleased = 0;
+  int64_t expired_unreleased = r.expired_unreleased;
   int64_t earliest = INT64_MAX;
   size_t out = 0;
   for (size_t i = 0; i < r.kept.size(); ++i) {
@@ -52,10 +81,10 @@ ReadSet Read(LeaseSet current, int64_t now_us) {
   }
   if (out != r.kept.size()) r.index.Reordered();
   r.kept.resize(out);
+  r.index.ReadAll(r.kept);
   r.held = held;
   r.expired_unreleased = expired_unreleased;
   r.earliest_expiry = earliest;
-  return r;
 }
 
 // The held leases of `kept`, soonest expiry first (ties: earlier acquired, then id).
@@ -73,12 +102,31 @@ std::vector<Lease> HeldSorted(const std::vector<Lease>& kept) {
 }
 
 // The first expiry at which the held slots are down to `target`, the leases expiring soonest
-// first. REQUIRES: target >= 0 (then the last expiry always qualifies).
-int64_t RetryAt(const std::vector<Lease>& kept, int64_t held, int64_t target) {
+// first: in the order the index keeps when it knows it, else sorted. REQUIRES: target >= 0 (then
+// the last expiry always qualifies).
+int64_t RetryAt(ReadSet& r, int64_t held, int64_t target) {
   int64_t remaining = held;
-  for (const Lease& l : HeldSorted(kept)) {
-    remaining -= l.count;
-    if (remaining <= target) return l.expires_at_us;
+  int64_t at = 0;
+  if (r.index.VisitByExpiry(r.kept, [&](const Lease& l) {
+        if (l.released) return false;
+        remaining -= l.count;
+        if (remaining > target) return false;
+        at = l.expires_at_us;
+        return true;
+      })) {
+    return at;
+  }
+  // The held leases' expiries and counts, sorted (the leases themselves are not copied).
+  std::vector<std::pair<int64_t, int64_t>> expiries;
+  expiries.reserve(r.kept.size());
+  for (const Lease& l : r.kept) {
+    if (!l.released) expiries.emplace_back(l.expires_at_us, l.count);
+  }
+  std::sort(expiries.begin(), expiries.end());
+  remaining = held;
+  for (const auto& [expires_at_us, count] : expiries) {
+    remaining -= count;
+    if (remaining <= target) return expires_at_us;
   }
   return 0;  // unreachable when held > target >= 0
 }
@@ -106,13 +154,16 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
 void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
                  LeaseDecision& d) {
   ReadSet r;
+  r.kept = std::move(current.leases);
+  r.index = std::move(current.index);
   if (LeaseSummarySparesRead(summary, now_us)) {
     // Read would keep every lease, in order, and find summary.held held.
-    r.kept = std::move(current.leases);
-    r.index = std::move(current.index);
     r.held = summary.held;
   } else {
-    r = Read(std::move(current), now_us);
+    if (!ReadByExpiry(r, summary, now_us, d)) {
+      Read(r, now_us);
+      d.read_all = true;
+    }
     summary.known = true;
     summary.expires_from_us = r.earliest_expiry;
   }
@@ -145,7 +196,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       if (r.held + op.count > capacity) {
         d.allowed = false;
         d.reason = DenyReason::kNoFreeSlots;
-        d.retry_at_us = RetryAt(r.kept, r.held, capacity - op.count);
+        d.retry_at_us = RetryAt(r, r.held, capacity - op.count);
         break;
       }
       if (op.action == LeaseAction::kCheck) break;
@@ -186,7 +237,9 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       const int i = FindHeld(r, op.lease_id);
       if (i < 0) break;
       d.state = LeaseState::kHeld;
-      r.kept[i].expires_at_us = ExpiryOf(now_us, op.ttl_us);
+      const int64_t expires_at_us = ExpiryOf(now_us, op.ttl_us);
+      r.index.ExpiryChanging(r.kept[i], expires_at_us);
+      r.kept[i].expires_at_us = expires_at_us;
       summary.expires_from_us = std::min(summary.expires_from_us, r.kept[i].expires_at_us);
       d.lease = r.kept[i];
       d.write = true;
@@ -236,6 +289,24 @@ absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) 
                            op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend;
   if (names_lease && op.lease_id.empty()) return InvalidField(field_prefix, "lease_id", "is empty");
   return absl::OkStatus();
+}
+
+bool operator==(const LeaseSet& a, const LeaseSet& b) {
+  if (a.leases.size() != b.leases.size()) return false;
+  // Ids are unique in a set: each set's leases ordered by id, then compared in that order.
+  const auto by_id = [](const std::vector<Lease>& leases) {
+    std::vector<const Lease*> out;
+    out.reserve(leases.size());
+    for (const Lease& l : leases) out.push_back(&l);
+    std::sort(out.begin(), out.end(), [](const Lease* x, const Lease* y) { return x->id < y->id; });
+    return out;
+  };
+  const std::vector<const Lease*> x = by_id(a.leases);
+  const std::vector<const Lease*> y = by_id(b.leases);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(*x[i] == *y[i])) return false;
+  }
+  return true;
 }
 
 int64_t LeaseSetExpiresAt(const LeaseSet& set) {

@@ -1,5 +1,6 @@
 #include "storage/leases/lease_set_index.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/hash/hash.h"
@@ -15,9 +16,11 @@ LeaseSetIndex& LeaseSetIndex::operator=(const LeaseSetIndex& other) {
 size_t LeaseSetIndex::MemoryBytes() const {
   if (s_ == nullptr) return 0;
   // A slot of the positions is its key and value and a control byte.
+  // An entry of the expiries takes about its size in a btree node (nodes are mostly full).
   return sizeof(State) + s_->records.capacity() * sizeof(uint64_t) +
          (s_->of_id.capacity() + s_->request_ids.capacity()) *
-             (sizeof(std::pair<uint64_t, uint32_t>) + 1);
+             (sizeof(std::pair<uint64_t, uint32_t>) + 1) +
+         s_->by_expiry.size() * sizeof(std::pair<int64_t, uint64_t>) * 5 / 4;
 }
 
 LeaseSetIndex::State& LeaseSetIndex::Own() {
@@ -38,6 +41,8 @@ int LeaseSetIndex::Find(const std::vector<Lease>& leases, absl::string_view id) 
           SameLeaseId(leases[it->second].id, id)) {
         return static_cast<int>(it->second);
       }
+      // Exact ids: every lease's hash is among the positions, so none has this id.
+      if (it == st.of_id.end() && !st.ids_collide) return -1;
     }
     st.searched = true;
   }
@@ -52,25 +57,37 @@ void LeaseSetIndex::BuildPositions(const std::vector<Lease>& leases) {
   State& st = Own();
   st.of_id.clear();
   st.of_id.reserve(leases.size());
+  st.ids_collide = false;
   for (size_t i = 0; i < leases.size(); ++i) {
-    st.of_id.try_emplace(HashOf(leases[i].id), static_cast<uint32_t>(i));
+    if (!st.of_id.try_emplace(HashOf(leases[i].id), static_cast<uint32_t>(i)).second) {
+      st.ids_collide = true;
+    }
   }
   st.of_size = leases.size();
   st.live = true;
 }
 
+bool LeaseSetIndex::IdsExact(const std::vector<Lease>& leases) {
+  State& st = Own();
+  if (!st.live || st.of_size != leases.size()) BuildPositions(leases);
+  return !st.ids_collide;
+}
+
 void LeaseSetIndex::Appended(const std::vector<Lease>& leases) {
   if (s_ == nullptr) return;
   State& st = *s_;
-  const uint32_t record = leases.back().record;
-  if (st.records_known && record != 0) SetRecord(record, true);
-  CountRequestId(leases.back(), true);
+  const Lease& added = leases.back();
+  if (st.records_known && added.record != 0) SetRecord(added.record, true);
+  CountRequestId(added, true);
+  if (st.expiries_known) st.by_expiry.emplace(added.expires_at_us, HashOf(added.id));
   if (!st.live) return;
   if (st.of_size + 1 != leases.size()) {
     st.live = false;
     return;
   }
-  st.of_id.try_emplace(HashOf(leases.back().id), static_cast<uint32_t>(leases.size() - 1));
+  if (!st.of_id.try_emplace(HashOf(added.id), static_cast<uint32_t>(leases.size() - 1)).second) {
+    st.ids_collide = true;
+  }
   st.of_size = leases.size();
 }
 
@@ -98,6 +115,86 @@ void LeaseSetIndex::Dropping(const Lease& dropped) {
   if (s_ == nullptr) return;
   if (s_->records_known && dropped.record != 0) SetRecord(dropped.record, false);
   CountRequestId(dropped, false);
+  if (s_->expiries_known) {
+    const auto it = s_->by_expiry.find({dropped.expires_at_us, HashOf(dropped.id)});
+    if (it == s_->by_expiry.end()) {
+      ForgetExpiries();  // not counted: the expiries do not describe the set
+    } else {
+      s_->by_expiry.erase(it);
+    }
+  }
+}
+
+void LeaseSetIndex::ForgetExpiries() {
+  s_->by_expiry.clear();
+  s_->expiries_known = false;
+}
+
+void LeaseSetIndex::ExpiryChanging(const Lease& lease, int64_t expires_at_us) {
+  if (s_ == nullptr || !s_->expiries_known) return;
+  const uint64_t hash = HashOf(lease.id);
+  const auto it = s_->by_expiry.find({lease.expires_at_us, hash});
+  if (it == s_->by_expiry.end()) {
+    ForgetExpiries();
+    return;
+  }
+  s_->by_expiry.erase(it);
+  s_->by_expiry.emplace(expires_at_us, hash);
+}
+
+void LeaseSetIndex::ReadAll(const std::vector<Lease>& leases) { AskExpiries(leases); }
+
+bool LeaseSetIndex::AskExpiries(const std::vector<Lease>& leases) {
+  if (expiries_known()) return true;
+  if (leases.size() < kPositionsFrom) return false;
+  State& st = Own();
+  if (!st.expiries_asked) {
+    st.expiries_asked = true;
+    return false;
+  }
+  st.by_expiry.clear();
+  for (const Lease& l : leases) st.by_expiry.emplace(l.expires_at_us, HashOf(l.id));
+  st.expiries_known = true;
+  return true;
+}
+
+int LeaseSetIndex::PositionOfExpiry(const std::vector<Lease>& leases, int64_t expires_at_us,
+                                    uint64_t hash) {
+  State& st = *s_;
+  const auto it = st.of_id.find(hash);
+  if (it != st.of_id.end() && it->second < leases.size()) {
+    const Lease& l = leases[it->second];
+    if (l.expires_at_us == expires_at_us && HashOf(l.id) == hash) {
+      return static_cast<int>(it->second);
+    }
+  }
+  ForgetExpiries();  // the expiries name a lease the set does not hold as they say
+  return -1;
+}
+
+int LeaseSetIndex::SoonestExpired(const std::vector<Lease>& leases, int64_t now_us) {
+  if (!expiries_known()) return kUnknown;
+  State& st = *s_;
+  if (st.by_expiry.empty() || st.by_expiry.begin()->first > now_us) return -1;
+  if (!IdsExact(leases)) return kUnknown;
+  const auto [expires_at_us, hash] = *st.by_expiry.begin();
+  const int i = PositionOfExpiry(leases, expires_at_us, hash);
+  return i >= 0 ? i : kUnknown;
+}
+
+int64_t LeaseSetIndex::EarliestExpiry() const {
+  return s_->by_expiry.empty() ? INT64_MAX : s_->by_expiry.begin()->first;
+}
+
+bool LeaseSetIndex::VisitByExpiry(const std::vector<Lease>& leases,
+                                  absl::FunctionRef<bool(const Lease&)> visit) {
+  if (!AskExpiries(leases) || !IdsExact(leases)) return false;
+  for (const auto& [expires_at_us, hash] : s_->by_expiry) {
+    const int i = PositionOfExpiry(leases, expires_at_us, hash);
+    if (i < 0) return false;
+    if (visit(leases[i])) return true;
+  }
+  return true;
 }
 
 void LeaseSetIndex::CountRequestId(const Lease& lease, bool added) {
@@ -144,6 +241,9 @@ void LeaseSetIndex::Clear() {
   st.lowest_free = 1;
   st.request_ids.clear();
   st.request_ids_known = true;
+  st.ids_collide = false;
+  st.by_expiry.clear();
+  st.expiries_known = true;
 }
 
 bool LeaseSetIndex::BuildRecords(const std::vector<Lease>& leases) {

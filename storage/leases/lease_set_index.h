@@ -24,6 +24,16 @@
 //    They are counted by hash, from a pass over the leases at a set object's second question
 //    (MayHoldRequestId), and kept through the same changes. A hash that is there (a retry, or two
 //    request_ids of one 64-bit hash) is only a maybe: the caller searches.
+//  - Ids are exact while the positions describe the set and no two of its ids share a hash: an id
+//    whose hash is not among the positions is then in no lease, and Find answers so without a
+//    search (a release or extend of a lease that ended, as a retried call makes).
+//  - Expiries are exact or not known, as record numbers are: every lease's (expiry, id hash), in
+//    expiry order, so that a decision after a lease may have expired drops the expired ones
+//    without a pass over the set (SoonestExpired), and a denial finds when slots free without
+//    sorting the held leases (VisitByExpiry). Counted from kPositionsFrom leases at a set
+//    object's second question (a full read, ReadAll, or a denial, VisitByExpiry), and kept
+//    through the same changes and ExpiryChanging.
+//    They find their leases through the positions, so they answer only while ids are exact.
 //
 // Thread safety: none (a set is changed under its key's hold).
 
@@ -33,7 +43,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 namespace ratelimit {
@@ -54,7 +66,8 @@ class LeaseSetIndex {
   LeaseSetIndex& operator=(LeaseSetIndex&&) noexcept = default;
 
   // The position in `leases` of the lease whose id is `id` (held or released), or -1. `leases` is
-  // the set this index belongs to; ids are unique in it.
+  // the set this index belongs to; ids are unique in it. From kPositionsFrom leases, a set
+  // object's second search on builds the positions; with exact ids a miss costs no search.
   int Find(const std::vector<Lease>& leases, absl::string_view id);
 
   // After `leases` gained its last lease, appended (its record numbered or not yet).
@@ -68,8 +81,28 @@ class LeaseSetIndex {
   void Reordered() {
     if (s_ != nullptr) s_->live = false;
   }
-  // Every lease removed: positions and records known (none).
+  // Every lease removed: positions, records, request_ids and expiries known (none).
   void Clear();
+
+  // Before the expiry of `lease`, a lease of the set, becomes `expires_at_us` (an extend).
+  void ExpiryChanging(const Lease& lease, int64_t expires_at_us);
+  // After a pass over every lease of `leases` (the algebra's full read, which drops through
+  // Dropping and Reordered): from kPositionsFrom leases, a set object's second such pass counts
+  // the expiries (a set read once, as a decoded one is, is not worth ordering).
+  void ReadAll(const std::vector<Lease>& leases);
+  // SoonestExpired's answer when the expiries cannot tell: the caller passes over the set.
+  static constexpr int kUnknown = -2;
+  // The position in `leases` of a lease that has expired at `now_us` (expires_at_us <= now_us),
+  // the soonest first; -1 when none has; kUnknown when the expiries are not known or ids are not
+  // exact. May build the positions (a pass) when they fell behind the set.
+  int SoonestExpired(const std::vector<Lease>& leases, int64_t now_us);
+  // The earliest expiry of the set's leases (INT64_MAX when it has none). REQUIRES: expiries known.
+  int64_t EarliestExpiry() const;
+  // Calls `visit` with the leases of `leases` in expiry order, soonest first, until it returns
+  // true. False (and `visit` may have been called for some) when the expiries are not known or ids
+  // are not exact: the caller orders the leases itself. From kPositionsFrom leases, a set object's
+  // second question counts the expiries (as ReadAll does).
+  bool VisitByExpiry(const std::vector<Lease>& leases, absl::FunctionRef<bool(const Lease&)> visit);
 
   // Whether a lease of `leases` (held or released) may have been acquired with `request_id`: false
   // only when none was. `leases` is the set this index belongs to. From kPositionsFrom leases on,
@@ -96,6 +129,7 @@ class LeaseSetIndex {
   bool positions_live() const { return s_ != nullptr && s_->live; }
   bool records_known() const { return s_ != nullptr && s_->records_known; }
   bool request_ids_known() const { return s_ != nullptr && s_->request_ids_known; }
+  bool expiries_known() const { return s_ != nullptr && s_->expiries_known; }
 
  private:
   static uint64_t HashOf(absl::string_view id);
@@ -117,10 +151,27 @@ class LeaseSetIndex {
     bool request_ids_known = false;
     // MayHoldRequestId was called on a set of kPositionsFrom leases or more.
     bool request_id_asked = false;
+    // Two ids of the set share a hash, as far as the positions know (set when building or
+    // appending them finds a hash taken; cleared when they are built again without).
+    bool ids_collide = false;
+    // (expires_at_us, HashOf(id)) of every lease of the set, when `expiries_known`.
+    absl::btree_multiset<std::pair<int64_t, uint64_t>> by_expiry;
+    bool expiries_known = false;
+    // The expiries were asked for (ReadAll, VisitByExpiry) with kPositionsFrom leases or more.
+    bool expiries_asked = false;
   };
 
   State& Own();
   void BuildPositions(const std::vector<Lease>& leases);
+  // Whether ids are exact (building the positions first when they fell behind the set).
+  bool IdsExact(const std::vector<Lease>& leases);
+  // The position of the lease with hash `hash` and expiry `expires_at_us`, when ids are exact;
+  // -1 (and the expiries known no longer) when the positions do not hold it.
+  int PositionOfExpiry(const std::vector<Lease>& leases, int64_t expires_at_us, uint64_t hash);
+  void ForgetExpiries();
+  // Whether the expiries are known, counting them at a set object's second question from
+  // kPositionsFrom leases.
+  bool AskExpiries(const std::vector<Lease>& leases);
   // Knows the records of `leases`; false (and knows none) when one is above kMaxKnownRecord.
   bool BuildRecords(const std::vector<Lease>& leases);
   void SetRecord(uint32_t record, bool held);

@@ -29,15 +29,19 @@ size_t LeaseStringBytes(const Lease& lease) {
 
 size_t LeaseSetMemoryBytes(const LeaseSet& set) { return FixedBytes(set) + StringBytes(set); }
 
-void AccountLeaseDecision(const LeaseOp& op, const LeaseDecision& d, bool read_set,
-                          LeaseSetBook& book) {
+void AccountLeaseDecision(const LeaseOp& op, const LeaseDecision& d, LeaseSetBook& book) {
   if (op.action == LeaseAction::kReset) {
     book.strings_known = true;
     book.string_bytes = 0;
     return;
   }
-  if (read_set) book.strings_known = false;
-  if (!book.strings_known || !d.write) return;
+  if (d.read_all) book.strings_known = false;
+  if (!book.strings_known) return;
+  for (const Lease& l : d.dropped) {
+    const size_t gone = LeaseStringBytes(l);
+    book.string_bytes = book.string_bytes > gone ? book.string_bytes - gone : 0;
+  }
+  if (!d.write) return;
   if (op.action == LeaseAction::kAcquire && !d.next.leases.empty()) {
     // The new lease, appended (lease.h).
     book.string_bytes += LeaseStringBytes(d.next.leases.back());

@@ -49,11 +49,10 @@ size_t LeaseSetMemoryBytes(const LeaseSet& set);
 // The heap memory of `lease`'s strings (the ones past the small-string buffer).
 size_t LeaseStringBytes(const Lease& lease);
 
-// Keeps `book` true of the set decision `d` of `op` left (d.next, before it is moved out), given
-// whether the decision read the set (DecideLease does when the summary it was given did not
-// spare it: LeaseSummarySparesRead). A read drops leases unseen: the strings are then unknown.
-void AccountLeaseDecision(const LeaseOp& op, const LeaseDecision& d, bool read_set,
-                          LeaseSetBook& book);
+// Keeps `book` true of the set decision `d` of `op` left (d.next, before it is moved out): a
+// decision that passed over every lease (d.read_all) drops leases unseen, and the strings are then
+// unknown; one that found the expired leases by the set's index lists them (d.dropped).
+void AccountLeaseDecision(const LeaseOp& op, const LeaseDecision& d, LeaseSetBook& book);
 
 // Thread safety: as TicketedCache.
 class LeaseSetCache : public TicketedCache<LeaseSetCacheEntry> {

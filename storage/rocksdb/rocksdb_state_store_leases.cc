@@ -148,9 +148,8 @@ void DecideOnBook(const LeaseOperation& op, const OperationKeys& keys, LeaseSet 
                   absl::Span<const std::optional<State>> current, int64_t now_us,
                   absl::Span<std::optional<State>> writes, LeaseSetBook& book,
                   LeaseOutcome& outcome) {
-  const bool read_set = !LeaseSummarySparesRead(book.summary, now_us);
   DecideLeaseOperation(op, keys, std::move(set), current, now_us, writes, book.summary, outcome);
-  AccountLeaseDecision(op.lease, outcome.lease, read_set, book);
+  AccountLeaseDecision(op.lease, outcome.lease, book);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // queued for the WAL (storage/rocksdb/group_commit.h) and that later decisions on the key must
 // see at once. A queued entry is not evicted until its ticket is resolved (so a miss never reads
 // an older value from RocksDB than what was queued); the others are evicted, least recently used
-// first, once a shard holds more than its share of the byte bound.
+// first, once a shard holds more than its share of the byte bound (the entry used last stays, even
+// alone over that share).
 //
 // Entries carry the epoch of the group commit they were made in; a lookup with another epoch
 // misses (after a failed write nothing queued before it may be read again) and Clear() frees them.
@@ -160,8 +161,13 @@ class TicketedCache {
     const uint64_t resolved = resolved_.load(std::memory_order_acquire);
     int scanned = 0;
     auto it = shard.lru.end();
+    // With a bound, the entry just used stays, even alone over it: a value larger than a shard's
+    // share (a key holding tens of thousands of leases) is then read from RocksDB again only
+    // after another key's use pushed it out, not at every decision on it.
+    const auto kept = shard_bytes_ > 0 ? shard.lru.begin() : shard.lru.end();
     while (shard.bytes > shard_bytes_ && it != shard.lru.begin() && scanned < kMaxEvictionScan) {
       --it;
+      if (it == kept) break;
       if (it->entry.ticket > resolved) {
         ++scanned;  // queued and not written yet: it must stay
         continue;

@@ -411,6 +411,55 @@ TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
   EXPECT_GT(fast, 5000);  // the comparison covers decisions that skipped the read
 }
 
+// A key holding hundreds of leases, with time moving past expiries at nearly every decision (a
+// busy key whose clients send request_ids keeps each released lease until it expires): decided
+// on the set alone and carried, the decisions are the same, and the carried ones find the expired
+// leases by the set's index (no pass over every lease), as well as when slots free on a denial.
+TEST(LeaseAlgebraTest, ALargeCarriedSetDropsExpiredLeasesByItsIndex) {
+  std::mt19937_64 rng(20261201);
+  auto pick = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  constexpr double kSlots = 400;
+  LeaseSet alone;
+  LeaseSet carried;
+  LeaseSetSummary summary;
+  std::vector<std::string> ids;
+  int64_t now = kNow;
+  int by_index = 0;  // decisions that dropped leases without a pass
+  int passes = 0;    // decisions that passed over every lease
+  int denials = 0;
+  for (int step = 0; step < 6000; ++step) {
+    now += pick(3);
+    LeaseOp op = Op(LeaseAction::kAcquire, 1 + pick(2), "id" + std::to_string(step), kSlots);
+    op.ttl_us = 500 + pick(1000);
+    const int64_t roll = pick(10);
+    if (roll < 6) {
+      op.request_id = "rq" + std::to_string(step);
+      ids.push_back(op.lease_id);
+    } else if (roll < 8) {
+      op.action = LeaseAction::kRelease;
+      op.lease_id = ids.empty() ? "unknown" : ids[pick(ids.size())];
+    } else if (roll < 9) {
+      op.action = LeaseAction::kExtend;
+      op.lease_id = ids.empty() ? "unknown" : ids[pick(ids.size())];
+    } else {
+      op.action = LeaseAction::kCheck;
+    }
+    const LeaseDecision want = DecideLease(op, alone, now);
+    const LeaseDecision got = Carried(op, carried, now, summary);
+    ExpectSameDecision(want, got, step);
+    if (HasFailure()) return;
+    if (!got.dropped.empty()) ++by_index;
+    if (got.read_all) ++passes;
+    if (!got.allowed) ++denials;
+    alone = want.next;
+    carried = got.next;
+  }
+  EXPECT_GT(carried.leases.size(), LeaseSetIndex::kPositionsFrom);
+  EXPECT_GT(by_index, 1000);
+  EXPECT_LT(passes, 100);
+  EXPECT_GT(denials, 100);
+}
+
 // What stores number their decisions with: n numbers at a time, consecutive, each above every
 // number handed out before, from any thread.
 TEST(LeaseAlgebraTest, DecisionNumbersOnlyGrow) {

@@ -1,6 +1,7 @@
 // LeaseSetIndex (storage/leases/lease_set_index.h): positions kept through appends and removals
 // (and right even when they fell behind the set), record numbers exactly the lowest free through
-// random takes and frees, request_ids never answered absent while a lease has one, and a
+// random takes and frees, request_ids never answered absent while a lease has one, expiries in
+// order through random changes, a miss answered without a search once ids are exact, and a
 // moved-from index that knows nothing.
 
 #include "storage/leases/lease_set_index.h"
@@ -50,15 +51,20 @@ uint32_t LowestFreeByHand(const std::vector<Lease>& leases) {
   return r;
 }
 
+// Appends kMany leases, "id-0" up, each through Appended.
+void AppendMany(std::vector<Lease>& leases, LeaseSetIndex& index) {
+  for (size_t i = 0; i < kMany; ++i) {
+    leases.push_back(LeaseOf(absl::StrCat("id-", i)));
+    index.Appended(leases);
+  }
+}
+
 // Appends and removals on a set past kPositionsFrom keep the positions describing it: every
 // lease is found where it is, none is rebuilt by a pass, and an id that left is not found.
 TEST(LeaseSetIndexTest, PositionsFollowAppendsAndRemovals) {
   std::vector<Lease> leases;
   LeaseSetIndex index;
-  for (size_t i = 0; i < kMany; ++i) {
-    leases.push_back(LeaseOf(absl::StrCat("id-", i)));
-    index.Appended(leases);
-  }
+  AppendMany(leases, index);
   ASSERT_EQ(index.Find(leases, "id-7"), 7);  // a search: a set searched once is not indexed
   ASSERT_FALSE(index.positions_live());
   ASSERT_EQ(index.Find(leases, "id-9"), 9);  // the second search builds the positions
@@ -236,6 +242,117 @@ TEST(LeaseSetIndexTest, RequestIdsStayExactThroughAppendsRemovalsAndDrops) {
   leases.push_back(LeaseOf("after-reset", 0, "req-1"));
   index.Appended(leases);
   EXPECT_TRUE(index.MayHoldRequestId(leases, "req-1"));
+}
+
+// The expiries of every lease, in order, by a look at every lease.
+std::vector<int64_t> ExpiriesByHand(const std::vector<Lease>& leases) {
+  std::vector<int64_t> out;
+  for (const Lease& l : leases) out.push_back(l.expires_at_us);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The expiries are counted at a large set's second question, then kept exact through random
+// appends, swap-removals, extends and dropping passes: the soonest expired lease is the one a look
+// at every lease finds, and a visit goes through the leases in expiry order.
+TEST(LeaseSetIndexTest, ExpiriesStayInOrderThroughAppendsRemovalsExtendsAndDrops) {
+  std::mt19937 rng(20261201);
+  auto pick = [&rng](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  std::vector<Lease> leases;
+  LeaseSetIndex index;
+  int next = 0;
+  const auto append = [&] {
+    Lease l = LeaseOf(absl::StrCat("id-", next++));
+    l.expires_at_us = 1000 + pick(5000);
+    leases.push_back(std::move(l));
+    index.Appended(leases);
+  };
+  for (size_t i = 0; i < kMany; ++i) append();
+  index.ReadAll(leases);
+  EXPECT_FALSE(index.expiries_known());  // a set read once is not worth ordering
+  index.ReadAll(leases);
+  ASSERT_TRUE(index.expiries_known());
+  for (int step = 0; step < 6000; ++step) {
+    const int roll = pick(10);
+    if (roll < 4 || leases.size() < 10) {
+      append();
+    } else if (roll < 7) {
+      SwapRemove(leases, index, static_cast<size_t>(pick(static_cast<int>(leases.size()))));
+    } else if (roll < 9) {
+      Lease& l = leases[static_cast<size_t>(pick(static_cast<int>(leases.size())))];
+      const int64_t later = l.expires_at_us + pick(3000);
+      index.ExpiryChanging(l, later);
+      l.expires_at_us = later;
+    } else {
+      // A pass that drops every lease expired at `now`, keeping the others in order.
+      const int64_t now = 1000 + pick(3000);
+      std::vector<Lease> kept;
+      for (Lease& l : leases) {
+        if (l.expires_at_us <= now) {
+          index.Dropping(l);
+        } else {
+          kept.push_back(std::move(l));
+        }
+      }
+      if (kept.size() != leases.size()) index.Reordered();
+      leases = std::move(kept);
+    }
+    ASSERT_TRUE(index.expiries_known()) << "step " << step;
+    const std::vector<int64_t> want = ExpiriesByHand(leases);
+    const int64_t now = 1000 + pick(8000);
+    const int i = index.SoonestExpired(leases, now);
+    if (want.empty() || want.front() > now) {
+      ASSERT_EQ(i, -1) << "step " << step;
+    } else {
+      ASSERT_GE(i, 0) << "step " << step;
+      ASSERT_EQ(leases[static_cast<size_t>(i)].expires_at_us, want.front()) << "step " << step;
+    }
+    ASSERT_EQ(index.EarliestExpiry(), want.empty() ? INT64_MAX : want.front());
+    if (step % 100 == 0) {
+      std::vector<int64_t> visited;
+      ASSERT_TRUE(index.VisitByExpiry(leases, [&](const Lease& l) {
+        visited.push_back(l.expires_at_us);
+        return false;
+      }));
+      ASSERT_EQ(visited, want) << "step " << step;
+    }
+  }
+}
+
+// A denial asks for the expiries too: a large set object counts them at its second question.
+TEST(LeaseSetIndexTest, ExpiriesAreCountedAtALargeSetsSecondVisit) {
+  std::vector<Lease> leases;
+  LeaseSetIndex index;
+  for (size_t i = 0; i < kMany; ++i) {
+    leases.push_back(LeaseOf(absl::StrCat("id-", i)));
+    leases.back().expires_at_us = static_cast<int64_t>(kMany - i);
+    index.Appended(leases);
+  }
+  const auto first = [&](const Lease& l) { return l.expires_at_us > 0; };
+  EXPECT_FALSE(index.VisitByExpiry(leases, first));
+  int64_t soonest = 0;
+  EXPECT_TRUE(index.VisitByExpiry(leases, [&](const Lease& l) {
+    soonest = l.expires_at_us;
+    return true;
+  }));
+  EXPECT_EQ(soonest, 1);
+}
+
+// Once the positions describe the set and no two ids share a hash, an id whose hash is not among
+// them is answered absent without a search. Shown with a lease put in the vector behind the
+// index's back (never done outside this test): the positions' answer, not a search, decides.
+TEST(LeaseSetIndexTest, AMissIsAnsweredWithoutASearchOnceIdsAreExact) {
+  std::vector<Lease> leases;
+  LeaseSetIndex index;
+  AppendMany(leases, index);
+  EXPECT_EQ(index.Find(leases, "id-3"), 3);  // the first search
+  EXPECT_EQ(index.Find(leases, "id-4"), 4);  // builds the positions
+  EXPECT_EQ(index.Find(leases, "gone"), -1);
+  ASSERT_TRUE(index.positions_live());
+  leases.back().id = "unannounced";  // the index still knows it as id-<kMany - 1>
+  EXPECT_EQ(index.Find(leases, "unannounced"), -1);
+  // A search still finds what the positions point to wrongly (positions are hints).
+  EXPECT_EQ(index.Find(leases, absl::StrCat("id-", kMany - 2)), static_cast<int>(kMany - 2));
 }
 
 }  // namespace

@@ -89,6 +89,27 @@ TEST(LeaseSetCacheTest, ChargesTheSetsMemoryAndStaysWithinItsBound) {
   EXPECT_EQ(empty->set, nullptr);
 }
 
+// A set larger than a shard's share of the bound (a key holding tens of thousands of leases under
+// the default bound) is kept while it is the one used last in its shard, so that the decisions
+// on its key do not read it from RocksDB each time; another key's use then evicts it.
+TEST(LeaseSetCacheTest, ASetLargerThanAShardsShareStaysUntilAnotherKeyIsUsed) {
+  std::atomic<uint64_t> resolved{0};
+  const auto small = SetOf(2, 100);
+  const auto big = SetOf(400, 100);
+  const size_t bound = 16 * 2 * (LeaseSetCache::ChargeOf(8) + LeaseSetMemoryBytes(*small));
+  ASSERT_GT(LeaseSetCache::ChargeOf(3) + LeaseSetMemoryBytes(*big), bound / 16);
+  LeaseSetCache cache(bound, resolved);
+  cache.Put("big", LeaseSetCache::Make(big, 100, 0), 1);
+  ASSERT_TRUE(cache.Lookup("big", 1).has_value());
+  cache.Put("big", LeaseSetCache::Make(big, 100, 0), 1);
+  EXPECT_TRUE(cache.Lookup("big", 1).has_value());
+  for (int i = 0; i < 2000; ++i) {
+    cache.Put(absl::StrCat("key", 10000 + i), LeaseSetCache::Make(small, 100, 0), 1);
+  }
+  EXPECT_FALSE(cache.Lookup("big", 1).has_value());
+  EXPECT_LE(cache.bytes(), bound);
+}
+
 // The book a cached set carries (LeaseSetBook) through random decisions of the algebra, as the
 // store carries it from one call to the next: the summary spares a pass over the leases until one
 // may have expired, and the strings' bytes AccountLeaseDecision keeps are those of the leases in
@@ -131,7 +152,7 @@ TEST(LeaseSetCacheTest, TheBookFollowsTheDecisionsWithoutAPassOverTheLeases) {
     LeaseDecision d;
     DecideLease(op, std::move(set), now, book.summary, d);
     // The same decision as one that reads the set from scratch.
-    AccountLeaseDecision(op, d, read_set, book);
+    AccountLeaseDecision(op, d, book);
     set = std::move(d.next);
     size_t strings = 0;
     for (const Lease& l : set.leases) strings += LeaseStringBytes(l);
