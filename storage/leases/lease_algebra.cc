@@ -26,8 +26,8 @@ struct ReadSet {
 
 // The set as read at now_us when `summary` is known and the set's index knows its expiries: the
 // leases that expired are found in expiry order and removed one by one, the last lease taking the
-// place of each (the rest are not visited), into d.dropped. False when the index cannot tell
-// (then nothing was dropped: the caller passes over the set).
+// place of each (the rest are not visited), into d.dropped. False when the index cannot tell:
+// the caller passes over the leases left (those dropped before stay dropped and counted).
 bool ReadByExpiry(ReadSet& r, const LeaseSetSummary& summary, int64_t now_us, LeaseDecision& d) {
   if (!summary.known) return false;
   int64_t held = summary.held;
