@@ -62,8 +62,7 @@ void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, L
       // to the set: the set as read is the rest).
       d.write = false;
       d.lease.reset();
-      d.next.index.Removing(d.next.leases, d.next.leases.size() - 1);
-      d.next.leases.pop_back();
+      TakeLease(d.next.leases, d.next.index, d.next.leases.size() - 1);
       d.held -= op.lease.count;
       summary.held = d.held;
       d.free = std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);

@@ -87,6 +87,11 @@ struct LeaseSet {
   friend bool operator==(const LeaseSet& a, const LeaseSet& b);
 };
 
+// Removes lease `i` of `leases`, a set whose index is `index`, and returns it: the index is told,
+// and the last lease takes its place (the order is no matter, so a removal moves one lease, not
+// every one after it).
+Lease TakeLease(std::vector<Lease>& leases, LeaseSetIndex& index, size_t i);
+
 // What a caller that decides one key's operations one after another on the `next` of the
 // decision before (the RocksDB store's run of a hot key's burst) carries between them, so that a
 // decision need not read every lease of the set to learn that none has expired and how many

@@ -47,10 +47,7 @@ bool ReadByExpiry(ReadSet& r, const LeaseSetSummary& summary, int64_t now_us, Le
       ++r.expired_unreleased;
       held -= l.count;
     }
-    r.index.Removing(r.kept, static_cast<size_t>(i));
-    d.dropped.push_back(std::move(l));
-    if (static_cast<size_t>(i) + 1 != r.kept.size()) r.kept[i] = std::move(r.kept.back());
-    r.kept.pop_back();
+    d.dropped.push_back(TakeLease(r.kept, r.index, static_cast<size_t>(i)));
   }
   return false;
 }
@@ -81,7 +78,7 @@ void Read(ReadSet& r, int64_t now_us) {
   }
   if (out != r.kept.size()) r.index.Reordered();
   r.kept.resize(out);
-  r.index.ReadAll(r.kept);
+  r.index.AskExpiries(r.kept);
   r.held = held;
   r.expired_unreleased = expired_unreleased;
   r.earliest_expiry = earliest;
@@ -107,13 +104,15 @@ std::vector<Lease> HeldSorted(const std::vector<Lease>& kept) {
 int64_t RetryAt(ReadSet& r, int64_t held, int64_t target) {
   int64_t remaining = held;
   int64_t at = 0;
-  if (r.index.VisitByExpiry(r.kept, [&](const Lease& l) {
-        if (l.released) return false;
-        remaining -= l.count;
-        if (remaining > target) return false;
-        at = l.expires_at_us;
-        return true;
-      })) {
+  // A held lease expiring at `expires_at_us` frees `count` slots: true once they are enough.
+  const auto frees = [&](int64_t expires_at_us, int64_t count) {
+    remaining -= count;
+    if (remaining > target) return false;
+    at = expires_at_us;
+    return true;
+  };
+  if (r.index.VisitByExpiry(
+          r.kept, [&](const Lease& l) { return !l.released && frees(l.expires_at_us, l.count); })) {
     return at;
   }
   // The held leases' expiries and counts, sorted (the leases themselves are not copied).
@@ -125,8 +124,7 @@ int64_t RetryAt(ReadSet& r, int64_t held, int64_t target) {
   std::sort(expiries.begin(), expiries.end());
   remaining = held;
   for (const auto& [expires_at_us, count] : expiries) {
-    remaining -= count;
-    if (remaining <= target) return expires_at_us;
+    if (frees(expires_at_us, count)) return at;
   }
   return 0;  // unreachable when held > target >= 0
 }
@@ -221,11 +219,8 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       d.state = LeaseState::kReleased;
       r.held -= r.kept[i].count;
       if (r.kept[i].request_id.empty()) {
-        r.index.Removing(r.kept, static_cast<size_t>(i));
-        d.released = std::move(r.kept[i]);
-        // The last lease takes its place: a hot key's release moves one lease, not half of them.
-        if (static_cast<size_t>(i) + 1 != r.kept.size()) r.kept[i] = std::move(r.kept.back());
-        r.kept.pop_back();
+        // A hot key's release moves one lease, not half of them.
+        d.released = TakeLease(r.kept, r.index, static_cast<size_t>(i));
       } else {
         d.released = r.kept[i];
         r.kept[i].released = true;
@@ -289,6 +284,14 @@ absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) 
                            op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend;
   if (names_lease && op.lease_id.empty()) return InvalidField(field_prefix, "lease_id", "is empty");
   return absl::OkStatus();
+}
+
+Lease TakeLease(std::vector<Lease>& leases, LeaseSetIndex& index, size_t i) {
+  index.Removing(leases, i);
+  Lease taken = std::move(leases[i]);
+  if (i + 1 != leases.size()) leases[i] = std::move(leases.back());
+  leases.pop_back();
+  return taken;
 }
 
 bool operator==(const LeaseSet& a, const LeaseSet& b) {

@@ -115,14 +115,17 @@ void LeaseSetIndex::Dropping(const Lease& dropped) {
   if (s_ == nullptr) return;
   if (s_->records_known && dropped.record != 0) SetRecord(dropped.record, false);
   CountRequestId(dropped, false);
-  if (s_->expiries_known) {
-    const auto it = s_->by_expiry.find({dropped.expires_at_us, HashOf(dropped.id)});
-    if (it == s_->by_expiry.end()) {
-      ForgetExpiries();  // not counted: the expiries do not describe the set
-    } else {
-      s_->by_expiry.erase(it);
-    }
+  if (s_->expiries_known) EraseExpiry(dropped, HashOf(dropped.id));
+}
+
+bool LeaseSetIndex::EraseExpiry(const Lease& lease, uint64_t hash) {
+  const auto it = s_->by_expiry.find({lease.expires_at_us, hash});
+  if (it == s_->by_expiry.end()) {
+    ForgetExpiries();  // not counted: the expiries do not describe the set
+    return false;
   }
+  s_->by_expiry.erase(it);
+  return true;
 }
 
 void LeaseSetIndex::ForgetExpiries() {
@@ -133,16 +136,8 @@ void LeaseSetIndex::ForgetExpiries() {
 void LeaseSetIndex::ExpiryChanging(const Lease& lease, int64_t expires_at_us) {
   if (s_ == nullptr || !s_->expiries_known) return;
   const uint64_t hash = HashOf(lease.id);
-  const auto it = s_->by_expiry.find({lease.expires_at_us, hash});
-  if (it == s_->by_expiry.end()) {
-    ForgetExpiries();
-    return;
-  }
-  s_->by_expiry.erase(it);
-  s_->by_expiry.emplace(expires_at_us, hash);
+  if (EraseExpiry(lease, hash)) s_->by_expiry.emplace(expires_at_us, hash);
 }
-
-void LeaseSetIndex::ReadAll(const std::vector<Lease>& leases) { AskExpiries(leases); }
 
 bool LeaseSetIndex::AskExpiries(const std::vector<Lease>& leases) {
   if (expiries_known()) return true;

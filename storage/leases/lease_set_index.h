@@ -31,7 +31,7 @@
 //    expiry order, so that a decision after a lease may have expired drops the expired ones
 //    without a pass over the set (SoonestExpired), and a denial finds when slots free without
 //    sorting the held leases (VisitByExpiry). Counted from kPositionsFrom leases at a set
-//    object's second question (a full read, ReadAll, or a denial, VisitByExpiry), and kept
+//    object's second question (AskExpiries: a full read, or a denial's VisitByExpiry), and kept
 //    through the same changes and ExpiryChanging.
 //    They find their leases through the positions, so they answer only while ids are exact.
 //
@@ -86,10 +86,11 @@ class LeaseSetIndex {
 
   // Before the expiry of `lease`, a lease of the set, becomes `expires_at_us` (an extend).
   void ExpiryChanging(const Lease& lease, int64_t expires_at_us);
-  // After a pass over every lease of `leases` (the algebra's full read, which drops through
-  // Dropping and Reordered): from kPositionsFrom leases, a set object's second such pass counts
-  // the expiries (a set read once, as a decoded one is, is not worth ordering).
-  void ReadAll(const std::vector<Lease>& leases);
+  // Whether the expiries are known. Asked after a pass over every lease of `leases` (the
+  // algebra's full read, which drops through Dropping and Reordered) and by VisitByExpiry: from
+  // kPositionsFrom leases, a set object's second question counts them (a set asked once, as a
+  // decoded one is, is not worth ordering).
+  bool AskExpiries(const std::vector<Lease>& leases);
   // SoonestExpired's answer when the expiries cannot tell: the caller passes over the set.
   static constexpr int kUnknown = -2;
   // The position in `leases` of a lease that has expired at `now_us` (expires_at_us <= now_us),
@@ -100,8 +101,7 @@ class LeaseSetIndex {
   int64_t EarliestExpiry() const;
   // Calls `visit` with the leases of `leases` in expiry order, soonest first, until it returns
   // true. False (and `visit` may have been called for some) when the expiries are not known or ids
-  // are not exact: the caller orders the leases itself. From kPositionsFrom leases, a set object's
-  // second question counts the expiries (as ReadAll does).
+  // are not exact: the caller orders the leases itself. Asks for the expiries (AskExpiries).
   bool VisitByExpiry(const std::vector<Lease>& leases, absl::FunctionRef<bool(const Lease&)> visit);
 
   // Whether a lease of `leases` (held or released) may have been acquired with `request_id`: false
@@ -157,7 +157,7 @@ class LeaseSetIndex {
     // (expires_at_us, HashOf(id)) of every lease of the set, when `expiries_known`.
     absl::btree_multiset<std::pair<int64_t, uint64_t>> by_expiry;
     bool expiries_known = false;
-    // The expiries were asked for (ReadAll, VisitByExpiry) with kPositionsFrom leases or more.
+    // The expiries were asked for (AskExpiries) with kPositionsFrom leases or more.
     bool expiries_asked = false;
   };
 
@@ -169,9 +169,9 @@ class LeaseSetIndex {
   // -1 (and the expiries known no longer) when the positions do not hold it.
   int PositionOfExpiry(const std::vector<Lease>& leases, int64_t expires_at_us, uint64_t hash);
   void ForgetExpiries();
-  // Whether the expiries are known, counting them at a set object's second question from
-  // kPositionsFrom leases.
-  bool AskExpiries(const std::vector<Lease>& leases);
+  // Removes the expiry of `lease` (its id's hash `hash`); false, and the expiries known no
+  // longer, when it is not there.
+  bool EraseExpiry(const Lease& lease, uint64_t hash);
   // Knows the records of `leases`; false (and knows none) when one is above kMaxKnownRecord.
   bool BuildRecords(const std::vector<Lease>& leases);
   void SetRecord(uint32_t record, bool held);

@@ -365,15 +365,32 @@ void ExpectSameDecision(const LeaseDecision& a, const LeaseDecision& b, int step
   EXPECT_EQ(a.next, b.next);
 }
 
+// One key's sets decided two ways: alone (read at every decision), and carried with the summary
+// the decision before left, as a store carries a cached set.
+struct DecidedTwoWays {
+  LeaseSet alone;
+  LeaseSet carried;
+  LeaseSetSummary summary;
+
+  // Decides `op` at `now_us` both ways, expects the same decision, moves both sets on to its
+  // `next`, and returns the carried decision.
+  LeaseDecision Decide(const LeaseOp& op, int64_t now_us, int step) {
+    LeaseDecision want = DecideLease(op, alone, now_us);
+    LeaseDecision got = Carried(op, carried, now_us, summary);
+    ExpectSameDecision(want, got, step);
+    alone = std::move(want.next);
+    carried = got.next;
+    return got;
+  }
+};
+
 TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
   // Random operations on one key, each decided twice: on the set alone, and on the set with the
   // summary the decision before left. Time stands still for runs of decisions (as in a store's
   // burst) and jumps past expiries; extends may shorten a lease; counts may exceed what is free.
   std::mt19937_64 rng(20261130);
   auto pick = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
-  LeaseSet alone;
-  LeaseSet carried;
-  LeaseSetSummary summary;
+  DecidedTwoWays key;
   std::vector<std::string> ids;
   int64_t now = kNow;
   int fast = 0;  // decisions the summary let skip the read
@@ -400,13 +417,9 @@ TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
       op.action = LeaseAction::kReset;  // now and then: every lease ends
     }
     ASSERT_TRUE(ValidateLeaseOp(op).ok());
-    if (summary.known && now < summary.expires_from_us) ++fast;
-    const LeaseDecision want = DecideLease(op, alone, now);
-    const LeaseDecision got = Carried(op, carried, now, summary);
-    ExpectSameDecision(want, got, step);
+    if (key.summary.known && now < key.summary.expires_from_us) ++fast;
+    key.Decide(op, now, step);
     if (HasFailure()) return;
-    alone = want.next;
-    carried = got.next;
   }
   EXPECT_GT(fast, 5000);  // the comparison covers decisions that skipped the read
 }
@@ -419,9 +432,7 @@ TEST(LeaseAlgebraTest, ALargeCarriedSetDropsExpiredLeasesByItsIndex) {
   std::mt19937_64 rng(20261201);
   auto pick = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
   constexpr double kSlots = 400;
-  LeaseSet alone;
-  LeaseSet carried;
-  LeaseSetSummary summary;
+  DecidedTwoWays key;
   std::vector<std::string> ids;
   int64_t now = kNow;
   int by_index = 0;  // decisions that dropped leases without a pass
@@ -444,17 +455,13 @@ TEST(LeaseAlgebraTest, ALargeCarriedSetDropsExpiredLeasesByItsIndex) {
     } else {
       op.action = LeaseAction::kCheck;
     }
-    const LeaseDecision want = DecideLease(op, alone, now);
-    const LeaseDecision got = Carried(op, carried, now, summary);
-    ExpectSameDecision(want, got, step);
+    const LeaseDecision got = key.Decide(op, now, step);
     if (HasFailure()) return;
     if (!got.dropped.empty()) ++by_index;
     if (got.read_all) ++passes;
     if (!got.allowed) ++denials;
-    alone = want.next;
-    carried = got.next;
   }
-  EXPECT_GT(carried.leases.size(), LeaseSetIndex::kPositionsFrom);
+  EXPECT_GT(key.carried.leases.size(), LeaseSetIndex::kPositionsFrom);
   EXPECT_GT(by_index, 1000);
   EXPECT_LT(passes, 100);
   EXPECT_GT(denials, 100);

@@ -35,13 +35,6 @@ bool HasRequestIdByHand(const std::vector<Lease>& leases, const std::string& req
                      [&](const Lease& l) { return l.request_id == request_id; });
 }
 
-// Removes leases[i] as the algebra does: the last lease takes its place.
-void SwapRemove(std::vector<Lease>& leases, LeaseSetIndex& index, size_t i) {
-  index.Removing(leases, i);
-  if (i + 1 != leases.size()) leases[i] = std::move(leases.back());
-  leases.pop_back();
-}
-
 // The lowest record number no lease of `leases` holds.
 uint32_t LowestFreeByHand(const std::vector<Lease>& leases) {
   uint32_t r = 1;
@@ -74,7 +67,7 @@ TEST(LeaseSetIndexTest, PositionsFollowAppendsAndRemovals) {
     if (rng() % 2 == 0 && leases.size() > LeaseSetIndex::kPositionsFrom) {
       const size_t i = rng() % leases.size();
       const std::string gone = leases[i].id;
-      SwapRemove(leases, index, i);
+      TakeLease(leases, index, i);
       EXPECT_EQ(index.Find(leases, gone), -1) << gone;
     } else {
       leases.push_back(LeaseOf(absl::StrCat("new-", step)));
@@ -121,7 +114,7 @@ TEST(LeaseSetIndexTest, ANewRecordIsTheLowestNumberNoLeaseHolds) {
       leases.back().record = r;
       index.RecordTaken(r);
     } else {
-      SwapRemove(leases, index, rng() % leases.size());
+      TakeLease(leases, index, rng() % leases.size());
     }
   }
   EXPECT_TRUE(index.records_known());
@@ -208,7 +201,7 @@ TEST(LeaseSetIndexTest, RequestIdsStayExactThroughAppendsRemovalsAndDrops) {
       leases.push_back(LeaseOf(absl::StrCat("id-", step), 0, std::move(request_id)));
       index.Appended(leases);
     } else if (roll < 8) {
-      SwapRemove(leases, index, pick(leases.size()));
+      TakeLease(leases, index, pick(leases.size()));
     } else {
       // A pass that drops every lease whose id ends in the drawn digit, keeping the rest in order.
       const char digit = static_cast<char>('0' + pick(10));
@@ -268,16 +261,16 @@ TEST(LeaseSetIndexTest, ExpiriesStayInOrderThroughAppendsRemovalsExtendsAndDrops
     index.Appended(leases);
   };
   for (size_t i = 0; i < kMany; ++i) append();
-  index.ReadAll(leases);
+  index.AskExpiries(leases);
   EXPECT_FALSE(index.expiries_known());  // a set read once is not worth ordering
-  index.ReadAll(leases);
+  index.AskExpiries(leases);
   ASSERT_TRUE(index.expiries_known());
   for (int step = 0; step < 6000; ++step) {
     const int roll = pick(10);
     if (roll < 4 || leases.size() < 10) {
       append();
     } else if (roll < 7) {
-      SwapRemove(leases, index, static_cast<size_t>(pick(static_cast<int>(leases.size()))));
+      TakeLease(leases, index, static_cast<size_t>(pick(static_cast<int>(leases.size()))));
     } else if (roll < 9) {
       Lease& l = leases[static_cast<size_t>(pick(static_cast<int>(leases.size())))];
       const int64_t later = l.expires_at_us + pick(3000);
