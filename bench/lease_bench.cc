@@ -115,17 +115,16 @@ void BM_Consume(benchmark::State& state) {
 }
 BENCHMARK(BM_Consume)->ArgName("hot")->Arg(1)->Arg(0)->Threads(1)->Threads(4)->UseRealTime();
 
-// Acquires a new lease `id` on the key of `op` and releases it; any error or refusal ends the
-// benchmark.
-void Pair(StateStore& store, LeaseOp& op, std::string id) {
+// Acquires a new lease `id` on the key of `op` and releases it, both at `clock`'s time; any
+// error or refusal ends the benchmark.
+void Pair(StateStore& store, LeaseOp& op, std::string id,
+          const Clock& clock = SystemClock::Default()) {
   op.lease_id = std::move(id);
   op.action = LeaseAction::kAcquire;
-  absl::StatusOr<LeaseOutcome> acquired =
-      store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+  absl::StatusOr<LeaseOutcome> acquired = store.ApplyLease(LeaseOperation{op}, clock);
   if (!acquired.ok() || !acquired->allowed) Fail(acquired.status());
   op.action = LeaseAction::kRelease;
-  absl::StatusOr<LeaseOutcome> released =
-      store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
+  absl::StatusOr<LeaseOutcome> released = store.ApplyLease(LeaseOperation{op}, clock);
   if (!released.ok() || released->lease.state != LeaseState::kReleased) Fail(released.status());
 }
 
@@ -257,13 +256,7 @@ void BM_RetriedAcquiresExpiring(benchmark::State& state) {
   const auto pair = [&] {
     const uint64_t n = next_id++;
     op.request_id = absl::StrCat("request-", n);
-    op.lease_id = LeaseId(n);
-    op.action = LeaseAction::kAcquire;
-    absl::StatusOr<LeaseOutcome> acquired = store.ApplyLease(LeaseOperation{op}, clock);
-    if (!acquired.ok() || !acquired->allowed) Fail(acquired.status());
-    op.action = LeaseAction::kRelease;
-    absl::StatusOr<LeaseOutcome> released = store.ApplyLease(LeaseOperation{op}, clock);
-    if (!released.ok() || released->lease.state != LeaseState::kReleased) Fail(released.status());
+    Pair(store, op, LeaseId(n), clock);
     clock.Advance(kStepUs);
   };
   for (int64_t i = 0; i < 2 * kept; ++i) pair();  // the steady state: `kept` kept, one expiring
