@@ -1,5 +1,6 @@
 #include "server/v1/convert.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -287,6 +288,18 @@ absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,
         absl::StrCat("limit \"", limits[i].name, "\" is a concurrency limit: ", where,
                      " cannot take its slots (take them with Acquire, see "
                      "them with Check)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits) {
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const LimitRequest& l = limits[i];
+    if (l.config.kind != LimitKind::kConcurrency) continue;
+    if (l.count < 1 || l.count != std::floor(l.count) || l.count > kMaxSlots) {
+      return InvalidField(absl::StrCat("limits[", i, "].count"),
+                          absl::StrCat("must be a whole number of slots, 1..1e9, got ", l.count));
+    }
   }
   return absl::OkStatus();
 }

@@ -59,6 +59,11 @@ absl::StatusOr<LimitRequest> ResolveNamedLimit(absl::string_view name, absl::str
 absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,
                                      absl::string_view where);
 
+// INVALID_ARGUMENT naming `limits[i].count` when a concurrency limit among `limits` asks for
+// other than a whole number of slots, 1..1e9 (the count of a rate limit is a number of tokens,
+// validated with the request).
+absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits);
+
 // A google.protobuf.Duration as microseconds (truncating below 1us), validated: INVALID_ARGUMENT
 // naming `field` + `leaf` when it is not a valid Duration, negative, or over 100 years.
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -80,11 +79,8 @@ absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet&
                                        "] is one): an Acquire takes the slots of exactly one"));
     }
     plan.concurrency = i;
-    if (l.count != std::floor(l.count) || l.count > kMaxSlots) {
-      return InvalidField(absl::StrCat("limits[", i, "].count"),
-                          absl::StrCat("must be a whole number of slots, 1..1e9, got ", l.count));
-    }
   }
+  if (absl::Status s = CheckSlotCounts(plan.limits); !s.ok()) return s;
   if (found == 0) {
     return InvalidField("limits",
                         "an Acquire needs exactly one concurrency limit (kind CONCURRENCY); use "
@@ -108,6 +104,19 @@ absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet&
   op.request_id = request.request_id();
   op.holder = request.holder();
   return absl::OkStatus();
+}
+
+absl::Status CheckSameAcquire(const LeaseOp& acquire, const Lease& replayed) {
+  if (acquire.count == replayed.count && acquire.holder == replayed.holder) {
+    return absl::OkStatus();
+  }
+  const std::string by =
+      replayed.holder.empty() ? "no holder" : absl::StrCat("holder \"", replayed.holder, "\"");
+  return InvalidField(
+      "request_id",
+      absl::StrCat("names an earlier acquire on this key of ", replayed.count, " slot(s) by ", by,
+                   ": a retry must ask for the same count and holder (a new "
+                   "acquire takes a new request_id)"));
 }
 
 absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, const LimitSet& defined,

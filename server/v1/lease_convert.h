@@ -41,6 +41,11 @@ struct AcquirePlan {
 absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
                               InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan);
 
+// An Acquire answered with the lease of an earlier acquire with the same request_id
+// (LeaseDecision::replayed): OK when it asks for what that one did (its count and holder; the
+// lease keeps no more of the request), else INVALID_ARGUMENT naming request_id.
+absl::Status CheckSameAcquire(const LeaseOp& acquire, const Lease& replayed);
+
 // Release, Extend and ListLeases: the concurrency key they name (a limit of the limits file, or
 // an inline config), and for the first two the lease id (32 lowercase hex digits).
 absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, const LimitSet& defined,

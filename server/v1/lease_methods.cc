@@ -68,7 +68,8 @@ struct RateLimitServiceImpl::LeaseCallState {
 // decision's callback holds one pointer (and fits in the callback's own storage, not the heap).
 template <typename Request, typename Response>
 struct RateLimitServiceImpl::LeaseCall {
-  using Answer = void (RateLimitServiceImpl::*)(LeaseCallState&, const LeaseOutcome&, Response*);
+  using Answer = grpc::Status (RateLimitServiceImpl::*)(LeaseCallState&, const LeaseOutcome&,
+                                                        Response*);
   LeaseCall(std::unique_ptr<ParsedLoopCall<Request, Response>> c, Telemetry::Rpc&& rpc, Answer a)
       : call(std::move(c)), state(std::move(rpc)), answer(a) {}
   std::unique_ptr<ParsedLoopCall<Request, Response>> call;
@@ -80,7 +81,7 @@ template <typename Request, typename Response>
 void RateLimitServiceImpl::ServeLeaseCall(
     LoopCall* loop_call, ServingLoop::Burst* burst, const char* method, const char* span_name,
     std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
-    void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*)) {
+    grpc::Status (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*)) {
   using Pending = LeaseCall<Request, Response>;
   // glibc's per-thread cache takes blocks up to 1032 bytes: a call's blocks stay within it.
   static_assert(sizeof(Pending) <= 1024 && sizeof(AcquirePlan) <= 1024);
@@ -110,8 +111,8 @@ void RateLimitServiceImpl::ServeLeaseCall(
           return;
         }
         ObserveLease(state.operation.lease, outcome->lease);
-        (this->*pending->answer)(state, *outcome, &call.response);
-        call.Finish(FinishRpc(state.rpc, grpc::Status::OK));
+        call.Finish(
+            FinishRpc(state.rpc, (this->*pending->answer)(state, *outcome, &call.response)));
       });
 }
 
@@ -143,9 +144,16 @@ std::optional<grpc::Status> RateLimitServiceImpl::PrepareAcquire(const v1::Acqui
   return std::nullopt;
 }
 
-void RateLimitServiceImpl::AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
-                                         v1::AcquireResponse* response) {
+grpc::Status RateLimitServiceImpl::AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
+                                                 v1::AcquireResponse* response) {
   const LeaseOp& op = state.operation.lease;
+  if (outcome.lease.replayed && outcome.lease.lease) {
+    // The store answered an earlier acquire with this request_id, which took nothing: a request
+    // that asks for something else under it is refused, as Consume refuses one.
+    if (absl::Status s = CheckSameAcquire(op, *outcome.lease.lease); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+  }
   telemetry_.CountLeaseAcquire(op.key.name, outcome.lease.replayed ? "replayed"
                                             : outcome.allowed      ? "acquired"
                                                                    : "refused");
@@ -160,6 +168,7 @@ void RateLimitServiceImpl::AnswerAcquire(LeaseCallState& state, const LeaseOutco
       rpc.span().SetAttribute("ratelimit.lease.id", response->lease().id());
     if (outcome.lease.replayed) rpc.span().SetAttribute("ratelimit.replayed", true);
   }
+  return grpc::Status::OK;
 }
 
 std::optional<grpc::Status> RateLimitServiceImpl::PrepareRelease(const v1::ReleaseRequest& request,
@@ -170,8 +179,8 @@ std::optional<grpc::Status> RateLimitServiceImpl::PrepareRelease(const v1::Relea
   return std::nullopt;
 }
 
-void RateLimitServiceImpl::AnswerRelease(LeaseCallState& state, const LeaseOutcome& outcome,
-                                         v1::ReleaseResponse* response) {
+grpc::Status RateLimitServiceImpl::AnswerRelease(LeaseCallState& state, const LeaseOutcome& outcome,
+                                                 v1::ReleaseResponse* response) {
   const LeaseOp& op = state.operation.lease;
   const bool released = outcome.lease.state == LeaseState::kReleased;
   telemetry_.CountLeaseRelease(op.key.name, released ? "released" : "not_held");
@@ -180,6 +189,7 @@ void RateLimitServiceImpl::AnswerRelease(LeaseCallState& state, const LeaseOutco
     state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id);
     state.rpc.span().SetAttribute("ratelimit.lease.released", released);
   }
+  return grpc::Status::OK;
 }
 
 std::optional<grpc::Status> RateLimitServiceImpl::PrepareExtend(const v1::ExtendRequest& request,
@@ -190,8 +200,8 @@ std::optional<grpc::Status> RateLimitServiceImpl::PrepareExtend(const v1::Extend
   return std::nullopt;
 }
 
-void RateLimitServiceImpl::AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
-                                        v1::ExtendResponse* response) {
+grpc::Status RateLimitServiceImpl::AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
+                                                v1::ExtendResponse* response) {
   const LeaseOp& op = state.operation.lease;
   const bool held = outcome.lease.state == LeaseState::kHeld;
   telemetry_.CountLeaseExtend(op.key.name, held ? "held" : "not_held");
@@ -200,6 +210,7 @@ void RateLimitServiceImpl::AnswerExtend(LeaseCallState& state, const LeaseOutcom
     state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id);
     state.rpc.span().SetAttribute("ratelimit.lease.held", held);
   }
+  return grpc::Status::OK;
 }
 
 void RateLimitServiceImpl::OnAcquireCall(LoopCall* call, ServingLoop::Burst* burst) {

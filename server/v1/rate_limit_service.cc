@@ -199,10 +199,12 @@ std::optional<grpc::Status> RateLimitServiceImpl::Prepare(const v1::RateLimitReq
   absl::StatusOr<LimitRequests> resolved = ResolveRequest(request, *limits, inline_limits_);
   if (!resolved.ok()) return ToGrpcStatus(resolved.status());
   state.limits = *std::move(resolved);
-  if (state.mode != Mode::kCheck) {
-    if (absl::Status st = RefuseConcurrencyLimits(state.limits, MethodName(state.mode)); !st.ok()) {
-      return ToGrpcStatus(st);
-    }
+  // Only Check reads concurrency limits (their free slots), for a whole number of slots.
+  if (absl::Status st = state.mode == Mode::kCheck
+                            ? CheckSlotCounts(state.limits)
+                            : RefuseConcurrencyLimits(state.limits, MethodName(state.mode));
+      !st.ok()) {
+    return ToGrpcStatus(st);
   }
   ApplyOverridesTo(absl::MakeSpan(state.limits));
   state.rpc.SetLimits(state.limits);

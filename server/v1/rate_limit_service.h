@@ -157,22 +157,24 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   void OnReleaseCall(LoopCall* call, ServingLoop::Burst* burst);
   void OnExtendCall(LoopCall* call, ServingLoop::Burst* burst);
   template <typename Request, typename Response>
-  void ServeLeaseCall(
-      LoopCall* loop_call, ServingLoop::Burst* burst, const char* method, const char* span_name,
-      std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
-      void (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*));
+  void ServeLeaseCall(LoopCall* loop_call, ServingLoop::Burst* burst, const char* method,
+                      const char* span_name,
+                      std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&,
+                                                                                   LeaseCallState&),
+                      grpc::Status (RateLimitServiceImpl::*answer)(LeaseCallState&,
+                                                                   const LeaseOutcome&, Response*));
   std::optional<grpc::Status> PrepareAcquire(const v1::AcquireRequest& request,
                                              LeaseCallState& state);
-  void AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
-                     v1::AcquireResponse* response);
+  grpc::Status AnswerAcquire(LeaseCallState& state, const LeaseOutcome& outcome,
+                             v1::AcquireResponse* response);
   std::optional<grpc::Status> PrepareRelease(const v1::ReleaseRequest& request,
                                              LeaseCallState& state);
-  void AnswerRelease(LeaseCallState& state, const LeaseOutcome& outcome,
-                     v1::ReleaseResponse* response);
+  grpc::Status AnswerRelease(LeaseCallState& state, const LeaseOutcome& outcome,
+                             v1::ReleaseResponse* response);
   std::optional<grpc::Status> PrepareExtend(const v1::ExtendRequest& request,
                                             LeaseCallState& state);
-  void AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
-                    v1::ExtendResponse* response);
+  grpc::Status AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
+                            v1::ExtendResponse* response);
   grpc::Status HandleListLeases(const grpc::ServerContext& context,
                                 const v1::ListLeasesRequest* request,
                                 v1::ListLeasesResponse* response);

@@ -210,6 +210,29 @@ TEST(ResolveRequestTest, BadInputIsInvalidArgumentNamingTheField) {
   }
 }
 
+// ---- CheckSlotCounts ------------------------------------------------------------------------
+
+TEST(CheckSlotCountsTest, AConcurrencyLimitTakesWholeSlotsUpToABillion) {
+  LimitConfig slots;
+  slots.kind = LimitKind::kConcurrency;
+  slots.capacity = 5;
+  LimitRequests limits(2);
+  limits[0].config = Bucket(10);
+  limits[0].count = 0.5;  // tokens of a rate limit: any positive amount
+  limits[1].config = slots;
+  for (double whole : {1.0, 6.0, 1e9}) {
+    limits[1].count = whole;
+    const absl::Status s = CheckSlotCounts(limits);
+    EXPECT_TRUE(s.ok()) << whole << ": " << s;
+  }
+  for (double bad : {0.5, 2.25, 1e9 + 1, 1099511627776.0}) {
+    limits[1].count = bad;
+    const absl::Status s = CheckSlotCounts(limits);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("limits[1].count: must be a whole number"));
+  }
+}
+
 // ---- ResolveNamedLimit ---------------------------------------------------------------------
 
 TEST(NonNegativeDurationProblemTest, SaysWhyADurationCannotBeRead) {

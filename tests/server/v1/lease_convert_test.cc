@@ -320,6 +320,25 @@ TEST(AcquireToProtoTest, AnAllowedAcquireCarriesItsLease) {
   EXPECT_EQ(answer.results(0).value(), 4);
 }
 
+TEST(CheckSameAcquireTest, ARetryMustAskForTheReplayedLeasesCountAndHolder) {
+  Lease earlier;
+  earlier.count = 2;
+  earlier.holder = "pod-a";
+  LeaseOp retry;
+  retry.action = LeaseAction::kAcquire;
+  retry.request_id = "job-1";
+  retry.count = 2;
+  retry.holder = "pod-a";
+  EXPECT_TRUE(CheckSameAcquire(retry, earlier).ok());
+  retry.count = 1;
+  const absl::Status fewer = CheckSameAcquire(retry, earlier);
+  ExpectInvalid(fewer, "request_id");
+  EXPECT_THAT(std::string(fewer.message()), HasSubstr("2 slot(s) by holder \"pod-a\""));
+  retry.count = 2;
+  retry.holder = "pod-b";
+  ExpectInvalid(CheckSameAcquire(retry, earlier), "request_id");
+}
+
 TEST(RefuseConcurrencyLimitsTest, ConsumeNamesTheConcurrencyLimit) {
   v1::RateLimitRequest r;
   for (const char* name : {"api", "jobs"}) {

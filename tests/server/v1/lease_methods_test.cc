@@ -190,6 +190,30 @@ TEST_F(LeaseMethodsTest, ARetriedAcquireGetsTheSameLeaseAndTakesNothing) {
   EXPECT_EQ(Held("t"), 2u);
 }
 
+// A request_id names one acquire: a request asking for other slots (or another holder) under it
+// is refused, naming it, and takes nothing, as Consume refuses a reused request_id.
+TEST_F(LeaseMethodsTest, AnAcquireReusingARequestIdForOtherSlotsIsRefusedAndTakesNothing) {
+  const v1::AcquireResponse first = Acquire("t", 2, false, "job-1");
+  ASSERT_TRUE(first.allowed());
+  v1::AcquireRequest other;
+  v1::LimitRequest* l = other.add_limits();
+  l->set_name("jobs");
+  l->set_key("t");
+  l->set_count(1);
+  other.set_request_id("job-1");
+  other.set_holder("test");
+  auto refused = client_->Acquire(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("request_id"));
+  l->set_count(2);
+  other.set_holder("another holder");
+  EXPECT_EQ(client_->Acquire(other).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Held("t"), 2u);
+  const v1::AcquireResponse retry = Acquire("t", 2, false, "job-1");
+  EXPECT_TRUE(retry.replayed());
+  EXPECT_EQ(retry.lease().id(), first.lease().id());
+}
+
 TEST_F(LeaseMethodsTest, CheckReportsFreeSlotsAndConsumeAndBatchRefuseThem) {
   ASSERT_TRUE(Acquire("t", 2).allowed());
   auto checked = client_->Check(MakeRequest("jobs", "t"));
@@ -214,6 +238,28 @@ TEST_F(LeaseMethodsTest, CheckReportsFreeSlotsAndConsumeAndBatchRefuseThem) {
   ASSERT_TRUE(answered.ok()) << answered.status();
   EXPECT_THAT(answered->results(0).error().message(), HasSubstr("entries[0].limits[0].name"));
   EXPECT_EQ(Held("t"), 2u);
+}
+
+// A Check of slots asks for whole slots, as an Acquire does. Any other count is the caller's
+// error, named, and never a store failure: a server that fails open would otherwise answer it
+// "allowed".
+TEST_F(LeaseMethodsTest, ACheckForOtherThanWholeSlotsIsRefusedNamingItsCountNeverFailedOpen) {
+  ServerOptions options;
+  options.store.failure_policy = FailurePolicy::kOpen;
+  TempDir dir;
+  auto started = StartServerAndClient(options, dir, kLimits, clock_, nullptr,
+                                      ClientOptions{absl::Seconds(10), ""});
+  ASSERT_TRUE(started.ok()) << started.status();
+  for (double bad : {0.5, 1099511627776.0}) {
+    v1::RateLimitRequest request = MakeRequest("starts", "t");
+    v1::LimitRequest* slots = request.add_limits();
+    slots->set_name("jobs");
+    slots->set_key("t");
+    slots->set_count(bad);
+    auto checked = started->client->Check(request);
+    EXPECT_EQ(checked.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(checked.status().message()), HasSubstr("limits[1].count")) << bad;
+  }
 }
 
 TEST_F(LeaseMethodsTest, ResetEndsTheLeasesOfAKeyOrOfEveryKey) {

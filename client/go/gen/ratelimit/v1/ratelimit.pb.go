@@ -3348,7 +3348,8 @@ type AcquireRequest struct {
 	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Optional idempotency key, 1..128 bytes: while the lease it acquired has not expired (held or
 	// released), a retry of the same request answers that lease again, marked `replayed`, and
-	// takes nothing. A denial is not remembered: a retry decides again.
+	// takes nothing. A denial is not remembered: a retry decides again. The same request_id with
+	// another count or holder than that lease's is INVALID_ARGUMENT naming request_id.
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Free text naming the holder (a pod, a job id): 0..256 bytes, shown by ListLeases.
 	Holder string `protobuf:"bytes,4,opt,name=holder,proto3" json:"holder,omitempty"`
