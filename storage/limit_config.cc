@@ -44,7 +44,7 @@ absl::Status ValidateConcurrencyConfig(const LimitConfig& c, absl::string_view p
     return InvalidField(prefix, "capacity", "is required for a concurrency limit (its slots)");
   }
   const double slots = *c.capacity;
-  if (!std::isfinite(slots) || slots < 1 || slots > kMaxSlots || std::floor(slots) != slots) {
+  if (!IsSlotCount(slots)) {
     return InvalidField(prefix, "capacity",
                         absl::StrCat("must be a whole number of slots, 1..1e9, got ", slots));
   }

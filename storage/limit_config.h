@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_STORAGE_LIMIT_CONFIG_H_
 #define RATELIMIT_STORAGE_LIMIT_CONFIG_H_
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +88,11 @@ inline constexpr int64_t kMaxPeriodMicros = int64_t{100} * 366 * 24 * 3600 * 100
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
 // Concurrency limits: slots, and lease TTLs.
 inline constexpr double kMaxSlots = 1e9;
+// Whether `n` is a number of slots: a whole number, 1..kMaxSlots (a concurrency limit's capacity,
+// a request's count of slots).
+inline bool IsSlotCount(double n) {
+  return std::isfinite(n) && n >= 1 && n <= kMaxSlots && std::floor(n) == n;
+}
 inline constexpr int64_t kMinLeaseTtlMicros = 1000;                            // 1 ms
 inline constexpr int64_t kMaxLeaseTtlMicros = int64_t{24} * 3600 * 1000000;    // 1 day
 inline constexpr int64_t kDefaultLeaseTtlMicros = int64_t{30} * 1000000;       // 30 s

@@ -1,6 +1,5 @@
 #include "server/v1/convert.h"
 
-#include <cmath>
 #include <optional>
 #include <string>
 
@@ -296,7 +295,7 @@ absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits) {
   for (size_t i = 0; i < limits.size(); ++i) {
     const LimitRequest& l = limits[i];
     if (l.config.kind != LimitKind::kConcurrency) continue;
-    if (l.count < 1 || l.count != std::floor(l.count) || l.count > kMaxSlots) {
+    if (!IsSlotCount(l.count)) {
       return InvalidField(absl::StrCat("limits[", i, "].count"),
                           absl::StrCat("must be a whole number of slots, 1..1e9, got ", l.count));
     }
