@@ -1,5 +1,6 @@
 #include "server/v1/convert.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -268,10 +269,16 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
                                 absl::StrCat(field(), ".", resolved.status().message()));
       continue;
     }
-    if (absl::Status s = RefuseConcurrencyLimits(*resolved, "a Batch"); !s.ok()) {
+    // A CHECK reads slots as Check does; a CONSUME or RESERVE cannot take them.
+    if (absl::Status s = plan.mode == Mode::kCheck ? CheckSlotCounts(*resolved)
+                                                   : RefuseConcurrencyLimits(*resolved, "a Batch");
+        !s.ok()) {
       plan.error = absl::Status(s.code(), absl::StrCat(field(), ".", s.message()));
       continue;
     }
+    plan.reads_slots = std::any_of(resolved->begin(), resolved->end(), [](const LimitRequest& l) {
+      return l.config.kind == LimitKind::kConcurrency;
+    });
     plan.limits = *std::move(resolved);
     plan.receipts = !e.request().omit_receipts();
   }

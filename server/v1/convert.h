@@ -80,13 +80,18 @@ struct BatchEntryPlan {
   absl::Status error;
   LimitRequests limits;
   bool receipts = true;  // false: the entry's request asked to omit them
+  // A CHECK entry naming a concurrency limit: it reads slots, which only the lease path decides
+  // (as for Check), not the store's batch operation.
+  bool reads_slots = false;
 };
 
 // Validates a Batch: the whole call (INVALID_ARGUMENT naming `entries` when it has no entries,
 // more than kMaxBatchEntries, or more than kMaxBatchLimits limits in all), then each entry as
 // ResolveRequest would its request, with errors naming `entries[i].` + the field; an entry
-// carrying a request_id is INVALID_ARGUMENT naming `entries[i].request_id`, and one naming a
-// concurrency limit INVALID_ARGUMENT naming `entries[i].limits[j].name`; an unknown method
+// carrying a request_id is INVALID_ARGUMENT naming `entries[i].request_id`; one naming a
+// concurrency limit is a CHECK (`reads_slots`, its slot counts checked as CheckSlotCounts does,
+// naming `entries[i].limits[j].count`) or INVALID_ARGUMENT naming `entries[i].limits[j].name`,
+// for a CONSUME or RESERVE, which cannot take slots; an unknown method
 // INVALID_ARGUMENT naming `entries[i].method`. One plan per entry, in order.
 absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(
     const v1::BatchRequest& request, const LimitSet& limits,

@@ -1,6 +1,7 @@
 #include "server/v1/rate_limit_service.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -291,14 +292,12 @@ grpc::Status RateLimitServiceImpl::HandleBatch(const grpc::ServerContext& contex
       ResolveBatch(*request, *registry_.Current(), inline_limits_);
   if (!plans.ok()) return FinishRpc(rpc, ToGrpcStatus(plans.status()));
   for (BatchEntryPlan& plan : *plans) ApplyOverridesTo(absl::MakeSpan(plan.limits));
-  std::vector<BatchItem> items;  // the valid entries'; every entry invalid: no store call
-  for (const BatchEntryPlan& plan : *plans) {
-    if (plan.error.ok()) items.push_back(BatchItem{plan.limits, plan.mode});
-  }
   std::vector<absl::StatusOr<Verdict>> verdicts;
-  if (!items.empty()) {
+  // Every entry invalid: no store call.
+  if (std::any_of(plans->begin(), plans->end(),
+                  [](const BatchEntryPlan& plan) { return plan.error.ok(); })) {
     rpc.StoreStarted();
-    verdicts = scheduler_.EvaluateBatch(items);
+    verdicts = DecideBatch(*plans);
     absl::Status store_status;
     for (const absl::StatusOr<Verdict>& v : verdicts) {
       if (!v.ok()) {
@@ -310,6 +309,31 @@ grpc::Status RateLimitServiceImpl::HandleBatch(const grpc::ServerContext& contex
   }
   AnswerBatch(rpc, *plans, verdicts, response);
   return FinishRpc(rpc, grpc::Status::OK);
+}
+
+std::vector<absl::StatusOr<Verdict>> RateLimitServiceImpl::DecideBatch(
+    absl::Span<const BatchEntryPlan> plans) {
+  std::vector<absl::StatusOr<Verdict>> verdicts;
+  verdicts.reserve(plans.size());
+  std::vector<BatchItem> run;  // valid entries since the last one that reads slots
+  auto decide_run = [&] {
+    if (run.empty()) return;
+    std::vector<absl::StatusOr<Verdict>> decided = scheduler_.EvaluateBatch(run);
+    std::move(decided.begin(), decided.end(), std::back_inserter(verdicts));
+    run.clear();
+  };
+  for (const BatchEntryPlan& plan : plans) {
+    if (!plan.error.ok()) continue;
+    if (!plan.reads_slots) {
+      run.push_back(BatchItem{plan.limits, plan.mode});
+      continue;
+    }
+    // After the entries before it and before those after it, as if each were a call of its own.
+    decide_run();
+    verdicts.push_back(CheckWithLeases(plan.limits));
+  }
+  decide_run();
+  return verdicts;
 }
 
 namespace {

@@ -119,10 +119,15 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
                            v1::ResetResponse* response);
   grpc::Status HandleSettle(const grpc::ServerContext& context, const v1::SettleRequest* request,
                             v1::SettleResponse* response);
-  // Each entry exactly as its method would decide it (Decide), all with one store call
-  // (Limiter::EvaluateBatch); per-entry errors and failure policy in the entry's result.
+  // Each entry exactly as its method would decide it (Decide), in order (DecideBatch);
+  // per-entry errors and failure policy in the entry's result.
   grpc::Status HandleBatch(const grpc::ServerContext& context, const v1::BatchRequest* request,
                            v1::BatchResponse* response);
+  // The valid entries' verdicts, in order: runs of entries with one call of the store's batch
+  // operation each (Limiter::EvaluateBatch; one call for a batch without a CHECK of slots); a
+  // CHECK entry naming a concurrency limit as Check decides one (CheckWithLeases), between the
+  // runs before and after it.
+  std::vector<absl::StatusOr<Verdict>> DecideBatch(absl::Span<const BatchEntryPlan> plans);
   // One result per entry of `plans`: its error, its verdict (with receipts), or its store failure
   // under the failure policy; `verdicts` are the valid entries', in order.
   void AnswerBatch(Telemetry::Rpc& rpc, absl::Span<const BatchEntryPlan> plans,

@@ -233,6 +233,49 @@ TEST(CheckSlotCountsTest, AConcurrencyLimitTakesWholeSlotsUpToABillion) {
   }
 }
 
+// ---- ResolveBatch ----------------------------------------------------------------------------
+
+// A CHECK entry may name a concurrency limit (it reads slots, as Check does), for whole slots; a
+// CONSUME or RESERVE entry may not (only Acquire takes slots). Entries without one read none.
+TEST(ResolveBatchTest, OnlyACheckEntryReadsSlotsAndForWholeSlotsOnly) {
+  LimitSet defined = Defined();
+  LimitConfig slots;
+  slots.kind = LimitKind::kConcurrency;
+  slots.capacity = 5;
+  FillLeaseTtlDefaults(slots);
+  defined.limits.emplace("jobs", slots);
+  v1::BatchRequest batch;
+  auto add = [&batch](v1::BatchEntry::Method method, double slot_count, bool with_rate) {
+    v1::BatchEntry* e = batch.add_entries();
+    e->set_method(method);
+    if (with_rate) AddLimit(*e->mutable_request(), "api", "u1");
+    if (slot_count > 0) AddLimit(*e->mutable_request(), "jobs", "u1")->set_count(slot_count);
+  };
+  add(v1::BatchEntry::CHECK, 2, true);     // 0: reads slots
+  add(v1::BatchEntry::CHECK, 0, true);     // 1: a rate limit only
+  add(v1::BatchEntry::CONSUME, 1, false);  // 2: refused
+  add(v1::BatchEntry::RESERVE, 1, true);   // 3: refused
+  add(v1::BatchEntry::CHECK, 0.5, false);  // 4: not a whole slot
+  add(v1::BatchEntry::CONSUME, 0, true);   // 5: a rate limit only
+  auto plans = ResolveBatch(batch, defined);
+  ASSERT_OK(plans);
+  ASSERT_EQ(plans->size(), 6u);
+  const std::vector<BatchEntryPlan>& p = *plans;
+  ASSERT_OK(p[0].error);
+  EXPECT_TRUE(p[0].reads_slots);
+  EXPECT_EQ(p[0].limits.size(), 2u);
+  ASSERT_OK(p[1].error);
+  EXPECT_FALSE(p[1].reads_slots);
+  EXPECT_EQ(p[2].error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p[2].error.message()), HasSubstr("entries[2].limits[0].name"));
+  EXPECT_EQ(p[3].error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p[3].error.message()), HasSubstr("entries[3].limits[1].name"));
+  EXPECT_EQ(p[4].error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(p[4].error.message()), HasSubstr("entries[4].limits[0].count"));
+  ASSERT_OK(p[5].error);
+  EXPECT_FALSE(p[5].reads_slots);
+}
+
 // ---- ResolveNamedLimit ---------------------------------------------------------------------
 
 TEST(NonNegativeDurationProblemTest, SaysWhyADurationCannotBeRead) {

@@ -1,7 +1,7 @@
 // Concurrency limits through the real gRPC service (server/v1/lease_methods.cc), on RocksDB on a
 // fake clock: Acquire, Release, Extend and ListLeases; expiry; acquires with rate limits
-// all-or-nothing; request_id replays; Check, Reset, Consume and Batch of a concurrency limit;
-// the admin check of ListLeases; the metrics.
+// all-or-nothing; request_id replays; Check, Reset, Consume and Batch (CHECK entries, and the
+// refusal of the others) of a concurrency limit; the admin check of ListLeases; the metrics.
 #include <string>
 
 #include "client/cpp/client.h"
@@ -238,6 +238,50 @@ TEST_F(LeaseMethodsTest, CheckReportsFreeSlotsAndConsumeAndBatchRefuseThem) {
   ASSERT_TRUE(answered.ok()) << answered.status();
   EXPECT_THAT(answered->results(0).error().message(), HasSubstr("entries[0].limits[0].name"));
   EXPECT_EQ(Held("t"), 2u);
+}
+
+// A Batch CHECK entry naming a concurrency limit answers as Check would at its place in the
+// batch's order: it sees the rate-limit tokens the entries before it took and not those of the
+// entries after it, and the slots held, taking none.
+TEST_F(LeaseMethodsTest, ABatchCheckOfSlotsAnswersAtItsPlaceInTheOrderAndTakesNothing) {
+  ASSERT_TRUE(Acquire("t", 2).allowed());  // 1 of 3 slots free
+  auto rate_and_slots = [](int slots) {
+    v1::RateLimitRequest r = MakeRequest("starts", "t");  // 2 a minute
+    v1::LimitRequest* l = r.add_limits();
+    l->set_name("jobs");
+    l->set_key("t");
+    l->set_count(slots);
+    return r;
+  };
+  v1::BatchRequest batch;
+  AddBatchEntry(&batch, v1::BatchEntry::CONSUME, MakeRequest("starts", "t"));   // 1 token left
+  AddBatchEntry(&batch, v1::BatchEntry::CHECK, rate_and_slots(1));              // 1: allowed
+  AddBatchEntry(&batch, v1::BatchEntry::CONSUME, MakeRequest("starts", "t"));   // none left
+  AddBatchEntry(&batch, v1::BatchEntry::CHECK, rate_and_slots(1));              // 3: no token
+  AddBatchEntry(&batch, v1::BatchEntry::CHECK, MakeRequest("jobs", "t", 2));    // 4: 1 free
+  AddBatchEntry(&batch, v1::BatchEntry::CONSUME, MakeRequest("jobs", "t"));     // 5: refused
+  AddBatchEntry(&batch, v1::BatchEntry::CHECK, MakeRequest("jobs", "t", 0.5));  // 6: refused
+  auto answered = client_->Batch(batch);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  ASSERT_EQ(answered->results_size(), 7);
+  auto response = [&](int i) { return answered->results(i).response(); };
+  EXPECT_TRUE(response(0).allowed());
+  // Decided after entry 0 and before entry 2: one token, one free slot.
+  EXPECT_TRUE(response(1).allowed());
+  ASSERT_EQ(response(1).results_size(), 2);
+  EXPECT_EQ(response(1).results(0).value(), 1);
+  EXPECT_EQ(response(1).results(1).value(), 1);
+  EXPECT_TRUE(response(2).allowed());
+  // After entry 2: no token left, the slot still free.
+  EXPECT_FALSE(response(3).allowed());
+  EXPECT_EQ(response(3).denied_by(), 0);
+  EXPECT_TRUE(response(3).results(1).allowed());
+  EXPECT_FALSE(response(4).allowed());
+  EXPECT_EQ(response(4).reason(), v1::NO_FREE_SLOTS);
+  EXPECT_EQ(response(4).results(0).value(), 1);
+  EXPECT_THAT(answered->results(5).error().message(), HasSubstr("entries[5].limits[0].name"));
+  EXPECT_THAT(answered->results(6).error().message(), HasSubstr("entries[6].limits[0].count"));
+  EXPECT_EQ(Held("t"), 2u);  // the checks took nothing
 }
 
 // A Check of slots asks for whole slots, as an Acquire does. Any other count is the caller's
