@@ -276,9 +276,6 @@ absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(const v1::BatchRequest&
       plan.error = absl::Status(s.code(), absl::StrCat(field(), ".", s.message()));
       continue;
     }
-    plan.reads_slots = std::any_of(resolved->begin(), resolved->end(), [](const LimitRequest& l) {
-      return l.config.kind == LimitKind::kConcurrency;
-    });
     plan.limits = *std::move(resolved);
     plan.receipts = !e.request().omit_receipts();
   }
@@ -296,6 +293,12 @@ absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,
                      "them with Check)"));
   }
   return absl::OkStatus();
+}
+
+bool NamesConcurrencyLimit(absl::Span<const LimitRequest> limits) {
+  return std::any_of(limits.begin(), limits.end(), [](const LimitRequest& l) {
+    return l.config.kind == LimitKind::kConcurrency;
+  });
 }
 
 absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits) {

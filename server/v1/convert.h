@@ -59,6 +59,9 @@ absl::StatusOr<LimitRequest> ResolveNamedLimit(absl::string_view name, absl::str
 absl::Status RefuseConcurrencyLimits(absl::Span<const LimitRequest> limits,
                                      absl::string_view where);
 
+// Whether `limits` name a concurrency limit (whose slots only the lease path reads and takes).
+bool NamesConcurrencyLimit(absl::Span<const LimitRequest> limits);
+
 // INVALID_ARGUMENT naming `limits[i].count` when a concurrency limit among `limits` asks for
 // other than a whole number of slots, 1..1e9 (the count of a rate limit is a number of tokens,
 // validated with the request).
@@ -80,17 +83,14 @@ struct BatchEntryPlan {
   absl::Status error;
   LimitRequests limits;
   bool receipts = true;  // false: the entry's request asked to omit them
-  // A CHECK entry naming a concurrency limit: it reads slots, which only the lease path decides
-  // (as for Check), not the store's batch operation.
-  bool reads_slots = false;
 };
 
 // Validates a Batch: the whole call (INVALID_ARGUMENT naming `entries` when it has no entries,
 // more than kMaxBatchEntries, or more than kMaxBatchLimits limits in all), then each entry as
 // ResolveRequest would its request, with errors naming `entries[i].` + the field; an entry
 // carrying a request_id is INVALID_ARGUMENT naming `entries[i].request_id`; one naming a
-// concurrency limit is a CHECK (`reads_slots`, its slot counts checked as CheckSlotCounts does,
-// naming `entries[i].limits[j].count`) or INVALID_ARGUMENT naming `entries[i].limits[j].name`,
+// concurrency limit is a CHECK (its slot counts checked as CheckSlotCounts does, naming
+// `entries[i].limits[j].count`) or INVALID_ARGUMENT naming `entries[i].limits[j].name`,
 // for a CONSUME or RESERVE, which cannot take slots; an unknown method
 // INVALID_ARGUMENT naming `entries[i].method`. One plan per entry, in order.
 absl::StatusOr<std::vector<BatchEntryPlan>> ResolveBatch(

@@ -145,9 +145,7 @@ void RateLimitServiceImpl::OnDecideCall(LoopCall* loop_call, Mode mode, ServingL
     call->Finish(FinishRpc(state->rpc, *refused));
     return;
   }
-  if (mode == Mode::kCheck &&
-      std::any_of(state->limits.begin(), state->limits.end(),
-                  [](const LimitRequest& l) { return l.config.kind == LimitKind::kConcurrency; })) {
+  if (mode == Mode::kCheck && NamesConcurrencyLimit(state->limits)) {
     scheduler_.RunBlocking([this, call = std::move(call), state = std::move(state)]() mutable {
       state->rpc.StoreStarted();
       absl::StatusOr<Verdict> verdict = CheckWithLeases(state->limits);
@@ -316,6 +314,7 @@ std::vector<absl::StatusOr<Verdict>> RateLimitServiceImpl::DecideBatch(
   std::vector<absl::StatusOr<Verdict>> verdicts;
   verdicts.reserve(plans.size());
   std::vector<BatchItem> run;  // valid entries since the last one that reads slots
+  // A valid entry naming a concurrency limit is a CHECK (ResolveBatch refuses the others).
   auto decide_run = [&] {
     if (run.empty()) return;
     std::vector<absl::StatusOr<Verdict>> decided = scheduler_.EvaluateBatch(run);
@@ -324,7 +323,7 @@ std::vector<absl::StatusOr<Verdict>> RateLimitServiceImpl::DecideBatch(
   };
   for (const BatchEntryPlan& plan : plans) {
     if (!plan.error.ok()) continue;
-    if (!plan.reads_slots) {
+    if (!NamesConcurrencyLimit(plan.limits)) {
       run.push_back(BatchItem{plan.limits, plan.mode});
       continue;
     }

@@ -262,10 +262,10 @@ TEST(ResolveBatchTest, OnlyACheckEntryReadsSlotsAndForWholeSlotsOnly) {
   ASSERT_EQ(plans->size(), 6u);
   const std::vector<BatchEntryPlan>& p = *plans;
   ASSERT_OK(p[0].error);
-  EXPECT_TRUE(p[0].reads_slots);
+  EXPECT_TRUE(NamesConcurrencyLimit(p[0].limits));
   EXPECT_EQ(p[0].limits.size(), 2u);
   ASSERT_OK(p[1].error);
-  EXPECT_FALSE(p[1].reads_slots);
+  EXPECT_FALSE(NamesConcurrencyLimit(p[1].limits));
   EXPECT_EQ(p[2].error.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(p[2].error.message()), HasSubstr("entries[2].limits[0].name"));
   EXPECT_EQ(p[3].error.code(), absl::StatusCode::kInvalidArgument);
@@ -273,7 +273,7 @@ TEST(ResolveBatchTest, OnlyACheckEntryReadsSlotsAndForWholeSlotsOnly) {
   EXPECT_EQ(p[4].error.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(p[4].error.message()), HasSubstr("entries[4].limits[0].count"));
   ASSERT_OK(p[5].error);
-  EXPECT_FALSE(p[5].reads_slots);
+  EXPECT_FALSE(NamesConcurrencyLimit(p[5].limits));
 }
 
 // ---- ResolveNamedLimit ---------------------------------------------------------------------
