@@ -310,8 +310,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
           absl::StatusOr<EnvoyResetState> state = EnvoyResetStateName(
               *registry->Current(), t.envoy_domain, t.envoy_path, t.envoy_override);
           if (!state.ok()) return state.status();
-          return RateLimitServiceImpl::EnvoyResetResolution{std::move(state->name),
-                                                            std::move(state->key_suffixes)};
+          return RateLimitServiceImpl::EnvoyResetResolution{
+              std::move(state->name), std::move(state->key_suffixes), state->concurrency};
         });
     EnvoyServiceOptions envoy_options;
     envoy_options.ratelimit_headers = options.limits.envoy_ratelimit_headers;

@@ -181,7 +181,7 @@ absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
   std::vector<EnvoyEntry> entries;
   entries.reserve(path.size());
   for (const auto& [key, value] : path) entries.push_back(EnvoyEntry{key, value});
-  EnvoyResetState state{EnvoyStateName(domain, entries, override_limit), {}};
+  EnvoyResetState state{EnvoyStateName(domain, entries, override_limit), {}, false};
   if (absl::Status s = EnvoyResetTargetConfigured(config, domain, state.name, override_limit);
       !s.ok()) {
     return s;
@@ -189,6 +189,7 @@ absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
   if (override_limit) return state;
   const EnvoyRateLimit* rule =
       FindRuleWithStateName(config.FindDomain(domain)->descriptors, state.name);
+  state.concurrency = rule->concurrency.has_value();
   for (size_t i = 1; i < rule->limits.size(); ++i) {
     state.key_suffixes.push_back(EnvoyLimitKeySuffix(i));
   }

@@ -69,8 +69,22 @@ struct EnvoyLimit {
   std::optional<uint32_t> max_reserved;
 };
 
+// A concurrency rule (its `concurrency` block, our extension; docs/leases.md, "Envoy"): at most
+// `capacity` slots of a descriptor's values held at once, each request taking hits_addend slots
+// (default 1) by a lease that ends when Envoy sends the lease's release descriptor at the end of
+// the stream, or when it expires after `lease_ttl_us`.
+struct EnvoyConcurrency {
+  uint32_t capacity = 1;  // 1..kMaxSlots
+  int64_t lease_ttl_us = 0;
+};
+
+// The key of the one entry of a release descriptor (its value an EnvoyLeaseToken), and the field
+// of the response's dynamic_metadata that hands the token to Envoy. No domain's top-level
+// descriptor may use it as its key.
+inline constexpr absl::string_view kEnvoyLeaseKey = "ratelimit.lease";
+
 // The rate limit of a descriptor (its `rate_limit` block, or the list of its `rate_limits`, with
-// the descriptor-level flags folded in).
+// the descriptor-level flags folded in), or its concurrency rule.
 struct EnvoyRateLimit {
   // The limit's readable name: "<domain>.<path>", where the path has one segment per level,
   // `key` or `key_value` as written in the configuration (the reference's statistics key), e.g.
@@ -92,6 +106,8 @@ struct EnvoyRateLimit {
   // from `rate_limits` (our extension). Empty when unlimited. Limit i > 0 keeps its counters
   // under the key of limit 0 followed by EnvoyLimitKeySuffix(i).
   std::vector<EnvoyLimit> limits;
+  // A concurrency rule (then `limits` is empty and `unlimited` false).
+  std::optional<EnvoyConcurrency> concurrency;
   // Over-limit verdicts are reported OK (and counted as shadow_mode).
   bool shadow_mode = false;
   // A quota descriptor (the reference's quota_mode): over its limit, it makes the request
@@ -234,6 +250,8 @@ absl::Status EnvoyResetTargetConfigured(const EnvoyConfig& config, absl::string_
 struct EnvoyResetState {
   std::string name;
   std::vector<std::string> key_suffixes;
+  // The rule is a concurrency rule: a reset ends its leases.
+  bool concurrency = false;
 };
 
 // The states of a Reset of Envoy states, or NOT_FOUND naming the field when `config` has no such

@@ -227,6 +227,46 @@ absl::Status ParseRateLimits(const ParseContext& ctx, const YAML::Node& node,
   return absl::OkStatus();
 }
 
+// A descriptor's `concurrency` block (our extension): capacity (slots, 1..kMaxSlots) and
+// lease_ttl (a duration, 1 ms..1 day; default kDefaultLeaseTtlMicros).
+absl::Status ParseConcurrency(const ParseContext& ctx, const YAML::Node& node,
+                              const std::string& field, EnvoyRateLimit& rl) {
+  EnvoyConcurrency c;
+  c.lease_ttl_us = kDefaultLeaseTtlMicros;
+  bool has_capacity = false;
+  absl::Status s = ForEachKey(
+      ctx, node, field,
+      [&](const std::string& key, const YAML::Node& k, const YAML::Node& v) -> absl::Status {
+        const std::string f = absl::StrCat(field, ".", key);
+        if (key == "capacity") {
+          absl::StatusOr<uint32_t> n = ScalarUint32(ctx, v, f, 1);
+          if (!n.ok()) return n.status();
+          if (!IsSlotCount(*n)) {
+            return ErrorAt(ctx, v, f, absl::StrCat("must be at most ", kMaxSlots, " slots"));
+          }
+          c.capacity = *n;
+          has_capacity = true;
+        } else if (key == "lease_ttl") {
+          absl::StatusOr<absl::Duration> d = v.IsScalar()
+                                                 ? ParseDurationText(v.Scalar())
+                                                 : absl::InvalidArgumentError("must be a duration");
+          if (!d.ok()) return ErrorAt(ctx, v, f, d.status().message());
+          const int64_t us = absl::ToInt64Microseconds(*d);
+          if (us < kMinLeaseTtlMicros || us > kMaxLeaseTtlMicros) {
+            return ErrorAt(ctx, v, f, "must be between 1ms and 24h");
+          }
+          c.lease_ttl_us = us;
+        } else {
+          return UnknownKey(ctx, k, field, key);
+        }
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  if (!has_capacity) return ErrorAt(ctx, node, field + ".capacity", "required");
+  rl.concurrency = c;
+  return absl::OkStatus();
+}
+
 // A YAML value as a google.protobuf.Value, typed as the reference's YAML reader types it:
 // plain scalars that read as booleans, numbers or null become those, everything else (and every
 // quoted scalar) a string; mappings become structs (keys as written), sequences lists.
@@ -300,7 +340,8 @@ absl::Status ParseDescriptorList(ParseContext& ctx, const YAML::Node& list,
 absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const std::string& field,
                              const std::string& parent_path, EnvoyDescriptorList* level) {
   EnvoyDescriptorNode d;
-  std::optional<YAML::Node> key_node, rate_limit_node, rate_limits_node, children_node;
+  std::optional<YAML::Node> key_node, rate_limit_node, rate_limits_node, concurrency_node,
+      children_node;
   bool shadow_mode = false, detailed_metric = false, quota_mode = false;
   std::optional<YAML::Node> share_threshold_node, metadata_node;
   absl::Status s = ForEachKey(
@@ -320,6 +361,8 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
           rate_limit_node = v;
         } else if (key == "rate_limits") {
           rate_limits_node = v;
+        } else if (key == "concurrency") {
+          concurrency_node = v;
         } else if (key == "descriptors") {
           children_node = v;
         } else if (key == "shadow_mode" || key == "detailed_metric" || key == "quota_mode") {
@@ -374,15 +417,25 @@ absl::Status ParseDescriptor(ParseContext& ctx, const YAML::Node& node, const st
   if (!fresh) {
     return ErrorAt(ctx, node, field, absl::StrCat("duplicate descriptor \"", path, "\""));
   }
+  if (ctx.path.empty() && d.key == kEnvoyLeaseKey) {
+    return ErrorAt(ctx, key_node ? *key_node : node, field + ".key",
+                   absl::StrCat("\"", kEnvoyLeaseKey,
+                                "\" is reserved for the release descriptor of a concurrency rule"));
+  }
   if (rate_limit_node && rate_limits_node) {
     return ErrorAt(ctx, *rate_limits_node, field + ".rate_limits",
                    "a descriptor has rate_limit or rate_limits, not both");
   }
-  if (rate_limit_node || rate_limits_node) {
+  if (concurrency_node && (rate_limit_node || rate_limits_node)) {
+    return ErrorAt(ctx, *concurrency_node, field + ".concurrency",
+                   "a descriptor has a rate limit or a concurrency rule, not both");
+  }
+  if (rate_limit_node || rate_limits_node || concurrency_node) {
     std::optional<EnvoyRateLimit> rl(std::in_place);
     absl::Status parsed =
-        rate_limit_node ? ParseRateLimit(ctx, *rate_limit_node, field + ".rate_limit", *rl)
-                        : ParseRateLimits(ctx, *rate_limits_node, field + ".rate_limits", *rl);
+        rate_limit_node    ? ParseRateLimit(ctx, *rate_limit_node, field + ".rate_limit", *rl)
+        : rate_limits_node ? ParseRateLimits(ctx, *rate_limits_node, field + ".rate_limits", *rl)
+                           : ParseConcurrency(ctx, *concurrency_node, field + ".concurrency", *rl);
     if (!parsed.ok()) return parsed;
     rl->limit_name = path;
     std::vector<EnvoyEntry> levels;

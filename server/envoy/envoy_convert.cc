@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/serving/grpc_convert.h"
+#include "storage/leases/lease_id.h"
 #include "storage/status_util.h"
 
 namespace ratelimit {
@@ -66,6 +67,34 @@ absl::StatusOr<EnvoyRateLimit> OverrideRule(absl::string_view domain, const Desc
   return r;
 }
 
+// A release descriptor (one entry, keyed kEnvoyLeaseKey, whose value is a lease token): the plan
+// that releases the token's lease, or kNoLimit when the token's rule is no longer configured (its
+// leases then end by their TTL). A token of another domain, or not a token, is INVALID_ARGUMENT.
+absl::Status PlanRelease(const EnvoyConfig& config, absl::string_view domain,
+                         absl::string_view token, const std::string& field,
+                         EnvoyDescriptorPlan& p) {
+  std::optional<EnvoyLeaseRef> ref = ParseEnvoyLeaseToken(token);
+  if (!ref) {
+    return InvalidField(field + ".entries[0].value",
+                        absl::StrCat("not a lease token (the ", kEnvoyLeaseKey,
+                                     " field of a response's dynamic_metadata)"));
+  }
+  if (ParseEnvoyStateName(ref->state_name)->domain != domain) {
+    return InvalidField(field + ".entries[0].value",
+                        "the token names a lease of another domain than the request's");
+  }
+  const EnvoyRateLimit* rule = FindEnvoyRule(config, ref->state_name);
+  if (rule == nullptr || !rule->concurrency) return absl::OkStatus();
+  p.kind = EnvoyDescriptorPlan::Kind::kRelease;
+  p.config_rule = rule;
+  p.stat_key = rule->limit_name;
+  p.lease.key = StateKey{std::move(ref->state_name), std::move(ref->key), LimitSource::kEnvoy};
+  p.lease.config = EnvoyConcurrencyConfig(*rule->concurrency);
+  p.lease.action = LeaseAction::kRelease;
+  p.lease.lease_id = std::move(ref->lease_id);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
@@ -92,10 +121,18 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
 
   absl::flat_hash_set<absl::string_view> replaced;
   std::vector<EnvoyEntry> entries;
+  int acquiring = -1;  // the descriptor that takes a concurrency rule's slots
   for (int i = 0; i < n; ++i) {
     const DescriptorProto& d = request.descriptors(i);
     const std::string field = absl::StrCat("descriptors[", i, "]");
     EnvoyDescriptorPlan& p = plan[i];
+    if (d.entries_size() == 1 && d.entries(0).key() == kEnvoyLeaseKey) {
+      if (absl::Status s = PlanRelease(config, request.domain(), d.entries(0).value(), field, p);
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
     entries.clear();
     for (const auto& e : d.entries()) entries.push_back(EnvoyEntry{e.key(), e.value()});
     if (d.has_limit()) {
@@ -123,7 +160,31 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       continue;  // an unlimited rule's replaces are ignored, as in the reference
     }
     for (const std::string& r : rule.replaces) replaced.insert(r);
-    if (d.is_negative_hits()) {
+    if (rule.concurrency) {
+      const std::string hits_field =
+          d.has_hits_addend() ? field + ".hits_addend" : std::string("hits_addend");
+      if (d.is_negative_hits()) {
+        return InvalidField(field + ".is_negative_hits",
+                            absl::StrCat("a concurrency rule's slots are given back by the "
+                                         "release descriptor (",
+                                         kEnvoyLeaseKey, "), not by negative hits"));
+      }
+      if (static_cast<double>(p.hits) > kMaxSlots) {
+        return InvalidField(hits_field, absl::StrCat("a concurrency rule takes at most ", kMaxSlots,
+                                                     " slots, got ", p.hits));
+      }
+      p.kind = EnvoyDescriptorPlan::Kind::kAcquire;
+      p.check_only = p.hits == 0;
+      if (!p.check_only) {
+        if (acquiring >= 0) {
+          return InvalidField(
+              field, absl::StrCat("a request takes the slots of one concurrency rule at most; "
+                                  "descriptors[",
+                                  acquiring, "] takes some already"));
+        }
+        acquiring = i;
+      }
+    } else if (d.is_negative_hits()) {
       // A refund: nothing to give back for 0 hits or a blocking rule (nothing was ever taken).
       if (p.hits == 0 || rule.blocks()) continue;
       p.kind = EnvoyDescriptorPlan::Kind::kRefund;
@@ -140,6 +201,15 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       return InvalidField(field + ".entries",
                           absl::StrCat("the joined values are ", key.size(), " bytes; at most ",
                                        kMaxKeyBytes, " are accepted"));
+    }
+    if (rule.concurrency) {
+      p.lease.key = StateKey{rule.state_name, key, LimitSource::kEnvoy};
+      p.lease.config = EnvoyConcurrencyConfig(*rule.concurrency);
+      p.lease.action = p.check_only ? LeaseAction::kCheck : LeaseAction::kAcquire;
+      p.lease.count = p.check_only ? 1 : static_cast<int64_t>(p.hits);
+      p.lease.ttl_us = rule.concurrency->lease_ttl_us;
+      if (!p.check_only) p.lease.lease_id = NewLeaseId();
+      continue;
     }
     for (size_t l = 0; l < rule.limits.size(); ++l) {
       LimitRequest& r = p.requests.emplace_back();
@@ -190,7 +260,7 @@ bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
     // The status of a rule in shadow mode is OK; the server's shadow mode leaves statuses as they
     // are and answers OK overall, as the reference does.
     const bool status_over = o.over && !rule.shadow_mode;
-    if (p.quota && p.kind != Kind::kRefund) {
+    if (p.quota && p.kind != Kind::kRefund && p.kind != Kind::kRelease) {
       quotas = true;
       quotas_all_over = quotas_all_over && o.over;
       quota_over_for_real = quota_over_for_real || status_over;
@@ -199,17 +269,26 @@ bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
       s->set_code(rlsv3::RateLimitResponse::OVER_LIMIT);
       if (!p.quota) over = true;
     }
-    const EnvoyLimit& limit = rule.limits[o.limit];
     rlsv3::RateLimitResponse::RateLimit* current = s->mutable_current_limit();
-    current->set_name(limit.name.empty() ? rule.name : limit.name);
-    current->set_requests_per_unit(limit.requests_per_unit);
-    current->set_unit(static_cast<rlsv3::RateLimitResponse::RateLimit::Unit>(limit.unit));
     const uint32_t remaining = p.kind == Kind::kBlocked ? 0 : EnvoyRemaining(o.value);
-    const int64_t reset = EnvoyResetMicros(limit, o.value, o.now_us);
+    int64_t reset = 0;
+    if (rule.concurrency) {
+      // Slots: the capacity, no unit; until reset, when a denied request's slots free at the
+      // latest (0 when allowed).
+      current->set_requests_per_unit(rule.concurrency->capacity);
+      if (o.over && o.retry_at_us) reset = std::max<int64_t>(0, *o.retry_at_us - o.now_us);
+    } else {
+      const EnvoyLimit& limit = rule.limits[o.limit];
+      current->set_name(limit.name.empty() ? rule.name : limit.name);
+      current->set_requests_per_unit(limit.requests_per_unit);
+      current->set_unit(static_cast<rlsv3::RateLimitResponse::RateLimit::Unit>(limit.unit));
+      reset = EnvoyResetMicros(limit, o.value, o.now_us);
+    }
     s->set_limit_remaining(remaining);
     SetDuration(reset, s->mutable_duration_until_reset());
-    if (!rule.shadow_mode && (tightest < 0 || remaining < tightest_remaining ||
-                              (remaining == tightest_remaining && reset > tightest_reset))) {
+    if (!rule.shadow_mode && p.kind != Kind::kRelease &&
+        (tightest < 0 || remaining < tightest_remaining ||
+         (remaining == tightest_remaining && reset > tightest_reset))) {
       tightest = static_cast<int>(i);
       tightest_remaining = remaining;
       tightest_reset = reset;
@@ -220,11 +299,17 @@ bool BuildEnvoyResponse(absl::Span<const EnvoyDescriptorPlan> plan,
   response->set_overall_code(over && !shadowed ? rlsv3::RateLimitResponse::OVER_LIMIT
                                                : rlsv3::RateLimitResponse::OK);
   if (!options.ratelimit_headers || tightest < 0) return shadowed;
-  const EnvoyDescriptorPlan& p = plan[tightest];
-  const EnvoyLimit& limit = p.rule()->limits[outcomes[tightest].limit];
-  const uint32_t limit_value = limit.algorithm == EnvoyAlgorithm::kTokenBucket
-                                   ? limit.burst.value_or(limit.requests_per_unit)
-                                   : limit.requests_per_unit;
+  // The limit: a token bucket's burst (what it holds full), a concurrency rule's capacity.
+  const EnvoyRateLimit& rule = *plan[tightest].rule();
+  uint32_t limit_value = 0;
+  if (rule.concurrency) {
+    limit_value = rule.concurrency->capacity;
+  } else {
+    const EnvoyLimit& limit = rule.limits[outcomes[tightest].limit];
+    limit_value = limit.algorithm == EnvoyAlgorithm::kTokenBucket
+                      ? limit.burst.value_or(limit.requests_per_unit)
+                      : limit.requests_per_unit;
+  }
   auto add = [response](absl::string_view key, uint64_t value) {
     auto* h = response->add_response_headers_to_add();
     h->set_key(std::string(key));

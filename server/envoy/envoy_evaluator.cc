@@ -42,7 +42,10 @@ EnvoyOutcome OutcomeOf(const EnvoyDescriptorPlan& p, absl::Span<const Decision> 
 void FillTimes(absl::Span<const EnvoyDescriptorPlan> plan, int64_t now,
                std::vector<EnvoyOutcome>& outcomes) {
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kRefund) outcomes[i].now_us = now;
+    if (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kRefund &&
+        plan[i].kind != Kind::kAcquire && plan[i].kind != Kind::kRelease) {
+      outcomes[i].now_us = now;
+    }
   }
 }
 
@@ -54,15 +57,16 @@ Flat ConsumeRequests(absl::Span<const EnvoyDescriptorPlan> plan, absl::Span<cons
   return flat;
 }
 
-// Records the verdict `v` of a consume transaction `flat` over `active`. Returns true when the
+// Records the verdict `v` of a consume transaction `flat` over `active` (whose kAcquire
+// descriptor, if any, is not in `flat`: its outcome is recorded already). Returns true when the
 // descriptors are decided; false when only soft descriptors (shadow, or quota while another quota
 // descriptor is within its limit) denied, after narrowing `active` to the others, which are tried
 // again without them (the outcome of a left-out one stays "over").
 bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v, const Flat& flat,
                    bool blocked, std::vector<size_t>& active, std::vector<EnvoyOutcome>& outcomes) {
-  for (size_t j = 0; j < active.size(); ++j) {
-    const EnvoyDescriptorPlan& p = plan[active[j]];
-    outcomes[active[j]] = OutcomeOf(p, flat.Of(v, j, p.requests.size()), v.now_us);
+  for (size_t j = 0; j < flat.spans.size(); ++j) {
+    const EnvoyDescriptorPlan& p = plan[flat.spans[j].first];
+    outcomes[flat.spans[j].first] = OutcomeOf(p, flat.Of(v, j, p.requests.size()), v.now_us);
   }
   if (blocked || v.allowed) return true;
   for (size_t i : active) {
@@ -77,19 +81,130 @@ bool RecordConsume(absl::Span<const EnvoyDescriptorPlan> plan, const Verdict& v,
   return active.empty();
 }
 
-// Consume transactions over `active` until they are decided (RecordConsume).
+// The outcome of a lease decision on a concurrency key: over when denied; `value` the free slots.
+EnvoyOutcome LeaseOutcomeOf(const LeaseDecision& d, int64_t now_us) {
+  EnvoyOutcome o;
+  o.over = !d.allowed;
+  o.value = static_cast<double>(d.free);
+  o.now_us = now_us;
+  if (!d.allowed) o.retry_at_us = d.retry_at_us;
+  o.released = d.state == LeaseState::kReleased;
+  o.leases_expired = d.expired_unreleased;
+  return o;
+}
+
+// Decides the lease op of descriptor `i` alone (a release, or a check of its slots: `check`
+// makes an acquire one) into its outcome.
+absl::Status DecideLeaseAlone(DecisionScheduler& scheduler,
+                              absl::Span<const EnvoyDescriptorPlan> plan, size_t i, bool check,
+                              std::vector<EnvoyOutcome>& outcomes,
+                              std::optional<int64_t>& transaction_now) {
+  LeaseOperation op{plan[i].lease, {}};
+  if (check) op.lease.action = LeaseAction::kCheck;
+  absl::StatusOr<LeaseOutcome> o = scheduler.Lease(op);
+  if (!o.ok()) return o.status();
+  transaction_now = o->now_us;
+  outcomes[i] = LeaseOutcomeOf(o->lease, o->now_us);
+  return absl::OkStatus();
+}
+
+// The lease op `lease` with the rate limits `rates`, for a store that cannot decide them in one
+// transaction (a Redis Cluster whose keys are on different hash slots): the lease first, then the
+// rate limits (consumed if the lease was taken, else checked), and the lease released again when
+// they deny. Never more than the capacity held, and no token taken for a slot refused; a slot
+// refused a token is held for the moment between the two, never after the answer. The same
+// outcome as one transaction would give.
+absl::StatusOr<LeaseOutcome> LeaseThenRates(DecisionScheduler& scheduler, const LeaseOp& lease,
+                                            const LimitRequests& rates) {
+  absl::StatusOr<LeaseOutcome> taken = scheduler.Lease(LeaseOperation{lease, {}});
+  if (!taken.ok()) return taken;
+  const bool held = taken->allowed && taken->lease.lease.has_value();
+  auto release = [&]() -> absl::StatusOr<LeaseOutcome> {
+    LeaseOp op = lease;
+    op.action = LeaseAction::kRelease;
+    op.lease_id = taken->lease.lease->id;
+    return scheduler.Lease(LeaseOperation{op, {}});
+  };
+  absl::StatusOr<Verdict> v = scheduler.Evaluate(rates, held ? Mode::kConsume : Mode::kCheck);
+  if (!v.ok()) {
+    if (held) release().IgnoreError();  // else its TTL ends it
+    return v.status();
+  }
+  if (held && !v->allowed) {
+    absl::StatusOr<LeaseOutcome> released = release();
+    if (!released.ok()) return released.status();
+    taken->lease.lease.reset();
+    taken->lease.held = released->lease.held;
+    taken->lease.free = released->lease.free;
+  }
+  taken->allowed = taken->lease.allowed && v->allowed;
+  taken->decisions = std::move(v->decisions);
+  taken->now_us = v->now_us;
+  return taken;
+}
+
+// Consume transactions over `active` until they are decided (RecordConsume). With a kAcquire
+// descriptor among them, a transaction is one lease operation: its lease with the others' rate
+// limits, all-or-nothing (consumed without debt: a lease operation does not reserve).
 absl::Status ConsumeUntilDecided(DecisionScheduler& scheduler,
                                  absl::Span<const EnvoyDescriptorPlan> plan,
                                  std::vector<size_t> active, bool reserve, bool blocked,
                                  std::vector<EnvoyOutcome>& outcomes,
                                  std::optional<int64_t>& transaction_now) {
   while (!active.empty()) {
-    const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
-    const Flat flat = ConsumeRequests(plan, active, reserve);
-    absl::StatusOr<Verdict> v = scheduler.Evaluate(flat.requests, mode);
-    if (!v.ok()) return v.status();
-    transaction_now = v->now_us;
-    if (RecordConsume(plan, *v, flat, blocked, active, outcomes)) break;
+    const auto acquire = std::find_if(active.begin(), active.end(),
+                                      [&plan](size_t i) { return plan[i].kind == Kind::kAcquire; });
+    if (acquire == active.end()) {
+      const Mode mode = blocked ? Mode::kCheck : reserve ? Mode::kReserve : Mode::kConsume;
+      const Flat flat = ConsumeRequests(plan, active, reserve);
+      absl::StatusOr<Verdict> v = scheduler.Evaluate(flat.requests, mode);
+      if (!v.ok()) return v.status();
+      transaction_now = v->now_us;
+      if (RecordConsume(plan, *v, flat, blocked, active, outcomes)) break;
+      continue;
+    }
+    const size_t a = *acquire;
+    std::vector<size_t> rates(active.begin(), active.end());
+    rates.erase(rates.begin() + (acquire - active.begin()));
+    if (blocked) {  // only checked: the slots on their own, the rate limits in one transaction
+      if (absl::Status st =
+              DecideLeaseAlone(scheduler, plan, a, /*check=*/true, outcomes, transaction_now);
+          !st.ok()) {
+        return st;
+      }
+      if (rates.empty()) break;
+      const Flat flat = ConsumeRequests(plan, rates, /*reserve=*/false);
+      absl::StatusOr<Verdict> v = scheduler.Evaluate(flat.requests, Mode::kCheck);
+      if (!v.ok()) return v.status();
+      transaction_now = v->now_us;
+      RecordConsume(plan, *v, flat, blocked, active, outcomes);
+      break;
+    }
+    const Flat flat = ConsumeRequests(plan, rates, /*reserve=*/false);
+    std::vector<LimitOp> ops;
+    ops.reserve(flat.requests.size());
+    for (const LimitRequest& r : flat.requests) {
+      ops.push_back(LimitOp{StateKey{r.name, r.key, r.source}, r.config, r.count});
+    }
+    absl::StatusOr<LeaseOutcome> o = scheduler.Lease(LeaseOperation{plan[a].lease, ops});
+    if (absl::IsFailedPrecondition(o.status()) && !ops.empty()) {
+      o = LeaseThenRates(scheduler, plan[a].lease, flat.requests);
+    }
+    if (!o.ok()) return o.status();
+    transaction_now = o->now_us;
+    outcomes[a] = LeaseOutcomeOf(o->lease, o->now_us);
+    if (o->allowed && o->lease.lease) {
+      const LeaseOp& l = plan[a].lease;
+      outcomes[a].lease_token = EnvoyLeaseToken(o->lease.lease->id, l.key.name, l.key.key);
+    }
+    Verdict v;
+    v.allowed = o->allowed;
+    v.now_us = o->now_us;
+    v.decisions = std::move(o->decisions);
+    if (v.decisions.size() != flat.requests.size()) {
+      return absl::InternalError("a lease operation answered a decision per rate limit not");
+    }
+    if (RecordConsume(plan, v, flat, blocked, active, outcomes)) break;
   }
   return absl::OkStatus();
 }
@@ -159,10 +274,19 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     DecisionScheduler& scheduler, const Clock& clock, absl::Span<const EnvoyDescriptorPlan> plan) {
   // Outcomes without a transaction of their own carry the time of the request's last
   // transaction (read by the Limiter inside it); the clock is read here only when there is none.
-  std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0, 0});
+  std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{});
   std::optional<int64_t> transaction_now;
   if (absl::Status st = Refund(scheduler, clock, plan, outcomes, transaction_now); !st.ok()) {
     return st;
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {  // releases, each a lease operation of its own
+    if (plan[i].kind != Kind::kRelease) continue;
+    if (absl::Status st =
+            DecideLeaseAlone(scheduler, plan, i, /*check=*/false, outcomes, transaction_now);
+        !st.ok()) {
+      return st;
+    }
+    outcomes[i].over = false;  // a release is never over its limit
   }
   bool blocked = false;
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -182,6 +306,18 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
     flat.Add(plan[i], i, /*count_one=*/true, /*reserve=*/false);
     blocking_check = blocking_check || !plan[i].shadow;
   }
+  std::vector<bool> settled(plan.size(), false);
+  for (size_t i = 0; i < plan.size(); ++i) {  // checks of a concurrency rule's slots
+    if (plan[i].kind != Kind::kAcquire || !plan[i].check_only) continue;
+    if (absl::Status st =
+            DecideLeaseAlone(scheduler, plan, i, /*check=*/true, outcomes, transaction_now);
+        !st.ok()) {
+      return st;
+    }
+    settled[i] = true;
+    if (outcomes[i].over && !plan[i].soft()) blocked = true;
+  }
+  blocked = blocked || EnvoyQuotaDenies(plan, outcomes);
   const size_t checks = flat.spans.size();
   if (checks > 0 && (blocked || blocking_check)) {
     for (size_t i = 0; i < plan.size(); ++i) {
@@ -189,7 +325,6 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
       flat.Add(plan[i], i, /*count_one=*/false, /*reserve=*/false);
     }
   }
-  std::vector<bool> settled(plan.size(), false);
   if (!flat.requests.empty()) {
     absl::StatusOr<Verdict> v = scheduler.Evaluate(flat.requests, Mode::kCheck);
     if (!v.ok()) return v.status();
@@ -212,6 +347,14 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
         if (settled[i] && plan[i].soft()) continue;  // a soft overdraft that failed its check
         outcomes[i] = OutcomeOf(plan[i], flat.Of(*v, j, plan[i].requests.size()), v->now_us);
       }
+      for (size_t i = 0; i < plan.size(); ++i) {  // an acquire's slots, only checked
+        if (plan[i].kind != Kind::kAcquire || plan[i].check_only) continue;
+        if (absl::Status st =
+                DecideLeaseAlone(scheduler, plan, i, /*check=*/true, outcomes, transaction_now);
+            !st.ok()) {
+          return st;
+        }
+      }
       FillTimes(plan, *transaction_now, outcomes);
       return outcomes;
     }
@@ -221,7 +364,9 @@ absl::StatusOr<std::vector<EnvoyOutcome>> EvaluateEnvoyPlan(
   std::vector<size_t> active;
   bool reserve = false;
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].kind != Kind::kLimited || plan[i].check_only) continue;
+    if ((plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kAcquire) || plan[i].check_only) {
+      continue;
+    }
     if (settled[i] && plan[i].soft()) continue;  // a soft overdraft that failed its check
     active.push_back(i);
     reserve = reserve || plan[i].overdraft();
@@ -244,7 +389,8 @@ void EvaluateEnvoyPlanAsync(DecisionScheduler& scheduler, const Clock& clock,
     // A check, a reservation, or a shadow rule (whose denial retries without it): evaluated
     // here, as EvaluateEnvoyPlan does, so `done` never has to call the store.
     const bool not_one_consume =
-        p.kind == Kind::kBlocked || p.kind == Kind::kRefund ||
+        p.kind == Kind::kBlocked || p.kind == Kind::kRefund || p.kind == Kind::kAcquire ||
+        p.kind == Kind::kRelease ||
         (p.kind == Kind::kLimited && (p.check_only || p.overdraft() || p.soft()));
     if (not_one_consume) {
       scheduler.RunBlocking([&scheduler, &clock, plan, done = std::move(done)]() mutable {
@@ -269,7 +415,7 @@ void EvaluateEnvoyPlanAsync(DecisionScheduler& scheduler, const Clock& clock,
       std::move(done)(v.status());
       return;
     }
-    std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{false, 0, 0, 0});
+    std::vector<EnvoyOutcome> outcomes(plan.size(), EnvoyOutcome{});
     // No soft descriptor: this transaction decides every descriptor.
     RecordConsume(plan, *v, *flat, /*blocked=*/false, active, outcomes);
     FillTimes(plan, v->now_us, outcomes);

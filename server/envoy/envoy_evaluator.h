@@ -23,7 +23,9 @@ namespace ratelimit {
 //
 //  0. Refunds (kRefund) first, together in one settlement transaction: each gives its hits back
 //     to every limit of its rule (never above capacity; a fixed window only in its current one).
-//  1. Checks (nothing written): descriptors with hits 0 ask "would one more hit be allowed?";
+//     Then releases (kRelease), each a lease operation of its own; a release is never over.
+//  1. Checks (nothing written): descriptors with hits 0 ask "would one more hit be allowed?"
+//     (a concurrency rule's: "is a slot free?", a lease check of its own);
 //     descriptors whose rule has max_reserved must have at least one token left before they may
 //     go into debt.
 //  2. If a descriptor that is not soft (shadow or quota) failed a check or is blocked
@@ -33,7 +35,9 @@ namespace ratelimit {
 //     without it, when any rule allows debt). When the only descriptors over their limit are soft
 //     and not every quota descriptor is over, they are left out and the others are tried again:
 //     a shadow rule, or a spent quota while another quota is left, never denies a request and
-//     never drains the others.
+//     never drains the others. A kAcquire descriptor (at most one per request) makes each such
+//     transaction one lease operation: its slots and the others' rate limits all-or-nothing, in
+//     Mode::kConsume (no debt). Blocked, its slots are only checked.
 //
 // Store transactions (DecisionScheduler::Evaluate and Settle calls) per request:
 //  - one when no descriptor needs a check (no hits 0, no max_reserved), none is a refund and no

@@ -66,4 +66,15 @@ Struct EnvoyDynamicMetadata(
   return out;
 }
 
+bool AddEnvoyLeaseToken(absl::Span<const EnvoyOutcome> outcomes,
+                        rlsv3::RateLimitResponse* response) {
+  for (const EnvoyOutcome& o : outcomes) {
+    if (o.lease_token.empty()) continue;
+    (*response->mutable_dynamic_metadata()->mutable_fields())[std::string(kEnvoyLeaseKey)]
+        .set_string_value(o.lease_token);
+    return true;  // a request takes one lease at most (PlanEnvoyRequest)
+  }
+  return false;
+}
+
 }  // namespace ratelimit

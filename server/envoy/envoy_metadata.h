@@ -29,6 +29,14 @@ google::protobuf::Struct EnvoyDynamicMetadata(
     const google::protobuf::RepeatedPtrField<
         envoy::service::ratelimit::v3::RateLimitResponse::DescriptorStatus>& statuses);
 
+// Hands Envoy the token of the lease the request took (EnvoyOutcome::lease_token), if it took
+// one: the response's dynamic_metadata field kEnvoyLeaseKey, whatever
+// --envoy_response_dynamic_metadata says, for the route's stream-done rate limit to send back in a
+// release descriptor (docs/leases.md, "Envoy"). Leaves the response's dynamic_metadata as it is
+// (unset) when it took none. Returns whether it added one.
+bool AddEnvoyLeaseToken(absl::Span<const EnvoyOutcome> outcomes,
+                        envoy::service::ratelimit::v3::RateLimitResponse* response);
+
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_SERVER_ENVOY_ENVOY_METADATA_H_

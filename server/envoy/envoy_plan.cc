@@ -2,6 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "storage/leases/lease_id.h"
 
 namespace ratelimit {
 
@@ -17,6 +23,15 @@ LimitConfig EnvoyLimitConfig(const EnvoyLimit& limit) {
     if (limit.burst) c.capacity = *limit.burst;
   }
   if (limit.max_reserved) c.max_reserved = *limit.max_reserved;
+  return c;
+}
+
+LimitConfig EnvoyConcurrencyConfig(const EnvoyConcurrency& concurrency) {
+  LimitConfig c;
+  c.kind = LimitKind::kConcurrency;
+  c.capacity = concurrency.capacity;
+  c.lease_ttl_us = concurrency.lease_ttl_us;
+  FillLeaseTtlDefaults(c);
   return c;
 }
 
@@ -57,7 +72,8 @@ bool EnvoyQuotaDenies(absl::Span<const EnvoyDescriptorPlan> plan,
   using Kind = EnvoyDescriptorPlan::Kind;
   bool denies = false;
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (!plan[i].quota || (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kBlocked)) {
+    if (!plan[i].quota || (plan[i].kind != Kind::kLimited && plan[i].kind != Kind::kBlocked &&
+                           plan[i].kind != Kind::kAcquire)) {
       continue;
     }
     if (!outcomes[i].over) return false;
@@ -68,7 +84,8 @@ bool EnvoyQuotaDenies(absl::Span<const EnvoyDescriptorPlan> plan,
 
 EnvoyOutcome EnvoyOutcomeOf(const EnvoyRateLimit& rule, absl::Span<const Decision> decisions,
                             int64_t now_us) {
-  EnvoyOutcome out{false, 0, now_us, 0};
+  EnvoyOutcome out;
+  out.now_us = now_us;
   bool have = false;
   bool tight_over = false;
   uint32_t tight_remaining = 0;
@@ -92,6 +109,28 @@ EnvoyOutcome EnvoyOutcomeOf(const EnvoyRateLimit& rule, absl::Span<const Decisio
     out.limit = i;
   }
   return out;
+}
+
+std::string EnvoyLeaseToken(absl::string_view lease_id, absl::string_view state_name,
+                            absl::string_view key) {
+  return absl::StrCat(lease_id, ".", absl::WebSafeBase64Escape(state_name), ".",
+                      absl::WebSafeBase64Escape(key));
+}
+
+std::optional<EnvoyLeaseRef> ParseEnvoyLeaseToken(absl::string_view token) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(token, '.');
+  if (parts.size() != 3 || !IsServerLeaseId(parts[0])) return std::nullopt;
+  EnvoyLeaseRef ref;
+  ref.lease_id = std::string(parts[0]);
+  if (!absl::WebSafeBase64Unescape(parts[1], &ref.state_name) ||
+      !absl::WebSafeBase64Unescape(parts[2], &ref.key)) {
+    return std::nullopt;
+  }
+  const std::optional<EnvoyStatePath> path = ParseEnvoyStateName(ref.state_name);
+  if (!path || path->override_limit || ref.key.empty() || ref.key.size() > kMaxKeyBytes) {
+    return std::nullopt;
+  }
+  return ref;
 }
 
 }  // namespace ratelimit

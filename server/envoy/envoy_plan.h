@@ -14,6 +14,7 @@
 
 #include "absl/types/span.h"
 #include "server/envoy/envoy_config.h"
+#include "storage/leases/lease.h"
 #include "storage/limiter.h"
 
 namespace ratelimit {
@@ -26,6 +27,8 @@ struct EnvoyDescriptorPlan {
     kBlocked,    // requests_per_unit 0: over limit, nothing to count
     kLimited,    // evaluated against the store
     kRefund,     // is_negative_hits: `hits` given back to every limit of the rule (a settlement)
+    kAcquire,    // a concurrency rule: `hits` slots taken by a new lease (`lease`), or checked
+    kRelease,    // a release descriptor: the lease its token names given back (`lease`)
   };
   Kind kind = Kind::kNoLimit;
   // The configured rule that applied (points into the configuration snapshot), or the limit
@@ -50,6 +53,10 @@ struct EnvoyDescriptorPlan {
   // kLimited and kRefund: one request per limit of the rule, in the rule's order (count = hits,
   // 1 when check_only).
   LimitRequests requests;
+  // kAcquire: the lease op on the descriptor's concurrency key (kAcquire of `hits` slots with the
+  // rule's lease_ttl, the new lease's id chosen by PlanEnvoyRequest; kCheck when check_only).
+  // kRelease: the kRelease of the token's lease on its key.
+  LeaseOp lease;
 
   // The rule that applied; nullptr for kNoLimit.
   const EnvoyRateLimit* rule() const { return override_rule ? &*override_rule : config_rule; }
@@ -70,6 +77,10 @@ struct EnvoyDescriptorPlan {
 // unit boundaries (start 0), or a token bucket refilling requests_per_unit per unit up to burst.
 // REQUIRES: limit.requests_per_unit > 0.
 LimitConfig EnvoyLimitConfig(const EnvoyLimit& limit);
+
+// The lease config of a concurrency rule: kConcurrency, `capacity` slots, lease_ttl as given
+// (max_lease_ttl its default: the TTL or more).
+LimitConfig EnvoyConcurrencyConfig(const EnvoyConcurrency& concurrency);
 
 // The state key of a descriptor: its entry values joined by '|', with '\' and '|' inside values
 // escaped by a '\'. Unambiguous, so different value tuples never share a counter.
@@ -94,7 +105,34 @@ struct EnvoyOutcome {
   // The index in rule()->limits of the limit the status reports: the tightest (an over limit
   // before any other, then the fewest whole requests left, then the longest until reset).
   size_t limit = 0;
+  // kAcquire and kRelease: `value` is the slots free after the decision. kAcquire: when the
+  // request took its lease, the token that releases it (EnvoyLeaseToken), else empty; denied,
+  // when enough slots free at the latest (LeaseDecision::retry_at_us).
+  std::string lease_token = {};
+  std::optional<int64_t> retry_at_us = {};
+  // kRelease: whether the lease was held (and so released). kAcquire and kRelease: leases the
+  // store's decision found expired unreleased (the leak detector's count).
+  bool released = false;
+  int64_t leases_expired = 0;
 };
+
+// The token of a lease a concurrency rule's descriptor took: what the response's
+// dynamic_metadata hands Envoy under kEnvoyLeaseKey and what a release descriptor sends back. It
+// names the lease and where it is kept: "<lease id>.<state name>.<key>", the last two in URL-safe
+// base64 without padding.
+std::string EnvoyLeaseToken(absl::string_view lease_id, absl::string_view state_name,
+                            absl::string_view key);
+
+// What a lease token names.
+struct EnvoyLeaseRef {
+  std::string lease_id;
+  std::string state_name;
+  std::string key;
+};
+
+// The lease a token names; nullopt when `token` is not one EnvoyLeaseToken makes (three parts, a
+// server lease id, an EnvoyStateName of a configured rule, a key of at most kMaxKeyBytes).
+std::optional<EnvoyLeaseRef> ParseEnvoyLeaseToken(absl::string_view token);
 
 // Whether the quota descriptors of `plan` deny the request: there are some, every one of them is
 // over its limit (outcomes of descriptors not decided yet read "not over"), and not every one of

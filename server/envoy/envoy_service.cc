@@ -61,7 +61,9 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
     std::vector<absl::string_view> names;
     for (const EnvoyDescriptorPlan& p : evaluation->plan) {
       if (p.kind == EnvoyDescriptorPlan::Kind::kLimited ||
-          p.kind == EnvoyDescriptorPlan::Kind::kRefund) {
+          p.kind == EnvoyDescriptorPlan::Kind::kRefund ||
+          p.kind == EnvoyDescriptorPlan::Kind::kAcquire ||
+          p.kind == EnvoyDescriptorPlan::Kind::kRelease) {
         names.push_back(p.rule()->limit_name);
       }
     }
@@ -110,23 +112,47 @@ grpc::Status EnvoyRateLimitServiceImpl::Answer(Evaluation& evaluation,
     *response->mutable_dynamic_metadata() =
         EnvoyDynamicMetadata(*evaluation.request, plan, response->statuses());
   }
+  AddEnvoyLeaseToken(*outcomes, response);
   stats_.Record(plan, *outcomes);
+  CountLeases(plan, *outcomes);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
     if (p.kind != EnvoyDescriptorPlan::Kind::kLimited &&
         p.kind != EnvoyDescriptorPlan::Kind::kBlocked &&
-        p.kind != EnvoyDescriptorPlan::Kind::kRefund) {
+        p.kind != EnvoyDescriptorPlan::Kind::kRefund &&
+        p.kind != EnvoyDescriptorPlan::Kind::kAcquire &&
+        p.kind != EnvoyDescriptorPlan::Kind::kRelease) {
       continue;
     }
-    const char* outcome = p.kind == EnvoyDescriptorPlan::Kind::kRefund ? "refunded"
-                          : !(*outcomes)[i].over                       ? "allowed"
-                          : p.shadow                                   ? "shadow_denied"
-                                                                       : "denied";
+    const char* outcome = p.kind == EnvoyDescriptorPlan::Kind::kRefund    ? "refunded"
+                          : p.kind == EnvoyDescriptorPlan::Kind::kRelease ? "released"
+                          : !(*outcomes)[i].over                          ? "allowed"
+                          : p.shadow                                      ? "shadow_denied"
+                                                                          : "denied";
     rpc.RecordDecision(
         p.kind == EnvoyDescriptorPlan::Kind::kBlocked ? p.stat_key : p.rule()->limit_name, outcome);
   }
   rpc.SetDecision(response->overall_code() == rlsv3::RateLimitResponse::OK);
   return FinishRpc(rpc, grpc::Status::OK);
+}
+
+// The lease metrics of a request's concurrency descriptors, as the ratelimit.v1 API counts its
+// Acquire and Release calls, under the rule's limit name.
+void EnvoyRateLimitServiceImpl::CountLeases(absl::Span<const EnvoyDescriptorPlan> plan,
+                                            absl::Span<const EnvoyOutcome> outcomes) const {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const EnvoyDescriptorPlan& p = plan[i];
+    const EnvoyOutcome& o = outcomes[i];
+    if (p.kind == EnvoyDescriptorPlan::Kind::kAcquire && !p.check_only) {
+      telemetry_.CountLeaseAcquire(p.rule()->limit_name,
+                                   o.lease_token.empty() ? "refused" : "acquired");
+    } else if (p.kind == EnvoyDescriptorPlan::Kind::kRelease) {
+      telemetry_.CountLeaseRelease(p.rule()->limit_name, o.released ? "released" : "not_held");
+    } else {
+      continue;
+    }
+    telemetry_.CountLeasesExpired(p.rule()->limit_name, o.leases_expired);
+  }
 }
 
 }  // namespace ratelimit

@@ -90,6 +90,8 @@ class EnvoyRateLimitServiceImpl final
   // The reply and the call's status for the evaluation's outcomes; finishes the telemetry.
   grpc::Status Answer(Evaluation& evaluation, absl::StatusOr<std::vector<EnvoyOutcome>> outcomes,
                       ::envoy::service::ratelimit::v3::RateLimitResponse* response);
+  void CountLeases(absl::Span<const EnvoyDescriptorPlan> plan,
+                   absl::Span<const EnvoyOutcome> outcomes) const;
 
   DecisionScheduler& scheduler_;
   const Clock& clock_;

@@ -32,14 +32,15 @@ void EnvoyStats::Record(absl::Span<const EnvoyDescriptorPlan> plan,
   bool consumed = !EnvoyQuotaDenies(plan, outcomes);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
-    if ((p.kind == Kind::kLimited || p.kind == Kind::kBlocked) && outcomes[i].over && !p.soft()) {
+    if ((p.kind == Kind::kLimited || p.kind == Kind::kBlocked || p.kind == Kind::kAcquire) &&
+        outcomes[i].over && !p.soft()) {
       consumed = false;
     }
   }
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < plan.size(); ++i) {
     const EnvoyDescriptorPlan& p = plan[i];
-    if (p.kind == Kind::kNoLimit) continue;
+    if (p.kind == Kind::kNoLimit || p.kind == Kind::kRelease) continue;
     EnvoyRuleCounters& c = counters_[p.stat_key];
     if (p.kind == EnvoyDescriptorPlan::Kind::kRefund) {
       c.negative_hits += p.hits;

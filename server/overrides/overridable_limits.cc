@@ -49,8 +49,8 @@ absl::Status OverridableLimits::RequireDefined(const OverrideTarget& target,
         "none for a key-only rule)"));
   }
   return absl::NotFoundError(absl::StrCat(field, ".envoy_path: the rule ", rule->limit_name,
-                                          " has no rate to override (it is unlimited or "
-                                          "blocks every request)"));
+                                          " has no rate to override (it is unlimited, "
+                                          "blocks every request, or is a concurrency rule)"));
 }
 
 }  // namespace ratelimit

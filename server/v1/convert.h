@@ -132,6 +132,9 @@ struct ResetTarget {
   // states (a rule with several limits keeps limit i > 0 under key + suffix i); a Reset of one
   // key resets those too.
   std::vector<std::string> key_suffixes;
+  // Set by the resolver of ENVOY targets: the target is a concurrency rule, whose reset ends its
+  // leases.
+  bool envoy_concurrency = false;
 };
 
 // Validates a Reset request and names the states it deletes (INVALID_ARGUMENT naming the field).

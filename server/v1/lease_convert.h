@@ -55,9 +55,6 @@ absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const 
 absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
                                             const LimitSet& defined, InlineLimits inline_limits);
 
-// A new lease id: 128 random bits as 32 lowercase hex digits.
-std::string NewLeaseId();
-
 // A concurrency decision as one limit's Decision of a verdict: allowed and reason as decided,
 // `value` the free slots, retry_at when enough free.
 Decision LeaseAsDecision(const LeaseDecision& lease);

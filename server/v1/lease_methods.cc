@@ -12,6 +12,7 @@
 #include "server/serving/parsed_unary.h"
 #include "server/v1/lease_convert.h"
 #include "server/v1/rate_limit_service.h"
+#include "storage/leases/lease_id.h"
 
 namespace ratelimit {
 namespace {

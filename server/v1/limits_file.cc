@@ -112,20 +112,6 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> ParseDurationText(absl::string_view text) {
-  absl::Duration d;
-  if (!text.empty() && text.back() == 'd') {
-    double days;
-    if (!absl::SimpleAtod(text.substr(0, text.size() - 1), &days)) {
-      return absl::InvalidArgumentError(absl::StrCat("not a duration: \"", text, "\""));
-    }
-    return absl::Hours(24) * days;
-  }
-  if (text != "0" && absl::ParseDuration(text, &d)) return d;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "not a duration: \"", text, "\" (write a number with a unit: us, ms, s, m, h, d)"));
-}
-
 absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_view source) {
   absl::StatusOr<YAML::Node> loaded = LoadYaml(yaml, source);
   if (!loaded.ok()) return loaded.status();

@@ -54,10 +54,6 @@ absl::StatusOr<std::string> ReadLimitsFile(const std::string& path);
 // Reads and parses a file (NOT_FOUND / INVALID_ARGUMENT).
 absl::StatusOr<LimitSet> LoadLimitsFile(const std::string& path);
 
-// Parses "1s", "250ms", "1h30m", "7d", "1.5h", "500us" (absl::ParseDuration units plus "d").
-// Bare numbers are rejected: a period must say its unit.
-absl::StatusOr<absl::Duration> ParseDurationText(absl::string_view text);
-
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_SERVER_V1_LIMITS_FILE_H_

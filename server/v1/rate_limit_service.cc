@@ -491,6 +491,7 @@ absl::Status RateLimitServiceImpl::ResolveResetTarget(ResetTarget& target) const
       if (!resolved.ok()) return resolved.status();
       target.name = std::move(resolved->name);
       target.key_suffixes = std::move(resolved->key_suffixes);
+      target.envoy_concurrency = resolved->concurrency;
       return absl::OkStatus();
     }
     case LimitSource::kInline:
@@ -517,7 +518,8 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
   const LimitConfig* config =
       target->source == LimitSource::kDefined ? defined->Find(target->name) : nullptr;
   absl::StatusOr<uint64_t> deleted =
-      config != nullptr && config->kind == LimitKind::kConcurrency ? ResetLeases(*target)
+      (config != nullptr && config->kind == LimitKind::kConcurrency) || target->envoy_concurrency
+          ? ResetLeases(*target)
       : target->all_keys ? scheduler_.ResetAll(target->name, target->source)
                          : scheduler_.Reset(target->name, target->key, target->source);
   if (deleted.ok() && target->source == LimitSource::kInline) {

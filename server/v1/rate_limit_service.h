@@ -87,6 +87,7 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   struct EnvoyResetResolution {
     std::string name;
     std::vector<std::string> key_suffixes;
+    bool concurrency = false;  // a concurrency rule: its reset ends its leases
   };
   using EnvoyResetResolver =
       std::function<absl::StatusOr<EnvoyResetResolution>(const ResetTarget&)>;

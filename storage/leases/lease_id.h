@@ -62,6 +62,9 @@ inline void ServerLeaseIdOfBytes(const uint8_t* bytes, std::string* out) {
   }
 }
 
+// A new lease id: 128 random bits (the CSPRNG's) as 32 lowercase hex digits. Thread-safe.
+std::string NewLeaseId();
+
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_STORAGE_LEASES_LEASE_ID_H_

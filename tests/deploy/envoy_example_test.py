@@ -34,6 +34,8 @@ SHIM = os.path.join(GATEWAY, "ratelimit-from-env")
 RATE_LIMIT_FIELDS = {"stage", "disable_key", "actions", "limit", "hits_addend",
                      "apply_on_stream_done", "x_ratelimit_option"}
 HITS_ADDEND_FIELDS = {"number", "format", "is_negative_hits"}
+METADATA_ACTION_FIELDS = {"descriptor_key", "metadata_key", "default_value", "source",
+                          "skip_if_absent"}
 PER_ROUTE_FIELDS = {"@type", "vh_rate_limits", "override_option", "rate_limits", "domain"}
 FILTER_FIELDS = {"@type", "domain", "stage", "request_type", "timeout", "failure_mode_deny",
                  "rate_limited_as_resource_exhausted", "rate_limit_service",
@@ -142,7 +144,7 @@ class EnvoyYamlTest(unittest.TestCase):
             self.assertLessEqual(set(rl), RATE_LIMIT_FIELDS)
             if "hits_addend" in rl:
                 self.assertLessEqual(set(rl["hits_addend"]), HITS_ADDEND_FIELDS)
-        charge, refund, requests = limits
+        charge, refund, requests, in_flight, release = limits
         self.assertEqual(charge["hits_addend"], {"format": "%REQ(x-tokens)%"})
         self.assertNotIn("apply_on_stream_done", charge)
         self.assertEqual(refund["hits_addend"],
@@ -154,6 +156,24 @@ class EnvoyYamlTest(unittest.TestCase):
         self.assertNotIn("hits_addend", requests)
         self.assertEqual(requests["actions"][0],
                          {"generic_key": {"descriptor_value": "llm_requests"}})
+        # A slot in flight on the request, given back by its lease's token when the stream is
+        # done (docs/envoy.md, "Concurrency rules").
+        self.assertEqual(in_flight["actions"][0],
+                         {"generic_key": {"descriptor_value": "llm_in_flight"}})
+        self.assertNotIn("apply_on_stream_done", in_flight)
+        self.assertIs(release["apply_on_stream_done"], True)
+        self.assertEqual(len(release["actions"]), 1)
+        metadata = release["actions"][0]["metadata"]
+        self.assertLessEqual(set(metadata), METADATA_ACTION_FIELDS)
+        self.assertEqual(metadata["descriptor_key"], "ratelimit.lease")
+        self.assertEqual(metadata["metadata_key"], {"key": "envoy.filters.http.ratelimit",
+                                                    "path": [{"key": "ratelimit.lease"}]})
+        self.assertEqual(metadata["source"], "DYNAMIC")
+        # Without a token, no descriptor at all (a default or skip_if_absent would send one).
+        self.assertNotIn("default_value", metadata)
+        self.assertNotIn("skip_if_absent", metadata)
+        # The lease outlives the longest call the route lets run.
+        self.assertEqual(route["route"]["timeout"], "300s")
 
     def test_llm_requests_without_the_headers_are_answered_400(self):
         rs = routes(envoy_config())

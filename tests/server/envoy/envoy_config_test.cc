@@ -11,6 +11,7 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::kSecond;
 using ::testing::HasSubstr;
 
 constexpr auto MustParse = testing::MustParseEnvoyDomain;
@@ -216,6 +217,51 @@ TEST(EnvoyConfigTest, RateLimitsErrorsNameTheField) {
   }
 }
 
+TEST(EnvoyConfigTest, ConcurrencyRulesHoldCapacityAndLeaseTtl) {
+  const EnvoyDomain d = MustParse(R"(
+domain: api
+descriptors:
+  - key: org
+    shadow_mode: true
+    concurrency: {capacity: 5, lease_ttl: 2m}
+  - key: job
+    concurrency: {capacity: 1}
+)");
+  const EnvoyRateLimit& org = *d.descriptors.nodes[0].limit;
+  ASSERT_TRUE(org.concurrency.has_value());
+  EXPECT_EQ(org.concurrency->capacity, 5u);
+  EXPECT_EQ(org.concurrency->lease_ttl_us, 120 * kSecond);
+  EXPECT_TRUE(org.limits.empty());
+  EXPECT_TRUE(org.shadow_mode);
+  EXPECT_FALSE(org.blocks());
+  EXPECT_EQ(d.descriptors.nodes[1].limit->concurrency->lease_ttl_us, kDefaultLeaseTtlMicros);
+}
+
+TEST(EnvoyConfigTest, ConcurrencyErrorsNameTheField) {
+  const std::string head = "domain: d\ndescriptors:\n  - key: a\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"    concurrency: {lease_ttl: 1m}\n", "descriptors[0].concurrency.capacity: required"},
+      {"    concurrency: {capacity: 0}\n",
+       "descriptors[0].concurrency.capacity: must be a whole number between 1"},
+      {"    concurrency: {capacity: 2000000000}\n",
+       "descriptors[0].concurrency.capacity: must be at most"},
+      {"    concurrency: {capacity: 2, lease_ttl: 60}\n",
+       "descriptors[0].concurrency.lease_ttl: not a duration"},
+      {"    concurrency: {capacity: 2, lease_ttl: 2d}\n",
+       "descriptors[0].concurrency.lease_ttl: must be between 1ms and 24h"},
+      {"    concurrency: {capacity: 2, burst: 3}\n",
+       "descriptors[0].concurrency: unknown key \"burst\""},
+      {"    rate_limit: {unit: second, requests_per_unit: 1}\n    concurrency: {capacity: 1}\n",
+       "descriptors[0].concurrency: a descriptor has a rate limit or a concurrency rule, not both"},
+  };
+  for (const auto& [body, want] : cases) {
+    EXPECT_THAT(ParseError(head + body), HasSubstr(want)) << body;
+  }
+  EXPECT_THAT(ParseError("domain: d\ndescriptors:\n  - key: ratelimit.lease\n"
+                         "    concurrency: {capacity: 1}\n"),
+              HasSubstr("descriptors[0].key: \"ratelimit.lease\" is reserved"));
+}
+
 TEST(EnvoyConfigTest, DomainTwiceInADirectoryNamesBothFiles) {
   const std::vector<EnvoyConfigFile> files = {{"dir/a.yaml", "domain: d\n"},
                                               {"dir/b.yaml", "domain: d\n"}};
@@ -383,6 +429,13 @@ TEST(EnvoyConfigTest, DeployExampleLoads) {
   EXPECT_EQ(tokens.limit->limits[1].requests_per_unit, 1000000u);
   EXPECT_EQ(Match(*d, {{"generic_key", "llm_requests"}, {"user", "alice"}}),
             "frontproxy.generic_key_llm_requests.user");
+  const std::vector<EnvoyEntry> in_flight_entries = {{"generic_key", "llm_in_flight"},
+                                                     {"user", "alice"}};
+  const EnvoyMatch in_flight = MatchDescriptor(*d, in_flight_entries);
+  ASSERT_NE(in_flight.limit, nullptr);
+  ASSERT_TRUE(in_flight.limit->concurrency.has_value());
+  EXPECT_EQ(in_flight.limit->concurrency->capacity, 4u);
+  EXPECT_EQ(in_flight.limit->concurrency->lease_ttl_us, 360 * kSecond);
 }
 
 TEST(EnvoyConfigTest, GlobMatch) {

@@ -3,11 +3,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_config_loader.h"
+#include "storage/leases/lease_id.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::kSecond;
 using ::testing::HasSubstr;
 using Kind = EnvoyDescriptorPlan::Kind;
 using Code = rlsv3::RateLimitResponse::Code;
@@ -25,6 +27,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 0}
   - key: tb
     rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 40}
+  - key: llm
+    concurrency: {capacity: 3, lease_ttl: 5m}
 )";
 
 // Response options with the rate-limit headers on or off.
@@ -258,6 +262,98 @@ TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
   EXPECT_EQ(resp3.statuses(0).code(), rlsv3::RateLimitResponse::OVER_LIMIT);
   EXPECT_EQ(resp3.statuses(1).code(), rlsv3::RateLimitResponse::OK);
   EXPECT_EQ(resp3.response_headers_to_add_size(), 0);
+}
+
+// A descriptor of a concurrency rule takes hits_addend slots (default 1) by a new lease, or checks
+// one slot with hits_addend 0.
+TEST_F(EnvoyConvertTest, AConcurrencyRuleTakesSlotsByANewLease) {
+  rlsv3::RateLimitRequest r = Request({{"llm", "u1"}});
+  AddDescriptor(r, {{"llm", "u2"}});
+  r.mutable_descriptors(0)->mutable_hits_addend()->set_value(2);
+  r.mutable_descriptors(1)->mutable_hits_addend()->set_value(0);
+  auto plan = PlanEnvoyRequest(r, config_);
+  ASSERT_OK(plan);
+  const EnvoyRateLimit* rule = (*plan)[0].rule();
+  ASSERT_NE(rule, nullptr);
+  ASSERT_TRUE(rule->concurrency.has_value());
+  EXPECT_EQ((*plan)[0].kind, Kind::kAcquire);
+  const LeaseOp& take = (*plan)[0].lease;
+  EXPECT_EQ(take.action, LeaseAction::kAcquire);
+  EXPECT_EQ(take.count, 2);
+  EXPECT_EQ(take.ttl_us, 300 * kSecond);
+  EXPECT_EQ(take.key, (StateKey{rule->state_name, "u1", LimitSource::kEnvoy}));
+  EXPECT_EQ(take.config.capacity, 3);
+  EXPECT_TRUE(IsServerLeaseId(take.lease_id)) << take.lease_id;
+  EXPECT_EQ((*plan)[1].kind, Kind::kAcquire);
+  EXPECT_TRUE((*plan)[1].check_only);
+  EXPECT_EQ((*plan)[1].lease.action, LeaseAction::kCheck);
+  EXPECT_EQ((*plan)[1].lease.count, 1);
+}
+
+// A release descriptor is one entry, ratelimit.lease, whose value is the token a response handed
+// out: it releases that lease, on the key it was taken on.
+TEST_F(EnvoyConvertTest, AReleaseDescriptorReleasesTheLeaseOfItsToken) {
+  const std::string state_name = EnvoyStateName("web", {EnvoyEntry{"llm", ""}}, false);
+  const std::string id = NewLeaseId();
+  auto plan = PlanEnvoyRequest(
+      Request({{"ratelimit.lease", EnvoyLeaseToken(id, state_name, "u|1")}}), config_);
+  ASSERT_OK(plan);
+  EXPECT_EQ((*plan)[0].kind, Kind::kRelease);
+  EXPECT_EQ((*plan)[0].lease.action, LeaseAction::kRelease);
+  EXPECT_EQ((*plan)[0].lease.lease_id, id);
+  EXPECT_EQ((*plan)[0].lease.key, (StateKey{state_name, "u|1", LimitSource::kEnvoy}));
+  // The token of a rule no longer configured releases nothing (its leases end by their TTL).
+  const std::string gone = EnvoyStateName("web", {EnvoyEntry{"gpu", ""}}, false);
+  plan = PlanEnvoyRequest(Request({{"ratelimit.lease", EnvoyLeaseToken(id, gone, "u1")}}), config_);
+  ASSERT_OK(plan);
+  EXPECT_EQ((*plan)[0].kind, Kind::kNoLimit);
+  // Not a token, or one of another domain.
+  EXPECT_THAT(Error(Request({{"ratelimit.lease", "u1"}})),
+              HasSubstr("descriptors[0].entries[0].value: not a lease token"));
+  const std::string other = EnvoyStateName("mobile", {EnvoyEntry{"llm", ""}}, false);
+  EXPECT_THAT(Error(Request({{"ratelimit.lease", EnvoyLeaseToken(id, other, "u1")}})),
+              HasSubstr("descriptors[0].entries[0].value: the token names a lease of another "
+                        "domain"));
+}
+
+TEST_F(EnvoyConvertTest, ConcurrencyRuleErrorsNameTheField) {
+  rlsv3::RateLimitRequest two = Request({{"llm", "u1"}});
+  AddDescriptor(two, {{"llm", "u2"}});
+  EXPECT_THAT(Error(two), HasSubstr("descriptors[1]: a request takes the slots of one "
+                                    "concurrency rule at most; descriptors[0] takes some"));
+  rlsv3::RateLimitRequest negative = Request({{"llm", "u1"}});
+  negative.mutable_descriptors(0)->set_is_negative_hits(true);
+  EXPECT_THAT(Error(negative), HasSubstr("descriptors[0].is_negative_hits"));
+  rlsv3::RateLimitRequest many = Request({{"llm", "u1"}});
+  many.set_hits_addend(2000000000);
+  EXPECT_THAT(Error(many), HasSubstr("hits_addend: a concurrency rule takes at most"));
+}
+
+// A concurrency rule's status: its capacity as the limit, the free slots as what remains, and,
+// denied, how long until enough slots free at the latest.
+TEST_F(EnvoyConvertTest, AConcurrencyStatusReportsSlots) {
+  auto plan = PlanEnvoyRequest(Request({{"llm", "u1"}}), config_);
+  ASSERT_OK(plan);
+  const int64_t now = 1000 * kSecond;
+  EnvoyOutcome denied;
+  denied.over = true;
+  denied.now_us = now;
+  denied.retry_at_us = now + 7 * kSecond;
+  rlsv3::RateLimitResponse resp;
+  BuildEnvoyResponse(*plan, {denied}, Headers(true), &resp);
+  EXPECT_EQ(resp.overall_code(), rlsv3::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(resp.statuses(0).current_limit().requests_per_unit(), 3u);
+  EXPECT_EQ(resp.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(resp.statuses(0).duration_until_reset().seconds(), 7);
+  ASSERT_EQ(resp.response_headers_to_add_size(), 3);
+  EXPECT_EQ(resp.response_headers_to_add(0).value(), "3");
+  EnvoyOutcome taken;
+  taken.value = 2;
+  taken.now_us = now;
+  rlsv3::RateLimitResponse ok;
+  BuildEnvoyResponse(*plan, {taken}, Headers(false), &ok);
+  EXPECT_EQ(ok.overall_code(), rlsv3::RateLimitResponse::OK);
+  EXPECT_EQ(ok.statuses(0).limit_remaining(), 2u);
 }
 
 }  // namespace

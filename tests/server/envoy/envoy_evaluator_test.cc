@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_plan.h"
+#include "storage/leases/lease_id.h"
 #include "storage/memory/memory_state_store.h"
 #include "tests/support/test_support.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 using ::ratelimit::testing::FailingStateStore;
 using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::kSecond;
 using Kind = EnvoyDescriptorPlan::Kind;
 
 EnvoyRateLimit Rule(const std::string& name, uint32_t requests_per_unit) {
@@ -45,8 +47,11 @@ EnvoyDescriptorPlan Limited(const EnvoyRateLimit& rule, uint64_t hits = 1) {
   return p;
 }
 
-class EnvoyEvaluatorTest : public ::testing::Test {
+// A limiter over `store` and a fake clock, evaluating plans that must succeed.
+class EvaluatorFixture : public ::testing::Test {
  protected:
+  explicit EvaluatorFixture(std::unique_ptr<StateStore> store) : store_(std::move(store)) {}
+
   // Evaluates `plan`, which must succeed.
   std::vector<EnvoyOutcome> Evaluate(const std::vector<EnvoyDescriptorPlan>& plan) {
     absl::StatusOr<std::vector<EnvoyOutcome>> outcomes =
@@ -58,9 +63,18 @@ class EnvoyEvaluatorTest : public ::testing::Test {
   double Left(const EnvoyRateLimit& rule) { return Evaluate({Limited(rule, 0)})[0].value; }
 
   FakeClock clock_;
-  FailingStateStore store_{std::make_unique<MemoryStateStore>()};
-  Limiter limiter_{store_, clock_};
+  std::unique_ptr<StateStore> store_;
+  Limiter limiter_{*store_, clock_};
   DecisionScheduler scheduler_{limiter_, nullptr};
+};
+
+// On a store that fails when told to.
+class EnvoyEvaluatorTest : public EvaluatorFixture {
+ protected:
+  EnvoyEvaluatorTest()
+      : EvaluatorFixture(std::make_unique<FailingStateStore>(std::make_unique<MemoryStateStore>())),
+        failing_(static_cast<FailingStateStore*>(store_.get())) {}
+  FailingStateStore* const failing_;
 };
 
 TEST_F(EnvoyEvaluatorTest, ConsumesEveryDescriptorOrNone) {
@@ -121,11 +135,152 @@ TEST_F(EnvoyEvaluatorTest, UnlimitedAndUnmatchedDescriptorsCarryOnlyTheTime) {
 
 TEST_F(EnvoyEvaluatorTest, StoreFailureIsReturnedAndNothingIsConsumed) {
   const EnvoyRateLimit a = Rule("a", 2);
-  store_.FailWith(absl::UnavailableError("disk gone"));
+  failing_->FailWith(absl::UnavailableError("disk gone"));
   absl::StatusOr<std::vector<EnvoyOutcome>> o = EvaluateEnvoyPlan(scheduler_, clock_, {Limited(a)});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kUnavailable);
-  store_.Heal();
+  failing_->Heal();
   EXPECT_EQ(Left(a), 2);
+}
+
+// A concurrency rule of `capacity` slots and a 10 s lease TTL.
+EnvoyRateLimit Concurrency(const std::string& name, uint32_t capacity) {
+  EnvoyRateLimit r;
+  r.limit_name = "d." + name;
+  r.state_name = EnvoyStateName("d", {EnvoyEntry{name, ""}}, /*override_limit=*/false);
+  r.concurrency = EnvoyConcurrency{capacity, 10 * kSecond};
+  return r;
+}
+
+// A descriptor of concurrency rule `rule` for key "k" taking `slots` (0: checking one).
+EnvoyDescriptorPlan Acquire(const EnvoyRateLimit& rule, uint64_t slots = 1) {
+  EnvoyDescriptorPlan p;
+  p.kind = Kind::kAcquire;
+  p.config_rule = &rule;
+  p.stat_key = rule.limit_name;
+  p.hits = slots;
+  p.check_only = slots == 0;
+  p.shadow = rule.shadow_mode;
+  p.lease.key = StateKey{rule.state_name, "k", LimitSource::kEnvoy};
+  p.lease.config = EnvoyConcurrencyConfig(*rule.concurrency);
+  p.lease.action = slots == 0 ? LeaseAction::kCheck : LeaseAction::kAcquire;
+  p.lease.count = slots == 0 ? 1 : static_cast<int64_t>(slots);
+  p.lease.ttl_us = rule.concurrency->lease_ttl_us;
+  p.lease.lease_id = NewLeaseId();
+  return p;
+}
+
+// The release descriptor of the lease whose token is `token`.
+EnvoyDescriptorPlan Release(const EnvoyRateLimit& rule, const std::string& token) {
+  const std::optional<EnvoyLeaseRef> ref = ParseEnvoyLeaseToken(token);
+  EXPECT_TRUE(ref.has_value()) << token;
+  EnvoyDescriptorPlan p;
+  p.kind = Kind::kRelease;
+  p.config_rule = &rule;
+  p.lease.key = StateKey{ref->state_name, ref->key, LimitSource::kEnvoy};
+  p.lease.config = EnvoyConcurrencyConfig(*rule.concurrency);
+  p.lease.action = LeaseAction::kRelease;
+  p.lease.lease_id = ref->lease_id;
+  return p;
+}
+
+// Concurrency rules need a store that keeps leases: the memory store itself.
+class EnvoyLeaseEvaluatorTest : public EvaluatorFixture {
+ protected:
+  EnvoyLeaseEvaluatorTest() : EvaluatorFixture(std::make_unique<MemoryStateStore>()) {}
+  // Slots of `rule` free for key "k", by a check that takes nothing.
+  double Free(const EnvoyRateLimit& rule) { return Evaluate({Acquire(rule, 0)})[0].value; }
+};
+
+// A request never holds a slot it was refused a token for, and never takes a token for a slot it
+// was refused: the lease and the rate limits are one transaction.
+TEST_F(EnvoyLeaseEvaluatorTest, AnAcquireTakesItsSlotsWithTheRateLimitsOrNothing) {
+  const EnvoyRateLimit slots = Concurrency("slots", 2), rate = Rule("rate", 1), b = Rule("b", 5);
+  std::vector<EnvoyOutcome> o = Evaluate({Acquire(slots), Limited(rate)});
+  EXPECT_FALSE(o[0].over);
+  EXPECT_FALSE(o[1].over);
+  EXPECT_EQ(o[0].value, 1);  // free after the take
+  ASSERT_TRUE(ParseEnvoyLeaseToken(o[0].lease_token).has_value()) << o[0].lease_token;
+  // The rate limit is spent: the slots were free, but none is taken.
+  o = Evaluate({Acquire(slots), Limited(rate)});
+  EXPECT_FALSE(o[0].over);
+  EXPECT_TRUE(o[1].over);
+  EXPECT_TRUE(o[0].lease_token.empty());
+  EXPECT_EQ(Free(slots), 1);
+  // The slots are spent: b's token is not taken.
+  EXPECT_FALSE(Evaluate({Acquire(slots)})[0].over);
+  o = Evaluate({Acquire(slots), Limited(b)});
+  EXPECT_TRUE(o[0].over);
+  EXPECT_FALSE(o[1].over);
+  EXPECT_TRUE(o[0].lease_token.empty());
+  ASSERT_TRUE(o[0].retry_at_us.has_value());
+  EXPECT_EQ(*o[0].retry_at_us, clock_.NowMicros() + 10 * kSecond);  // the first lease's expiry
+  EXPECT_EQ(Left(b), 5);
+}
+
+TEST_F(EnvoyLeaseEvaluatorTest, AReleaseGivesTheSlotsBackOnceAndALeaseEndsByItsTtl) {
+  const EnvoyRateLimit slots = Concurrency("slots", 1);
+  const std::string token = Evaluate({Acquire(slots)})[0].lease_token;
+  EXPECT_TRUE(Evaluate({Acquire(slots)})[0].over);
+  std::vector<EnvoyOutcome> o = Evaluate({Release(slots, token)});
+  EXPECT_FALSE(o[0].over);
+  EXPECT_TRUE(o[0].released);
+  EXPECT_EQ(o[0].value, 1);
+  o = Evaluate({Release(slots, token)});  // released already: nothing changes
+  EXPECT_FALSE(o[0].over);
+  EXPECT_FALSE(o[0].released);
+  // A lease never released frees its slot when its TTL runs out, and is counted as a leak.
+  EXPECT_FALSE(Evaluate({Acquire(slots)})[0].over);
+  clock_.Advance(10 * kSecond - 1);
+  EXPECT_TRUE(Evaluate({Acquire(slots)})[0].over);
+  clock_.Advance(1);
+  o = Evaluate({Acquire(slots)});
+  EXPECT_FALSE(o[0].over);
+  EXPECT_EQ(o[0].leases_expired, 1);
+}
+
+// A check (hits 0) of the slots that finds them full blocks the request, whose rate limits are
+// then only checked.
+TEST_F(EnvoyLeaseEvaluatorTest, AFullSlotCheckBlocksTheRequestAndTakesNothing) {
+  const EnvoyRateLimit slots = Concurrency("slots", 1), rate = Rule("rate", 3);
+  EXPECT_FALSE(Evaluate({Acquire(slots)})[0].over);
+  std::vector<EnvoyOutcome> o = Evaluate({Acquire(slots, 0), Limited(rate)});
+  EXPECT_TRUE(o[0].over);
+  EXPECT_FALSE(o[1].over);
+  EXPECT_EQ(Left(rate), 3);
+}
+
+// A concurrency rule in shadow mode never denies: full, the request goes on without a lease and
+// the other descriptors are taken.
+TEST_F(EnvoyLeaseEvaluatorTest, AShadowConcurrencyRuleNeverDenies) {
+  EnvoyRateLimit slots = Concurrency("slots", 1);
+  slots.shadow_mode = true;
+  const EnvoyRateLimit rate = Rule("rate", 3);
+  EXPECT_FALSE(Evaluate({Acquire(slots), Limited(rate)})[0].over);
+  std::vector<EnvoyOutcome> o = Evaluate({Acquire(slots), Limited(rate)});
+  EXPECT_TRUE(o[0].over);
+  EXPECT_TRUE(o[0].lease_token.empty());
+  EXPECT_FALSE(o[1].over);
+  EXPECT_EQ(Left(rate), 1);
+}
+
+TEST(EnvoyLeaseTokenTest, NamesTheLeaseAndItsKeyAndRefusesWhatItDidNotMake) {
+  const std::string state_name = EnvoyStateName("web", {EnvoyEntry{"org", ""}}, false);
+  const std::string id = NewLeaseId();
+  const std::string token = EnvoyLeaseToken(id, state_name, "acme|eu\\x");
+  const std::optional<EnvoyLeaseRef> ref = ParseEnvoyLeaseToken(token);
+  ASSERT_TRUE(ref.has_value());
+  EXPECT_EQ(ref->lease_id, id);
+  EXPECT_EQ(ref->state_name, state_name);
+  EXPECT_EQ(ref->key, "acme|eu\\x");
+  EXPECT_EQ(token.find_first_of("+/="), std::string::npos) << token;  // URL-safe, no padding
+  EXPECT_FALSE(ParseEnvoyLeaseToken(""));
+  EXPECT_FALSE(ParseEnvoyLeaseToken(token + ".x"));
+  EXPECT_FALSE(ParseEnvoyLeaseToken("X" + token.substr(1)));  // not a server lease id
+  EXPECT_FALSE(ParseEnvoyLeaseToken(EnvoyLeaseToken(id, "not a state name", "k")));
+  EXPECT_FALSE(ParseEnvoyLeaseToken(
+      EnvoyLeaseToken(id, EnvoyStateName("web", {EnvoyEntry{"org", ""}}, true), "k")));
+  EXPECT_FALSE(ParseEnvoyLeaseToken(EnvoyLeaseToken(id, state_name, "")));
+  EXPECT_FALSE(ParseEnvoyLeaseToken(id + ".!!." + token.substr(id.size() + 1)));
 }
 
 }  // namespace

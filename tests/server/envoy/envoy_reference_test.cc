@@ -46,6 +46,9 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: other
     rate_limit: {unit: minute, requests_per_unit: 1}
+  # Our concurrency rule: 2 requests of an org at once.
+  - key: in_flight
+    concurrency: {capacity: 2, lease_ttl: 30s}
 )";
 
 // One descriptor of one entry, charging `hits` (unset: the request's).
@@ -220,6 +223,61 @@ TEST_P(EnvoyReferenceTest, GlobalQuotaModeMakesEveryDescriptorAQuotaDescriptor) 
   EXPECT_EQ(r.statuses(0).code(), Code::RateLimitResponse_Code_OVER_LIMIT);
   r = Call("ref", two);
   EXPECT_EQ(r.overall_code(), Code::RateLimitResponse_Code_OVER_LIMIT);
+}
+
+// --- concurrency rules (our extension; docs/leases.md, "Envoy") ---
+
+// The token a response hands Envoy in its dynamic_metadata, or "" when it has none.
+std::string LeaseToken(const rlsv3::RateLimitResponse& r) {
+  const auto& fields = r.dynamic_metadata().fields();
+  const auto it = fields.find("ratelimit.lease");
+  return it == fields.end() ? "" : it->second.string_value();
+}
+
+// At most `capacity` requests of a key at once, all-or-nothing with the request's rate limits;
+// the stream-done release descriptor gives a slot back, and a lease never released ends by its
+// TTL. On RocksDB and on the Redis Cluster.
+TEST_P(EnvoyReferenceTest, AConcurrencyRuleHoldsItsSlotsUntilReleasedOrExpired) {
+  StartWith();
+  // On the cluster, "x"'s rate limit and org1's slots are on different hash slots: the server
+  // takes the lease first and the tokens then (releasing the lease if they were refused).
+  const Response first = Call("ref", {D("in_flight", "org1"), D("regular", "x")});
+  ASSERT_EQ(first.statuses_size(), 2);
+  EXPECT_EQ(first.overall_code(), Code::RateLimitResponse_Code_OK);
+  EXPECT_EQ(first.statuses(0).limit_remaining(), 1u);
+  const std::string token = LeaseToken(first);
+  ASSERT_FALSE(token.empty());
+  EXPECT_FALSE(LeaseToken(Call("ref", {D("in_flight", "org1")})).empty());
+  // Full: refused, and the request's rate limit is not taken.
+  const Response full = Call("ref", {D("in_flight", "org1"), D("other", "y")});
+  ASSERT_EQ(full.statuses_size(), 2);
+  EXPECT_EQ(full.overall_code(), Code::RateLimitResponse_Code_OVER_LIMIT);
+  EXPECT_EQ(full.statuses(0).code(), Code::RateLimitResponse_Code_OVER_LIMIT);
+  EXPECT_EQ(full.statuses(0).current_limit().requests_per_unit(), 2u);
+  EXPECT_EQ(full.statuses(0).duration_until_reset().seconds(), 30);
+  EXPECT_EQ(full.statuses(1).code(), Code::RateLimitResponse_Code_OK);
+  EXPECT_EQ(LeaseToken(full), "");
+  EXPECT_EQ(One(D("other", "y")).code(), Code::RateLimitResponse_Code_OK);
+  // A free slot refused a token is not kept: "regular" has no token left for "x".
+  const Response refused = Call("ref", {D("in_flight", "org3"), D("regular", "x")});
+  ASSERT_EQ(refused.statuses_size(), 2);
+  EXPECT_EQ(refused.overall_code(), Code::RateLimitResponse_Code_OVER_LIMIT);
+  EXPECT_EQ(refused.statuses(0).code(), Code::RateLimitResponse_Code_OK);
+  EXPECT_EQ(LeaseToken(refused), "");
+  EXPECT_EQ(One(D("in_flight", "org3", 0)).limit_remaining(), 2u);
+  // Another org has slots of its own.
+  EXPECT_EQ(One(D("in_flight", "org2")).code(), Code::RateLimitResponse_Code_OK);
+  // The stream-done release descriptor gives the first lease's slot back; sent twice (a retry),
+  // it changes nothing more.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(One(D("ratelimit.lease", token)).code(), Code::RateLimitResponse_Code_OK);
+    EXPECT_EQ(One(D("in_flight", "org1", 0)).limit_remaining(), 1u);  // a check: 1 free
+  }
+  EXPECT_EQ(One(D("in_flight", "org1")).code(), Code::RateLimitResponse_Code_OK);
+  EXPECT_EQ(One(D("in_flight", "org1")).code(), Code::RateLimitResponse_Code_OVER_LIMIT);
+  // Never released: both leases end when their TTL runs out.
+  clock_.Set(clock_.NowMicros() + 30 * kSecond);
+  EXPECT_EQ(One(D("in_flight", "org1", 0)).limit_remaining(), 2u);
 }
 
 // --- the server's shadow mode ---

@@ -44,6 +44,17 @@ class EnvoyServerTest : public ::testing::Test {
 
   std::string Target(const RateLimitServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
 
+  // The admin Reset of rule web.user's key u1 on server `s`: what it deleted (states or leases).
+  absl::StatusOr<uint64_t> ResetUserU1(const RateLimitServer& s) {
+    auto admin = RateLimitClient::Connect(Target(s), ClientOptions{absl::Seconds(10), "s3cret"});
+    v1::ResetRequest reset;
+    reset.set_source(v1::ENVOY);
+    reset.set_name("web");
+    reset.add_envoy_path()->set_key("user");
+    reset.set_key("u1");
+    return admin->Reset(reset);
+  }
+
   // limit_remaining of user=u1, consuming `hits` (0: only checking).
   uint32_t Remaining(EnvoyClient& c, uint64_t hits = 1) {
     absl::StatusOr<Response> r = c.ShouldRateLimit(EnvoyRequest("web", {{{{"user", "u1"}}, hits}}));
@@ -135,17 +146,38 @@ TEST_F(EnvoyServerTest, ResetOfARuleWithSeveralLimitsResetsEveryLimit) {
   EnvoyClient client(Target(**server));
   EXPECT_EQ(Remaining(client), 2u);  // the day's limit is the tightest
   EXPECT_EQ(Remaining(client), 1u);
-  auto admin =
-      RateLimitClient::Connect(Target(**server), ClientOptions{absl::Seconds(10), "s3cret"});
-  v1::ResetRequest reset;
-  reset.set_source(v1::ENVOY);
-  reset.set_name("web");
-  reset.add_envoy_path()->set_key("user");
-  reset.set_key("u1");
-  absl::StatusOr<uint64_t> deleted = admin->Reset(reset);
+  absl::StatusOr<uint64_t> deleted = ResetUserU1(**server);
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 2u);  // both limits' states
   EXPECT_EQ(Remaining(client), 2u);
+}
+
+// A concurrency rule's leases are in RocksDB: a restart keeps them held, and the admin Reset of
+// the rule's key ends them.
+TEST_F(EnvoyServerTest, ConcurrencyLeasesSurviveARestartAndAResetEndsThem) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"),
+                      "domain: web\ndescriptors:\n  - key: user\n"
+                      "    concurrency: {capacity: 1, lease_ttl: 1h}\n");
+  auto take = [](EnvoyClient& c) {
+    absl::StatusOr<Response> r = c.ShouldRateLimit(EnvoyRequest("web", {{{{"user", "u1"}}}}));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->overall_code() : Response::UNKNOWN;
+  };
+  {
+    auto server = RateLimitServer::Start(Options(), clock_);
+    ASSERT_OK(server);
+    EnvoyClient client(Target(**server));
+    EXPECT_EQ(take(client), Response::OK);
+    (*server)->Shutdown();
+  }
+  auto server = RateLimitServer::Start(Options(), clock_);
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(take(client), Response::OVER_LIMIT);  // the lease is still held
+  absl::StatusOr<uint64_t> ended = ResetUserU1(**server);
+  ASSERT_OK(ended);
+  EXPECT_EQ(*ended, 1u);  // the one lease
+  EXPECT_EQ(take(client), Response::OK);
 }
 
 // A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field,

@@ -3,9 +3,7 @@
 // converted back. Pure functions, no server.
 #include "server/v1/lease_convert.h"
 
-#include <set>
 #include <string>
-#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -239,23 +237,6 @@ TEST(LeaseTargetTest, ListLeasesOfAnInlineLimitNeedsItsConfig) {
   list.set_name("nope");
   EXPECT_EQ(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status().code(),
             absl::StatusCode::kNotFound);
-}
-
-TEST(LeaseIdTest, IsThirtyTwoHexDigitsAndUnique) {
-  // Ids come from a per-thread pool refilled every 1,024: 3,000 ids cross several refills.
-  std::set<std::string> ids;
-  for (int i = 0; i < 3000; ++i) {
-    const std::string id = NewLeaseId();
-    EXPECT_EQ(id.size(), 32u);
-    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
-    EXPECT_NE(id, std::string(32, '0'));
-    ids.insert(id);
-  }
-  EXPECT_EQ(ids.size(), 3000u);
-  // Another thread draws from a pool of its own.
-  std::string other;
-  std::thread([&] { other = NewLeaseId(); }).join();
-  EXPECT_EQ(ids.count(other), 0u);
 }
 
 TEST(AcquireToProtoTest, ReportsFreeSlotsAndTheDenyingLimitInRequestOrder) {

@@ -2,6 +2,7 @@
 #include "server/v1/limits_file.h"
 
 #include "gtest/gtest.h"
+#include "server/config/yaml_util.h"
 #include "server/v1/limit_registry.h"
 #include "tests/support/test_support.h"
 

@@ -4,7 +4,9 @@
 
 #include "storage/leases/lease_id.h"
 
+#include <set>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -42,6 +44,23 @@ TEST(LeaseIdTest, TheBytesAreTheDigitsPairedHighFirstAndGiveTheIdBack) {
   std::string back = "a longer string the id replaces";
   ServerLeaseIdOfBytes(want, &back);
   EXPECT_EQ(back, kId);
+}
+
+TEST(LeaseIdTest, NewIdsAreThirtyTwoHexDigitsAndUnique) {
+  // Ids come from a per-thread pool refilled every 1,024: 3,000 ids cross several refills.
+  std::set<std::string> ids;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string id = NewLeaseId();
+    EXPECT_EQ(id.size(), 32u);
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    EXPECT_NE(id, std::string(32, '0'));
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 3000u);
+  // Another thread draws from a pool of its own.
+  std::string other;
+  std::thread([&] { other = NewLeaseId(); }).join();
+  EXPECT_EQ(ids.count(other), 0u);
 }
 
 }  // namespace
