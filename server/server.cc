@@ -324,6 +324,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                   options.limits.envoy_ratelimit_reset_header};
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->scheduler_, clock, s->envoy_registry_, std::move(envoy_options), *s->telemetry_);
+    s->envoy_service_->set_lease_observer(  // its leases' slots, in the v1 API's gauge
+        std::bind_front(&HeldSlots::Observe, s->held_slots_.get()));
     // Runtime overrides of Envoy rules: set and checked through the OverrideService, applied to
     // ShouldRateLimit.
     s->override_service_->set_envoy(&s->envoy_registry_);

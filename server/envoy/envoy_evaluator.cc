@@ -90,6 +90,8 @@ EnvoyOutcome LeaseOutcomeOf(const LeaseDecision& d, int64_t now_us) {
   if (!d.allowed) o.retry_at_us = d.retry_at_us;
   o.released = d.state == LeaseState::kReleased;
   o.leases_expired = d.expired_unreleased;
+  o.lease_held = d.held;
+  o.lease_seq = d.seq;
   return o;
 }
 
@@ -105,6 +107,7 @@ absl::Status DecideLeaseAlone(DecisionScheduler& scheduler,
   if (!o.ok()) return o.status();
   transaction_now = o->now_us;
   outcomes[i] = LeaseOutcomeOf(o->lease, o->now_us);
+  outcomes[i].lease_decided = !check;
   return absl::OkStatus();
 }
 
@@ -136,6 +139,7 @@ absl::StatusOr<LeaseOutcome> LeaseThenRates(DecisionScheduler& scheduler, const 
     taken->lease.lease.reset();
     taken->lease.held = released->lease.held;
     taken->lease.free = released->lease.free;
+    taken->lease.seq = released->lease.seq;
   }
   taken->allowed = taken->lease.allowed && v->allowed;
   taken->decisions = std::move(v->decisions);
@@ -193,6 +197,7 @@ absl::Status ConsumeUntilDecided(DecisionScheduler& scheduler,
     if (!o.ok()) return o.status();
     transaction_now = o->now_us;
     outcomes[a] = LeaseOutcomeOf(o->lease, o->now_us);
+    outcomes[a].lease_decided = true;
     if (o->allowed && o->lease.lease) {
       const LeaseOp& l = plan[a].lease;
       outcomes[a].lease_token = EnvoyLeaseToken(o->lease.lease->id, l.key.name, l.key.key);
@@ -202,7 +207,8 @@ absl::Status ConsumeUntilDecided(DecisionScheduler& scheduler,
     v.now_us = o->now_us;
     v.decisions = std::move(o->decisions);
     if (v.decisions.size() != flat.requests.size()) {
-      return absl::InternalError("a lease operation answered a decision per rate limit not");
+      return absl::InternalError(
+          "the store answered a lease operation with another number of rate-limit decisions");
     }
     if (RecordConsume(plan, v, flat, blocked, active, outcomes)) break;
   }

@@ -114,6 +114,12 @@ struct EnvoyOutcome {
   // store's decision found expired unreleased (the leak detector's count).
   bool released = false;
   int64_t leases_expired = 0;
+  // kAcquire that took or was refused its slots, and kRelease (not a check): the slots held on the
+  // key after the decision, and the store's number of the decision (LeaseDecision::seq), for the
+  // held-slots gauge.
+  bool lease_decided = false;
+  int64_t lease_held = 0;
+  uint64_t lease_seq = 0;
 };
 
 // The token of a lease a concurrency rule's descriptor took: what the response's

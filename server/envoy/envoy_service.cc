@@ -152,6 +152,10 @@ void EnvoyRateLimitServiceImpl::CountLeases(absl::Span<const EnvoyDescriptorPlan
       continue;
     }
     telemetry_.CountLeasesExpired(p.rule()->limit_name, o.leases_expired);
+    if (lease_observer_ && o.lease_decided) {
+      lease_observer_(StateKey{p.rule()->limit_name, p.lease.key.key, LimitSource::kEnvoy},
+                      o.lease_held, p.lease.config.max_lease_ttl_us, o.lease_seq);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
 #define RATELIMIT_SERVER_ENVOY_ENVOY_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -76,6 +77,14 @@ class EnvoyRateLimitServiceImpl final
 
   const EnvoyStats& stats() const { return stats_; }
 
+  // Called with each lease decision of a concurrency rule that took, refused or released slots:
+  // the key (named by the rule's limit name), the slots held on it after the decision, the rule's
+  // longest lease and the decision's number (LeaseDecision::seq). The server feeds its
+  // held-slots gauge with it. Set before serving.
+  using LeaseObserver = std::function<void(const StateKey& key, int64_t held,
+                                           int64_t max_lease_ttl_us, uint64_t seq)>;
+  void set_lease_observer(LeaseObserver observe) { lease_observer_ = std::move(observe); }
+
   // Applies the runtime overrides of `overrides` (those of Envoy rules) to every call, as of
   // `clock`'s time (envoy_overrides.h). Call before serving; both must outlive the service.
   void set_overrides(const ConfigSnapshot<OverrideIndex>* overrides, const Clock* clock) {
@@ -99,6 +108,7 @@ class EnvoyRateLimitServiceImpl final
   const EnvoyServiceOptions options_;
   const Telemetry& telemetry_;
   EnvoyStats stats_;
+  LeaseObserver lease_observer_;
   const ConfigSnapshot<OverrideIndex>* overrides_ = nullptr;
   const Clock* overrides_clock_ = nullptr;
   // Logged once, then summarised (a failing store fails every call).

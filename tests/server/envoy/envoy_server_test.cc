@@ -9,6 +9,7 @@
 #include "storage/memory/memory_state_store.h"
 #include "tests/support/envoy_test_support.h"
 #include "tests/support/reload_recorder.h"
+#include "tests/support/server_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -178,6 +179,41 @@ TEST_F(EnvoyServerTest, ConcurrencyLeasesSurviveARestartAndAResetEndsThem) {
   ASSERT_OK(ended);
   EXPECT_EQ(*ended, 1u);  // the one lease
   EXPECT_EQ(take(client), Response::OK);
+}
+
+// Envoy's leases are counted as Acquire's are, under the rule's name, and their slots held are in
+// the gauge; a lease never released is counted as a leak when a later decision drops it.
+TEST_F(EnvoyServerTest, ConcurrencyLeasesAreCountedAndTheirSlotsGauged) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"),
+                      "domain: web\ndescriptors:\n  - key: user\n"
+                      "    concurrency: {capacity: 2, lease_ttl: 10s}\n");
+  ServerOptions o = Options();
+  o.observability.metrics_listen = "127.0.0.1:0";
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  auto call = [&client](const std::string& key, const std::string& value) {
+    absl::StatusOr<Response> r = client.ShouldRateLimit(EnvoyRequest("web", {{{{key, value}}}}));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : Response();
+  };
+  const Response first = call("user", "u1");
+  const std::string token = first.dynamic_metadata().fields().at("ratelimit.lease").string_value();
+  EXPECT_EQ(call("user", "u1").overall_code(), Response::OK);
+  EXPECT_EQ(call("user", "u1").overall_code(), Response::OVER_LIMIT);
+  EXPECT_EQ(call("ratelimit.lease", token).overall_code(), Response::OK);
+  clock_.Advance(10 * testing::kSecond);  // the second lease expires unreleased
+  EXPECT_EQ(call("user", "u1").overall_code(), Response::OK);
+  const auto [status, body] = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_acquires_total{limit=\"web.user\","
+                              "outcome=\"acquired\"} 3"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_acquires_total{limit=\"web.user\","
+                              "outcome=\"refused\"} 1"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_releases_total{limit=\"web.user\","
+                              "state=\"released\"} 1"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"web.user\"} 1"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"} 1"));
 }
 
 // A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field,
