@@ -2,6 +2,7 @@
 #define RATELIMIT_STORAGE_STATUS_UTIL_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -18,6 +19,24 @@ inline absl::Status InvalidField(absl::string_view field, absl::string_view why)
 inline absl::Status InvalidField(absl::string_view field, absl::string_view leaf,
                                  absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, leaf, ": ", why));
+}
+
+// The payload that marks an operation a store cannot decide in one transaction (see
+// NotOneTransactionError).
+inline constexpr char kNotOneTransactionPayload[] = "type.ratelimit/NotOneTransaction";
+
+// FAILED_PRECONDITION for an operation whose keys this store cannot decide in one transaction (on
+// a Redis Cluster, keys on different hash slots), marked so that a caller that can split the
+// operation safely tells it from any other failed precondition (IsNotOneTransaction).
+inline absl::Status NotOneTransactionError(absl::string_view message) {
+  absl::Status status = absl::FailedPreconditionError(message);
+  status.SetPayload(kNotOneTransactionPayload, absl::Cord());
+  return status;
+}
+
+inline bool IsNotOneTransaction(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) &&
+         status.GetPayload(kNotOneTransactionPayload).has_value();
 }
 
 }  // namespace ratelimit

@@ -228,8 +228,13 @@ std::optional<EnvoyStatePath> ParseEnvoyStateName(absl::string_view state_name) 
 const EnvoyRateLimit* FindEnvoyRule(const EnvoyConfig& config, absl::string_view state_name) {
   const std::optional<EnvoyStatePath> parsed = ParseEnvoyStateName(state_name);
   if (!parsed || parsed->override_limit) return nullptr;
-  const EnvoyDomain* domain = config.FindDomain(parsed->domain);
-  return domain == nullptr ? nullptr : FindRuleWithStateName(domain->descriptors, state_name);
+  return FindEnvoyRule(config, parsed->domain, state_name);
+}
+
+const EnvoyRateLimit* FindEnvoyRule(const EnvoyConfig& config, absl::string_view domain,
+                                    absl::string_view state_name) {
+  const EnvoyDomain* found = config.FindDomain(domain);
+  return found == nullptr ? nullptr : FindRuleWithStateName(found->descriptors, state_name);
 }
 
 std::string EnvoyStateName(absl::string_view domain, absl::Span<const EnvoyEntry> path,

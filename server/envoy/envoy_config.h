@@ -236,6 +236,9 @@ std::optional<EnvoyStatePath> ParseEnvoyStateName(absl::string_view state_name);
 
 // The configured rule whose state_name is `state_name` ('R' names only), or nullptr.
 const EnvoyRateLimit* FindEnvoyRule(const EnvoyConfig& config, absl::string_view state_name);
+// The same when the caller has parsed the state name already: `domain` is its domain.
+const EnvoyRateLimit* FindEnvoyRule(const EnvoyConfig& config, absl::string_view domain,
+                                    absl::string_view state_name);
 
 // Whether a Reset of Envoy states names something configured: OK, or NOT_FOUND naming the
 // field ("name" for a domain `config` has not, "envoy_path" for a rule path none of the domain's

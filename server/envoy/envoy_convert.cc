@@ -79,11 +79,11 @@ absl::Status PlanRelease(const EnvoyConfig& config, absl::string_view domain,
                         absl::StrCat("not a lease token (the ", kEnvoyLeaseKey,
                                      " field of a response's dynamic_metadata)"));
   }
-  if (ParseEnvoyStateName(ref->state_name)->domain != domain) {
+  if (ref->domain != domain) {
     return InvalidField(field + ".entries[0].value",
                         "the token names a lease of another domain than the request's");
   }
-  const EnvoyRateLimit* rule = FindEnvoyRule(config, ref->state_name);
+  const EnvoyRateLimit* rule = FindEnvoyRule(config, ref->domain, ref->state_name);
   if (rule == nullptr || !rule->concurrency) return absl::OkStatus();
   p.kind = EnvoyDescriptorPlan::Kind::kRelease;
   p.config_rule = rule;

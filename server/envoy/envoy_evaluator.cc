@@ -6,6 +6,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 namespace {
@@ -112,7 +113,8 @@ absl::Status DecideLeaseAlone(DecisionScheduler& scheduler,
 }
 
 // The lease op `lease` with the rate limits `rates`, for a store that cannot decide them in one
-// transaction (a Redis Cluster whose keys are on different hash slots): the lease first, then the
+// transaction (it says so by NotOneTransactionError: a Redis Cluster whose keys are on different
+// hash slots): the lease first, then the
 // rate limits (consumed if the lease was taken, else checked), and the lease released again when
 // they deny. Never more than the capacity held, and no token taken for a slot refused; a slot
 // refused a token is held for the moment between the two, never after the answer. The same
@@ -191,7 +193,7 @@ absl::Status ConsumeUntilDecided(DecisionScheduler& scheduler,
       ops.push_back(LimitOp{StateKey{r.name, r.key, r.source}, r.config, r.count});
     }
     absl::StatusOr<LeaseOutcome> o = scheduler.Lease(LeaseOperation{plan[a].lease, ops});
-    if (absl::IsFailedPrecondition(o.status()) && !ops.empty()) {
+    if (IsNotOneTransaction(o.status()) && !ops.empty()) {
       o = LeaseThenRates(scheduler, plan[a].lease, flat.requests);
     }
     if (!o.ok()) return o.status();

@@ -126,10 +126,11 @@ std::optional<EnvoyLeaseRef> ParseEnvoyLeaseToken(absl::string_view token) {
       !absl::WebSafeBase64Unescape(parts[2], &ref.key)) {
     return std::nullopt;
   }
-  const std::optional<EnvoyStatePath> path = ParseEnvoyStateName(ref.state_name);
+  std::optional<EnvoyStatePath> path = ParseEnvoyStateName(ref.state_name);
   if (!path || path->override_limit || ref.key.empty() || ref.key.size() > kMaxKeyBytes) {
     return std::nullopt;
   }
+  ref.domain = std::move(path->domain);
   return ref;
 }
 

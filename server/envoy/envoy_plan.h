@@ -134,6 +134,7 @@ struct EnvoyLeaseRef {
   std::string lease_id;
   std::string state_name;
   std::string key;
+  std::string domain;  // the domain the state name is of
 };
 
 // The lease a token names; nullopt when `token` is not one EnvoyLeaseToken makes (three parts, a

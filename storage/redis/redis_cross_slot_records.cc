@@ -19,6 +19,7 @@
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_record_format.h"
 #include "storage/redis/redis_router.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 
@@ -66,7 +67,7 @@ absl::StatusOr<Outcome> RedisStateStore::ApplyRecorded(const Operation& op, cons
     return SettleAcrossSlots(op, keys, redis_keys, groups, clock);
   }
   if (request_id) return RecordedAcrossSlots(op, keys, redis_keys, groups, clock);
-  return absl::FailedPreconditionError(
+  return NotOneTransactionError(
       "the Redis store: on a Redis Cluster, an operation with records whose keys span slots must "
       "be a Settle (one record per settlement) or carry one record (a request_id)");
 }

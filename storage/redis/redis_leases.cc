@@ -71,7 +71,7 @@ absl::StatusOr<std::vector<std::string>> RedisStateStore::LeaseCommand(const Lea
     const int slot = redis::KeySlot(lease_keys.expiries);
     for (size_t i = 0; i < op.limits.size(); ++i) {
       if (redis::KeySlot(rate_redis_keys[rate_keys->slot_of[i]]) == slot) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
+      return NotOneTransactionError(absl::StrCat(
           "the Redis store: on a Redis Cluster, the rate limits of an acquire must share the hash "
           "slot of its concurrency key; limits[",
           i, "] (", op.limits[i].key.name, " / ", op.limits[i].key.key, ") does not (give ",

@@ -15,6 +15,7 @@
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_record_format.h"
 #include "storage/redis/redis_router.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 
@@ -164,7 +165,7 @@ absl::Status RedisStateStore::Update(absl::Span<const StateKey> keys, DecideFn d
   for (const StateKey& k : keys) redis_keys.push_back(KeyFor(k));
   for (const std::string& k : redis_keys) {
     if (!router_->SingleNode() && redis::KeySlot(k) != redis::KeySlot(redis_keys[0])) {
-      return absl::FailedPreconditionError(
+      return NotOneTransactionError(
           "the Redis store: on a Redis Cluster, Update of keys in different slots is not "
           "supported (use Apply)");
     }
@@ -216,7 +217,7 @@ absl::Status RedisStateStore::UpdateWithRecords(absl::Span<const StateKey> keys,
   if (!single_node) {
     for (const std::string& k : redis_keys) {
       if (redis::KeySlot(k) != slot) {
-        return absl::FailedPreconditionError(
+        return NotOneTransactionError(
             "the Redis store: on a Redis Cluster, a request with a request_id or a Settle must "
             "name limits whose keys share a hash slot (give their keys one hash tag, e.g. "
             "\"{org7}user42\" and \"{org7}\")");

@@ -153,64 +153,77 @@ absl::StatusOr<redis::Reply> HiredisConnection::Command(absl::Span<const std::st
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
     std::vector<std::string> extra_args) {
-  std::string last_log;
+  absl::Status last = absl::UnavailableError("no free loopback port");
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto server = std::unique_ptr<RedisServer>(new RedisServer());
-    server->port_ = FreeRedisPort();
-    if (server->port_ < 0) return absl::UnavailableError("no free loopback port");
-    std::vector<std::string> args = {"redis-server",
-                                     "--port",
-                                     std::to_string(server->port_),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--dir",
-                                     server->dir(),
-                                     "--logfile",
-                                     server->dir() + "/redis.log",
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "no",
-                                     "--daemonize",
-                                     "no"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    // Everything the child needs is prepared before fork: only exec-safe calls after it.
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    server->pid_ = fork();
-    if (server->pid_ < 0) return absl::InternalError("fork failed");
-    if (server->pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      const int null_fd = open("/dev/null", O_RDWR);
-      if (null_fd >= 0) {
-        dup2(null_fd, 0);
-        dup2(null_fd, 1);
-      }
-      execvp("redis-server", argv.data());
-      _exit(127);
-    }
-    bool exited = false;
-    const bool up = Eventually(
-        [&] {
-          int status;
-          if (waitpid(server->pid_, &status, WNOHANG) == server->pid_) {
-            server->pid_ = -1;
-            exited = true;
-            return true;
-          }
-          absl::StatusOr<std::string> pong = server->Cli({"PING"});
-          // A server started with --requirepass answers NOAUTH: it is up all the same.
-          return pong.ok() && (*pong == "PONG" || absl::StrContains(*pong, "NOAUTH"));
-        },
-        absl::Seconds(20));
-    if (up && !exited) return server;
-    last_log = server->Log();
-    // Lost a race for the port, or a real failure: try another port, a few times.
+    const int port = FreeRedisPort();
+    if (port < 0) return absl::UnavailableError("no free loopback port");
+    absl::StatusOr<std::unique_ptr<RedisServer>> server = StartOn(port, extra_args);
+    if (server.ok() || !absl::IsAlreadyExists(server.status())) return server;
+    last = server.status();  // lost a race for the port: try another
   }
-  return absl::InternalError(absl::StrCat("redis-server did not start: ", last_log));
+  return last;
+}
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::StartOn(
+    int port, const std::vector<std::string>& extra_args) {
+  auto server = std::unique_ptr<RedisServer>(new RedisServer());
+  server->port_ = port;
+  std::vector<std::string> args = {"redis-server",
+                                   "--port",
+                                   std::to_string(port),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   server->dir(),
+                                   "--logfile",
+                                   server->dir() + "/redis.log",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  // Everything the child needs is prepared before fork: only exec-safe calls after it.
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  server->pid_ = fork();
+  if (server->pid_ < 0) return absl::InternalError("fork failed");
+  if (server->pid_ == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    const int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd >= 0) {
+      dup2(null_fd, 0);
+      dup2(null_fd, 1);
+    }
+    execvp("redis-server", argv.data());
+    _exit(127);
+  }
+  bool exited = false;
+  const bool up = Eventually(
+      [&] {
+        int status;
+        if (waitpid(server->pid_, &status, WNOHANG) == server->pid_) {
+          server->pid_ = -1;
+          exited = true;
+          return true;
+        }
+        // Redis logs this line once it listens on its port (and, in cluster mode, its bus port).
+        if (!absl::StrContains(server->Log(), "Ready to accept connections")) return false;
+        absl::StatusOr<std::string> pong = server->Cli({"PING"});
+        // A server started with --requirepass answers NOAUTH: it is up all the same.
+        return pong.ok() && (*pong == "PONG" || absl::StrContains(*pong, "NOAUTH"));
+      },
+      absl::Seconds(20));
+  if (up && !exited) return server;
+  const std::string log = server->Log();
+  if (absl::StrContains(log, "Address already in use")) {
+    return absl::AlreadyExistsError(absl::StrCat("port ", port, " is taken: ", log));
+  }
+  return absl::InternalError(absl::StrCat("redis-server did not start: ", log));
 }
 
 RedisServer::~RedisServer() {

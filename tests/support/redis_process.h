@@ -54,9 +54,17 @@ class RedisServer {
  public:
   // Starts redis-server on 127.0.0.1 and a free port (whose cluster bus port, +10000, is free
   // too), with `--save '' --appendonly no` and then `extra_args` (which may override them), and
-  // waits until it answers PING. An error carries the server's log when it does not start.
+  // waits until it answers PING. A port taken between FreeRedisPort() and the server's bind
+  // (by a test running beside this one) is given up for another. An error carries the server's
+  // log when it does not start.
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(
       std::vector<std::string> extra_args = {});
+  // Start() on `port`. The server is ready once its own log says it accepts connections and it
+  // answers PING: a PING alone could be answered by another process's server on that port
+  // (ours then fails to bind it and exits), and a test would then drive that server as its own.
+  // An ALREADY_EXISTS error when the server could not bind `port` (or its bus port).
+  static absl::StatusOr<std::unique_ptr<RedisServer>> StartOn(
+      int port, const std::vector<std::string>& extra_args);
   ~RedisServer();  // SIGKILL (after SIGCONT if paused) and reap, if still running
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;

@@ -10,6 +10,8 @@
 #include "server/envoy/envoy_plan.h"
 #include "storage/leases/lease_id.h"
 #include "storage/memory/memory_state_store.h"
+#include "storage/status_util.h"
+#include "tests/support/forwarding_store.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -263,6 +265,49 @@ TEST_F(EnvoyLeaseEvaluatorTest, AShadowConcurrencyRuleNeverDenies) {
   EXPECT_EQ(Left(rate), 1);
 }
 
+// A store that refuses an acquire together with rate limits by `refusal` (a Redis Cluster
+// refuses keys on different hash slots so), and decides everything else.
+class NotTogetherStore : public testing::ForwardingStore {
+ public:
+  absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override {
+    if (!op.limits.empty()) return refusal;
+    return ForwardingStore::ApplyLease(op, clock);
+  }
+  absl::Status refusal = NotOneTransactionError("the keys are on different shards");
+};
+
+class EnvoySplitAcquireTest : public EvaluatorFixture {
+ protected:
+  EnvoySplitAcquireTest() : EvaluatorFixture(std::make_unique<NotTogetherStore>()) {}
+  NotTogetherStore& store() { return static_cast<NotTogetherStore&>(*store_); }
+  double Free(const EnvoyRateLimit& rule) { return Evaluate({Acquire(rule, 0)})[0].value; }
+};
+
+// A store that says it cannot decide the lease and the rate limits in one transaction gets them
+// one after the other, with the same outcome: a slot refused a token is given back.
+TEST_F(EnvoySplitAcquireTest, AnAcquireTheStoreCannotDecideInOneTransactionIsSplit) {
+  const EnvoyRateLimit slots = Concurrency("slots", 2), rate = Rule("rate", 1);
+  std::vector<EnvoyOutcome> o = Evaluate({Acquire(slots), Limited(rate)});
+  EXPECT_FALSE(o[0].over);
+  EXPECT_FALSE(o[1].over);
+  EXPECT_FALSE(o[0].lease_token.empty());
+  o = Evaluate({Acquire(slots), Limited(rate)});
+  EXPECT_TRUE(o[1].over);
+  EXPECT_TRUE(o[0].lease_token.empty());
+  EXPECT_EQ(Free(slots), 1);
+}
+
+// Any other failed precondition is the request's failure: it is not split, and takes nothing.
+TEST_F(EnvoySplitAcquireTest, AnotherFailedPreconditionFailsTheRequestUnsplit) {
+  store().refusal = absl::FailedPreconditionError("some other precondition");
+  const EnvoyRateLimit slots = Concurrency("slots", 2), rate = Rule("rate", 1);
+  absl::StatusOr<std::vector<EnvoyOutcome>> o =
+      EvaluateEnvoyPlan(scheduler_, clock_, {Acquire(slots), Limited(rate)});
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kFailedPrecondition) << o.status();
+  EXPECT_EQ(Free(slots), 2);
+  EXPECT_EQ(Left(rate), 1);
+}
+
 TEST(EnvoyLeaseTokenTest, NamesTheLeaseAndItsKeyAndRefusesWhatItDidNotMake) {
   const std::string state_name = EnvoyStateName("web", {EnvoyEntry{"org", ""}}, false);
   const std::string id = NewLeaseId();
@@ -272,6 +317,7 @@ TEST(EnvoyLeaseTokenTest, NamesTheLeaseAndItsKeyAndRefusesWhatItDidNotMake) {
   EXPECT_EQ(ref->lease_id, id);
   EXPECT_EQ(ref->state_name, state_name);
   EXPECT_EQ(ref->key, "acme|eu\\x");
+  EXPECT_EQ(ref->domain, "web");
   EXPECT_EQ(token.find_first_of("+/="), std::string::npos) << token;  // URL-safe, no padding
   EXPECT_FALSE(ParseEnvoyLeaseToken(""));
   EXPECT_FALSE(ParseEnvoyLeaseToken(token + ".x"));

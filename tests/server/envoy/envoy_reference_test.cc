@@ -100,7 +100,7 @@ class EnvoyReferenceTest : public testing::EnvoyServiceTestBase,
 // --- refunds (Envoy 1.38's hits_addend with is_negative_hits) ---
 
 TEST_P(EnvoyReferenceTest, NegativeHitsGiveTheHitsBack) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   EXPECT_EQ(One(D("tokens", "u1", 8)).limit_remaining(), 2u);
   const auto refunded = One(R("tokens", "u1", 5));
   EXPECT_EQ(refunded.code(), Code::RateLimitResponse_Code_OK);
@@ -112,7 +112,7 @@ TEST_P(EnvoyReferenceTest, NegativeHitsGiveTheHitsBack) {
 
 TEST_P(EnvoyReferenceTest, NegativeHitsAreFlooredAtAnUnusedCounter) {
   // The reference floors its counter at 0; ours never lifts a limit above its capacity.
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   One(D("tokens", "u1", 3));
   EXPECT_EQ(One(R("tokens", "u1", 100)).limit_remaining(), 10u);
   EXPECT_EQ(One(R("bucket", "u1", 100)).limit_remaining(), 10u);  // burst 10
@@ -120,7 +120,7 @@ TEST_P(EnvoyReferenceTest, NegativeHitsAreFlooredAtAnUnusedCounter) {
 }
 
 TEST_P(EnvoyReferenceTest, NegativeHitsRefundOnlyTheCurrentWindow) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   EXPECT_EQ(One(D("tokens", "u1", 9)).limit_remaining(), 1u);
   clock_.Set(minute_start_ + 60 * kSecond + 1);  // the next window: 10 left
   One(D("tokens", "u1", 4));
@@ -129,7 +129,7 @@ TEST_P(EnvoyReferenceTest, NegativeHitsRefundOnlyTheCurrentWindow) {
 }
 
 TEST_P(EnvoyReferenceTest, ARefundAndAChargeInOneRequest) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   One(D("tokens", "u1", 10));
   // The refund comes first: the charge of the same request may use it.
   const Response r = Call("ref", {R("tokens", "u1", 4), D("tokens", "u1", 3)});
@@ -138,7 +138,7 @@ TEST_P(EnvoyReferenceTest, ARefundAndAChargeInOneRequest) {
 }
 
 TEST_P(EnvoyReferenceTest, ARefundIsNeverOverLimit) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   One(D("tokens", "u1", 10));
   const Response r = Call("ref", {R("tokens", "u2", 1)});
   EXPECT_EQ(r.overall_code(), Code::RateLimitResponse_Code_OK);
@@ -149,7 +149,7 @@ TEST_P(EnvoyReferenceTest, ARefundIsNeverOverLimit) {
 // --- several limits on one descriptor ---
 
 TEST_P(EnvoyReferenceTest, SeveralLimitsAreDecidedAllOrNothing) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   EXPECT_EQ(One(D("api", "k")).code(), Code::RateLimitResponse_Code_OK);
   EXPECT_EQ(One(D("api", "k")).code(), Code::RateLimitResponse_Code_OK);
   // The per-second limit denies; the per-minute one is not charged for it.
@@ -171,7 +171,7 @@ TEST_P(EnvoyReferenceTest, SeveralLimitsAreDecidedAllOrNothing) {
 }
 
 TEST_P(EnvoyReferenceTest, SeveralLimitsAreRefundedTogether) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   EXPECT_EQ(One(D("api", "k", 2)).current_limit().name(), "api_per_second");
   const auto refunded = One(R("api", "k", 2));
   EXPECT_EQ(refunded.limit_remaining(), 2u);
@@ -184,7 +184,7 @@ TEST_P(EnvoyReferenceTest, SeveralLimitsAreRefundedTogether) {
 // --- quota mode (the reference's example and statuses) ---
 
 TEST_P(EnvoyReferenceTest, QuotaModeIsOverLimitOnlyWhenEveryQuotaDescriptorIs) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   const std::vector<Descriptor> both = {D("service", "service_1"), D("service", "service_2")};
   Response r = Call("ref", both);
   EXPECT_EQ(r.overall_code(), Code::RateLimitResponse_Code_OK);
@@ -205,7 +205,7 @@ TEST_P(EnvoyReferenceTest, QuotaModeIsOverLimitOnlyWhenEveryQuotaDescriptorIs) {
 }
 
 TEST_P(EnvoyReferenceTest, QuotaModeLeavesRegularDescriptorsAllOrNothing) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   One(D("regular", "x"));
   // A regular descriptor over its limit denies whatever the quota descriptors say, and the
   // quota descriptor is not charged.
@@ -215,7 +215,7 @@ TEST_P(EnvoyReferenceTest, QuotaModeLeavesRegularDescriptorsAllOrNothing) {
 }
 
 TEST_P(EnvoyReferenceTest, GlobalQuotaModeMakesEveryDescriptorAQuotaDescriptor) {
-  StartWith([](ServerOptions& o) { o.limits.envoy_quota_mode = true; });
+  ASSERT_NO_FATAL_FAILURE(StartWith([](ServerOptions& o) { o.limits.envoy_quota_mode = true; }));
   const std::vector<Descriptor> two = {D("regular", "x"), D("other", "x")};
   One(D("regular", "x"));
   Response r = Call("ref", two);
@@ -238,7 +238,7 @@ std::string LeaseToken(const rlsv3::RateLimitResponse& r) {
 // the stream-done release descriptor gives a slot back, and a lease never released ends by its
 // TTL. On RocksDB and on the Redis Cluster.
 TEST_P(EnvoyReferenceTest, AConcurrencyRuleHoldsItsSlotsUntilReleasedOrExpired) {
-  StartWith();
+  ASSERT_NO_FATAL_FAILURE(StartWith());
   // On the cluster, "x"'s rate limit and org1's slots are on different hash slots: the server
   // takes the lease first and the tokens then (releasing the lease if they were refused).
   const Response first = Call("ref", {D("in_flight", "org1"), D("regular", "x")});
@@ -283,7 +283,7 @@ TEST_P(EnvoyReferenceTest, AConcurrencyRuleHoldsItsSlotsUntilReleasedOrExpired) 
 // --- the server's shadow mode ---
 
 TEST_P(EnvoyReferenceTest, GlobalShadowModeAnswersOkAndCountsIt) {
-  StartWith([](ServerOptions& o) { o.limits.envoy_shadow_mode = true; });
+  ASSERT_NO_FATAL_FAILURE(StartWith([](ServerOptions& o) { o.limits.envoy_shadow_mode = true; }));
   One(D("regular", "x"));
   const Response r = Call("ref", {D("regular", "x"), D("tokens", "t")});
   EXPECT_EQ(r.overall_code(), Code::RateLimitResponse_Code_OK);

@@ -96,7 +96,7 @@ class RedisTraceTest : public InProcessServerTest {
 };
 
 TEST_F(RedisTraceTest, ConsumeOnStandaloneRedisHasAClientSpanUnderTheStoreSpan) {
-  Start(RedisTopology::kStandalone);
+  ASSERT_NO_FATAL_FAILURE(Start(RedisTopology::kStandalone));
   ASSERT_TRUE(Consume(MakeRequest("api", "u1"), kSampled).ok());
   ASSERT_TRUE(collector_.WaitForSpans(3));
   server_->Shutdown();  // flushes
@@ -126,7 +126,7 @@ TEST_F(RedisTraceTest, ConsumeOnStandaloneRedisHasAClientSpanUnderTheStoreSpan) 
 }
 
 TEST_F(RedisTraceTest, CrossSlotConsumeOnTheClusterHasOneSpanPerSlot) {
-  Start(RedisTopology::kCluster);
+  ASSERT_NO_FATAL_FAILURE(Start(RedisTopology::kCluster));
   v1::RateLimitRequest request = MakeRequest("api", "{a}user");
   v1::LimitRequest* second = request.add_limits();
   second->set_name("api");
@@ -155,7 +155,7 @@ TEST_F(RedisTraceTest, CrossSlotConsumeOnTheClusterHasOneSpanPerSlot) {
 }
 
 TEST_F(RedisTraceTest, AnErrorReplyMarksTheSpanAsAnError) {
-  Start(RedisTopology::kStandalone);
+  ASSERT_NO_FATAL_FAILURE(Start(RedisTopology::kStandalone));
   // Without the function library, FCALL is answered with an error reply.
   ASSERT_OK(OnPrimary({"FUNCTION", "FLUSH"}));
   EXPECT_FALSE(Consume(MakeRequest("api", "u1"), kSampled).ok());
@@ -170,7 +170,7 @@ TEST_F(RedisTraceTest, AnErrorReplyMarksTheSpanAsAnError) {
 }
 
 TEST_F(RedisTraceTest, UnsampledRequestsGiveNoSpans) {
-  Start(RedisTopology::kStandalone, /*sample_ratio=*/0);
+  ASSERT_NO_FATAL_FAILURE(Start(RedisTopology::kStandalone, /*sample_ratio=*/0));
   ASSERT_TRUE(Consume(MakeRequest("api", "u1"), kUnsampled).ok());
   ASSERT_TRUE(Consume(MakeRequest("api", "u2"), nullptr).ok());
   server_->Shutdown();
