@@ -114,11 +114,10 @@ absl::Status DecideLeaseAlone(DecisionScheduler& scheduler,
 
 // The lease op `lease` with the rate limits `rates`, for a store that cannot decide them in one
 // transaction (it says so by NotOneTransactionError: a Redis Cluster whose keys are on different
-// hash slots): the lease first, then the
-// rate limits (consumed if the lease was taken, else checked), and the lease released again when
-// they deny. Never more than the capacity held, and no token taken for a slot refused; a slot
-// refused a token is held for the moment between the two, never after the answer. The same
-// outcome as one transaction would give.
+// hash slots): the lease first, then the rate limits (consumed if the lease was taken, else
+// checked), and the lease released again when they deny. Never more than the capacity held, and
+// no token taken for a slot refused; a slot refused a token is held for the moment between the
+// two, never after the answer. The same outcome as one transaction would give.
 absl::StatusOr<LeaseOutcome> LeaseThenRates(DecisionScheduler& scheduler, const LeaseOp& lease,
                                             const LimitRequests& rates) {
   absl::StatusOr<LeaseOutcome> taken = scheduler.Lease(LeaseOperation{lease, {}});
