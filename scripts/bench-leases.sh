@@ -310,6 +310,19 @@ leases_report() {
     done
     echo "${line%;}."
     echo
+    # A round is the servers' measure only while the load generators keep both busy: on their
+    # one core, near all of it, they are the limit instead (another tenant of the machine can
+    # take it), and that round's ratio measures them.
+    local busy="Rounds whose load generators used 0.95 of their core or more (then they, not the"
+    busy+=" servers, limit the rates):"
+    for keys in 1 "$LEASE_KEYS"; do
+      if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
+      busy+=" $label $(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+        jq -r .client "$WORK/cpu.$store.consume$keys.$round.json"
+      done | awk '$1 >= 0.95 { n++ } END { print n + 0 }') of $LEASE_ROUNDS;"
+    done
+    echo "${busy%;}."
+    echo
   fi
   echo "Server CPU per decision (its core use over a run, warm-up included, divided by the" \
     "decisions per second; a pair is two decisions) and each side's share of its core, medians:" \
@@ -339,7 +352,7 @@ leases_report() {
     awk -v l="$label" -v cr="$c_rps" -v pr="$p_rps" -v cs="$c_server" -v ps="$p_server" \
       -v cc="$c_client" -v pc="$p_client" -v redis="$redis" -v cn="$c_redis" -v pn="$p_redis" \
       'BEGIN {
-        printf "| %s | %.1f | %.1f | %.2f / %.2f | %.2f / %.2f |", l, cs / cr * 1e6,
+        printf "| %s | %.1f | %.1f | %.3f / %.3f | %.2f / %.2f |", l, cs / cr * 1e6,
           ps / (2 * pr) * 1e6, cs, ps, cc, pc
         if (redis) printf " %.2f / %.2f |", cn, pn
         printf "\n" }'
