@@ -225,6 +225,11 @@ lease_median() {
                          else (.[length / 2 - 1] + .[length / 2]) / 2 end'
 }
 
+# keys_label KEYS: how the report names a run on KEYS keys.
+keys_label() {
+  if [[ $1 == 1 ]]; then echo "one hot key"; else echo "$1 keys"; fi
+}
+
 # leases_report STORE: the markdown of STORE's runs; RocksDB's ratios (hot key, LEASE_KEYS) are
 # appended to LEASE_RATIOS and checked against the target.
 leases_report() {
@@ -268,7 +273,7 @@ leases_report() {
   echo "|---|---|---|---|---|---|"
   local keys label c_rps c_p50 c_p99 p_rps p_p50 p_p99 ratios ratio store_ratios=() round
   for keys in 1 "$LEASE_KEYS"; do
-    if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
+    label=$(keys_label "$keys")
     c_rps=$(lease_median "$store" "consume$keys" rps)
     c_p50=$(lease_median "$store" "consume$keys" p50_us)
     c_p99=$(lease_median "$store" "consume$keys" p99_us)
@@ -294,7 +299,7 @@ leases_report() {
     line+=" the pairs (they share a core under quotas); each server's mean over its rounds, and"
     line+=" the mean of the two (equal weight to each server):"
     for keys in 1 "$LEASE_KEYS"; do
-      if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
+      label=$(keys_label "$keys")
       roles=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
         jq -rn --arg s "$((1 - (round + k) % 2))" \
           --slurpfile c "$WORK/lease.$store.consume$keys.$round.json" \
@@ -316,7 +321,7 @@ leases_report() {
     local busy="Rounds whose load generators used 0.95 of their core or more (then they, not the"
     busy+=" servers, limit the rates):"
     for keys in 1 "$LEASE_KEYS"; do
-      if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
+      label=$(keys_label "$keys")
       busy+=" $label $(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
         jq -r .client "$WORK/cpu.$store.consume$keys.$round.json"
       done | awk '$1 >= 0.95 { n++ } END { print n + 0 }') of $LEASE_ROUNDS;"
@@ -340,7 +345,7 @@ leases_report() {
   echo "|---|---|---|---|---|$redis_rule"
   local c_server p_server c_client p_client c_redis p_redis
   for keys in 1 "$LEASE_KEYS"; do
-    if [[ $keys == 1 ]]; then label="one hot key"; else label="$keys keys"; fi
+    label=$(keys_label "$keys")
     c_rps=$(lease_median "$store" "consume$keys" rps)
     p_rps=$(lease_median "$store" "pairs$keys" pairs_per_s)
     c_server=$(lease_median "$store" "consume$keys" server cpu)
