@@ -84,12 +84,11 @@ LimitConfig Slots(double capacity) {
 
 std::string KeyOf(int i) { return absl::StrFormat("k%05d", i); }
 
-// A unique lease id for `n`, 32 lowercase hex digits that, like the server's random ids, differ
-// from one another in their first digits (a counter's ids share their first 16 digits, so every
-// comparison of two would run to the end).
-std::string LeaseId(uint64_t n) {
+// A unique lease id for `n` that, like the server's random ids, differs from the others in its
+// first word (a counter's ids share it, so every comparison of two would compare both words).
+LeaseId IdOf(uint64_t n) {
   const uint64_t mixed = (n ^ (n >> 29)) * 0xbf58476d1ce4e5b9u;
-  return absl::StrFormat("%016x%016x", mixed ^ (mixed >> 32), n);
+  return LeaseId::FromWords(mixed ^ (mixed >> 32), n + 1);
 }
 
 void Fail(const absl::Status& s) {
@@ -117,9 +116,8 @@ BENCHMARK(BM_Consume)->ArgName("hot")->Arg(1)->Arg(0)->Threads(1)->Threads(4)->U
 
 // Acquires a new lease `id` on the key of `op` and releases it, both at `clock`'s time; any
 // error or refusal ends the benchmark.
-void Pair(StateStore& store, LeaseOp& op, std::string id,
-          const Clock& clock = SystemClock::Default()) {
-  op.lease_id = std::move(id);
+void Pair(StateStore& store, LeaseOp& op, LeaseId id, const Clock& clock = SystemClock::Default()) {
+  op.lease_id = id;
   op.action = LeaseAction::kAcquire;
   absl::StatusOr<LeaseOutcome> acquired = store.ApplyLease(LeaseOperation{op}, clock);
   if (!acquired.ok() || !acquired->allowed) Fail(acquired.status());
@@ -137,15 +135,15 @@ void ReportPairs(benchmark::State& state) {
 // Acquires leases on the key of `op` (new ids from `next_id`) until it holds `n`, and returns the
 // ids acquired (none when it held `n` or more already); any error or refusal ends the benchmark.
 // The benchmarks' stores are shared across runs, so a key keeps what an earlier run left.
-std::vector<std::string> HoldUpTo(StateStore& store, LeaseOp op, std::atomic<uint64_t>& next_id,
-                                  int64_t n) {
+std::vector<LeaseId> HoldUpTo(StateStore& store, LeaseOp op, std::atomic<uint64_t>& next_id,
+                              int64_t n) {
   op.action = LeaseAction::kCheck;
   absl::StatusOr<LeaseOutcome> held = store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
   if (!held.ok()) Fail(held.status());
   op.action = LeaseAction::kAcquire;
-  std::vector<std::string> ids;
+  std::vector<LeaseId> ids;
   for (int64_t k = held->lease.held; k < n; ++k) {
-    op.lease_id = LeaseId(next_id++);
+    op.lease_id = IdOf(next_id++);
     absl::StatusOr<LeaseOutcome> taken =
         store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
     if (!taken.ok() || !taken->allowed) Fail(taken.status());
@@ -165,7 +163,7 @@ void BM_AcquireRelease(benchmark::State& state) {
   int i = state.thread_index() * 997;
   for (auto _ : state) {
     if (!hot) op.key.key = KeyOf(i++ % kKeys);
-    Pair(store, op, LeaseId(next_id++));
+    Pair(store, op, IdOf(next_id++));
   }
   ReportPairs(state);
 }
@@ -192,7 +190,7 @@ void BM_AcquireReleaseCrowded(benchmark::State& state) {
   static std::atomic<uint64_t> next_id{uint64_t{1} << 40};
   LeaseOp op = CrowdedKey(store, "crowded", next_id, state);
   for (auto _ : state) {
-    Pair(store, op, LeaseId(next_id++));
+    Pair(store, op, IdOf(next_id++));
   }
   ReportPairs(state);
 }
@@ -215,7 +213,7 @@ void BM_AcquireWithRequestIdCrowded(benchmark::State& state) {
   for (auto _ : state) {
     const uint64_t n = next_id++;
     op.request_id = absl::StrCat("request-", n);
-    Pair(store, op, LeaseId(n));
+    Pair(store, op, IdOf(n));
   }
   ReportPairs(state);
 }
@@ -256,7 +254,7 @@ void BM_RetriedAcquiresExpiring(benchmark::State& state) {
   const auto pair = [&] {
     const uint64_t n = next_id++;
     op.request_id = absl::StrCat("request-", n);
-    Pair(store, op, LeaseId(n), clock);
+    Pair(store, op, IdOf(n), clock);
     clock.Advance(kStepUs);
   };
   for (int64_t i = 0; i < 2 * kept; ++i) pair();  // the steady state: `kept` kept, one expiring
@@ -285,7 +283,7 @@ void BM_RefusedOnFullKey(benchmark::State& state) {
   HoldUpTo(store, op, next_id, state.range(0));
   op.action = LeaseAction::kAcquire;
   for (auto _ : state) {
-    op.lease_id = LeaseId(next_id++);
+    op.lease_id = IdOf(next_id++);
     absl::StatusOr<LeaseOutcome> refused =
         store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
     if (!refused.ok() || refused->allowed || !refused->lease.retry_at_us) Fail(refused.status());
@@ -311,7 +309,7 @@ void BM_BurstOnHotKey(benchmark::State& state) {
   std::vector<const LeaseOperation*> acquire_ptrs(burst), release_ptrs(burst);
   for (auto _ : state) {
     for (int i = 0; i < burst; ++i) {
-      op.lease_id = LeaseId(next_id++);
+      op.lease_id = IdOf(next_id++);
       op.action = LeaseAction::kAcquire;
       acquires[i] = LeaseOperation{op};
       acquire_ptrs[i] = &acquires[i];
@@ -346,7 +344,7 @@ void BM_SteadyBurstOnHotKey(benchmark::State& state) {
   op.ttl_us = kHour;
   // 64 held (kept across runs on the shared store), then one lease per slot of the burst.
   HoldUpTo(store, op, next_id, 64);
-  std::vector<std::string> held = HoldUpTo(store, op, next_id, 64 + burst);  // the last burst's
+  std::vector<LeaseId> held = HoldUpTo(store, op, next_id, 64 + burst);  // the last burst's
   if (held.size() != static_cast<size_t>(burst)) {
     Fail(absl::FailedPreconditionError("the key held more than 64 leases"));
   }
@@ -358,7 +356,7 @@ void BM_SteadyBurstOnHotKey(benchmark::State& state) {
       op.lease_id = held[i];
       ops[2 * i] = LeaseOperation{op};
       op.action = LeaseAction::kAcquire;
-      held[i] = LeaseId(next_id++);
+      held[i] = IdOf(next_id++);
       op.lease_id = held[i];
       ops[2 * i + 1] = LeaseOperation{op};
     }
@@ -370,7 +368,7 @@ void BM_SteadyBurstOnHotKey(benchmark::State& state) {
   }
   // Each slot's last lease is released, so that a later run on the shared store starts with 64.
   op.action = LeaseAction::kRelease;
-  for (const std::string& id : held) {
+  for (const LeaseId& id : held) {
     op.lease_id = id;
     absl::StatusOr<LeaseOutcome> released =
         store.ApplyLease(LeaseOperation{op}, SystemClock::Default());
@@ -437,7 +435,7 @@ void BM_BurstOnManyKeys(benchmark::State& state) {
       op.key = StateKey{"many", KeyOf(next_key++ % kKeys)};
       op.config = Slots(1000);
       op.ttl_us = kHour;
-      op.lease_id = LeaseId(next_id++);
+      op.lease_id = IdOf(next_id++);
       op.action = LeaseAction::kAcquire;
       acquires[i] = LeaseOperation{op};
       acquire_ptrs[i] = &acquires[i];
@@ -491,7 +489,7 @@ void BM_HeldLeases1M(benchmark::State& state) {
         for (int k = t; k < kSetKeys; k += kThreads) {
           op.key = StateKey{"held", absl::StrFormat("k%06d", k)};
           for (int n = 0; n < kPerKey; ++n) {
-            op.lease_id = LeaseId(uint64_t(k) * kPerKey + n);
+            op.lease_id = IdOf(uint64_t(k) * kPerKey + n);
             absl::StatusOr<LeaseOutcome> out =
                 store->ApplyLease(LeaseOperation{op}, SystemClock::Default());
             if (!out.ok() || !out->allowed) Fail(out.status());

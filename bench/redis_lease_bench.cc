@@ -44,13 +44,13 @@ LimitConfig Slots(double capacity) {
   return c;
 }
 
-LeaseOp Op(std::string key, double capacity, LeaseAction action, std::string id) {
+LeaseOp Op(std::string key, double capacity, LeaseAction action, LeaseId id) {
   LeaseOp op;
   op.key = StateKey{"bench_slots", std::move(key)};
   op.config = Slots(capacity);
   op.action = action;
   op.ttl_us = 600 * kSecond;
-  op.lease_id = std::move(id);
+  op.lease_id = id;
   return op;
 }
 
@@ -130,7 +130,7 @@ void Run() {
   auto pairs = [&](bool hot) {
     return Rate([&, hot](int t, int64_t i) -> int64_t {
       const std::string key = hot ? "hot" : absl::StrCat((t * 7919 + i) % keys);
-      const std::string id = absl::StrCat("t", t, "i", i);
+      const LeaseId id = LeaseId::New();
       auto got = store->ApplyLease(LeaseOperation{Op(key, 1e9, LeaseAction::kAcquire, id)}, clock);
       if (!got.ok() || !got->allowed) return 0;
       auto released =
@@ -158,7 +158,7 @@ void Run() {
         threads.emplace_back([&, hot] {
           for (int64_t n = next++; n < held; n = next++) {
             const std::string key = hot ? "held" : absl::StrCat("held", n % keys);
-            const std::string id = absl::StrCat("0123456789abcdef0123456789a", n);
+            const LeaseId id = LeaseId::New();
             (void)store->ApplyLease(LeaseOperation{Op(key, 1e9, LeaseAction::kAcquire, id)}, clock);
           }
         });

@@ -91,7 +91,7 @@ absl::Status PlanRelease(const EnvoyConfig& config, absl::string_view domain,
   p.lease.key = StateKey{std::move(ref->state_name), std::move(ref->key), LimitSource::kEnvoy};
   p.lease.config = EnvoyConcurrencyConfig(*rule->concurrency);
   p.lease.action = LeaseAction::kRelease;
-  p.lease.lease_id = std::move(ref->lease_id);
+  p.lease.lease_id = ref->lease_id;
   return absl::OkStatus();
 }
 
@@ -208,7 +208,7 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       p.lease.action = p.check_only ? LeaseAction::kCheck : LeaseAction::kAcquire;
       p.lease.count = p.check_only ? 1 : static_cast<int64_t>(p.hits);
       p.lease.ttl_us = rule.concurrency->lease_ttl_us;
-      if (!p.check_only) p.lease.lease_id = NewLeaseId();
+      if (!p.check_only) p.lease.lease_id = LeaseId::New();
       continue;
     }
     for (size_t l = 0; l < rule.limits.size(); ++l) {

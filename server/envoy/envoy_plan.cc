@@ -111,17 +111,21 @@ EnvoyOutcome EnvoyOutcomeOf(const EnvoyRateLimit& rule, absl::Span<const Decisio
   return out;
 }
 
-std::string EnvoyLeaseToken(absl::string_view lease_id, absl::string_view state_name,
+std::string EnvoyLeaseToken(const LeaseId& lease_id, absl::string_view state_name,
                             absl::string_view key) {
-  return absl::StrCat(lease_id, ".", absl::WebSafeBase64Escape(state_name), ".",
-                      absl::WebSafeBase64Escape(key));
+  char digits[LeaseId::kDigits];
+  lease_id.WriteDigits(digits);
+  return absl::StrCat(absl::string_view(digits, sizeof(digits)), ".",
+                      absl::WebSafeBase64Escape(state_name), ".", absl::WebSafeBase64Escape(key));
 }
 
 std::optional<EnvoyLeaseRef> ParseEnvoyLeaseToken(absl::string_view token) {
   const std::vector<absl::string_view> parts = absl::StrSplit(token, '.');
-  if (parts.size() != 3 || !IsServerLeaseId(parts[0])) return std::nullopt;
+  if (parts.size() != 3) return std::nullopt;
+  const std::optional<LeaseId> id = LeaseId::Parse(parts[0]);
+  if (!id) return std::nullopt;
   EnvoyLeaseRef ref;
-  ref.lease_id = std::string(parts[0]);
+  ref.lease_id = *id;
   if (!absl::WebSafeBase64Unescape(parts[1], &ref.state_name) ||
       !absl::WebSafeBase64Unescape(parts[2], &ref.key)) {
     return std::nullopt;

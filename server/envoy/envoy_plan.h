@@ -126,12 +126,12 @@ struct EnvoyOutcome {
 // dynamic_metadata hands Envoy under kEnvoyLeaseKey and what a release descriptor sends back. It
 // names the lease and where it is kept: "<lease id>.<state name>.<key>", the last two in URL-safe
 // base64 without padding.
-std::string EnvoyLeaseToken(absl::string_view lease_id, absl::string_view state_name,
+std::string EnvoyLeaseToken(const LeaseId& lease_id, absl::string_view state_name,
                             absl::string_view key);
 
 // What a lease token names.
 struct EnvoyLeaseRef {
-  std::string lease_id;
+  LeaseId lease_id;
   std::string state_name;
   std::string key;
   std::string domain;  // the domain the state name is of

@@ -34,12 +34,13 @@ absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Durat
   return *us;
 }
 
-absl::Status CheckLeaseId(absl::string_view id) {
+absl::StatusOr<LeaseId> LeaseIdFromProto(absl::string_view id) {
   if (id.empty()) return InvalidField("lease_id", "required (Lease.id from Acquire)");
-  if (!IsServerLeaseId(id)) {
-    return InvalidField("lease_id", "must be 32 lowercase hex digits (Lease.id)");
+  const std::optional<LeaseId> parsed = LeaseId::Parse(id);
+  if (!parsed) {
+    return InvalidField("lease_id", "must be 32 lowercase hex digits, not all zeros (Lease.id)");
   }
-  return absl::OkStatus();
+  return *parsed;
 }
 
 // The concurrency key a Release, Extend or ListLeases names: resolved as a one-limit request
@@ -64,7 +65,7 @@ absl::StatusOr<LeaseOp> TargetFromProto(absl::string_view name, absl::string_vie
 }  // namespace
 
 absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
-                              InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan) {
+                              InlineLimits inline_limits, LeaseId lease_id, AcquirePlan& plan) {
   absl::StatusOr<LimitRequests> resolved = ResolveLimits(request.limits(), defined, inline_limits);
   if (!resolved.ok()) return resolved.status();
   plan.limits = *std::move(resolved);
@@ -99,7 +100,7 @@ absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet&
   op.action = LeaseAction::kAcquire;
   op.count = static_cast<int64_t>(c.count);
   op.ttl_us = *ttl;
-  op.lease_id = std::move(lease_id);
+  op.lease_id = lease_id;
   op.request_id = request.request_id();
   op.holder = request.holder();
   return absl::OkStatus();
@@ -123,9 +124,10 @@ absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, cons
   absl::StatusOr<LeaseOp> op = TargetFromProto(request.name(), request.key(), request.has_config(),
                                                request.config(), defined, inline_limits);
   if (!op.ok()) return op.status();
-  if (absl::Status s = CheckLeaseId(request.lease_id()); !s.ok()) return s;
+  absl::StatusOr<LeaseId> id = LeaseIdFromProto(request.lease_id());
+  if (!id.ok()) return id.status();
   op->action = LeaseAction::kRelease;
-  op->lease_id = request.lease_id();
+  op->lease_id = *id;
   return op;
 }
 
@@ -134,11 +136,12 @@ absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const 
   absl::StatusOr<LeaseOp> op = TargetFromProto(request.name(), request.key(), request.has_config(),
                                                request.config(), defined, inline_limits);
   if (!op.ok()) return op.status();
-  if (absl::Status s = CheckLeaseId(request.lease_id()); !s.ok()) return s;
+  absl::StatusOr<LeaseId> id = LeaseIdFromProto(request.lease_id());
+  if (!id.ok()) return id.status();
   absl::StatusOr<int64_t> ttl = TtlFromProto(request.has_ttl(), request.ttl(), op->config, "ttl");
   if (!ttl.ok()) return ttl.status();
   op->action = LeaseAction::kExtend;
-  op->lease_id = request.lease_id();
+  op->lease_id = *id;
   op->ttl_us = *ttl;
   return op;
 }
@@ -182,7 +185,9 @@ namespace {
 
 void LeaseToProto(const Lease& lease, absl::string_view name, absl::string_view key,
                   LimitSource source, v1::Lease* out) {
-  out->set_id(lease.id);
+  char id[LeaseId::kDigits];
+  lease.id.WriteDigits(id);
+  out->set_id(id, sizeof(id));
   out->set_name(name.data(), name.size());
   out->set_key(key.data(), key.size());
   out->set_source(source == LimitSource::kInline ? v1::INLINE : v1::LIMITS_FILE);

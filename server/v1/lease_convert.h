@@ -35,11 +35,11 @@ struct AcquirePlan {
 // Validates and resolves an Acquire: 1..16 limits of which exactly one is a concurrency limit
 // (its count a whole number of slots, 1..1e9), the others rate limits; ttl within 1 ms ..
 // max_lease_ttl (unset: the limit's lease_ttl); request_id and holder within their bounds.
-// `lease_id` is the id the lease gets if the acquire takes slots (NewLeaseId). Fills `plan` (a
+// `lease_id` is the id the lease gets if the acquire takes slots (LeaseId::New). Fills `plan` (a
 // fresh one) where it is, since an AcquirePlan is costly to move; on an error `plan` holds part
 // of the request.
 absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet& defined,
-                              InlineLimits inline_limits, std::string lease_id, AcquirePlan& plan);
+                              InlineLimits inline_limits, LeaseId lease_id, AcquirePlan& plan);
 
 // An Acquire answered with the lease of an earlier acquire with the same request_id
 // (LeaseDecision::replayed): OK when it asks for what that one did (its count and holder; the

@@ -122,7 +122,7 @@ std::optional<grpc::Status> RateLimitServiceImpl::PrepareAcquire(const v1::Acqui
   state.plan = std::make_unique<AcquirePlan>();
   AcquirePlan& p = *state.plan;
   if (absl::Status s =
-          AcquireFromProto(request, *registry_.Current(), inline_limits_, NewLeaseId(), p);
+          AcquireFromProto(request, *registry_.Current(), inline_limits_, LeaseId::New(), p);
       !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -187,7 +187,7 @@ grpc::Status RateLimitServiceImpl::AnswerRelease(LeaseCallState& state, const Le
   telemetry_.CountLeaseRelease(op.key.name, released ? "released" : "not_held");
   ReleaseToProto(outcome.lease, response);
   if (state.rpc.span().recording()) {
-    state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id);
+    state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id.ToString());
     state.rpc.span().SetAttribute("ratelimit.lease.released", released);
   }
   return grpc::Status::OK;
@@ -208,7 +208,7 @@ grpc::Status RateLimitServiceImpl::AnswerExtend(LeaseCallState& state, const Lea
   telemetry_.CountLeaseExtend(op.key.name, held ? "held" : "not_held");
   ExtendToProto(op, outcome.lease, response);
   if (state.rpc.span().recording()) {
-    state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id);
+    state.rpc.span().SetAttribute("ratelimit.lease.id", op.lease_id.ToString());
     state.rpc.span().SetAttribute("ratelimit.lease.held", held);
   }
   return grpc::Status::OK;

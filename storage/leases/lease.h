@@ -8,7 +8,6 @@
 // values and the pure algebra over a lease set; no I/O, no clock reads, no protos.
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/algebra.h"
+#include "storage/leases/lease_id.h"
 #include "storage/leases/lease_set_index.h"
 #include "storage/limit_config.h"
 #include "storage/operation.h"
@@ -26,8 +26,8 @@ namespace ratelimit {
 
 // One lease on slots of a concurrency key.
 struct Lease {
-  // Chosen by the server: 32 lowercase hex digits.
-  std::string id;
+  // Chosen by the server (LeaseId::New); never empty.
+  LeaseId id;
   // Slots held: a whole number, 1..capacity.
   int64_t count = 1;
   int64_t acquired_at_us = 0;
@@ -43,7 +43,7 @@ struct Lease {
   uint16_t record_bytes = 0;
   uint32_t record = 0;
   // The acquire's idempotency key (empty: none) and the holder's free-text name. After the fields
-  // above, which share the first 64 bytes: a decision's pass over a key's leases reads only those.
+  // above, which share the first 48 bytes: a decision's pass over a key's leases reads only those.
   std::string request_id;
   std::string holder;
 
@@ -53,21 +53,6 @@ struct Lease {
            a.holder == b.holder && a.released == b.released;
   }
 };
-
-// Whether lease ids `a` and `b` are the same. A decision on a key compares the ids of its leases
-// several times: the server's ids are random, so two that differ almost always differ in their
-// first 8 bytes, which this compares without a call.
-inline bool SameLeaseId(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  if (a.size() >= 8) {
-    uint64_t x;
-    uint64_t y;
-    std::memcpy(&x, a.data(), 8);
-    std::memcpy(&y, b.data(), 8);
-    if (x != y) return false;
-  }
-  return a == b;
-}
 
 // The state of one concurrency key: its leases, held or kept released, in no particular order
 // (the algebra keeps the order it is given, appends, and moves the last lease into the place of
@@ -134,8 +119,9 @@ struct LeaseOp {
   // kAcquire, kExtend: the TTL, kMinLeaseTtlMicros..config.max_lease_ttl_us.
   int64_t ttl_us = 0;
   // kRelease, kExtend: the lease. kAcquire: the id of the new lease (chosen by the caller,
-  // unique), unused when the acquire is answered by the lease of `request_id`.
-  std::string lease_id;
+  // unique), unused when the acquire is answered by the lease of `request_id`. Empty for the
+  // other actions.
+  LeaseId lease_id;
   // kAcquire only.
   std::string request_id;
   std::string holder;

@@ -135,7 +135,7 @@ int64_t ExpiryOf(int64_t now_us, int64_t ttl_us) {
 }
 
 // The index in r.kept of the held lease `id`, or -1.
-int FindHeld(ReadSet& r, const std::string& id) {
+int FindHeld(ReadSet& r, const LeaseId& id) {
   const int i = r.index.Find(r.kept, id);
   return i >= 0 && !r.kept[i].released ? i : -1;
 }

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "storage/byte_codec.h"
@@ -14,9 +15,15 @@ namespace {
 constexpr size_t kFixedLeaseBytes = 1 + 3 * 8 + 3 * 4;
 
 // A string of the set's layout: its length as a u32, then its bytes.
-void WriteString(ByteWriter& w, const std::string& s) {
+void WriteString(ByteWriter& w, absl::string_view s) {
   w.Fixed32(static_cast<uint32_t>(s.size()));
   w.Bytes(s);
+}
+
+void WriteId(ByteWriter& w, const LeaseId& id) {
+  char digits[LeaseId::kDigits];
+  id.WriteDigits(digits);
+  WriteString(w, absl::string_view(digits, sizeof(digits)));
 }
 
 bool ReadString(ByteReader& in, std::string& s) {
@@ -25,6 +32,19 @@ bool ReadString(ByteReader& in, std::string& s) {
   absl::string_view bytes;
   if (!at.Fixed32(n) || !at.Bytes(n, bytes)) return false;
   s.assign(bytes.data(), bytes.size());
+  in = at;
+  return true;
+}
+
+// An id: its digits as a string.
+bool ReadId(ByteReader& in, LeaseId& id) {
+  ByteReader at = in;
+  uint32_t n = 0;
+  absl::string_view digits;
+  if (!at.Fixed32(n) || !at.Bytes(n, digits)) return false;
+  const std::optional<LeaseId> parsed = LeaseId::Parse(digits);
+  if (!parsed) return false;
+  id = *parsed;
   in = at;
   return true;
 }
@@ -79,7 +99,7 @@ void AppendLeaseSet(const LeaseSet& set, std::string* out) {
   w.Fixed32(static_cast<uint32_t>(set.leases.size()));
   for (const Lease& l : set.leases) {
     WriteHead(w, l);
-    WriteString(w, l.id);
+    WriteId(w, l.id);
     WriteString(w, l.request_id);
     WriteString(w, l.holder);
   }
@@ -106,7 +126,8 @@ absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
   set.leases.resize(n);
   for (Lease& l : set.leases) {
     if (absl::Status s = ReadHead(in, l); !s.ok()) return s;
-    if (!ReadString(in, l.id) || !ReadString(in, l.request_id) || !ReadString(in, l.holder)) {
+    if (!ReadId(in, l.id)) return Malformed("truncated lease or an id not of 32 hex digits");
+    if (!ReadString(in, l.request_id) || !ReadString(in, l.holder)) {
       return Malformed("truncated lease");
     }
   }
@@ -115,7 +136,7 @@ absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes) {
 }
 
 size_t EncodedLeaseEntrySize(const Lease& l) {
-  return kFixedLeaseBytes + l.id.size() + l.request_id.size() + l.holder.size();
+  return kFixedLeaseBytes + LeaseId::kDigits + l.request_id.size() + l.holder.size();
 }
 
 void AppendLeaseEntry(const Lease& lease, std::string* out) {
@@ -123,7 +144,7 @@ void AppendLeaseEntry(const Lease& lease, std::string* out) {
   out->resize(begin + EncodedLeaseEntrySize(lease));
   ByteWriter w(out->data() + begin);
   WriteHead(w, lease);
-  WriteString(w, lease.id);
+  WriteId(w, lease.id);
   WriteString(w, lease.request_id);
   WriteString(w, lease.holder);
   assert(w.at() == out->data() + out->size());
@@ -133,7 +154,8 @@ absl::StatusOr<Lease> DecodeLeaseEntry(absl::string_view bytes) {
   ByteReader in(bytes);
   Lease l;
   if (absl::Status s = ReadHead(in, l); !s.ok()) return s;
-  if (!ReadString(in, l.id) || !ReadString(in, l.request_id) || !ReadString(in, l.holder)) {
+  if (!ReadId(in, l.id)) return Malformed("truncated lease or an id not of 32 hex digits");
+  if (!ReadString(in, l.request_id) || !ReadString(in, l.holder)) {
     return Malformed("truncated lease");
   }
   if (in.left() != 0) return Malformed("trailing bytes");

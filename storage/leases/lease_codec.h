@@ -5,8 +5,8 @@
 //   [version: u8 = 1] [leases: u32] then per lease, in the set's order:
 //   [flags: u8, bit 0 = released, other bits 0] [count: i64] [acquired_at_us: i64]
 //   [expires_at_us: i64] [id] [request_id] [holder]
-// Numbers little-endian, fixed width; each string a u32 length then its bytes. An empty set is
-// the 5 bytes 01 00 00 00 00.
+// Numbers little-endian, fixed width; each string a u32 length then its bytes; the id is a string
+// of its 32 lowercase hex digits (lease_id.h). An empty set is the 5 bytes 01 00 00 00 00.
 
 #include <cstddef>
 #include <string>
@@ -27,7 +27,8 @@ void AppendLeaseSet(const LeaseSet& set, std::string* out);
 size_t EncodedLeaseSetSize(const LeaseSet& set);
 
 // The set stored as `bytes`; DATA_LOSS for bytes that EncodeLeaseSet did not make (an unknown
-// version, a truncated or overlong encoding, unknown flags, a count outside 1..kMaxSlots). Never
+// version, a truncated or overlong encoding, unknown flags, a count outside 1..kMaxSlots, an id
+// that is not 32 lowercase hex digits, not all zeros). Never
 // crashes, whatever the bytes.
 absl::StatusOr<LeaseSet> DecodeLeaseSet(absl::string_view bytes);
 

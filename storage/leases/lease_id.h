@@ -1,69 +1,83 @@
 #ifndef RATELIMIT_STORAGE_LEASES_LEASE_ID_H_
 #define RATELIMIT_STORAGE_LEASES_LEASE_ID_H_
 
-// The ids the server gives leases: 32 lowercase hex digits, 128 random bits. The RocksDB store
-// keeps such an id as its 16 bytes (storage/rocksdb/lease_record.h); the service refuses any
-// other id in a Release or Extend (server/v1/lease_convert.h), which also makes them. Both check
-// an id on every lease call, so the check is a table, not comparisons: the digits of a random id
-// would mispredict a branch on every few.
+// A lease's id: 128 bits the server draws from the CSPRNG for each lease it grants (never a
+// counter: the id is what a Release or an Extend proves the lease with). Outside the server an id
+// is written as 32 lowercase hex digits: Lease.id in the proto, the fields of the Redis library's
+// hashes, Envoy's lease tokens, the earlier record formats of the RocksDB store. Inside, it is its
+// 16 bytes, held in the value: a lease, an op and every copy of an id carry no heap block, and two
+// ids compare as two words.
+//
+// The all-zero id is no lease's: it is what an op that names no lease carries (a check, a list, a
+// reset), New never draws it and Parse refuses its digits.
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 
 namespace ratelimit {
 
-inline constexpr size_t kServerLeaseIdDigits = 32;
-inline constexpr size_t kServerLeaseIdBytes = kServerLeaseIdDigits / 2;
+class LeaseId {
+ public:
+  static constexpr size_t kDigits = 32;
+  static constexpr size_t kBytes = 16;
 
-namespace lease_id_internal {
-// The value of each lowercase hex digit; 0x10 for every other byte.
-inline constexpr std::array<uint8_t, 256> kHexValue = [] {
-  std::array<uint8_t, 256> t{};
-  for (auto& v : t) v = 0x10;
-  for (int c = '0'; c <= '9'; ++c) t[c] = static_cast<uint8_t>(c - '0');
-  for (int c = 'a'; c <= 'f'; ++c) t[c] = static_cast<uint8_t>(c - 'a' + 10);
-  return t;
-}();
-inline uint8_t HexValue(char c) { return kHexValue[static_cast<uint8_t>(c)]; }
-}  // namespace lease_id_internal
+  // The empty id (no lease's).
+  constexpr LeaseId() = default;
 
-// The 16 bytes of `id` into `out`, in one pass over its digits, when IsServerLeaseId(id); false
-// otherwise (`out` then holds no meaning).
-inline bool ServerLeaseIdBytes(absl::string_view id, uint8_t (&out)[kServerLeaseIdBytes]) {
-  if (id.size() != kServerLeaseIdDigits) return false;
-  uint8_t any = 0;
-  for (size_t i = 0; i < kServerLeaseIdBytes; ++i) {
-    const uint8_t high = lease_id_internal::HexValue(id[2 * i]);
-    const uint8_t low = lease_id_internal::HexValue(id[2 * i + 1]);
-    any |= high | low;
-    out[i] = static_cast<uint8_t>(high << 4 | (low & 0x0f));
+  // A new id: 128 bits of the CSPRNG, never the empty id. Thread-safe.
+  static LeaseId New();
+
+  // The id `digits` write: nullopt unless they are 32 lowercase hex digits, not all zeros. One
+  // pass over a table, no branch per digit: a service parses an id on every release and extend,
+  // and a random id's digits would mispredict a comparison every few digits.
+  static std::optional<LeaseId> Parse(absl::string_view digits);
+
+  // The id of the kBytes at `bytes`, most significant first (the order of its digits).
+  static LeaseId FromBytes(const uint8_t* bytes);
+  // The id of two 64-bit words, `high` first: ids a test or a benchmark names by number.
+  static constexpr LeaseId FromWords(uint64_t high, uint64_t low) {
+    LeaseId id;
+    id.high_ = high;
+    id.low_ = low;
+    return id;
   }
-  return (any & 0x10) == 0;
-}
 
-// Whether `id` is an id the server makes: 32 lowercase hex digits.
-inline bool IsServerLeaseId(absl::string_view id) {
-  uint8_t bytes[kServerLeaseIdBytes];
-  return ServerLeaseIdBytes(id, bytes);
-}
+  bool empty() const { return (high_ | low_) == 0; }
+  uint64_t high() const { return high_; }
+  uint64_t low() const { return low_; }
 
-// The id whose bytes are the kServerLeaseIdBytes at `bytes`, into `*out`: the inverse of
-// ServerLeaseIdBytes.
-inline void ServerLeaseIdOfBytes(const uint8_t* bytes, std::string* out) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  out->resize(kServerLeaseIdDigits);
-  for (size_t i = 0; i < kServerLeaseIdBytes; ++i) {
-    (*out)[2 * i] = kDigits[bytes[i] >> 4];
-    (*out)[2 * i + 1] = kDigits[bytes[i] & 0xf];
+  // Its kBytes into `out`, most significant first: the inverse of FromBytes.
+  void ToBytes(uint8_t* out) const;
+  // Its kDigits lowercase hex digits into out[0..kDigits).
+  void WriteDigits(char* out) const;
+  // Its digits; "" for the empty id.
+  std::string ToString() const;
+
+  friend bool operator==(const LeaseId& a, const LeaseId& b) {
+    return a.high_ == b.high_ && a.low_ == b.low_;
   }
-}
+  friend bool operator!=(const LeaseId& a, const LeaseId& b) { return !(a == b); }
+  // The order of their digits.
+  friend bool operator<(const LeaseId& a, const LeaseId& b) {
+    return a.high_ != b.high_ ? a.high_ < b.high_ : a.low_ < b.low_;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const LeaseId& id) {
+    return H::combine(std::move(h), id.high_, id.low_);
+  }
+  // Its digits (tests' messages).
+  friend std::ostream& operator<<(std::ostream& os, const LeaseId& id);
 
-// A new lease id: 128 random bits (the CSPRNG's) as 32 lowercase hex digits. Thread-safe.
-std::string NewLeaseId();
+ private:
+  uint64_t high_ = 0;  // bytes 0..7: digits 0..15
+  uint64_t low_ = 0;   // bytes 8..15: digits 16..31
+};
 
 }  // namespace ratelimit
 

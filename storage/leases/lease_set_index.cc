@@ -28,17 +28,18 @@ LeaseSetIndex::State& LeaseSetIndex::Own() {
   return *s_;
 }
 
-uint64_t LeaseSetIndex::HashOf(absl::string_view id) { return absl::HashOf(id); }
+uint64_t LeaseSetIndex::HashOf(const LeaseId& id) { return absl::HashOf(id); }
 
-int LeaseSetIndex::Find(const std::vector<Lease>& leases, absl::string_view id) {
+uint64_t LeaseSetIndex::HashOf(absl::string_view request_id) { return absl::HashOf(request_id); }
+
+int LeaseSetIndex::Find(const std::vector<Lease>& leases, const LeaseId& id) {
   if (leases.size() >= kPositionsFrom) {
     State& st = Own();
     const bool live = st.live && st.of_size == leases.size();
     if (live || st.searched) {
       if (!live) BuildPositions(leases);
       const auto it = st.of_id.find(HashOf(id));
-      if (it != st.of_id.end() && it->second < leases.size() &&
-          SameLeaseId(leases[it->second].id, id)) {
+      if (it != st.of_id.end() && it->second < leases.size() && leases[it->second].id == id) {
         return static_cast<int>(it->second);
       }
       // Exact ids: every lease's hash is among the positions, so none has this id.
@@ -48,7 +49,7 @@ int LeaseSetIndex::Find(const std::vector<Lease>& leases, absl::string_view id) 
   }
   // Few leases, or positions that did not find it: a search (the last leases are the newest).
   for (size_t i = leases.size(); i-- > 0;) {
-    if (SameLeaseId(leases[i].id, id)) return static_cast<int>(i);
+    if (leases[i].id == id) return static_cast<int>(i);
   }
   return -1;
 }

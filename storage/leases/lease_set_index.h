@@ -47,6 +47,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
+#include "storage/leases/lease_id.h"
 
 namespace ratelimit {
 
@@ -68,7 +69,7 @@ class LeaseSetIndex {
   // The position in `leases` of the lease whose id is `id` (held or released), or -1. `leases` is
   // the set this index belongs to; ids are unique in it. From kPositionsFrom leases, a set
   // object's second search on builds the positions; with exact ids a miss costs no search.
-  int Find(const std::vector<Lease>& leases, absl::string_view id);
+  int Find(const std::vector<Lease>& leases, const LeaseId& id);
 
   // After `leases` gained its last lease, appended (its record numbered or not yet).
   void Appended(const std::vector<Lease>& leases);
@@ -132,7 +133,8 @@ class LeaseSetIndex {
   bool expiries_known() const { return s_ != nullptr && s_->expiries_known; }
 
  private:
-  static uint64_t HashOf(absl::string_view id);
+  static uint64_t HashOf(const LeaseId& id);
+  static uint64_t HashOf(absl::string_view request_id);
 
   struct State {
     // By HashOf(id): a position (two ids of one hash keep one; a search finds the other), and

@@ -121,7 +121,7 @@ std::vector<std::string> RedisLeaseCommand(const LeaseOperation& op, const Redis
   argv.push_back(absl::StrFormat("%.0f", l.config.capacity.value_or(0)));
   argv.push_back(absl::StrCat(l.count));
   argv.push_back(absl::StrCat(l.ttl_us));
-  argv.push_back(l.lease_id);
+  argv.push_back(l.lease_id.ToString());  // "" when the op names no lease
   argv.push_back(l.request_id);
   argv.push_back(l.holder);
   if (op.limits.empty()) {
@@ -206,7 +206,9 @@ std::string EncodeRedisLease(const Lease& lease) {
 
 std::optional<Lease> DecodeRedisLease(absl::string_view id, absl::string_view text) {
   Lease lease;
-  lease.id = std::string(id);
+  const std::optional<LeaseId> parsed = LeaseId::Parse(id);
+  if (!parsed) return std::nullopt;
+  lease.id = *parsed;
   int64_t fields[5];
   size_t pos = 0;
   for (int i = 0; i < 5; ++i) {

@@ -59,8 +59,8 @@ absl::StatusOr<LeaseOutcome> RedisLeaseOutcome(const LeaseOperation& op,
                                                const OperationKeys& rate_keys,
                                                const redis::Reply& reply);
 
-// One lease as the library stores it in the hash, and back (nullopt when malformed); `id` is the
-// hash field.
+// One lease as the library stores it in the hash, and back (nullopt when malformed, or when `id`,
+// the hash field, is not a lease id's 32 lowercase hex digits).
 std::string EncodeRedisLease(const Lease& lease);
 std::optional<Lease> DecodeRedisLease(absl::string_view id, absl::string_view text);
 

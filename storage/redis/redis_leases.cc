@@ -16,24 +16,14 @@
 namespace ratelimit {
 namespace {
 
-// The library keeps a lease under its id as a field of the set's hash, beside the fields '#' (the
-// slots held) and 'r:<request_id>' (the lease of a request_id), and returns a lease as
-// "<id> <lease>": an id with a ':', a '#' or a space could name another field or split the reply.
-// The service's ids (32 hex digits) never have one; ValidateLeaseOp checks everything else.
-bool UsableLeaseId(absl::string_view id) {
-  return id.find_first_of(":# ") == absl::string_view::npos;
-}
-
 // What LeaseOp and LeaseOperation require, as INVALID_ARGUMENT naming the field (the fields as
 // the other stores name them, storage/leases/apply_lease.h).
 absl::Status ValidateLeaseOperation(const LeaseOperation& op) {
   const LeaseOp& l = op.lease;
+  // The library keeps a lease under its id's digits as a field of the set's hash, beside the
+  // fields '#' (the slots held) and 'r:<request_id>', and returns a lease as "<id> <lease>": hex
+  // digits never name another field or split a reply.
   if (absl::Status s = ValidateLeaseOp(l); !s.ok()) return s;
-  const bool names_lease = l.action == LeaseAction::kAcquire || l.action == LeaseAction::kRelease ||
-                           l.action == LeaseAction::kExtend;
-  if (names_lease && !UsableLeaseId(l.lease_id)) {
-    return InvalidField("lease_id", "must not contain ':', '#' or ' '");
-  }
   if (!op.limits.empty() && l.action != LeaseAction::kAcquire) {
     return InvalidField("limits", "rate limits are taken only with an acquire");
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -25,7 +26,7 @@ constexpr size_t kEntryHeaderBytes = 8 + 1 + 4;  // its expiry, tag and the leas
 // The compact lease record this version writes (the layout in lease_record.h).
 constexpr char kCompactLeaseTag = '\x02';
 constexpr uint8_t kReleasedFlag = 1;
-constexpr uint8_t kBinaryIdFlag = 2;  // the id is 32 lowercase hex digits, kept as 16 bytes
+constexpr uint8_t kBinaryIdFlag = 2;  // the id as its 16 bytes (else as its 32 digits)
 
 absl::Status Malformed(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("malformed lease record: ", what));
@@ -79,10 +80,9 @@ bool SplitLeaseEntryKey(absl::string_view record_key, LeaseEntryKeyView* out) {
   return true;
 }
 
-// The compact record's bytes before its padding (`binary_id`: IsServerLeaseId(l.id)).
-size_t CompactLeaseBytes(const Lease& l, bool binary_id) {
-  const size_t id = binary_id ? kServerLeaseIdBytes : VarintBytes(l.id.size()) + l.id.size();
-  return 8 + 1 + 1 + VarintBytes(static_cast<uint64_t>(l.count)) + 8 + 8 + id +
+// The compact record's bytes before its padding.
+size_t CompactLeaseBytes(const Lease& l) {
+  return 8 + 1 + 1 + VarintBytes(static_cast<uint64_t>(l.count)) + 8 + 8 + LeaseId::kBytes +
          VarintBytes(l.request_id.size()) + l.request_id.size() + VarintBytes(l.holder.size()) +
          l.holder.size();
 }
@@ -174,13 +174,11 @@ std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
 }
 
 size_t LeaseEntryRecordBytes(const Lease& lease) {
-  return PaddedLeaseRecordBytes(CompactLeaseBytes(lease, IsServerLeaseId(lease.id)));
+  return PaddedLeaseRecordBytes(CompactLeaseBytes(lease));
 }
 
 void EncodeLeaseEntryRecord(const Lease& lease, std::string* out) {
-  uint8_t id_bytes[kServerLeaseIdBytes];
-  const bool binary_id = ServerLeaseIdBytes(lease.id, id_bytes);
-  const size_t compact = CompactLeaseBytes(lease, binary_id);
+  const size_t compact = CompactLeaseBytes(lease);
   const size_t bytes = PaddedLeaseRecordBytes(compact);
   // The fields, then zeros to its size class (the padding).
   out->resize(bytes);
@@ -188,16 +186,13 @@ void EncodeLeaseEntryRecord(const Lease& lease, std::string* out) {
   ByteWriter w(out->data());
   w.Fixed64(static_cast<uint64_t>(LeaseRecordExpiry(lease.expires_at_us)));
   w.U8(static_cast<uint8_t>(kCompactLeaseTag));
-  w.U8((lease.released ? kReleasedFlag : 0) | (binary_id ? kBinaryIdFlag : 0));
+  w.U8((lease.released ? kReleasedFlag : 0) | kBinaryIdFlag);
   w.Varint(static_cast<uint64_t>(lease.count));
   w.Fixed64(static_cast<uint64_t>(lease.acquired_at_us));
   w.Fixed64(static_cast<uint64_t>(lease.expires_at_us));
-  if (binary_id) {
-    w.Bytes(absl::string_view(reinterpret_cast<const char*>(id_bytes), sizeof(id_bytes)));
-  } else {
-    w.Varint(lease.id.size());
-    w.Bytes(lease.id);
-  }
+  uint8_t id_bytes[LeaseId::kBytes];
+  lease.id.ToBytes(id_bytes);
+  w.Bytes(absl::string_view(reinterpret_cast<const char*>(id_bytes), sizeof(id_bytes)));
   w.Varint(lease.request_id.size());
   w.Bytes(lease.request_id);
   w.Varint(lease.holder.size());
@@ -229,10 +224,15 @@ absl::StatusOr<Lease> DecodeLeaseEntryRecord(absl::string_view value) {
   l.expires_at_us = static_cast<int64_t>(expires);
   if ((flags & kBinaryIdFlag) != 0) {
     absl::string_view id;
-    if (!in.Bytes(kServerLeaseIdBytes, id)) return Malformed("truncated lease");
-    ServerLeaseIdOfBytes(reinterpret_cast<const uint8_t*>(id.data()), &l.id);
-  } else if (!in.VarintString(l.id)) {
-    return Malformed("truncated lease");
+    if (!in.Bytes(LeaseId::kBytes, id)) return Malformed("truncated lease");
+    l.id = LeaseId::FromBytes(reinterpret_cast<const uint8_t*>(id.data()));
+    if (l.id.empty()) return Malformed("an empty lease id");
+  } else {
+    std::string digits;
+    if (!in.VarintString(digits)) return Malformed("truncated lease");
+    const std::optional<LeaseId> id = LeaseId::Parse(digits);
+    if (!id) return Malformed("a lease id that is not 32 lowercase hex digits");
+    l.id = *id;
   }
   if (!in.VarintString(l.request_id) || !in.VarintString(l.holder)) {
     return Malformed("truncated lease");

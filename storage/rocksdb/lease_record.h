@@ -16,8 +16,9 @@
 //                    [acquired_at_us: i64] [expires_at_us: i64] [id] [request_id: string]
 //                    [holder: string] [zeros]
 //          free:     zeros (the expiry 0: it reads as absent, and compaction drops it)
-// Numbers little-endian; a string is a varint length then its bytes; the id is 16 bytes when it
-// is 32 lowercase hex digits (every id the server makes: binary id set), else a string. A lease
+// Numbers little-endian; a string is a varint length then its bytes; the id is its 16 bytes
+// (binary id set: every record this version writes), or, in a record of an earlier version
+// (binary id clear), a string of its 32 lowercase hex digits. A lease
 // the server made, without a request_id or holder, takes 45 bytes and its record 64 (half the 128
 // bytes earlier versions wrote for each decision). Records of earlier versions,
 //                    [1] [n: u32] [n bytes: the lease (lease_codec.h AppendLeaseEntry)] [zeros]

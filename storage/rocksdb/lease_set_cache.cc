@@ -24,7 +24,7 @@ size_t FixedBytes(const LeaseSet& set) {
 }  // namespace
 
 size_t LeaseStringBytes(const Lease& lease) {
-  return HeapBytes(lease.id) + HeapBytes(lease.request_id) + HeapBytes(lease.holder);
+  return HeapBytes(lease.request_id) + HeapBytes(lease.holder);
 }
 
 size_t LeaseSetMemoryBytes(const LeaseSet& set) { return FixedBytes(set) + StringBytes(set); }

@@ -23,7 +23,7 @@ void NumberRecord(LeaseSet& set, Lease& lease) {
 }
 
 // The lease of `set` with id `id`, or null.
-Lease* Find(LeaseSet& set, const std::string& id) {
+Lease* Find(LeaseSet& set, const LeaseId& id) {
   const int i = set.index.Find(set.leases, id);
   return i >= 0 ? &set.leases[i] : nullptr;
 }

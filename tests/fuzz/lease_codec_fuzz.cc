@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   op.config.max_lease_ttl_us = 1'000'000;
   op.ttl_us = 1000;
   op.request_id = set->leases.empty() ? "r" : set->leases[0].request_id;
-  op.lease_id = set->leases.empty() ? "x" : set->leases[0].id;
+  op.lease_id = set->leases.empty() ? LeaseId::FromWords(0, 1) : set->leases[0].id;
   const int64_t now = set->leases.empty() ? 0 : set->leases[0].acquired_at_us;
   for (LeaseAction action : {LeaseAction::kAcquire, LeaseAction::kRelease, LeaseAction::kExtend,
                              LeaseAction::kCheck, LeaseAction::kList, LeaseAction::kReset}) {

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "storage/leases/lease.h"
 #include "storage/state_store.h"
+#include "tests/support/lease_test_ids.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit::testing {
@@ -41,15 +42,16 @@ inline LimitConfig SlotsConfig(double capacity) {
   return c;
 }
 
-// One lease op on key `key` of limit `name` (capacity `capacity`).
-inline LeaseOp LeaseOpOf(LeaseAction action, double capacity, std::string lease_id = "",
+// One lease op on key `key` of limit `name` (capacity `capacity`), on the lease named `lease_id`
+// (NamedId; "": none).
+inline LeaseOp LeaseOpOf(LeaseAction action, double capacity, absl::string_view lease_id = "",
                          std::string name = "jobs", std::string key = "tenant") {
   LeaseOp op;
   op.key = StateKey{std::move(name), std::move(key)};
   op.config = SlotsConfig(capacity);
   op.action = action;
   op.ttl_us = kLeaseTtl;
-  op.lease_id = std::move(lease_id);
+  if (!lease_id.empty()) op.lease_id = NamedId(lease_id);
   return op;
 }
 
@@ -103,7 +105,7 @@ TYPED_TEST_P(LeaseStoreContractTest, AcquiresUpToCapacityThenDenies) {
   const LeaseOutcome first = this->Acquire(3, "a", 2);
   EXPECT_TRUE(first.allowed);
   ASSERT_TRUE(first.lease.lease.has_value());
-  EXPECT_EQ(first.lease.lease->id, "a");
+  EXPECT_EQ(first.lease.lease->id, NamedId("a"));
   EXPECT_EQ(first.lease.lease->expires_at_us, first.now_us + kLeaseTtl);
   EXPECT_EQ(first.lease.free, 1);
   this->env_.Advance(kSecond);
@@ -164,7 +166,7 @@ TYPED_TEST_P(LeaseStoreContractTest, RateDenialTakesNoSlot) {
   rate.count = 10;
   LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, 2, "a");
   ASSERT_TRUE(this->Must(op, {rate}).allowed);  // every token taken
-  op.lease_id = "b";
+  op.lease_id = NamedId("b");
   rate.count = 1;
   const LeaseOutcome denied = this->Must(op, {rate});
   EXPECT_FALSE(denied.allowed);
@@ -182,7 +184,7 @@ TYPED_TEST_P(LeaseStoreContractTest, SlotDenialTakesNoToken) {
   LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, 1, "a");
   ASSERT_TRUE(this->Must(op, {rate}).allowed);
   EXPECT_EQ(this->Tokens(rate), 9);
-  op.lease_id = "b";
+  op.lease_id = NamedId("b");
   const LeaseOutcome denied = this->Must(op, {rate});
   EXPECT_FALSE(denied.allowed);
   EXPECT_EQ(denied.lease.reason, DenyReason::kNoFreeSlots);
@@ -198,7 +200,8 @@ TYPED_TEST_P(LeaseStoreContractTest, RequestIdReplayTakesNothingTwice) {
   op.request_id = "req-1";
   const LeaseOutcome first = this->Must(op, {rate});
   ASSERT_TRUE(first.allowed);
-  op.lease_id = "a-retry";  // a retry gets a new id from the server: the first lease is answered
+  op.lease_id =
+      NamedId("a-retry");  // a retry gets a new id from the server: the first lease is answered
   const LeaseOutcome again = this->Must(op, {rate});
   EXPECT_TRUE(again.allowed);
   EXPECT_TRUE(again.lease.replayed);
@@ -247,8 +250,9 @@ TYPED_TEST_P(LeaseStoreContractTest, ResetAndListSeeTheHeldLeases) {
   this->env_.Advance(kSecond);
   ASSERT_TRUE(this->Acquire(5, "b").allowed);
   const LeaseOutcome list = this->Must(LeaseOpOf(LeaseAction::kList, 5));
-  EXPECT_THAT(list.lease.held_leases, ::testing::ElementsAre(::testing::Field(&Lease::id, "a"),
-                                                             ::testing::Field(&Lease::id, "b")));
+  EXPECT_THAT(list.lease.held_leases,
+              ::testing::ElementsAre(::testing::Field(&Lease::id, NamedId("a")),
+                                     ::testing::Field(&Lease::id, NamedId("b"))));
   EXPECT_TRUE(this->Must(LeaseOpOf(LeaseAction::kReset, 5)).lease.write);
   EXPECT_EQ(this->Held(5), 0);
 }

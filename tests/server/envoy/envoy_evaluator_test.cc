@@ -167,7 +167,7 @@ EnvoyDescriptorPlan Acquire(const EnvoyRateLimit& rule, uint64_t slots = 1) {
   p.lease.action = slots == 0 ? LeaseAction::kCheck : LeaseAction::kAcquire;
   p.lease.count = slots == 0 ? 1 : static_cast<int64_t>(slots);
   p.lease.ttl_us = rule.concurrency->lease_ttl_us;
-  p.lease.lease_id = NewLeaseId();
+  p.lease.lease_id = LeaseId::New();
   return p;
 }
 
@@ -310,7 +310,7 @@ TEST_F(EnvoySplitAcquireTest, AnotherFailedPreconditionFailsTheRequestUnsplit) {
 
 TEST(EnvoyLeaseTokenTest, NamesTheLeaseAndItsKeyAndRefusesWhatItDidNotMake) {
   const std::string state_name = EnvoyStateName("web", {EnvoyEntry{"org", ""}}, false);
-  const std::string id = NewLeaseId();
+  const LeaseId id = LeaseId::New();
   const std::string token = EnvoyLeaseToken(id, state_name, "acme|eu\\x");
   const std::optional<EnvoyLeaseRef> ref = ParseEnvoyLeaseToken(token);
   ASSERT_TRUE(ref.has_value());
@@ -326,7 +326,11 @@ TEST(EnvoyLeaseTokenTest, NamesTheLeaseAndItsKeyAndRefusesWhatItDidNotMake) {
   EXPECT_FALSE(ParseEnvoyLeaseToken(
       EnvoyLeaseToken(id, EnvoyStateName("web", {EnvoyEntry{"org", ""}}, true), "k")));
   EXPECT_FALSE(ParseEnvoyLeaseToken(EnvoyLeaseToken(id, state_name, "")));
-  EXPECT_FALSE(ParseEnvoyLeaseToken(id + ".!!." + token.substr(id.size() + 1)));
+  EXPECT_FALSE(ParseEnvoyLeaseToken(id.ToString() + ".!!." + token.substr(LeaseId::kDigits + 1)));
+  // The id's digits are the token's first part; all zeros is no lease's id.
+  EXPECT_EQ(token.substr(0, LeaseId::kDigits), id.ToString());
+  EXPECT_FALSE(
+      ParseEnvoyLeaseToken(std::string(LeaseId::kDigits, '0') + token.substr(LeaseId::kDigits)));
 }
 
 }  // namespace

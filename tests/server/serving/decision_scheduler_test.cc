@@ -13,6 +13,7 @@
 #include "storage/leases/lease.h"
 #include "storage/state_store.h"
 #include "tests/support/forwarding_store.h"
+#include "tests/support/lease_test_ids.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -94,14 +95,14 @@ TEST(DecisionSchedulerTest, BurstDecisionsWaitForTheBurstsEndAndShareOneStoreCal
 }
 
 // An acquire of one slot of a concurrency limit of 2.
-LeaseOperation AcquireOne(const std::string& lease_id) {
+LeaseOperation AcquireOne(absl::string_view lease_id) {
   LeaseOperation op;
   op.lease.key = StateKey{"jobs", "k"};
   op.lease.config.kind = LimitKind::kConcurrency;
   op.lease.config.capacity = 2;
   FillLeaseTtlDefaults(op.lease.config);
   op.lease.ttl_us = op.lease.config.lease_ttl_us;
-  op.lease.lease_id = lease_id;
+  op.lease.lease_id = NamedId(lease_id);
   return op;
 }
 

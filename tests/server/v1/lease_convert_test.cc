@@ -48,7 +48,8 @@ v1::AcquireRequest Acquire(const std::string& name = "jobs", const std::string& 
 // AcquireFromProto into a fresh plan, as the server calls it: the plan, or the error.
 absl::StatusOr<AcquirePlan> PlanOf(const v1::AcquireRequest& r, const LimitSet& defined) {
   AcquirePlan plan;
-  if (absl::Status s = AcquireFromProto(r, defined, InlineLimits::kAllow, kLeaseId, plan);
+  if (absl::Status s =
+          AcquireFromProto(r, defined, InlineLimits::kAllow, *LeaseId::Parse(kLeaseId), plan);
       !s.ok()) {
     return s;
   }
@@ -71,7 +72,7 @@ TEST(AcquireFromProtoTest, ResolvesTheConcurrencyLimitWithItsDefaultTtl) {
   EXPECT_EQ(plan->lease.key, (StateKey{"jobs", "t1", LimitSource::kDefined}));
   EXPECT_EQ(plan->lease.count, 1);
   EXPECT_EQ(plan->lease.ttl_us, 10 * kSecond);
-  EXPECT_EQ(plan->lease.lease_id, kLeaseId);
+  EXPECT_EQ(plan->lease.lease_id, LeaseId::Parse(kLeaseId));
   EXPECT_EQ(plan->lease.request_id, "job-7");
   EXPECT_EQ(plan->lease.holder, "worker-3");
 }
@@ -187,7 +188,7 @@ TEST(LeaseTargetTest, ReleaseAndExtendNameTheLeaseAndTheLimit) {
   absl::StatusOr<LeaseOp> op = ReleaseFromProto(release, defined, InlineLimits::kAllow);
   ASSERT_TRUE(op.ok()) << op.status();
   EXPECT_EQ(op->action, LeaseAction::kRelease);
-  EXPECT_EQ(op->lease_id, kLeaseId);
+  EXPECT_EQ(op->lease_id, LeaseId::Parse(kLeaseId));
 
   v1::ExtendRequest extend;
   extend.set_name("jobs");
@@ -202,6 +203,11 @@ TEST(LeaseTargetTest, ReleaseAndExtendNameTheLeaseAndTheLimit) {
   ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "lease_id");
   release.set_lease_id("");
   ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "lease_id");
+  release.set_lease_id(std::string(32, '0'));  // no lease's id
+  ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "lease_id");
+  extend.set_lease_id(std::string(32, '0'));
+  ExpectInvalid(ExtendFromProto(extend, defined, InlineLimits::kAllow).status(), "lease_id");
+  extend.set_lease_id(kLeaseId);
   release.set_lease_id(kLeaseId);
   release.set_key("");
   ExpectInvalid(ReleaseFromProto(release, defined, InlineLimits::kAllow).status(), "key");
@@ -282,7 +288,7 @@ TEST(AcquireToProtoTest, AnAllowedAcquireCarriesItsLease) {
   outcome.lease.allowed = true;
   outcome.lease.held = 1;
   outcome.lease.free = 4;
-  outcome.lease.lease = Lease{.id = kLeaseId,
+  outcome.lease.lease = Lease{.id = *LeaseId::Parse(kLeaseId),
                               .count = 1,
                               .acquired_at_us = 100 * kSecond,
                               .expires_at_us = 110 * kSecond,

@@ -76,7 +76,7 @@ TEST(ApplyLeaseTest, ALeaseOutlivingTheConfiguredMaxTtlKeepsItsRecord) {
   op.config.max_lease_ttl_us = kSecond;
   op.config.lease_ttl_us = kSecond;
   op.ttl_us = kSecond;
-  op.lease_id = "b";
+  op.lease_id = NamedId("b");
   op.config.capacity = 2;
   absl::StatusOr<LeaseOutcome> second = store.ApplyLease(LeaseOperation{op}, clock);
   ASSERT_TRUE(second.ok()) << second.status();

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/leases/lease.h"
+#include "tests/support/lease_test_ids.h"
 
 namespace ratelimit {
 namespace {
@@ -28,20 +29,22 @@ LimitConfig Slots(double capacity) {
   return c;
 }
 
-LeaseOp Op(LeaseAction action, int64_t count = 1, std::string lease_id = "", double capacity = 3) {
+// `lease_id`: the name of the lease (NamedId), "" for none.
+LeaseOp Op(LeaseAction action, int64_t count = 1, absl::string_view lease_id = "",
+           double capacity = 3) {
   LeaseOp op;
   op.key = StateKey{"jobs", "tenant"};
   op.config = Slots(capacity);
   op.action = action;
   op.count = count;
   op.ttl_us = kTtl;
-  op.lease_id = std::move(lease_id);
+  if (!lease_id.empty()) op.lease_id = NamedId(lease_id);
   return op;
 }
 
-Lease Held(std::string id, int64_t count, int64_t expires_at, std::string request_id = "") {
+Lease Held(absl::string_view id, int64_t count, int64_t expires_at, std::string request_id = "") {
   Lease l;
-  l.id = std::move(id);
+  l.id = NamedId(id);
   l.count = count;
   l.acquired_at_us = expires_at - kTtl;
   l.expires_at_us = expires_at;
@@ -50,14 +53,15 @@ Lease Held(std::string id, int64_t count, int64_t expires_at, std::string reques
 }
 
 TEST(LeaseAlgebraTest, ASetMovedInIsMovedIntoNextNotCopied) {
-  // Ids longer than a string's inline buffer: a copy would allocate, a move keeps the buffer.
-  LeaseSet current{{Held("expired-lease-id-of-thirty-two-ch", 1, kNow),
-                    Held("held-lease-id-of-thirty-two-chars", 1, kNow + 5)}};
-  const char* held_id = current.leases[1].id.data();
+  // request_ids longer than a string's inline buffer: a copy would allocate, a move keeps the
+  // buffer.
+  LeaseSet current{{Held("expired", 1, kNow, "request-id-past-the-inline-buffer-1"),
+                    Held("held", 1, kNow + 5, "request-id-past-the-inline-buffer-2")}};
+  const char* held_request_id = current.leases[1].request_id.data();
   const LeaseDecision d = DecideLease(Op(LeaseAction::kAcquire, 1, "c"), std::move(current), kNow);
   ASSERT_TRUE(d.write);
   ASSERT_EQ(d.next.leases.size(), 2u);  // the expired lease dropped, the new one appended
-  EXPECT_EQ(d.next.leases[0].id.data(), held_id);
+  EXPECT_EQ(d.next.leases[0].request_id.data(), held_request_id);
 }
 
 TEST(LeaseAlgebraTest, WithoutAWriteNextIsTheSetAsRead) {
@@ -84,7 +88,7 @@ TEST(LeaseAlgebraTest, AcquireTakesSlotsAndAppendsTheLease) {
   EXPECT_EQ(d.held, 3);
   EXPECT_EQ(d.free, 0);
   ASSERT_TRUE(d.lease.has_value());
-  EXPECT_EQ(d.lease->id, "b");
+  EXPECT_EQ(d.lease->id, NamedId("b"));
   EXPECT_EQ(d.lease->count, 2);
   EXPECT_EQ(d.lease->acquired_at_us, kNow);
   EXPECT_EQ(d.lease->expires_at_us, kNow + kTtl);
@@ -138,7 +142,7 @@ TEST(LeaseAlgebraTest, ALeaseIsExpiredAtItsExpiryAndHeldJustBefore) {
   EXPECT_EQ(at.expired_unreleased, 1);
   EXPECT_EQ(at.held, 1);
   ASSERT_EQ(at.next.leases.size(), 1u);
-  EXPECT_EQ(at.next.leases[0].id, "b");  // the expired lease is dropped
+  EXPECT_EQ(at.next.leases[0].id, NamedId("b"));  // the expired lease is dropped
 }
 
 TEST(LeaseAlgebraTest, CheckAnswersWhatAcquireWouldAndWritesNothing) {
@@ -200,7 +204,7 @@ TEST(LeaseAlgebraTest, ReleasedLeaseWithRequestIdIsKeptForReplayUntilItsExpiry) 
   EXPECT_FALSE(later.replayed);
   EXPECT_TRUE(later.allowed);
   EXPECT_EQ(later.expired_unreleased, 0);
-  EXPECT_THAT(later.next.leases, ElementsAre(Field(&Lease::id, "b")));
+  EXPECT_THAT(later.next.leases, ElementsAre(Field(&Lease::id, NamedId("b"))));
 }
 
 TEST(LeaseAlgebraTest, ReleaseWithoutRequestIdRemovesTheLease) {
@@ -231,19 +235,6 @@ TEST(LeaseAlgebraTest, ReleaseMovesTheLastLeaseIntoThePlaceOfTheOneRemoved) {
   const LeaseDecision last = DecideLease(Op(LeaseAction::kRelease, 1, "d", 5), current, kNow);
   EXPECT_THAT(last.next.leases,
               ElementsAre(current.leases[0], current.leases[1], current.leases[2]));
-}
-
-TEST(LeaseAlgebraTest, SameLeaseIdComparesWholeIds) {
-  const std::string id = "0123456789abcdef0123456789abcdef";
-  EXPECT_TRUE(SameLeaseId(id, std::string(id)));
-  std::string last_differs = id;
-  last_differs.back() = '0';
-  EXPECT_FALSE(SameLeaseId(id, last_differs));  // the first 8 bytes agree
-  EXPECT_FALSE(SameLeaseId(id, "1" + id.substr(1)));
-  EXPECT_FALSE(SameLeaseId(id, id.substr(0, 31)));
-  EXPECT_TRUE(SameLeaseId("a", "a"));  // shorter than 8 bytes
-  EXPECT_FALSE(SameLeaseId("a", "b"));
-  EXPECT_TRUE(SameLeaseId("", ""));
 }
 
 TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeldAndWritesNothing) {
@@ -286,7 +277,8 @@ TEST(LeaseAlgebraTest, ListGivesHeldLeasesSoonestExpiryFirstAndWritesNothing) {
   EXPECT_FALSE(d.write);
   EXPECT_TRUE(d.allowed);
   EXPECT_THAT(d.held_leases,
-              ElementsAre(Field(&Lease::id, "b"), Field(&Lease::id, "t"), Field(&Lease::id, "c")));
+              ElementsAre(Field(&Lease::id, NamedId("b")), Field(&Lease::id, NamedId("t")),
+                          Field(&Lease::id, NamedId("c"))));
   EXPECT_EQ(d.held, 3);
   EXPECT_EQ(d.free, 7);
   EXPECT_EQ(d.expired_unreleased, 1);
@@ -391,7 +383,7 @@ TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
   std::mt19937_64 rng(20261130);
   auto pick = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
   DecidedTwoWays key;
-  std::vector<std::string> ids;
+  std::vector<LeaseId> ids;
   int64_t now = kNow;
   int fast = 0;  // decisions the summary let skip the read
   for (int step = 0; step < 20000; ++step) {
@@ -402,15 +394,15 @@ TEST(LeaseAlgebraTest, ACarriedSummaryDecidesAsReadingTheSetEveryTimeDoes) {
     const int64_t roll = pick(20);
     if (roll < 8) {
       op.action = LeaseAction::kAcquire;
-      op.lease_id = "id" + std::to_string(step);
+      op.lease_id = NamedId("id" + std::to_string(step));
       if (pick(3) == 0) op.request_id = "rq" + std::to_string(pick(40));
       ids.push_back(op.lease_id);
     } else if (roll < 13) {
       op.action = LeaseAction::kRelease;
-      op.lease_id = ids.empty() || pick(10) == 0 ? "unknown" : ids[pick(ids.size())];
+      op.lease_id = ids.empty() || pick(10) == 0 ? NamedId("unknown") : ids[pick(ids.size())];
     } else if (roll < 16) {
       op.action = LeaseAction::kExtend;
-      op.lease_id = ids.empty() ? "unknown" : ids[pick(ids.size())];
+      op.lease_id = ids.empty() ? NamedId("unknown") : ids[pick(ids.size())];
     } else if (roll == 16) {
       op.action = LeaseAction::kList;
     } else if (roll == 17 && pick(5) == 0) {
@@ -433,7 +425,7 @@ TEST(LeaseAlgebraTest, ALargeCarriedSetDropsExpiredLeasesByItsIndex) {
   auto pick = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
   constexpr double kSlots = 400;
   DecidedTwoWays key;
-  std::vector<std::string> ids;
+  std::vector<LeaseId> ids;
   int64_t now = kNow;
   int by_index = 0;  // decisions that dropped leases without a pass
   int passes = 0;    // decisions that passed over every lease
@@ -448,10 +440,10 @@ TEST(LeaseAlgebraTest, ALargeCarriedSetDropsExpiredLeasesByItsIndex) {
       ids.push_back(op.lease_id);
     } else if (roll < 8) {
       op.action = LeaseAction::kRelease;
-      op.lease_id = ids.empty() ? "unknown" : ids[pick(ids.size())];
+      op.lease_id = ids.empty() ? NamedId("unknown") : ids[pick(ids.size())];
     } else if (roll < 9) {
       op.action = LeaseAction::kExtend;
-      op.lease_id = ids.empty() ? "unknown" : ids[pick(ids.size())];
+      op.lease_id = ids.empty() ? NamedId("unknown") : ids[pick(ids.size())];
     } else {
       op.action = LeaseAction::kCheck;
     }

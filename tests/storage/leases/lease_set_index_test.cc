@@ -12,18 +12,20 @@
 #include <utility>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/leases/lease.h"
+#include "tests/support/lease_test_ids.h"
 
 namespace ratelimit {
 namespace {
 
 constexpr size_t kMany = LeaseSetIndex::kPositionsFrom + 100;
 
-Lease LeaseOf(std::string id, uint32_t record = 0, std::string request_id = "") {
+Lease LeaseOf(absl::string_view id, uint32_t record = 0, std::string request_id = "") {
   Lease l;
-  l.id = std::move(id);
+  l.id = NamedId(id);
   l.record = record;
   l.request_id = std::move(request_id);
   return l;
@@ -58,15 +60,16 @@ TEST(LeaseSetIndexTest, PositionsFollowAppendsAndRemovals) {
   std::vector<Lease> leases;
   LeaseSetIndex index;
   AppendMany(leases, index);
-  ASSERT_EQ(index.Find(leases, "id-7"), 7);  // a search: a set searched once is not indexed
+  ASSERT_EQ(index.Find(leases, NamedId("id-7")),
+            7);  // a search: a set searched once is not indexed
   ASSERT_FALSE(index.positions_live());
-  ASSERT_EQ(index.Find(leases, "id-9"), 9);  // the second search builds the positions
+  ASSERT_EQ(index.Find(leases, NamedId("id-9")), 9);  // the second search builds the positions
   ASSERT_TRUE(index.positions_live());
   std::mt19937 rng(7);
   for (int step = 0; step < 2000; ++step) {
     if (rng() % 2 == 0 && leases.size() > LeaseSetIndex::kPositionsFrom) {
       const size_t i = rng() % leases.size();
-      const std::string gone = leases[i].id;
+      const LeaseId gone = leases[i].id;
       TakeLease(leases, index, i);
       EXPECT_EQ(index.Find(leases, gone), -1) << gone;
     } else {
@@ -88,14 +91,14 @@ TEST(LeaseSetIndexTest, PositionsThatFellBehindStillFindTheRightLease) {
   std::vector<Lease> leases;
   LeaseSetIndex index;
   for (size_t i = 0; i < kMany; ++i) leases.push_back(LeaseOf(absl::StrCat("id-", i)));
-  ASSERT_EQ(index.Find(leases, "id-3"), 3);
-  ASSERT_EQ(index.Find(leases, "id-4"), 4);
+  ASSERT_EQ(index.Find(leases, NamedId("id-3")), 3);
+  ASSERT_EQ(index.Find(leases, NamedId("id-4")), 4);
   ASSERT_TRUE(index.positions_live());
   std::reverse(leases.begin(), leases.end());
   for (size_t i = 0; i < leases.size(); ++i) {
     EXPECT_EQ(index.Find(leases, leases[i].id), static_cast<int>(i));
   }
-  EXPECT_EQ(index.Find(leases, "absent"), -1);
+  EXPECT_EQ(index.Find(leases, NamedId("absent")), -1);
 }
 
 // Record numbers through random takes and frees on a set of up to 300 leases: each new lease's
@@ -203,11 +206,12 @@ TEST(LeaseSetIndexTest, RequestIdsStayExactThroughAppendsRemovalsAndDrops) {
     } else if (roll < 8) {
       TakeLease(leases, index, pick(leases.size()));
     } else {
-      // A pass that drops every lease whose id ends in the drawn digit, keeping the rest in order.
-      const char digit = static_cast<char>('0' + pick(10));
+      // A pass that drops every lease whose id hashes to the drawn digit, keeping the rest in
+      // order.
+      const size_t digit = pick(10);
       std::vector<Lease> kept;
       for (Lease& l : leases) {
-        if (l.id.back() == digit) {
+        if (absl::HashOf(l.id) % 10 == digit) {
           index.Dropping(l);
         } else {
           kept.push_back(std::move(l));
@@ -338,14 +342,15 @@ TEST(LeaseSetIndexTest, AMissIsAnsweredWithoutASearchOnceIdsAreExact) {
   std::vector<Lease> leases;
   LeaseSetIndex index;
   AppendMany(leases, index);
-  EXPECT_EQ(index.Find(leases, "id-3"), 3);  // the first search
-  EXPECT_EQ(index.Find(leases, "id-4"), 4);  // builds the positions
-  EXPECT_EQ(index.Find(leases, "gone"), -1);
+  EXPECT_EQ(index.Find(leases, NamedId("id-3")), 3);  // the first search
+  EXPECT_EQ(index.Find(leases, NamedId("id-4")), 4);  // builds the positions
+  EXPECT_EQ(index.Find(leases, NamedId("gone")), -1);
   ASSERT_TRUE(index.positions_live());
-  leases.back().id = "unannounced";  // the index still knows it as id-<kMany - 1>
-  EXPECT_EQ(index.Find(leases, "unannounced"), -1);
+  leases.back().id = NamedId("unannounced");  // the index still knows it as id-<kMany - 1>
+  EXPECT_EQ(index.Find(leases, NamedId("unannounced")), -1);
   // A search still finds what the positions point to wrongly (positions are hints).
-  EXPECT_EQ(index.Find(leases, absl::StrCat("id-", kMany - 2)), static_cast<int>(kMany - 2));
+  EXPECT_EQ(index.Find(leases, NamedId(absl::StrCat("id-", kMany - 2))),
+            static_cast<int>(kMany - 2));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "storage/redis/cluster/redis_slot.h"
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_state_store.h"
+#include "tests/support/lease_test_ids.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/test_support.h"
 
@@ -80,26 +81,31 @@ TEST(RedisLeaseKeysTest, ParseAndThePatternFindTheSetsOfOneNameOnly) {
 
 TEST(RedisLeaseEncodingTest, RoundTripsAnyRequestIdAndHolder) {
   Lease lease;
-  lease.id = "0123456789abcdef0123456789abcdef";
+  lease.id = *LeaseId::Parse("0123456789abcdef0123456789abcdef");
   lease.count = 1000000000;
   lease.acquired_at_us = 1800000000000000;
   lease.expires_at_us = 1800000086400000;
   lease.request_id = "r 1:2\n";
   lease.holder = "host 7: pid 9 \xff";
   lease.released = true;
-  const std::optional<Lease> back = DecodeRedisLease(lease.id, EncodeRedisLease(lease));
+  const std::optional<Lease> back = DecodeRedisLease(lease.id.ToString(), EncodeRedisLease(lease));
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(*back, lease);
   lease.request_id = "";
   lease.holder = "";
   lease.released = false;
-  EXPECT_EQ(DecodeRedisLease(lease.id, EncodeRedisLease(lease)), lease);
+  EXPECT_EQ(DecodeRedisLease(lease.id.ToString(), EncodeRedisLease(lease)), lease);
+  // A field that is not a lease id's digits holds no lease.
+  for (const std::string& id :
+       {std::string("a"), std::string(32, '0'), std::string("0123456789ABCDEF0123456789abcdef")}) {
+    EXPECT_FALSE(DecodeRedisLease(id, EncodeRedisLease(lease)).has_value()) << id;
+  }
 }
 
 TEST(RedisLeaseEncodingTest, RejectsMalformedText) {
   for (const char* text :
        {"", "1 2 3 0", "1 2 3 2 0:", "1 2 3 0 5:abc", "-1 2 3 0 0:", "x 2 3 0 0:"}) {
-    EXPECT_FALSE(DecodeRedisLease("a", text).has_value()) << text;
+    EXPECT_FALSE(DecodeRedisLease("0123456789abcdef0123456789abcdef", text).has_value()) << text;
   }
 }
 
@@ -111,7 +117,7 @@ constexpr int64_t kMs = 1000;
 struct SequenceKey {
   StateKey key;
   int64_t capacity = 1;
-  std::vector<std::string> ids;
+  std::vector<LeaseId> ids;
 };
 
 class RedisLeaseDifferentialTest : public ::testing::Test {
@@ -172,7 +178,7 @@ class RedisLeaseDifferentialTest : public ::testing::Test {
       if (!l.released) held += l.count;
       if (l.request_id.empty()) continue;
       ++request_ids;
-      EXPECT_EQ(fields["r:" + l.request_id], l.id) << where;
+      EXPECT_EQ(fields["r:" + l.request_id], l.id.ToString()) << where;
     }
     EXPECT_EQ(fields["#"], absl::StrCat(held)) << where;
     EXPECT_EQ(fields.size(), want.leases.size() + request_ids + 1) << where;
@@ -180,7 +186,7 @@ class RedisLeaseDifferentialTest : public ::testing::Test {
     ASSERT_EQ(scores.elements.size(), 2 * want.leases.size()) << where;
     for (size_t i = 0; i < scores.elements.size(); i += 2) {
       const auto lease = std::find_if(want.leases.begin(), want.leases.end(), [&](const Lease& l) {
-        return l.id == scores.elements[i].str;
+        return l.id.ToString() == scores.elements[i].str;
       });
       ASSERT_NE(lease, want.leases.end()) << where;
       EXPECT_EQ(scores.elements[i + 1].str, absl::StrCat(lease->expires_at_us)) << where;
@@ -264,12 +270,13 @@ TEST_F(RedisLeaseDifferentialTest, RandomLeaseOpsDecideAndStoreExactlyAsTheAlgeb
         if (to >= kMinLeaseTtlMicros) op.ttl_us = to;
       }
       if (op.action == LeaseAction::kAcquire) {
-        op.lease_id = absl::StrCat("l", next_id++);
+        op.lease_id = NamedId(absl::StrCat("l", next_id++));
         op.request_id = request_ids[pick(request_ids.size())];
         op.holder = holders[pick(holders.size())];
         key.ids.push_back(op.lease_id);
       } else if (op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend) {
-        op.lease_id = key.ids.empty() || pick(8) == 0 ? "unknown" : key.ids[pick(key.ids.size())];
+        op.lease_id =
+            key.ids.empty() || pick(8) == 0 ? NamedId("unknown") : key.ids[pick(key.ids.size())];
       }
       ASSERT_OK(ValidateLeaseOp(op));
 

@@ -36,7 +36,7 @@ LeaseSet SetOf(int leases) {
   LeaseSet set;
   for (int i = 0; i < leases; ++i) {
     Lease l;
-    l.id = absl::StrCat("0123456789abcdef0123456789ab", 1000 + i);
+    l.id = *LeaseId::Parse(absl::StrCat("0123456789abcdef0123456789ab", 1000 + i));
     l.count = 1 + i % 3;
     l.acquired_at_us = 1000 + i;
     l.expires_at_us = 5000 + i;
@@ -148,8 +148,8 @@ TEST(LeaseRecordTest, ALeaseRecordRoundTripsPaddedToItsSizeClass) {
 
 TEST(LeaseRecordTest, ALeaseTheServerMadeTakesOneSizeClassOf64Bytes) {
   Lease l;
-  l.id = "9f86d081884c7d659a2feaa0c55ad015";  // 32 lowercase hex digits, as NewLeaseId makes
-  l.count = 1'000'000'000;                    // the most slots a lease can hold
+  l.id = *LeaseId::Parse("9f86d081884c7d659a2feaa0c55ad015");
+  l.count = 1'000'000'000;  // the most slots a lease can hold
   l.acquired_at_us = INT64_MAX - 1;
   l.expires_at_us = INT64_MAX;
   std::string value;
@@ -165,23 +165,38 @@ TEST(LeaseRecordTest, ALeaseTheServerMadeTakesOneSizeClassOf64Bytes) {
   EXPECT_EQ(*back, l);
 }
 
-TEST(LeaseRecordTest, IdsThatAreNotLowercaseHexRoundTripAsStrings) {
+// The compact record of `l` with its id written as a string (the binary-id flag clear), as earlier
+// versions could write it: `digits` (its 32 digits, or anything else to test the reader with).
+// REQUIRES: l.count < 128 (a varint of one byte).
+std::string StringIdRecord(const Lease& l, absl::string_view digits) {
+  std::string value;
+  EncodeLeaseEntryRecord(l, &value);
+  value[9] = static_cast<char>(value[9] & ~2);
+  constexpr size_t kIdAt = 8 + 1 + 1 + 1 + 8 + 8;
+  value.replace(kIdAt, LeaseId::kBytes, std::string(1, static_cast<char>(digits.size())));
+  value.insert(kIdAt + 1, digits.data(), digits.size());
+  return value;
+}
+
+TEST(LeaseRecordTest, AnIdWrittenAsItsDigitsIsReadAsTheSameId) {
+  Lease l;
+  l.id = *LeaseId::Parse("9f86d081884c7d659a2feaa0c55ad015");
+  l.count = 3;
+  l.acquired_at_us = 10;
+  l.expires_at_us = 20;
+  l.released = true;
+  l.request_id = "r";
+  absl::StatusOr<Lease> back = DecodeLeaseEntryRecord(StringIdRecord(l, l.id.ToString()));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, l);
+  // Digits that are no lease id's: the record is malformed.
   for (const std::string& id : {std::string("9F86D081884C7D659A2FEAA0C55AD015"),
                                 std::string("9f86d081884c7d659a2feaa0c55ad01"),
                                 std::string("9f86d081884c7d659a2feaa0c55ad0155"),
-                                std::string("lease-1"), std::string(), std::string("\0x", 2)}) {
-    Lease l;
-    l.id = id;
-    l.count = 3;
-    l.acquired_at_us = 10;
-    l.expires_at_us = 20;
-    l.released = true;
-    l.request_id = "r";
-    std::string value;
-    EncodeLeaseEntryRecord(l, &value);
-    absl::StatusOr<Lease> back = DecodeLeaseEntryRecord(value);
-    ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_EQ(*back, l) << absl::CEscape(id);
+                                std::string(32, '0'), std::string("lease-1"), std::string()}) {
+    EXPECT_EQ(DecodeLeaseEntryRecord(StringIdRecord(l, id)).status().code(),
+              absl::StatusCode::kDataLoss)
+        << id;
   }
 }
 
@@ -225,8 +240,7 @@ TEST(LeaseRecordTest, AFreeRecordExpiredAndHoldsNoLease) {
 }
 
 TEST(LeaseRecordTest, MalformedLeaseRecordsAreDataLoss) {
-  Lease l = SetOf(1).leases[0];
-  l.id = "lease-1";  // a string id: its length can run past the end
+  const Lease l = SetOf(1).leases[0];
   std::string good;
   EncodeLeaseEntryRecord(l, &good);
   ASSERT_TRUE(DecodeLeaseEntryRecord(good).ok());
@@ -240,11 +254,15 @@ TEST(LeaseRecordTest, MalformedLeaseRecordsAreDataLoss) {
   no_count[10] = '\0';  // a lease of 0 slots
   std::string overlong_count = good;
   overlong_count.replace(10, 11, std::string(11, '\x81'));  // a varint of 11 bytes
-  std::string id_too_long = good;
-  id_too_long[27] = '\x7f';  // the id's length (after 8 + 1 + 1 + 1 + 16), past the end
+  std::string empty_id = good;
+  empty_id.replace(27, LeaseId::kBytes, std::string(LeaseId::kBytes, '\0'));  // no lease's id
+  // An id written as its digits (the version before) whose length runs past the end.
+  std::string id_too_long = StringIdRecord(l, l.id.ToString());
+  id_too_long[27] = '\x7f';  // the id's length (after 8 + 1 + 1 + 1 + 16)
   for (const std::string& bad :
        {std::string(), std::string("1234567"), good.substr(0, 9), good.substr(0, 20),
-        nonzero_padding, unknown_tag, unknown_flags, no_count, overlong_count, id_too_long}) {
+        good.substr(0, 40), nonzero_padding, unknown_tag, unknown_flags, no_count, overlong_count,
+        empty_id, id_too_long}) {
     EXPECT_EQ(DecodeLeaseEntryRecord(bad).status().code(), absl::StatusCode::kDataLoss)
         << absl::CEscape(bad);
   }
@@ -297,12 +315,12 @@ class LeaseRecordStoreTest : public ::testing::Test {
   LeaseState Release(const std::string& key, const std::string& id) {
     return Apply(LeaseOpOf(LeaseAction::kRelease, 1000, id, "jobs", key)).lease.state;
   }
-  // The ids of the leases held on `key`, sorted.
+  // The ids of the leases held on `key` (their names, IdName), sorted.
   std::vector<std::string> Held(const std::string& key) {
     std::vector<std::string> ids;
     for (const Lease& l :
          Apply(LeaseOpOf(LeaseAction::kList, 1000, "", "jobs", key)).lease.held_leases) {
-      ids.push_back(l.id);
+      ids.push_back(IdName(l.id));
     }
     std::sort(ids.begin(), ids.end());
     return ids;
@@ -379,10 +397,10 @@ TEST_F(LeaseRecordStoreTest, ReleasedExtendedAndResetLeasesSurviveARestartAsDeci
   Open();
   EXPECT_EQ(Held("t"), std::vector<std::string>{"long"});
   EXPECT_TRUE(Held("r").empty());
-  kept.lease_id = "other";
+  kept.lease_id = NamedId("other");
   const LeaseOutcome replay = Apply(kept);
   EXPECT_TRUE(replay.lease.replayed);
-  EXPECT_EQ(replay.lease.lease->id, "kept");
+  EXPECT_EQ(replay.lease.lease->id, NamedId("kept"));
   // Past the first TTL the extended lease is still held; past its own it is not.
   clock_.Advance(kLeaseTtl / 2 + 1);
   EXPECT_EQ(Held("t"), std::vector<std::string>{"long"});
@@ -445,7 +463,7 @@ TEST_F(LeaseRecordStoreTest, SetRecordsOfAnEarlierVersionAreMovedToLeaseRecordsA
   LeaseSet old;
   for (const char* id : {"old-1", "old-2"}) {
     Lease l;
-    l.id = id;
+    l.id = NamedId(id);
     l.acquired_at_us = clock_.NowMicros();
     l.expires_at_us = clock_.NowMicros() + kLeaseTtl;
     old.leases.push_back(l);
@@ -471,9 +489,11 @@ TEST_F(LeaseRecordStoreTest, SetRecordsOfAnEarlierVersionAreMovedToLeaseRecordsA
 
 TEST_F(LeaseRecordStoreTest, AReleaseFreesARecordAtTheSizeItWasReadWith) {
   Open();
-  // A record of an earlier version, unpadded: smaller than the size class this version writes.
+  // A record of an earlier version, unpadded: smaller than the size class this version writes
+  // (with a holder of 20 bytes, 102 bytes against 128).
   Lease l;
-  l.id = "sized";
+  l.id = NamedId("sized");
+  l.holder = std::string(20, 'h');
   l.acquired_at_us = clock_.NowMicros();
   l.expires_at_us = clock_.NowMicros() + kLeaseTtl;
   const size_t bytes = 13 + EncodedLeaseEntrySize(l);

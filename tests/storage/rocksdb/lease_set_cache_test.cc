@@ -59,7 +59,8 @@ std::shared_ptr<LeaseSet> SetOf(int leases, int64_t expires_at_us) {
   auto set = std::make_shared<LeaseSet>();
   for (int i = 0; i < leases; ++i) {
     Lease l;
-    l.id = absl::StrCat("lease-id-long-enough-for-the-heap-", i);
+    l.id = NamedId(absl::StrCat("lease-", i));
+    l.request_id = absl::StrCat("request-id-long-enough-for-the-heap-", i);
     l.expires_at_us = expires_at_us;
     set->leases.push_back(l);
   }
@@ -70,7 +71,8 @@ TEST(LeaseSetCacheTest, ChargesTheSetsMemoryAndStaysWithinItsBound) {
   std::atomic<uint64_t> resolved{0};
   const auto set = SetOf(20, 100);
   const size_t per_entry = LeaseSetCache::ChargeOf(8) + LeaseSetMemoryBytes(*set);
-  EXPECT_GT(LeaseSetMemoryBytes(*set), 20 * sizeof(Lease)) << "the ids' heap blocks are charged";
+  EXPECT_GT(LeaseSetMemoryBytes(*set), 20 * sizeof(Lease))
+      << "the request_ids' heap blocks are charged";
   const size_t bound = 64 * per_entry;
   LeaseSetCache cache(bound, resolved);
   for (int i = 0; i < 2000; ++i) {
@@ -124,26 +126,26 @@ TEST(LeaseSetCacheTest, TheBookFollowsTheDecisionsWithoutAPassOverTheLeases) {
   int64_t now = 1'000'000'000;
   int passes = 0;
   int unread = 0;
-  std::vector<std::string> ids;
+  std::vector<LeaseId> ids;
   for (int step = 0; step < 3000; ++step) {
     now += pick(200) * 1000;
     LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, 200);
     const int action = pick(10);
     op.ttl_us = (1 + pick(60)) * kSecond;
     if (action < 5) {
-      // Ids and request_ids past the small-string buffer, so that they own heap blocks.
-      op.lease_id = absl::StrCat("a-lease-id-past-the-small-buffer-", step);
+      // Request_ids and holders past the small-string buffer, so that they own heap blocks.
+      op.lease_id = NamedId(absl::StrCat("lease-", step));
       ids.push_back(op.lease_id);
       if (pick(3) == 0) op.request_id = absl::StrCat("a-request-id-past-the-buffer-", pick(50));
       if (pick(4) == 0) op.holder = absl::StrCat("a-holder-name-past-the-buffer-", step);
     } else if (action < 8) {
       op.action = LeaseAction::kRelease;
-      op.lease_id =
-          ids.empty() ? "unknown" : ids[ids.size() - 1 - pick(std::min<int>(ids.size(), 100))];
+      op.lease_id = ids.empty() ? NamedId("unknown")
+                                : ids[ids.size() - 1 - pick(std::min<int>(ids.size(), 100))];
     } else if (action < 9) {
       op.action = LeaseAction::kExtend;
-      op.lease_id =
-          ids.empty() ? "unknown" : ids[ids.size() - 1 - pick(std::min<int>(ids.size(), 100))];
+      op.lease_id = ids.empty() ? NamedId("unknown")
+                                : ids[ids.size() - 1 - pick(std::min<int>(ids.size(), 100))];
     } else {
       op.action = pick(20) == 0 ? LeaseAction::kReset : LeaseAction::kCheck;
     }
@@ -232,7 +234,7 @@ TEST_F(LeaseGroupTest, DecisionsOnAHotKeyQueueBehindAWriteAndShareTheNextOne) {
   // A retry of the first acquire, answered from its queued set.
   threads.emplace_back([&] {
     LeaseOp retry = op;
-    retry.lease_id = "not-taken";
+    retry.lease_id = NamedId("not-taken");
     later[kLater] = Apply(retry);
     ++answered;
   });
@@ -252,7 +254,7 @@ TEST_F(LeaseGroupTest, DecisionsOnAHotKeyQueueBehindAWriteAndShareTheNextOne) {
   }
   ASSERT_OK(later[kLater]);
   EXPECT_TRUE(later[kLater]->lease.replayed);
-  EXPECT_EQ(later[kLater]->lease.lease->id, "first");
+  EXPECT_EQ(later[kLater]->lease.lease->id, NamedId("first"));
   const GroupCommit::Stats stats = store_->group_commit_stats();
   EXPECT_EQ(stats.tickets, uint64_t{kLater + 1});
   EXPECT_EQ(stats.writes, 2u) << "one write for the first acquire, one for the other " << kLater;
@@ -490,7 +492,7 @@ TEST(LeaseSetCachePropertyTest, AStoreWithATinyCacheMatchesTheMemoryStore) {
   auto rocks = RocksDbStateStore::Open(o);
   ASSERT_OK(rocks);
   MemoryStateStore memory;
-  std::vector<std::string> ids;
+  std::vector<LeaseId> ids;
   LimitOp rate;
   rate.key = StateKey{"per-tenant", "t"};
   rate.config.kind = LimitKind::kTokenBucket;
@@ -505,7 +507,7 @@ TEST(LeaseSetCachePropertyTest, AStoreWithATinyCacheMatchesTheMemoryStore) {
     const int what = pick(100);
     bool with_rate = false;
     if (what < 45) {
-      op.lease_id = absl::StrCat("id", step);
+      op.lease_id = NamedId(absl::StrCat("id", step));
       if (pick(4) == 0) op.request_id = absl::StrCat("r", pick(20));
       with_rate = pick(3) == 0;
       ids.push_back(op.lease_id);

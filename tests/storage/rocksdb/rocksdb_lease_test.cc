@@ -54,13 +54,13 @@ TEST(RocksDbLeaseTest, LeasesSurviveARestart) {
     ASSERT_TRUE(first.ok() && first->allowed) << first.status();
     taken = *first->lease.lease;
     op.request_id.clear();
-    op.lease_id = "b";
+    op.lease_id = NamedId("b");
     ASSERT_TRUE(store->ApplyLease(LeaseOperation{op}, clock)->allowed);
     ASSERT_TRUE(store->Close().ok());
   }
   std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
   ASSERT_NE(store, nullptr);
-  op.lease_id = "c";
+  op.lease_id = NamedId("c");
   absl::StatusOr<LeaseOutcome> full = store->ApplyLease(LeaseOperation{op}, clock);
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_FALSE(full->allowed);
@@ -99,12 +99,12 @@ TEST(RocksDbLeaseTest, AReleaseKeepsOrFreesTheLeasesRecordAcrossARestart) {
   }
   std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
   ASSERT_NE(store, nullptr);
-  kept.lease_id = "retry";
+  kept.lease_id = NamedId("retry");
   absl::StatusOr<LeaseOutcome> replay = store->ApplyLease(LeaseOperation{kept}, clock);
   ASSERT_TRUE(replay.ok()) << replay.status();
   EXPECT_TRUE(replay->lease.replayed);
   ASSERT_TRUE(replay->lease.lease.has_value());
-  EXPECT_EQ(replay->lease.lease->id, "kept");
+  EXPECT_EQ(replay->lease.lease->id, NamedId("kept"));
   EXPECT_TRUE(replay->lease.lease->released);
   LeaseOp list = LeaseOpOf(LeaseAction::kList, 1, "");
   absl::StatusOr<LeaseOutcome> listed = store->ApplyLease(LeaseOperation{list}, clock);
@@ -113,7 +113,7 @@ TEST(RocksDbLeaseTest, AReleaseKeepsOrFreesTheLeasesRecordAcrossARestart) {
   EXPECT_EQ(listed->lease.held, 0);
 }
 
-// Held leases as id and record number, by id.
+// Held leases as id (its name, IdName) and record number, by id.
 using Held = std::vector<std::pair<std::string, uint32_t>>;
 
 // The held leases of the test key of capacity `capacity`.
@@ -123,7 +123,7 @@ Held HeldRecords(RocksDbStateStore& store, const Clock& clock, double capacity) 
   EXPECT_TRUE(listed.ok()) << listed.status();
   Held held;
   if (!listed.ok()) return held;
-  for (const Lease& l : listed->lease.held_leases) held.emplace_back(l.id, l.record);
+  for (const Lease& l : listed->lease.held_leases) held.emplace_back(IdName(l.id), l.record);
   std::sort(held.begin(), held.end());
   return held;
 }
@@ -243,7 +243,7 @@ TEST(RocksDbLeaseTest, ARunsAcquireTakesTheRecordItsReleaseFreed) {
   LeaseOp release = LeaseOpOf(LeaseAction::kRelease, 3, "a");
   ASSERT_TRUE(store->ApplyLease(LeaseOperation{release}, clock).ok());
   const uint64_t before = store->lease_record_writes();
-  release.lease_id = "c";
+  release.lease_id = NamedId("c");
   const std::vector<LeaseOperation> run = {
       LeaseOperation{release}, LeaseOperation{LeaseOpOf(LeaseAction::kAcquire, 3, "d")}};
   std::vector<const LeaseOperation*> ops = {&run[0], &run[1]};
@@ -311,7 +311,7 @@ int64_t DecideAtRandomBesideTheMemoryStore(const RandomDecisions& p) {
   int64_t most_held = 0;
   std::mt19937 rng(p.seed);
   auto pick = [&rng](size_t n) { return static_cast<int>(rng() % n); };
-  std::vector<std::string> ids;  // every lease id handed out
+  std::vector<LeaseId> ids;  // every lease id handed out
   for (int step = 0; step < p.steps; ++step) {
     if (step % p.reopen_every == p.reopen_every - 1) open(pick(2) == 0 ? 0 : kCacheBytes);
     clock.Advance(static_cast<int64_t>(rng() % static_cast<uint64_t>(p.max_step_us + 1)));
@@ -323,12 +323,12 @@ int64_t DecideAtRandomBesideTheMemoryStore(const RandomDecisions& p) {
     op.ttl_us = (p.ttl_s.first + pick(p.ttl_s.second - p.ttl_s.first + 1)) * kSecond;
     op.count = 1 + pick(p.max_count);
     if (op.action == LeaseAction::kAcquire) {
-      op.lease_id = absl::StrCat("lease-", step);
+      op.lease_id = NamedId(absl::StrCat("lease-", step));
       ids.push_back(op.lease_id);
       if (pick(3) == 0) op.request_id = absl::StrCat("req-", pick(p.request_ids));
     } else if (op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend) {
       op.lease_id = ids.empty() || pick(8) == 0
-                        ? "unknown"
+                        ? NamedId("unknown")
                         : ids[ids.size() - 1 - pick(std::min(ids.size(), p.recent))];
     }
     const absl::StatusOr<LeaseOutcome> want = memory.ApplyLease(LeaseOperation{op}, clock);
@@ -337,7 +337,7 @@ int64_t DecideAtRandomBesideTheMemoryStore(const RandomDecisions& p) {
     if (!want.ok() || !got.ok()) return most_held;
     most_held = std::max(most_held, want->lease.held);
     SCOPED_TRACE(absl::StrCat("step ", step, " action ", static_cast<int>(op.action), " key ",
-                              op.key.key, " lease ", op.lease_id));
+                              op.key.key, " lease ", op.lease_id.ToString()));
     EXPECT_EQ(got->allowed, want->allowed);
     EXPECT_EQ(got->lease.state, want->lease.state);
     EXPECT_EQ(got->lease.replayed, want->lease.replayed);
