@@ -40,18 +40,21 @@
 #include "storage/memory/memory_state_store.h"
 #include "storage/rocksdb/rocksdb_state_store.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/support/lease_test_ops.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::ById;
 using ::ratelimit::testing::FakeClock;
+using ::ratelimit::testing::kLeaseTtl;
+using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::LeaseOpOf;
 using ::ratelimit::testing::TempDir;
 
 // 2026-12-03T00:00:00.123456Z: each input starts its clock here.
 constexpr int64_t kStartUs = 1796256000123456;
-constexpr int64_t kSecondUs = 1'000'000;
-constexpr int64_t kTtlUs = 10 * kSecondUs;
 constexpr int kKeys = 3;
 
 // A RocksDB store opened once per process in a temporary directory, reopened on request. Its
@@ -102,12 +105,6 @@ std::string Describe(const std::optional<Lease>& lease) {
                       lease->holder, "'");
 }
 
-std::vector<Lease> ById(std::vector<Lease> leases) {
-  std::sort(leases.begin(), leases.end(),
-            [](const Lease& a, const Lease& b) { return a.id < b.id; });
-  return leases;
-}
-
 bool Tracing() {
   static const bool tracing = std::getenv("LEASE_DECIDE_TRACE") != nullptr;
   return tracing;
@@ -126,7 +123,7 @@ class Run {
           in_.ConsumeBool() ? in_.ConsumeIntegralInRange(1, 6) : in_.ConsumeIntegralInRange(7, 400);
     }
     rate_.key = StateKey{"per-second", absl::StrCat("in", input)};
-    rate_.config = testing::TokenBucket(5, kSecondUs, 5);
+    rate_.config = testing::TokenBucket(5, kSecond, 5);
     rate_.count = 1;
   }
 
@@ -140,7 +137,7 @@ class Run {
     for (int step = 0; step < 40 && in_.remaining_bytes() > 0; ++step) {
       const int what = in_.ConsumeIntegralInRange(0, 15);
       if (what == 0) {
-        clock_.Advance(in_.ConsumeIntegralInRange<int64_t>(0, 3 * kTtlUs));
+        clock_.Advance(in_.ConsumeIntegralInRange<int64_t>(0, 3 * kLeaseTtl));
         if (Tracing())
           std::fprintf(stderr, "now %lld\n", static_cast<long long>(clock_.NowMicros()));
       } else if (what == 1 && !restarted) {
@@ -157,22 +154,15 @@ class Run {
       } else {
         Batch();
       }
-      if (in_.ConsumeBool()) clock_.Advance(in_.ConsumeIntegralInRange<int64_t>(0, kSecondUs));
+      if (in_.ConsumeBool()) clock_.Advance(in_.ConsumeIntegralInRange<int64_t>(0, kSecond));
     }
     CompareLists();
   }
 
  private:
+  // An op on key `key` of the input's limit (leases of kLeaseTtl, at most 100x).
   LeaseOp NewOp(LeaseAction action, int key) {
-    LeaseOp op;
-    op.key = StateKey{name_, keys_[key]};
-    op.config.kind = LimitKind::kConcurrency;
-    op.config.capacity = static_cast<double>(capacities_[key]);
-    op.config.lease_ttl_us = kTtlUs;
-    op.config.max_lease_ttl_us = 100 * kTtlUs;
-    op.action = action;
-    op.ttl_us = kTtlUs;
-    return op;
+    return LeaseOpOf(action, static_cast<double>(capacities_[key]), "", name_, keys_[key]);
   }
 
   LeaseId NextId() {
@@ -224,8 +214,8 @@ class Run {
                  key);
     }
     if (op.action == LeaseAction::kAcquire || op.action == LeaseAction::kExtend) {
-      op.ttl_us =
-          in_.ConsumeBool() ? kTtlUs : in_.ConsumeIntegralInRange<int64_t>(1000, 100 * kTtlUs);
+      op.ttl_us = in_.ConsumeBool() ? kLeaseTtl
+                                    : in_.ConsumeIntegralInRange<int64_t>(1000, 100 * kLeaseTtl);
     }
     // Now and then the key's capacity is lowered (a limits file or an override changed it),
     // possibly below the slots held.
@@ -250,7 +240,7 @@ class Run {
     for (LeaseOperation& operation : ops) {
       operation.lease = NewOp(LeaseAction::kAcquire, key);
       operation.lease.lease_id = NextId();
-      operation.lease.ttl_us = kTtlUs + static_cast<int64_t>(ids_.size()) * 1000;
+      operation.lease.ttl_us = kLeaseTtl + static_cast<int64_t>(ids_.size()) * 1000;
     }
     Decide(ops);
   }
@@ -282,40 +272,39 @@ class Run {
 
   void Compare(const LeaseOp& op, const absl::StatusOr<LeaseOutcome>& got,
                const absl::StatusOr<LeaseOutcome>& want) {
-    const std::string what = Describe(op);
-    FUZZ_CHECK(got.ok() && want.ok(), "%s: rocksdb %s, memory %s", what.c_str(),
+    FUZZ_CHECK(got.ok() && want.ok(), "%s: rocksdb %s, memory %s", Describe(op).c_str(),
                got.status().ToString().c_str(), want.status().ToString().c_str());
     const LeaseDecision& g = got->lease;
     const LeaseDecision& w = want->lease;
-    FUZZ_CHECK(got->allowed == want->allowed, "%s: allowed %d, memory %d", what.c_str(),
+    FUZZ_CHECK(got->allowed == want->allowed, "%s: allowed %d, memory %d", Describe(op).c_str(),
                got->allowed, want->allowed);
     FUZZ_CHECK(g.reason == w.reason && g.state == w.state && g.replayed == w.replayed,
-               "%s: reason %d state %d replayed %d, memory %d %d %d", what.c_str(),
+               "%s: reason %d state %d replayed %d, memory %d %d %d", Describe(op).c_str(),
                static_cast<int>(g.reason), static_cast<int>(g.state), g.replayed,
                static_cast<int>(w.reason), static_cast<int>(w.state), w.replayed);
     FUZZ_CHECK(g.held == w.held && g.free == w.free, "%s: held %lld free %lld, memory %lld %lld",
-               what.c_str(), static_cast<long long>(g.held), static_cast<long long>(g.free),
+               Describe(op).c_str(), static_cast<long long>(g.held), static_cast<long long>(g.free),
                static_cast<long long>(w.held), static_cast<long long>(w.free));
-    FUZZ_CHECK(g.retry_at_us == w.retry_at_us, "%s: retry_at %lld, memory %lld", what.c_str(),
-               static_cast<long long>(g.retry_at_us.value_or(-1)),
+    FUZZ_CHECK(g.retry_at_us == w.retry_at_us, "%s: retry_at %lld, memory %lld",
+               Describe(op).c_str(), static_cast<long long>(g.retry_at_us.value_or(-1)),
                static_cast<long long>(w.retry_at_us.value_or(-1)));
-    FUZZ_CHECK(g.lease == w.lease, "%s: lease %s, memory %s", what.c_str(),
+    FUZZ_CHECK(g.lease == w.lease, "%s: lease %s, memory %s", Describe(op).c_str(),
                Describe(g.lease).c_str(), Describe(w.lease).c_str());
     FUZZ_CHECK(ById(g.held_leases) == ById(w.held_leases), "%s: %zu leases listed, memory %zu",
-               what.c_str(), g.held_leases.size(), w.held_leases.size());
+               Describe(op).c_str(), g.held_leases.size(), w.held_leases.size());
     const int key = KeyIndex(op);
     const int64_t capacity = static_cast<int64_t>(*op.config.capacity);
-    FUZZ_CHECK(lowered_[key] || g.held <= capacity, "%s: %lld slots held", what.c_str(),
+    FUZZ_CHECK(lowered_[key] || g.held <= capacity, "%s: %lld slots held", Describe(op).c_str(),
                static_cast<long long>(g.held));
     if (op.action == LeaseAction::kList) {
       int64_t sum = 0;
       for (size_t i = 0; i < g.held_leases.size(); ++i) {
         sum += g.held_leases[i].count;
         FUZZ_CHECK(i == 0 || g.held_leases[i - 1].expires_at_us <= g.held_leases[i].expires_at_us,
-                   "%s: leases listed out of expiry order", what.c_str());
+                   "%s: leases listed out of expiry order", Describe(op).c_str());
       }
-      FUZZ_CHECK(sum == g.held, "%s: leases listed hold %lld slots, held %lld", what.c_str(),
-                 static_cast<long long>(sum), static_cast<long long>(g.held));
+      FUZZ_CHECK(sum == g.held, "%s: leases listed hold %lld slots, held %lld",
+                 Describe(op).c_str(), static_cast<long long>(sum), static_cast<long long>(g.held));
     }
   }
 

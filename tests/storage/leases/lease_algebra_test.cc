@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "storage/leases/lease.h"
 #include "tests/support/lease_test_ids.h"
+#include "tests/support/lease_test_ops.h"
 
 namespace ratelimit {
 namespace {
@@ -18,27 +19,13 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 
 constexpr int64_t kNow = 1'000'000'000;
-constexpr int64_t kTtl = 10'000'000;
-
-LimitConfig Slots(double capacity) {
-  LimitConfig c;
-  c.kind = LimitKind::kConcurrency;
-  c.capacity = capacity;
-  c.lease_ttl_us = kTtl;
-  c.max_lease_ttl_us = 100 * kTtl;
-  return c;
-}
+constexpr int64_t kTtl = ::ratelimit::testing::kLeaseTtl;
 
 // `lease_id`: the name of the lease (NamedId), "" for none.
 LeaseOp Op(LeaseAction action, int64_t count = 1, absl::string_view lease_id = "",
            double capacity = 3) {
-  LeaseOp op;
-  op.key = StateKey{"jobs", "tenant"};
-  op.config = Slots(capacity);
-  op.action = action;
+  LeaseOp op = ::ratelimit::testing::LeaseOpOf(action, capacity, lease_id);
   op.count = count;
-  op.ttl_us = kTtl;
-  if (!lease_id.empty()) op.lease_id = NamedId(lease_id);
   return op;
 }
 

@@ -260,13 +260,6 @@ TEST(RocksDbLeaseTest, ARunsAcquireTakesTheRecordItsReleaseFreed) {
   EXPECT_EQ(HeldRecords(*store, clock, 3), (Held{{"b", 2}, {"d", 3}}));
 }
 
-// The leases of `ops` sorted by id, for comparing stores (which keep sets in different orders).
-std::vector<Lease> ById(std::vector<Lease> leases) {
-  std::sort(leases.begin(), leases.end(),
-            [](const Lease& a, const Lease& b) { return a.id < b.id; });
-  return leases;
-}
-
 // Random decisions, each on the RocksDB store and on the memory store (the reference of
 // ApplyLeaseWithRecords) side by side: every answer the same. Acquires (a third with one of
 // `request_ids` request_ids), releases and extends of leases handed out (some held, some released
