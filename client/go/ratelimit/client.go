@@ -30,7 +30,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,7 +41,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "ratelimit.dev/client/go/gen/ratelimit/v1"
@@ -197,25 +195,6 @@ type Result struct {
 	Replayed bool
 }
 
-// Settlement says what one receipt's take really used.
-type Settlement struct {
-	Receipt []byte
-	Used    float64
-}
-
-// SettleResult is the outcome of one Settlement.
-type SettleResult struct {
-	Name      string
-	Key       string
-	Returned  float64
-	Charged   float64
-	Uncharged float64
-	Value     float64
-	// PaidAt is when the limit's debt is paid off (zero when the balance is not negative).
-	PaidAt    time.Time
-	PaidAfter time.Duration
-}
-
 // EnvoyPathEntry is one level of an Envoy rule's descriptor path (Reset of Source Envoy).
 type EnvoyPathEntry struct {
 	Key   string
@@ -268,21 +247,6 @@ func WithAdminTokenFile(path string) Option { return func(o *options) { o.adminT
 
 // WithTLS connects over TLS with the given configuration.
 func WithTLS(config *tls.Config) Option { return func(o *options) { o.tlsConfig = config } }
-
-// TLSFiles are PEM files for a TLS connection; every field is optional.
-type TLSFiles struct {
-	// CAFile verifies the server; empty: the system's roots.
-	CAFile string
-	// CertFile and KeyFile are a client certificate for mTLS; both or neither.
-	CertFile string
-	KeyFile  string
-	// ServerName is the name the server certificate must carry, when it differs from the
-	// target's host (e.g. a target given by IP address).
-	ServerName string
-}
-
-// WithTLSFiles connects over TLS configured from PEM files, read when the client is created.
-func WithTLSFiles(files TLSFiles) Option { return func(o *options) { o.tlsFiles = &files } }
 
 // WithDialOptions adds gRPC dial options (interceptors, keepalive...) to Dial.
 func WithDialOptions(opts ...grpc.DialOption) Option {
@@ -366,29 +330,6 @@ func newClient(conn grpc.ClientConnInterface, o options, token string) *Client {
 	return &Client{stub: pb.NewRateLimitServiceClient(conn),
 		overrides: pb.NewOverrideServiceClient(conn), opts: o, adminToken: token,
 		sleep: sleepContext}
-}
-
-func loadTLS(files TLSFiles) (*tls.Config, error) {
-	config := &tls.Config{ServerName: files.ServerName, MinVersion: tls.VersionTLS12}
-	if files.CAFile != "" {
-		pem, err := os.ReadFile(files.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ratelimit: CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ratelimit: CA file %s: no PEM certificate", files.CAFile)
-		}
-		config.RootCAs = pool
-	}
-	if files.CertFile != "" || files.KeyFile != "" {
-		pair, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("ratelimit: client certificate: %w", err)
-		}
-		config.Certificates = []tls.Certificate{pair}
-	}
-	return config, nil
 }
 
 // Close closes the connection Dial opened.
@@ -572,84 +513,6 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Settle tells the server what allowed Consume and Reserve calls really used: each receipt
-// gives back count - used, or charges used - count. All or nothing; never retried.
-func (c *Client) Settle(ctx context.Context, settlements ...Settlement) ([]SettleResult, error) {
-	ctx, cancel := c.callContext(ctx)
-	defer cancel()
-	req := &pb.SettleRequest{}
-	for _, s := range settlements {
-		req.Settlements = append(req.Settlements, &pb.Settlement{Receipt: s.Receipt, Used: s.Used})
-	}
-	resp, err := c.stub.Settle(ctx, req)
-	if err != nil {
-		return nil, newError("Settle", err)
-	}
-	out := make([]SettleResult, 0, len(resp.Results))
-	for _, r := range resp.Results {
-		out = append(out, SettleResult{
-			Name: r.Name, Key: r.Key, Returned: r.Returned, Charged: r.Charged,
-			Uncharged: r.Uncharged, Value: r.Value, PaidAt: timeOf(r.PaidAt),
-			PaidAfter: durationOf(r.PaidAfter),
-		})
-	}
-	return out, nil
-}
-
-// Method is what an entry of a Batch asks for.
-type Method int32
-
-const (
-	// MethodConsume: the entry is a Consume (the default).
-	MethodConsume Method = Method(pb.BatchEntry_CONSUME)
-	// MethodCheck: the entry is a Check.
-	MethodCheck Method = Method(pb.BatchEntry_CHECK)
-	// MethodReserve: the entry is a Reserve.
-	MethodReserve Method = Method(pb.BatchEntry_RESERVE)
-)
-
-// BatchEntry is one request of a Batch. Its RequestID must be empty (the server refuses an
-// entry carrying one).
-type BatchEntry struct {
-	Method  Method
-	Request Request
-}
-
-// BatchResult is the answer to one entry of a Batch: its Result, or its own error (an *Error
-// with Method "Batch" whose Field names the entry, e.g. "entries[2].limits[0].count").
-type BatchResult struct {
-	Result *Result
-	Err    error
-}
-
-// Batch sends independent Consume, Check and Reserve requests in one call. The server decides
-// them in order (a later entry sees the effect of the earlier ones), each all or nothing on its
-// own; one BatchResult per entry, in order. The error is the call's: no entries, more than the
-// server's bounds (1000 entries, 4096 limits), transport or deadline. Never retried.
-func (c *Client) Batch(ctx context.Context, entries ...BatchEntry) ([]BatchResult, error) {
-	ctx, cancel := c.callContext(ctx)
-	defer cancel()
-	req := &pb.BatchRequest{Entries: make([]*pb.BatchEntry, 0, len(entries))}
-	for _, e := range entries {
-		req.Entries = append(req.Entries,
-			&pb.BatchEntry{Method: pb.BatchEntry_Method(e.Method), Request: toProto(e.Request)})
-	}
-	resp, err := c.stub.Batch(ctx, req)
-	if err != nil {
-		return nil, newError("Batch", err)
-	}
-	out := make([]BatchResult, 0, len(resp.Results))
-	for _, r := range resp.Results {
-		if e := r.GetError(); e != nil {
-			out = append(out, BatchResult{
-				Err: newError("Batch", status.Error(codes.Code(e.Code), e.Message))})
-			continue
-		}
-		out = append(out, BatchResult{Result: fromProto(r.GetResponse())})
-	}
-	return out, nil
 }
 
 // Reset deletes the state of one key of a limit of the limits file, so it is full again.
