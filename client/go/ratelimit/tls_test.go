@@ -14,16 +14,25 @@ import (
 	"ratelimit.dev/client/go/ratelimit"
 )
 
-func TestTLSWithCAFile(t *testing.T) {
-	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
-	out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec",
-		"-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=ratelimit",
-		"-addext", "subjectAltName=DNS:ratelimit.test,IP:127.0.0.1",
-		"-keyout", key, "-out", cert).CombinedOutput()
-	if err != nil {
+// selfSigned makes a self-signed EC certificate for one day with common name cn and, unless san
+// is empty, that subjectAltName; it returns the paths of dir/name.pem and dir/name.key.
+func selfSigned(t *testing.T, dir, name, cn, san string) (cert, key string) {
+	t.Helper()
+	cert, key = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	args := []string{"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+		"-nodes", "-days", "1", "-subj", "/CN=" + cn, "-keyout", key, "-out", cert}
+	if san != "" {
+		args = append(args, "-addext", "subjectAltName="+san)
+	}
+	if out, err := exec.Command("openssl", args...).CombinedOutput(); err != nil {
 		t.Fatalf("openssl: %v: %s", err, out)
 	}
+	return cert, key
+}
+
+func TestTLSWithCAFile(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir, "server", "ratelimit", "DNS:ratelimit.test,IP:127.0.0.1")
 	s := startServer(t, "--tls_cert_file="+cert, "--tls_key_file="+key)
 	c := s.client(ratelimit.WithTLSFiles(ratelimit.TLSFiles{CAFile: cert}))
 	r, err := c.Consume(ctx(t), one("api", "k", 1))
@@ -36,13 +45,7 @@ func TestTLSWithCAFile(t *testing.T) {
 	_, err = named.Check(ctx(t), one("api", "k", 1))
 	must(t, err)
 	// A client that does not trust the certificate fails (and says so), plaintext too.
-	other := filepath.Join(dir, "other.pem")
-	out, err = exec.Command("openssl", "req", "-x509", "-newkey", "ec",
-		"-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=other",
-		"-keyout", filepath.Join(dir, "other.key"), "-out", other).CombinedOutput()
-	if err != nil {
-		t.Fatalf("openssl: %v: %s", err, out)
-	}
+	other, _ := selfSigned(t, dir, "other", "other", "")
 	untrusting := s.client(ratelimit.WithTLSFiles(ratelimit.TLSFiles{CAFile: other}),
 		ratelimit.WithCheckAttempts(1))
 	if _, err := untrusting.Check(ctx(t), one("api", "k", 1)); status.Code(err) !=
@@ -64,18 +67,8 @@ func TestTLSWithCAFile(t *testing.T) {
 
 func TestMutualTLSWithAClientCertificate(t *testing.T) {
 	dir := t.TempDir()
-	selfSigned := func(name, san string) (string, string) {
-		cert, key := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-		out, err := exec.Command("openssl", "req", "-x509", "-newkey", "ec",
-			"-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN="+name,
-			"-addext", "subjectAltName="+san, "-keyout", key, "-out", cert).CombinedOutput()
-		if err != nil {
-			t.Fatalf("openssl: %v: %s", err, out)
-		}
-		return cert, key
-	}
-	serverCert, serverKey := selfSigned("server", "IP:127.0.0.1")
-	clientCert, clientKey := selfSigned("client", "URI:spiffe://test/client")
+	serverCert, serverKey := selfSigned(t, dir, "server", "server", "IP:127.0.0.1")
+	clientCert, clientKey := selfSigned(t, dir, "client", "client", "URI:spiffe://test/client")
 	s := startServer(t, "--tls_cert_file="+serverCert, "--tls_key_file="+serverKey,
 		"--tls_client_ca_file="+clientCert)
 
