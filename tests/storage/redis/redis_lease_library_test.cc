@@ -12,6 +12,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_state_store.h"
 #include "tests/support/lease_test_ids.h"
+#include "tests/support/lease_test_ops.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/test_support.h"
 
@@ -34,6 +36,7 @@ void PrintTo(const Lease& l, std::ostream* os) {
 
 namespace {
 
+using ::ratelimit::testing::ById;
 using ::ratelimit::testing::kSecond;
 
 RedisLeaseKeys KeysOf(const StateKey& key) {
@@ -161,8 +164,7 @@ class RedisLeaseDifferentialTest : public ::testing::Test {
     const redis::Reply hash = Call({"HGETALL", keys.leases});
     absl::StatusOr<LeaseSet> got = RedisLeaseSetFromHash(hash);
     ASSERT_OK(got);
-    std::sort(want.leases.begin(), want.leases.end(),
-              [](const Lease& a, const Lease& b) { return a.id < b.id; });
+    want.leases = ById(std::move(want.leases));
     ASSERT_EQ(*got, want) << where;
     if (want.leases.empty()) {
       EXPECT_EQ(Call({"EXISTS", keys.expiries, keys.leases}).integer, 0) << where;
