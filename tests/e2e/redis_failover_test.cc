@@ -5,6 +5,7 @@
 // a grant, nor a lease of the holders that acquire and release a concurrency key's slots through
 // a second server beside the first, which never hold more slots than its capacity.
 // Also the client's WAIT itself: a batch is acknowledged only once enough replicas have it.
+// The lease holders themselves are in failover_lease_holders.h.
 #include <signal.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <cstdint>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/redis/cluster/redis_slot.h"
+#include "tests/e2e/failover_lease_holders.h"
 #include "tests/support/redis_process.h"
 #include "tests/support/server_test_support.h"
 #include "tests/support/test_support.h"
@@ -37,6 +38,9 @@ namespace ratelimit {
 namespace {
 
 using ::ratelimit::redis::RedisClusterClient;
+using ::ratelimit::testing::kSlots;
+using ::ratelimit::testing::LeaseHolders;
+using ::ratelimit::testing::LeaseRun;
 using ::ratelimit::testing::RedisCluster;
 using ::ratelimit::testing::RedisServer;
 using ::ratelimit::testing::ServerProcess;
@@ -143,252 +147,6 @@ TEST(RedisHoldTtlFlagTest, LessThanTwiceTheTimeoutIsRefusedNamingBothFlags) {
       << out;
 }
 
-// ---- Lease holders beside the rate workload -----------------------------------------------
-
-constexpr int kSlots = 4;         // the concurrency limit's capacity
-constexpr int kLeaseCallers = 8;  // holders, alternating between the two servers
-// In the slot of the rate key ("failover"): the killed primary serves both workloads.
-constexpr char kLeaseKey[] = "{failover}slots";
-// How long a holder retries one call before it gives up (the failover takes a few seconds).
-constexpr absl::Duration kRetryFor = absl::Seconds(30);
-
-struct LeaseRun {
-  int max_holding = 0;   // most slots the callers believed they held at one instant
-  int acquired = 0;      // acquires acknowledged as allowed
-  int replayed = 0;      // of which answered to a retry, with the lease an earlier attempt took
-  int released = 0;      // releases answered RELEASED
-  int failed_calls = 0;  // acquire and release attempts that failed (each retried)
-  // Leases acknowledged before the kill and released by a call sent after it.
-  int held_across_kill = 0;
-  // Leases whose holder never had a release fail, and whose first release answered NOT_HELD:
-  // acknowledged acquires the store lost.
-  std::vector<std::string> lost;
-  std::vector<std::string> problems;  // a holder that gave up, or an answer out of contract
-  // Per server, when the first allowed acquire sent after the kill was answered, and how long
-  // after the kill that was (set by RunFailover).
-  absl::Time back[2] = {absl::InfiniteFuture(), absl::InfiniteFuture()};
-  double outage_s[2] = {-1, -1};
-  // The leases the callers hold when the run stops (the pinned one among them), sorted.
-  std::vector<std::string> held_at_end;
-  // After the run, through each server: the ids ListLeases shows (sorted), its `held`, and the
-  // free slots Check reports.
-  std::vector<std::string> listed[2];
-  uint64_t listed_held[2] = {0, 0};
-  double free_slots[2] = {-1, -1};
-  // Then every held lease released (each answer's state), and the free slots after that.
-  std::vector<v1::LeaseState> end_releases;
-  double free_after_release = -1;
-};
-
-v1::AcquireRequest LeaseAcquire(const std::string& request_id, const std::string& holder) {
-  v1::AcquireRequest request;
-  *request.add_limits() = MakeRequest("slots", kLeaseKey).limits(0);
-  request.set_request_id(request_id);
-  request.set_holder(holder);
-  return request;
-}
-
-v1::ReleaseRequest LeaseRelease(const std::string& lease_id) {
-  v1::ReleaseRequest request;
-  request.set_name("slots");
-  request.set_key(kLeaseKey);
-  request.set_lease_id(lease_id);
-  return request;
-}
-
-// Holders of a concurrency key's slots, through two servers. Each caller repeatedly acquires a
-// slot with a request_id of its own, counts itself in a shared "holding" counter from the
-// acknowledgement until just before it releases, holds the slot a few random milliseconds, and
-// releases it. A failed acquire is retried with the same request_id until answered (a lost
-// answer must not leave a slot nobody knows of), a failed release until answered. One more
-// lease, pinned, is acquired before the callers start and held to the end.
-class LeaseHolders {
- public:
-  explicit LeaseHolders(const std::vector<std::string>& targets) : targets_(targets) {
-    for (int i = 0; i < kLeaseCallers; ++i) {
-      clients_.push_back(RateLimitClient::Connect(targets_[i % 2]));
-    }
-  }
-  ~LeaseHolders() { Stop(); }
-
-  absl::Status Start() {
-    absl::Time sent;
-    auto pinned = AcquireAnswered(*clients_[1], "pinned", "pinned", &sent);
-    if (!pinned.ok()) return pinned.status();
-    if (!pinned->allowed()) return absl::InternalError("the pinned lease was refused");
-    {
-      absl::MutexLock l(&mu_);
-      run_.held_at_end.push_back(pinned->lease().id());
-      run_.acquired = 1;
-      run_.max_holding = holding_ = 1;
-    }
-    for (int i = 0; i < kLeaseCallers; ++i) threads_.emplace_back([this, i] { Caller(i); });
-    return absl::OkStatus();
-  }
-
-  // The primary was dead from `at` on.
-  void Killed(absl::Time at) {
-    absl::MutexLock l(&mu_);
-    killed_ = at;
-  }
-
-  bool BackOnEveryServer() {
-    absl::MutexLock l(&mu_);
-    return run_.back[0] != absl::InfiniteFuture() && run_.back[1] != absl::InfiniteFuture();
-  }
-
-  // Stops the callers (each keeps what it holds at that moment), then audits the key through
-  // each server and releases every lease still held.
-  LeaseRun StopAndAudit(const std::string& admin_token) {
-    Stop();
-    LeaseRun run;
-    {
-      absl::MutexLock l(&mu_);
-      run = run_;
-    }
-    std::sort(run.held_at_end.begin(), run.held_at_end.end());
-    ClientOptions admin;
-    admin.admin_token = admin_token;
-    for (int s = 0; s < 2; ++s) {
-      auto client = RateLimitClient::Connect(targets_[s], admin);
-      v1::ListLeasesRequest list;
-      list.set_name("slots");
-      list.set_key(kLeaseKey);
-      auto leases = client->ListLeases(list);
-      if (leases.ok()) {
-        for (const v1::Lease& lease : leases->leases()) run.listed[s].push_back(lease.id());
-        std::sort(run.listed[s].begin(), run.listed[s].end());
-        run.listed_held[s] = leases->held();
-      } else {
-        run.problems.push_back("ListLeases: " + leases.status().ToString());
-      }
-      auto check = client->Check(MakeRequest("slots", kLeaseKey));
-      if (check.ok()) run.free_slots[s] = check->results(0).value();
-    }
-    for (size_t i = 0; i < run.held_at_end.size(); ++i) {
-      auto r = clients_[i % clients_.size()]->Release(LeaseRelease(run.held_at_end[i]));
-      run.end_releases.push_back(r.ok() ? r->state() : v1::LEASE_STATE_UNSPECIFIED);
-    }
-    auto check = clients_[0]->Check(MakeRequest("slots", kLeaseKey));
-    if (check.ok()) run.free_after_release = check->results(0).value();
-    return run;
-  }
-
- private:
-  void Stop() {
-    stop_ = true;
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-
-  // The first answer to `request`, retried with its request_id while calls fail.
-  absl::StatusOr<v1::AcquireResponse> AcquireAnswered(RateLimitClient& client,
-                                                      const std::string& request_id,
-                                                      const std::string& holder, absl::Time* sent) {
-    const absl::Time give_up = absl::Now() + kRetryFor;
-    while (true) {
-      *sent = absl::Now();
-      auto r = client.Acquire(LeaseAcquire(request_id, holder));
-      if (r.ok() || absl::Now() > give_up) return r;
-      CountFailedCall();
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-
-  void Caller(int i) {
-    RateLimitClient& client = *clients_[i];
-    std::mt19937 random(i);
-    for (int n = 0; !stop_.load(); ++n) {
-      absl::Time sent;
-      auto acquired = AcquireAnswered(client, absl::StrCat("caller", i, "-", n),
-                                      absl::StrCat("caller", i), &sent);
-      if (!acquired.ok()) {
-        Problem("acquire gave up: " + acquired.status().ToString());
-        return;
-      }
-      if (!acquired->allowed()) {
-        absl::SleepFor(absl::Milliseconds(2 + random() % 8));
-        continue;
-      }
-      const std::string id = acquired->lease().id();
-      const bool before_kill = Hold(*acquired, i % 2, sent, absl::Now());
-      absl::SleepFor(absl::Milliseconds(5 + random() % 25));
-      if (!Unhold(id)) return;
-      ReleaseAnswered(client, id, before_kill);
-    }
-  }
-
-  // Counts an allowed acquire sent to `server` at `sent` and answered at `answered` in the
-  // callers' holding counter. Returns whether it was acknowledged before the kill.
-  bool Hold(const v1::AcquireResponse& acquired, int server, absl::Time sent, absl::Time answered) {
-    absl::MutexLock l(&mu_);
-    ++run_.acquired;
-    if (acquired.replayed()) ++run_.replayed;
-    if (sent > killed_) run_.back[server] = std::min(run_.back[server], answered);
-    run_.max_holding = std::max(run_.max_holding, ++holding_);
-    return answered < killed_;
-  }
-
-  // Counts a holder about to release `id` out of the holding counter; false (the lease is kept
-  // for the audit) once the run is stopping.
-  bool Unhold(const std::string& id) {
-    absl::MutexLock l(&mu_);
-    if (stop_.load()) {
-      run_.held_at_end.push_back(id);
-      return false;
-    }
-    --holding_;
-    return true;
-  }
-
-  // Releases `id`, retried until a call is answered, and judges the answer.
-  void ReleaseAnswered(RateLimitClient& client, const std::string& id, bool acquired_before_kill) {
-    const absl::Time give_up = absl::Now() + kRetryFor;
-    for (bool failed_before = false;; failed_before = true) {
-      const absl::Time sent = absl::Now();
-      auto r = client.Release(LeaseRelease(id));
-      if (!r.ok() && absl::Now() <= give_up) {
-        CountFailedCall();
-        absl::SleepFor(absl::Milliseconds(20));
-        continue;
-      }
-      absl::MutexLock l(&mu_);
-      if (!r.ok()) {
-        run_.problems.push_back("release gave up: " + r.status().ToString());
-      } else if (r->state() == v1::RELEASED) {
-        ++run_.released;
-        if (acquired_before_kill && sent > killed_) ++run_.held_across_kill;
-      } else if (r->state() == v1::NOT_HELD) {
-        // Never released and within its TTL, yet not held: the store lost it. After a failed
-        // attempt (which may have released it) the answer proves nothing.
-        if (!failed_before) run_.lost.push_back(id);
-      } else {
-        run_.problems.push_back(absl::StrCat("release answered ", r->state()));
-      }
-      return;
-    }
-  }
-
-  void CountFailedCall() {
-    absl::MutexLock l(&mu_);
-    ++run_.failed_calls;
-  }
-
-  void Problem(const std::string& what) {
-    absl::MutexLock l(&mu_);
-    run_.problems.push_back(what);
-  }
-
-  const std::vector<std::string> targets_;
-  std::vector<std::unique_ptr<RateLimitClient>> clients_;  // one per caller
-  std::vector<std::thread> threads_;
-  std::atomic<bool> stop_{false};
-  absl::Mutex mu_;
-  LeaseRun run_ ABSL_GUARDED_BY(mu_);
-  int holding_ ABSL_GUARDED_BY(mu_) = 0;  // the callers' shared count of slots held
-  absl::Time killed_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-};
-
 // ---- Failover of a primary under load, through the server ---------------------------------
 
 struct FailoverRun {
@@ -435,7 +193,8 @@ void RunFailover(int wait_replicas, FailoverRun* out, LeaseRun* leases = nullptr
     period: 24h
     capacity: )",
                                                             kQuota, R"(
-  - name: slots
+  - name: )",
+                                                            testing::kLeaseLimit, R"(
     kind: concurrency
     capacity: )",
                                                             kSlots, R"(

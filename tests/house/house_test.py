@@ -1,8 +1,8 @@
 """The house's shape, checked on every build: no production C++ file over 600 lines, nor any
-source of the client libraries and the CLI (generated code aside); every
-production source under server/ and storage/ has a test of the same stem, or a line in a
-CMakeLists.txt under tests/ saying which test covers it; every folder of server/ and storage/ is
-one CMake target named after its folder.
+source of the client libraries and the CLI (generated code aside), nor any test, benchmark or
+script; every production source under server/ and storage/ has a test of the same stem, or a
+line in a CMakeLists.txt under tests/ saying which test covers it; every folder of server/ and
+storage/ is one CMake target named after its folder.
 
 Run by CTest (tests/house/CMakeLists.txt): house_test.py <source dir>.
 """
@@ -41,6 +41,21 @@ def client_files():
                 yield path
 
 
+# The tests', benchmarks' and scripts' own sources: read as often as the code they check.
+TEST_SOURCES = (("tests", (".cc", ".h", ".py", ".sh")), ("bench", (".cc", ".h")),
+                ("scripts", (".sh", ".py")),
+                ("client", ("_test.go", ".test.ts", "_test.py", "_test.cc")))
+
+
+def test_files():
+    for folder, suffixes in TEST_SOURCES:
+        for path in sorted((ROOT / folder).rglob("*")):
+            rel = str(path.relative_to(ROOT))
+            if path.is_file() and path.name.endswith(suffixes) and not rel.startswith(GENERATED) \
+                    and "node_modules" not in path.parts:
+                yield path
+
+
 def target_name(folder):
     return "ratelimit_" + "_".join(folder.relative_to(ROOT).parts)
 
@@ -57,6 +72,13 @@ class HouseTest(unittest.TestCase):
     def test_no_client_library_file_is_over_600_lines(self):
         files = list(client_files())
         self.assertTrue(any(p.suffix == ".go" for p in files), "no client source found")
+        long = [f"{p.relative_to(ROOT)}: {n} lines" for p in files
+                if (n := len(p.read_text().splitlines())) > MAX_LINES]
+        self.assertEqual(long, [], "split these files by idea")
+
+    def test_no_test_benchmark_or_script_file_is_over_600_lines(self):
+        files = list(test_files())
+        self.assertTrue(any(p.name.endswith("_test.cc") for p in files), "no test source found")
         long = [f"{p.relative_to(ROOT)}: {n} lines" for p in files
                 if (n := len(p.read_text().splitlines())) > MAX_LINES]
         self.assertEqual(long, [], "split these files by idea")

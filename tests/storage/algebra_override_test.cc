@@ -5,30 +5,19 @@
 
 #include "gtest/gtest.h"
 #include "storage/algebra.h"
+#include "tests/support/adjusted_config.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::Adjusted;
 using ::ratelimit::testing::FixedWindow;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::TokenBucket;
 
 constexpr int64_t kT0 = 1700000000LL * kSecond;
 constexpr LimitId kId{"api", "customer-42"};
-
-// `after`, changed at `at` from `before` (a token bucket), counted against `base_capacity`.
-LimitConfig Changed(LimitConfig after, const LimitConfig& before, int64_t at,
-                    double base_capacity) {
-  LimitConfig::Adjustment a;
-  a.changed_at_us = at;
-  a.before_rate = before.rate;
-  a.before_period_us = before.period_us;
-  a.before_capacity = before.EffectiveCapacity();
-  a.base_capacity = base_capacity;
-  after.adjustment = a;
-  return after;
-}
 
 TEST(AlgebraOverrideTest, RaiseKeepsTheTokensAndRefillsAtTheNewRateFromTheChange) {
   const LimitConfig before = TokenBucket(10, kSecond, 20);  // 10/s, capacity 20
@@ -38,7 +27,7 @@ TEST(AlgebraOverrideTest, RaiseKeepsTheTokensAndRefillsAtTheNewRateFromTheChange
   ASSERT_DOUBLE_EQ(take.value, 5);
   // Raised at t0 + 0.1 s to 100/s, capacity 200; decided at t0 + 0.2 s.
   const LimitConfig after =
-      Changed(TokenBucket(100, kSecond, 200), before, kT0 + 100000, before.EffectiveCapacity());
+      Adjusted(TokenBucket(100, kSecond, 200), kT0 + 100000, before, before.EffectiveCapacity());
   const Decision d = Decide(after, kId, take.next, 1, Mode::kConsume, kT0 + 200000);
   ASSERT_TRUE(d.allowed);
   // 5 + 0.1 s at 10/s = 6 at the raise (nothing added by the raise), + 0.1 s at 100/s = 16, - 1.
@@ -56,7 +45,7 @@ TEST(AlgebraOverrideTest, CutClampsToTheNewCapacityAtTheChange) {
   ASSERT_DOUBLE_EQ(take.value, 150);
   // Cut at t0 + 1 s to 1/s, capacity 20; decided 2 s later.
   const LimitConfig after =
-      Changed(TokenBucket(1, kSecond, 20), before, kT0 + kSecond, before.EffectiveCapacity());
+      Adjusted(TokenBucket(1, kSecond, 20), kT0 + kSecond, before, before.EffectiveCapacity());
   const Decision d = Decide(after, kId, take.next, 1, Mode::kCheck, kT0 + 3 * kSecond);
   // min(150 + 100, 200) = 200 at the cut, clamped to 20; full since: 20.
   EXPECT_TRUE(d.allowed);
@@ -73,7 +62,7 @@ TEST(AlgebraOverrideTest, CutClampsToTheNewCapacityAtTheChange) {
 TEST(AlgebraOverrideTest, StateWrittenAfterTheChangeIsNotAdjustedAgain) {
   const LimitConfig before = TokenBucket(10, kSecond, 20);
   const LimitConfig after =
-      Changed(TokenBucket(100, kSecond, 200), before, kT0, before.EffectiveCapacity());
+      Adjusted(TokenBucket(100, kSecond, 200), kT0, before, before.EffectiveCapacity());
   const Decision first = Decide(after, kId, std::nullopt, 190, Mode::kConsume, kT0 + kSecond);
   ASSERT_TRUE(first.allowed);
   EXPECT_DOUBLE_EQ(first.value, 10);
@@ -87,7 +76,7 @@ TEST(AlgebraOverrideTest, DebtIsCarriedAcrossACut) {
   const Decision owe = Decide(before, kId, std::nullopt, 15, Mode::kReserve, kT0);
   ASSERT_TRUE(owe.allowed);
   ASSERT_DOUBLE_EQ(owe.value, -5);
-  const LimitConfig after = Changed(TokenBucket(1, kSecond, 2), before, kT0 + kSecond, 10);
+  const LimitConfig after = Adjusted(TokenBucket(1, kSecond, 2), kT0 + kSecond, before, 10);
   const Decision d = Decide(after, kId, owe.next, 1, Mode::kCheck, kT0 + kSecond);
   EXPECT_DOUBLE_EQ(d.value, -4);
 }
@@ -146,7 +135,7 @@ TEST(AlgebraOverrideTest, BlockedDeniesWithoutRetry) {
 
 TEST(AlgebraOverrideTest, StateUnderACutOutlivesGarbageCollection) {
   const LimitConfig before = TokenBucket(10, kSecond, 100);
-  const LimitConfig cut = Changed(TokenBucket(1, kSecond, 5), before, kT0, 100);
+  const LimitConfig cut = Adjusted(TokenBucket(1, kSecond, 5), kT0, before, 100);
   const Decision d = Decide(cut, kId, std::nullopt, 1, Mode::kConsume, kT0 + kSecond);
   ASSERT_TRUE(d.allowed);
   EXPECT_EQ(d.next.full_at_us, std::numeric_limits<int64_t>::max());
