@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "storage/status_util.h"
 
 namespace ratelimit {
@@ -45,8 +46,9 @@ absl::Status ValidateConcurrencyConfig(const LimitConfig& c, absl::string_view p
   }
   const double slots = *c.capacity;
   if (!IsSlotCount(slots)) {
-    return InvalidField(prefix, "capacity",
-                        absl::StrCat("must be a whole number of slots, 1..1e9, got ", slots));
+    return InvalidField(
+        prefix, "capacity",
+        absl::StrFormat("must be a whole number of slots, 1..1e9, got %.15g", slots));
   }
   if (c.rate != 0) return InvalidField(prefix, "rate", "must be unset for a concurrency limit");
   if (c.period_us != 0) {

@@ -17,7 +17,9 @@
 //   ratelimit acquire --name=jobs --key=t1 [--count=2] [--ttl=30s] [--request_id=ID] [--holder=W]
 //   ratelimit release --name=jobs --key=t1 --lease_id=ID
 //   ratelimit extend  --name=jobs --key=t1 --lease_id=ID [--ttl=30s]
-//   ratelimit leases  --name=jobs --key=t1                      (needs the admin token)
+//   ratelimit leases  --name=jobs --key=t1 [--page_size=N] [--page_token=T]  (the admin token)
+//   (an inline concurrency limit: --kind=concurrency --capacity=N [--lease_ttl=D]
+//    [--max_lease_ttl=D] on each lease command, as --kind=token_bucket ... on consume)
 //
 // Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With
 // --json, standard output carries one JSON document whatever happens: the reply, or on an error
@@ -31,6 +33,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/escaping.h"
@@ -38,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/cli_util.h"
 #include "client/cpp/client.h"
+#include "client/cpp/inline_config.h"
 #include "client/cpp/lease_command.h"
 #include "client/cpp/output.h"
 #include "client/cpp/override_command.h"
@@ -61,8 +65,8 @@ ABSL_FLAG(std::string, timeout, "2s",
           "deadline of the call: a duration (500ms, 2s, 1m) or a number of seconds (5, 0.5)");
 ABSL_FLAG(bool, all_keys, false, "reset: every key of --name");
 ABSL_FLAG(std::string, source, "limits_file",
-          "reset, override: where the limit is defined: limits_file, inline (reset) or envoy "
-          "(then --name is the domain and --envoy_path the rule)");
+          "reset, override, leases: where the limit is defined: limits_file, inline (reset, "
+          "leases) or envoy (then --name is the domain and --envoy_path the rule)");
 ABSL_FLAG(std::vector<std::string>, envoy_path, {},
           "reset, override --source=envoy: the rule's descriptor path, one level per "
           "comma-separated item, "
@@ -86,7 +90,9 @@ ABSL_FLAG(std::string, domain, "", "rlqs assignments: the RLQS domain (required)
 ABSL_FLAG(std::vector<std::string>, bucket, {},
           "rlqs assignments: the bucket's BucketId as comma-separated key=value pairs (e.g. "
           "tenant=a,route=b); none: every bucket of --domain, a page at a time");
-ABSL_FLAG(std::string, kind, "", "inline config: token_bucket or fixed_window");
+ABSL_FLAG(std::string, kind, "",
+          "inline config: token_bucket or fixed_window (consume, check, reserve), concurrency "
+          "(acquire, release, extend, leases)");
 ABSL_FLAG(double, rate, 0, "inline config, override set: tokens per period");
 ABSL_FLAG(std::string, period, "", "inline config, override set: period, e.g. 1s, 1m, 1h");
 ABSL_FLAG(double, capacity, -1,
@@ -97,6 +103,11 @@ ABSL_FLAG(std::string, key_pattern, "",
           "override: the keys matching a pattern ('*' matches any run of bytes) instead of --key");
 ABSL_FLAG(std::string, ttl, "",
           "acquire, extend: the lease's TTL, e.g. 30s (default: the limit's lease_ttl)");
+ABSL_FLAG(std::string, lease_ttl, "",
+          "inline config --kind=concurrency: a lease's TTL when acquire gives none (default 30s)");
+ABSL_FLAG(std::string, max_lease_ttl, "",
+          "inline config --kind=concurrency: the longest TTL an acquire or extend may ask for "
+          "(default max(lease_ttl, 1h))");
 ABSL_FLAG(std::string, lease_id, "", "release, extend: the lease (the id acquire printed)");
 ABSL_FLAG(std::string, holder, "", "acquire: who holds the lease, shown by leases");
 ABSL_FLAG(bool, unlimited, false, "override set: allow every request, take nothing");
@@ -107,11 +118,11 @@ ABSL_FLAG(std::string, reason, "", "override set, delete: why, recorded in the a
 ABSL_FLAG(std::string, actor, "",
           "override set, delete: who you are, recorded in the audit history");
 ABSL_FLAG(int32_t, page_size, 0,
-          "rlqs assignments without --bucket, override list, audit: the most entries shown (0: "
-          "the server's 100; at most 1000)");
+          "rlqs assignments without --bucket, override list, audit, leases: the most entries "
+          "shown (0: the server's 100; at most 1000)");
 ABSL_FLAG(std::string, page_token, "",
-          "rlqs assignments without --bucket, override list, audit: the page to show, as the "
-          "previous page printed it");
+          "rlqs assignments without --bucket, override list, audit, leases: the page to show, as "
+          "the previous page printed it");
 
 namespace {
 
@@ -158,6 +169,29 @@ std::optional<double> IfGiven(const absl::Flag<double>& flag, double unset) {
   return v;
 }
 
+// The inline config of --kind and its flags; nullopt without --kind.
+absl::StatusOr<std::optional<ratelimit::v1::LimitConfig>> InlineConfig() {
+  ratelimit::InlineConfigFlags f;
+  f.kind = absl::GetFlag(FLAGS_kind);
+  f.rate = absl::GetFlag(FLAGS_rate);
+  f.period = absl::GetFlag(FLAGS_period);
+  f.capacity = IfGiven(FLAGS_capacity, -1);
+  f.max_reserved = IfGiven(FLAGS_max_reserved, -1);
+  f.lease_ttl = absl::GetFlag(FLAGS_lease_ttl);
+  f.max_lease_ttl = absl::GetFlag(FLAGS_max_lease_ttl);
+  return ratelimit::InlineConfigOf(f);
+}
+
+// The first of `flags` set to other than its default, for a command that does not take it;
+// empty when none is.
+std::string GivenOf(std::initializer_list<absl::string_view> flags) {
+  for (absl::string_view name : flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) return std::string(name);
+  }
+  return "";
+}
+
 // `ratelimit acquire|release|extend|leases`: exit status 0 when acquired, released, extended or
 // listed; 2 when refused or not held.
 template <typename CallError>
@@ -171,6 +205,28 @@ int LeaseCommand(const std::string& command, ratelimit::RateLimitClient& client,
   flags.lease_id = absl::GetFlag(FLAGS_lease_id);
   flags.request_id = absl::GetFlag(FLAGS_request_id);
   flags.holder = absl::GetFlag(FLAGS_holder);
+  flags.page_size = absl::GetFlag(FLAGS_page_size);
+  flags.page_token = absl::GetFlag(FLAGS_page_token);
+  // A flag the command does not take is refused, not dropped unseen.
+  std::string unused;
+  if (command == "acquire") {
+    unused = GivenOf({"lease_id", "page_size", "page_token"});
+  } else if (command == "leases") {
+    unused = GivenOf({"lease_id", "ttl", "count", "request_id", "holder"});
+  } else if (command == "release") {
+    unused = GivenOf({"ttl", "count", "request_id", "holder", "page_size", "page_token"});
+  } else {
+    unused = GivenOf({"count", "request_id", "holder", "page_size", "page_token"});
+  }
+  if (!unused.empty()) return Error(absl::StrCat("--", unused, ": ", command, " does not take it"));
+  if (const std::string source = absl::GetFlag(FLAGS_source); source == "inline") {
+    flags.inline_limits = true;
+  } else if (source != "limits_file") {
+    return Error("--source: a concurrency limit is in limits_file or inline");
+  }
+  absl::StatusOr<std::optional<ratelimit::v1::LimitConfig>> config = InlineConfig();
+  if (!config.ok()) return Error(config.status());
+  flags.config = *std::move(config);
   if (command == "acquire") {
     absl::StatusOr<ratelimit::v1::AcquireRequest> request = ratelimit::AcquireOf(flags);
     if (!request.ok()) return Error(request.status());
@@ -448,28 +504,9 @@ int main(int argc, char** argv) {
       ratelimit::MakeRequest(name, key, absl::GetFlag(FLAGS_count));
   request.set_request_id(absl::GetFlag(FLAGS_request_id));
   request.set_omit_receipts(absl::GetFlag(FLAGS_omit_receipts));
-  if (const std::string kind = absl::GetFlag(FLAGS_kind); !kind.empty()) {
-    ratelimit::v1::LimitConfig* c = request.mutable_limits(0)->mutable_config();
-    if (kind == "token_bucket") {
-      c->set_kind(ratelimit::v1::TOKEN_BUCKET);
-    } else if (kind == "fixed_window") {
-      c->set_kind(ratelimit::v1::FIXED_WINDOW);
-    } else {
-      return Error("--kind must be token_bucket or fixed_window");
-    }
-    c->set_rate(absl::GetFlag(FLAGS_rate));
-    absl::Duration period;
-    if (!absl::ParseDuration(absl::GetFlag(FLAGS_period), &period)) {
-      return Error("--period: not a duration (e.g. 500ms, 1s, 1m, 24h)");
-    }
-    const int64_t us = absl::ToInt64Microseconds(period);
-    c->mutable_period()->set_seconds(us / 1000000);
-    c->mutable_period()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
-    if (absl::GetFlag(FLAGS_capacity) >= 0) c->set_capacity(absl::GetFlag(FLAGS_capacity));
-    if (absl::GetFlag(FLAGS_max_reserved) >= 0) {
-      c->set_max_reserved(absl::GetFlag(FLAGS_max_reserved));
-    }
-  }
+  absl::StatusOr<std::optional<ratelimit::v1::LimitConfig>> config = InlineConfig();
+  if (!config.ok()) return Error(config.status());
+  if (*config) *request.mutable_limits(0)->mutable_config() = **std::move(config);
 
   absl::StatusOr<ratelimit::v1::RateLimitResponse> response;
   if (command == "consume") {

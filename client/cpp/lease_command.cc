@@ -38,7 +38,8 @@ absl::StatusOr<v1::AcquireRequest> AcquireOf(const LeaseFlags& flags) {
   v1::LimitRequest* l = r.add_limits();
   l->set_name(flags.name);
   l->set_key(flags.key);
-  if (flags.count > 0) l->set_count(flags.count);
+  if (flags.config) *l->mutable_config() = *flags.config;
+  l->set_count(flags.count);  // the server names limits[0].count when it is not whole slots
   if (!flags.ttl.empty()) {
     if (absl::Status s = SetTtl(flags.ttl, r.mutable_ttl()); !s.ok()) return s;
   }
@@ -53,6 +54,7 @@ absl::StatusOr<v1::ReleaseRequest> ReleaseOf(const LeaseFlags& flags) {
   r.set_name(flags.name);
   r.set_key(flags.key);
   r.set_lease_id(flags.lease_id);
+  if (flags.config) *r.mutable_config() = *flags.config;
   return r;
 }
 
@@ -62,6 +64,7 @@ absl::StatusOr<v1::ExtendRequest> ExtendOf(const LeaseFlags& flags) {
   r.set_name(flags.name);
   r.set_key(flags.key);
   r.set_lease_id(flags.lease_id);
+  if (flags.config) *r.mutable_config() = *flags.config;
   if (!flags.ttl.empty()) {
     if (absl::Status s = SetTtl(flags.ttl, r.mutable_ttl()); !s.ok()) return s;
   }
@@ -72,6 +75,10 @@ v1::ListLeasesRequest ListLeasesOf(const LeaseFlags& flags) {
   v1::ListLeasesRequest r;
   r.set_name(flags.name);
   r.set_key(flags.key);
+  if (flags.config || flags.inline_limits) r.set_source(v1::INLINE);
+  if (flags.config) *r.mutable_config() = *flags.config;
+  r.set_page_size(flags.page_size);
+  r.set_page_token(flags.page_token);
   return r;
 }
 
@@ -123,6 +130,9 @@ std::string FormatLeases(const v1::ListLeasesRequest& request,
   std::string text = absl::StrCat(request.name(), "/", request.key(), ": ", response.held(), " of ",
                                   response.capacity(), " slots held\n");
   for (const v1::Lease& l : response.leases()) absl::StrAppend(&text, "  ", FormatLease(l));
+  if (!response.next_page_token().empty()) {
+    absl::StrAppend(&text, "next page: --page_token=", response.next_page_token(), "\n");
+  }
   return text;
 }
 

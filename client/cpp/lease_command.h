@@ -5,6 +5,8 @@
 // concurrency limit (docs/leases.md), and how the answers are printed. Apart from main, so that
 // each is tested on its own.
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -17,12 +19,17 @@ namespace ratelimit {
 struct LeaseFlags {
   std::string name;
   std::string key;
-  double count = 0;  // acquire: slots; 0: the server's default (1)
+  double count = 1;  // acquire: slots, sent as given (the server refuses what is not 1..1e9)
   std::string ttl;   // acquire, extend: a duration ("30s"); empty: the limit's lease_ttl
   std::string lease_id;
   std::string request_id;
   std::string holder;
+  // An inline concurrency limit (--kind=concurrency, client/cpp/inline_config.h), sent with the
+  // request; ListLeases then names source INLINE.
+  std::optional<v1::LimitConfig> config;
   bool inline_limits = false;  // leases: --source=inline
+  int32_t page_size = 0;       // leases: the most shown (0: the server's 100)
+  std::string page_token;      // leases: the page to show, as the previous page printed it
 };
 
 // The requests; INVALID_ARGUMENT naming the flag when --ttl does not parse or a required flag
@@ -39,7 +46,8 @@ std::string FormatAcquire(const v1::AcquireResponse& response, absl::Time now);
 // "released" / "extended lease ..." / "not held (expired, released or reset)".
 std::string FormatRelease(const v1::ReleaseResponse& response);
 std::string FormatExtend(const v1::ExtendResponse& response);
-// "jobs/t1: 3 of 10 slots held" and a line per lease.
+// "jobs/t1: 3 of 10 slots held", a line per lease of the page, and "next page: --page_token=T"
+// when more follow.
 std::string FormatLeases(const v1::ListLeasesRequest& request,
                          const v1::ListLeasesResponse& response);
 

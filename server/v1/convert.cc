@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/status_util.h"
 
@@ -306,8 +307,9 @@ absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits) {
     const LimitRequest& l = limits[i];
     if (l.config.kind != LimitKind::kConcurrency) continue;
     if (!IsSlotCount(l.count)) {
-      return InvalidField(absl::StrCat("limits[", i, "].count"),
-                          absl::StrCat("must be a whole number of slots, 1..1e9, got ", l.count));
+      return InvalidField(
+          absl::StrCat("limits[", i, "].count"),
+          absl::StrFormat("must be a whole number of slots, 1..1e9, got %.15g", l.count));
     }
   }
   return absl::OkStatus();

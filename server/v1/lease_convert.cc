@@ -4,8 +4,17 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/leases/lease_id.h"
 #include "storage/status_util.h"
@@ -20,6 +29,15 @@ absl::Status CheckBytes(absl::string_view value, size_t max, absl::string_view f
   return absl::OkStatus();
 }
 
+// Free text shown to operators (ListLeases, the CLI): no control characters, which a terminal
+// would act on.
+absl::Status CheckPrintable(absl::string_view value, absl::string_view field) {
+  for (unsigned char c : value) {
+    if (c < 0x20 || c == 0x7f) return InvalidField(field, "must not contain control characters");
+  }
+  return absl::OkStatus();
+}
+
 // A TTL asked for: within 1 ms .. the limit's max_lease_ttl; unset: the limit's lease_ttl.
 absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Duration& ttl,
                                      const LimitConfig& config, absl::string_view field) {
@@ -29,7 +47,8 @@ absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Durat
   if (*us < kMinLeaseTtlMicros || *us > config.max_lease_ttl_us) {
     return InvalidField(
         field, absl::StrCat("must be between 1ms and the limit's max_lease_ttl (",
-                            config.max_lease_ttl_us / 1000, "ms), got ", *us / 1000, "ms"));
+                            absl::FormatDuration(absl::Microseconds(config.max_lease_ttl_us)),
+                            "), got ", absl::FormatDuration(absl::Microseconds(*us))));
   }
   return *us;
 }
@@ -91,6 +110,7 @@ absl::Status AcquireFromProto(const v1::AcquireRequest& request, const LimitSet&
     return s;
   }
   if (absl::Status s = CheckBytes(request.holder(), kMaxHolderBytes, "holder"); !s.ok()) return s;
+  if (absl::Status s = CheckPrintable(request.holder(), "holder"); !s.ok()) return s;
   const LimitRequest& c = plan.limits[plan.concurrency];
   absl::StatusOr<int64_t> ttl = TtlFromProto(request.has_ttl(), request.ttl(), c.config, "ttl");
   if (!ttl.ok()) return ttl.status();
@@ -153,6 +173,7 @@ absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request
       if (request.has_config()) {
         return InvalidField("config", "only for source INLINE (the limits file defines the limit)");
       }
+      if (absl::Status s = ValidateName(request.name(), "name"); !s.ok()) return s;
       if (defined.Find(request.name()) == nullptr) {
         return absl::NotFoundError(
             absl::StrCat("name: no limit \"", request.name(), "\" in the limits file"));
@@ -241,11 +262,71 @@ void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendR
   if (held) LeaseToProto(*decision.lease, op.key, out->mutable_lease());
 }
 
-void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
+namespace {
+
+// A lease's place in the listing's order.
+auto PlaceOf(const Lease& l) { return std::tie(l.expires_at_us, l.acquired_at_us, l.id); }
+auto PlaceOf(const LeasePage::Place& p) {
+  return std::tie(p.expires_at_us, p.acquired_at_us, p.id);
+}
+
+// A page token: "<expires_at_us>.<acquired_at_us>.<id>", web-safe base64 (opaque to callers).
+std::string PageToken(const Lease& l) {
+  char id[LeaseId::kDigits];
+  l.id.WriteDigits(id);
+  return absl::WebSafeBase64Escape(
+      absl::StrCat(l.expires_at_us, ".", l.acquired_at_us, ".", absl::string_view(id, sizeof(id))));
+}
+
+}  // namespace
+
+absl::StatusOr<LeasePage> LeasePageFromProto(const v1::ListLeasesRequest& request) {
+  LeasePage page;
+  if (request.page_size() < 0 || request.page_size() > kMaxLeasePageSize) {
+    return InvalidField(
+        "page_size", absl::StrCat("must be 0 (", kDefaultLeasePageSize, ") to ", kMaxLeasePageSize,
+                                  ", got ", request.page_size()));
+  }
+  if (request.page_size() > 0) page.size = request.page_size();
+  if (request.page_token().empty()) return page;
+  const absl::Status not_a_token =
+      InvalidField("page_token", "not a next_page_token of ListLeases");
+  std::string text;
+  if (!absl::WebSafeBase64Unescape(request.page_token(), &text)) return not_a_token;
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  LeasePage::Place after;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &after.expires_at_us) ||
+      !absl::SimpleAtoi(parts[1], &after.acquired_at_us)) {
+    return not_a_token;
+  }
+  const std::optional<LeaseId> id = LeaseId::Parse(parts[2]);
+  if (!id) return not_a_token;
+  after.id = *id;
+  page.after = after;
+  return page;
+}
+
+void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision, const LeasePage& page,
                        v1::ListLeasesResponse* out) {
-  for (const Lease& l : decision.held_leases) LeaseToProto(l, op.key, out->add_leases());
   out->set_held(static_cast<uint64_t>(std::max<int64_t>(0, decision.held)));
   out->set_capacity(static_cast<uint64_t>(op.config.EffectiveCapacity()));
+  // The stores list in this order already; a listing that were not would be sorted here.
+  std::vector<const Lease*> leases;
+  leases.reserve(decision.held_leases.size());
+  for (const Lease& l : decision.held_leases) leases.push_back(&l);
+  auto before = [](const Lease* a, const Lease* b) { return PlaceOf(*a) < PlaceOf(*b); };
+  if (!std::is_sorted(leases.begin(), leases.end(), before)) {
+    std::sort(leases.begin(), leases.end(), before);
+  }
+  auto next = leases.begin();
+  if (page.after) {
+    next = std::find_if(leases.begin(), leases.end(),
+                        [&](const Lease* l) { return PlaceOf(*page.after) < PlaceOf(*l); });
+  }
+  for (int n = 0; next != leases.end() && n < page.size; ++n, ++next) {
+    LeaseToProto(**next, op.key, out->add_leases());
+  }
+  if (next != leases.end()) out->set_next_page_token(PageToken(**std::prev(next)));
 }
 
 }  // namespace ratelimit

@@ -7,6 +7,8 @@
 // neither defined nor given a config, PERMISSION_DENIED for an inline config on a server that
 // refuses them), as for the rate-limit calls (convert.h).
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -55,6 +57,23 @@ absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const 
 absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
                                             const LimitSet& defined, InlineLimits inline_limits);
 
+// A page of ListLeases: at most `size` leases, those after `after` in the listing's order
+// (expiry, then acquisition, then id).
+inline constexpr int kDefaultLeasePageSize = 100;
+inline constexpr int kMaxLeasePageSize = 1000;
+struct LeasePage {
+  struct Place {
+    int64_t expires_at_us = 0;
+    int64_t acquired_at_us = 0;
+    LeaseId id;
+  };
+  int size = kDefaultLeasePageSize;
+  std::optional<Place> after;  // unset: the first page
+};
+
+// page_size and page_token; INVALID_ARGUMENT naming the field.
+absl::StatusOr<LeasePage> LeasePageFromProto(const v1::ListLeasesRequest& request);
+
 // A concurrency decision as one limit's Decision of a verdict: allowed and reason as decided,
 // `value` the free slots, retry_at when enough free.
 Decision LeaseAsDecision(const LeaseDecision& lease);
@@ -69,7 +88,8 @@ void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome, v1::Ac
 // The answers to Release, Extend and ListLeases.
 void ReleaseToProto(const LeaseDecision& decision, v1::ReleaseResponse* out);
 void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendResponse* out);
-void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
+// ListLeases: `page` of the decision's held leases, and the next page's token when more follow.
+void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision, const LeasePage& page,
                        v1::ListLeasesResponse* out);
 
 }  // namespace ratelimit

@@ -247,9 +247,11 @@ grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& c
   if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   absl::StatusOr<LeaseOp> op = ListLeasesFromProto(*request, *registry_.Current(), inline_limits_);
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
+  absl::StatusOr<LeasePage> page = LeasePageFromProto(*request);
+  if (!page.ok()) return FinishRpc(rpc, ToGrpcStatus(page.status()));
   absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
   if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
-  ListLeasesToProto(*op, outcome->lease, response);
+  ListLeasesToProto(*op, outcome->lease, *page, response);
   return FinishRpc(rpc, grpc::Status::OK);
 }
 

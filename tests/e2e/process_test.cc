@@ -381,5 +381,71 @@ TEST_F(ProcessTest, CliConsumesChecksReservesAndResets) {
       << out;
 }
 
+// The lease commands on an inline concurrency limit (--kind=concurrency): acquire, extend, leases
+// (a page at a time) and release, each sending the config; a --count that is no whole number of
+// slots is refused by the server, naming it, and takes nothing; a flag the command does not take
+// is refused.
+TEST_F(ProcessTest, CliLeaseCommandsOnAnInlineConcurrencyLimit) {
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string t = "--target=" + server->target();
+  const std::string limit = " --name=seats --key=k --kind=concurrency --capacity=2";
+  const std::string admin = " --admin_token_file=" + dir_.File("token");
+  for (const std::string count : {"0", "-1", "nan", "1.5"}) {
+    auto [code, out] = RunCli("acquire " + t + limit + " --count=" + count);
+    EXPECT_EQ(code, 1) << count << ": " << out;
+    EXPECT_NE(out.find("INVALID_ARGUMENT: limits[0].count"), std::string::npos) << out;
+  }
+  auto [code, out] = RunCli("leases " + t + limit + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("seats/k: 0 of 2 slots held"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("acquire " + t + limit + " --holder=w1 --ttl=1m --json");
+  ASSERT_EQ(code, 0) << out;
+  const size_t at = out.find("\"id\":\"");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string id = out.substr(at + 6, 32);
+  std::tie(code, out) = RunCli("extend " + t + limit + " --lease_id=" + id + " --ttl=2m");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("extended lease " + id), std::string::npos) << out;
+  std::tie(code, out) = RunCli("leases " + t + limit + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("seats/k: 1 of 2 slots held"), std::string::npos) << out;
+  EXPECT_NE(out.find("(w1)"), std::string::npos) << out;
+  // A page at a time: w2's lease expires first, then w1's.
+  std::tie(code, out) = RunCli("acquire " + t + limit + " --holder=w2 --ttl=30s");
+  ASSERT_EQ(code, 0) << out;
+  std::tie(code, out) = RunCli("leases " + t + limit + " --page_size=1" + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("seats/k: 2 of 2 slots held"), std::string::npos) << out;
+  EXPECT_NE(out.find("(w2)"), std::string::npos) << out;
+  const size_t next = out.find("next page: --page_token=");
+  ASSERT_NE(next, std::string::npos) << out;
+  const std::string token = out.substr(next + 24, out.find('\n', next) - next - 24);
+  std::tie(code, out) =
+      RunCli("leases " + t + limit + " --page_size=1 --page_token=" + token + admin);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("(w1)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("next page"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("acquire " + t + limit + " --lease_id=" + id);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--lease_id: acquire does not take it"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("release " + t + limit + " --lease_id=" + id + " --ttl=1m");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--ttl: release does not take it"), std::string::npos) << out;
+
+  std::tie(code, out) = RunCli("release " + t + limit + " --lease_id=" + id);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("released; 1 slot held now"), std::string::npos) << out;
+  std::tie(code, out) = RunCli("release " + t + limit + " --lease_id=" + id);
+  EXPECT_EQ(code, 2) << out;
+  // The limit is inline: without its config the limits file has no "seats".
+  std::tie(code, out) = RunCli("leases " + t + " --name=seats --key=k --source=inline" + admin);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("INVALID_ARGUMENT: config: required for source INLINE"), std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -130,15 +130,21 @@ type ListLeasesRequest struct {
 	// Source is LimitsFile (the default) or Inline (with Config).
 	Source Source
 	Config *Config
+	// PageSize is the most leases in the answer, 1..1000 (0: the server's 100); PageToken the
+	// NextPageToken of the previous page (empty: the first page).
+	PageSize  int32
+	PageToken string
 }
 
-// LeaseList is the answer to ListLeases.
+// LeaseList is the answer to ListLeases: a page of the key's leases.
 type LeaseList struct {
 	// Leases are the leases held now, soonest expiry first.
 	Leases []LeaseInfo
-	// Held is the slots held; Capacity the limit's.
+	// Held is the slots held; Capacity the limit's (the whole key's, on every page).
 	Held     uint64
 	Capacity uint64
+	// NextPageToken, when more leases follow, is the PageToken of the next page.
+	NextPageToken string
 }
 
 // TryAcquire sends one Acquire: the slots and every rate limit's tokens are taken, or nothing
@@ -194,17 +200,19 @@ func (c *Client) Extend(ctx context.Context, ref LeaseRef, ttl time.Duration) (
 	return &ExtendResult{State: LeaseState(resp.State), Lease: leaseOf(resp.Lease)}, nil
 }
 
-// ListLeases lists the leases held on one key of a concurrency limit. Administrative: sends the
-// admin token, as Reset does.
+// ListLeases lists the leases held on one key of a concurrency limit, a page at a time.
+// Administrative: sends the admin token, as Reset does.
 func (c *Client) ListLeases(ctx context.Context, req ListLeasesRequest) (*LeaseList, error) {
 	ctx, cancel := c.adminContext(ctx)
 	defer cancel()
 	resp, err := c.stub.ListLeases(ctx, &pb.ListLeasesRequest{Name: req.Name, Key: req.Key,
-		Source: pb.LimitSource(req.Source), Config: configToProto(req.Config)})
+		Source: pb.LimitSource(req.Source), Config: configToProto(req.Config),
+		PageSize: req.PageSize, PageToken: req.PageToken})
 	if err != nil {
 		return nil, newError("ListLeases", err)
 	}
-	out := &LeaseList{Held: resp.Held, Capacity: resp.Capacity}
+	out := &LeaseList{Held: resp.Held, Capacity: resp.Capacity,
+		NextPageToken: resp.NextPageToken}
 	for _, l := range resp.Leases {
 		out.Leases = append(out.Leases, *leaseOf(l))
 	}

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
+	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +38,7 @@ type fakeLeases struct {
 	extends    []*pb.ExtendRequest
 	releases   []*pb.ReleaseRequest
 	listTokens []string
+	lists      []*pb.ListLeasesRequest
 }
 
 func newFakeLeases(capacity uint64) *fakeLeases {
@@ -165,12 +168,31 @@ func (f *fakeLeases) ListLeases(ctx context.Context, req *pb.ListLeasesRequest) 
 	defer f.mu.Unlock()
 	f.listTokens = append(f.listTokens, md.Get("authorization")...)
 	now := time.Now()
+	f.lists = append(f.lists, req)
 	out := &pb.ListLeasesResponse{Held: f.heldLocked(req.Name, req.Key, now),
 		Capacity: f.capacity}
+	var held []*pb.Lease
 	for _, l := range f.leases {
 		if l.Name == req.Name && l.Key == req.Key {
-			out.Leases = append(out.Leases, l)
+			held = append(held, l)
 		}
+	}
+	// Pages of PageSize (0: 100) in the order of the ids; this fake's token is the next page's
+	// first index.
+	sort.Slice(held, func(i, j int) bool { return held[i].Id < held[j].Id })
+	start, _ := strconv.Atoi(req.PageToken)
+	size := int(req.PageSize)
+	if size == 0 {
+		size = 100
+	}
+	end := start + size
+	if end < len(held) {
+		out.NextPageToken = strconv.Itoa(end)
+	} else {
+		end = len(held)
+	}
+	if start < end {
+		out.Leases = held[start:end]
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"sort"
 	"testing"
 	"time"
 
@@ -51,6 +52,40 @@ func TestTryAcquireSendsTheRequestAndADenialIsAValue(t *testing.T) {
 	}
 	if f.acquires[1].Ttl != nil || f.acquires[1].Limits[0].Count != nil {
 		t.Fatalf("unset TTL and count must stay unset: %v", f.acquires[1])
+	}
+}
+
+func TestListLeasesPages(t *testing.T) {
+	f := newFakeLeases(3)
+	c, err := ratelimit.Dial(serveLeases(t, f), ratelimit.WithAdminToken("tok"))
+	must(t, err)
+	defer c.Close()
+	var ids []string
+	for i := 0; i < 3; i++ {
+		r, err := c.TryAcquire(ctx(t), ratelimit.Slots("jobs", "k", 1))
+		must(t, err)
+		ids = append(ids, r.Lease.ID)
+	}
+	sort.Strings(ids)
+	req := ratelimit.ListLeasesRequest{Name: "jobs", Key: "k", PageSize: 2}
+	first, err := c.ListLeases(ctx(t), req)
+	must(t, err)
+	if first.Held != 3 || len(first.Leases) != 2 || first.NextPageToken == "" ||
+		f.lists[0].PageSize != 2 || f.lists[0].PageToken != "" {
+		t.Fatalf("first page: %+v, sent %+v", first, f.lists[0])
+	}
+	req.PageToken = first.NextPageToken
+	rest, err := c.ListLeases(ctx(t), req)
+	must(t, err)
+	if len(rest.Leases) != 1 || rest.NextPageToken != "" ||
+		f.lists[1].PageToken != first.NextPageToken {
+		t.Fatalf("second page: %+v, sent %+v", rest, f.lists[1])
+	}
+	got := []string{first.Leases[0].ID, first.Leases[1].ID, rest.Leases[0].ID}
+	for i := range ids {
+		if got[i] != ids[i] {
+			t.Fatalf("pages %v, want %v", got, ids)
+		}
 	}
 }
 

@@ -424,7 +424,10 @@ export class RateLimitClient {
     return extendResult(await this.unary<WireLeaseStateResponse>("Extend", wireLeaseRef(ref, ref.ttlMs), options));
   }
 
-  /** Administrative (sends the admin token, as reset does): the leases held on one key. */
+  /**
+   * Administrative (sends the admin token, as reset does): the leases held on one key, a page
+   * at a time (pageSize, pageToken: the previous page's nextPageToken).
+   */
   async listLeases(request: ListLeasesRequest, options?: CallOptions): Promise<LeaseList> {
     const w = await this.unary<WireListLeasesResponse>("ListLeases", wireListLeasesRequest(request), options, this.adminMetadata());
     return leaseList(w);

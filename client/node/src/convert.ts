@@ -445,6 +445,8 @@ export function wireLeaseRef(ref: LeaseRef, ttlMs?: number): Record<string, unkn
 export function wireListLeasesRequest(request: ListLeasesRequest): Record<string, unknown> {
   const out: Record<string, unknown> = { name: request.name, key: request.key, source: request.source ?? "LIMITS_FILE" };
   if (present(request.config)) out.config = wireConfig(request.config, "config");
+  if (present(request.pageSize)) out.page_size = request.pageSize;
+  if (present(request.pageToken)) out.page_token = request.pageToken;
   return out;
 }
 
@@ -480,6 +482,7 @@ export interface WireListLeasesResponse {
   leases: WireLease[];
   held: string | number;
   capacity: string | number;
+  next_page_token?: string;
 }
 
 /** The instant of a Timestamp in ms (not rounded: an expiry is not a time to wait for). */
@@ -530,5 +533,10 @@ export function extendResult(w: WireLeaseStateResponse): ExtendResult {
 }
 
 export function leaseList(w: WireListLeasesResponse): LeaseList {
-  return { leases: (w.leases ?? []).map(leaseInfo), held: Number(w.held ?? 0), capacity: Number(w.capacity ?? 0) };
+  return {
+    leases: (w.leases ?? []).map(leaseInfo),
+    held: Number(w.held ?? 0),
+    capacity: Number(w.capacity ?? 0),
+    nextPageToken: w.next_page_token ?? "",
+  };
 }

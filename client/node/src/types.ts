@@ -387,11 +387,20 @@ export interface ListLeasesRequest {
   /** Default LIMITS_FILE; INLINE with `config`. */
   source?: LimitSource;
   config?: ConcurrencyConfig;
+  /** The most leases in the answer, 1..1000 (default: the server's 100). */
+  pageSize?: number;
+  /** The previous page's nextPageToken (default: the first page). */
+  pageToken?: string;
 }
 
-/** The leases held on a key, soonest expiry first; the slots held and the capacity. */
+/**
+ * A page of the leases held on a key, soonest expiry first; the slots held and the capacity
+ * (the whole key's); nextPageToken, when more leases follow, the next page's pageToken ("" after
+ * the last).
+ */
 export interface LeaseList {
   leases: LeaseInfo[];
   held: number;
   capacity: number;
+  nextPageToken: string;
 }

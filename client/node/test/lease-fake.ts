@@ -40,6 +40,7 @@ export class FakeLeases {
   readonly extends: Wire[] = [];
   readonly releases: Wire[] = [];
   readonly listTokens: string[] = [];
+  readonly lists: Wire[] = [];
   target = "";
   private readonly leases = new Map<string, FakeLease>();
   private readonly server = new grpc.Server();
@@ -65,7 +66,17 @@ export class FakeLeases {
       Extend: unary((r) => this.extend(r)),
       ListLeases: unary((r, call) => {
         this.listTokens.push(...(call.metadata.get("authorization") as string[]));
-        return { leases: this.list(r.name, r.key).map((l) => this.wire(l)), held: this.held(r.name, r.key), capacity: this.capacity };
+        this.lists.push(r);
+        // Pages of page_size (0: 100); this fake's token is the next page's first index.
+        const held = this.list(r.name, r.key);
+        const start = Number(r.page_token || 0);
+        const end = start + (Number(r.page_size) || 100);
+        return {
+          leases: held.slice(start, end).map((l) => this.wire(l)),
+          held: this.held(r.name, r.key),
+          capacity: this.capacity,
+          next_page_token: end < held.length ? String(end) : "",
+        };
       }),
     });
     const port = await new Promise<number>((resolve, reject) =>

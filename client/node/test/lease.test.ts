@@ -64,6 +64,21 @@ describe("leases", () => {
     assert.equal((await client.extend(ref)).state, "NOT_HELD");
   });
 
+  test("listLeases pages", async () => {
+    fake.capacity = 3;
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await client.acquire({ limits: [{ name: "jobs", key: "k" }] })).lease!.id);
+    const first = await client.listLeases({ name: "jobs", key: "k", pageSize: 2 });
+    assert.equal(first.held, 3);
+    assert.equal(first.leases.length, 2);
+    assert.notEqual(first.nextPageToken, "");
+    assert.equal(fake.lists[0]!.page_size, 2);
+    const rest = await client.listLeases({ name: "jobs", key: "k", pageSize: 2, pageToken: first.nextPageToken });
+    assert.equal(fake.lists[1]!.page_token, first.nextPageToken);
+    assert.equal(rest.nextPageToken, "");
+    assert.deepEqual([...first.leases, ...rest.leases].map((l) => l.id), ids);
+  });
+
   test("await using releases at the end of the block, and on an exception", async () => {
     {
       await using lease = await client.lease({ limits: [{ name: "jobs", key: "k" }] });

@@ -33,6 +33,7 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
         self.extends: List[pb.ExtendRequest] = []
         self.releases: List[pb.ReleaseRequest] = []
         self.list_metadata: List[tuple] = []
+        self.lists: List[pb.ListLeasesRequest] = []
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
         pb_grpc.add_RateLimitServiceServicer_to_server(self, self._server)
         self.port = self._server.add_insecure_port("127.0.0.1:0")
@@ -113,8 +114,14 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
     def ListLeases(self, request, context):
         with self.lock:
             self.list_metadata.append(tuple(context.invocation_metadata()))
+            self.lists.append(request)
             response = pb.ListLeasesResponse(held=self._held_locked(request.name, request.key),
                                              capacity=self.capacity)
-            response.leases.extend(l for l in self.leases.values()
-                                   if (l.name, l.key) == (request.name, request.key))
+            # Pages of page_size (0: 100); this fake's token is the next page's first index.
+            held = [l for l in self.leases.values() if (l.name, l.key) == (request.name, request.key)]
+            start = int(request.page_token or 0)
+            end = start + (request.page_size or 100)
+            response.leases.extend(held[start:end])
+            if end < len(held):
+                response.next_page_token = str(end)
             return response

@@ -62,6 +62,33 @@ def test_release_extend_and_list_leases(fake):
         assert client.extend("jobs", "k", lease.id).state == LeaseState.NOT_HELD
 
 
+def test_list_leases_pages(fake):
+    fake.capacity = 3
+    with RateLimitClient(fake.target, admin_token="tok") as client:
+        ids = [client.acquire("jobs", "k").lease.id for _ in range(3)]
+        first = client.list_leases("jobs", "k", page_size=2)
+        assert first.held == 3 and len(first.leases) == 2 and first.next_page_token
+        assert fake.lists[0].page_size == 2 and fake.lists[0].page_token == ""
+        rest = client.list_leases("jobs", "k", page_size=2, page_token=first.next_page_token)
+        assert fake.lists[1].page_token == first.next_page_token
+        assert len(rest.leases) == 1 and rest.next_page_token == ""
+        assert [l.id for l in first.leases + rest.leases] == ids
+
+
+async def _list_async(target):
+    async with AsyncRateLimitClient(target, admin_token="tok") as client:
+        return await client.list_leases("jobs", "k", page_size=1, page_token="1")
+
+
+def test_async_list_leases_pages(fake):
+    fake.capacity = 3
+    with RateLimitClient(fake.target) as client:
+        ids = [client.acquire("jobs", "k").lease.id for _ in range(3)]
+    page = asyncio.run(_list_async(fake.target))
+    assert [l.id for l in page.leases] == [ids[1]] and page.next_page_token == "2"
+    assert fake.lists[0].page_size == 1 and fake.lists[0].page_token == "1"
+
+
 def test_with_lease_releases_on_exit_and_on_exception(fake):
     with RateLimitClient(fake.target) as client:
         with client.lease("jobs", "k") as lease:

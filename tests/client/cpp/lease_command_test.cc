@@ -1,6 +1,8 @@
 // The lease commands' requests from flags and their output (client/cpp/lease_command.h).
 #include "client/cpp/lease_command.h"
 
+#include <cmath>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -89,6 +91,67 @@ TEST(LeaseCommandTest, FormatsTheAnswers) {
   EXPECT_EQ(FormatLeases(list, leases),
             "jobs/t1: 2 of 10 slots held\n"
             "  lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40+00:00 (w3)\n");
+}
+
+// --count is sent as given (its default is 1): 0, a negative or NaN reach the server, which names
+// limits[0].count, instead of turning into the default and taking a slot.
+TEST(LeaseCommandTest, AcquireSendsTheCountAsGivenForTheServerToJudge) {
+  absl::StatusOr<v1::AcquireRequest> r = AcquireOf(Flags());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->limits(0).has_count());
+  EXPECT_EQ(r->limits(0).count(), 1);
+  for (double count : {0.0, -1.0, 1.5}) {
+    LeaseFlags f = Flags();
+    f.count = count;
+    r = AcquireOf(f);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->limits(0).has_count()) << count;
+    EXPECT_EQ(r->limits(0).count(), count);
+  }
+  LeaseFlags f = Flags();
+  f.count = std::nan("");
+  r = AcquireOf(f);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->limits(0).has_count());
+  EXPECT_TRUE(std::isnan(r->limits(0).count()));
+}
+
+// An inline concurrency limit goes with every lease request; ListLeases then names source INLINE
+// (as --source=inline does alone).
+TEST(LeaseCommandTest, AnInlineConfigGoesWithEveryRequest) {
+  LeaseFlags f = Flags();
+  f.lease_id = "0123456789abcdef0123456789abcdef";
+  v1::LimitConfig config;
+  config.set_kind(v1::CONCURRENCY);
+  config.set_capacity(3);
+  f.config = config;
+  EXPECT_EQ(AcquireOf(f).value().limits(0).config().capacity(), 3);
+  EXPECT_EQ(ReleaseOf(f).value().config().capacity(), 3);
+  EXPECT_EQ(ExtendOf(f).value().config().capacity(), 3);
+  const v1::ListLeasesRequest list = ListLeasesOf(f);
+  EXPECT_EQ(list.source(), v1::INLINE);
+  EXPECT_EQ(list.config().capacity(), 3);
+  EXPECT_FALSE(AcquireOf(Flags()).value().limits(0).has_config());
+  EXPECT_EQ(ListLeasesOf(Flags()).source(), v1::LIMITS_FILE);
+  LeaseFlags inline_source = Flags();
+  inline_source.inline_limits = true;
+  EXPECT_EQ(ListLeasesOf(inline_source).source(), v1::INLINE);
+}
+
+TEST(LeaseCommandTest, LeasesPagesAndPrintsTheNextPagesToken) {
+  LeaseFlags f = Flags();
+  f.page_size = 2;
+  f.page_token = "abc";
+  const v1::ListLeasesRequest list = ListLeasesOf(f);
+  EXPECT_EQ(list.page_size(), 2);
+  EXPECT_EQ(list.page_token(), "abc");
+  v1::ListLeasesResponse leases;
+  leases.set_held(3);
+  leases.set_capacity(10);
+  leases.set_next_page_token("NzA");
+  EXPECT_THAT(FormatLeases(list, leases), HasSubstr("\nnext page: --page_token=NzA\n"));
+  leases.clear_next_page_token();
+  EXPECT_THAT(FormatLeases(list, leases), ::testing::Not(HasSubstr("next page")));
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include "server/v1/lease_convert.h"
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/v1/limits_file.h"
@@ -338,6 +340,179 @@ TEST(RefuseConcurrencyLimitsTest, ConsumeNamesTheConcurrencyLimit) {
   const absl::Status s = RefuseConcurrencyLimits(*limits, "Consume");
   ExpectInvalid(s, "limits[1].name");
   EXPECT_THAT(std::string(s.message()), HasSubstr("Acquire"));
+}
+
+// The holder is shown to operators (ListLeases, `ratelimit leases`): a control character, which
+// a terminal would act on, is refused; printable text in any script is kept.
+TEST(AcquireFromProtoTest, AHolderWithControlCharactersIsRefused) {
+  const LimitSet defined = Defined();
+  for (const std::string& holder :
+       {std::string("worker\n3"), std::string("w\0rker", 6), std::string("\x1b[31mred"),
+        std::string("tab\there"), std::string("del\x7f")}) {
+    v1::AcquireRequest r = Acquire();
+    r.set_holder(holder);
+    ExpectInvalid(PlanOf(r, defined).status(), "holder: must not contain control characters");
+  }
+  v1::AcquireRequest r = Acquire();
+  r.set_holder("w\xc3\xb6rker-3 (pod a/b)");
+  absl::StatusOr<AcquirePlan> plan = PlanOf(r, defined);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->lease.holder, "w\xc3\xb6rker-3 (pod a/b)");
+}
+
+// An error shows the value it refused as it was given: a TTL a microsecond over the limit's
+// max_lease_ttl is not rounded to the maximum itself, nor a count of slots one over 1e9 to 1e9.
+TEST(AcquireFromProtoTest, ErrorsShowTheRefusedValueExactly) {
+  const LimitSet defined = Defined();
+  v1::AcquireRequest r = Acquire();
+  r.mutable_ttl()->set_seconds(60);  // max_lease_ttl is 1m
+  r.mutable_ttl()->set_nanos(1000);
+  EXPECT_THAT(std::string(PlanOf(r, defined).status().message()),
+              HasSubstr("max_lease_ttl (1m), got 1m0.000001s"));
+  r = Acquire();
+  r.mutable_ttl()->set_nanos(500000);
+  EXPECT_THAT(std::string(PlanOf(r, defined).status().message()), HasSubstr("got 500us"));
+  r = Acquire();
+  r.mutable_limits(0)->set_count(1e9 + 1);
+  EXPECT_THAT(
+      std::string(PlanOf(r, defined).status().message()),
+      HasSubstr("limits[0].count: must be a whole number of slots, 1..1e9, got 1000000001"));
+  r = Acquire("inline_jobs");
+  v1::LimitConfig* config = r.mutable_limits(0)->mutable_config();
+  config->set_kind(v1::CONCURRENCY);
+  config->set_capacity(1e9 + 1);
+  EXPECT_THAT(
+      std::string(PlanOf(r, defined).status().message()),
+      HasSubstr("config.capacity: must be a whole number of slots, 1..1e9, got 1000000001"));
+}
+
+// ListLeases checks the name as Release, Extend and Reset do, before it looks the limit up: a
+// name no limit could have is INVALID_ARGUMENT naming `name`, not NOT_FOUND echoing it.
+TEST(LeaseTargetTest, ListLeasesChecksTheNameAsTheOtherCallsDo) {
+  const LimitSet defined = Defined();
+  v1::ListLeasesRequest list;
+  list.set_key("t1");
+  for (const std::string& name : {std::string(), std::string(257, 'n'),
+                                  std::string("jo\x01"
+                                              "bs"),
+                                  std::string("a\nb")}) {
+    list.set_name(name);
+    ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "name");
+  }
+  list.set_name("jobs");
+  list.set_key("");
+  ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "key");
+}
+
+// A key's leases (here five, two sharing an expiry and two an expiry and acquisition, given out
+// of order as no store gives them) listed two at a time: every lease once, in the listing's
+// order, the key's held and capacity on every page, and no token after the last.
+TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
+  LeaseOp op;
+  op.key = StateKey{"jobs", "t1", LimitSource::kDefined};
+  op.config = *Defined().Find("jobs");
+  LeaseDecision d;
+  d.held = 5;
+  const int64_t expiry[] = {30, 10, 20, 10, 30};
+  const int64_t acquired[] = {1, 2, 1, 1, 1};
+  for (int i = 0; i < 5; ++i) {
+    Lease l;
+    l.id = LeaseId::FromWords(0, 5 - i);
+    l.count = 1;
+    l.expires_at_us = expiry[i] * kSecond;
+    l.acquired_at_us = acquired[i] * kSecond;
+    d.held_leases.push_back(l);
+  }
+  // (expiry, acquired, id): (10,1,2) (10,2,4) (20,1,3) (30,1,1) (30,1,5).
+  const uint64_t want[] = {2, 4, 3, 1, 5};
+  v1::ListLeasesRequest request;
+  request.set_page_size(2);
+  std::vector<std::string> ids;
+  for (int pages = 1;; ++pages) {
+    absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    v1::ListLeasesResponse out;
+    ListLeasesToProto(op, d, *page, &out);
+    EXPECT_EQ(out.held(), 5u);
+    EXPECT_EQ(out.capacity(), 5u);
+    EXPECT_LE(out.leases_size(), 2);
+    for (const v1::Lease& l : out.leases()) ids.push_back(l.id());
+    if (out.next_page_token().empty()) {
+      EXPECT_EQ(pages, 3);
+      break;
+    }
+    ASSERT_LT(pages, 3);
+    request.set_page_token(out.next_page_token());
+  }
+  ASSERT_EQ(ids.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    char digits[LeaseId::kDigits];
+    LeaseId::FromWords(0, want[i]).WriteDigits(digits);
+    EXPECT_EQ(ids[i], std::string(digits, sizeof(digits))) << i;
+  }
+  // The default page holds them all.
+  v1::ListLeasesResponse all;
+  ListLeasesToProto(op, d, LeasePage(), &all);
+  EXPECT_EQ(all.leases_size(), 5);
+  EXPECT_TRUE(all.next_page_token().empty());
+}
+
+// A token names a place, not a lease: released since, the lease is gone and the next page
+// starts with the first lease after its place.
+TEST(ListLeasesPageTest, ThePageAfterAReleasedLeaseStartsAfterItsPlace) {
+  LeaseOp op;
+  op.key = StateKey{"jobs", "t1", LimitSource::kDefined};
+  op.config = *Defined().Find("jobs");
+  LeaseDecision d;
+  for (int i = 1; i <= 3; ++i) {
+    Lease l;
+    l.id = LeaseId::FromWords(0, i);
+    l.count = 1;
+    l.expires_at_us = i * kSecond;
+    d.held_leases.push_back(l);
+  }
+  d.held = 3;
+  LeasePage first;
+  first.size = 1;
+  v1::ListLeasesResponse out;
+  ListLeasesToProto(op, d, first, &out);
+  ASSERT_FALSE(out.next_page_token().empty());
+  d.held_leases.erase(d.held_leases.begin());  // the first lease, released
+  d.held = 2;
+  v1::ListLeasesRequest request;
+  request.set_page_token(out.next_page_token());
+  absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
+  ASSERT_TRUE(page.ok()) << page.status();
+  v1::ListLeasesResponse next;
+  ListLeasesToProto(op, d, *page, &next);
+  ASSERT_EQ(next.leases_size(), 2);
+  EXPECT_EQ(next.leases(0).expires_at().seconds(), 2);
+}
+
+TEST(ListLeasesPageTest, BadPageSizeAndTokenAreNamed) {
+  v1::ListLeasesRequest request;
+  EXPECT_EQ(LeasePageFromProto(request).value().size, kDefaultLeasePageSize);
+  request.set_page_size(kMaxLeasePageSize);
+  EXPECT_EQ(LeasePageFromProto(request).value().size, kMaxLeasePageSize);
+  for (int size : {-1, kMaxLeasePageSize + 1}) {
+    request.set_page_size(size);
+    ExpectInvalid(LeasePageFromProto(request).status(), "page_size");
+  }
+  request.set_page_size(0);
+  for (const std::string& token :
+       {std::string("not base64!"), absl::WebSafeBase64Escape("1.2"),
+        absl::WebSafeBase64Escape("1.2.0123456789ABCDEF0123456789abcdef"),
+        absl::WebSafeBase64Escape("x.2.0123456789abcdef0123456789abcdef")}) {
+    request.set_page_token(token);
+    ExpectInvalid(LeasePageFromProto(request).status(), "page_token");
+  }
+  request.set_page_token(absl::WebSafeBase64Escape("7.3.0123456789abcdef0123456789abcdef"));
+  absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_TRUE(page->after.has_value());
+  EXPECT_EQ(page->after->expires_at_us, 7);
+  EXPECT_EQ(page->after->acquired_at_us, 3);
+  EXPECT_EQ(page->after->id, LeaseId::Parse(kLeaseId));
 }
 
 }  // namespace

@@ -429,8 +429,10 @@ def to_extend_request(name: str, key: str, lease_id: str, ttl: Optional[timedelt
 
 
 def to_list_leases_request(name: str, key: str, source: LimitSource,
-                           config: Optional[LimitConfig]) -> pb.ListLeasesRequest:
-    request = pb.ListLeasesRequest(name=name, key=key, source=source.name)
+                           config: Optional[LimitConfig], page_size: int = 0,
+                           page_token: str = "") -> pb.ListLeasesRequest:
+    request = pb.ListLeasesRequest(name=name, key=key, source=source.name, page_size=page_size,
+                                   page_token=page_token)
     if config is not None:
         config_to_proto(config, request.config)
     return request
@@ -446,4 +448,5 @@ def to_extend_result(response: pb.ExtendResponse) -> ExtendResult:
 
 def to_lease_list(response: pb.ListLeasesResponse) -> LeaseList:
     return LeaseList(leases=tuple(to_lease(lease) for lease in response.leases),
-                     held=response.held, capacity=response.capacity)
+                     held=response.held, capacity=response.capacity,
+                     next_page_token=response.next_page_token)

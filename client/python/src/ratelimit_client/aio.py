@@ -173,10 +173,11 @@ class AsyncRateLimitClient:
 
     async def list_leases(self, name: str, key: str, *,
                           source: LimitSource = LimitSource.LIMITS_FILE,
-                          config: Optional[LimitConfig] = None,
-                          timeout: Optional[float] = None) -> LeaseList:
-        """Administrative: the leases held on one key of a concurrency limit."""
-        request = c.to_list_leases_request(name, key, source, config)
+                          config: Optional[LimitConfig] = None, page_size: int = 0,
+                          page_token: str = "", timeout: Optional[float] = None) -> LeaseList:
+        """Administrative: a page of the leases held on one key of a concurrency limit (as
+        RateLimitClient.list_leases)."""
+        request = c.to_list_leases_request(name, key, source, config, page_size, page_token)
         return c.to_lease_list(await self._admin("ListLeases", self._stub.ListLeases, request,
                                                  timeout))
 

@@ -183,11 +183,13 @@ class RateLimitClient:
 
     def list_leases(self, name: str, key: str, *,
                     source: LimitSource = LimitSource.LIMITS_FILE,
-                    config: Optional[LimitConfig] = None,
-                    timeout: Optional[float] = None) -> LeaseList:
+                    config: Optional[LimitConfig] = None, page_size: int = 0,
+                    page_token: str = "", timeout: Optional[float] = None) -> LeaseList:
         """Administrative (sends the admin token, as reset does): the leases held on one key of
-        a concurrency limit, soonest expiry first, with the slots held and the capacity."""
-        request = c.to_list_leases_request(name, key, source, config)
+        a concurrency limit, soonest expiry first, a page at a time (page_size: 1..1000, 0 for the
+        server's 100; page_token: the previous page's next_page_token), with the slots held and
+        the capacity."""
+        request = c.to_list_leases_request(name, key, source, config, page_size, page_token)
         return c.to_lease_list(self._admin("ListLeases", self._stub.ListLeases, request,
                                            timeout))
 

@@ -350,9 +350,11 @@ class ExtendResult:
 
 @dataclass(frozen=True)
 class LeaseList:
-    """The answer to list_leases: the leases held now, soonest expiry first; the slots held and
-    the limit's capacity."""
+    """The answer to list_leases: a page of the leases held now, soonest expiry first; the slots
+    held and the limit's capacity (the whole key's); next_page_token, when more leases follow,
+    the page_token of the next page."""
 
     leases: Tuple[LeaseInfo, ...]
     held: int = 0
     capacity: int = 0
+    next_page_token: str = ""
