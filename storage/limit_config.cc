@@ -113,16 +113,21 @@ absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix)
   return absl::OkStatus();
 }
 
+bool ContainsControlCharacter(absl::string_view text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
 absl::Status ValidateName(absl::string_view name, absl::string_view field, absl::string_view leaf) {
   if (name.empty()) return InvalidField(field, leaf, "must not be empty");
   if (name.size() > kMaxNameBytes) {
     return InvalidField(
         field, leaf, absl::StrCat("must be at most ", kMaxNameBytes, " bytes, got ", name.size()));
   }
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7f) {
-      return InvalidField(field, leaf, "must not contain control characters");
-    }
+  if (ContainsControlCharacter(name)) {
+    return InvalidField(field, leaf, "must not contain control characters");
   }
   return absl::OkStatus();
 }

@@ -107,6 +107,10 @@ void FillLeaseTtlDefaults(LimitConfig& config);
 // `field_prefix` followed by the offending field ("limits[0].config.rate: ...").
 absl::Status ValidateLimitConfig(const LimitConfig& config, absl::string_view field_prefix);
 
+// True when `text` holds an ASCII control character (below 0x20, or DEL): what names, and the
+// free-text fields an operator's terminal prints (a lease's holder), must not carry.
+bool ContainsControlCharacter(absl::string_view text);
+
 // Checks a limit name / key / count against the bounds above, with the same message convention;
 // the field is named `field` followed by `leaf` (joined only for an error).
 absl::Status ValidateName(absl::string_view name, absl::string_view field,

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "client/cpp/proto_time.h"
 #include "server/tls/tls_files.h"
 
 namespace ratelimit {
@@ -272,8 +273,7 @@ v1::RateLimitRequest MakeRequest(const std::string& name, const std::string& key
 
 absl::Time RetryAt(const v1::RateLimitResponse& response) {
   if (!response.has_retry_at()) return absl::InfinitePast();
-  return absl::FromUnixSeconds(response.retry_at().seconds()) +
-         absl::Nanoseconds(response.retry_at().nanos());
+  return TimeOf(response.retry_at());
 }
 
 }  // namespace ratelimit

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/cpp/proto_time.h"
 
 namespace ratelimit {
 namespace {
@@ -16,9 +17,7 @@ absl::Status SetDuration(const std::string& text, absl::string_view flag,
     return absl::InvalidArgumentError(
         absl::StrCat(flag, ": not a duration (e.g. 500ms, 1s, 1m, 24h)"));
   }
-  const int64_t us = absl::ToInt64Microseconds(d);
-  out->set_seconds(us / 1000000);
-  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  SetProtoDuration(d, out);
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cpp/proto_time.h"
 
 namespace ratelimit {
 namespace {
@@ -11,9 +12,7 @@ absl::Status SetTtl(const std::string& text, google::protobuf::Duration* out) {
   if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--ttl: not a positive duration (e.g. 500ms, 30s, 5m)");
   }
-  const int64_t us = absl::ToInt64Microseconds(d);
-  out->set_seconds(us / 1000000);
-  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  SetProtoDuration(d, out);
   return absl::OkStatus();
 }
 
@@ -23,12 +22,6 @@ absl::Status NeedsLeaseId(const LeaseFlags& flags, absl::string_view command) {
         absl::StrCat(command, ": --lease_id is required (the id acquire printed)"));
   }
   return absl::OkStatus();
-}
-
-std::string Rfc3339(const google::protobuf::Timestamp& t) {
-  return absl::FormatTime(absl::RFC3339_full,
-                          absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos()),
-                          absl::UTCTimeZone());
 }
 
 }  // namespace
@@ -97,8 +90,7 @@ std::string FormatAcquire(const v1::AcquireResponse& response, absl::Time now) {
   }
   std::string text = absl::StrCat("refused: ", v1::DenyReason_Name(response.reason()));
   if (response.has_retry_at()) {
-    const absl::Time at = absl::FromUnixSeconds(response.retry_at().seconds()) +
-                          absl::Nanoseconds(response.retry_at().nanos());
+    const absl::Time at = TimeOf(response.retry_at());
     absl::StrAppend(&text, ", retry in ",
                     absl::FormatDuration(std::max(at - now, absl::ZeroDuration())));
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cpp/client.h"
+#include "client/cpp/proto_time.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -66,8 +67,7 @@ std::string FormatSettleResponse(const v1::SettleResponse& response) {
                     " uncharged=", absl::StrFormat("%g", r.uncharged()),
                     " value=", absl::StrFormat("%g", r.value()));
     if (r.has_paid_at()) {
-      const absl::Time at =
-          absl::FromUnixSeconds(r.paid_at().seconds()) + absl::Nanoseconds(r.paid_at().nanos());
+      const absl::Time at = TimeOf(r.paid_at());
       absl::StrAppend(&out, ", debt paid in ", When(r.paid_after(), at));
     }
     out.push_back('\n');
@@ -77,9 +77,7 @@ std::string FormatSettleResponse(const v1::SettleResponse& response) {
 
 std::string FormatRlqsAssignments(const v1::GetRlqsAssignmentsResponse& response) {
   auto time = [](const google::protobuf::Timestamp& t) {
-    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
-                            absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos()),
-                            absl::UTCTimeZone());
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", TimeOf(t), absl::UTCTimeZone());
   };
   auto action = [](v1::RlqsAction a) {
     return a == v1::RLQS_DENY_ALL ? "deny all" : a == v1::RLQS_ALLOW_ALL ? "allow all" : "";

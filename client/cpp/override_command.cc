@@ -2,23 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cpp/proto_time.h"
 
 namespace ratelimit {
 namespace {
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  const int64_t us = absl::ToInt64Microseconds(d);
-  out->set_seconds(us / 1000000);
-  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
-}
-
-absl::Time TimeOf(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-
-std::string Rfc3339(const google::protobuf::Timestamp& t) {
-  return absl::FormatTime(absl::RFC3339_full, TimeOf(t), absl::UTCTimeZone());
-}
 
 // "api key k", or for an Envoy rule "envoy web/user key k".
 std::string TargetText(const v1::OverrideTarget& t) {
@@ -88,7 +75,7 @@ absl::StatusOr<v1::SetOverrideRequest> SetOverrideOf(const OverrideFlags& flags,
       if (!absl::ParseDuration(flags.period, &period)) {
         return absl::InvalidArgumentError("--period: not a duration (e.g. 500ms, 1s, 1m, 24h)");
       }
-      SetDuration(period, l->mutable_period());
+      SetProtoDuration(period, l->mutable_period());
     }
     if (flags.capacity) l->set_capacity(*flags.capacity);
     if (flags.max_reserved) l->set_max_reserved(*flags.max_reserved);

@@ -32,8 +32,8 @@ absl::Status CheckBytes(absl::string_view value, size_t max, absl::string_view f
 // Free text shown to operators (ListLeases, the CLI): no control characters, which a terminal
 // would act on.
 absl::Status CheckPrintable(absl::string_view value, absl::string_view field) {
-  for (unsigned char c : value) {
-    if (c < 0x20 || c == 0x7f) return InvalidField(field, "must not contain control characters");
+  if (ContainsControlCharacter(value)) {
+    return InvalidField(field, "must not contain control characters");
   }
   return absl::OkStatus();
 }
