@@ -13,6 +13,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "server/envoy/envoy_config.h"
+#include "server/envoy/envoy_plan.h"
 #include "server/observability/log.h"
 #include "server/tls/tls_files.h"
 #include "storage/factory/state_store_factory.h"
@@ -307,6 +308,12 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->service_->set_envoy_reset_resolver(
         [registry = &s->envoy_registry_](
             const ResetTarget& t) -> absl::StatusOr<RateLimitServiceImpl::EnvoyResetResolution> {
+          if (!t.all_keys) {
+            if (absl::Status s = ValidateEnvoyStateKey(t.key, t.envoy_path.size(), "key");
+                !s.ok()) {
+              return s;
+            }
+          }
           absl::StatusOr<EnvoyResetState> state = EnvoyResetStateName(
               *registry->Current(), t.envoy_domain, t.envoy_path, t.envoy_override);
           if (!state.ok()) return state.status();

@@ -23,6 +23,16 @@ uint32_t RoundDown(double v) {
 
 EnvoyLimit EnvoyReportedLimit(const EnvoyLimit& configured, const LimitConfig& adjusted) {
   EnvoyLimit out = configured;
+  const bool window = configured.algorithm == EnvoyAlgorithm::kFixedWindow;
+  if (window && !(adjusted.EffectiveCapacity() >= 1)) {
+    // No window ever holds a whole request: reported as a blocking rule is.
+    out.requests_per_unit = 0;
+    return out;
+  }
+  // What a period admits for as long as it lasts: a window refills `rate` but holds at most its
+  // capacity; a bucket refills `rate` (its capacity is the burst, reported below).
+  const double per_period =
+      window ? std::min(adjusted.rate, adjusted.EffectiveCapacity()) : adjusted.rate;
   const double period_s = static_cast<double>(adjusted.period_us) / 1e6;
   // Units no shorter than the configured one, shortest first.
   const auto* first =
@@ -33,13 +43,12 @@ EnvoyLimit EnvoyReportedLimit(const EnvoyLimit& configured, const LimitConfig& a
   for (const auto* u = std::begin(kUnitsByLength); u != std::end(kUnitsByLength); ++u) {
     if (EnvoyUnitSeconds(*u) * 1000000 == adjusted.period_us) {
       out.unit = *u;
-      out.requests_per_unit = RoundDown(adjusted.rate);
+      out.requests_per_unit = RoundDown(per_period);
       break;
     }
   }
   for (const auto* u = first; out.requests_per_unit == 0 && u != std::end(kUnitsByLength); ++u) {
-    const uint32_t n =
-        RoundDown(adjusted.rate * static_cast<double>(EnvoyUnitSeconds(*u)) / period_s);
+    const uint32_t n = RoundDown(per_period * static_cast<double>(EnvoyUnitSeconds(*u)) / period_s);
     if (n >= 1) {
       out.unit = *u;
       out.requests_per_unit = n;
@@ -78,7 +87,8 @@ size_t ApplyEnvoyOverrides(const OverrideIndex& index, int64_t now_us,
     p.runtime_override = o->target.key;
     switch (o->action.effect) {
       case OverrideAction::Effect::kUnlimited:
-        p.kind = p.kind == Kind::kRefund ? Kind::kNoLimit : Kind::kUnlimited;
+        // A refund too is answered as an unlimited rule answers it, and gives nothing back.
+        p.kind = Kind::kUnlimited;
         p.requests.clear();
         break;
       case OverrideAction::Effect::kBlocked: {

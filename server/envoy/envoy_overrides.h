@@ -19,9 +19,9 @@ namespace ratelimit {
 //   - a limit override adjusts the first limit's LimitRequest (its config, with the change the
 //     key's state crosses, and override_target) and the limit the status reports (override_rule:
 //     a copy of the rule whose first limit reads as the override's rate, see EnvoyReportedLimit);
-//   - `unlimited` makes the descriptor kUnlimited, `blocked` makes it kBlocked, reported as a
-//     rule of 0 requests per unit (a refund of a blocked or unlimited rule gives nothing back:
-//     kNoLimit); neither takes anything.
+//   - `unlimited` makes the descriptor kUnlimited (a refund too, reported as a configured
+//     unlimited rule reports one), `blocked` makes it kBlocked, reported as a rule of 0 requests
+//     per unit (a refund of a blocked rule: kNoLimit); neither takes or gives back anything.
 // A descriptor that uses no override is left as it is, except that its first LimitRequest may
 // carry the change back to its configured limit (an override deleted or expired).
 // Returns how many descriptors an override decided.
@@ -31,7 +31,9 @@ size_t ApplyEnvoyOverrides(const OverrideIndex& index, int64_t now_us,
 // `configured` as Envoy's RateLimit message can report `adjusted` (a limit override applied to
 // it): requests_per_unit in the configured unit, else in the first longer unit where it is at
 // least 1, rounded down; the token bucket's burst and max_reserved from `adjusted`, rounded down.
-// A period that is exactly one unit's length reports in that unit.
+// A period that is exactly one unit's length reports in that unit. A token bucket's rate is its
+// rate; a fixed window's is what each window admits, the rate but at most the capacity (0 when
+// the capacity is below 1: no window admits a request).
 EnvoyLimit EnvoyReportedLimit(const EnvoyLimit& configured, const LimitConfig& adjusted);
 
 }  // namespace ratelimit

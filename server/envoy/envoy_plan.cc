@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "storage/leases/lease_id.h"
+#include "storage/status_util.h"
 
 namespace ratelimit {
 
@@ -45,6 +46,41 @@ std::string EnvoyStateKey(absl::Span<const EnvoyEntry> entries) {
     }
   }
   return key;
+}
+
+absl::Status ValidateEnvoyStateKey(absl::string_view key, size_t levels, absl::string_view field) {
+  size_t values = 1;
+  size_t value_bytes = 0;
+  bool empty_value = false;
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (key[i] == '|') {
+      empty_value = empty_value || value_bytes == 0;
+      ++values;
+      value_bytes = 0;
+      continue;
+    }
+    if (key[i] == '\\') {
+      if (i + 1 == key.size() || (key[i + 1] != '|' && key[i + 1] != '\\')) {
+        return InvalidField(field,
+                            absl::StrCat("a '\\' escapes only a '|' or a '\\' (byte ", i, ")"));
+      }
+      ++i;
+    }
+    ++value_bytes;
+  }
+  empty_value = empty_value || value_bytes == 0;
+  if (values != levels) {
+    return InvalidField(
+        field, absl::StrCat("the rule has ", levels, levels == 1 ? " level" : " levels",
+                            ", so its keys are ", levels,
+                            " descriptor values joined by '|' (a '|' or '\\' inside a value "
+                            "escaped by '\\'); got ",
+                            values));
+  }
+  if (empty_value) {
+    return InvalidField(field, "holds an empty value, which no descriptor entry has");
+  }
+  return absl::OkStatus();
 }
 
 uint32_t EnvoyRemaining(double value) {

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "server/envoy/envoy_config.h"
 #include "storage/leases/lease.h"
@@ -85,6 +87,12 @@ LimitConfig EnvoyConcurrencyConfig(const EnvoyConcurrency& concurrency);
 // The state key of a descriptor: its entry values joined by '|', with '\' and '|' inside values
 // escaped by a '\'. Unambiguous, so different value tuples never share a counter.
 std::string EnvoyStateKey(absl::Span<const EnvoyEntry> entries);
+
+// Whether `key` is a state key EnvoyStateKey makes for a rule of `levels` levels: `levels`
+// non-empty values joined by '|', a '\' escaping only a '|' or a '\'. An operator's key that is
+// not (SetOverride's target, Reset) could never match a descriptor: INVALID_ARGUMENT naming
+// `field`, saying why.
+absl::Status ValidateEnvoyStateKey(absl::string_view key, size_t levels, absl::string_view field);
 
 // Whole requests left in a balance (0 when negative; saturates at UINT32_MAX).
 uint32_t EnvoyRemaining(double value);

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/envoy/envoy_config.h"
+#include "server/envoy/envoy_plan.h"
 #include "server/serving/grpc_convert.h"
 #include "server/v1/convert.h"
 #include "storage/overrides/override_codec.h"
@@ -129,6 +130,15 @@ absl::StatusOr<Override> OverrideFromProto(const v1::SetOverrideRequest& request
   if (!p.has_target()) return InvalidField("override.target", "required");
   absl::StatusOr<OverrideTarget> target = TargetFromProto(p.target(), "override.target");
   if (!target.ok()) return target.status();
+  // A key no descriptor can make is refused here, not in TargetFromProto, so that one stored
+  // before this check can still be read and deleted.
+  if (target->source == LimitSource::kEnvoy && !target->pattern) {
+    if (absl::Status s =
+            ValidateEnvoyStateKey(target->key, p.target().envoy_path_size(), "override.target.key");
+        !s.ok()) {
+      return s;
+    }
+  }
   Override o;
   o.target = *std::move(target);
   switch (p.effect_case()) {

@@ -1,5 +1,7 @@
 // Envoy request validation and planning, and response building, without a server.
 #include "server/envoy/envoy_convert.h"
+
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/envoy/envoy_config_loader.h"
@@ -138,6 +140,19 @@ TEST_F(EnvoyConvertTest, NamesKeysAndConfigs) {
   std::vector<EnvoyEntry> a = {{"k", "a|b"}, {"k", "c"}};
   std::vector<EnvoyEntry> b = {{"k", "a"}, {"k", "b|c"}};
   EXPECT_NE(EnvoyStateKey(a), EnvoyStateKey(b));
+  // What EnvoyStateKey makes is what ValidateEnvoyStateKey accepts, for the rule's depth only.
+  EXPECT_OK(ValidateEnvoyStateKey(EnvoyStateKey(a), 2, "key"));
+  const std::vector<EnvoyEntry> escaped = {{"k", "\\|\\"}};
+  EXPECT_OK(ValidateEnvoyStateKey(EnvoyStateKey(escaped), 1, "key"));
+  EXPECT_EQ(ValidateEnvoyStateKey(EnvoyStateKey(a), 3, "key").code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::pair<const char*, size_t> bad[] = {
+      {"a\\", 1}, {"a\\b", 1}, {"a|", 2}, {"|b", 2}, {"a||b", 3}};
+  for (const auto& [key, levels] : bad) {
+    const absl::Status s = ValidateEnvoyStateKey(key, levels, "key");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_TRUE(absl::StartsWith(s.message(), "key: ")) << s;
+  }
 
   auto tb = PlanEnvoyRequest(Request({{"tb", "x"}}), config_);
   ASSERT_OK(tb);

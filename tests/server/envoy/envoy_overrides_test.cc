@@ -19,6 +19,7 @@ namespace {
 using ::ratelimit::testing::Descriptor;
 using ::ratelimit::testing::EnvoyServiceTestBase;
 using ::ratelimit::testing::kSecond;
+using ::ratelimit::testing::Refund;
 
 constexpr char kToken[] = "envoy-override-token";
 
@@ -74,6 +75,27 @@ TEST(EnvoyReportedLimitTest, ATokenBucketReportsTheNewCapacityAsItsBurst) {
   EXPECT_EQ(r.requests_per_unit, 50u);
   ASSERT_TRUE(r.burst.has_value());
   EXPECT_EQ(*r.burst, 80u);
+}
+
+TEST(EnvoyReportedLimitTest, AFixedWindowReportsWhatAWindowAdmitsItsRateAtMostItsCapacity) {
+  const EnvoyLimit cut =
+      EnvoyReportedLimit(Configured(EnvoyUnit::kHour, 10), Adjusted(10, 3600 * kSecond, 2));
+  EXPECT_EQ(cut.unit, EnvoyUnit::kHour);
+  EXPECT_EQ(cut.requests_per_unit, 2u) << "a window holds at most 2";
+  const EnvoyLimit raised =
+      EnvoyReportedLimit(Configured(EnvoyUnit::kHour, 10), Adjusted(10, 3600 * kSecond, 20));
+  EXPECT_EQ(raised.requests_per_unit, 10u) << "a window refills 10; 20 only after quiet ones";
+  const EnvoyLimit slow =
+      EnvoyReportedLimit(Configured(EnvoyUnit::kMinute, 10), Adjusted(0.5, 60 * kSecond, 3));
+  EXPECT_EQ(slow.unit, EnvoyUnit::kHour);
+  EXPECT_EQ(slow.requests_per_unit, 30u) << "half a request a minute";
+}
+
+TEST(EnvoyReportedLimitTest, AFixedWindowWithoutRoomForARequestReportsZero) {
+  const EnvoyLimit r =
+      EnvoyReportedLimit(Configured(EnvoyUnit::kHour, 10), Adjusted(10, 3600 * kSecond, 0.5));
+  EXPECT_EQ(r.unit, EnvoyUnit::kHour);
+  EXPECT_EQ(r.requests_per_unit, 0u) << "as a rule of requests_per_unit: 0, which blocks";
 }
 
 class EnvoyOverridesTest : public EnvoyServiceTestBase {
@@ -147,6 +169,22 @@ TEST_F(EnvoyOverridesTest, ARaiseAppliesToOneKeyAndAFixedWindowKeepsItsCount) {
       << metrics;
 }
 
+TEST_F(EnvoyOverridesTest, AFixedWindowsCapacityCutIsTheLimitItsStatusReports) {
+  v1::SetOverrideRequest set = Set(Key(Rule("user"), "u1"));
+  set.mutable_override()->mutable_limit()->set_capacity(2);
+  ASSERT_OK(admin_->SetOverride(set));
+  for (uint32_t remaining : {1u, 0u}) {
+    const auto s = One("user", "u1");
+    EXPECT_EQ(s.code(), rlsv3::RateLimitResponse::OK);
+    EXPECT_EQ(s.limit_remaining(), remaining);
+    EXPECT_EQ(s.current_limit().requests_per_unit(), 2u);
+    EXPECT_EQ(s.current_limit().unit(), rlsv3::RateLimitResponse::RateLimit::MINUTE);
+  }
+  const auto over = One("user", "u1");
+  EXPECT_EQ(over.code(), rlsv3::RateLimitResponse::OVER_LIMIT);
+  EXPECT_EQ(over.current_limit().requests_per_unit(), 2u);
+}
+
 TEST_F(EnvoyOverridesTest, ATokenBucketCutIsClampedAndRefillsAtTheNewRate) {
   EXPECT_EQ(One("api_key", "k", 2).limit_remaining(), 18u);
   v1::SetOverrideRequest set = Set(Key(Rule("api_key"), "k"));
@@ -176,6 +214,11 @@ TEST_F(EnvoyOverridesTest, BlockedAndUnlimitedTakeNothingAndAPatternMatchesTheVa
   EXPECT_EQ(unlimited.code(), rlsv3::RateLimitResponse::OK);
   EXPECT_EQ(unlimited.limit_remaining(), std::numeric_limits<uint32_t>::max());
   EXPECT_EQ(One("user", "human").limit_remaining(), 9u);
+  // A refund is answered as a configured unlimited rule answers one.
+  const Response refund = Call("web", {Refund({{"user", "vip"}}, 3)});
+  ASSERT_EQ(refund.statuses_size(), 1);
+  EXPECT_EQ(refund.statuses(0).code(), rlsv3::RateLimitResponse::OK);
+  EXPECT_EQ(refund.statuses(0).limit_remaining(), std::numeric_limits<uint32_t>::max());
 
   // Nothing was taken from either key while its override stood.
   v1::DeleteOverrideRequest del;
@@ -238,7 +281,14 @@ TEST_F(EnvoyOverridesTest, BadAndUnknownTargetsAreNamedAndChangeNothing) {
   v1::OverrideTarget unknown_domain = Key(Rule("user"), "u1");
   unknown_domain.set_name("nowhere");
   v1::OverrideTarget unknown_path = Key(Rule("nobody"), "u1");
+  // Keys no descriptor of the one-level rule makes: two values, a broken escape, no value.
+  v1::OverrideTarget two_values = Key(Rule("user"), "a|b");
+  v1::OverrideTarget lone_escape = Key(Rule("user"), "a\\");
+  v1::OverrideTarget empty_value = Key(Rule("user"), "|");
   const Case cases[] = {
+      {two_values, absl::StatusCode::kInvalidArgument, "override.target.key:"},
+      {lone_escape, absl::StatusCode::kInvalidArgument, "override.target.key:"},
+      {empty_value, absl::StatusCode::kInvalidArgument, "override.target.key:"},
       {no_path, absl::StatusCode::kInvalidArgument, "override.target.envoy_path:"},
       {empty_key, absl::StatusCode::kInvalidArgument, "override.target.envoy_path[0].key:"},
       {file_with_path, absl::StatusCode::kInvalidArgument, "override.target.envoy_path:"},

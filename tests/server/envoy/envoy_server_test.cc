@@ -216,9 +216,10 @@ TEST_F(EnvoyServerTest, ConcurrencyLeasesAreCountedAndTheirSlotsGauged) {
   EXPECT_THAT(body, HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"} 1"));
 }
 
-// A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field,
-// and deletes nothing.
-TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredDomainOrRuleIsNotFound) {
+// A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field;
+// of a key no descriptor of the rule can make (another number of values, a broken escape, an
+// empty value), INVALID_ARGUMENT naming `key`. Either deletes nothing.
+TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredTargetOrAnImpossibleKeyChangesNothing) {
   WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
   auto server = RateLimitServer::Start(Options(), clock_, std::make_unique<MemoryStateStore>());
   ASSERT_OK(server);
@@ -246,6 +247,15 @@ TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredDomainOrRuleIsNotFound) {
   EXPECT_EQ(admin->Reset(reset).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Remaining(client, 0), 4u);  // nothing was reset
   reset.mutable_envoy_path(0)->clear_value();
+  reset.set_all_keys(false);
+  for (const char* key : {"u1|x", "u1\\", "u\\1", "|"}) {
+    reset.set_key(key);
+    const absl::Status s = admin->Reset(reset).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith("key: ")) << key;
+  }
+  EXPECT_EQ(Remaining(client, 0), 4u);  // nothing was reset
+  reset.set_key("u1");
   EXPECT_EQ(*admin->Reset(reset), 1u);  // the configured rule: u1's state
   EXPECT_EQ(Remaining(client, 0), 5u);
   // An override (a limit Envoy sends) needs only its domain to be configured.

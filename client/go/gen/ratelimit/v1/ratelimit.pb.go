@@ -2387,7 +2387,8 @@ type Override struct {
 	//	*Override_Unlimited
 	//	*Override_Blocked
 	Effect isOverride_Effect `protobuf_oneof:"effect"`
-	// Optional: the override ends by itself at this time. Must be in the future when set.
+	// Optional: the override ends by itself at this time. Must be in the future when set, and at
+	// most 100 years ahead.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Why, free text: at most 1024 bytes.
 	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
