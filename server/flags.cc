@@ -184,6 +184,10 @@ ABSL_FLAG(absl::Duration, rlqs_idle_abandon, absl::Minutes(5),
 ABSL_FLAG(int, rlqs_max_buckets_per_stream, 10000,
           "RLQS: the most buckets one stream may report; past it the stream ends with "
           "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, rlqs_max_message_bytes, 4 << 20,
+          "RLQS: the largest message a stream may send (a periodic report carries every bucket "
+          "of the stream); a larger one ends the stream with RESOURCE_EXHAUSTED. 64 KiB .. 64 MiB; "
+          "every other call is held to 64 KiB");
 ABSL_FLAG(int, rlqs_max_streams_per_connection, 16,
           "RLQS: the most streams one client connection may hold at once; one more ends at "
           "once with RESOURCE_EXHAUSTED");
@@ -389,6 +393,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   rlqs.idle_abandon = absl::GetFlag(FLAGS_rlqs_idle_abandon);
   rlqs.max_buckets_per_stream = absl::GetFlag(FLAGS_rlqs_max_buckets_per_stream);
   rlqs.max_streams_per_connection = absl::GetFlag(FLAGS_rlqs_max_streams_per_connection);
+  rlqs.max_message_bytes = absl::GetFlag(FLAGS_rlqs_max_message_bytes);
 
   if (absl::Status s = ValidateServerOptions(options); !s.ok()) return s;
   return options;

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/envoy/envoy_convert.h"
+#include "storage/limit_config.h"
 
 namespace ratelimit {
 
@@ -145,6 +146,10 @@ absl::Status ValidateRlqs(const RlqsServerOptions& o, const LimitsOptions& limit
   }
   if (o.max_streams_per_connection < 1) {
     return Invalid("--rlqs_max_streams_per_connection", "must be at least 1");
+  }
+  if (o.max_message_bytes < static_cast<int>(kMaxRequestBytes) ||
+      o.max_message_bytes > (64 << 20)) {
+    return Invalid("--rlqs_max_message_bytes", "must be 65536 (64 KiB) .. 67108864 (64 MiB)");
   }
   return absl::OkStatus();
 }

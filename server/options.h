@@ -176,6 +176,9 @@ struct RlqsServerOptions {
   int max_buckets_per_stream = 10000;
   // The most streams one client connection may hold at once. Default 16; >= 1.
   int max_streams_per_connection = 16;
+  // The largest message a stream may send: a periodic report carries every bucket of the stream.
+  // Default 4 MiB; 64 KiB .. 64 MiB. Every other call keeps the 64 KiB of kMaxRequestBytes.
+  int max_message_bytes = 4 << 20;
 };
 
 struct ServerOptions {

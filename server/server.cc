@@ -350,6 +350,8 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         absl::ToInt64Seconds(options.rlqs.reporting_interval);
     rlqs.buckets.idle_abandon = options.rlqs.idle_abandon;
     rlqs.buckets.max_buckets_per_stream = static_cast<size_t>(options.rlqs.max_buckets_per_stream);
+    rlqs.buckets.reallocation_interval_us =
+        absl::ToInt64Microseconds(options.rlqs.reallocation_interval);
     rlqs.max_streams_per_connection = static_cast<size_t>(options.rlqs.max_streams_per_connection);
     rlqs.tracer = s->tracer_.get();
     // Replicas sharing a store (Redis) share each bucket's global rate through its board; this
@@ -372,7 +374,12 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   builder.RegisterService(s->rlqs_admin_service_.get());
   s->serving_loop_->AddUnary(*s->rlqs_admin_service_,
                              {RlqsAdminServiceImpl::kGetRlqsAssignmentsMethod}, kColdCallsReady);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
+  // The transport's bound is the largest any method takes: an RLQS report may be larger than
+  // kMaxRequestBytes, which the serving loop holds every unary call to (LoopCall::OnEvent).
+  builder.SetMaxReceiveMessageSize(
+      options.rlqs.enabled
+          ? std::max(static_cast<int>(kMaxRequestBytes), options.rlqs.max_message_bytes)
+          : static_cast<int>(kMaxRequestBytes));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen.address));

@@ -87,9 +87,10 @@ ABSL_FLAG(std::string, admin_token_file, "",
           "reset, rlqs assignments, override: file with the admin token (else "
           "$RATELIMIT_ADMIN_TOKEN)");
 ABSL_FLAG(std::string, domain, "", "rlqs assignments: the RLQS domain (required)");
-ABSL_FLAG(std::vector<std::string>, bucket, {},
+ABSL_FLAG(std::string, bucket, "",
           "rlqs assignments: the bucket's BucketId as comma-separated key=value pairs (e.g. "
-          "tenant=a,route=b); none: every bucket of --domain, a page at a time");
+          "tenant=a,route=b; a ',', '=' or '\\' inside a key or value escaped by '\\', as the "
+          "output prints them); none: every bucket of --domain, a page at a time");
 ABSL_FLAG(std::string, kind, "",
           "inline config: token_bucket or fixed_window (consume, check, reserve), concurrency "
           "(acquire, release, extend, leases)");

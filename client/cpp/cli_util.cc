@@ -26,20 +26,50 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
   return d;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(
-    const std::vector<std::string>& items) {
+absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(absl::string_view text) {
   std::map<std::string, std::string> pairs;
-  for (const std::string& item : items) {
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
+  if (text.empty()) return pairs;
+  std::string key, value, raw;  // raw: the item as given, for errors
+  bool in_value = false;
+  auto end_item = [&]() -> absl::Status {
+    if (!in_value || key.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--bucket: \"", item, "\" is not key=value (e.g. --bucket=tenant=a,route=b)"));
+          "--bucket: \"", raw, "\" is not key=value (e.g. --bucket=tenant=a,route=b)"));
     }
-    if (!pairs.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
+    if (!pairs.emplace(key, value).second) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--bucket: the key \"", item.substr(0, eq), "\" is given twice"));
+          absl::StrCat("--bucket: the key \"", key, "\" is given twice"));
     }
+    key.clear();
+    value.clear();
+    raw.clear();
+    in_value = false;
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ',') {
+      if (absl::Status s = end_item(); !s.ok()) return s;
+      continue;
+    }
+    raw.push_back(c);
+    if (c == '=' && !in_value) {
+      in_value = true;
+      continue;
+    }
+    char literal = c;
+    if (c == '\\') {
+      if (i + 1 == text.size() ||
+          (text[i + 1] != ',' && text[i + 1] != '=' && text[i + 1] != '\\')) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--bucket: a '\\' escapes only ',', '=' or '\\' (byte ", i, " of \"", text, "\")"));
+      }
+      literal = text[++i];
+      raw.push_back(literal);
+    }
+    (in_value ? value : key).push_back(literal);
   }
+  if (absl::Status s = end_item(); !s.ok()) return s;
   return pairs;
 }
 

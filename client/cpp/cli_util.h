@@ -23,11 +23,11 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text);
 // fails). `tls`: whether the call was made with TLS. Other errors are returned unchanged.
 absl::Status WithTransportHint(const absl::Status& error, bool tls);
 
-// --bucket of `rlqs assignments`: an RLQS BucketId as key=value items (the flag's commas split
-// them; a value may contain '='). INVALID_ARGUMENT naming the flag for an item without '=', an
-// empty key or a key given twice.
-absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(
-    const std::vector<std::string>& items);
+// --bucket of `rlqs assignments`: an RLQS BucketId as comma-separated key=value items, a ',',
+// '=' or '\' inside a key or value escaped by a '\' (a value may also hold a bare '='), as
+// FormatBucketId (output.h) prints them. INVALID_ARGUMENT naming the flag for an item without '=',
+// an empty key, a key given twice or a '\' that escapes nothing.
+absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(absl::string_view text);
 
 }  // namespace ratelimit
 

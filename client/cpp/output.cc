@@ -75,6 +75,23 @@ std::string FormatSettleResponse(const v1::SettleResponse& response) {
   return out;
 }
 
+std::string FormatBucketId(const std::map<std::string, std::string>& pairs) {
+  std::string out;
+  auto append = [&out](absl::string_view text) {
+    for (char c : text) {
+      if (c == ',' || c == '=' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+  };
+  for (const auto& [k, v] : pairs) {
+    if (!out.empty()) out.push_back(',');
+    append(k);
+    out.push_back('=');
+    append(v);
+  }
+  return out;
+}
+
 std::string FormatRlqsAssignments(const v1::GetRlqsAssignmentsResponse& response) {
   auto time = [](const google::protobuf::Timestamp& t) {
     return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", TimeOf(t), absl::UTCTimeZone());
@@ -86,8 +103,7 @@ std::string FormatRlqsAssignments(const v1::GetRlqsAssignmentsResponse& response
   if (response.buckets().empty()) out = "no stream reports this bucket\n";
   for (const v1::RlqsBucketAssignments& b : response.buckets()) {
     const std::map<std::string, std::string> pairs(b.bucket().begin(), b.bucket().end());
-    std::string id;
-    for (const auto& [k, v] : pairs) absl::StrAppend(&id, id.empty() ? "" : ",", k, "=", v);
+    const std::string id = FormatBucketId(pairs);
     const v1::RlqsRule& rule = b.rule();
     absl::StrAppend(&out, id, "  rule ", rule.name(), ": ");
     if (rule.action() == v1::RLQS_TOKEN_BUCKET) {

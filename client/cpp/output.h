@@ -1,6 +1,7 @@
 #ifndef RATELIMIT_CLIENT_OUTPUT_H_
 #define RATELIMIT_CLIENT_OUTPUT_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,6 +21,10 @@ std::string FormatResponse(const v1::RateLimitResponse& response, absl::Time now
 //   SETTLED
 //     llm/org-7  returned=1200 charged=0 uncharged=0 value=8200
 std::string FormatSettleResponse(const v1::SettleResponse& response);
+
+// A BucketId as key=value items in key order, joined by ',', with a ',', '=' or '\' inside a
+// key or value escaped by a '\': what the command line's --bucket reads back.
+std::string FormatBucketId(const std::map<std::string, std::string>& pairs);
 
 // Human-readable rendering of the live RLQS assignments, a bucket (its pairs in key order) and
 // its rule, then one line per subscribed stream:

@@ -28,9 +28,7 @@
 
 namespace ratelimit {
 
-// The bounds of a request.
-inline constexpr size_t kMaxRlqsDomainBytes = 256;
-inline constexpr size_t kMaxRlqsBucketPairs = 32;
+// The bounds of a request (a domain and a bucket as a stream's, rlqs_convert.h).
 inline constexpr size_t kDefaultRlqsPageSize = 100;
 inline constexpr size_t kMaxRlqsPageSize = 1000;
 

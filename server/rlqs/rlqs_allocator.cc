@@ -55,18 +55,25 @@ bool ShareMoved(const FairShare& held, const FairShare& next, const FairShareSet
   return std::abs(next.rate - held.rate) > settings.reassign_threshold * held.rate;
 }
 
-void DemandEstimator::AddReport(uint64_t requests, int64_t elapsed_seconds, double smoothing) {
-  carried_requests_ += requests;
-  if (elapsed_seconds < 1) return;
+void DemandEstimator::AddReport(uint64_t requests, int64_t elapsed_us, double smoothing) {
+  // Saturating: a sum past 2^64 requests or 10,000 years is no report a client makes.
+  constexpr uint64_t kMaxRequests = std::numeric_limits<uint64_t>::max();
+  constexpr int64_t kMaxMicros = std::numeric_limits<int64_t>::max();
+  carried_requests_ =
+      requests > kMaxRequests - carried_requests_ ? kMaxRequests : carried_requests_ + requests;
+  carried_us_ = elapsed_us > kMaxMicros - carried_us_ ? kMaxMicros : carried_us_ + elapsed_us;
+  if (carried_us_ < 1000000) return;
   const double sample =
-      static_cast<double>(carried_requests_) / static_cast<double>(elapsed_seconds);
+      static_cast<double>(carried_requests_) / (static_cast<double>(carried_us_) / 1e6);
   carried_requests_ = 0;
+  carried_us_ = 0;
   const double a = std::clamp(smoothing, 0.0, 1.0);
   demand_ = demand_ ? a * sample + (1 - a) * *demand_ : sample;
 }
 
 WholeSecondTokenBucket ToWholeSecondTokenBucket(const FairShare& share) {
   constexpr int64_t kMaxFillSeconds = 60;
+  constexpr int64_t kMaxLongFillSeconds = 86400;
   const double rate = std::max(0.0, share.rate);
   WholeSecondTokenBucket best;
   best.fill_interval_seconds = kMaxFillSeconds;
@@ -80,6 +87,15 @@ WholeSecondTokenBucket ToWholeSecondTokenBucket(const FairShare& share) {
       best.fill_interval_seconds = f;
     }
     if (rate > 0 && got >= 0.99 * rate) break;
+  }
+  if (best.tokens_per_fill == 0 && rate > 0) {
+    // Below one token a minute: one token every ceil(1 / rate) seconds, up to a day.
+    int64_t f = static_cast<int64_t>(std::ceil(std::min(1.0 / rate, 1e12)));
+    if (std::floor(rate * static_cast<double>(f)) < 1) ++f;  // rate × f fell short of 1 by rounding
+    if (f <= kMaxLongFillSeconds) {
+      best.tokens_per_fill = 1;
+      best.fill_interval_seconds = f;
+    }
   }
   if (best.tokens_per_fill == 0) best.fill_interval_seconds = 1;
   const double burst = std::floor(std::clamp(share.burst, 0.0, 4294967295.0));

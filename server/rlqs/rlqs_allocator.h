@@ -55,20 +55,22 @@ std::vector<FairShare> DivideFairly(double global_rate, double global_burst,
 // settings.reassign_threshold of the held rate (any change when the held rate is 0).
 bool ShareMoved(const FairShare& held, const FairShare& next, const FairShareSettings& settings);
 
-// A subscriber's demand from its usage reports: (allowed + denied) / elapsed whole seconds,
-// exponentially smoothed. Envoy may truncate time_elapsed to whole seconds, so a report of less
-// than one second has its requests carried into the next report instead of being a sample.
+// A subscriber's demand from its usage reports: (allowed + denied) per second of time_elapsed,
+// exponentially smoothed. Reports that add up to less than a second (an Envoy reporting more
+// often, or one that truncates time_elapsed to whole seconds and sends 0) are carried, their
+// requests and their time, into the next report instead of being a sample.
 // A value type; not thread-safe.
 class DemandEstimator {
  public:
-  // Adds a report of `requests` (allowed + denied) over `elapsed_seconds` (< 1: carried over).
-  void AddReport(uint64_t requests, int64_t elapsed_seconds, double smoothing);
-  // The smoothed demand in requests per second; nullopt before the first whole-second report.
+  // Adds a report of `requests` (allowed + denied) over `elapsed_us` microseconds.
+  void AddReport(uint64_t requests, int64_t elapsed_us, double smoothing);
+  // The smoothed demand in requests per second; nullopt before a second has been reported.
   std::optional<double> demand() const { return demand_; }
 
  private:
   std::optional<double> demand_;
   uint64_t carried_requests_ = 0;
+  int64_t carried_us_ = 0;
 };
 
 // A token bucket Envoy's quota client can enforce: it reads fill_interval in whole seconds.
@@ -82,8 +84,10 @@ struct WholeSecondTokenBucket {
 
 // The token bucket closest to `share` that never exceeds it: tokens_per_fill / fill_interval
 // <= share.rate with fill_interval in 1..60 s (the shortest that is within 1% of the rate, else
-// the most precise); max_tokens = floor(share.burst), raised to tokens_per_fill so that a fill
-// is never lost. A rate below 1/60 per second gets tokens_per_fill 0 (deny until the next one).
+// the most precise), or for a rate below one a minute one token every ceil(1 / rate) seconds, up
+// to a day; max_tokens = floor(share.burst), raised to tokens_per_fill so that a fill is never
+// lost. A rate below one a day gets tokens_per_fill 0 and max_tokens 0, which Envoy's TokenBucket
+// does not take: the caller sends DENY_ALL for it.
 WholeSecondTokenBucket ToWholeSecondTokenBucket(const FairShare& share);
 
 }  // namespace ratelimit

@@ -42,8 +42,7 @@ RlqsRuleStats& RlqsBuckets::StatsOf(const Bucket& b) {
 
 absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
                                  const RlqsBucketKey& bucket, uint64_t allowed, uint64_t denied,
-                                 int64_t elapsed_seconds, int64_t now_us,
-                                 std::vector<RlqsPush>& out) {
+                                 int64_t elapsed_us, int64_t now_us, std::vector<RlqsPush>& out) {
   BucketId id(std::string(domain), bucket);
   std::set<BucketId>& mine = streams_[stream];
   const bool fresh = !mine.contains(id);
@@ -62,9 +61,11 @@ absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
   }
   Subscriber& s = b.subscribers[stream];
   const double smoothing = b.has_rule ? b.rule.fair_share.smoothing : FairShareSettings().smoothing;
-  s.demand.AddReport(allowed + denied, elapsed_seconds, smoothing);
+  s.demand.AddReport(allowed + denied, elapsed_us, smoothing);
   s.last_report_us = now_us;
-  if (elapsed_seconds > 0) s.interval_seconds = std::min(elapsed_seconds, kMaxIntervalSeconds);
+  if (elapsed_us >= kMicrosPerSecond) {
+    s.interval_seconds = std::min(elapsed_us / kMicrosPerSecond, kMaxIntervalSeconds);
+  }
   if (fresh) {
     mine.insert(std::move(id));
     Divide(b, /*force=*/true, now_us, out);
@@ -129,7 +130,11 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   int64_t interval = 0;
   for (const auto& [stream, s] : b.subscribers) interval = std::max(interval, s.interval_seconds);
   if (interval == 0) interval = options_.default_reporting_interval_seconds;
-  const int64_t ttl = std::max<int64_t>(1, 3 * interval);
+  // Three reporting intervals, and three divisions: the assignment sent when this one is half-way
+  // through goes out at a division, at most one interval after that half.
+  const int64_t ttl =
+      std::max({int64_t{1}, 3 * interval,
+                (3 * options_.reallocation_interval_us + kMicrosPerSecond - 1) / kMicrosPerSecond});
 
   std::vector<std::optional<double>> demands;
   demands.reserve(b.subscribers.size());
@@ -186,7 +191,11 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
     a.kind = b.rule.action == RlqsRuleAction::kDenyAll ? RlqsAssignment::Kind::kDenyAll
              : limited                                 ? RlqsAssignment::Kind::kTokenBucket
                                                        : RlqsAssignment::Kind::kAllowAll;
-    if (limited) a.token_bucket = ToWholeSecondTokenBucket(s.held);
+    if (limited) {
+      a.token_bucket = ToWholeSecondTokenBucket(s.held);
+      // No whole token in a day: denied, as the share says, by a message Envoy validates.
+      if (a.token_bucket.tokens_per_fill == 0) a.kind = RlqsAssignment::Kind::kDenyAll;
+    }
     assigned += s.held.rate;
     s.sent = a;
     s.has_sent = true;

@@ -69,6 +69,10 @@ struct RlqsBucketsOptions {
   absl::Duration idle_abandon = absl::Minutes(5);
   // The most buckets one stream may be subscribed to. Default 10000.
   size_t max_buckets_per_stream = 10000;
+  // How often Tick divides the buckets again (--rlqs_reallocation_interval). An assignment lives
+  // at least three of these, so that the one sent half-way through its time to live arrives, at
+  // the next division, before it ends. Default 1 s.
+  int64_t reallocation_interval_us = 1000000;
   // Several replicas share the buckets' budgets (rlqs_replicas.h): a limited bucket is divided
   // among this replica's subscribers within the part SetPart gave it, and sends nothing before
   // it has one. Default false: the whole global rate is this replica's.
@@ -125,7 +129,7 @@ class RlqsBuckets {
   // when it would subscribe the stream to more than max_buckets_per_stream buckets.
   // REQUIRES: `bucket` sorted by key, keys unique, at least one pair.
   absl::Status Report(uint64_t stream, absl::string_view domain, const RlqsBucketKey& bucket,
-                      uint64_t allowed, uint64_t denied, int64_t elapsed_seconds, int64_t now_us,
+                      uint64_t allowed, uint64_t denied, int64_t elapsed_us, int64_t now_us,
                       std::vector<RlqsPush>& out);
   // The stream ended: unsubscribes it everywhere; the others' new shares go to `out`.
   void RemoveStream(uint64_t stream, int64_t now_us, std::vector<RlqsPush>& out);

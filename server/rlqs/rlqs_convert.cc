@@ -18,6 +18,10 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
     if (message.domain().empty()) {
       return absl::InvalidArgumentError("domain: required in the first message of a stream");
     }
+    if (message.domain().size() > kMaxRlqsDomainBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("domain: at most ", kMaxRlqsDomainBytes,
+                                                     " bytes, got ", message.domain().size()));
+    }
     out.domain = message.domain();
   } else {
     if (!message.domain().empty() && message.domain() != domain) {
@@ -36,6 +40,14 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
     if (u.bucket_id().bucket().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: at least one pair"));
     }
+    if (u.bucket_id().bucket_size() > static_cast<int>(kMaxRlqsBucketPairs)) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: at most ",
+                                                     kMaxRlqsBucketPairs, " pairs, got ",
+                                                     u.bucket_id().bucket_size()));
+    }
+    if (u.bucket_id().bucket().contains("")) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: a key must not be empty"));
+    }
     if (!u.has_time_elapsed()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".time_elapsed: required"));
     }
@@ -52,7 +64,7 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
     std::sort(usage.bucket.begin(), usage.bucket.end());
     usage.allowed = u.num_requests_allowed();
     usage.denied = u.num_requests_denied();
-    usage.elapsed_seconds = d.seconds();
+    usage.elapsed_us = d.seconds() * 1000000 + d.nanos() / 1000;  // checked: within 10,000 years
     out.usages.push_back(std::move(usage));
   }
   return out;

@@ -5,6 +5,7 @@
 // checked and converted, an assignment as Envoy's BucketAction. Pure functions; safe from any
 // thread.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,17 +17,23 @@
 
 namespace ratelimit {
 
+// The bounds of what a stream reports, which the administrative view takes too: a domain of at
+// most this many bytes, a BucketId of at most this many pairs, each with a key.
+inline constexpr size_t kMaxRlqsDomainBytes = 256;
+inline constexpr size_t kMaxRlqsBucketPairs = 32;
+
 // One usage of a checked message.
 struct RlqsUsage {
   RlqsBucketKey bucket;
   uint64_t allowed = 0;
   uint64_t denied = 0;
-  int64_t elapsed_seconds = 0;  // whole seconds, truncated
+  int64_t elapsed_us = 0;  // time_elapsed, to the microsecond
 };
 
 // Checks one message of a stream and converts it. `domain` is the stream's ("" before its
 // first message); the result's domain is the stream's afterwards. INVALID_ARGUMENT naming the
-// field (domain, bucket_quota_usages[i].bucket_id, ...time_elapsed) when malformed.
+// field (domain, bucket_quota_usages[i].bucket_id, ...time_elapsed) when malformed or past the
+// bounds above.
 struct RlqsReports {
   std::string domain;
   std::vector<RlqsUsage> usages;

@@ -173,7 +173,7 @@ class RlqsService::Stream final : public grpc::ServerBidiReactor<Reports, Respon
         std::vector<RlqsPush> pushes;
         for (const RlqsUsage& u : reports->usages) {
           absl::Status st = service_->buckets_.Report(id_, domain_, u.bucket, u.allowed, u.denied,
-                                                      u.elapsed_seconds, now, pushes);
+                                                      u.elapsed_us, now, pushes);
           if (!st.ok()) {
             report.SetError(st.message());
             RequestFinishLocked(
@@ -524,14 +524,16 @@ void RegisterRlqsMetrics(MetricsRegistry& registry, const RlqsService& service) 
   registry.AddCollector(
       "ratelimit_rlqs_reported_requests_total",
       "Requests Envoy reported over RLQS per rule, by result: allowed or denied.", "counter",
-      {"rule", "result"}, [s] {
+      {"rule", "result"},
+      [s] {
         MetricsRegistry::Samples out;
         for (const auto& [rule, st] : s->RuleStats()) {
           out.push_back({{rule, "allowed"}, static_cast<double>(st.reported_allowed)});
           out.push_back({{rule, "denied"}, static_cast<double>(st.reported_denied)});
         }
         return out;
-      });
+      },
+      /*max_series=*/2000, /*capped_label=*/"rule");
   registry.AddCollector(
       "ratelimit_rlqs_replica_syncs_total",
       "Buckets this replica synced with the other replicas through the store, by result: ok or "

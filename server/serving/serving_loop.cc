@@ -4,10 +4,12 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "grpc/grpc.h"
 #include "grpc/support/time.h"
 #include "server/observability/log.h"
+#include "storage/limit_config.h"
 #include "storage/state_store.h"
 
 namespace ratelimit {
@@ -41,6 +43,14 @@ void LoopCall::OnEvent(bool ok, ServingLoop& loop, grpc::ServerCompletionQueue* 
     return;
   }
   loop.RequestNew(handler_, method_, cq, queue_);
+  // The transport may take larger messages than a unary call (an RLQS report, server.cc); the
+  // refusal reads as the transport's own.
+  if (const size_t bytes = request_.Length(); bytes > kMaxRequestBytes) {
+    FinishWithError(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("Received message larger than max (", bytes, " vs. ", kMaxRequestBytes, ")")));
+    return;
+  }
   loop.Dispatch(this, handler_);
 }
 

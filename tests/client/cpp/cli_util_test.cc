@@ -52,16 +52,31 @@ TEST(FormatJsonErrorTest, WritesCodeThenMessageAsValidJson) {
 
 TEST(ParseBucketPairsTest, TakesKeyValueItemsAndNamesTheFlag) {
   absl::StatusOr<std::map<std::string, std::string>> pairs =
-      ParseBucketPairs({"tenant=a", "route=/x=y", "empty="});
+      ParseBucketPairs("tenant=a,route=/x=y,empty=");
   ASSERT_TRUE(pairs.ok()) << pairs.status();
   EXPECT_EQ(*pairs, (std::map<std::string, std::string>{
                         {"tenant", "a"}, {"route", "/x=y"}, {"empty", ""}}));
-  EXPECT_TRUE(ParseBucketPairs({})->empty());
-  EXPECT_EQ(ParseBucketPairs({"tenant"}).status().message(),
+  EXPECT_TRUE(ParseBucketPairs("")->empty());
+  EXPECT_EQ(ParseBucketPairs("tenant").status().message(),
             "--bucket: \"tenant\" is not key=value (e.g. --bucket=tenant=a,route=b)");
-  EXPECT_EQ(ParseBucketPairs({"=a"}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseBucketPairs({"t=a", "t=b"}).status().message(),
+  EXPECT_EQ(ParseBucketPairs("=a").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBucketPairs("t=a,t=b").status().message(),
             "--bucket: the key \"t\" is given twice");
+  EXPECT_EQ(ParseBucketPairs("t=a\\").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBucketPairs("t=a\\b").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A BucketId whose keys or values hold ',', '=' or '\\' prints escaped, and reads back as itself
+// (not as another bucket: "tenant=a,b=c" is two pairs).
+TEST(ParseBucketPairsTest, ReadsBackWhatFormatBucketIdPrints) {
+  const std::map<std::string, std::string> id = {{"tenant", "a,b=c"}, {"k\\=", "v\\"}};
+  const std::string printed = FormatBucketId(id);
+  EXPECT_EQ(printed, "k\\\\\\==v\\\\,tenant=a\\,b\\=c");
+  absl::StatusOr<std::map<std::string, std::string>> read = ParseBucketPairs(printed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, id);
+  EXPECT_EQ(*ParseBucketPairs("tenant=a,b=c"),
+            (std::map<std::string, std::string>{{"tenant", "a"}, {"b", "c"}}));
 }
 
 TEST(FormatRlqsAssignmentsTest, OneLinePerBucketAndPerStream) {

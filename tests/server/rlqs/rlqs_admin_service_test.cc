@@ -147,7 +147,8 @@ TEST_F(RlqsAdminServiceTest, ShowsEachSubscriberOfABucket) {
   for (const v1::RlqsSubscriber& sub : bucket.subscribers()) {
     EXPECT_THAT(sub.peer(), HasSubstr("127.0.0.1:"));
     EXPECT_EQ(sub.action(), v1::RLQS_TOKEN_BUCKET);
-    EXPECT_EQ(sub.time_to_live().seconds(), 3);  // three of a's 1 s intervals
+    // Three divisions of this server (an hour each), which outlast three of a's 1 s intervals.
+    EXPECT_EQ(sub.time_to_live().seconds(), 3 * 3600);
     EXPECT_EQ(sub.sent_at().seconds(), sent_us / 1000000);
     EXPECT_EQ(sub.fill_interval().seconds(), 1);
     EXPECT_EQ(sub.tokens_per_fill(), static_cast<uint32_t>(sub.assigned_rate()));

@@ -10,6 +10,8 @@
 namespace ratelimit {
 namespace {
 
+constexpr int64_t kSecond = 1000000;  // DemandEstimator takes microseconds
+
 FairShareSettings NoReserve() {
   FairShareSettings s;
   s.newcomer_reserve = 0;
@@ -207,25 +209,25 @@ TEST(ShareMovedTest, Threshold) {
 TEST(DemandEstimatorTest, FirstReportIsTheEstimate) {
   DemandEstimator e;
   EXPECT_FALSE(e.demand().has_value());
-  e.AddReport(/*requests=*/50, /*elapsed_seconds=*/5, 0.7);
+  e.AddReport(/*requests=*/50, /*elapsed_us=*/5 * kSecond, 0.7);
   ASSERT_TRUE(e.demand().has_value());
   EXPECT_DOUBLE_EQ(*e.demand(), 10);
 }
 
 TEST(DemandEstimatorTest, SmoothsExponentially) {
   DemandEstimator e;
-  e.AddReport(100, 1, 0.5);
-  e.AddReport(300, 1, 0.5);
+  e.AddReport(100, 1 * kSecond, 0.5);
+  e.AddReport(300, 1 * kSecond, 0.5);
   EXPECT_DOUBLE_EQ(*e.demand(), 200);
-  e.AddReport(300, 1, 0.5);
+  e.AddReport(300, 1 * kSecond, 0.5);
   EXPECT_DOUBLE_EQ(*e.demand(), 250);
 }
 
 TEST(DemandEstimatorTest, FourfoldShiftConvergesWithinThreeReportsAtTheDefault) {
   DemandEstimator e;
   const double a = FairShareSettings().smoothing;
-  e.AddReport(100, 1, a);
-  for (int i = 0; i < 3; ++i) e.AddReport(400, 1, a);
+  e.AddReport(100, 1 * kSecond, a);
+  for (int i = 0; i < 3; ++i) e.AddReport(400, 1 * kSecond, a);
   EXPECT_NEAR(*e.demand(), 400, 400 * 0.05);
 }
 
@@ -233,13 +235,28 @@ TEST(DemandEstimatorTest, SubSecondReportsAreCarriedOver) {
   DemandEstimator e;
   e.AddReport(30, 0, 1.0);
   EXPECT_FALSE(e.demand().has_value());
-  e.AddReport(30, 2, 1.0);
+  e.AddReport(30, 2 * kSecond, 1.0);
   EXPECT_DOUBLE_EQ(*e.demand(), 30);
+}
+
+// An Envoy reporting every half second: its reports' time adds up as their requests do.
+TEST(DemandEstimatorTest, SubSecondReportsCarryTheirTime) {
+  DemandEstimator halves;
+  halves.AddReport(25, kSecond / 2, 1.0);
+  EXPECT_FALSE(halves.demand().has_value());
+  halves.AddReport(25, kSecond / 2, 1.0);
+  ASSERT_TRUE(halves.demand().has_value());
+  EXPECT_DOUBLE_EQ(*halves.demand(), 50);
+
+  DemandEstimator uneven;
+  uneven.AddReport(25, kSecond / 2, 1.0);
+  uneven.AddReport(75, 3 * kSecond / 2, 1.0);
+  EXPECT_DOUBLE_EQ(*uneven.demand(), 50) << "100 requests in 2 s";
 }
 
 TEST(DemandEstimatorTest, ZeroRequestsIsZeroDemand) {
   DemandEstimator e;
-  e.AddReport(0, 5, 0.7);
+  e.AddReport(0, 5 * kSecond, 0.7);
   EXPECT_DOUBLE_EQ(*e.demand(), 0);
 }
 
@@ -266,10 +283,28 @@ TEST(ToWholeSecondTokenBucketTest, NeverExceedsTheShare) {
   }
 }
 
-TEST(ToWholeSecondTokenBucketTest, TinyRateDenies) {
-  const WholeSecondTokenBucket b = ToWholeSecondTokenBucket({0.001, 0});
-  EXPECT_EQ(b.tokens_per_fill, 0u);
-  EXPECT_EQ(b.fill_interval_seconds, 1);
+// Below one a minute (a rule of 100 a day, or 1 a second among a hundred Envoys): one token
+// every ceil(1 / rate) seconds, which Envoy's TokenBucket takes (max_tokens and tokens_per_fill
+// above 0) and which never exceeds the share.
+TEST(ToWholeSecondTokenBucketTest, ASlowRateGetsOneTokenEveryLongerInterval) {
+  EXPECT_EQ(ToWholeSecondTokenBucket({0.001, 0}), (WholeSecondTokenBucket{1, 1, 1000}));
+  EXPECT_EQ(ToWholeSecondTokenBucket({100.0 / 86400, 0.5}), (WholeSecondTokenBucket{1, 1, 864}));
+  for (double rate = 1.0 / 86400; rate < 1.0 / 60; rate *= 1.07) {
+    const WholeSecondTokenBucket b = ToWholeSecondTokenBucket({rate, 0});
+    ASSERT_EQ(b.tokens_per_fill, 1u) << rate;
+    ASSERT_GE(b.max_tokens, 1u) << rate;
+    ASSERT_LE(b.fill_interval_seconds, 86400) << rate;
+    ASSERT_LE(1.0 / static_cast<double>(b.fill_interval_seconds), rate) << rate;
+    ASSERT_GE(1.0 / static_cast<double>(b.fill_interval_seconds - 1), rate) << "the shortest";
+  }
+}
+
+TEST(ToWholeSecondTokenBucketTest, BelowOneADayOrNothingGivesNoToken) {
+  for (double rate : {0.0, 1e-6, 1.0 / 86401}) {
+    const WholeSecondTokenBucket b = ToWholeSecondTokenBucket({rate, 0});
+    EXPECT_EQ(b.tokens_per_fill, 0u) << rate;
+    EXPECT_EQ(b.max_tokens, 0u) << rate;
+  }
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ TEST_F(RlqsBucketsTest, FirstReportSubscribesAndIsAssignedAtOnce) {
   EXPECT_EQ(t->BucketsOf(1), 1u);
   // A second report is no new subscription.
   out.clear();
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 10, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 10, 0, 1 * kSec, now_, out).ok());
   EXPECT_TRUE(out.empty());
 }
 
@@ -74,7 +74,7 @@ TEST_F(RlqsBucketsTest, JoinDividesAtOnceAndLeaveGivesTheShareBack) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1 * kSec, now_, out).ok());
   out.clear();
   ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
   ASSERT_EQ(out.size(), 2u);
@@ -92,18 +92,18 @@ TEST_F(RlqsBucketsTest, TickPushesOnlyMovedSharesAndRefreshesBeforeExpiry) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
-  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 200, 0, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 200, 0, 1 * kSec, now_, out).ok());
   out.clear();
   // Steady demand: nothing to push (TTL 3 s, refresh after 1.5 s).
   now_ += kSec;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
-  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 200, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 200, 0, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 200, 0, 1 * kSec, now_, out).ok());
   t->Tick(now_, out);
   EXPECT_TRUE(out.empty());
   // Stream 2 drops to 10/s: both shares move (10 and 90).
   now_ += kSec / 4;
-  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 10, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 10, 0, 1 * kSec, now_, out).ok());
   t->Tick(now_, out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_LT(Rate(To(out, 2)[0].assignment), 50);
@@ -121,21 +121,68 @@ TEST_F(RlqsBucketsTest, TtlIsThreeReportingIntervalsInWholeSeconds) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 2, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 2 * kSec, now_, out).ok());
   EXPECT_EQ(out[0].assignment.ttl_seconds, 6);
   // A huge time_elapsed (a bucket idle for a day) counts as 300 s.
   out.clear();
-  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 86400, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 86400 * kSec, now_, out).ok());
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(out[0].assignment.ttl_seconds, 900);
   // The subscribers' latest intervals count, not the longest ever seen.
   out.clear();
   now_ += 1000 * kSec;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
-  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
   t->Tick(now_, out);  // both assignments are past half their time to live
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].assignment.ttl_seconds, 3);
+}
+
+// Divisions every 5 s while the Envoy reports every second: an assignment lives long enough
+// for the one sent at the first division past its half to arrive before it ends.
+TEST_F(RlqsBucketsTest, TtlCoversTheReallocationInterval) {
+  SetConfig(kLimit100);
+  RlqsBucketsOptions options;
+  options.reallocation_interval_us = 5 * kSec;
+  auto t = Make(options);
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 15);
+  int64_t expires = now_ + out[0].assignment.ttl_seconds * kSec;
+  for (int tick = 0; tick < 12; ++tick) {
+    now_ += 5 * kSec;
+    ASSERT_LT(now_, expires) << "no live assignment before division " << tick;
+    out.clear();
+    ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
+    t->Tick(now_, out);
+    for (const RlqsPush& p : To(out, 1)) expires = now_ + p.assignment.ttl_seconds * kSec;
+  }
+}
+
+// A share below one request a minute is one token every longer interval; below one a day it is
+// DENY_ALL, never a TokenBucket of 0 tokens, which Envoy's validation refuses.
+TEST_F(RlqsBucketsTest, ASmallShareIsALongFillAndNoShareIsDenyAll) {
+  SetConfig(R"(
+rules:
+  - {name: daily, match: {tenant: "*"}, requests_per_unit: 100, unit: day,
+     fair_share: {newcomer_reserve: 0, smoothing: 1}}
+  - {name: rare, match: {tenant: rare}, requests_per_unit: 1, unit: day,
+     fair_share: {newcomer_reserve: 0, smoothing: 1}}
+)");
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kTokenBucket);
+  EXPECT_EQ(out[0].assignment.token_bucket, (WholeSecondTokenBucket{1, 1, 864}));
+
+  const RlqsBucketKey rare = {{"tenant", "rare"}};
+  out.clear();
+  ASSERT_TRUE(t->Report(1, "edge", rare, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", rare, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_FALSE(To(out, 2).empty());
+  EXPECT_EQ(To(out, 2).back().assignment.kind, Kind::kDenyAll) << "half a request a day";
 }
 
 TEST_F(RlqsBucketsTest, IdleSubscriptionsAreAbandoned) {
@@ -144,7 +191,7 @@ TEST_F(RlqsBucketsTest, IdleSubscriptionsAreAbandoned) {
   options.idle_abandon = absl::Seconds(30);
   auto t = Make(options);
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
   out.clear();
   now_ += 29 * kSec;
   t->Tick(now_, out);
@@ -158,7 +205,7 @@ TEST_F(RlqsBucketsTest, IdleSubscriptionsAreAbandoned) {
   EXPECT_EQ(t->BucketsOf(1), 0u);
   // A new report starts over: a new subscription.
   out.clear();
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].assignment.kind, Kind::kTokenBucket);
 }
@@ -167,7 +214,7 @@ TEST_F(RlqsBucketsTest, ReloadIsPushedAtTheNextTick) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1000, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1000, 0, 1 * kSec, now_, out).ok());
   out.clear();
   SetConfig(R"(
 rules:
@@ -187,9 +234,9 @@ rules:
 )");
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", {{"other", "x"}}, 1, 0, 1, now_, out).ok());
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 7, 3, 1, now_, out).ok());
-  ASSERT_TRUE(t->Report(1, "nodomain", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", {{"other", "x"}}, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 7, 3, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "nodomain", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].assignment.kind, Kind::kDenyAll);
   EXPECT_EQ(out[1].assignment.kind, Kind::kAllowAll);
@@ -209,22 +256,23 @@ TEST_F(RlqsBucketsTest, BucketsPerStreamAreBounded) {
   auto t = Make(options);
   std::vector<RlqsPush> out;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(t->Report(1, "edge", {{"tenant", std::to_string(i)}}, 1, 0, 1, now_, out).ok());
+    ASSERT_TRUE(
+        t->Report(1, "edge", {{"tenant", std::to_string(i)}}, 1, 0, 1 * kSec, now_, out).ok());
   }
-  absl::Status s = t->Report(1, "edge", {{"tenant", "x"}}, 1, 0, 1, now_, out);
+  absl::Status s = t->Report(1, "edge", {{"tenant", "x"}}, 1, 0, 1 * kSec, now_, out);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(t->BucketsOf(1), 3u);
   EXPECT_EQ(t->bucket_count(), 3u);
   // A known bucket is still fine.
-  EXPECT_TRUE(t->Report(1, "edge", {{"tenant", "0"}}, 1, 0, 1, now_, out).ok());
+  EXPECT_TRUE(t->Report(1, "edge", {{"tenant", "0"}}, 1, 0, 1 * kSec, now_, out).ok());
 }
 
 TEST_F(RlqsBucketsTest, ShutdownExpiresEveryAssignment) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
-  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 1, 0, 1 * kSec, now_, out).ok());
   out.clear();
   t->Shutdown(out);
   ASSERT_EQ(out.size(), 2u);
@@ -259,7 +307,8 @@ rules:
         t->RemoveStream(s, now_, out);
         held.erase(s);
       } else {
-        ASSERT_TRUE(t->Report(s, "edge", tenant_a_, (seed >> 33) % 400, 0, 1, now_, out).ok());
+        ASSERT_TRUE(
+            t->Report(s, "edge", tenant_a_, (seed >> 33) % 400, 0, 1 * kSec, now_, out).ok());
       }
       ASSERT_LE(apply(), 1000) << "round " << round << " stream " << s;
     }
@@ -276,7 +325,7 @@ TEST_F(RlqsBucketsTest, ViewShowsSubscribersAndPagesTheDomain) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
-  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 60, 0, 1, now_, out).ok());
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 60, 0, 1 * kSec, now_, out).ok());
   ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 0, 0, 0, now_ + kSec, out).ok());
   for (const char* tenant : {"c", "b"}) {
     ASSERT_TRUE(t->Report(1, "edge", {{"tenant", tenant}}, 0, 0, 0, now_, out).ok());

@@ -49,9 +49,9 @@ TEST(ParseRlqsReportsTest, AMalformedTimeElapsedIsNamedAsSuch) {
   }
 }
 
-TEST(ParseRlqsReportsTest, SortsTheBucketAndTruncatesTime) {
+TEST(ParseRlqsReportsTest, SortsTheBucketAndKeepsTimeToTheMicrosecond) {
   rlqs_v3::RateLimitQuotaUsageReports m = Usage("edge", {{"z", "1"}, {"a", "2"}}, 3, 4, 2);
-  m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_nanos(900000000);
+  m.mutable_bucket_quota_usages(0)->mutable_time_elapsed()->set_nanos(900000999);
   absl::StatusOr<RlqsReports> r = ParseRlqsReports(m, "");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->domain, "edge");
@@ -59,7 +59,26 @@ TEST(ParseRlqsReportsTest, SortsTheBucketAndTruncatesTime) {
   EXPECT_EQ(r->usages[0].bucket, (RlqsBucketKey{{"a", "2"}, {"z", "1"}}));
   EXPECT_EQ(r->usages[0].allowed, 3u);
   EXPECT_EQ(r->usages[0].denied, 4u);
-  EXPECT_EQ(r->usages[0].elapsed_seconds, 2);
+  EXPECT_EQ(r->usages[0].elapsed_us, 2900000);
+}
+
+// What the administrative view can show (GetRlqsAssignments) is what a stream may report.
+TEST(ParseRlqsReportsTest, ADomainOrBucketPastTheBoundsIsRefused) {
+  rlqs_v3::RateLimitQuotaUsageReports m = Usage(std::string(257, 'd'), {{"a", "b"}}, 1, 0, 1);
+  EXPECT_EQ(ParseRlqsReports(m, "").status().message(), "domain: at most 256 bytes, got 257");
+  m.set_domain(std::string(256, 'd'));
+  EXPECT_TRUE(ParseRlqsReports(m, "").ok());
+
+  m = Usage("edge", {{"", "b"}}, 1, 0, 1);
+  EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
+            "bucket_quota_usages[0].bucket_id: a key must not be empty");
+  m = Usage("edge", {{"a", "b"}}, 1, 0, 1);
+  auto& pairs = *m.mutable_bucket_quota_usages(0)->mutable_bucket_id()->mutable_bucket();
+  for (int i = 0; i < 31; ++i) pairs["k" + std::to_string(i)] = "v";
+  EXPECT_TRUE(ParseRlqsReports(m, "").ok()) << "32 pairs";
+  pairs["k31"] = "v";
+  EXPECT_EQ(ParseRlqsReports(m, "").status().message(),
+            "bucket_quota_usages[0].bucket_id: at most 32 pairs, got 33");
 }
 
 TEST(ToBucketActionTest, TokenBucketBlanketRulesAndAbandon) {

@@ -4,7 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/cpp/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
@@ -189,6 +191,45 @@ quota_buckets:
   for (auto& server : servers) server->Shutdown();
 }
 
+// Envoy's periodic report carries every bucket of its stream: 3,000 buckets (about 100 KB) are
+// served, up to --rlqs_max_message_bytes, while every unary call keeps its bound of 64 KiB.
+TEST_F(RlqsServerTest, AReportOfThousandsOfBucketsIsServedPastTheUnaryBound) {
+  ServerOptions o = Options();
+  o.admin.token = "s3cret";
+  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  rlqs_v3::RateLimitQuotaUsageReports report;
+  report.set_domain("edge");
+  for (int i = 0; i < 3000; ++i) {
+    auto* u = report.add_bucket_quota_usages();
+    (*u->mutable_bucket_id()->mutable_bucket())["tenant"] = absl::StrCat("tenant-", 100000 + i);
+    u->mutable_time_elapsed()->set_seconds(1);
+    u->set_num_requests_allowed(1);
+  }
+  ASSERT_GT(report.ByteSizeLong(), kMaxRequestBytes);
+  auto stub = Stub(**server);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream = stub->StreamRateLimitQuotas(&context);
+  ASSERT_TRUE(stream->Write(report));
+  size_t assigned = 0;
+  rlqs_v3::RateLimitQuotaResponse r;
+  while (assigned < 3000 && stream->Read(&r)) assigned += r.bucket_action_size();
+  EXPECT_GE(assigned, 3000u) << "the stream ended: " << stream->Finish().error_message();
+
+  // A unary call as large is refused as the transport refused it before.
+  auto client = RateLimitClient::Connect("127.0.0.1:" + std::to_string((*server)->port()),
+                                         ClientOptions{absl::Seconds(10), "s3cret"});
+  v1::RateLimitRequest big;
+  v1::LimitRequest* limit = big.add_limits();
+  limit->set_name("api");
+  limit->set_key(std::string(kMaxRequestBytes, 'k'));
+  const absl::Status refused = client->Consume(big).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("larger than max"));
+  (*server)->Shutdown();
+}
+
 TEST_F(RlqsServerTest, OffByDefault) {
   ServerOptions o = Options();
   o.rlqs.enabled = false;
@@ -222,6 +263,9 @@ TEST_F(RlqsServerTest, OptionsAreChecked) {
   o = Options();
   o.rlqs.reallocation_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_reallocation_interval"));
+  o = Options();
+  o.rlqs.max_message_bytes = 65535;
+  EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_max_message_bytes"));
   o = Options();
   o.rlqs.idle_abandon = absl::ZeroDuration();
   EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_idle_abandon"));

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
@@ -71,6 +72,40 @@ TEST(RlqsServiceTest, FirstReportIsAnsweredAtOnce) {
             envoy::type::v3::RateLimitStrategy::DENY_ALL);
   EXPECT_EQ(server.service().stats().streams, 1u);
   EXPECT_EQ(server.service().stats().messages, 2u);
+}
+
+// Past the metric's cap on series, the rules fold into "_other" and the result stays: allowed
+// and denied are still told apart.
+TEST(RlqsServiceTest, ReportedRequestsPastTheSeriesCapKeepTheirResult) {
+  std::string config = "rules:\n";
+  for (int i = 0; i < 1001; ++i) {
+    absl::StrAppend(&config, "  - {name: r", i, ", match: {tenant: t", i,
+                    "}, requests_per_unit: 10, unit: second}\n");
+  }
+  RlqsTestServer server;
+  server.SetConfig(config);
+  rlqs_v3::RateLimitQuotaUsageReports m;
+  m.set_domain("edge");
+  for (int i = 0; i < 1001; ++i) {
+    auto* u = m.add_bucket_quota_usages();
+    (*u->mutable_bucket_id()->mutable_bucket())["tenant"] = absl::StrCat("t", i);
+    u->mutable_time_elapsed()->set_seconds(1);
+    u->set_num_requests_allowed(1);
+    u->set_num_requests_denied(2);
+  }
+  Client c(server);
+  ASSERT_TRUE(c.stream->Write(m));
+  c.Read();
+  MetricsRegistry registry;
+  RegisterRlqsMetrics(registry, server.service());
+  std::string text;
+  ASSERT_TRUE(Eventually([&] {
+    text = registry.Render();
+    return absl::StrContains(text, "ratelimit_rlqs_reported_requests_total{rule=\"_other\"");
+  }));
+  EXPECT_THAT(text, HasSubstr("{rule=\"_other\",result=\"allowed\"}"));
+  EXPECT_THAT(text, HasSubstr("{rule=\"_other\",result=\"denied\"}"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("result=\"_other\"")));
 }
 
 // A bucket twice in one message, and fields this server does not know: no harm done.
