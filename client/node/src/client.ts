@@ -31,6 +31,7 @@ import {
   setOverrideResult,
   settleResults,
   wireBatchRequest,
+  checkTimeoutMs,
   wireListOverrideAuditRequest,
   wireListOverridesRequest,
   wireOverrideTarget,
@@ -230,7 +231,7 @@ export class RateLimitClient {
 
   /** Connects (lazily) to `target` ("host:port"). */
   constructor(target: string, options: ClientOptions = {}) {
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.timeoutMs = checkTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, "timeoutMs");
     this.checkRetries = options.checkRetries ?? DEFAULT_CHECK_RETRIES;
     this.retryBackoffMs = options.retryBackoffMs ?? 50;
     if (options.adminToken !== undefined) {
@@ -437,10 +438,10 @@ export class RateLimitClient {
    * Acquires and holds a lease, extended in the background (see Lease) until released:
    * `await using lease = await client.lease({ limits: [{ name: "jobs", key: tenant }] })`.
    * A denial rejects with a LeaseDeniedError carrying retryAfterMs, after `waitMs` of retries
-   * when given.
+   * when given. `options` are each Acquire's (its deadline, a signal to give up).
    */
-  lease(request: LeaseRequest): Promise<Lease> {
-    return holdLease(this, request);
+  lease(request: LeaseRequest, options?: CallOptions): Promise<Lease> {
+    return holdLease(this, request, options);
   }
 
   /**
@@ -545,7 +546,14 @@ export class RateLimitClient {
   ): Promise<T> {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
-    const deadline = new Date(Date.now() + (options?.timeoutMs ?? this.timeoutMs));
+    let timeoutMs: number;
+    try {
+      // NaN or Infinity would make grpc-js throw outside the promise, ending the process.
+      timeoutMs = checkTimeoutMs(options?.timeoutMs ?? this.timeoutMs, "timeoutMs");
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const deadline = new Date(Date.now() + timeoutMs);
     const fn = (stub as unknown as Record<string, UnaryMethod>)[method]!;
     return new Promise<T>((resolve, reject) => {
       let aborted = false;

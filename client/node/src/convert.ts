@@ -109,12 +109,35 @@ export function wireRateLimitRequest(request: RateLimitRequest): Record<string, 
   };
 }
 
+const BATCH_METHODS: ReadonlySet<string> = new Set(["CONSUME", "CHECK", "RESERVE"]);
+
+/** The wire BatchRequest. A method other than CONSUME, CHECK or RESERVE is a TypeError. */
 export function wireBatchRequest(
   entries: { method?: string; request: RateLimitRequest }[],
 ): Record<string, unknown> {
   return {
-    entries: entries.map((e) => ({ method: e.method ?? "CONSUME", request: wireRateLimitRequest(e.request) })),
+    entries: entries.map((e, i) => {
+      const method = e.method ?? "CONSUME";
+      // protobufjs would send an unknown name as 0, CONSUME: a Check would take tokens.
+      if (!BATCH_METHODS.has(method)) {
+        throw new TypeError(`entries[${i}].method: must be CONSUME, CHECK or RESERVE, got ${JSON.stringify(e.method)}`);
+      }
+      return { method, request: wireRateLimitRequest(e.request) };
+    }),
   };
+}
+
+/** The longest deadline a call takes: 1e11 ms, about three years (grpc-js sends no longer one). */
+export const MAX_TIMEOUT_MS = 1e11;
+
+/** A deadline in ms: positive, at most MAX_TIMEOUT_MS, else a TypeError naming `field`. */
+export function checkTimeoutMs(ms: number, field: string): number {
+  if (typeof ms !== "number" || !(ms > 0 && ms <= MAX_TIMEOUT_MS)) {
+    throw new TypeError(
+      `${field}: must be a positive, finite number of milliseconds, at most 1e11 (about three years), got ${String(ms)}`,
+    );
+  }
+  return ms;
 }
 
 export function wireResetRequest(request: ResetRequest): Record<string, unknown> {

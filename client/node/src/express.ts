@@ -1,5 +1,6 @@
 // Express middleware, with the option names of express-rate-limit where they apply.
 import type { RateLimitClient } from "./client.js";
+import { checkTimeoutMs } from "./convert.js";
 import { RateLimitError } from "./errors.js";
 import { ThrottledLog, type ErrorLogger } from "./throttled-log.js";
 import { LeaseDeniedError, type Lease } from "./lease.js";
@@ -15,9 +16,13 @@ function resultOfAcquire(a: AcquireResult): RateLimitResult {
 }
 
 /** Acquires a request's slot (and tokens): the held lease when allowed, the answer either way. */
-async function holdForRequest(client: RateLimitClient, limits: LimitRequest[]): Promise<{ result: RateLimitResult; lease?: Lease }> {
+async function holdForRequest(
+  client: RateLimitClient,
+  limits: LimitRequest[],
+  timeoutMs: number | undefined,
+): Promise<{ result: RateLimitResult; lease?: Lease }> {
   try {
-    const lease = await client.lease({ limits });
+    const lease = await client.lease({ limits }, timeoutMs !== undefined ? { timeoutMs } : undefined);
     return { result: resultOfAcquire(lease.result), lease };
   } catch (e) {
     if (e instanceof LeaseDeniedError) return { result: resultOfAcquire(e.result) };
@@ -284,6 +289,7 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
   if (inFlight !== undefined && (typeof inFlight !== "string" || inFlight === "")) {
     throw new TypeError(`rateLimit: "inFlight" must be the name of a concurrency limit, not ${JSON.stringify(inFlight)}`);
   }
+  if (options.timeoutMs !== undefined) checkTimeoutMs(options.timeoutMs, "rateLimit: timeoutMs");
   const rateName: unknown = options.name;
   const name: unknown = rateName === undefined && inFlight !== undefined ? inFlight : rateName;
   if (typeof name !== "string" || name === "") {
@@ -324,6 +330,17 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
   const errorLog = new ThrottledLog(options.logger ?? console);
 
   return async (req: Req, res: Res, next: NextFunction): Promise<void> => {
+    // With inFlight, whether the response closed (the client may leave while the key is made or
+    // the slot acquired: the "close" event is then over before the lease exists), and what gives
+    // the slot back.
+    let closed = false;
+    let giveBack: (() => void) | undefined;
+    if (inFlight !== undefined && res.once) {
+      res.once("close", () => {
+        closed = true;
+        giveBack?.();
+      });
+    }
     let key: string;
     let count: number | undefined;
     try {
@@ -344,7 +361,11 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
       const rate: LimitRequest = { name, key, ...(count !== undefined ? { count } : {}), ...(config ? { config } : {}) };
       if (inFlight !== undefined) {
         const slot: LimitRequest = { name: inFlight, key, count: 1, ...(options.inFlightConfig ? { config: options.inFlightConfig } : {}) };
-        const held = await holdForRequest(options.client, rateName === undefined ? [slot] : [slot, rate]);
+        const held = await holdForRequest(
+          options.client,
+          rateName === undefined ? [slot] : [slot, rate],
+          options.timeoutMs,
+        );
         result = held.result;
         lease = held.lease;
       } else {
@@ -375,8 +396,10 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
     }
     if (lease) {
       const held = lease;
-      if (res.once) res.once("close", () => void held[Symbol.asyncDispose]());
-      else void held[Symbol.asyncDispose](); // no way to know when the response ends
+      giveBack = () => void held[Symbol.asyncDispose]();
+      // Without "close" there is no way to know when the response ends: given back at once.
+      if (closed || !res.once) giveBack();
+      if (closed) return; // nobody is left to answer
     }
     try {
       if (result.failedOpen || result.results.length === 0) {

@@ -1,6 +1,6 @@
 // A held lease on slots of a concurrency limit: `await using lease = await client.lease(...)`
 // or `client.withLease(request, async (lease) => ...)`.
-import type { RateLimitClient } from "./client.js";
+import type { CallOptions, RateLimitClient } from "./client.js";
 import type { AcquireRequest, AcquireResult, ConcurrencyConfig, LeaseInfo, LeaseRef, ReleaseResult } from "./types.js";
 import { RateLimitError } from "./errors.js";
 
@@ -181,11 +181,11 @@ function pause(ms: number): Promise<void> {
  * monotonic clock the heartbeat measures expiries on.
  * @internal
  */
-export async function holdLease(client: RateLimitClient, request: LeaseRequest): Promise<Lease> {
+export async function holdLease(client: RateLimitClient, request: LeaseRequest, options?: CallOptions): Promise<Lease> {
   const giveUpAt = performance.now() + (request.waitMs ?? 0);
   for (let attempt = 0; ; attempt++) {
     const sent = performance.now();
-    const result = await client.acquire(request);
+    const result = await client.acquire(request, options);
     if (result.allowed && result.lease) return new Lease(client, request, result, sent);
     const remaining = giveUpAt - performance.now();
     if (remaining <= 0) throw new LeaseDeniedError(result);

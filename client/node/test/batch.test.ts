@@ -61,6 +61,16 @@ describe("batch", () => {
     assert.ok(Math.abs(results[2]!.result!.results[0]!.value - 4) < 0.01);
   });
 
+  test("a method the service does not have is refused before sending, not sent as a consume", async () => {
+    const k = `bm-${Date.now()}`;
+    await assert.rejects(
+      client.batch([{ method: "check" as never, request: { name: "batch", key: k, count: 3, config: HOURLY } }]),
+      (e: unknown) => e instanceof TypeError && /^entries\[0\]\.method: must be CONSUME, CHECK or RESERVE, got "check"$/.test(e.message),
+    );
+    const [checked] = await client.batch([{ method: "CHECK", request: { name: "batch", key: k, count: 1, config: HOURLY } }]);
+    assert.ok(Math.abs(checked!.result!.results[0]!.value - 10) < 0.01, "nothing was taken");
+  });
+
   test("a batch without entries is refused as a whole", async () => {
     await assert.rejects(client.batch([]), (e: unknown) => {
       assert.ok(e instanceof RateLimitError);

@@ -298,6 +298,20 @@ describe("deadlines", () => {
     }
   });
 
+  test("a timeout that is not a positive finite number is a TypeError, never a crash", async () => {
+    for (const bad of [NaN, Infinity, 0, -5, 1e16]) {
+      assert.throws(() => new RateLimitClient(target, { timeoutMs: bad }), /^TypeError: timeoutMs: must be a positive, finite number/);
+    }
+    const client = new RateLimitClient(target, { timeoutMs: 60_000 });
+    try {
+      for (const bad of [NaN, Infinity, 1e16]) {
+        await assert.rejects(client.consume({ name: "api", key: "k" }, { timeoutMs: bad }), TypeError);
+      }
+    } finally {
+      client.close();
+    }
+  });
+
   test("a per-call timeout overrides the client's", async () => {
     const client = new RateLimitClient(target, { timeoutMs: 60_000 });
     try {

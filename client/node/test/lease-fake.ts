@@ -37,6 +37,8 @@ export class FakeLeases {
   extendError: grpc.status | undefined;
   acquireError: grpc.status | undefined;
   readonly acquires: Wire[] = [];
+  /** Each Acquire's deadline, as ms since the epoch (Infinity: none). */
+  readonly acquireDeadlines: number[] = [];
   readonly extends: Wire[] = [];
   readonly releases: Wire[] = [];
   readonly listTokens: string[] = [];
@@ -61,7 +63,11 @@ export class FakeLeases {
         else callback(null, out);
       };
     this.server.addService(pkg.ratelimit.v1.RateLimitService.service, {
-      Acquire: unary((r) => this.acquire(r)),
+      Acquire: unary((r, call) => {
+        const d = call.getDeadline();
+        this.acquireDeadlines.push(d instanceof Date ? d.getTime() : Number(d));
+        return this.acquire(r);
+      }),
       Release: unary((r) => this.release(r)),
       Extend: unary((r) => this.extend(r)),
       ListLeases: unary((r, call) => {

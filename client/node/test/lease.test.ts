@@ -231,16 +231,60 @@ describe("express inFlight", () => {
       client, name: "api", inFlight: "inflight", inFlightConfig: { kind: "CONCURRENCY", capacity: 2 },
       keyGenerator: () => "k2", failureMode: "open",
     });
-    const res = { setHeader: () => undefined, status: () => undefined, send: () => undefined, once: (_e: "close", l: () => void) => void setTimeout(l, 0) };
+    // The response closes once the handler is done with it.
+    const closers: (() => void)[] = [];
+    const res = { setHeader: () => undefined, status: () => undefined, send: () => undefined, once: (_e: "close", l: () => void) => void closers.push(l) };
+    const closeAll = () => closers.splice(0).forEach((l) => l());
     await handler({}, res, () => calls.push("next"));
+    closeAll();
     const sent = fake.acquires[before]!;
     assert.deepEqual(sent.limits.map((l: { name: string }) => l.name), ["inflight", "api"]);
     assert.equal(sent.limits[0].config.kind, "CONCURRENCY");
     fake.acquireError = status.UNAVAILABLE;
     await handler({}, res, () => calls.push("next (open)"));
+    closeAll();
     assert.deepEqual(calls, ["next", "next (open)"]);
     fake.acquireError = undefined;
     assert.throws(() => rateLimit({ client, inFlight: "" }), /inFlight/);
     assert.throws(() => rateLimit({ client } as never), /name/);
+  });
+
+  test("a client that leaves before its slot is acquired gets the slot given back", async () => {
+    let keyAsked!: () => void;
+    const asked = new Promise<void>((r) => (keyAsked = r));
+    let giveKey!: (k: string) => void;
+    const handler = rateLimit({
+      client, inFlight: "inflight",
+      keyGenerator: () => { keyAsked(); return new Promise<string>((r) => (giveKey = r)); },
+    });
+    const onClose: (() => void)[] = [];
+    let answered = false;
+    const res = {
+      setHeader: () => undefined, status: () => undefined, send: () => { answered = true; },
+      once: (_e: "close", l: () => void) => void onClose.push(l),
+    };
+    let nexts = 0;
+    const done = handler({}, res, () => { nexts++; });
+    await asked;
+    for (const l of onClose) l(); // the connection closes while the key is being made
+    giveKey("gone");
+    await done;
+    assert.equal(nexts, 0, "nobody is left to serve");
+    assert.equal(answered, false);
+    await eventually(() => fake.held("inflight", "gone") === 0, 5000, "the slot back");
+  });
+
+  test("the middleware's timeoutMs is the deadline of its Acquire", async () => {
+    const handler = rateLimit({ client, inFlight: "inflight", keyGenerator: () => "deadline", timeoutMs: 250 });
+    const closers: (() => void)[] = [];
+    const res = { setHeader: () => undefined, status: () => undefined, send: () => undefined, once: (_e: "close", l: () => void) => void closers.push(l) };
+    const sentAt = Date.now();
+    let served = false;
+    await handler({}, res, () => { served = true; });
+    closers.splice(0).forEach((l) => l());
+    assert.ok(served);
+    const deadline = fake.acquireDeadlines.at(-1)!;
+    assert.ok(deadline - sentAt <= 300, `deadline ${deadline - sentAt} ms after the call, not the client's 1000`);
+    await eventually(() => fake.held("inflight", "deadline") === 0, 5000, "the slot back");
   });
 });

@@ -131,6 +131,19 @@ class _Counter(grpc.aio.UnaryUnaryClientInterceptor):
         return await continuation(details, request)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e12])
+def test_a_timeout_that_no_call_can_have_is_a_value_error(bad, unused_target):
+    with pytest.raises(ValueError, match=r"^timeout: must be a positive, finite number"):
+        AsyncRateLimitClient(unused_target, timeout=bad)
+
+    async def call():
+        async with AsyncRateLimitClient(unused_target) as client:
+            await client.consume("api", "k", timeout=bad)
+
+    with pytest.raises(ValueError, match=r"^timeout: "):
+        asyncio.run(call())
+
+
 def test_only_check_is_retried(unused_target):
     counter = _Counter()
 

@@ -208,6 +208,16 @@ def test_calls_have_a_deadline_by_default():
         sock.close()
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, -1, 1e12])
+def test_a_timeout_that_no_call_can_have_is_a_value_error(bad, unused_target):
+    # gRPC would answer NaN, infinity or 1e12 s with DEADLINE_EXCEEDED at once, as an outage.
+    with pytest.raises(ValueError, match=r"^timeout: must be a positive, finite number"):
+        RateLimitClient(unused_target, timeout=bad)
+    with RateLimitClient(unused_target) as client:
+        with pytest.raises(ValueError, match=r"^timeout: "):
+            client.consume("api", "k", timeout=bad)
+
+
 class _CountingInterceptor(grpc.UnaryUnaryClientInterceptor):
     def __init__(self):
         self.calls = {}

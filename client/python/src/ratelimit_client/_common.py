@@ -19,6 +19,19 @@ from .types import (AcquireResult, BatchEntry, Decision, DenyReason, EnvoyPathEn
                     Settlement, TlsOptions)
 
 DEFAULT_TIMEOUT = 1.0
+MAX_TIMEOUT = 1e8
+"""The longest deadline a call takes, in seconds (about three years): gRPC reports a longer one
+as exceeded at once."""
+
+
+def check_timeout(timeout: float, field: str = "timeout") -> float:
+    """`timeout` when it is a positive number of seconds up to MAX_TIMEOUT; else ValueError
+    naming `field` (NaN, infinity, 0 or a negative number would fail every call, at once)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            0 < timeout <= MAX_TIMEOUT):
+        raise ValueError("%s: must be a positive, finite number of seconds, at most 1e8 (about "
+                         "three years), got %r" % (field, timeout))
+    return float(timeout)
 """Deadline of each call, in seconds, unless the client or the call says otherwise."""
 
 DEFAULT_CHECK_RETRIES = 2

@@ -41,7 +41,7 @@ class AsyncRateLimitClient:
                  clock: Clock = SYSTEM_CLOCK):
         """`clock`: what reserve_and_wait reads and sleeps on (tests pass a fake); the other
         options are RateLimitClient's."""
-        self._timeout = timeout
+        self._timeout = c.check_timeout(timeout)
         self._clock = clock
         self._check_retries = check_retries
         self._admin_token = c.resolve_admin_token(admin_token, admin_token_file)
@@ -67,7 +67,8 @@ class AsyncRateLimitClient:
                     timeout: Optional[float],
                     metadata: Optional[List[Tuple[str, str]]] = None) -> T:
         try:
-            return await fn(request, timeout=self._timeout if timeout is None else timeout,
+            return await fn(request,
+                            timeout=self._timeout if timeout is None else c.check_timeout(timeout),
                             metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e, method) from e

@@ -49,7 +49,7 @@ class RateLimitClient:
         Reset and the override calls only.
         `channel`: use this channel instead (e.g. one with interceptors); `tls` is ignored.
         `clock`: what reserve_and_wait reads and sleeps on (tests pass a fake)."""
-        self._timeout = timeout
+        self._timeout = c.check_timeout(timeout)
         self._clock = clock
         self._check_retries = check_retries
         self._admin_token = c.resolve_admin_token(admin_token, admin_token_file)
@@ -73,7 +73,8 @@ class RateLimitClient:
     def _call(self, method: str, fn: Callable[..., T], request: Any, timeout: Optional[float],
               metadata: Optional[List[Tuple[str, str]]] = None) -> T:
         try:
-            return fn(request, timeout=self._timeout if timeout is None else timeout,
+            return fn(request,
+                      timeout=self._timeout if timeout is None else c.check_timeout(timeout),
                       metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e, method) from e
