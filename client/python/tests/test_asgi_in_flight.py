@@ -3,6 +3,7 @@ the application runs, against the fake of the lease calls (lease_fake.py)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import grpc
 import pytest
@@ -97,6 +98,23 @@ def test_the_slot_goes_back_when_the_application_raises(fake):
                 await request(app)
             assert fake.held("inflight", "10.0.0.1") == 0
             assert len(fake.releases) == 1
+
+    asyncio.run(main())
+
+
+def test_with_a_rate_limit_allowed_headers_describe_the_slots(server):
+    # The rate limit has fewer tokens left (0 of 1) than the slots (4 of 5): the headers still
+    # describe the slots, as the docstrings of hold and the FastAPI dependency say.
+    rate = LimitConfig(Kind.TOKEN_BUCKET, rate=1, period=timedelta(hours=1), capacity=1)
+
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            app = RateLimitMiddleware(App(), client, "hdr_api", config=rate,
+                                      in_flight="hdr_inflight",
+                                      in_flight_config=LimitConfig.concurrency(5))
+            status, headers, _ = await request(app)
+            assert status == 200
+            assert headers["ratelimit-limit"] == "5" and headers["ratelimit-remaining"] == "4"
 
     asyncio.run(main())
 

@@ -44,16 +44,20 @@ def _headline(decision: Decision) -> Optional[LimitResult]:
     return min(decision.results, key=lambda r: r.value)
 
 
-def rate_limit_headers(decision: Decision,
-                       config: Optional[LimitConfig] = None) -> List[Tuple[str, str]]:
+def rate_limit_headers(decision: Decision, config: Optional[LimitConfig] = None, *,
+                       allowed_describes: Optional[int] = None) -> List[Tuple[str, str]]:
     """RateLimit-Limit (the capacity), RateLimit-Remaining (whole tokens left, >= 0) and
     RateLimit-Reset (seconds) of a decision, plus Retry-After on a denial that can be retried.
 
     RateLimit-Reset is the denial's retry_after; on an allowed answer it is the time until the
     bucket is full again, which needs the rate: it is sent when `config` (a token bucket) is
     given and omitted otherwise. A decision the server allowed without evaluating
-    (failed_open) has no values: no headers."""
+    (failed_open) has no values: no headers. `allowed_describes`: on an allowed answer, the
+    index of the limit the headers describe (else the one with the fewest tokens left)."""
     result = _headline(decision)
+    if (decision.allowed and allowed_describes is not None
+            and allowed_describes < len(decision.results)):
+        result = decision.results[allowed_describes]
     if result is None or decision.failed_open:
         return []
     headers = [("RateLimit-Limit", _number(result.capacity)),
@@ -184,7 +188,9 @@ class Limiter:
             return self._failed(self.in_flight, e), None
         assert lease.result is not None
         decision = _decision_of(lease.result)
-        return Outcome("allowed", decision, rate_limit_headers(decision)), lease
+        # limits[0] is the concurrency limit: its capacity and free slots.
+        headers = rate_limit_headers(decision, allowed_describes=0)
+        return Outcome("allowed", decision, headers), lease
 
     def _failed(self, name: str, e: RateLimitError) -> Outcome:
         if e.code not in UNREACHABLE_CODES:
