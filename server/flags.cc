@@ -175,12 +175,14 @@ ABSL_FLAG(bool, rlqs, false,
           "the Envoy configuration's domains divided among the reporting Envoys; needs "
           "--envoy_config_dir or --envoy_xds_server");
 ABSL_FLAG(absl::Duration, rlqs_reallocation_interval, absl::Seconds(1),
-          "RLQS: how often every bucket's budget is divided again (new shares are pushed)");
+          "RLQS: how often every bucket's budget is divided again (new shares are pushed); "
+          "positive, at most 1h");
 ABSL_FLAG(absl::Duration, rlqs_reporting_interval, absl::Seconds(5),
           "RLQS: the Envoys' reporting interval assumed until their reports show it (an "
-          "assignment lives three intervals); at least 1s");
+          "assignment lives three intervals); 1s to 5m");
 ABSL_FLAG(absl::Duration, rlqs_idle_abandon, absl::Minutes(5),
-          "RLQS: a bucket an Envoy has not reported for this long is abandoned (AbandonAction)");
+          "RLQS: a bucket an Envoy has not reported for this long is abandoned (AbandonAction); "
+          "1s to 24h");
 ABSL_FLAG(int, rlqs_max_buckets_per_stream, 10000,
           "RLQS: the most buckets one stream may report; past it the stream ends with "
           "RESOURCE_EXHAUSTED");

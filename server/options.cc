@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/envoy/envoy_convert.h"
+#include "server/rlqs/rlqs_buckets.h"
 #include "storage/limit_config.h"
 
 namespace ratelimit {
@@ -133,14 +134,18 @@ absl::Status ValidateRlqs(const RlqsServerOptions& o, const LimitsOptions& limit
                    "needs the Envoy configuration (--envoy_config_dir or "
                    "--envoy_xds_server): its domains hold the quota_buckets");
   }
-  if (o.reallocation_interval <= absl::ZeroDuration()) {
-    return Invalid("--rlqs_reallocation_interval", "must be positive");
+  // Upper bounds against a typo: an assignment lives three of the longer interval, and a report
+  // counts as covering at most kMaxRlqsReportingIntervalSeconds.
+  if (o.reallocation_interval <= absl::ZeroDuration() || o.reallocation_interval > absl::Hours(1)) {
+    return Invalid("--rlqs_reallocation_interval", "must be positive and at most 1h");
   }
-  if (o.reporting_interval < absl::Seconds(1)) {
-    return Invalid("--rlqs_reporting_interval", "must be at least 1s");
+  if (o.reporting_interval < absl::Seconds(1) ||
+      o.reporting_interval > absl::Seconds(kMaxRlqsReportingIntervalSeconds)) {
+    return Invalid("--rlqs_reporting_interval", "must be 1s .. 5m");
   }
-  if (o.idle_abandon < absl::Seconds(1))
-    return Invalid("--rlqs_idle_abandon", "must be at least 1s");
+  if (o.idle_abandon < absl::Seconds(1) || o.idle_abandon > absl::Hours(24)) {
+    return Invalid("--rlqs_idle_abandon", "must be 1s .. 24h");
+  }
   if (o.max_buckets_per_stream < 1) {
     return Invalid("--rlqs_max_buckets_per_stream", "must be at least 1");
   }

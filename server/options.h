@@ -166,11 +166,11 @@ struct AdminOptions {
 // with the `quota_buckets` of the Envoy configuration's domains.
 struct RlqsServerOptions {
   bool enabled = false;  // --rlqs; needs limits.envoy_config_dir or limits.envoy_xds
-  // How often every bucket is divided again. Default 1 s; > 0.
+  // How often every bucket is divided again. Default 1 s; > 0, at most 1 h.
   absl::Duration reallocation_interval = absl::Seconds(1);
-  // The clients' reporting interval assumed until their reports show it. Default 5 s; >= 1 s.
+  // The clients' reporting interval assumed until their reports show it. Default 5 s; 1 s .. 5 min.
   absl::Duration reporting_interval = absl::Seconds(5);
-  // A subscription without a report for this long is abandoned. Default 5 min; >= 1 s.
+  // A subscription without a report for this long is abandoned. Default 5 min; 1 s .. 24 h.
   absl::Duration idle_abandon = absl::Minutes(5);
   // The most buckets one stream may report. Default 10000; >= 1.
   int max_buckets_per_stream = 10000;

@@ -49,23 +49,12 @@ absl::StatusOr<RlqsAssignmentsQuery> ParseRlqsAssignmentsRequest(
     const v1::GetRlqsAssignmentsRequest& request) {
   RlqsAssignmentsQuery q;
   if (request.domain().empty()) return absl::InvalidArgumentError("domain: required");
-  if (request.domain().size() > kMaxRlqsDomainBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("domain: at most ", kMaxRlqsDomainBytes, " bytes"));
-  }
+  if (absl::Status s = CheckRlqsDomain(request.domain(), "domain"); !s.ok()) return s;
   q.domain = request.domain();
-  if (request.bucket_size() > static_cast<int>(kMaxRlqsBucketPairs)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bucket: at most ", kMaxRlqsBucketPairs, " pairs"));
-  }
-  if (!request.bucket().empty()) {
-    RlqsBucketKey key;
-    for (const auto& [k, v] : request.bucket()) {
-      if (k.empty()) return absl::InvalidArgumentError("bucket: a key must not be empty");
-      key.emplace_back(k, v);
-    }
-    std::sort(key.begin(), key.end());
-    q.bucket = std::move(key);
+  absl::StatusOr<RlqsBucketKey> bucket = ToRlqsBucketKey(request.bucket(), "bucket");
+  if (!bucket.ok()) return bucket.status();
+  if (!bucket->empty()) {
+    q.bucket = *std::move(bucket);
     if (!request.page_token().empty()) {
       return absl::InvalidArgumentError("page_token: pages are of a domain's buckets (no bucket)");
     }

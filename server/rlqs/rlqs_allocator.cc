@@ -62,9 +62,9 @@ void DemandEstimator::AddReport(uint64_t requests, int64_t elapsed_us, double sm
   carried_requests_ =
       requests > kMaxRequests - carried_requests_ ? kMaxRequests : carried_requests_ + requests;
   carried_us_ = elapsed_us > kMaxMicros - carried_us_ ? kMaxMicros : carried_us_ + elapsed_us;
-  if (carried_us_ < 1000000) return;
-  const double sample =
-      static_cast<double>(carried_requests_) / (static_cast<double>(carried_us_) / 1e6);
+  if (carried_us_ < kMicrosPerSecond) return;
+  const double sample = static_cast<double>(carried_requests_) /
+                        (static_cast<double>(carried_us_) / kMicrosPerSecond);
   carried_requests_ = 0;
   carried_us_ = 0;
   const double a = std::clamp(smoothing, 0.0, 1.0);

@@ -23,6 +23,9 @@
 
 namespace ratelimit {
 
+// The RLQS code's one unit conversion: reports, intervals and TTLs are kept in microseconds.
+inline constexpr int64_t kMicrosPerSecond = 1000000;
+
 // How a bucket's budget is divided. Defaults as documented in docs/envoy.md ("quota_buckets").
 struct FairShareSettings {
   // Fraction of the global rate and burst never assigned, so that a newcomer's first assignment

@@ -8,10 +8,6 @@
 namespace ratelimit {
 namespace {
 
-constexpr int64_t kMicrosPerSecond = 1000000;
-// A reported time_elapsed counts as at most this long (a time to live is three of them).
-constexpr int64_t kMaxIntervalSeconds = 300;
-
 bool SameRule(const RlqsRule& a, const RlqsRule& b) {
   return a.name == b.name && a.action == b.action && a.rate_per_second == b.rate_per_second &&
          a.burst == b.burst && a.shadow == b.shadow && a.fair_share == b.fair_share;
@@ -64,7 +60,7 @@ absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
   s.demand.AddReport(allowed + denied, elapsed_us, smoothing);
   s.last_report_us = now_us;
   if (elapsed_us >= kMicrosPerSecond) {
-    s.interval_seconds = std::min(elapsed_us / kMicrosPerSecond, kMaxIntervalSeconds);
+    s.interval_seconds = std::min(elapsed_us / kMicrosPerSecond, kMaxRlqsReportingIntervalSeconds);
   }
   if (fresh) {
     mine.insert(std::move(id));

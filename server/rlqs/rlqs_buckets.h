@@ -62,9 +62,13 @@ struct RlqsPush {
 using RlqsConfigResolver =
     std::function<std::shared_ptr<const RlqsDomainConfig>(absl::string_view domain)>;
 
+// A reported time_elapsed counts as at most this long, and so does the reporting interval assumed
+// before reports show it (--rlqs_reporting_interval): a time to live is three of them.
+inline constexpr int64_t kMaxRlqsReportingIntervalSeconds = 300;
+
 struct RlqsBucketsOptions {
   // The reporting interval assumed until a bucket's reports show theirs. Default 5 s.
-  int64_t default_reporting_interval_seconds = 5;
+  int64_t default_reporting_interval_seconds = 5;  // at most kMaxRlqsReportingIntervalSeconds
   // A subscription without a report for this long is abandoned. Default 5 minutes.
   absl::Duration idle_abandon = absl::Minutes(5);
   // The most buckets one stream may be subscribed to. Default 10000.
@@ -72,7 +76,7 @@ struct RlqsBucketsOptions {
   // How often Tick divides the buckets again (--rlqs_reallocation_interval). An assignment lives
   // at least three of these, so that the one sent half-way through its time to live arrives, at
   // the next division, before it ends. Default 1 s.
-  int64_t reallocation_interval_us = 1000000;
+  int64_t reallocation_interval_us = kMicrosPerSecond;
   // Several replicas share the buckets' budgets (rlqs_replicas.h): a limited bucket is divided
   // among this replica's subscribers within the part SetPart gave it, and sends nothing before
   // it has one. Default false: the whole global rate is this replica's.

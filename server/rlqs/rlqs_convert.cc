@@ -11,6 +11,29 @@ namespace ratelimit {
 
 namespace rlqs = envoy::service::rate_limit_quota::v3;
 
+absl::Status CheckRlqsDomain(absl::string_view domain, absl::string_view field) {
+  if (domain.size() <= kMaxRlqsDomainBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": at most ", kMaxRlqsDomainBytes, " bytes, got ", domain.size()));
+}
+
+absl::StatusOr<RlqsBucketKey> ToRlqsBucketKey(
+    const google::protobuf::Map<std::string, std::string>& pairs, absl::string_view field) {
+  if (pairs.size() > kMaxRlqsBucketPairs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": at most ", kMaxRlqsBucketPairs, " pairs, got ", pairs.size()));
+  }
+  RlqsBucketKey key;
+  key.reserve(pairs.size());
+  for (const auto& [k, v] : pairs) {
+    if (k.empty())
+      return absl::InvalidArgumentError(absl::StrCat(field, ": a key must not be empty"));
+    key.emplace_back(k, v);
+  }
+  std::sort(key.begin(), key.end());
+  return key;
+}
+
 absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageReports& message,
                                              absl::string_view domain) {
   RlqsReports out;
@@ -18,10 +41,7 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
     if (message.domain().empty()) {
       return absl::InvalidArgumentError("domain: required in the first message of a stream");
     }
-    if (message.domain().size() > kMaxRlqsDomainBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("domain: at most ", kMaxRlqsDomainBytes,
-                                                     " bytes, got ", message.domain().size()));
-    }
+    if (absl::Status s = CheckRlqsDomain(message.domain(), "domain"); !s.ok()) return s;
     out.domain = message.domain();
   } else {
     if (!message.domain().empty() && message.domain() != domain) {
@@ -40,14 +60,9 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
     if (u.bucket_id().bucket().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: at least one pair"));
     }
-    if (u.bucket_id().bucket_size() > static_cast<int>(kMaxRlqsBucketPairs)) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: at most ",
-                                                     kMaxRlqsBucketPairs, " pairs, got ",
-                                                     u.bucket_id().bucket_size()));
-    }
-    if (u.bucket_id().bucket().contains("")) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".bucket_id: a key must not be empty"));
-    }
+    absl::StatusOr<RlqsBucketKey> bucket =
+        ToRlqsBucketKey(u.bucket_id().bucket(), absl::StrCat(field, ".bucket_id"));
+    if (!bucket.ok()) return bucket.status();
     if (!u.has_time_elapsed()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".time_elapsed: required"));
     }
@@ -60,11 +75,11 @@ absl::StatusOr<RlqsReports> ParseRlqsReports(const rlqs::RateLimitQuotaUsageRepo
           absl::StrCat(field, ".num_requests_denied: allowed + denied overflows 64 bits"));
     }
     RlqsUsage usage;
-    for (const auto& [k, v] : u.bucket_id().bucket()) usage.bucket.emplace_back(k, v);
-    std::sort(usage.bucket.begin(), usage.bucket.end());
+    usage.bucket = *std::move(bucket);
     usage.allowed = u.num_requests_allowed();
     usage.denied = u.num_requests_denied();
-    usage.elapsed_us = d.seconds() * 1000000 + d.nanos() / 1000;  // checked: within 10,000 years
+    usage.elapsed_us =
+        d.seconds() * kMicrosPerSecond + d.nanos() / 1000;  // checked: within 10,000 years
     out.usages.push_back(std::move(usage));
   }
   return out;

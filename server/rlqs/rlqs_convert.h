@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "envoy/service/rate_limit_quota/v3/rlqs.pb.h"
+#include "google/protobuf/map.h"
 #include "server/rlqs/rlqs_buckets.h"
 
 namespace ratelimit {
@@ -21,6 +23,15 @@ namespace ratelimit {
 // most this many bytes, a BucketId of at most this many pairs, each with a key.
 inline constexpr size_t kMaxRlqsDomainBytes = 256;
 inline constexpr size_t kMaxRlqsBucketPairs = 32;
+
+// A domain past kMaxRlqsDomainBytes: INVALID_ARGUMENT naming `field`.
+absl::Status CheckRlqsDomain(absl::string_view domain, absl::string_view field);
+
+// A BucketId's pairs as a bucket key, sorted. INVALID_ARGUMENT naming `field` for more than
+// kMaxRlqsBucketPairs pairs or an empty key. No pairs give an empty key: whether one is allowed
+// is the caller's to say.
+absl::StatusOr<RlqsBucketKey> ToRlqsBucketKey(
+    const google::protobuf::Map<std::string, std::string>& pairs, absl::string_view field);
 
 // One usage of a checked message.
 struct RlqsUsage {

@@ -206,7 +206,7 @@ RlqsReplicas::Result RlqsReplicas::SyncOne(const RlqsReplicaBucket& bucket, int6
   request.now_us = now_us;
   request.lead_us = interval;
   request.stale_us = 3 * interval;
-  request.keep_us = std::max<int64_t>(10 * interval, 60 * int64_t{1000000});
+  request.keep_us = std::max<int64_t>(10 * interval, 60 * kMicrosPerSecond);
   absl::StatusOr<BoardSyncReply> reply = board_.Sync(request);
   if (!reply.ok()) return {reply.status(), std::nullopt};
   std::optional<RlqsReplicaDecision> decision = RlqsReplicaDecision::Decode(reply->decision);

@@ -107,8 +107,8 @@ struct RlqsReplicaBucket {
 };
 
 struct RlqsReplicasOptions {
-  std::string replica;            // this replica's member name on the board; unique
-  int64_t interval_us = 1000000;  // the reallocation interval
+  std::string replica;                     // this replica's member name on the board; unique
+  int64_t interval_us = kMicrosPerSecond;  // the reallocation interval
 };
 
 // Syncs a replica's buckets with the board. Not thread-safe: one caller at a time.

@@ -35,12 +35,12 @@ v1::GetRlqsAssignmentsRequest Request(const std::string& domain,
 TEST(ParseRlqsAssignmentsRequestTest, NamesTheField) {
   EXPECT_EQ(ParseRlqsAssignmentsRequest(Request("")).status().message(), "domain: required");
   EXPECT_EQ(ParseRlqsAssignmentsRequest(Request(std::string(257, 'd'))).status().message(),
-            "domain: at most 256 bytes");
+            "domain: at most 256 bytes, got 257");
   EXPECT_EQ(ParseRlqsAssignmentsRequest(Request("edge", {{"", "x"}})).status().message(),
             "bucket: a key must not be empty");
   v1::GetRlqsAssignmentsRequest r = Request("edge");
   for (int i = 0; i < 33; ++i) (*r.mutable_bucket())[std::to_string(i)] = "v";
-  EXPECT_EQ(ParseRlqsAssignmentsRequest(r).status().message(), "bucket: at most 32 pairs");
+  EXPECT_EQ(ParseRlqsAssignmentsRequest(r).status().message(), "bucket: at most 32 pairs, got 33");
   r = Request("edge");
   r.set_page_size(1001);
   EXPECT_EQ(ParseRlqsAssignmentsRequest(r).status().message(), "page_size: at most 1000");

@@ -81,6 +81,29 @@ TEST(ParseRlqsReportsTest, ADomainOrBucketPastTheBoundsIsRefused) {
             "bucket_quota_usages[0].bucket_id: at most 32 pairs, got 33");
 }
 
+// The one check of a domain and of a BucketId, which the stream and the administrative view share.
+TEST(RlqsBoundsTest, ADomainAndABucketKeyAreCheckedUnderTheFieldNamed) {
+  EXPECT_TRUE(CheckRlqsDomain(std::string(256, 'd'), "domain").ok());
+  EXPECT_EQ(CheckRlqsDomain(std::string(300, 'd'), "x.domain").message(),
+            "x.domain: at most 256 bytes, got 300");
+
+  google::protobuf::Map<std::string, std::string> pairs;
+  absl::StatusOr<RlqsBucketKey> key = ToRlqsBucketKey(pairs, "bucket");
+  ASSERT_TRUE(key.ok());
+  EXPECT_TRUE(key->empty());
+  pairs["z"] = "1";
+  pairs["a"] = "2";
+  pairs["m"] = "";
+  key = ToRlqsBucketKey(pairs, "bucket");
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(*key, (RlqsBucketKey{{"a", "2"}, {"m", ""}, {"z", "1"}}));
+  pairs[""] = "v";
+  EXPECT_EQ(ToRlqsBucketKey(pairs, "f").status().message(), "f: a key must not be empty");
+  pairs.erase("");
+  for (int i = 0; i < 30; ++i) pairs["k" + std::to_string(i)] = "v";
+  EXPECT_EQ(ToRlqsBucketKey(pairs, "f").status().message(), "f: at most 32 pairs, got 33");
+}
+
 TEST(ToBucketActionTest, TokenBucketBlanketRulesAndAbandon) {
   RlqsAssignment a;
   a.kind = RlqsAssignment::Kind::kTokenBucket;

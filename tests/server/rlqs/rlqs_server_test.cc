@@ -253,6 +253,18 @@ TEST_F(RlqsServerTest, OptionsAreChecked) {
   o = Options();
   o.rlqs.reporting_interval = absl::Milliseconds(500);
   EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_reporting_interval"));
+  // Upper bounds against a typo (100000h is no interval anyone means).
+  o.rlqs.reporting_interval = absl::Seconds(301);
+  EXPECT_EQ(ValidateServerOptions(o).message(), "--rlqs_reporting_interval: must be 1s .. 5m");
+  o.rlqs.reporting_interval = absl::Minutes(5);
+  EXPECT_TRUE(ValidateServerOptions(o).ok());
+  o = Options();
+  o.rlqs.reallocation_interval = absl::Hours(1) + absl::Seconds(1);
+  EXPECT_EQ(ValidateServerOptions(o).message(),
+            "--rlqs_reallocation_interval: must be positive and at most 1h");
+  o = Options();
+  o.rlqs.idle_abandon = absl::Hours(25);
+  EXPECT_EQ(ValidateServerOptions(o).message(), "--rlqs_idle_abandon: must be 1s .. 24h");
   o = Options();
   o.rlqs.max_buckets_per_stream = 0;
   EXPECT_THAT(ValidateServerOptions(o).message(), HasSubstr("--rlqs_max_buckets_per_stream"));
