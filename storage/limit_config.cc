@@ -73,8 +73,11 @@ absl::Status ValidateConcurrencyConfig(const LimitConfig& c, absl::string_view p
 void FillLeaseTtlDefaults(LimitConfig& c) {
   if (c.kind != LimitKind::kConcurrency) return;
   if (c.max_lease_ttl_us == 0) {
-    c.max_lease_ttl_us = std::max(c.lease_ttl_us != 0 ? c.lease_ttl_us : kDefaultLeaseTtlMicros,
-                                  kDefaultMaxLeaseTtlMicros);
+    // At most the bound: a lease_ttl past it is then refused naming lease_ttl, the field given.
+    c.max_lease_ttl_us =
+        std::min(std::max(c.lease_ttl_us != 0 ? c.lease_ttl_us : kDefaultLeaseTtlMicros,
+                          kDefaultMaxLeaseTtlMicros),
+                 kMaxLeaseTtlMicros);
   }
   if (c.lease_ttl_us == 0) c.lease_ttl_us = std::min(kDefaultLeaseTtlMicros, c.max_lease_ttl_us);
 }

@@ -99,7 +99,8 @@ inline constexpr int64_t kDefaultLeaseTtlMicros = int64_t{30} * 1000000;       /
 inline constexpr int64_t kDefaultMaxLeaseTtlMicros = int64_t{3600} * 1000000;  // 1 hour
 
 // A concurrency limit's lease TTLs left unset (0) get their defaults: max_lease_ttl_us
-// max(lease_ttl_us or kDefaultLeaseTtlMicros, kDefaultMaxLeaseTtlMicros), then lease_ttl_us
+// max(lease_ttl_us or kDefaultLeaseTtlMicros, kDefaultMaxLeaseTtlMicros) but at most
+// kMaxLeaseTtlMicros, then lease_ttl_us
 // min(kDefaultLeaseTtlMicros, max_lease_ttl_us). Other kinds are left as they are.
 void FillLeaseTtlDefaults(LimitConfig& config);
 

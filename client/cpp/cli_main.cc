@@ -76,15 +76,15 @@ ABSL_FLAG(bool, envoy_override, false,
           "keys)");
 ABSL_FLAG(bool, wait, false, "reserve: wait until the reservation's retry_at before exiting");
 ABSL_FLAG(std::string, request_id, "",
-          "consume, reserve: idempotency key (1..128 bytes); a retry with the same id and request "
-          "gets the first answer (marked replayed) instead of taking again");
+          "consume, reserve, acquire: idempotency key (1..128 bytes); a retry with the same id and "
+          "request gets the first answer (marked replayed) instead of taking again");
 ABSL_FLAG(bool, omit_receipts, false,
           "consume, reserve: the answer carries no receipt (for callers that never settle)");
 ABSL_FLAG(std::vector<std::string>, receipt, {},
           "settle: the receipt(s) printed by consume or reserve (base64), comma-separated");
 ABSL_FLAG(double, used, -1, "settle: tokens actually used (0 cancels); required");
 ABSL_FLAG(std::string, admin_token_file, "",
-          "reset, rlqs assignments, override: file with the admin token (else "
+          "reset, leases, rlqs assignments, override: file with the admin token (else "
           "$RATELIMIT_ADMIN_TOKEN)");
 ABSL_FLAG(std::string, domain, "", "rlqs assignments: the RLQS domain (required)");
 ABSL_FLAG(std::string, bucket, "",
@@ -183,16 +183,6 @@ absl::StatusOr<std::optional<ratelimit::v1::LimitConfig>> InlineConfig() {
   return ratelimit::InlineConfigOf(f);
 }
 
-// The first of `flags` set to other than its default, for a command that does not take it;
-// empty when none is.
-std::string GivenOf(std::initializer_list<absl::string_view> flags) {
-  for (absl::string_view name : flags) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) return std::string(name);
-  }
-  return "";
-}
-
 // `ratelimit acquire|release|extend|leases`: exit status 0 when acquired, released, extended or
 // listed; 2 when refused or not held.
 template <typename CallError>
@@ -208,18 +198,6 @@ int LeaseCommand(const std::string& command, ratelimit::RateLimitClient& client,
   flags.holder = absl::GetFlag(FLAGS_holder);
   flags.page_size = absl::GetFlag(FLAGS_page_size);
   flags.page_token = absl::GetFlag(FLAGS_page_token);
-  // A flag the command does not take is refused, not dropped unseen.
-  std::string unused;
-  if (command == "acquire") {
-    unused = GivenOf({"lease_id", "page_size", "page_token"});
-  } else if (command == "leases") {
-    unused = GivenOf({"lease_id", "ttl", "count", "request_id", "holder"});
-  } else if (command == "release") {
-    unused = GivenOf({"ttl", "count", "request_id", "holder", "page_size", "page_token"});
-  } else {
-    unused = GivenOf({"count", "request_id", "holder", "page_size", "page_token"});
-  }
-  if (!unused.empty()) return Error(absl::StrCat("--", unused, ": ", command, " does not take it"));
   if (const std::string source = absl::GetFlag(FLAGS_source); source == "inline") {
     flags.inline_limits = true;
   } else if (source != "limits_file") {
@@ -369,6 +347,8 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
+  const std::vector<std::string> given = ratelimit::FlagsGiven(
+      argc, argv, {"tls", "json", "all_keys", "wait", "omit_receipts", "unlimited", "blocked"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // `rlqs assignments` and `override <verb>` are the commands of two words.
   const bool rlqs = positional.size() == 3 && std::string(positional[1]) == "rlqs" &&
@@ -377,6 +357,14 @@ int main(int argc, char** argv) {
   if (positional.size() != 2 && !rlqs && !is_override) return Usage();
   const std::string command = rlqs ? "rlqs assignments" : positional[1];
   const bool json = absl::GetFlag(FLAGS_json);
+  // A flag the command does not take is refused, not dropped unseen.
+  if (const std::string unused = ratelimit::FlagNotTaken(
+          is_override ? absl::StrCat("override ", positional[2]) : command, given);
+      !unused.empty()) {
+    return Error(absl::StrCat("--", unused, ": ", is_override ? "override " : "",
+                              is_override ? std::string(positional[2]) : command,
+                              " does not take it"));
+  }
 
   ratelimit::ClientOptions options;
   absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));

@@ -1,7 +1,12 @@
 #include "client/cpp/cli_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -9,6 +14,70 @@
 #include "absl/strings/str_cat.h"
 
 namespace ratelimit {
+
+std::vector<std::string> FlagsGiven(int argc, const char* const* argv,
+                                    const std::vector<std::string>& booleans) {
+  std::vector<std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    std::string name(arg.substr(0, arg.find('=')));
+    if (absl::StartsWith(name, "no") &&
+        std::find(booleans.begin(), booleans.end(), name.substr(2)) != booleans.end()) {
+      name = name.substr(2);
+    }
+    given.push_back(std::move(name));
+  }
+  return given;
+}
+
+std::string FlagNotTaken(absl::string_view command, const std::vector<std::string>& given) {
+  static const auto* const kConnection = new std::set<std::string>{
+      "target",  "tls",  "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name",
+      "timeout", "json", "help",        "helpfull",      "helpshort",    "version"};
+  // An inline config's flags, and the source of a concurrency limit.
+  const std::vector<std::string> config = {"kind",         "rate",      "period",       "capacity",
+                                           "max_reserved", "lease_ttl", "max_lease_ttl"};
+  const std::vector<std::string> lease = {"name",     "key",       "source",       "kind",
+                                          "capacity", "lease_ttl", "max_lease_ttl"};
+  const std::vector<std::string> override_target = {"source", "envoy_path", "name", "key",
+                                                    "key_pattern"};
+  auto with = [](std::vector<std::string> a, std::initializer_list<std::string> b) {
+    a.insert(a.end(), b);
+    return a;
+  };
+  static const auto* const kTakes = new std::map<std::string, std::vector<std::string>>{
+      {"consume", with(config, {"name", "key", "count", "request_id", "omit_receipts"})},
+      {"check", with(config, {"name", "key", "count"})},
+      {"reserve", with(config, {"name", "key", "count", "request_id", "omit_receipts", "wait"})},
+      {"settle", {"receipt", "used"}},
+      {"reset",
+       {"name", "key", "all_keys", "source", "envoy_path", "envoy_override", "admin_token_file"}},
+      {"health", {}},
+      {"acquire", with(lease, {"count", "ttl", "request_id", "holder"})},
+      {"release", with(lease, {"lease_id"})},
+      {"extend", with(lease, {"lease_id", "ttl"})},
+      {"leases", with(lease, {"page_size", "page_token", "admin_token_file"})},
+      {"rlqs assignments", {"domain", "bucket", "page_size", "page_token", "admin_token_file"}},
+      {"override set",
+       with(override_target, {"rate", "period", "capacity", "max_reserved", "unlimited", "blocked",
+                              "expires_in", "reason", "actor", "admin_token_file"})},
+      {"override get", with(override_target, {"admin_token_file"})},
+      {"override delete", with(override_target, {"reason", "actor", "admin_token_file"})},
+      {"override list", {"source", "name", "page_size", "page_token", "admin_token_file"}},
+      {"override audit", {"name", "page_size", "page_token", "admin_token_file"}},
+  };
+  const auto it = kTakes->find(std::string(command));
+  if (it == kTakes->end()) return "";
+  for (const std::string& flag : given) {
+    if (kConnection->contains(flag)) continue;
+    if (std::find(it->second.begin(), it->second.end(), flag) != it->second.end()) continue;
+    return flag;
+  }
+  return "";
+}
 
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
   absl::Duration d;

@@ -29,6 +29,17 @@ absl::Status WithTransportHint(const absl::Status& error, bool tls);
 // an empty key, a key given twice or a '\' that escapes nothing.
 absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(absl::string_view text);
 
+// The names of the flags written on a command line (`--name=x`, `--name x`, `-name`, `--noflag`
+// for a boolean `flag` listed in `booleans`), up to a bare "--".
+std::vector<std::string> FlagsGiven(int argc, const char* const* argv,
+                                    const std::vector<std::string>& booleans);
+
+// The first of `given` that `command` ("consume", "rlqs assignments", "override set", ...) does
+// not take, or "" when it takes them all. Every command takes the connection's flags (--target,
+// --tls*, --timeout, --json); the others are listed per command, so that a flag a command would
+// drop unseen is refused instead. "" for a command that is not one (its usage is the error).
+std::string FlagNotTaken(absl::string_view command, const std::vector<std::string>& given);
+
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_CLIENT_CPP_CLI_UTIL_H_

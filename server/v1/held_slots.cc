@@ -19,13 +19,23 @@ void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl
       SweepLocked(now);
       sweep_at_size_ = std::max(min_sweep_size_, 2 * keys_.size());
     }
-    it = keys_.emplace(hash, Entry{0, 0, 0, LimitIndexLocked(key.name)}).first;
+    it = keys_.emplace(hash, Entry{0, 0, 0, LimitIndexLocked(key.name), key.source}).first;
   } else if (seq != 0 && seq < it->second.seq) {
     return;  // a later decision's count is in already
   }
   it->second.held = std::max<int64_t>(held, 0);
   it->second.forget_at_us = now + max_lease_ttl_us;
   it->second.seq = seq;
+}
+
+void HeldSlots::ForgetLimit(LimitSource source, absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  const auto it = name_index_.find(name);
+  if (it == name_index_.end()) return;
+  const uint32_t limit = it->second;
+  absl::erase_if(keys_, [&](const auto& kv) {
+    return kv.second.limit == limit && kv.second.source == source;
+  });
 }
 
 void HeldSlots::SweepLocked(int64_t now_us) {

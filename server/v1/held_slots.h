@@ -58,6 +58,9 @@ class HeldSlots {
   // 0 (a decision not numbered) the last reported wins.
   void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq = 0);
 
+  // Forgets every key of limit `name` of `source`: a Reset of all its keys ended their leases.
+  void ForgetLimit(LimitSource source, absl::string_view name);
+
   // Slots held per limit name (limits with none are absent), dropping forgotten keys.
   std::vector<std::pair<std::string, double>> PerLimit();
 
@@ -72,6 +75,7 @@ class HeldSlots {
     int64_t forget_at_us = 0;
     uint64_t seq = 0;    // of the decision `held` is from
     uint32_t limit = 0;  // index into names_
+    LimitSource source = LimitSource::kDefined;
   };
   // Names a sweep keeps without looking whether an entry still refers to them.
   static constexpr size_t kNamesKeptUnchecked = 64;

@@ -264,12 +264,6 @@ void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendR
 
 namespace {
 
-// A lease's place in the listing's order.
-auto PlaceOf(const Lease& l) { return std::tie(l.expires_at_us, l.acquired_at_us, l.id); }
-auto PlaceOf(const LeasePage::Place& p) {
-  return std::tie(p.expires_at_us, p.acquired_at_us, p.id);
-}
-
 // A page token: "<expires_at_us>.<acquired_at_us>.<id>", web-safe base64 (opaque to callers).
 std::string PageToken(const Lease& l) {
   char id[LeaseId::kDigits];
@@ -294,7 +288,7 @@ absl::StatusOr<LeasePage> LeasePageFromProto(const v1::ListLeasesRequest& reques
   std::string text;
   if (!absl::WebSafeBase64Unescape(request.page_token(), &text)) return not_a_token;
   const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
-  LeasePage::Place after;
+  LeasePlace after;
   if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &after.expires_at_us) ||
       !absl::SimpleAtoi(parts[1], &after.acquired_at_us)) {
     return not_a_token;
@@ -306,27 +300,14 @@ absl::StatusOr<LeasePage> LeasePageFromProto(const v1::ListLeasesRequest& reques
   return page;
 }
 
-void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision, const LeasePage& page,
+void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
                        v1::ListLeasesResponse* out) {
   out->set_held(static_cast<uint64_t>(std::max<int64_t>(0, decision.held)));
   out->set_capacity(static_cast<uint64_t>(op.config.EffectiveCapacity()));
-  // The stores list in this order already; a listing that were not would be sorted here.
-  std::vector<const Lease*> leases;
-  leases.reserve(decision.held_leases.size());
-  for (const Lease& l : decision.held_leases) leases.push_back(&l);
-  auto before = [](const Lease* a, const Lease* b) { return PlaceOf(*a) < PlaceOf(*b); };
-  if (!std::is_sorted(leases.begin(), leases.end(), before)) {
-    std::sort(leases.begin(), leases.end(), before);
+  for (const Lease& l : decision.held_leases) LeaseToProto(l, op.key, out->add_leases());
+  if (decision.more_listed && !decision.held_leases.empty()) {
+    out->set_next_page_token(PageToken(decision.held_leases.back()));
   }
-  auto next = leases.begin();
-  if (page.after) {
-    next = std::find_if(leases.begin(), leases.end(),
-                        [&](const Lease* l) { return PlaceOf(*page.after) < PlaceOf(*l); });
-  }
-  for (int n = 0; next != leases.end() && n < page.size; ++n, ++next) {
-    LeaseToProto(**next, op.key, out->add_leases());
-  }
-  if (next != leases.end()) out->set_next_page_token(PageToken(**std::prev(next)));
 }
 
 }  // namespace ratelimit

@@ -62,13 +62,8 @@ absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request
 inline constexpr int kDefaultLeasePageSize = 100;
 inline constexpr int kMaxLeasePageSize = 1000;
 struct LeasePage {
-  struct Place {
-    int64_t expires_at_us = 0;
-    int64_t acquired_at_us = 0;
-    LeaseId id;
-  };
   int size = kDefaultLeasePageSize;
-  std::optional<Place> after;  // unset: the first page
+  std::optional<LeasePlace> after;  // unset: the first page
 };
 
 // page_size and page_token; INVALID_ARGUMENT naming the field.
@@ -88,8 +83,9 @@ void AcquireToProto(const AcquirePlan& plan, const LeaseOutcome& outcome, v1::Ac
 // The answers to Release, Extend and ListLeases.
 void ReleaseToProto(const LeaseDecision& decision, v1::ReleaseResponse* out);
 void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendResponse* out);
-// ListLeases: `page` of the decision's held leases, and the next page's token when more follow.
-void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision, const LeasePage& page,
+// ListLeases: the decision's held leases (the page its op listed: LeaseOp::list_after and
+// list_limit), and the next page's token when more follow.
+void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
                        v1::ListLeasesResponse* out);
 
 }  // namespace ratelimit

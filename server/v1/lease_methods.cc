@@ -142,6 +142,7 @@ std::optional<grpc::Status> RateLimitServiceImpl::PrepareAcquire(const v1::Acqui
   // The lease op moves into the store operation: the answer reads it there.
   state.operation.lease = std::move(p.lease);
   state.operation.limits = state.rate;
+  state.operation.lease_at = p.concurrency;
   return std::nullopt;
 }
 
@@ -249,9 +250,12 @@ grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& c
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
   absl::StatusOr<LeasePage> page = LeasePageFromProto(*request);
   if (!page.ok()) return FinishRpc(rpc, ToGrpcStatus(page.status()));
+  op->list_after = page->after;
+  op->list_limit = page->size;
   absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
   if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
-  ListLeasesToProto(*op, outcome->lease, *page, response);
+  ObserveLease(*op, outcome->lease);  // a listing drops, and counts, the leases it finds expired
+  ListLeasesToProto(*op, outcome->lease, response);
   return FinishRpc(rpc, grpc::Status::OK);
 }
 
@@ -294,7 +298,13 @@ absl::StatusOr<Verdict> RateLimitServiceImpl::CheckWithLeases(
 }
 
 absl::StatusOr<uint64_t> RateLimitServiceImpl::ResetLeases(const ResetTarget& target) {
-  if (target.all_keys) return scheduler_.ResetAllLeases(target.name, target.source);
+  if (target.all_keys) {
+    absl::StatusOr<uint64_t> ended = scheduler_.ResetAllLeases(target.name, target.source);
+    // Forgotten even when the store failed part-way: a key still held shows again at its next
+    // decision, where a key shown after its leases ended would stay until its max_lease_ttl.
+    if (held_slots_ != nullptr) held_slots_->ForgetLimit(target.source, target.name);
+    return ended;
+  }
   LeaseOp op;
   op.key = StateKey{target.name, target.key, target.source};
   const std::shared_ptr<const LimitSet> limits = registry_.Current();
@@ -309,6 +319,7 @@ absl::StatusOr<uint64_t> RateLimitServiceImpl::ResetLeases(const ResetTarget& ta
   op.action = LeaseAction::kList;
   absl::StatusOr<LeaseOutcome> listed = scheduler_.Lease(Alone(op));
   if (!listed.ok()) return listed.status();
+  ObserveLease(op, listed->lease);  // the leases it found expired are dropped and counted here
   op.action = LeaseAction::kReset;
   absl::StatusOr<LeaseOutcome> reset = scheduler_.Lease(Alone(op));
   if (!reset.ok()) return reset.status();

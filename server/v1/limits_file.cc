@@ -84,6 +84,11 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
     } else if (key == "lease_ttl" || key == "max_lease_ttl") {
       absl::StatusOr<int64_t> us = ScalarDurationMicros(source, v, f);
       if (!us.ok()) return us.status();
+      // The config keeps 0 for "not given" (the defaults); a 0 written here is no TTL at all.
+      if (*us < kMinLeaseTtlMicros) {
+        return ErrorAt(source, v,
+                       absl::StrCat(f, ": must be at least 1ms (leave it out for the default)"));
+      }
       (key == "lease_ttl" ? c.lease_ttl_us : c.max_lease_ttl_us) = *us;
     } else if (key == "jitter") {
       absl::StatusOr<double> d = ScalarDouble(source, v, f);

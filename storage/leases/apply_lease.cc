@@ -60,7 +60,7 @@ void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, L
     if (d.allowed && !rates_allowed) {
       // Nothing is taken: the lease decided allowed, but is not written (DecideLease appended it
       // to the set: the set as read is the rest).
-      d.write = false;
+      d.write = d.expired_unreleased > 0;  // the expired leases found are still dropped
       d.lease.reset();
       TakeLease(d.next.leases, d.next.index, d.next.leases.size() - 1);
       d.held -= op.lease.count;

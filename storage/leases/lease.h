@@ -98,6 +98,30 @@ inline bool LeaseSummarySparesRead(const LeaseSetSummary& summary, int64_t now_u
   return summary.known && now_us < summary.expires_from_us;
 }
 
+// Where a lease stands in a listing (kList): soonest expiry first, then the earlier acquired, then
+// the smaller id.
+struct LeasePlace {
+  int64_t expires_at_us = 0;
+  int64_t acquired_at_us = 0;
+  LeaseId id;
+
+  friend bool operator<(const LeasePlace& a, const LeasePlace& b) {
+    if (a.expires_at_us != b.expires_at_us) return a.expires_at_us < b.expires_at_us;
+    if (a.acquired_at_us != b.acquired_at_us) return a.acquired_at_us < b.acquired_at_us;
+    return a.id < b.id;
+  }
+  friend bool operator==(const LeasePlace&, const LeasePlace&) = default;
+};
+inline LeasePlace PlaceOf(const Lease& l) {
+  return LeasePlace{l.expires_at_us, l.acquired_at_us, l.id};
+}
+
+// One page of a listing: of `leases` (held leases in any order), those after `after` (none: from
+// the first), in the listing's order, at most `limit` of them (0: every one). `*more`: held leases
+// follow the page's last. Costs O(n + k log k) for n leases and a page of k.
+std::vector<Lease> ListingPage(const std::vector<Lease>& leases,
+                               const std::optional<LeasePlace>& after, int64_t limit, bool* more);
+
 // What is asked of a concurrency key.
 enum class LeaseAction : uint8_t {
   kAcquire,  // take `count` slots for a new lease (or answer the lease of `request_id` again)
@@ -125,6 +149,11 @@ struct LeaseOp {
   // kAcquire only.
   std::string request_id;
   std::string holder;
+  // kList only: the page listed, the held leases after `list_after` (unset: from the first), at
+  // most `list_limit` of them (0: every one). A store reads no more of the set than the page
+  // needs where it can (Redis), and copies no more into the decision.
+  std::optional<LeasePlace> list_after;
+  int64_t list_limit = 0;
 };
 
 // Whether a lease is held after a release or extend.
@@ -151,19 +180,22 @@ struct LeaseDecision {
   // capacity - count).
   std::optional<int64_t> retry_at_us;
   // Leases found expired while still held (never released) and dropped by this decision: the
-  // leak detector's count. A store that writes nothing (kCheck, kList, a denial) still reports
-  // them, but they are dropped and counted again by the next decision that writes; counts are
-  // exact only for decisions that write.
+  // leak detector's count. The decision that finds them writes (whatever its action: a check, a
+  // list, a denial), so each is reported by one decision only.
   int64_t expired_unreleased = 0;
   // Whether the decision passed over every lease of the set (it read the set without the
   // summary, or its index could not name the expired leases).
   bool read_all = false;
-  // The leases the decision dropped as expired without such a pass, found by the set's index in
-  // expiry order (lease_set_index.h): a store that accounts for the set's memory subtracts them.
-  // Empty after a pass over every lease (`read_all`), which does not list what it drops.
+  // The leases the decision dropped as expired: found by the set's index in expiry order
+  // (lease_set_index.h), or by the pass over every lease (`read_all`). A store that accounts for
+  // the set's memory subtracts them (after a pass it counts the set again instead); a store that
+  // keeps a record per lease frees theirs when the decision writes, so that no later read finds
+  // a leak again.
   std::vector<Lease> dropped;
-  // kList: the leases held now, soonest expiry first.
+  // kList: the leases held now of op's page (list_after, list_limit), in the listing's order
+  // (LeasePlace); `more_listed`: further held leases follow the page's last.
   std::vector<Lease> held_leases;
+  bool more_listed = false;
   // kRelease that released: the lease as it was held (Lease::record included), so that a store
   // frees or rewrites where it kept it without searching the set again. Unset otherwise.
   std::optional<Lease> released;
@@ -195,7 +227,9 @@ uint64_t NextLeaseDecisionSeq(uint64_t n = 1);
 // Decides `op` on the key's lease set `current` at `now_us`. Pure. `current` is taken by value:
 // a caller that owns the set moves it in, and the leases are moved into `next`, never copied. A
 // lease is held while
-// now_us < expires_at_us and it is not released. Every decision that writes drops expired leases.
+// now_us < expires_at_us and it is not released. Every decision that writes drops expired leases,
+// and every decision that finds a lease expired unreleased writes (so that the next one does not
+// find it again: expired_unreleased counts each such lease once).
 // kReset writes an empty set. REQUIRES: op is valid (see LeaseOp).
 //
 // The rules, exactly (every number is a whole int64; capacity is config.capacity as an int64; no
@@ -223,8 +257,11 @@ uint64_t NextLeaseDecisionSeq(uint64_t n = 1);
 //    that is earlier than before), state kHeld, `lease` = it as extended; writes. No such lease:
 //    kNotHeld, no write.
 //  - kList: held_leases = the held leases, sorted by (expires_at_us, acquired_at_us, id)
-//    ascending; no write.
+//    ascending (LeasePlace), those after op.list_after when set, the first op.list_limit of them
+//    when it is above 0 (more_listed when more follow); no write.
 //  - kReset: every lease ends; writes the empty set; held = 0.
+// Whatever the action, a decision with expired_unreleased > 0 writes (the "no write" above then
+// writes the kept leases as read, the expired ones dropped).
 // `allowed` is true for kRelease, kExtend, kList and kReset whatever they found. held and free
 // are those after the decision (free = max(0, capacity - held); held can exceed capacity after
 // the capacity was lowered). `next` is the kept leases after the action: when written, the set
@@ -257,6 +294,10 @@ struct LeaseOperation {
   LeaseOp lease;
   // kAcquire only: rate limits (kind token bucket or fixed window) consumed with the slots.
   absl::Span<const LimitOp> limits = {};
+  // Where the concurrency limit stood among the request's limits, so that a message names a rate
+  // limit as the caller numbered it: RequestIndexOf(i) for limits[i].
+  size_t lease_at = 0;
+  size_t RequestIndexOf(size_t rate) const { return rate < lease_at ? rate : rate + 1; }
 };
 
 struct LeaseOutcome {

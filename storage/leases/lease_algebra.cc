@@ -53,8 +53,8 @@ bool ReadByExpiry(ReadSet& r, const LeaseSetSummary& summary, int64_t now_us, Le
 }
 
 // Takes the leases of `r` (moved in from the set, in order: nothing is copied) and passes over
-// them; adds to what `r` counted already.
-void Read(ReadSet& r, int64_t now_us) {
+// them; adds to what `r` counted already. The expired leases are moved into `dropped`.
+void Read(ReadSet& r, int64_t now_us, std::vector<Lease>& dropped) {
   // Sums in locals: kept in registers, not added to `r` through memory lease by lease.
   int64_t held = 0;
   int64_t expired_unreleased = r.expired_unreleased;
@@ -65,6 +65,7 @@ void Read(ReadSet& r, int64_t now_us) {
     if (now_us >= l.expires_at_us) {
       if (!l.released) ++expired_unreleased;
       r.index.Dropping(l);
+      dropped.push_back(std::move(l));
       continue;
     }
     if (l.released && l.request_id.empty()) {
@@ -84,18 +85,34 @@ void Read(ReadSet& r, int64_t now_us) {
   r.earliest_expiry = earliest;
 }
 
-// The held leases of `kept`, soonest expiry first (ties: earlier acquired, then id).
-std::vector<Lease> HeldSorted(const std::vector<Lease>& kept) {
-  std::vector<Lease> out;
-  for (const Lease& l : kept) {
-    if (!l.released) out.push_back(l);
+// ListingPage of the leases `candidates` points to (every one held): only the page's leases
+// are copied.
+std::vector<Lease> PageOf(std::vector<const Lease*> candidates,
+                          const std::optional<LeasePlace>& after, int64_t limit, bool* more) {
+  if (after) {
+    std::erase_if(candidates, [&](const Lease* l) { return !(*after < PlaceOf(*l)); });
   }
-  std::sort(out.begin(), out.end(), [](const Lease& a, const Lease& b) {
-    if (a.expires_at_us != b.expires_at_us) return a.expires_at_us < b.expires_at_us;
-    if (a.acquired_at_us != b.acquired_at_us) return a.acquired_at_us < b.acquired_at_us;
-    return a.id < b.id;
-  });
+  auto before = [](const Lease* a, const Lease* b) { return PlaceOf(*a) < PlaceOf(*b); };
+  size_t n = candidates.size();
+  if (limit > 0 && static_cast<uint64_t>(limit) < n) {
+    n = static_cast<size_t>(limit);
+    std::nth_element(candidates.begin(), candidates.begin() + n, candidates.end(), before);
+  }
+  *more = n < candidates.size();
+  std::sort(candidates.begin(), candidates.begin() + n, before);
+  std::vector<Lease> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(*candidates[i]);
   return out;
+}
+
+// The page `op` lists of the held leases of `kept`.
+std::vector<Lease> HeldPage(const LeaseOp& op, const std::vector<Lease>& kept, bool* more) {
+  std::vector<const Lease*> held;
+  for (const Lease& l : kept) {
+    if (!l.released) held.push_back(&l);
+  }
+  return PageOf(std::move(held), op.list_after, op.list_limit, more);
 }
 
 // The first expiry at which the held slots are down to `target`, the leases expiring soonest
@@ -142,6 +159,14 @@ int FindHeld(ReadSet& r, const LeaseId& id) {
 
 }  // namespace
 
+std::vector<Lease> ListingPage(const std::vector<Lease>& leases,
+                               const std::optional<LeasePlace>& after, int64_t limit, bool* more) {
+  std::vector<const Lease*> all;
+  all.reserve(leases.size());
+  for (const Lease& l : leases) all.push_back(&l);
+  return PageOf(std::move(all), after, limit, more);
+}
+
 LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us) {
   LeaseSetSummary unknown;
   LeaseDecision d;
@@ -159,7 +184,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
     r.held = summary.held;
   } else {
     if (!ReadByExpiry(r, summary, now_us, d)) {
-      Read(r, now_us);
+      Read(r, now_us, d.dropped);
       d.read_all = true;
     }
     summary.known = true;
@@ -177,6 +202,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
           if (l.request_id == op.request_id) {
             d.replayed = true;
             d.lease = l;
+            d.write = r.expired_unreleased > 0;  // drops them (below)
             d.held = r.held;
             d.free = std::max<int64_t>(0, capacity - r.held);
             d.next.leases = std::move(r.kept);
@@ -241,7 +267,7 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       break;
     }
     case LeaseAction::kList:
-      d.held_leases = HeldSorted(r.kept);
+      d.held_leases = HeldPage(op, r.kept, &d.more_listed);
       break;
     case LeaseAction::kReset:
       r.kept.clear();
@@ -251,6 +277,9 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       d.write = true;
       break;
   }
+  // Leases found expired unreleased are dropped by the decision that finds them, whatever it was
+  // asked: each is counted once (expired_unreleased, the leak detector), by that decision.
+  if (r.expired_unreleased > 0) d.write = true;
   d.held = r.held;
   d.free = std::max<int64_t>(0, capacity - r.held);
   d.next.leases = std::move(r.kept);

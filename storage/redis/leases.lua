@@ -10,11 +10,14 @@
 --     <request_id length>:<request_id><holder>"; 'r:' .. request_id -> the id of its lease;
 --     '#' -> the slots of the leases not released (expired ones included until dropped).
 -- Every call costs O(log n) in the set's n leases, plus O(1) per expired lease it drops, per
--- lease a kList returns and per lease a denial's retry_at passes. Both keys expire (PEXPIREAT)
--- at the latest expiry of the set, so an idle set disappears by itself.
+-- lease a kList reads (those from its page's place to its end, and the rest of the last expiry's
+-- ties) and per lease a denial's retry_at passes. Both keys expire (PEXPIREAT)
+-- a second after the latest expiry of the set, so an idle set disappears by itself.
 --
 -- FCALL ratelimit_lease <nkeys> <expiries key> <leases key> <rate key>... <action> <now_us or ''>
 --   <capacity> <count> <ttl_us> <lease id> <request_id> <holder> <nlimits> <limit>...
+--   [a list's page, after its 0 limits: <after expires_at_us> <after acquired_at_us> <after id or
+--   ''> <limit, 0: every lease>; absent: every lease]
 -- action: 'a' acquire, 'r' release, 'e' extend, 'c' check, 'l' list, 'x' reset. The limits (an
 -- acquire only) are ratelimit_apply's, their key indices counting from the first rate key: with
 -- the lease allowed they are taken (mode 't'), otherwise only read (mode 'c'); the lease set is
@@ -25,6 +28,10 @@
 --   {"<id> <lease text>"... of a list, soonest expiry first}, ratelimit_apply's reply or {}}.
 
 local LEASE_BATCH = 256
+-- A set's keys outlive its latest expiry by this long (as the RocksDB store keeps a lease's
+-- record, kLeaseRecordMarginMicros), so that a decision just after it still finds the leases
+-- that expired unreleased and counts them.
+local KEEP_AFTER_EXPIRY_US = 1000000
 
 local function lease_text(count, acquired, expires, released, request_id, holder)
   return string.format('%d %d %d %d %d:', count, acquired, expires, released and 1 or 0,
@@ -52,12 +59,13 @@ local function leases_of(h, ids)
   return out
 end
 
--- Calls visit(id, raw) for the leases expiring after `now`, soonest first, until it returns true.
-local function each_live(z, h, now, visit)
+-- Calls visit(id, raw) for the leases expiring after `now`, soonest first, until it returns true;
+-- from `from` on when given (a ZRANGEBYSCORE bound later than now).
+local function each_live(z, h, now, visit, from)
   local offset = 0
   while true do
-    local ids = redis.call('ZRANGEBYSCORE', z, '(' .. time_text(now), '+inf', 'LIMIT', offset,
-                           LEASE_BATCH)
+    local ids = redis.call('ZRANGEBYSCORE', z, from or '(' .. time_text(now), '+inf', 'LIMIT',
+                           offset, LEASE_BATCH)
     if #ids == 0 then return end
     local raws = leases_of(h, ids)
     for i = 1, #ids do
@@ -191,24 +199,54 @@ local function lease(keys, args)
     end
   elseif action == 'l' then
     -- Soonest expiry first; ties: earlier acquired, then id (as lease_algebra.cc orders them).
-    local order = {}
+    -- With a page: the leases after its place, read from its expiry on, until `limit` of them
+    -- are found and the ties of the last one's expiry with them; sorted, the first `limit`
+    -- and one more (which tells the server more follow) are returned.
+    local after_e, after_acquired, after_id, limit = nil, nil, args[12], 0
+    if args[13] then
+      after_e = arg_number(args, 10, 'after expiry')
+      after_acquired = arg_number(args, 11, 'after acquisition')
+      limit = arg_number(args, 13, 'page limit')
+    end
+    local function is_after(e, acquired, lid)
+      if not after_id or after_id == '' then return true end
+      if e ~= after_e then return e > after_e end
+      if acquired ~= after_acquired then return acquired > after_acquired end
+      return lid > after_id
+    end
+    local from = nil
+    if after_id and after_id ~= '' and after_e > now then from = time_text(after_e) end
+    local order, last_e = {}, nil
     each_live(z, h, now, function(lid, raw)
       local _, acquired, e, released = lease_fields(raw)
-      if not released then order[#order + 1] = {e, acquired, lid, raw} end
+      if last_e and e > last_e then return true end
+      if not released and is_after(e, acquired, lid) then
+        order[#order + 1] = {e, acquired, lid, raw}
+        if limit > 0 and #order == limit + 1 then last_e = e end
+      end
       return false
-    end)
+    end, from)
     table.sort(order, function(x, y)
       if x[1] ~= y[1] then return x[1] < y[1] end
       if x[2] ~= y[2] then return x[2] < y[2] end
       return x[3] < y[3]
     end)
-    for i = 1, #order do listed[i] = order[i][3] .. ' ' .. order[i][4] end
+    local n = #order
+    if limit > 0 and n > limit + 1 then n = limit + 1 end
+    for i = 1, n do listed[i] = order[i][3] .. ' ' .. order[i][4] end
   else
     write = true
     change = function()
       redis.call('DEL', z, h)
       held = 0
     end
+  end
+
+  -- Leases found expired unreleased are dropped by the decision that finds them, whatever it was
+  -- asked: each is counted once (expired_unreleased, the leak detector), by that decision.
+  if expired_unreleased > 0 and not write then
+    write = true
+    change = function() end
   end
 
   if write then
@@ -231,7 +269,8 @@ local function lease(keys, args)
       redis.call('DEL', z, h)
     else
       redis.call('HSET', h, '#', string.format('%d', held))
-      local at = string.format('%d', math.ceil(tonumber(last[2]) / 1000))
+      local at = string.format('%d',
+                               math.ceil((tonumber(last[2]) + KEEP_AFTER_EXPIRY_US) / 1000))
       redis.call('PEXPIREAT', z, at)
       redis.call('PEXPIREAT', h, at)
     end

@@ -126,6 +126,12 @@ std::vector<std::string> RedisLeaseCommand(const LeaseOperation& op, const Redis
   argv.push_back(l.holder);
   if (op.limits.empty()) {
     argv.push_back("0");
+    if (l.action == LeaseAction::kList && (l.list_after || l.list_limit > 0)) {
+      argv.push_back(absl::StrCat(l.list_after ? l.list_after->expires_at_us : 0));
+      argv.push_back(absl::StrCat(l.list_after ? l.list_after->acquired_at_us : 0));
+      argv.push_back(l.list_after ? l.list_after->id.ToString() : "");
+      argv.push_back(absl::StrCat(std::max<int64_t>(l.list_limit, 0)));
+    }
     return argv;
   }
   // ratelimit_apply's arguments from the count of limits on: those of RedisApplyCommand after
@@ -180,10 +186,17 @@ absl::StatusOr<LeaseOutcome> RedisLeaseOutcome(const LeaseOperation& op,
     if (!d.lease) return Malformed("lease");
   }
   if (e[11].type != Type::kArray) return Malformed("list");
-  for (const redis::Reply& listed : e[11].elements) {
-    std::optional<Lease> lease = DecodeIdAndLease(listed.str);
-    if (!lease) return Malformed("listed lease");
-    d.held_leases.push_back(*std::move(lease));
+  if (!e[11].elements.empty()) {
+    std::vector<Lease> listed;
+    listed.reserve(e[11].elements.size());
+    for (const redis::Reply& text : e[11].elements) {
+      std::optional<Lease> lease = DecodeIdAndLease(text.str);
+      if (!lease) return Malformed("listed lease");
+      listed.push_back(*std::move(lease));
+    }
+    // The library returns the page and one lease more when more follow; the page is cut here
+    // (and would be, the same, from a library of an earlier version that lists every lease).
+    d.held_leases = ListingPage(listed, op.lease.list_after, op.lease.list_limit, &d.more_listed);
   }
   // Release and extend always "allowed"; the others as the library decided.
   out.allowed = d.allowed;

@@ -64,8 +64,8 @@ absl::StatusOr<std::vector<std::string>> RedisStateStore::LeaseCommand(const Lea
       return NotOneTransactionError(absl::StrCat(
           "the Redis store: on a Redis Cluster, the rate limits of an acquire must share the hash "
           "slot of its concurrency key; limits[",
-          i, "] (", op.limits[i].key.name, " / ", op.limits[i].key.key, ") does not (give ",
-          op.lease.key.name,
+          op.RequestIndexOf(i), "] (", op.limits[i].key.name, " / ", op.limits[i].key.key,
+          ") does not (give ", op.lease.key.name,
           "'s key and its key one hash tag, e.g. \"{org7}user42\" and \"{org7}\")"));
     }
   }

@@ -42,7 +42,7 @@ void AccountLeaseDecision(const LeaseOp& op, const LeaseDecision& d, LeaseSetBoo
     book.string_bytes = book.string_bytes > gone ? book.string_bytes - gone : 0;
   }
   if (!d.write) return;
-  if (op.action == LeaseAction::kAcquire && !d.next.leases.empty()) {
+  if (op.action == LeaseAction::kAcquire && d.lease && !d.replayed) {
     // The new lease, appended (lease.h).
     book.string_bytes += LeaseStringBytes(d.next.leases.back());
   } else if (op.action == LeaseAction::kRelease && d.released && d.released->request_id.empty()) {

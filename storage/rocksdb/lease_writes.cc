@@ -33,6 +33,12 @@ Lease* Find(LeaseSet& set, const LeaseId& id) {
 void LeaseWritesOf(const LeaseOp& op, LeaseDecision& d, absl::string_view prefix,
                    absl::Span<const FreedRecord> freed, LeaseWrites& out) {
   if (!d.write) return;
+  // The records of the leases the decision dropped as expired, freed: a lease expired unreleased
+  // is dropped, and counted, by the decision that finds it (lease.h), and a read after this one
+  // (the cache of sets evicted or the server restarted) must not find it again.
+  for (const Lease& l : d.dropped) {
+    if (l.record != 0) out.Free(prefix, l.record, KnownLeaseRecordBytes(l));
+  }
   switch (op.action) {
     case LeaseAction::kAcquire:
     case LeaseAction::kExtend:

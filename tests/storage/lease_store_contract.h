@@ -233,6 +233,57 @@ TYPED_TEST_P(LeaseStoreContractTest, ResetAndListSeeTheHeldLeases) {
   EXPECT_EQ(this->Held(5), 0);
 }
 
+// A lease that expired unreleased (its holder gone) is reported by the first decision that finds
+// it, whatever that decision is (a check, a list, a release of another lease, a denial), and by
+// no later one: the leak detector counts it once.
+TYPED_TEST_P(LeaseStoreContractTest, ALeakIsReportedOnceByWhicheverDecisionFindsIt) {
+  ASSERT_TRUE(this->Acquire(2, "a").allowed);
+  ASSERT_TRUE(this->Acquire(2, "b").allowed);
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  ASSERT_TRUE(this->Acquire(2, "c").allowed);   // finds a and b
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  LeaseOp check = LeaseOpOf(LeaseAction::kCheck, 2);
+  const LeaseOutcome first = this->Must(check);  // finds c
+  EXPECT_EQ(first.lease.expired_unreleased, 1);
+  EXPECT_TRUE(first.lease.write);
+  EXPECT_EQ(this->Must(check).lease.expired_unreleased, 0);
+  EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kList, 2)).lease.expired_unreleased, 0);
+  EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kRelease, 2, "zz")).lease.expired_unreleased, 0);
+  EXPECT_EQ(this->Acquire(2, "d").lease.expired_unreleased, 0);
+  // A list, a denial and a release of an unknown lease each find and report theirs once too.
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kList, 2)).lease.expired_unreleased, 1);
+  EXPECT_EQ(this->Acquire(2, "e", 3).lease.expired_unreleased, 0);  // denied: 3 > capacity
+  ASSERT_TRUE(this->Acquire(2, "f", 2).allowed);
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kRelease, 2, "zz")).lease.expired_unreleased, 1);
+  EXPECT_EQ(this->Must(check).lease.expired_unreleased, 0);
+}
+
+// A store lists a page: the held leases after a place, in the listing's order, at most a limit of
+// them, and whether more follow. Three leases share an acquisition and expiry (ordered by id).
+TYPED_TEST_P(LeaseStoreContractTest, ListGivesThePageAfterAPlace) {
+  for (const char* id : {"c", "a", "b"}) ASSERT_TRUE(this->Acquire(10, id).allowed);
+  this->env_.Advance(kSecond);
+  for (const char* id : {"e", "d"}) ASSERT_TRUE(this->Acquire(10, id).allowed);
+  LeaseOp list = LeaseOpOf(LeaseAction::kList, 10);
+  list.list_limit = 2;
+  std::vector<std::string> listed;
+  for (int pages = 1; pages <= 5; ++pages) {
+    const LeaseOutcome page = this->Must(list);
+    EXPECT_EQ(page.lease.held, 5);
+    ASSERT_LE(page.lease.held_leases.size(), 2u);
+    for (const Lease& l : page.lease.held_leases) listed.push_back(IdName(l.id));
+    if (!page.lease.more_listed) {
+      EXPECT_EQ(pages, 3);
+      break;
+    }
+    ASSERT_FALSE(page.lease.held_leases.empty());
+    list.list_after = PlaceOf(page.lease.held_leases.back());
+  }
+  EXPECT_THAT(listed, ::testing::ElementsAre("a", "b", "c", "d", "e"));
+}
+
 TYPED_TEST_P(LeaseStoreContractTest, BadInputIsRefusedNamingTheFieldAndWritesNothing) {
   LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, 2, "a");
   op.count = 0;
@@ -257,7 +308,8 @@ REGISTER_TYPED_TEST_SUITE_P(LeaseStoreContractTest, AcquiresUpToCapacityThenDeni
                             ExtendKeepsTheLeasePastItsFirstExpiry, RateDenialTakesNoSlot,
                             SlotDenialTakesNoToken, RequestIdReplayTakesNothingTwice,
                             DeleteAllLeasesEndsTheLeasesOfOneLimitOnly,
-                            ResetAndListSeeTheHeldLeases,
+                            ResetAndListSeeTheHeldLeases, ListGivesThePageAfterAPlace,
+                            ALeakIsReportedOnceByWhicheverDecisionFindsIt,
                             BadInputIsRefusedNamingTheFieldAndWritesNothing);
 
 }  // namespace ratelimit::testing

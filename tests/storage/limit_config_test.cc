@@ -52,6 +52,17 @@ TEST(LimitConfigTest, AConcurrencyLimitsLeaseTtlsDefaultAroundWhatItGives) {
   FillLeaseTtlDefaults(long_ttl);
   EXPECT_EQ(long_ttl.max_lease_ttl_us, 2 * kDefaultMaxLeaseTtlMicros);
 
+  // A lease_ttl past the bound: the max it brings stops at the bound, and the error names
+  // lease_ttl, the field the caller gave, not max_lease_ttl.
+  LimitConfig too_long;
+  too_long.kind = LimitKind::kConcurrency;
+  too_long.capacity = 1;
+  too_long.lease_ttl_us = kMaxLeaseTtlMicros + 1;
+  FillLeaseTtlDefaults(too_long);
+  EXPECT_EQ(too_long.max_lease_ttl_us, kMaxLeaseTtlMicros);
+  EXPECT_THAT(ValidateLimitConfig(too_long, "config.").message(),
+              ::testing::HasSubstr("config.lease_ttl: must be between 1ms and max_lease_ttl"));
+
   LimitConfig short_max;
   short_max.kind = LimitKind::kConcurrency;
   short_max.max_lease_ttl_us = 5000;

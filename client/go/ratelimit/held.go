@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // Lease is a held lease on slots of a concurrency limit, from Client.Acquire:
@@ -15,12 +17,16 @@ import (
 //	callTheModel(lease.Context())          // cancelled if the lease is lost
 //
 // While held, a goroutine extends the lease every AcquireRequest.Heartbeat (default: a third of
-// its TTL), each time by the same TTL. The lease is lost when an Extend answers LeaseNotHeld
-// (it expired, was reset, or was released elsewhere), or when Extends have failed and the next
-// one would come after the lease's expiry (counted from the sending of the last call that set
-// it): the holder may no longer count on its slots. Lost closes Lost(), cancels Context() and
-// sets Err() to an error wrapping ErrLeaseLost. Release stops the heartbeat and gives the slots
-// back. The methods are safe for concurrent use.
+// its TTL), each time by the same TTL. A heartbeat's Extend waits for the connection (a server
+// restarting is waited for) but never past the lease's expiry, counted from the sending of the
+// last call that set it; after a failed Extend the next comes sooner (half the time left, at
+// most the period). The lease is lost when an Extend answers LeaseNotHeld (it expired, was
+// reset, or was released elsewhere), or at its expiry when no Extend succeeded before it: the
+// holder may no longer count on its slots. A lease without a heartbeat (Heartbeat < 0) is lost at
+// its expiry. Lost closes Lost(), cancels Context() and sets Err() to an error wrapping
+// ErrLeaseLost. A lease answered to a retry (Replayed) is extended at once, since how much of
+// its life is left is not known here. Release stops the heartbeat and gives the slots back. The
+// methods are safe for concurrent use.
 type Lease struct {
 	c      *Client
 	ref    LeaseRef
@@ -35,7 +41,11 @@ type Lease struct {
 	beatStop context.CancelFunc
 	lost     chan struct{}
 	done     chan struct{} // closed when the heartbeat goroutine has returned
-	once     sync.Once     // Release's
+	expiry   *time.Timer   // without a heartbeat: marks the lease lost at its expiry
+	stopOnce sync.Once     // Release's stopping of the heartbeat
+
+	relMu    sync.Mutex // serializes Release calls
+	released bool       // a Release call succeeded
 
 	mu   sync.Mutex
 	info LeaseInfo
@@ -80,19 +90,39 @@ func (c *Client) hold(req AcquireRequest, r *AcquireResult, sent time.Time) *Lea
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.beatCtx, l.beatStop = context.WithCancel(context.Background())
-	if l.every <= 0 || l.life <= 0 {
+	validUntil := sent.Add(l.life)
+	first := l.every
+	if r.Replayed {
+		// The lease of an earlier Acquire: its life is what is left of it, which this machine's
+		// clock can only estimate from the server's ExpiresAt. Extended at once.
+		if at := info.ExpiresAt; !at.IsZero() && at.Before(validUntil) {
+			validUntil = at
+		}
+		first = 0
+	}
+	switch {
+	case l.life <= 0:
 		close(l.done)
-	} else {
-		go l.heartbeat(sent.Add(l.life))
+	case l.every <= 0:
+		close(l.done)
+		l.expiry = time.AfterFunc(time.Until(validUntil), func() {
+			l.markLost(fmt.Errorf("%w: it expired (no heartbeat)", ErrLeaseLost))
+		})
+	default:
+		go l.heartbeat(first, validUntil)
 	}
 	return l
 }
 
-// heartbeat extends the lease every l.every until Release or until the lease is lost.
-// validUntil is when the lease expires unless extended, by this machine's clock.
-func (l *Lease) heartbeat(validUntil time.Time) {
+// The shortest pause between a failed heartbeat and the next.
+const minHeartbeatRetry = 10 * time.Millisecond
+
+// heartbeat extends the lease, first after `first`, then every l.every, until Release or until
+// the lease is lost. validUntil is when the lease expires unless extended, by this machine's
+// clock.
+func (l *Lease) heartbeat(first time.Duration, validUntil time.Time) {
 	defer close(l.done)
-	timer := time.NewTimer(l.every)
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	for {
 		select {
@@ -101,10 +131,14 @@ func (l *Lease) heartbeat(validUntil time.Time) {
 		case <-timer.C:
 		}
 		sent := time.Now()
-		res, err := l.c.Extend(l.beatCtx, l.ref, l.ttl)
+		// Never past the expiry: a hung call must not keep a lost lease looking held.
+		ctx, cancel := context.WithDeadline(l.beatCtx, validUntil)
+		res, err := l.c.extend(ctx, l.ref, l.ttl, grpc.WaitForReady(true))
+		cancel()
 		if l.beatCtx.Err() != nil {
 			return
 		}
+		next := l.every
 		switch {
 		case err == nil && res.State == LeaseHeld:
 			validUntil = sent.Add(l.life)
@@ -116,12 +150,26 @@ func (l *Lease) heartbeat(validUntil time.Time) {
 		case err == nil:
 			l.markLost(fmt.Errorf("%w: Extend answered %v", ErrLeaseLost, res.State))
 			return
-		case !time.Now().Add(l.every).Before(validUntil):
-			l.markLost(fmt.Errorf("%w: every Extend failed until its expiry (last: %v)",
-				ErrLeaseLost, err))
-			return
+		default:
+			left := time.Until(validUntil)
+			if left <= 0 {
+				l.markLost(fmt.Errorf("%w: no Extend succeeded before its expiry (last: %v)",
+					ErrLeaseLost, err))
+				return
+			}
+			// A channel waiting out its reconnect backoff would fail the next call at once,
+			// though the server may be back: it reconnects now.
+			if l.c.conn != nil {
+				l.c.conn.ResetConnectBackoff()
+			}
+			if left/2 < next {
+				next = left / 2
+			}
+			if next < minHeartbeatRetry {
+				next = left // at the expiry: an Extend then fails at once, and the lease is lost
+			}
 		}
-		timer.Reset(l.every)
+		timer.Reset(next)
 	}
 }
 
@@ -169,24 +217,32 @@ func (l *Lease) Err() error {
 }
 
 // Release stops the heartbeat (waiting for an Extend in flight to be abandoned) and gives the
-// slots back; a lease already lost is released too, in case its slots are still held. Only the
-// first call does anything; later ones return nil. The error is the Release call's (the slots
-// then return by themselves when the lease expires); a lease the server no longer holds is
-// not an error.
+// slots back; a lease already lost is released too, in case its slots are still held. The error
+// is the Release call's: calling Release again sends it again (the slots otherwise return by
+// themselves when the lease expires). Once a call has succeeded, later ones return nil; a lease
+// the server no longer holds is not an error. Concurrent calls run one after the other.
 func (l *Lease) Release(ctx context.Context) error {
-	first := false
-	l.once.Do(func() { first = true })
-	if !first {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.released {
 		return nil
 	}
-	l.beatStop()
-	<-l.done
-	l.mu.Lock()
-	if l.err == nil {
-		l.err = ErrLeaseReleased
+	l.stopOnce.Do(func() {
+		l.beatStop()
+		<-l.done
+		if l.expiry != nil {
+			l.expiry.Stop()
+		}
+		l.mu.Lock()
+		if l.err == nil {
+			l.err = ErrLeaseReleased
+		}
+		l.mu.Unlock()
+		l.cancel()
+	})
+	if _, err := l.c.Release(ctx, l.ref); err != nil {
+		return err
 	}
-	l.mu.Unlock()
-	l.cancel()
-	_, err := l.c.Release(ctx, l.ref)
-	return err
+	l.released = true
+	return nil
 }

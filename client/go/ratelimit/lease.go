@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "ratelimit.dev/client/go/gen/ratelimit/v1"
@@ -186,6 +187,12 @@ func (c *Client) Release(ctx context.Context, ref LeaseRef) (*ReleaseResult, err
 // stop.
 func (c *Client) Extend(ctx context.Context, ref LeaseRef, ttl time.Duration) (
 	*ExtendResult, error) {
+	return c.extend(ctx, ref, ttl)
+}
+
+// extend is Extend with call options (a heartbeat's wait for the connection).
+func (c *Client) extend(ctx context.Context, ref LeaseRef, ttl time.Duration,
+	opts ...grpc.CallOption) (*ExtendResult, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	in := &pb.ExtendRequest{Name: ref.Name, Key: ref.Key, LeaseId: ref.ID,
@@ -193,7 +200,7 @@ func (c *Client) Extend(ctx context.Context, ref LeaseRef, ttl time.Duration) (
 	if ttl != 0 {
 		in.Ttl = durationpb.New(ttl)
 	}
-	resp, err := c.stub.Extend(ctx, in)
+	resp, err := c.stub.Extend(ctx, in, opts...)
 	if err != nil {
 		return nil, newError("Extend", err)
 	}

@@ -31,9 +31,12 @@ type fakeLeases struct {
 	acquireErr  error
 	extendErr   error
 	extendState pb.LeaseState
+	extendHang  bool  // every Extend waits until its caller gives up
+	releaseErr  error // answers the next Release, then clears
 
 	mu         sync.Mutex
 	leases     map[string]*pb.Lease // by id
+	byRequest  map[string]string    // request_id -> lease id
 	acquires   []*pb.AcquireRequest
 	extends    []*pb.ExtendRequest
 	releases   []*pb.ReleaseRequest
@@ -42,7 +45,8 @@ type fakeLeases struct {
 }
 
 func newFakeLeases(capacity uint64) *fakeLeases {
-	return &fakeLeases{capacity: capacity, leases: map[string]*pb.Lease{}}
+	return &fakeLeases{capacity: capacity, leases: map[string]*pb.Lease{},
+		byRequest: map[string]string{}}
 }
 
 func (f *fakeLeases) heldLocked(name, key string, now time.Time) uint64 {
@@ -87,6 +91,10 @@ func (f *fakeLeases) Acquire(_ context.Context, req *pb.AcquireRequest) (
 	if f.acquireErr != nil {
 		return nil, f.acquireErr
 	}
+	if l, ok := f.leases[f.byRequest[req.RequestId]]; ok && req.RequestId != "" &&
+		l.ExpiresAt.AsTime().After(time.Now()) {
+		return &pb.AcquireResponse{Allowed: true, Lease: l, Replayed: true, DeniedBy: -1}, nil
+	}
 	if len(req.Limits) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "limits: must not be empty")
 	}
@@ -120,6 +128,9 @@ func (f *fakeLeases) Acquire(_ context.Context, req *pb.AcquireRequest) (
 	lease := &pb.Lease{Id: hex.EncodeToString(b[:]), Name: lim.Name, Key: lim.Key,
 		Count: count, AcquiredAt: timestamppb.New(now),
 		ExpiresAt: timestamppb.New(now.Add(ttlOf(req.Ttl))), Holder: req.Holder}
+	if req.RequestId != "" {
+		f.byRequest[req.RequestId] = lease.Id
+	}
 	f.leases[lease.Id] = lease
 	result.Allowed = true
 	result.Value = float64(capacity - held - count)
@@ -132,6 +143,10 @@ func (f *fakeLeases) Release(_ context.Context, req *pb.ReleaseRequest) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.releases = append(f.releases, req)
+	if err := f.releaseErr; err != nil {
+		f.releaseErr = nil
+		return nil, err
+	}
 	now := time.Now()
 	state := pb.LeaseState_NOT_HELD
 	if l, ok := f.leases[req.LeaseId]; ok && l.ExpiresAt.AsTime().After(now) {
@@ -141,11 +156,17 @@ func (f *fakeLeases) Release(_ context.Context, req *pb.ReleaseRequest) (
 	return &pb.ReleaseResponse{State: state, Held: f.heldLocked(req.Name, req.Key, now)}, nil
 }
 
-func (f *fakeLeases) Extend(_ context.Context, req *pb.ExtendRequest) (
+func (f *fakeLeases) Extend(ctx context.Context, req *pb.ExtendRequest) (
 	*pb.ExtendResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.extends = append(f.extends, req)
+	if f.extendHang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return nil, ctx.Err()
+	}
 	if f.extendErr != nil {
 		return nil, f.extendErr
 	}

@@ -14,6 +14,34 @@ import (
 	"ratelimit.dev/client/go/ratelimit"
 )
 
+// expectLost waits at most `within` for lease to be lost, and checks that Err and Context say so.
+func expectLost(t *testing.T, lease *ratelimit.Lease, within time.Duration) {
+	t.Helper()
+	select {
+	case <-lease.Lost():
+	case <-time.After(within):
+		t.Fatalf("the lease was not lost within %v", within)
+	}
+	if !errors.Is(lease.Err(), ratelimit.ErrLeaseLost) || lease.Context().Err() == nil {
+		t.Fatalf("lost lease: err %v, context %v", lease.Err(), lease.Context().Err())
+	}
+}
+
+// acquireHeld acquires a held lease of one slot of ("jobs", "k") with `ttl` (0: the limit's)
+// from f, through a client the test closes.
+func acquireHeld(t *testing.T, f *fakeLeases, ttl time.Duration,
+	opts ...ratelimit.Option) *ratelimit.Lease {
+	t.Helper()
+	c, err := ratelimit.Dial(serveLeases(t, f), opts...)
+	must(t, err)
+	t.Cleanup(func() { c.Close() })
+	req := ratelimit.Slots("jobs", "k", 1)
+	req.TTL = ttl
+	lease, err := c.Acquire(ctx(t), req)
+	must(t, err)
+	return lease
+}
+
 // waitFor polls cond every 5 ms for at most 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -205,21 +233,8 @@ func TestHeartbeatExtendsByTheTTLUntilReleased(t *testing.T) {
 func TestAnExtendAnsweringNotHeldLosesTheLease(t *testing.T) {
 	f := newFakeLeases(1)
 	f.extendState = pb.LeaseState_NOT_HELD
-	c, err := ratelimit.Dial(serveLeases(t, f))
-	must(t, err)
-	defer c.Close()
-	req := ratelimit.Slots("jobs", "k", 1)
-	req.TTL = 90 * time.Millisecond
-	lease, err := c.Acquire(ctx(t), req)
-	must(t, err)
-	select {
-	case <-lease.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease was not marked lost")
-	}
-	if !errors.Is(lease.Err(), ratelimit.ErrLeaseLost) || lease.Context().Err() == nil {
-		t.Fatalf("lost lease: err %v, context %v", lease.Err(), lease.Context().Err())
-	}
+	lease := acquireHeld(t, f, 90*time.Millisecond)
+	expectLost(t, lease, 5*time.Second)
 	if _, extends, _ := f.counts(); extends != 1 {
 		t.Fatalf("the heartbeat went on after NOT_HELD: %d extends", extends)
 	}
@@ -232,25 +247,70 @@ func TestAnExtendAnsweringNotHeldLosesTheLease(t *testing.T) {
 func TestExtendsFailingUntilExpiryLoseTheLease(t *testing.T) {
 	f := newFakeLeases(1)
 	f.extendErr = status.Error(codes.Unavailable, "store unavailable")
+	start := time.Now()
+	lease := acquireHeld(t, f, 600*time.Millisecond)
+	expectLost(t, lease, 5*time.Second)
+	// After a failure the next Extend comes sooner (half the time left); lost at the expiry,
+	// not before it.
+	_, extends, _ := f.counts()
+	if extends < 3 || time.Since(start) < 550*time.Millisecond ||
+		!errors.Is(lease.Err(), ratelimit.ErrLeaseLost) {
+		t.Fatalf("lost after %v and %d extends: %v", time.Since(start), extends, lease.Err())
+	}
+}
+
+// An Extend that hangs (a network that drops the packets) is given up at the lease's expiry,
+// not at the client's timeout: the lease is lost by then, and another holder may have its slots.
+func TestAHungExtendLosesTheLeaseAtItsExpiry(t *testing.T) {
+	f := newFakeLeases(1)
+	f.extendHang = true
+	lease := acquireHeld(t, f, 600*time.Millisecond, ratelimit.WithTimeout(30*time.Second))
+	expectLost(t, lease, 10*time.Second)
+}
+
+// A retry answered with the earlier Acquire's lease (Replayed) is extended at once: its life is
+// what is left of the first Acquire's, not a whole TTL from the retry.
+func TestAReplayedLeaseIsExtendedAtOnce(t *testing.T) {
+	f := newFakeLeases(1)
 	c, err := ratelimit.Dial(serveLeases(t, f))
 	must(t, err)
 	defer c.Close()
 	req := ratelimit.Slots("jobs", "k", 1)
-	req.TTL = 600 * time.Millisecond
-	start := time.Now()
+	req.TTL, req.RequestID = 900*time.Millisecond, "job-42"
+	first, err := c.TryAcquire(ctx(t), req) // its answer, say, was lost
+	must(t, err)
+	time.Sleep(600 * time.Millisecond)
 	lease, err := c.Acquire(ctx(t), req)
 	must(t, err)
-	select {
-	case <-lease.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lease was not marked lost")
+	if !lease.Result().Replayed || lease.ID() != first.Lease.ID {
+		t.Fatalf("the retry: replayed %v, id %s (first %s)", lease.Result().Replayed, lease.ID(),
+			first.Lease.ID)
 	}
-	// Lost when the next Extend would come after the expiry: after the second failure (at
-	// 2/3 of the TTL), never after the expiry itself.
-	_, extends, _ := f.counts()
-	if extends != 2 || time.Since(start) < 400*time.Millisecond ||
-		!errors.Is(lease.Err(), ratelimit.ErrLeaseLost) {
-		t.Fatalf("lost after %v and %d extends: %v", time.Since(start), extends, lease.Err())
+	waitFor(t, "an Extend", func() bool { _, e, _ := f.counts(); return e >= 1 })
+	time.Sleep(500 * time.Millisecond) // past the first Acquire's expiry
+	if lease.Err() != nil || f.held("jobs", "k") != 1 {
+		t.Fatalf("the replayed lease: err %v, held %d", lease.Err(), f.held("jobs", "k"))
+	}
+	must(t, lease.Release(ctx(t)))
+}
+
+// A Release that failed can be called again, and sends again; once one succeeded, no more.
+func TestAFailedReleaseCanBeRetried(t *testing.T) {
+	f := newFakeLeases(1)
+	lease := acquireHeld(t, f, 0) // the limit's TTL
+	f.mu.Lock()
+	f.releaseErr = status.Error(codes.Unavailable, "store unavailable")
+	f.mu.Unlock()
+	if err := lease.Release(ctx(t)); err == nil {
+		t.Fatal("the failed Release returned nil")
+	}
+	if f.held("jobs", "k") != 1 {
+		t.Fatal("the failed Release gave the slot back")
+	}
+	must(t, lease.Release(ctx(t)))
+	must(t, lease.Release(ctx(t)))
+	if _, _, releases := f.counts(); releases != 2 || f.held("jobs", "k") != 0 {
+		t.Fatalf("%d releases, held %d", releases, f.held("jobs", "k"))
 	}
 }
 
@@ -267,5 +327,7 @@ func TestANegativeHeartbeatNeverExtends(t *testing.T) {
 	if _, extends, _ := f.counts(); extends != 0 || f.held("jobs", "k") != 0 {
 		t.Fatalf("without a heartbeat: %d extends, held %d", extends, f.held("jobs", "k"))
 	}
+	// Its expiry is known: the lease is lost then, and its context ended.
+	expectLost(t, lease, 5*time.Second)
 	must(t, lease.Release(ctx(t)))
 }

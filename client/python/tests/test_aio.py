@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from datetime import datetime, timedelta, timezone
 
 import grpc
@@ -9,7 +10,8 @@ import grpc.aio
 import pytest
 
 from conftest import approx
-from ratelimit_client import (AsyncRateLimitClient, DenyReason, InvalidArgumentError, Kind,
+from ratelimit_client import (AsyncRateLimitClient, DeadlineExceededError, DenyReason,
+                              InvalidArgumentError, Kind,
                               Limit, LimitConfig, PermissionDeniedError, UnauthenticatedError,
                               UnavailableError)
 
@@ -129,6 +131,27 @@ class _Counter(grpc.aio.UnaryUnaryClientInterceptor):
         method = (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[-1]
         self.calls[method] = self.calls.get(method, 0) + 1
         return await continuation(details, request)
+
+
+def test_a_checks_retries_share_its_timeout():
+    # A hung server: the first attempt takes the whole timeout, and no retry is made.
+    counter = _Counter()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    target = "127.0.0.1:%d" % sock.getsockname()[1]
+
+    async def main():
+        async with AsyncRateLimitClient(target, interceptors=[counter],
+                                        check_retries=2) as client:
+            with pytest.raises(DeadlineExceededError):
+                await client.check("api", "k", timeout=0.3)
+
+    try:
+        asyncio.run(main())
+    finally:
+        sock.close()
+    assert counter.calls == {"Check": 1}
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e12])

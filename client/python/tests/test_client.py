@@ -221,11 +221,47 @@ def test_a_timeout_that_no_call_can_have_is_a_value_error(bad, unused_target):
 class _CountingInterceptor(grpc.UnaryUnaryClientInterceptor):
     def __init__(self):
         self.calls = {}
+        self.timeouts = []  # each call's timeout, in order
 
     def intercept_unary_unary(self, continuation, details, request):
         method = details.method.rsplit("/", 1)[-1]
         self.calls[method] = self.calls.get(method, 0) + 1
+        self.timeouts.append(details.timeout)
         return continuation(details, request)
+
+
+def test_a_checks_retries_share_its_timeout(unused_target):
+    # Unreachable: each attempt fails at once, and each retry is sent with what is left.
+    counter = _CountingInterceptor()
+    channel = grpc.intercept_channel(grpc.insecure_channel(unused_target), counter)
+    with RateLimitClient(channel=channel, check_retries=2) as client:
+        with pytest.raises(UnavailableError):
+            client.check("api", "k", timeout=5)
+    assert counter.calls == {"Check": 3}
+    first, second, third = counter.timeouts
+    assert first <= 5 and second <= first - 0.05 and third <= second - 0.1
+    # A hung server: the first attempt takes the whole timeout, and no retry is made.
+    sock = _silent_listener()
+    try:
+        counter = _CountingInterceptor()
+        target = "127.0.0.1:%d" % sock.getsockname()[1]
+        channel = grpc.intercept_channel(grpc.insecure_channel(target), counter)
+        with RateLimitClient(channel=channel, check_retries=2) as client:
+            with pytest.raises(DeadlineExceededError):
+                client.check("api", "k", timeout=0.3)
+        assert counter.calls == {"Check": 1}
+    finally:
+        sock.close()
+
+
+def test_a_retry_is_made_only_when_its_pause_and_a_call_fit():
+    from ratelimit_client._common import MIN_ATTEMPT_SECONDS, attempt_timeout, check_retry_pause
+    assert check_retry_pause(1, deadline=10.0, now=9.0) == approx(0.05)
+    assert check_retry_pause(2, deadline=10.0, now=9.0) == approx(0.1)
+    assert check_retry_pause(2, deadline=10.0, now=10.0 - 0.1 - MIN_ATTEMPT_SECONDS / 2) is None
+    assert check_retry_pause(1, deadline=10.0, now=11.0) is None
+    assert attempt_timeout(10.0, 9.5) == approx(0.5)
+    assert attempt_timeout(10.0, 10.5) == MIN_ATTEMPT_SECONDS
 
 
 def test_only_check_is_retried(unused_target):

@@ -14,6 +14,41 @@
 namespace ratelimit {
 namespace {
 
+TEST(FlagsGivenTest, NamesEveryFormOfAFlagUpToABareDoubleDash) {
+  const char* argv[] = {"ratelimit", "consume",  "--name=a",   "--key", "k",
+                        "-count=2",  "--nojson", "--notaflag", "--",    "--ttl=1s"};
+  EXPECT_EQ(FlagsGiven(10, argv, {"json"}),
+            (std::vector<std::string>{"name", "key", "count", "json", "notaflag"}));
+}
+
+// A flag a command would drop unseen is refused (it was accepted and ignored: `consume
+// --lease_id`, `acquire --wait`, `extend --count=1`).
+TEST(FlagNotTakenTest, EachCommandTakesItsOwnFlagsAndTheConnections) {
+  EXPECT_EQ(FlagNotTaken("consume", {"target", "json", "name", "key", "count", "request_id"}), "");
+  EXPECT_EQ(FlagNotTaken("consume", {"name", "lease_id"}), "lease_id");
+  EXPECT_EQ(FlagNotTaken("consume", {"ttl"}), "ttl");
+  EXPECT_EQ(FlagNotTaken("check", {"request_id"}), "request_id");
+  EXPECT_EQ(FlagNotTaken("reserve", {"wait", "omit_receipts"}), "");
+  EXPECT_EQ(FlagNotTaken("acquire", {"name", "key", "count", "ttl", "holder"}), "");
+  for (const char* flag :
+       {"wait",       "rate",       "period",         "max_reserved", "omit_receipts",
+        "used",       "receipt",    "all_keys",       "actor",        "reason",
+        "expires_in", "blocked",    "unlimited",      "key_pattern",  "domain",
+        "bucket",     "envoy_path", "envoy_override", "lease_id",     "page_size"}) {
+    EXPECT_EQ(FlagNotTaken("acquire", {flag}), flag);
+  }
+  EXPECT_EQ(FlagNotTaken("extend", {"lease_id", "ttl", "count"}), "count");
+  EXPECT_EQ(FlagNotTaken("release", {"lease_id", "ttl"}), "ttl");
+  EXPECT_EQ(FlagNotTaken("leases", {"page_size", "admin_token_file", "count"}), "count");
+  EXPECT_EQ(FlagNotTaken("settle", {"receipt", "used", "name"}), "name");
+  EXPECT_EQ(FlagNotTaken("reset", {"all_keys", "count"}), "count");
+  EXPECT_EQ(FlagNotTaken("health", {"name"}), "name");
+  EXPECT_EQ(FlagNotTaken("rlqs assignments", {"domain", "bucket", "name"}), "name");
+  EXPECT_EQ(FlagNotTaken("override set", {"name", "key", "rate", "period", "expires_in"}), "");
+  EXPECT_EQ(FlagNotTaken("override get", {"name", "rate"}), "rate");
+  EXPECT_EQ(FlagNotTaken("not a command", {"anything"}), "");
+}
+
 TEST(ParseTimeoutTest, TakesADurationOrPlainSeconds) {
   EXPECT_EQ(*ParseTimeout("5"), absl::Seconds(5));
   EXPECT_EQ(*ParseTimeout("0.5"), absl::Milliseconds(500));

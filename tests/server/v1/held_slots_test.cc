@@ -66,6 +66,22 @@ TEST(HeldSlotsTest, KeepsTheSourcesApart) {
   EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 5}}));
 }
 
+// A Reset of every key of a limit ends its leases: its keys of that source go, the others stay.
+TEST(HeldSlotsTest, ForgetLimitDropsEveryKeyOfOneLimitOfOneSource) {
+  FakeClock clock;
+  HeldSlots held(clock);
+  held.Observe(StateKey{"jobs", "a", LimitSource::kDefined}, 3, 60 * kSecond);
+  held.Observe(StateKey{"jobs", "b", LimitSource::kDefined}, 2, 60 * kSecond);
+  held.Observe(StateKey{"jobs", "a", LimitSource::kInline}, 4, 60 * kSecond);
+  held.Observe(StateKey{"seats", "a", LimitSource::kDefined}, 1, 60 * kSecond);
+  held.ForgetLimit(LimitSource::kDefined, "jobs");
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 4}, {"seats", 1}}));
+  held.ForgetLimit(LimitSource::kDefined, "unknown");  // no such limit: nothing changes
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 4}, {"seats", 1}}));
+  held.Observe(StateKey{"jobs", "a", LimitSource::kDefined}, 1, 60 * kSecond);  // counted again
+  EXPECT_EQ(held.PerLimit(), (Samples{{"jobs", 5}, {"seats", 1}}));
+}
+
 TEST(HeldSlotsTest, KeysAtZeroDoNotPileUpBetweenScrapes) {
   FakeClock clock;
   HeldSlots held(clock, /*min_sweep_size=*/1024);

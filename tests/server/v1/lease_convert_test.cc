@@ -405,14 +405,16 @@ TEST(LeaseTargetTest, ListLeasesChecksTheNameAsTheOtherCallsDo) {
 }
 
 // A key's leases (here five, two sharing an expiry and two an expiry and acquisition, given out
-// of order as no store gives them) listed two at a time: every lease once, in the listing's
-// order, the key's held and capacity on every page, and no token after the last.
+// of order) listed two at a time, each page as a store lists it (ListingPage) after the place
+// the last page's token names: every lease once, in the listing's order, the key's held and
+// capacity on every page, and no token after the last.
 TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
   LeaseOp op;
   op.key = StateKey{"jobs", "t1", LimitSource::kDefined};
   op.config = *Defined().Find("jobs");
   LeaseDecision d;
   d.held = 5;
+  std::vector<Lease> held;
   const int64_t expiry[] = {30, 10, 20, 10, 30};
   const int64_t acquired[] = {1, 2, 1, 1, 1};
   for (int i = 0; i < 5; ++i) {
@@ -421,7 +423,7 @@ TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
     l.count = 1;
     l.expires_at_us = expiry[i] * kSecond;
     l.acquired_at_us = acquired[i] * kSecond;
-    d.held_leases.push_back(l);
+    held.push_back(l);
   }
   // (expiry, acquired, id): (10,1,2) (10,2,4) (20,1,3) (30,1,1) (30,1,5).
   const uint64_t want[] = {2, 4, 3, 1, 5};
@@ -431,8 +433,9 @@ TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
   for (int pages = 1;; ++pages) {
     absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
     ASSERT_TRUE(page.ok()) << page.status();
+    d.held_leases = ListingPage(held, page->after, page->size, &d.more_listed);
     v1::ListLeasesResponse out;
-    ListLeasesToProto(op, d, *page, &out);
+    ListLeasesToProto(op, d, &out);
     EXPECT_EQ(out.held(), 5u);
     EXPECT_EQ(out.capacity(), 5u);
     EXPECT_LE(out.leases_size(), 2);
@@ -451,8 +454,10 @@ TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
     EXPECT_EQ(ids[i], std::string(digits, sizeof(digits))) << i;
   }
   // The default page holds them all.
+  const LeasePage whole;
+  d.held_leases = ListingPage(held, whole.after, whole.size, &d.more_listed);
   v1::ListLeasesResponse all;
-  ListLeasesToProto(op, d, LeasePage(), &all);
+  ListLeasesToProto(op, d, &all);
   EXPECT_EQ(all.leases_size(), 5);
   EXPECT_TRUE(all.next_page_token().empty());
 }
@@ -464,27 +469,28 @@ TEST(ListLeasesPageTest, ThePageAfterAReleasedLeaseStartsAfterItsPlace) {
   op.key = StateKey{"jobs", "t1", LimitSource::kDefined};
   op.config = *Defined().Find("jobs");
   LeaseDecision d;
+  std::vector<Lease> held;
   for (int i = 1; i <= 3; ++i) {
     Lease l;
     l.id = LeaseId::FromWords(0, i);
     l.count = 1;
     l.expires_at_us = i * kSecond;
-    d.held_leases.push_back(l);
+    held.push_back(l);
   }
   d.held = 3;
-  LeasePage first;
-  first.size = 1;
+  d.held_leases = ListingPage(held, std::nullopt, 1, &d.more_listed);
   v1::ListLeasesResponse out;
-  ListLeasesToProto(op, d, first, &out);
+  ListLeasesToProto(op, d, &out);
   ASSERT_FALSE(out.next_page_token().empty());
-  d.held_leases.erase(d.held_leases.begin());  // the first lease, released
+  held.erase(held.begin());  // the first lease, released
   d.held = 2;
   v1::ListLeasesRequest request;
   request.set_page_token(out.next_page_token());
   absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
   ASSERT_TRUE(page.ok()) << page.status();
+  d.held_leases = ListingPage(held, page->after, page->size, &d.more_listed);
   v1::ListLeasesResponse next;
-  ListLeasesToProto(op, d, *page, &next);
+  ListLeasesToProto(op, d, &next);
   ASSERT_EQ(next.leases_size(), 2);
   EXPECT_EQ(next.leases(0).expires_at().seconds(), 2);
 }

@@ -20,6 +20,7 @@ using ::ratelimit::testing::HttpGet;
 using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kSecond = ::ratelimit::testing::kSecond;
 
@@ -353,6 +354,45 @@ TEST_F(LeaseMethodsTest, MetricsCountRefusalsExpiriesAndHeldSlots) {
               HasSubstr("ratelimit_lease_acquires_total{limit=\"jobs\",outcome=\"refused\"} 1"));
   EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 1"));
   EXPECT_THAT(body, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 1"));
+}
+
+// A lease that expired unreleased is counted once, by whichever call finds it: here a listing,
+// then a check (it had been counted twice on Redis and not at all after a RocksDB listing).
+TEST_F(LeaseMethodsTest, ALeakFoundByAListingOrACheckIsCountedOnce) {
+  ASSERT_TRUE(Acquire("t", 2).allowed());
+  ASSERT_TRUE(Acquire("u", 1).allowed());
+  clock_.Advance(10 * kSecond + kSecond / 2);  // expired; kept a second past it
+  v1::ListLeasesRequest r;
+  r.set_name("jobs");
+  r.set_key("t");
+  ASSERT_TRUE(client_->ListLeases(r).ok());
+  ASSERT_TRUE(client_->ListLeases(r).ok());
+  ASSERT_TRUE(Acquire("t", 1).allowed());
+  v1::RateLimitRequest check;
+  v1::LimitRequest* l = check.add_limits();
+  l->set_name("jobs");
+  l->set_key("u");
+  ASSERT_TRUE(client_->Check(check).ok());
+  ASSERT_TRUE(client_->Check(check).ok());
+  ASSERT_TRUE(Acquire("u", 1).allowed());
+  const auto [status, body] = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 2"));
+}
+
+// A Reset of every key ends their leases: the gauge no longer shows them (it did until each key's
+// max_lease_ttl had passed).
+TEST_F(LeaseMethodsTest, ResetOfEveryKeyTakesItsSlotsOffTheGauge) {
+  ASSERT_TRUE(Acquire("t", 2).allowed());
+  ASSERT_TRUE(Acquire("u", 1).allowed());
+  auto before = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(before.second, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 3"));
+  ASSERT_TRUE(client_->ResetAll("jobs").ok());
+  auto after = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(after.second, Not(HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"}")));
+  ASSERT_TRUE(Acquire("t", 1).allowed());
+  auto again = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(again.second, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 1"));
 }
 
 }  // namespace

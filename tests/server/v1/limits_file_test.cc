@@ -82,6 +82,11 @@ TEST(LimitsFileTest, ErrorsNameFileLineAndField) {
       {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n    start: 0s\n",
        "f.yaml:2:5: limits[0].start: only applies to fixed windows"},
       {"limits: [\n", "f.yaml:2:1"},
+      // 0 is no TTL (a config keeps 0 for "not given": it must not read as the default).
+      {"limits:\n  - name: a\n    kind: concurrency\n    capacity: 5\n    lease_ttl: 0s\n",
+       "f.yaml:5:16: limits[0].lease_ttl: must be at least 1ms"},
+      {"limits:\n  - name: a\n    kind: concurrency\n    capacity: 5\n    max_lease_ttl: 0s\n",
+       "f.yaml:5:20: limits[0].max_lease_ttl: must be at least 1ms"},
   };
   for (const Case& c : cases) {
     auto set = ParseLimitsYaml(c.yaml, "f.yaml");

@@ -52,14 +52,35 @@ TEST(LeaseAlgebraTest, ASetMovedInIsMovedIntoNextNotCopied) {
 }
 
 TEST(LeaseAlgebraTest, WithoutAWriteNextIsTheSetAsRead) {
-  const LeaseSet current{{Held("gone", 1, kNow), Held("a", 2, kNow + 5), Held("b", 1, kNow + 7)}};
+  Lease released_gone = Held("rg", 1, kNow, "q");
+  released_gone.released = true;
+  const LeaseSet current{{released_gone, Held("a", 2, kNow + 5), Held("b", 1, kNow + 7)}};
   // Denied (3 of 3 slots held), a release of an unknown lease, a list and a check: nothing is
-  // written, and `next` is the set read at now (the expired lease dropped).
+  // written (the expired lease was released: no leak to drop), and `next` is the set read at
+  // now (the expired lease dropped).
   for (const LeaseOp& op : {Op(LeaseAction::kAcquire, 1, "c"), Op(LeaseAction::kRelease, 1, "nope"),
                             Op(LeaseAction::kList), Op(LeaseAction::kCheck, 1)}) {
     const LeaseDecision d = DecideLease(op, current, kNow);
     EXPECT_FALSE(d.write);
+    EXPECT_EQ(d.expired_unreleased, 0);
     EXPECT_THAT(d.next.leases, ElementsAre(current.leases[1], current.leases[2]));
+  }
+}
+
+// A decision that finds a lease expired unreleased writes, whatever it was asked, so that the
+// leak is dropped and reported by it alone (the next decision does not find it again).
+TEST(LeaseAlgebraTest, ADecisionThatFindsALeakWritesWhateverItWasAsked) {
+  const LeaseSet current{{Held("gone", 1, kNow), Held("a", 2, kNow + 5), Held("b", 1, kNow + 7)}};
+  for (const LeaseOp& op :
+       {Op(LeaseAction::kAcquire, 1, "c"), Op(LeaseAction::kAcquire, 9, "c"),
+        Op(LeaseAction::kRelease, 1, "nope"), Op(LeaseAction::kExtend, 1, "nope"),
+        Op(LeaseAction::kList), Op(LeaseAction::kCheck, 1)}) {
+    const LeaseDecision d = DecideLease(op, current, kNow);
+    EXPECT_TRUE(d.write);
+    EXPECT_EQ(d.expired_unreleased, 1);
+    EXPECT_THAT(d.next.leases, ElementsAre(current.leases[1], current.leases[2]));
+    // The set it writes holds no leak: the next decision, whatever it is, reports none.
+    EXPECT_EQ(DecideLease(op, d.next, kNow).expired_unreleased, 0);
   }
 }
 
@@ -224,7 +245,7 @@ TEST(LeaseAlgebraTest, ReleaseMovesTheLastLeaseIntoThePlaceOfTheOneRemoved) {
               ElementsAre(current.leases[0], current.leases[1], current.leases[2]));
 }
 
-TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeldAndWritesNothing) {
+TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeld) {
   Lease released = Held("r", 1, kNow + 10, "q");
   released.released = true;
   const LeaseSet current{{Held("a", 1, kNow), released}};
@@ -232,10 +253,10 @@ TEST(LeaseAlgebraTest, ReleaseOrExtendOfUnknownExpiredOrReleasedLeaseIsNotHeldAn
     for (const char* id : {"unknown", "a", "r"}) {
       const LeaseDecision d = DecideLease(Op(action, 1, id), current, kNow);
       EXPECT_EQ(d.state, LeaseState::kNotHeld) << id;
-      EXPECT_FALSE(d.write) << id;
+      EXPECT_TRUE(d.write) << id;  // drops "a", expired unreleased
       EXPECT_FALSE(d.lease.has_value()) << id;
       EXPECT_FALSE(d.released.has_value()) << id;
-      EXPECT_EQ(d.expired_unreleased, 1) << id;  // "a", reported though not written
+      EXPECT_EQ(d.expired_unreleased, 1) << id;
     }
   }
 }
@@ -253,7 +274,7 @@ TEST(LeaseAlgebraTest, ExtendSetsTheExpiryToNowPlusTtlEvenWhenEarlier) {
   EXPECT_THAT(d.next.leases, ElementsAre(*d.lease));
 }
 
-TEST(LeaseAlgebraTest, ListGivesHeldLeasesSoonestExpiryFirstAndWritesNothing) {
+TEST(LeaseAlgebraTest, ListGivesHeldLeasesSoonestExpiryFirst) {
   Lease released = Held("r", 1, kNow + 1, "q");
   released.released = true;
   Lease tie = Held("t", 1, kNow + 20);
@@ -261,7 +282,7 @@ TEST(LeaseAlgebraTest, ListGivesHeldLeasesSoonestExpiryFirstAndWritesNothing) {
   const LeaseSet current{
       {Held("c", 1, kNow + 20), Held("b", 1, kNow + 5), released, tie, Held("x", 1, kNow)}};
   const LeaseDecision d = DecideLease(Op(LeaseAction::kList, 1, "", 10), current, kNow);
-  EXPECT_FALSE(d.write);
+  EXPECT_TRUE(d.write);  // drops "x", expired unreleased
   EXPECT_TRUE(d.allowed);
   EXPECT_THAT(d.held_leases,
               ElementsAre(Field(&Lease::id, NamedId("b")), Field(&Lease::id, NamedId("t")),
@@ -269,6 +290,53 @@ TEST(LeaseAlgebraTest, ListGivesHeldLeasesSoonestExpiryFirstAndWritesNothing) {
   EXPECT_EQ(d.held, 3);
   EXPECT_EQ(d.free, 7);
   EXPECT_EQ(d.expired_unreleased, 1);
+}
+
+// A listing in pages: the held leases after a place, at most a limit of them, and whether more
+// follow; every lease once across the pages, a released one never.
+TEST(LeaseAlgebraTest, ListGivesThePageAfterAPlace) {
+  Lease released = Held("r", 1, kNow + 10, "q");
+  released.released = true;
+  Lease tie = Held("t", 1, kNow + 20);
+  tie.acquired_at_us -= 1;
+  const LeaseSet current{{Held("c", 1, kNow + 20), Held("b", 1, kNow + 5), released, tie,
+                          Held("a", 1, kNow + 20), Held("d", 1, kNow + 30)}};
+  // The order: b (5), t (20, acquired earlier), a (20), c (20), d (30).
+  LeaseOp op = Op(LeaseAction::kList, 1, "", 10);
+  op.list_limit = 2;
+  std::vector<std::string> listed;
+  for (int pages = 1; pages <= 5; ++pages) {
+    const LeaseDecision d = DecideLease(op, current, kNow);
+    EXPECT_FALSE(d.write);
+    EXPECT_EQ(d.held, 5);
+    ASSERT_LE(d.held_leases.size(), 2u);
+    for (const Lease& l : d.held_leases) listed.push_back(IdName(l.id));
+    if (!d.more_listed) {
+      EXPECT_EQ(pages, 3);
+      break;
+    }
+    ASSERT_FALSE(d.held_leases.empty());
+    op.list_after = PlaceOf(d.held_leases.back());
+  }
+  EXPECT_THAT(listed, ElementsAre("b", "t", "a", "c", "d"));
+  // A place between leases (here a released lease's, or one past every lease).
+  op.list_after = PlaceOf(released);
+  op.list_limit = 0;
+  LeaseDecision d = DecideLease(op, current, kNow);
+  EXPECT_THAT(d.held_leases,
+              ElementsAre(Field(&Lease::id, NamedId("t")), Field(&Lease::id, NamedId("a")),
+                          Field(&Lease::id, NamedId("c")), Field(&Lease::id, NamedId("d"))));
+  EXPECT_FALSE(d.more_listed);
+  op.list_after = LeasePlace{kNow + 31, 0, LeaseId()};
+  d = DecideLease(op, current, kNow);
+  EXPECT_TRUE(d.held_leases.empty());
+  EXPECT_FALSE(d.more_listed);
+  // A limit of exactly what is left: no more.
+  op.list_after.reset();
+  op.list_limit = 5;
+  d = DecideLease(op, current, kNow);
+  EXPECT_EQ(d.held_leases.size(), 5u);
+  EXPECT_FALSE(d.more_listed);
 }
 
 TEST(LeaseAlgebraTest, ResetEndsEveryLeaseAndCountsExpiredOnes) {

@@ -195,7 +195,8 @@ class RedisLeaseDifferentialTest : public ::testing::Test {
     }
     const int64_t latest = LeaseSetExpiresAt(want);
     for (const std::string& k : {keys.expiries, keys.leases}) {
-      EXPECT_EQ(Call({"PEXPIRETIME", k}).integer, (latest + kMs - 1) / kMs) << where << " " << k;
+      EXPECT_EQ(Call({"PEXPIRETIME", k}).integer, (latest + kSecond + kMs - 1) / kMs)
+          << where << " " << k;
     }
   }
 
@@ -211,7 +212,7 @@ TEST_F(RedisLeaseDifferentialTest, RandomLeaseOpsDecideAndStoreExactlyAsTheAlgeb
   const std::vector<std::string> holders = {"", "worker 7", "host:9 \xff"};
   std::map<LeaseAction, int> actions;
   int allowed = 0, denied = 0, exceeds = 0, replayed = 0, not_held = 0, retry_at = 0;
-  int expired_unreleased = 0, emptied = 0, ops = 0, ties = 0;
+  int expired_unreleased = 0, emptied = 0, ops = 0, ties = 0, paged = 0;
   for (int sequence = 0; sequence < 40; ++sequence) {
     ASSERT_EQ(Call({"FLUSHALL"}).type, redis::Reply::Type::kStatus);
     // A day ahead of the real clock: Redis' own expiry (PEXPIREAT, real time) never drops a set.
@@ -279,6 +280,14 @@ TEST_F(RedisLeaseDifferentialTest, RandomLeaseOpsDecideAndStoreExactlyAsTheAlgeb
       } else if (op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend) {
         op.lease_id =
             key.ids.empty() || pick(8) == 0 ? NamedId("unknown") : key.ids[pick(key.ids.size())];
+      } else if (op.action == LeaseAction::kList && pick(3) != 0) {
+        // A page: a few leases (or every one) after the place of a lease of the set (held,
+        // released or expired), or after a place between leases, or from the first.
+        op.list_limit = pick(4);
+        if (pick(4) != 0 && !model[k].leases.empty()) {
+          op.list_after = PlaceOf(model[k].leases[pick(model[k].leases.size())]);
+          if (pick(4) == 0) op.list_after->id = NamedId("l5");
+        }
       }
       ASSERT_OK(ValidateLeaseOp(op));
 
@@ -300,6 +309,7 @@ TEST_F(RedisLeaseDifferentialTest, RandomLeaseOpsDecideAndStoreExactlyAsTheAlgeb
       ASSERT_EQ(d.retry_at_us, want.retry_at_us) << where;
       ASSERT_EQ(d.expired_unreleased, want.expired_unreleased) << where;
       ASSERT_EQ(d.held_leases, want.held_leases) << where;
+      ASSERT_EQ(d.more_listed, want.more_listed) << where;
       ASSERT_EQ(d.write, want.write) << where;
       if (want.write) {
         emptied += want.next.leases.empty() && !model[k].leases.empty();
@@ -315,6 +325,7 @@ TEST_F(RedisLeaseDifferentialTest, RandomLeaseOpsDecideAndStoreExactlyAsTheAlgeb
         retry_at += want.retry_at_us.has_value();
       }
       replayed += want.replayed;
+      paged += want.more_listed;
       for (size_t i = 1; i < want.held_leases.size(); ++i) {
         ties += want.held_leases[i].expires_at_us == want.held_leases[i - 1].expires_at_us;
       }
@@ -337,7 +348,8 @@ TEST_F(RedisLeaseDifferentialTest, RandomLeaseOpsDecideAndStoreExactlyAsTheAlgeb
   EXPECT_GT(not_held, 0);
   EXPECT_GT(expired_unreleased, 0);
   EXPECT_GT(emptied, 0);
-  EXPECT_GT(ties, 0);  // lists of leases of one expiry
+  EXPECT_GT(ties, 0);   // lists of leases of one expiry
+  EXPECT_GT(paged, 0);  // pages that more leases follow
 }
 
 }  // namespace

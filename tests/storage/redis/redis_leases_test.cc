@@ -292,6 +292,12 @@ TEST_F(RedisClusterLeasesTest, RateLimitsShareTheLeaseSlotAndDeleteAllLeasesReac
       LimitOp{StateKey{"llm_rate", "org2"}, TokenBucket(1, kSecond, 2), 1}};
   auto out = Run(LeaseOpOf(LeaseAction::kAcquire, 1, "a", "llm", "org2"), apart);
   EXPECT_TRUE(IsNotOneTransaction(out.status())) << out.status();
+  // Named as the request numbers its limits: after the concurrency limit (the default), or
+  // before it.
+  EXPECT_THAT(out.status().message(), ::testing::HasSubstr("limits[1] (llm_rate / org2)"));
+  LeaseOperation rate_first{LeaseOpOf(LeaseAction::kAcquire, 1, "a", "llm", "org2"), apart};
+  rate_first.lease_at = 1;
+  out = env_.store().ApplyLease(rate_first, env_.clock());
   EXPECT_THAT(out.status().message(), ::testing::HasSubstr("limits[0] (llm_rate / org2)"));
   EXPECT_EQ(Held("llm", "org2"), 0);
   const std::vector<LimitOp> tagged = {

@@ -371,6 +371,24 @@ def check_backoff(attempt: int) -> float:
     return min(0.05 * 2.0 ** (attempt - 1), 1.0)
 
 
+# The least time a retried Check is sent with: a retry that would have less is not made.
+MIN_ATTEMPT_SECONDS = 0.01
+
+
+def check_retry_pause(attempt: int, deadline: float, now: float) -> Optional[float]:
+    """The pause before retry number `attempt` (1-based) of a Check whose attempts share one
+    deadline (`deadline` and `now` in monotonic seconds), or None when the pause and
+    MIN_ATTEMPT_SECONDS of call after it do not fit before the deadline."""
+    pause = check_backoff(attempt)
+    return pause if now + pause + MIN_ATTEMPT_SECONDS <= deadline else None
+
+
+def attempt_timeout(deadline: float, now: float) -> float:
+    """What is left of a Check's deadline for its next attempt (at least MIN_ATTEMPT_SECONDS: a
+    pause that overslept does not leave a call without a deadline)."""
+    return max(deadline - now, MIN_ATTEMPT_SECONDS)
+
+
 BatchResult = Union[Decision, RateLimitError]
 """The answer to one entry of a batch: its Decision, or its own error (not raised)."""
 

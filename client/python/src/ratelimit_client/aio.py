@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from datetime import datetime, timedelta
 from typing import (Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple,
                     TypeVar, Union)
@@ -99,19 +100,26 @@ class AsyncRateLimitClient:
                     count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
                     timeout: Optional[float] = None) -> Decision:
         """What consume would answer now; writes nothing, so retried on UNAVAILABLE and
-        DEADLINE_EXCEEDED (`check_retries` times, short backoff)."""
+        DEADLINE_EXCEEDED (`check_retries` times, short backoff). `timeout` bounds the whole
+        call, its retries and their pauses included: a retry that no longer fits is not made."""
         request = c.to_request(c.limits_of(limits, key, count, config), None)
+        deadline = time.monotonic() + (self._timeout if timeout is None
+                                       else c.check_timeout(timeout))
         attempt = 0
         while True:
             try:
-                return c.to_decision(await self._call("Check", self._stub.Check, request,
-                                                      timeout))
+                return c.to_decision(await self._call(
+                    "Check", self._stub.Check, request,
+                    c.attempt_timeout(deadline, time.monotonic())))
             except Exception as e:
                 code = getattr(e, "code", None)
                 if code not in UNREACHABLE_CODES or attempt >= self._check_retries:
                     raise
+                pause = c.check_retry_pause(attempt + 1, deadline, time.monotonic())
+                if pause is None:
+                    raise
                 attempt += 1
-                await asyncio.sleep(c.check_backoff(attempt))
+                await asyncio.sleep(pause)
 
     async def settle(self, settlements: Sequence[Settlement], *,
                      timeout: Optional[float] = None) -> Tuple[SettleResult, ...]:

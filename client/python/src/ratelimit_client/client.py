@@ -30,7 +30,8 @@ class RateLimitClient:
 
     Every call has a deadline (`timeout`, default 1 s; each method takes `timeout=` too) and
     raises a RateLimitError subclass carrying the gRPC code and the field the server named.
-    Only Check is retried (`check_retries` times on UNAVAILABLE or DEADLINE_EXCEEDED): Consume
+    Only Check is retried (`check_retries` times on UNAVAILABLE or DEADLINE_EXCEEDED, every
+    attempt within the one call's `timeout`): Consume
     and Reserve take tokens, so a retry of one whose answer was lost could take them twice;
     give them a `request_id` to make a retry safe.
 
@@ -105,18 +106,25 @@ class RateLimitClient:
               count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
               timeout: Optional[float] = None) -> Decision:
         """What consume would answer now; writes nothing, so it is retried on UNAVAILABLE and
-        DEADLINE_EXCEEDED (`check_retries` times, short backoff)."""
+        DEADLINE_EXCEEDED (`check_retries` times, short backoff). `timeout` bounds the whole
+        call, its retries and their pauses included: a retry that no longer fits is not made."""
         request = c.to_request(c.limits_of(limits, key, count, config), None)
+        deadline = time.monotonic() + (self._timeout if timeout is None
+                                       else c.check_timeout(timeout))
         attempt = 0
         while True:
             try:
-                return c.to_decision(self._call("Check", self._stub.Check, request, timeout))
+                return c.to_decision(self._call("Check", self._stub.Check, request,
+                                                c.attempt_timeout(deadline, time.monotonic())))
             except Exception as e:
                 code = getattr(e, "code", None)
                 if code not in UNREACHABLE_CODES or attempt >= self._check_retries:
                     raise
+                pause = c.check_retry_pause(attempt + 1, deadline, time.monotonic())
+                if pause is None:
+                    raise
                 attempt += 1
-                time.sleep(c.check_backoff(attempt))
+                time.sleep(pause)
 
     def settle(self, settlements: Sequence[Settlement], *,
                timeout: Optional[float] = None) -> Tuple[SettleResult, ...]:
