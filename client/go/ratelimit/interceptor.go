@@ -36,7 +36,8 @@ type GRPCOptions struct {
 	// is "" is answered INVALID_ARGUMENT without asking the service: make Key fall back to
 	// another key to limit such calls, or Skip them.
 	Key func(ctx context.Context, fullMethod string) string
-	// Cost is the tokens a call takes; default 1.
+	// Cost is the tokens a call takes; default 1. A cost of 0 takes nothing: the call runs
+	// without a call to the server (with InFlight, it still takes its slot).
 	Cost func(ctx context.Context, fullMethod string) float64
 	// Skip lets a call through without taking a token (e.g. grpc.health.v1).
 	Skip func(fullMethod string) bool
@@ -137,6 +138,9 @@ func (a *admission) admit(ctx context.Context, method string,
 	}
 	limits := admissionLimits(opts.InFlight, opts.InFlightConfig, opts.Limit, opts.Config, key,
 		cost)
+	if len(limits) == 0 { // a cost of 0, no slot: nothing to ask
+		return keep, nil
+	}
 	name := opts.Limit
 	var res *Result
 	var lease *Lease

@@ -64,7 +64,8 @@ type HTTPOptions struct {
 	// request whose Key is "" is answered 400 Bad Request without asking the service: make Key
 	// fall back to another key (e.g. RemoteIP) to limit such requests, or Skip them.
 	Key func(*http.Request) string
-	// Cost is the tokens a request takes; default 1.
+	// Cost is the tokens a request takes; default 1. A cost of 0 takes nothing: the request runs
+	// without a call to the server (with InFlight, it still takes its slot).
 	Cost func(*http.Request) float64
 	// Skip lets a request through without taking a token (e.g. health checks).
 	Skip func(*http.Request) bool
@@ -129,6 +130,10 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 			}
 			limits := admissionLimits(opts.InFlight, opts.InFlightConfig, opts.Limit, opts.Config,
 				key, cost)
+			if len(limits) == 0 { // a cost of 0, no slot: nothing to ask
+				next.ServeHTTP(w, r)
+				return
+			}
 			name := opts.Limit
 			var res *Result
 			var lease *Lease
@@ -199,7 +204,9 @@ func admissionLimits(inFlight string, inFlightConfig *Config, limit string, conf
 	if inFlight != "" {
 		limits = append(limits, Limit{Name: inFlight, Key: key, Count: 1, Config: inFlightConfig})
 	}
-	if limit != "" {
+	// A cost of 0 takes nothing, as n = 0 does in x/time/rate (a Count of 0 would be sent as the
+	// server's default, 1).
+	if limit != "" && cost != 0 {
 		limits = append(limits, Limit{Name: limit, Key: key, Count: cost, Config: config})
 	}
 	return limits

@@ -89,6 +89,26 @@ func TestHTTPMiddlewareAnswers200Then429WithHeaders(t *testing.T) {
 	if health.Code != http.StatusOK || health.Header().Get("RateLimit-Limit") != "" {
 		t.Fatalf("skipped request: %d %v", health.Code, health.Header())
 	}
+
+	// A cost of 0 takes nothing (it took the server's default, 1).
+	free := c.HTTPMiddleware(ratelimit.HTTPOptions{
+		Limit:  "free",
+		Config: &ratelimit.Config{Kind: ratelimit.TokenBucket, Rate: 1, Period: time.Hour, Capacity: ratelimit.Ptr(1.0)},
+		Cost:   func(*http.Request) float64 { return 0 },
+	})(next)
+	for i := 0; i < 3; i++ {
+		if rec := get(free, "192.0.2.9:40000"); rec.Code != http.StatusOK {
+			t.Fatalf("free request %d: %d", i, rec.Code)
+		}
+	}
+	res, err := c.Check(ctx(t), ratelimit.Request{Limits: []ratelimit.Limit{{Name: "free",
+		Key: "192.0.2.9", Count: 1, Config: &ratelimit.Config{Kind: ratelimit.TokenBucket, Rate: 1,
+			Period: time.Hour, Capacity: ratelimit.Ptr(1.0)}}}})
+	must(t, err)
+	if !res.Allowed || res.Limits[0].Value != 1 {
+		t.Fatalf("after free requests the bucket holds %v (allowed %v), want 1", res.Limits[0].Value,
+			res.Limits[0].Allowed)
+	}
 }
 
 func TestHTTPMiddlewareFailOpenAndFailClosed(t *testing.T) {
