@@ -2,7 +2,7 @@
 //
 //   ratelimit consume --name=api --key=user-1 [--count=2]
 //   ratelimit check   --name=api --key=user-1
-//   ratelimit reserve --name=llm --key=org-7 --count=5000 [--wait] [--request_id=ID]
+//   ratelimit reserve --name=llm --key=org-7 --count=5000 [--wait [--max_wait=D]] [--request_id=ID]
 //   ratelimit settle  --receipt=BASE64[,BASE64...] --used=1234
 //   ratelimit reset   --name=api --key=user-1 | --all_keys      (needs the admin token)
 //   ratelimit reset   --source=envoy --name=DOMAIN --envoy_path=k1=v1,k2 --key='v1|v2'
@@ -21,9 +21,11 @@
 //   (an inline concurrency limit: --kind=concurrency --capacity=N [--lease_ttl=D]
 //    [--max_lease_ttl=D] on each lease command, as --kind=token_bucket ... on consume)
 //
-// Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error. With
+// Exit status: 0 allowed (or reset done, assignments shown, or --help), 2 denied, 1 error, and
+// 128 + the signal when a `reserve --wait` was interrupted (its reservation cancelled). With
 // --json, standard output carries one JSON document whatever happens: the reply, or on an error
 // {"error":{"code":"NOT_FOUND","message":"..."}}.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -45,6 +47,7 @@
 #include "client/cpp/lease_command.h"
 #include "client/cpp/output.h"
 #include "client/cpp/override_command.h"
+#include "client/cpp/reserve_wait.h"
 #include "cmdline/help.h"
 #include "storage/admin_token.h"
 
@@ -74,7 +77,12 @@ ABSL_FLAG(std::vector<std::string>, envoy_path, {},
 ABSL_FLAG(bool, envoy_override, false,
           "reset --source=envoy: the limit Envoy sends in the descriptor (--envoy_path lists its "
           "keys)");
-ABSL_FLAG(bool, wait, false, "reserve: wait until the reservation's retry_at before exiting");
+ABSL_FLAG(bool, wait, false,
+          "reserve: print the reservation, then wait until its retry_at before exiting; an "
+          "interrupted wait (Ctrl-C, SIGTERM, SIGHUP) cancels the reservation");
+ABSL_FLAG(std::string, max_wait, "",
+          "reserve --wait: the longest wait accepted, a duration (30s, 5m); a reservation usable "
+          "only later is cancelled at once (exit status 1, DEADLINE_EXCEEDED). Default: any");
 ABSL_FLAG(std::string, request_id, "",
           "consume, reserve, acquire: idempotency key (1..128 bytes); a retry with the same id and "
           "request gets the first answer (marked replayed) instead of taking again");
@@ -349,6 +357,13 @@ int main(int argc, char** argv) {
   ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
   const std::vector<std::string> given = ratelimit::FlagsGiven(
       argc, argv, {"tls", "json", "all_keys", "wait", "omit_receipts", "unlimited", "blocked"});
+  // With --json, a mistake in the flags is a JSON error too, not absl's text.
+  if (std::find(given.begin(), given.end(), "json") != given.end()) {
+    if (const absl::Status s = ratelimit::CheckFlags(argc, argv); !s.ok()) {
+      std::cout << ratelimit::FormatJsonError(s) << "\n";
+      return 1;
+    }
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // `rlqs assignments` and `override <verb>` are the commands of two words.
   const bool rlqs = positional.size() == 3 && std::string(positional[1]) == "rlqs" &&
@@ -365,6 +380,20 @@ int main(int argc, char** argv) {
                               is_override ? std::string(positional[2]) : command,
                               " does not take it"));
   }
+
+  const bool reserve_wait = command == "reserve" && absl::GetFlag(FLAGS_wait);
+  std::optional<absl::Duration> max_wait;
+  if (!absl::GetFlag(FLAGS_max_wait).empty()) {
+    if (!reserve_wait) return Error("--max_wait: only with reserve --wait");
+    absl::StatusOr<absl::Duration> d =
+        ratelimit::ParseDurationFlag("--max_wait", absl::GetFlag(FLAGS_max_wait));
+    if (!d.ok()) return Error(d.status());
+    if (*d < absl::ZeroDuration()) return Error("--max_wait: must be 0 or more");
+    max_wait = *d;
+  }
+  // Before the first thread starts (connecting starts gRPC's): an interrupt then waits for the
+  // reservation's wait, which cancels it, instead of ending the process while it is held.
+  if (reserve_wait) ratelimit::HoldInterrupts();
 
   ratelimit::ClientOptions options;
   absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));
@@ -497,14 +526,31 @@ int main(int argc, char** argv) {
   if (!config.ok()) return Error(config.status());
   if (*config) *request.mutable_limits(0)->mutable_config() = **std::move(config);
 
+  if (reserve_wait) {
+    ratelimit::ReserveWaitIo io;
+    io.now = [] { return absl::Now(); };
+    io.wait_until = ratelimit::WaitUnlessInterrupted;
+    io.print = [json](const ratelimit::v1::RateLimitResponse& r) {
+      if (json) {
+        absl::StatusOr<std::string> out = ratelimit::FormatJson(r);
+        std::cout << (out.ok() ? *out : ratelimit::FormatJsonError(out.status())) << "\n";
+      } else {
+        std::cout << ratelimit::FormatResponse(r, absl::Now());
+      }
+      std::cout.flush();
+    };
+    io.fail = call_error;
+    io.note = &std::cerr;
+    return ratelimit::ReserveThenWait(*client, request, max_wait, io);
+  }
+
   absl::StatusOr<ratelimit::v1::RateLimitResponse> response;
   if (command == "consume") {
     response = client->Consume(request);
   } else if (command == "check") {
     response = client->Check(request);
   } else if (command == "reserve") {
-    response =
-        absl::GetFlag(FLAGS_wait) ? client->ReserveAndWait(request) : client->Reserve(request);
+    response = client->Reserve(request);
   } else {
     return Usage();
   }

@@ -8,10 +8,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/config/duration_text.h"
 
 namespace ratelimit {
 
@@ -33,6 +36,41 @@ std::vector<std::string> FlagsGiven(int argc, const char* const* argv,
   return given;
 }
 
+absl::Status CheckFlags(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {
+      // --noverbose: a boolean's false.
+      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>()) continue;
+    }
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": no such flag (see --help)"));
+    }
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];  // --name value
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string FlagNotTaken(absl::string_view command, const std::vector<std::string>& given) {
   static const auto* const kConnection = new std::set<std::string>{
       "target",  "tls",  "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name",
@@ -51,7 +89,8 @@ std::string FlagNotTaken(absl::string_view command, const std::vector<std::strin
   static const auto* const kTakes = new std::map<std::string, std::vector<std::string>>{
       {"consume", with(config, {"name", "key", "count", "request_id", "omit_receipts"})},
       {"check", with(config, {"name", "key", "count"})},
-      {"reserve", with(config, {"name", "key", "count", "request_id", "omit_receipts", "wait"})},
+      {"reserve",
+       with(config, {"name", "key", "count", "request_id", "omit_receipts", "wait", "max_wait"})},
       {"settle", {"receipt", "used"}},
       {"reset",
        {"name", "key", "all_keys", "source", "envoy_path", "envoy_override", "admin_token_file"}},
@@ -92,6 +131,12 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("--timeout: must be positive and finite, got \"", text, "\""));
   }
+  return d;
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text) {
+  absl::StatusOr<absl::Duration> d = ParseDurationText(text);
+  if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", d.status().message()));
   return d;
 }
 

@@ -18,6 +18,11 @@ namespace ratelimit {
 // "0.5"). INVALID_ARGUMENT naming the flag when it is neither, or not positive and finite.
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text);
 
+// A duration flag (--ttl, --lease_ttl, --period, --expires_in, ...), written as the limits file
+// writes one: "500ms", "30s", "1h30m", "7d" (server/config/duration_text.h). INVALID_ARGUMENT
+// "<flag>: not a duration: ..." otherwise.
+absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::string_view text);
+
 // `error` of a call, with a hint appended to its message when it looks like a plaintext call to
 // a TLS port (gRPC says only "Socket closed") or a TLS call to a plaintext port (the handshake
 // fails). `tls`: whether the call was made with TLS. Other errors are returned unchanged.
@@ -33,6 +38,12 @@ absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(absl::string
 // for a boolean `flag` listed in `booleans`), up to a bare "--".
 std::vector<std::string> FlagsGiven(int argc, const char* const* argv,
                                     const std::vector<std::string>& booleans);
+
+// What absl's flag parser would refuse on this command line, as an error to print (absl prints
+// its own as text and exits, which `--json` cannot have): INVALID_ARGUMENT naming the first flag
+// that is not defined, lacks its value, or has a value its type does not read. A flag checked
+// holds the value given, as the parser would set it. OK when the parser will accept them all.
+absl::Status CheckFlags(int argc, const char* const* argv);
 
 // The first of `given` that `command` ("consume", "rlqs assignments", "override set", ...) does
 // not take, or "" when it takes them all. Every command takes the connection's flags (--target,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/cpp/cli_util.h"
 #include "client/cpp/proto_time.h"
 
 namespace ratelimit {
@@ -12,12 +13,9 @@ namespace {
 // `text` as a Duration into `out`; INVALID_ARGUMENT naming `flag` when it is no duration.
 absl::Status SetDuration(const std::string& text, absl::string_view flag,
                          google::protobuf::Duration* out) {
-  absl::Duration d;
-  if (!absl::ParseDuration(text, &d)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": not a duration (e.g. 500ms, 1s, 1m, 24h)"));
-  }
-  SetProtoDuration(d, out);
+  absl::StatusOr<absl::Duration> d = ParseDurationFlag(flag, text);
+  if (!d.ok()) return d.status();
+  SetProtoDuration(*d, out);
   return absl::OkStatus();
 }
 

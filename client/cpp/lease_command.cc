@@ -2,17 +2,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cpp/cli_util.h"
 #include "client/cpp/proto_time.h"
 
 namespace ratelimit {
 namespace {
 
 absl::Status SetTtl(const std::string& text, google::protobuf::Duration* out) {
-  absl::Duration d;
-  if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--ttl: not a positive duration (e.g. 500ms, 30s, 5m)");
+  absl::StatusOr<absl::Duration> d = ParseDurationFlag("--ttl", text);
+  if (!d.ok()) return d.status();
+  if (*d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--ttl: must be positive, got \"", text, "\""));
   }
-  SetProtoDuration(d, out);
+  SetProtoDuration(*d, out);
   return absl::OkStatus();
 }
 

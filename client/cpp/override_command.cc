@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cpp/cli_util.h"
 #include "client/cpp/proto_time.h"
 
 namespace ratelimit {
@@ -71,21 +72,17 @@ absl::StatusOr<v1::SetOverrideRequest> SetOverrideOf(const OverrideFlags& flags,
     v1::OverrideLimit* l = o->mutable_limit();  // empty: the server names what is missing
     if (flags.rate) l->set_rate(*flags.rate);
     if (!flags.period.empty()) {
-      absl::Duration period;
-      if (!absl::ParseDuration(flags.period, &period)) {
-        return absl::InvalidArgumentError("--period: not a duration (e.g. 500ms, 1s, 1m, 24h)");
-      }
-      SetProtoDuration(period, l->mutable_period());
+      absl::StatusOr<absl::Duration> period = ParseDurationFlag("--period", flags.period);
+      if (!period.ok()) return period.status();
+      SetProtoDuration(*period, l->mutable_period());
     }
     if (flags.capacity) l->set_capacity(*flags.capacity);
     if (flags.max_reserved) l->set_max_reserved(*flags.max_reserved);
   }
   if (!flags.expires_in.empty()) {
-    absl::Duration in;
-    if (!absl::ParseDuration(flags.expires_in, &in)) {
-      return absl::InvalidArgumentError("--expires_in: not a duration (e.g. 30m, 2h)");
-    }
-    const absl::Time at = now + in;
+    absl::StatusOr<absl::Duration> in = ParseDurationFlag("--expires_in", flags.expires_in);
+    if (!in.ok()) return in.status();
+    const absl::Time at = now + *in;
     o->mutable_expires_at()->set_seconds(absl::ToUnixSeconds(at));
     o->mutable_expires_at()->set_nanos(
         static_cast<int32_t>((absl::ToUnixNanos(at) % 1000000000 + 1000000000) % 1000000000));

@@ -15,7 +15,7 @@ absl::Time TimeOf(const google::protobuf::Timestamp& t) {
 }
 
 std::string Rfc3339(const google::protobuf::Timestamp& t) {
-  return absl::FormatTime(absl::RFC3339_full, TimeOf(t), absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", TimeOf(t), absl::UTCTimeZone());
 }
 
 }  // namespace ratelimit

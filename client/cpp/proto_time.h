@@ -20,7 +20,8 @@ void SetProtoDuration(absl::Duration d, google::protobuf::Duration* out);
 // `t` as an instant (its nanos kept).
 absl::Time TimeOf(const google::protobuf::Timestamp& t);
 
-// `t` in RFC 3339, UTC, with as many fractional digits as it has ("2026-12-04T07:00:00.25+00:00").
+// `t` in RFC 3339, UTC written "Z" as the docs write it, with as many fractional digits as it
+// has ("2026-12-04T07:00:00.25Z").
 std::string Rfc3339(const google::protobuf::Timestamp& t);
 
 }  // namespace ratelimit

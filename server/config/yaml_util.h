@@ -7,7 +7,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ratelimit {
@@ -20,10 +19,6 @@ absl::StatusOr<YAML::Node> LoadYaml(absl::string_view yaml, absl::string_view so
 
 // "<source>:<line>:<column>" of `node` (1-based), or just `source` when the node has no mark.
 std::string YamlLocation(absl::string_view source, const YAML::Node& node);
-
-// Parses "1s", "250ms", "1h30m", "7d", "1.5h", "500us" (absl::ParseDuration units plus "d").
-// Bare numbers are rejected: a duration must say its unit.
-absl::StatusOr<absl::Duration> ParseDurationText(absl::string_view text);
 
 }  // namespace ratelimit
 

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/config/duration_text.h"
 #include "server/config/yaml_util.h"
 #include "storage/file_util.h"
 #include "storage/limit_config.h"

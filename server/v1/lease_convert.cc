@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "server/serving/grpc_convert.h"
+#include "storage/key_hash.h"
 #include "storage/leases/lease_id.h"
 #include "storage/status_util.h"
 
@@ -166,6 +167,54 @@ absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const 
   return op;
 }
 
+namespace {
+
+// The key a page token belongs to: 16 hex digits of its limit's name, key and source.
+std::string KeyTag(const StateKey& key) {
+  const uint64_t tag = StableKeyHash(key.name, key.key) ^ static_cast<uint64_t>(key.source);
+  return absl::StrCat(absl::Hex(tag, absl::kZeroPad16));
+}
+
+// A page token: "<expires_at_us>.<acquired_at_us>.<id>.<key tag>", web-safe base64 (opaque to
+// callers).
+std::string PageToken(const StateKey& key, const Lease& l) {
+  char id[LeaseId::kDigits];
+  l.id.WriteDigits(id);
+  return absl::WebSafeBase64Escape(absl::StrCat(l.expires_at_us, ".", l.acquired_at_us, ".",
+                                                absl::string_view(id, sizeof(id)), ".",
+                                                KeyTag(key)));
+}
+
+absl::Status ReadPage(const v1::ListLeasesRequest& request, LeaseOp& op) {
+  if (request.page_size() < 0 || request.page_size() > kMaxLeasePageSize) {
+    return InvalidField(
+        "page_size", absl::StrCat("must be 0 (", kDefaultLeasePageSize, ") to ", kMaxLeasePageSize,
+                                  ", got ", request.page_size()));
+  }
+  op.list_limit = request.page_size() > 0 ? request.page_size() : kDefaultLeasePageSize;
+  if (request.page_token().empty()) return absl::OkStatus();
+  const absl::Status not_a_token =
+      InvalidField("page_token", "not a next_page_token of ListLeases");
+  std::string text;
+  if (!absl::WebSafeBase64Unescape(request.page_token(), &text)) return not_a_token;
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  LeasePlace after;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &after.expires_at_us) ||
+      !absl::SimpleAtoi(parts[1], &after.acquired_at_us)) {
+    return not_a_token;
+  }
+  const std::optional<LeaseId> id = LeaseId::Parse(parts[2]);
+  if (!id) return not_a_token;
+  if (parts[3] != KeyTag(op.key)) {
+    return InvalidField("page_token", "a page of another key or limit than this request's");
+  }
+  after.id = *id;
+  op.list_after = after;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
                                             const LimitSet& defined, InlineLimits inline_limits) {
   switch (request.source()) {
@@ -190,6 +239,7 @@ absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request
                       request.source() == v1::INLINE ? LimitSet() : defined, inline_limits);
   if (!op.ok()) return op.status();
   op->action = LeaseAction::kList;
+  if (absl::Status s = ReadPage(request, *op); !s.ok()) return s;
   return op;
 }
 
@@ -262,51 +312,13 @@ void ExtendToProto(const LeaseOp& op, const LeaseDecision& decision, v1::ExtendR
   if (held) LeaseToProto(*decision.lease, op.key, out->mutable_lease());
 }
 
-namespace {
-
-// A page token: "<expires_at_us>.<acquired_at_us>.<id>", web-safe base64 (opaque to callers).
-std::string PageToken(const Lease& l) {
-  char id[LeaseId::kDigits];
-  l.id.WriteDigits(id);
-  return absl::WebSafeBase64Escape(
-      absl::StrCat(l.expires_at_us, ".", l.acquired_at_us, ".", absl::string_view(id, sizeof(id))));
-}
-
-}  // namespace
-
-absl::StatusOr<LeasePage> LeasePageFromProto(const v1::ListLeasesRequest& request) {
-  LeasePage page;
-  if (request.page_size() < 0 || request.page_size() > kMaxLeasePageSize) {
-    return InvalidField(
-        "page_size", absl::StrCat("must be 0 (", kDefaultLeasePageSize, ") to ", kMaxLeasePageSize,
-                                  ", got ", request.page_size()));
-  }
-  if (request.page_size() > 0) page.size = request.page_size();
-  if (request.page_token().empty()) return page;
-  const absl::Status not_a_token =
-      InvalidField("page_token", "not a next_page_token of ListLeases");
-  std::string text;
-  if (!absl::WebSafeBase64Unescape(request.page_token(), &text)) return not_a_token;
-  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
-  LeasePlace after;
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &after.expires_at_us) ||
-      !absl::SimpleAtoi(parts[1], &after.acquired_at_us)) {
-    return not_a_token;
-  }
-  const std::optional<LeaseId> id = LeaseId::Parse(parts[2]);
-  if (!id) return not_a_token;
-  after.id = *id;
-  page.after = after;
-  return page;
-}
-
 void ListLeasesToProto(const LeaseOp& op, const LeaseDecision& decision,
                        v1::ListLeasesResponse* out) {
   out->set_held(static_cast<uint64_t>(std::max<int64_t>(0, decision.held)));
   out->set_capacity(static_cast<uint64_t>(op.config.EffectiveCapacity()));
   for (const Lease& l : decision.held_leases) LeaseToProto(l, op.key, out->add_leases());
   if (decision.more_listed && !decision.held_leases.empty()) {
-    out->set_next_page_token(PageToken(decision.held_leases.back()));
+    out->set_next_page_token(PageToken(op.key, decision.held_leases.back()));
   }
 }
 

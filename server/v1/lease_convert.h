@@ -54,20 +54,13 @@ absl::StatusOr<LeaseOp> ReleaseFromProto(const v1::ReleaseRequest& request, cons
                                          InlineLimits inline_limits);
 absl::StatusOr<LeaseOp> ExtendFromProto(const v1::ExtendRequest& request, const LimitSet& defined,
                                         InlineLimits inline_limits);
-absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
-                                            const LimitSet& defined, InlineLimits inline_limits);
-
-// A page of ListLeases: at most `size` leases, those after `after` in the listing's order
-// (expiry, then acquisition, then id).
+// The page it asks for is the op's list_limit (page_size; 0: kDefaultLeasePageSize) and
+// list_after (the place page_token names). A token belongs to its key: another key's, or another
+// limit's, is INVALID_ARGUMENT naming page_token, as is any text no listing gave.
 inline constexpr int kDefaultLeasePageSize = 100;
 inline constexpr int kMaxLeasePageSize = 1000;
-struct LeasePage {
-  int size = kDefaultLeasePageSize;
-  std::optional<LeasePlace> after;  // unset: the first page
-};
-
-// page_size and page_token; INVALID_ARGUMENT naming the field.
-absl::StatusOr<LeasePage> LeasePageFromProto(const v1::ListLeasesRequest& request);
+absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
+                                            const LimitSet& defined, InlineLimits inline_limits);
 
 // A concurrency decision as one limit's Decision of a verdict: allowed and reason as decided,
 // `value` the free slots, retry_at when enough free.

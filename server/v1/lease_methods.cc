@@ -248,10 +248,6 @@ grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& c
   if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   absl::StatusOr<LeaseOp> op = ListLeasesFromProto(*request, *registry_.Current(), inline_limits_);
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));
-  absl::StatusOr<LeasePage> page = LeasePageFromProto(*request);
-  if (!page.ok()) return FinishRpc(rpc, ToGrpcStatus(page.status()));
-  op->list_after = page->after;
-  op->list_limit = page->size;
   absl::StatusOr<LeaseOutcome> outcome = DecideLeaseOp(rpc, Alone(*op));
   if (!outcome.ok()) return LeaseFailure(rpc, outcome.status());
   ObserveLease(*op, outcome->lease);  // a listing drops, and counts, the leases it finds expired

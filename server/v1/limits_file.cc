@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/config/duration_text.h"
 #include "server/config/yaml_util.h"
 #include "storage/file_util.h"
 

@@ -52,23 +52,27 @@ void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, L
   LeaseDecision& d = outcome.lease;
   DecideLease(op.lease, std::move(set), now_us, summary, d);
   bool rates_allowed = true;
-  if (op.lease.action == LeaseAction::kAcquire && !d.replayed && !op.limits.empty()) {
+  if (op.lease.action == LeaseAction::kAcquire && d.replayed && !op.limits.empty()) {
+    // A replay takes nothing again: the rate limits are read for their balances as they are now.
+    const Operation read{op.limits, Mode::kCheck};
+    outcome.decisions = DecideOperation(read, keys, current, now_us, writes).decisions;
+    AsReplayed(outcome.decisions);
+  } else if (op.lease.action == LeaseAction::kAcquire && !op.limits.empty()) {
     const Operation rates{op.limits, d.allowed ? Mode::kConsume : Mode::kCheck};
     Outcome rated = DecideOperation(rates, keys, current, now_us, writes);
     rates_allowed = rated.allowed;
     outcome.decisions = std::move(rated.decisions);
-    if (d.allowed && !rates_allowed) {
-      // Nothing is taken: the lease decided allowed, but is not written (DecideLease appended it
-      // to the set: the set as read is the rest).
-      d.write = d.expired_unreleased > 0;  // the expired leases found are still dropped
-      d.lease.reset();
-      TakeLease(d.next.leases, d.next.index, d.next.leases.size() - 1);
-      d.held -= op.lease.count;
-      summary.held = d.held;
-      d.free = std::max<int64_t>(0, static_cast<int64_t>(*op.lease.config.capacity) - d.held);
-    }
+    if (d.allowed && !rates_allowed) WithdrawAcquire(op.lease, d, summary);  // nothing taken
   }
   outcome.allowed = d.allowed && rates_allowed;
+}
+
+void AsReplayed(Decisions& rates) {
+  for (Decision& r : rates) {
+    r.allowed = true;
+    r.reason = DenyReason::kNone;
+    r.retry_at_us.reset();
+  }
 }
 
 int64_t LeaseRecordExpiresAt(const LeaseOp& op, const LeaseSet& next, int64_t now_us) {

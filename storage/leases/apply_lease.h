@@ -56,9 +56,10 @@ absl::Status ValidateLeaseOperation(const LeaseOperation& op);
 // `now_us`. Lease first (DecideLease); then, for an acquire not answered by a replay, the rate
 // limits with storage/apply DecideOperation (mode kConsume when the lease is allowed, else kCheck
 // so that the decisions report balances as they are), their states to write in `writes` (only
-// when everything allowed). A rate denial takes no slot: lease.write false, lease.lease unset,
-// held and free as before, lease.next the set as read. The store writes outcome.lease.next when
-// outcome.lease.write. `set` is taken by value, as DecideLease takes it.
+// when everything allowed). A replayed acquire reads the rate limits (kCheck) and reports them
+// AsReplayed: their balances now, nothing taken again. A rate denial takes no slot: lease.write
+// false, lease.lease unset, held and free as before, lease.next the set as read. The store writes
+// outcome.lease.next when outcome.lease.write. `set` is taken by value, as DecideLease takes it.
 // REQUIRES: ValidateLeaseOperation(op) is OK.
 LeaseOutcome DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, LeaseSet set,
                                   absl::Span<const std::optional<State>> current, int64_t now_us,
@@ -70,6 +71,10 @@ void DecideLeaseOperation(const LeaseOperation& op, const OperationKeys& keys, L
                           absl::Span<const std::optional<State>> current, int64_t now_us,
                           absl::Span<std::optional<State>> writes, LeaseSetSummary& summary,
                           LeaseOutcome& outcome);
+
+// The rate limits' decisions of a replayed acquire (read in mode kCheck): each allowed, as the
+// acquire they were taken with was, with no reason or retry_at; `value` stays the balance now.
+void AsReplayed(Decisions& rates);
 
 // The expiry of the record of `next`, the set `op` writes at `now_us`: kLeaseRecordMarginMicros
 // after the later of now_us + op.config.max_lease_ttl_us and the set's latest lease expiry

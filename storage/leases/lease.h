@@ -277,6 +277,12 @@ LeaseDecision DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us);
 void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSummary& summary,
                  LeaseDecision& d);
 
+// Takes back the lease that `d`, an allowed kAcquire of `op` (not replayed), appended, when a
+// rate limit of the same request denied it: `d` becomes an acquire that took nothing, whose
+// `next` is the set as read, and which writes only to drop the leases it found expired (the rule
+// above). `summary` follows.
+void WithdrawAcquire(const LeaseOp& op, LeaseDecision& d, LeaseSetSummary& summary);
+
 // Checks what LeaseOp REQUIRES: INVALID_ARGUMENT naming the field after `field_prefix`
 // ("config.capacity", "count", "ttl", "lease_id") when it does not hold. kAcquire needs a
 // lease_id (the new lease's), kRelease and kExtend the lease's; count and ttl are checked only

@@ -151,6 +151,20 @@ int64_t ExpiryOf(int64_t now_us, int64_t ttl_us) {
   return now_us > INT64_MAX - ttl_us ? INT64_MAX : now_us + ttl_us;
 }
 
+// Whether a decision writes: when its action changed the set, and whenever it found leases
+// expired unreleased, whatever it was asked. Those are dropped by the decision that finds them,
+// so that each is counted once (expired_unreleased, the leak detector).
+bool Writes(bool changed, int64_t expired_unreleased) { return changed || expired_unreleased > 0; }
+
+// The kept lease (held or released) acquired under `request_id`, or null.
+const Lease* AcquiredUnder(ReadSet& r, const std::string& request_id) {
+  if (!r.index.MayHoldRequestId(r.kept, request_id)) return nullptr;
+  for (const Lease& l : r.kept) {
+    if (l.request_id == request_id) return &l;
+  }
+  return nullptr;
+}
+
 // The index in r.kept of the held lease `id`, or -1.
 int FindHeld(ReadSet& r, const LeaseId& id) {
   const int i = r.index.Find(r.kept, id);
@@ -196,20 +210,11 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
   switch (op.action) {
     case LeaseAction::kAcquire:
     case LeaseAction::kCheck: {
-      if (op.action == LeaseAction::kAcquire && !op.request_id.empty() &&
-          r.index.MayHoldRequestId(r.kept, op.request_id)) {
-        for (const Lease& l : r.kept) {
-          if (l.request_id == op.request_id) {
-            d.replayed = true;
-            d.lease = l;
-            d.write = r.expired_unreleased > 0;  // drops them (below)
-            d.held = r.held;
-            d.free = std::max<int64_t>(0, capacity - r.held);
-            d.next.leases = std::move(r.kept);
-            d.next.index = std::move(r.index);
-            summary.held = r.held;
-            return;
-          }
+      if (op.action == LeaseAction::kAcquire && !op.request_id.empty()) {
+        if (const Lease* earlier = AcquiredUnder(r, op.request_id)) {
+          d.replayed = true;
+          d.lease = *earlier;
+          break;
         }
       }
       if (op.count > capacity) {
@@ -277,14 +282,21 @@ void DecideLease(const LeaseOp& op, LeaseSet current, int64_t now_us, LeaseSetSu
       d.write = true;
       break;
   }
-  // Leases found expired unreleased are dropped by the decision that finds them, whatever it was
-  // asked: each is counted once (expired_unreleased, the leak detector), by that decision.
-  if (r.expired_unreleased > 0) d.write = true;
+  d.write = Writes(d.write, r.expired_unreleased);
   d.held = r.held;
   d.free = std::max<int64_t>(0, capacity - r.held);
   d.next.leases = std::move(r.kept);
   d.next.index = std::move(r.index);
   summary.held = r.held;
+}
+
+void WithdrawAcquire(const LeaseOp& op, LeaseDecision& d, LeaseSetSummary& summary) {
+  d.lease.reset();
+  TakeLease(d.next.leases, d.next.index, d.next.leases.size() - 1);
+  d.held -= op.count;
+  d.free = std::max<int64_t>(0, static_cast<int64_t>(op.config.capacity.value_or(0)) - d.held);
+  d.write = Writes(false, d.expired_unreleased);
+  summary.held = d.held;
 }
 
 absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) {

@@ -20,8 +20,8 @@
 --   ''> <limit, 0: every lease>; absent: every lease]
 -- action: 'a' acquire, 'r' release, 'e' extend, 'c' check, 'l' list, 'x' reset. The limits (an
 -- acquire only) are ratelimit_apply's, their key indices counting from the first rate key: with
--- the lease allowed they are taken (mode 't'), otherwise only read (mode 'c'); the lease set is
--- written only when they all allow.
+-- the lease allowed they are taken (mode 't'), otherwise only read (mode 'c', as for a replay,
+-- which reports their balances now); the lease set is written only when they all allow.
 -- Returns {now, allowed 0|1, reason ''|'n' no free slots|'c' count exceeds capacity,
 --   state 'h' held|'r' released|'n' not held, replayed 0|1, held, free, retry_at or '',
 --   expired_unreleased, wrote 0|1, the lease ('' or "<id> <lease text>"),
@@ -158,13 +158,16 @@ local function lease(keys, args)
         return false
       end)
     end
-    if action == 'a' and replayed == 0 and nlimits > 0 then
+    if action == 'a' and nlimits > 0 then
+      -- Taken with the slots; only read ('c') when the slots are refused, or for a replay, which
+      -- reports the balances as they are now and takes nothing again.
+      local take = allowed == 1 and replayed == 0
       local rate_keys = {}
       for k = 3, #keys do rate_keys[#rate_keys + 1] = keys[k] end
-      local rate_args = {allowed == 1 and 't' or 'c', time_text(now)}
+      local rate_args = {take and 't' or 'c', time_text(now)}
       for i = 9, #args do rate_args[#rate_args + 1] = args[i] end
       rates = apply(rate_keys, rate_args)
-      if rates[2] ~= 1 then
+      if replayed == 0 and rates[2] ~= 1 then
         write, change, lease_reply = false, nil, ''
       end
     end

@@ -21,7 +21,7 @@ namespace ratelimit {
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
 // Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library (either file)
 // changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "10";
+inline constexpr absl::string_view kRedisLibraryVersion = "11";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
 inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "storage/leases/apply_lease.h"
 #include "storage/redis/redis_cross_slot.h"
 #include "storage/redis/redis_function_library.h"
 
@@ -200,12 +201,21 @@ absl::StatusOr<LeaseOutcome> RedisLeaseOutcome(const LeaseOperation& op,
   }
   // Release and extend always "allowed"; the others as the library decided.
   out.allowed = d.allowed;
+  const bool no_rates = e[12].type == Type::kArray && e[12].elements.empty();
   if (op.lease.action == LeaseAction::kAcquire && !d.replayed && !op.limits.empty()) {
     absl::StatusOr<Outcome> rates = RateOutcome(op, rate_keys, d.allowed, e[12]);
     if (!rates.ok()) return rates.status();
     out.decisions = std::move(rates->decisions);
     out.allowed = d.allowed && rates->allowed;
-  } else if (e[12].type != Type::kArray || !e[12].elements.empty()) {
+  } else if (op.lease.action == LeaseAction::kAcquire && d.replayed && !op.limits.empty() &&
+             !no_rates) {
+    // A replay's rate limits, read (a library before version 11 reads none: the answer then
+    // reports them allowed without a balance).
+    absl::StatusOr<Outcome> rates = RateOutcome(op, rate_keys, /*taken=*/false, e[12]);
+    if (!rates.ok()) return rates.status();
+    out.decisions = std::move(rates->decisions);
+    AsReplayed(out.decisions);
+  } else if (!no_rates) {
     return Malformed("rates");
   }
   return out;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "server/config/duration_text.h"
 #include "server/config/yaml_util.h"
 #include "server/v1/limits_file.h"
 #include "storage/limit_config.h"

@@ -4,7 +4,8 @@
 // What every store keeping leases (StateStore::ApplyLease, storage/leases/lease.h) does, as a
 // typed test suite any store's test instantiates: acquire up to capacity then deny; release frees
 // a slot; expiry frees it at the TTL; extend keeps a lease; an acquire with rate limits is
-// all-or-nothing both ways; a request_id replay takes nothing twice; DeleteAllLeases ends the
+// all-or-nothing both ways; a request_id replay takes nothing twice (its rate limits read, their
+// balances reported as they are now); DeleteAllLeases ends the
 // leases of one limit only; bad input is refused naming the field, with nothing written.
 //
 // A store's test gives an environment type Env with:
@@ -183,7 +184,11 @@ TYPED_TEST_P(LeaseStoreContractTest, RequestIdReplayTakesNothingTwice) {
   EXPECT_TRUE(again.lease.replayed);
   ASSERT_TRUE(again.lease.lease.has_value());
   EXPECT_EQ(*again.lease.lease, *first.lease.lease);
-  EXPECT_TRUE(again.decisions.empty());
+  // The rate limit is read, not taken again: its balance now, reported allowed.
+  ASSERT_EQ(again.decisions.size(), 1u);
+  EXPECT_TRUE(again.decisions[0].allowed);
+  EXPECT_EQ(again.decisions[0].value, 9);
+  EXPECT_FALSE(again.decisions[0].retry_at_us.has_value());
   EXPECT_EQ(this->Held(3), 1);
   EXPECT_EQ(this->Tokens(rate), 9);
   // Released, it is still answered (holding nothing) until its expiry.
@@ -195,6 +200,17 @@ TYPED_TEST_P(LeaseStoreContractTest, RequestIdReplayTakesNothingTwice) {
   EXPECT_TRUE(after_release.lease.lease->released);
   EXPECT_EQ(this->Held(3), 0);
   EXPECT_EQ(this->Tokens(rate), 9);
+  // Emptied by other requests since, the bucket is reported as it is; the replay stays allowed.
+  LimitOp rest = rate;
+  rest.count = 9;
+  ASSERT_TRUE(this->Must(LeaseOpOf(LeaseAction::kAcquire, 3, "other"), {rest}).allowed);
+  const LeaseOutcome empty = this->Must(op, {rate});
+  EXPECT_TRUE(empty.allowed);
+  EXPECT_TRUE(empty.lease.replayed);  // released, still answered
+  ASSERT_EQ(empty.decisions.size(), 1u);
+  EXPECT_TRUE(empty.decisions[0].allowed);
+  EXPECT_EQ(empty.decisions[0].value, 0);
+  EXPECT_EQ(empty.decisions[0].reason, DenyReason::kNone);
 }
 
 TYPED_TEST_P(LeaseStoreContractTest, DeleteAllLeasesEndsTheLeasesOfOneLimitOnly) {

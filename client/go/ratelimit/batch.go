@@ -40,7 +40,8 @@ type BatchResult struct {
 // Batch sends independent Consume, Check and Reserve requests in one call. The server decides
 // them in order (a later entry sees the effect of the earlier ones), each all or nothing on its
 // own; one BatchResult per entry, in order. The error is the call's: no entries, more than the
-// server's bounds (1000 entries, 4096 limits), transport or deadline. Never retried.
+// server's bounds (1000 entries, 4096 limits), a string that is not valid UTF-8 (refused before
+// sending, Field naming it: "entries[2].limits[0].key"), transport or deadline. Never retried.
 func (c *Client) Batch(ctx context.Context, entries ...BatchEntry) ([]BatchResult, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()

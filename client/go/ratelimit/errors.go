@@ -3,17 +3,21 @@ package ratelimit
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "ratelimit.dev/client/go/gen/ratelimit/v1"
 )
 
 // Error is a failed call: the gRPC status code and message, and the request field the server
-// named (INVALID_ARGUMENT and PERMISSION_DENIED messages start with it, e.g.
-// "limits[0].key: must not be empty"). status.Code(err) and status.FromError work on it.
+// named (its messages for a bad field start with it, e.g. "limits[0].key: must not be empty").
+// status.Code(err) and status.FromError work on it.
 type Error struct {
 	// Method is the RPC: Consume, Check, Reserve, Reset, Settle, Batch, one of the lease calls
 	// (Acquire, Release, Extend, ListLeases) or one of the override calls (SetOverride,
@@ -22,7 +26,11 @@ type Error struct {
 	Code   codes.Code
 	// Message is the server's message, field included.
 	Message string
-	// Field is the field the message starts with ("limits[0].key"); empty when it names none.
+	// Field is the request field the message starts with ("limits[0].key"); empty when it
+	// names none. It is set only for the codes the server answers a bad field with
+	// (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS, PERMISSION_DENIED) and
+	// only when it begins with a field of the method's request, so that a message of gRPC's own
+	// ("grpc: error while marshaling: ...") never passes for one.
 	Field string
 	err   error
 }
@@ -40,13 +48,52 @@ func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Messag
 // fieldPattern matches a field path as the server writes it: limits[0].config.rate, name, ...
 var fieldPattern = regexp.MustCompile(`^([a-z_]+(\[[0-9]+\])?)(\.[a-z_]+(\[[0-9]+\])?)*: `)
 
+// requests is the request message of each method of the service (Consume: RateLimitRequest),
+// whose fields are the first part of the field paths the server names.
+var requests = func() map[string]protoreflect.MessageDescriptor {
+	out := map[string]protoreflect.MessageDescriptor{}
+	services := pb.File_ratelimit_v1_ratelimit_proto.Services()
+	for i := 0; i < services.Len(); i++ {
+		methods := services.Get(i).Methods()
+		for j := 0; j < methods.Len(); j++ {
+			out[string(methods.Get(j).Name())] = methods.Get(j).Input()
+		}
+	}
+	return out
+}()
+
 func newError(method string, err error) *Error {
 	s := status.Convert(err)
 	e := &Error{Method: method, Code: s.Code(), Message: s.Message(), err: err}
-	if m := fieldPattern.FindString(e.Message); m != "" {
-		e.Field = m[:len(m)-2]
-	}
+	e.Field = fieldOf(method, e.Code, e.Message)
 	return e
+}
+
+// fieldOf is the request field a status of method names, as the server writes it at the start
+// of the message ("limits[0].key: must not be empty"); empty when it names none. gRPC's own
+// messages start the same way ("grpc: ...", "transport: ..."), but with other codes and with a
+// word that is no field of the request.
+func fieldOf(method string, code codes.Code, message string) string {
+	switch code {
+	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.AlreadyExists,
+		codes.PermissionDenied:
+	default:
+		return ""
+	}
+	m := fieldPattern.FindString(message)
+	request, known := requests[method]
+	if m == "" || !known {
+		return ""
+	}
+	field := m[:len(m)-2]
+	first := field
+	if end := strings.IndexAny(first, ".["); end >= 0 {
+		first = first[:end]
+	}
+	if request.Fields().ByName(protoreflect.Name(first)) == nil {
+		return ""
+	}
+	return field
 }
 
 // codeName is the code as the server and the CLI print it (INVALID_ARGUMENT).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 // fakeService answers UNAVAILABLE to the first `failures` calls of each method, then allows;
 // with `block`, it answers nothing until the call's context ends; with `err`, it answers every
-// call with that error.
+// call with that error. Settle always succeeds, returning nothing; it records the settlements.
 type fakeService struct {
 	pb.UnimplementedRateLimitServiceServer
 	failures int64
@@ -29,6 +30,10 @@ type fakeService struct {
 	checks   atomic.Int64
 	consumes atomic.Int64
 	reserves atomic.Int64
+	settles  atomic.Int64
+
+	mu          sync.Mutex
+	settlements []*pb.Settlement
 }
 
 func (f *fakeService) answer(ctx context.Context, calls *atomic.Int64) (
@@ -63,6 +68,22 @@ func (f *fakeService) Consume(ctx context.Context, _ *pb.RateLimitRequest) (
 func (f *fakeService) Reserve(ctx context.Context, _ *pb.RateLimitRequest) (
 	*pb.RateLimitResponse, error) {
 	return f.answer(ctx, &f.reserves)
+}
+
+func (f *fakeService) Settle(_ context.Context, req *pb.SettleRequest) (*pb.SettleResponse,
+	error) {
+	f.settles.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settlements = append(f.settlements, req.Settlements...)
+	return &pb.SettleResponse{}, nil
+}
+
+// settled is the settlements of every Settle so far.
+func (f *fakeService) settled() []*pb.Settlement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*pb.Settlement(nil), f.settlements...)
 }
 
 // serveFake serves f on a free loopback port until the test ends.

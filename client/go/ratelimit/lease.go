@@ -57,7 +57,9 @@ type AcquireRequest struct {
 	// rate limits (TokenBucket, FixedWindow) whose tokens are taken with the slots. 1..16.
 	Limits []Limit
 	// TTL is the lease's time to live (1 ms .. the limit's max_lease_ttl); 0: the limit's
-	// lease_ttl. Client.Acquire's heartbeat extends by the same TTL.
+	// lease_ttl. Client.Acquire's heartbeat extends by the same TTL. A negative TTL, or one
+	// under 1 ms, is refused before any call: an *Error with code InvalidArgument and Field
+	// "ttl" whose message names the TTL given.
 	TTL time.Duration
 	// RequestID (optional, 1..128 bytes) makes the Acquire idempotent: while the lease it took
 	// has not expired, a retry answers that lease again (AcquireResult.Replayed) and takes
@@ -152,6 +154,9 @@ type LeaseList struct {
 // is. The lease it returns is not extended by anyone (see Client.Acquire for a held lease).
 // Never retried (give a RequestID to make a retry safe).
 func (c *Client) TryAcquire(ctx context.Context, req AcquireRequest) (*AcquireResult, error) {
+	if err := checkTTL("Acquire", req.TTL); err != nil {
+		return nil, err
+	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	in := &pb.AcquireRequest{RequestId: req.RequestID, Holder: req.Holder}
@@ -184,7 +189,7 @@ func (c *Client) Release(ctx context.Context, ref LeaseRef) (*ReleaseResult, err
 
 // Extend pushes a held lease's expiry to now + ttl (0: the limit's lease_ttl). A lease that is
 // not held answers LeaseNotHeld and changes nothing: its holder has lost the slots and should
-// stop.
+// stop. A ttl that is negative or under 1 ms is refused before any call, as in TryAcquire.
 func (c *Client) Extend(ctx context.Context, ref LeaseRef, ttl time.Duration) (
 	*ExtendResult, error) {
 	return c.extend(ctx, ref, ttl)
@@ -193,6 +198,9 @@ func (c *Client) Extend(ctx context.Context, ref LeaseRef, ttl time.Duration) (
 // extend is Extend with call options (a heartbeat's wait for the connection).
 func (c *Client) extend(ctx context.Context, ref LeaseRef, ttl time.Duration,
 	opts ...grpc.CallOption) (*ExtendResult, error) {
+	if err := checkTTL("Extend", ttl); err != nil {
+		return nil, err
+	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	in := &pb.ExtendRequest{Name: ref.Name, Key: ref.Key, LeaseId: ref.ID,

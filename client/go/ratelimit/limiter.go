@@ -209,7 +209,7 @@ func (c *Client) waitN(ctx context.Context, l Limit, n float64) error {
 		_, err := c.WaitRequest(ctx, Request{Limits: []Limit{l}})
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := endedErr(ctx); err != nil {
 		return err
 	}
 	r, err := c.reserveNothing(ctx, l)

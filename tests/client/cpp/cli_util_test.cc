@@ -4,12 +4,17 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
 #include "client/cpp/output.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
+
+ABSL_FLAG(int, cli_test_count, 1, "a number flag of this test");
+ABSL_FLAG(bool, cli_test_wait, false, "a boolean flag of this test");
 
 namespace ratelimit {
 namespace {
@@ -58,6 +63,47 @@ TEST(ParseTimeoutTest, TakesADurationOrPlainSeconds) {
     absl::StatusOr<absl::Duration> d = ParseTimeout(bad);
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(d.status().message().rfind("--timeout: ", 0), 0u) << d.status();
+  }
+}
+
+// What absl's parser would refuse, found before it runs (so that --json can answer in JSON).
+TEST(CheckFlagsTest, NamesAnUnknownFlagAMissingValueOrAValueOfTheWrongType) {
+  auto check = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "ratelimit");
+    return CheckFlags(static_cast<int>(args.size()), args.data());
+  };
+  EXPECT_TRUE(
+      check({"consume", "--cli_test_count=3", "--cli_test_wait", "--nocli_test_wait"}).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count), 3);  // set as the parser would set it
+  EXPECT_TRUE(check({"--cli_test_count", "4", "consume", "--", "--bogus"}).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count), 4);
+  const struct {
+    std::vector<const char*> args;
+    const char* starts;
+  } bad[] = {
+      {{"consume", "--bogus=1"}, "--bogus: no such flag"},
+      {{"-bogus"}, "--bogus: no such flag"},
+      {{"--nocli_test_count"}, "--nocli_test_count: no such flag"},
+      {{"--cli_test_count=abc"}, "--cli_test_count: "},
+      {{"--cli_test_count"}, "--cli_test_count: needs a value"},
+      {{"--cli_test_wait=maybe"}, "--cli_test_wait: "},
+  };
+  for (const auto& b : bad) {
+    const absl::Status s = check(b.args);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.starts;
+    EXPECT_EQ(s.message().rfind(b.starts, 0), 0u) << s;
+  }
+}
+
+// A duration flag is written as the limits file writes one: days too, and never a bare number.
+TEST(ParseDurationFlagTest, TakesTheLimitsFilesDurationsAndNamesTheFlag) {
+  EXPECT_EQ(*ParseDurationFlag("--max_lease_ttl", "1d"), absl::Hours(24));
+  EXPECT_EQ(*ParseDurationFlag("--ttl", "1d12h"), absl::Hours(36));
+  EXPECT_EQ(*ParseDurationFlag("--period", "250ms"), absl::Milliseconds(250));
+  for (const char* bad : {"30", "", "1x", "d"}) {
+    absl::StatusOr<absl::Duration> d = ParseDurationFlag("--ttl", bad);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(d.status().message().rfind("--ttl: not a duration", 0), 0u) << d.status();
   }
 }
 

@@ -42,7 +42,7 @@ TEST(InlineConfigTest, AConcurrencyLimitCarriesItsSlotsAndLeaseTtls) {
   f.kind = "concurrency";
   f.capacity = 4;
   f.lease_ttl = "1500ms";
-  f.max_lease_ttl = "2h";
+  f.max_lease_ttl = "1d";  // days, as the limits file writes them
   absl::StatusOr<std::optional<v1::LimitConfig>> c = InlineConfigOf(f);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE(c->has_value());
@@ -51,7 +51,7 @@ TEST(InlineConfigTest, AConcurrencyLimitCarriesItsSlotsAndLeaseTtls) {
   EXPECT_EQ(config.capacity(), 4);
   EXPECT_EQ(config.lease_ttl().seconds(), 1);
   EXPECT_EQ(config.lease_ttl().nanos(), 500000000);
-  EXPECT_EQ(config.max_lease_ttl().seconds(), 7200);
+  EXPECT_EQ(config.max_lease_ttl().seconds(), 86400);
   // No period is needed, and none is sent.
   EXPECT_FALSE(config.has_period());
   EXPECT_EQ(config.rate(), 0);

@@ -67,7 +67,7 @@ TEST(LeaseCommandTest, FormatsTheAnswers) {
   l->mutable_expires_at()->set_seconds(1798000000);
   l->set_holder("w3");
   EXPECT_EQ(FormatAcquire(acquired, absl::FromUnixSeconds(1797999990)),
-            "acquired lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40+00:00 (w3)\n");
+            "acquired lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40Z (w3)\n");
   v1::AcquireResponse refused;
   refused.set_reason(v1::NO_FREE_SLOTS);
   refused.mutable_retry_at()->set_seconds(1798000004);
@@ -90,7 +90,7 @@ TEST(LeaseCommandTest, FormatsTheAnswers) {
   *leases.add_leases() = *l;
   EXPECT_EQ(FormatLeases(list, leases),
             "jobs/t1: 2 of 10 slots held\n"
-            "  lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40+00:00 (w3)\n");
+            "  lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40Z (w3)\n");
 }
 
 // --count is sent as given (its default is 1): 0, a negative or NaN reach the server, which names

@@ -81,7 +81,7 @@ TEST(OverrideCommandTest, FormatsAnOverrideAndAnAuditEntry) {
   o.set_set_by("alice (token)");
   o.set_reason("incident 811");
   EXPECT_EQ(FormatOverride(o),
-            "api key customer-42: rate=100 capacity=200 until 2023-11-14T22:13:20+00:00, by alice "
+            "api key customer-42: rate=100 capacity=200 until 2023-11-14T22:13:20Z, by alice "
             "(token): incident 811\n");
   o.set_inert(true);
   EXPECT_TRUE(absl::StrContains(FormatOverride(o), "(inert: no such limit in the limits file)"));
@@ -95,7 +95,7 @@ TEST(OverrideCommandTest, FormatsAnOverrideAndAnAuditEntry) {
   e.set_reason("over");
   *e.mutable_before() = o;
   EXPECT_EQ(FormatAuditEntry(e),
-            "#7 2023-11-14T22:13:20+00:00 delete api key customer-42 by token (bob): over\n");
+            "#7 2023-11-14T22:13:20Z delete api key customer-42 by token (bob): over\n");
 }
 
 }  // namespace

@@ -47,6 +47,21 @@ v1::AcquireRequest Acquire(const std::string& name = "jobs", const std::string& 
   return r;
 }
 
+v1::ListLeasesRequest ListOf(const std::string& name, const std::string& key) {
+  v1::ListLeasesRequest r;
+  r.set_name(name);
+  r.set_key(key);
+  return r;
+}
+
+// An inline concurrency limit of 4 slots.
+v1::LimitConfig JobsInline() {
+  v1::LimitConfig c;
+  c.set_kind(v1::CONCURRENCY);
+  c.set_capacity(4);
+  return c;
+}
+
 // AcquireFromProto into a fresh plan, as the server calls it: the plan, or the error.
 absl::StatusOr<AcquirePlan> PlanOf(const v1::AcquireRequest& r, const LimitSet& defined) {
   AcquirePlan plan;
@@ -427,13 +442,13 @@ TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
   }
   // (expiry, acquired, id): (10,1,2) (10,2,4) (20,1,3) (30,1,1) (30,1,5).
   const uint64_t want[] = {2, 4, 3, 1, 5};
-  v1::ListLeasesRequest request;
+  v1::ListLeasesRequest request = ListOf("jobs", "t1");
   request.set_page_size(2);
   std::vector<std::string> ids;
   for (int pages = 1;; ++pages) {
-    absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
+    absl::StatusOr<LeaseOp> page = ListLeasesFromProto(request, Defined(), InlineLimits::kAllow);
     ASSERT_TRUE(page.ok()) << page.status();
-    d.held_leases = ListingPage(held, page->after, page->size, &d.more_listed);
+    d.held_leases = ListingPage(held, page->list_after, page->list_limit, &d.more_listed);
     v1::ListLeasesResponse out;
     ListLeasesToProto(op, d, &out);
     EXPECT_EQ(out.held(), 5u);
@@ -454,8 +469,10 @@ TEST(ListLeasesPageTest, PagesFollowEachOtherInTheListingsOrder) {
     EXPECT_EQ(ids[i], std::string(digits, sizeof(digits))) << i;
   }
   // The default page holds them all.
-  const LeasePage whole;
-  d.held_leases = ListingPage(held, whole.after, whole.size, &d.more_listed);
+  const LeaseOp whole =
+      ListLeasesFromProto(ListOf("jobs", "t1"), Defined(), InlineLimits::kAllow).value();
+  EXPECT_EQ(whole.list_limit, kDefaultLeasePageSize);
+  d.held_leases = ListingPage(held, whole.list_after, whole.list_limit, &d.more_listed);
   v1::ListLeasesResponse all;
   ListLeasesToProto(op, d, &all);
   EXPECT_EQ(all.leases_size(), 5);
@@ -484,11 +501,11 @@ TEST(ListLeasesPageTest, ThePageAfterAReleasedLeaseStartsAfterItsPlace) {
   ASSERT_FALSE(out.next_page_token().empty());
   held.erase(held.begin());  // the first lease, released
   d.held = 2;
-  v1::ListLeasesRequest request;
+  v1::ListLeasesRequest request = ListOf("jobs", "t1");
   request.set_page_token(out.next_page_token());
-  absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
+  absl::StatusOr<LeaseOp> page = ListLeasesFromProto(request, Defined(), InlineLimits::kAllow);
   ASSERT_TRUE(page.ok()) << page.status();
-  d.held_leases = ListingPage(held, page->after, page->size, &d.more_listed);
+  d.held_leases = ListingPage(held, page->list_after, page->list_limit, &d.more_listed);
   v1::ListLeasesResponse next;
   ListLeasesToProto(op, d, &next);
   ASSERT_EQ(next.leases_size(), 2);
@@ -496,29 +513,61 @@ TEST(ListLeasesPageTest, ThePageAfterAReleasedLeaseStartsAfterItsPlace) {
 }
 
 TEST(ListLeasesPageTest, BadPageSizeAndTokenAreNamed) {
-  v1::ListLeasesRequest request;
-  EXPECT_EQ(LeasePageFromProto(request).value().size, kDefaultLeasePageSize);
+  auto list = [](const v1::ListLeasesRequest& r) {
+    return ListLeasesFromProto(r, Defined(), InlineLimits::kAllow);
+  };
+  v1::ListLeasesRequest request = ListOf("jobs", "t1");
+  EXPECT_EQ(list(request).value().list_limit, kDefaultLeasePageSize);
   request.set_page_size(kMaxLeasePageSize);
-  EXPECT_EQ(LeasePageFromProto(request).value().size, kMaxLeasePageSize);
+  EXPECT_EQ(list(request).value().list_limit, kMaxLeasePageSize);
   for (int size : {-1, kMaxLeasePageSize + 1}) {
     request.set_page_size(size);
-    ExpectInvalid(LeasePageFromProto(request).status(), "page_size");
+    ExpectInvalid(list(request).status(), "page_size");
   }
   request.set_page_size(0);
-  for (const std::string& token :
+  // A token this key's listing gave: its first lease's place.
+  LeaseOp op = list(request).value();
+  LeaseDecision d;
+  Lease first;
+  first.id = *LeaseId::Parse(kLeaseId);
+  first.count = 1;
+  first.acquired_at_us = 3;
+  first.expires_at_us = 7;
+  d.held = 2;
+  d.held_leases = {first};
+  d.more_listed = true;
+  v1::ListLeasesResponse out;
+  ListLeasesToProto(op, d, &out);
+  const std::string token = out.next_page_token();
+  ASSERT_FALSE(token.empty());
+  std::string text;
+  ASSERT_TRUE(absl::WebSafeBase64Unescape(token, &text));
+  const std::string tag = text.substr(text.rfind('.'));  // ".<the key's tag>"
+  for (const std::string& bad :
        {std::string("not base64!"), absl::WebSafeBase64Escape("1.2"),
-        absl::WebSafeBase64Escape("1.2.0123456789ABCDEF0123456789abcdef"),
-        absl::WebSafeBase64Escape("x.2.0123456789abcdef0123456789abcdef")}) {
-    request.set_page_token(token);
-    ExpectInvalid(LeasePageFromProto(request).status(), "page_token");
+        absl::WebSafeBase64Escape("7.3.0123456789abcdef0123456789abcdef"),  // no key tag
+        absl::WebSafeBase64Escape("1.2.0123456789ABCDEF0123456789abcdef" + tag),
+        absl::WebSafeBase64Escape("x.2.0123456789abcdef0123456789abcdef" + tag)}) {
+    request.set_page_token(bad);
+    ExpectInvalid(list(request).status(), "page_token");
   }
-  request.set_page_token(absl::WebSafeBase64Escape("7.3.0123456789abcdef0123456789abcdef"));
-  absl::StatusOr<LeasePage> page = LeasePageFromProto(request);
+  request.set_page_token(token);
+  absl::StatusOr<LeaseOp> page = list(request);
   ASSERT_TRUE(page.ok()) << page.status();
-  ASSERT_TRUE(page->after.has_value());
-  EXPECT_EQ(page->after->expires_at_us, 7);
-  EXPECT_EQ(page->after->acquired_at_us, 3);
-  EXPECT_EQ(page->after->id, LeaseId::Parse(kLeaseId));
+  ASSERT_TRUE(page->list_after.has_value());
+  EXPECT_EQ(page->list_after->expires_at_us, 7);
+  EXPECT_EQ(page->list_after->acquired_at_us, 3);
+  EXPECT_EQ(page->list_after->id, LeaseId::Parse(kLeaseId));
+  // The same token names no place in another key's listing, nor in another limit's.
+  v1::ListLeasesRequest other = ListOf("jobs", "t2");
+  other.set_page_token(token);
+  ExpectInvalid(list(other).status(), "page_token");
+  EXPECT_NE(list(other).status().message().find("another key"), std::string::npos);
+  other = ListOf("jobs", "t1");
+  other.set_source(v1::INLINE);
+  *other.mutable_config() = JobsInline();
+  other.set_page_token(token);
+  ExpectInvalid(list(other).status(), "page_token");
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 #include "server/v1/limits_file.h"
 
 #include "gtest/gtest.h"
-#include "server/config/yaml_util.h"
 #include "server/v1/limit_registry.h"
 #include "tests/support/test_support.h"
 
@@ -93,16 +92,6 @@ TEST(LimitsFileTest, ErrorsNameFileLineAndField) {
     ASSERT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument) << c.yaml;
     EXPECT_EQ(set.status().message().substr(0, strlen(c.error)), c.error) << set.status();
   }
-}
-
-TEST(LimitsFileTest, DurationsNeedAUnit) {
-  EXPECT_EQ(*ParseDurationText("250ms"), absl::Milliseconds(250));
-  EXPECT_EQ(*ParseDurationText("1h30m"), absl::Minutes(90));
-  EXPECT_EQ(*ParseDurationText("7d"), absl::Hours(168));
-  EXPECT_EQ(*ParseDurationText("0s"), absl::ZeroDuration());
-  EXPECT_FALSE(ParseDurationText("60").ok());
-  EXPECT_FALSE(ParseDurationText("0").ok());
-  EXPECT_FALSE(ParseDurationText("xd").ok());
 }
 
 TEST(LimitsFileTest, ReadsAndLoadsAFileOrSaysWhichCannotBeRead) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "storage/apply.h"
+#include "storage/key_hash.h"
 #include "storage/memory/memory_state_store.h"
 #include "storage/redis/redis_function_library.h"
 #include "tests/storage/redis/redis_lua_fixture.h"
@@ -153,6 +155,23 @@ TEST(RedisLibraryTest, VersionInTheCodeMatchesTheConstant) {
       RedisLibraryCode().find(absl::StrCat("local LIBRARY_VERSION = '", kRedisLibraryVersion, "'")),
       absl::string_view::npos);
   EXPECT_TRUE(absl::StartsWith(RedisLibraryCode(), "#!lua name=ratelimit\n"));
+}
+
+// The library's code, pinned to its version. A server keeps a library of its own version that it
+// finds loaded (EnsureRedisLibrary), so code changed under an unchanged version would never reach
+// a Redis that holds the earlier code. A change to ratelimit.lua or leases.lua is a new version
+// with a new row here; a row, once landed, is never edited.
+TEST(RedisLibraryTest, TheCodeIsPinnedToItsVersion) {
+  const std::map<std::string, uint64_t> pinned = {
+      {"11", 0x0a59eceb019b58ccull},
+  };
+  const uint64_t code = StableKeyHash("redis-library", RedisLibraryCode());
+  const auto it = pinned.find(std::string(kRedisLibraryVersion));
+  ASSERT_NE(it, pinned.end()) << "version " << kRedisLibraryVersion << " needs its row: 0x"
+                              << std::hex << code;
+  EXPECT_EQ(code, it->second) << "the library changed under version " << kRedisLibraryVersion
+                              << ": give it a new version (its code is 0x" << std::hex << code
+                              << ")";
 }
 
 // --- Against a real redis-server ----------------------------------------------------------------
