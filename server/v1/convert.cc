@@ -7,15 +7,20 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "server/serving/grpc_convert.h"
 #include "storage/status_util.h"
 
 namespace ratelimit {
 
+std::string DurationText(const google::protobuf::Duration& d) {
+  return absl::FormatDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
+}
+
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,
                                        absl::string_view leaf) {
   if (const char* problem = NonNegativeDurationProblem(d)) {
-    return InvalidField(field, leaf, problem);
+    return InvalidField(field, leaf, absl::StrCat(problem, ", got ", DurationText(d)));
   }
   const int64_t s = d.seconds();
   const int32_t n = d.nanos();
@@ -83,14 +88,21 @@ absl::StatusOr<LimitConfig> ConfigFromProto(const v1::LimitConfig& p, absl::stri
   if (p.has_lease_ttl()) {
     absl::StatusOr<int64_t> ttl = DurationMicros(p.lease_ttl(), prefix, "lease_ttl");
     if (!ttl.ok()) return ttl.status();
-    if (*ttl <= 0)
-      return InvalidField(prefix, "lease_ttl", "must be between 1ms and max_lease_ttl");
+    if (*ttl <= 0) {
+      return InvalidField(
+          prefix, "lease_ttl",
+          absl::StrCat("must be between 1ms and max_lease_ttl, got ", DurationText(p.lease_ttl())));
+    }
     c.lease_ttl_us = *ttl;
   }
   if (p.has_max_lease_ttl()) {
     absl::StatusOr<int64_t> ttl = DurationMicros(p.max_lease_ttl(), prefix, "max_lease_ttl");
     if (!ttl.ok()) return ttl.status();
-    if (*ttl <= 0) return InvalidField(prefix, "max_lease_ttl", "must be between 1ms and 1 day");
+    if (*ttl <= 0) {
+      return InvalidField(
+          prefix, "max_lease_ttl",
+          absl::StrCat("must be between 1ms and 1 day, got ", DurationText(p.max_lease_ttl())));
+    }
     c.max_lease_ttl_us = *ttl;
   }
   FillLeaseTtlDefaults(c);

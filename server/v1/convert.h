@@ -67,6 +67,10 @@ bool NamesConcurrencyLimit(absl::Span<const LimitRequest> limits);
 // validated with the request).
 absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits);
 
+// `d` as a message shows it, exactly as sent ("500ns", "1m0.000001s", "-1s"), never rounded to
+// the microseconds the server keeps.
+std::string DurationText(const google::protobuf::Duration& d);
+
 // A google.protobuf.Duration as microseconds (truncating below 1us), validated: INVALID_ARGUMENT
 // naming `field` + `leaf` when it is not a valid Duration, negative, or over 100 years.
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,

@@ -49,7 +49,7 @@ absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Durat
     return InvalidField(
         field, absl::StrCat("must be between 1ms and the limit's max_lease_ttl (",
                             absl::FormatDuration(absl::Microseconds(config.max_lease_ttl_us)),
-                            "), got ", absl::FormatDuration(absl::Microseconds(*us))));
+                            "), got ", DurationText(ttl)));
   }
   return *us;
 }

@@ -34,7 +34,8 @@ type GRPCOptions struct {
 	InFlightConfig *Config
 	// Key is whose counter a call takes from; default: the peer's IP address. A call whose key
 	// is "" is answered INVALID_ARGUMENT without asking the service: make Key fall back to
-	// another key to limit such calls, or Skip them.
+	// another key to limit such calls, or Skip them. So is one whose key is not valid UTF-8
+	// (e.g. from binary "-bin" metadata): encode raw bytes (hex, base64).
 	Key func(ctx context.Context, fullMethod string) string
 	// Cost is the tokens a call takes; default 1. A cost of 0 takes nothing: the call runs
 	// without a call to the server (with InFlight, it still takes its slot).
@@ -56,8 +57,8 @@ type GRPCOptions struct {
 // and ratelimit-* (lower case, as gRPC metadata is); an allowed call gets the ratelimit-*
 // headers. When the service is unavailable (UNAVAILABLE, DEADLINE_EXCEEDED) the call is
 // answered UNAVAILABLE (FailClosed) or let through (FailOpen); any other error of the service
-// is INTERNAL. Errors are logged (see GRPCOptions.Logger). A call whose key is empty is
-// answered INVALID_ARGUMENT.
+// is INTERNAL. Errors are logged (see GRPCOptions.Logger). A call whose key is empty or not valid
+// UTF-8 is answered INVALID_ARGUMENT, without asking the service and whatever the policy.
 //
 // With InFlight, the headers describe the concurrency limit (ratelimit-limit its capacity,
 // ratelimit-remaining its free slots) unless the rate limit denied.
@@ -129,8 +130,8 @@ func (a *admission) admit(ctx context.Context, method string,
 	} else if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		key = remoteIP(p.Addr.String())
 	}
-	if key == "" {
-		return nil, status.Error(codes.InvalidArgument, "rate limit key missing")
+	if bad := badKey(key); bad != "" {
+		return nil, status.Error(codes.InvalidArgument, bad)
 	}
 	cost := 1.0
 	if opts.Cost != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -62,7 +63,8 @@ type HTTPOptions struct {
 	// Key is whose counter a request takes from; default RemoteIP (the client's IP address,
 	// from RemoteAddr; behind a proxy, set it from a header the proxy sets and you trust). A
 	// request whose Key is "" is answered 400 Bad Request without asking the service: make Key
-	// fall back to another key (e.g. RemoteIP) to limit such requests, or Skip them.
+	// fall back to another key (e.g. RemoteIP) to limit such requests, or Skip them. So is one
+	// whose Key is not valid UTF-8 (keys are protobuf strings): encode raw bytes (hex, base64).
 	Key func(*http.Request) string
 	// Cost is the tokens a request takes; default 1. A cost of 0 takes nothing: the request runs
 	// without a call to the server (with InFlight, it still takes its slot).
@@ -94,7 +96,8 @@ const (
 // the RateLimit-* headers. When the service is unavailable (UNAVAILABLE, DEADLINE_EXCEEDED) the
 // request is answered 503 (FailClosed) or let through (FailOpen); any other error of the service
 // (a misconfigured limit: NOT_FOUND, INVALID_ARGUMENT...) is answered 500 whatever the policy.
-// Errors are logged (see HTTPOptions.Logger). A request whose key is empty is answered 400.
+// Errors are logged (see HTTPOptions.Logger). A request whose key is empty or not valid UTF-8 is
+// answered 400, without asking the service and whatever the policy.
 //
 // With InFlight, the headers describe the concurrency limit (RateLimit-Limit its capacity,
 // RateLimit-Remaining its free slots) unless the rate limit denied.
@@ -120,8 +123,8 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 				return
 			}
 			key := keyOf(r)
-			if key == "" {
-				http.Error(w, "rate limit key missing", http.StatusBadRequest)
+			if bad := badKey(key); bad != "" {
+				http.Error(w, bad, http.StatusBadRequest)
 				return
 			}
 			cost := 1.0
@@ -210,6 +213,26 @@ func admissionLimits(inFlight string, inFlightConfig *Config, limit string, conf
 		limits = append(limits, Limit{Name: limit, Key: key, Count: cost, Config: config})
 	}
 	return limits
+}
+
+// MaxKeyBytes is the longest key the service takes (ratelimit.proto: a key is 1..1024 bytes).
+const MaxKeyBytes = 1024
+
+// badKey is why a request's key cannot be sent ("" when it can): empty, not valid UTF-8 (the
+// client would refuse it with INVALID_ARGUMENT, which the middlewares answer as a configuration
+// error), or longer than MaxKeyBytes (the service would refuse it so). Each is the request's
+// fault, not the service's nor the configuration's: answered 400 / INVALID_ARGUMENT without a
+// call, never let through by FailOpen. The message does not echo the key (an API key, say).
+func badKey(key string) string {
+	switch {
+	case key == "":
+		return "rate limit key missing"
+	case !utf8.ValidString(key):
+		return "rate limit key is not valid UTF-8"
+	case len(key) > MaxKeyBytes:
+		return "rate limit key is longer than 1024 bytes"
+	}
+	return ""
 }
 
 // RemoteIP is the IP address of the client (from r.RemoteAddr, without the port): the

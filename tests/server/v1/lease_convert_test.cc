@@ -387,6 +387,15 @@ TEST(AcquireFromProtoTest, ErrorsShowTheRefusedValueExactly) {
   r = Acquire();
   r.mutable_ttl()->set_nanos(500000);
   EXPECT_THAT(std::string(PlanOf(r, defined).status().message()), HasSubstr("got 500us"));
+  // Under the microsecond the server keeps: shown as sent, not as 0 or 999us.
+  r.mutable_ttl()->set_nanos(500);
+  EXPECT_THAT(std::string(PlanOf(r, defined).status().message()), HasSubstr("got 500ns"));
+  r.mutable_ttl()->set_nanos(999999);
+  EXPECT_THAT(std::string(PlanOf(r, defined).status().message()), HasSubstr("got 999.999us"));
+  r.mutable_ttl()->set_nanos(0);
+  r.mutable_ttl()->set_seconds(-2);
+  EXPECT_THAT(std::string(PlanOf(r, defined).status().message()),
+              HasSubstr("ttl: must not be negative, got -2s"));
   r = Acquire();
   r.mutable_limits(0)->set_count(1e9 + 1);
   EXPECT_THAT(
