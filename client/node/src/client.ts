@@ -49,6 +49,7 @@ import {
 } from "./convert.js";
 import { RateLimitError } from "./errors.js";
 import { holdLease, type Lease, type LeaseRequest } from "./lease.js";
+import { illFormedError, illFormedField } from "./validate.js";
 import { descriptor } from "./generated/descriptor.js";
 import type {
   AcquireRequest,
@@ -314,12 +315,15 @@ export class RateLimitClient {
    * the request has one), so the same Reserve is sent again, on a deadline of its own, to fetch
    * the remembered reservation (or to reserve now), and that is cancelled before the promise
    * rejects. The Reserve always asks for receipts, whatever `omitReceipts` says: giving the
-   * reservation back needs them.
+   * reservation back needs them. A `signal` that has already aborted (AbortSignal.timeout too)
+   * rejects at once with its reason, and nothing is sent: no Reserve, no Settle.
    */
   async reserveAndWait(
     request: RateLimitRequest | LimitRequest,
     options: ReserveAndWaitOptions = {},
   ): Promise<RateLimitResult> {
+    // Nothing is sent for a signal that has already aborted: no Reserve, so nothing to give back.
+    if (options.signal?.aborted) throw options.signal.reason;
     const asked: RateLimitRequest = { ...toRequest(request), omitReceipts: false };
     const identified: RateLimitRequest = asked.requestId
       ? asked
@@ -420,6 +424,7 @@ export class RateLimitClient {
   /**
    * Pushes a held lease's expiry to now + ttlMs (default: the limit's lease TTL): HELD with the
    * new expiry, or NOT_HELD (nothing changed: the holder has lost its slots and should stop).
+   * A ttlMs that is negative, under 1 ms or not finite is a TypeError, before any call.
    */
   async extend(ref: LeaseRef & { ttlMs?: number }, options?: CallOptions): Promise<ExtendResult> {
     return extendResult(await this.unary<WireLeaseStateResponse>("Extend", wireLeaseRef(ref, ref.ttlMs), options));
@@ -546,6 +551,9 @@ export class RateLimitClient {
   ): Promise<T> {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
+    // protobufjs would send a lone surrogate as invalid UTF-8, which the server refuses naming no field.
+    const illFormed = illFormedField(request);
+    if (illFormed !== undefined) return Promise.reject(illFormedError(illFormed));
     let timeoutMs: number;
     try {
       // NaN or Infinity would make grpc-js throw outside the promise, ending the process.

@@ -1,6 +1,7 @@
 // Conversions between the typed API (types.ts) and the wire objects of @grpc/proto-loader
 // (keepCase, longs as strings, enums as strings, bytes as Buffers).
 import { RateLimitError } from "./errors.js";
+import { checkLeaseTtlMs } from "./validate.js";
 import type {
   AcquireRequest,
   AcquireResult,
@@ -40,10 +41,20 @@ export interface WireDuration {
 }
 export type WireTimestamp = WireDuration;
 
-/** Milliseconds (finite, fractions allowed) as a google.protobuf.Duration. */
+/** The longest google.protobuf.Duration, in ms: 315,576,000,000 s (10,000 years). */
+const MAX_DURATION_MS = 315_576_000_000_000;
+
+/**
+ * Milliseconds (finite, fractions allowed, within a Duration's ±10,000 years) as a
+ * google.protobuf.Duration. Past that range the seconds would be written in exponent form
+ * ("1e+297"), which protobufjs reads as another number (1): refused instead.
+ */
 export function durationFromMs(ms: number, field: string): WireDuration {
   if (typeof ms !== "number" || !Number.isFinite(ms)) {
     throw new TypeError(`${field}: must be a finite number of milliseconds, got ${String(ms)}`);
+  }
+  if (Math.abs(ms) > MAX_DURATION_MS) {
+    throw new TypeError(`${field}: must be within a Duration's 10,000 years (3.15576e14 ms), got ${String(ms)}`);
   }
   const negative = ms < 0;
   const abs = Math.abs(ms);
@@ -454,14 +465,14 @@ export function wireAcquireRequest(request: AcquireRequest): Record<string, unkn
     request_id: request.requestId ?? "",
     holder: request.holder ?? "",
   };
-  if (present(request.ttlMs)) out.ttl = durationFromMs(request.ttlMs, "ttlMs");
+  if (present(request.ttlMs)) out.ttl = durationFromMs(checkLeaseTtlMs(request.ttlMs, "ttlMs"), "ttlMs");
   return out;
 }
 
 export function wireLeaseRef(ref: LeaseRef, ttlMs?: number): Record<string, unknown> {
   const out: Record<string, unknown> = { name: ref.name, key: ref.key, lease_id: ref.leaseId };
   if (present(ref.config)) out.config = wireConfig(ref.config, "config");
-  if (present(ttlMs)) out.ttl = durationFromMs(ttlMs, "ttlMs");
+  if (present(ttlMs)) out.ttl = durationFromMs(checkLeaseTtlMs(ttlMs, "ttlMs"), "ttlMs");
   return out;
 }
 

@@ -8,8 +8,21 @@ const CODE_NAMES: Record<number, string> = Object.fromEntries(
 );
 
 // A server message that starts with the field it is about: `limits[0].key: must not be empty`,
-// `settlements[1].receipt: ...`, `name: ...`.
-const FIELD_PREFIX = /^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): /;
+// `settlements[1].receipt: ...`, `name: ...`. Field paths are proto field names (lower case),
+// joined by dots, with an index in brackets.
+const FIELD_PREFIX = /^([a-z_][a-z0-9_]*(?:\[\d+\])*(?:\.[a-z_][a-z0-9_]*(?:\[\d+\])*)*): /;
+
+// The codes the server answers a bad field with. Other codes' messages are not about a field,
+// even when they start alike (UNAVAILABLE "redis: slot 5 is not served by any primary"), and
+// grpc-js's own messages (INTERNAL "Request message serialization failure: ...") are not the
+// server's at all.
+const FIELD_CODES: ReadonlySet<number> = new Set([
+  status.INVALID_ARGUMENT,
+  status.NOT_FOUND,
+  status.FAILED_PRECONDITION,
+  status.ALREADY_EXISTS,
+  status.PERMISSION_DENIED,
+]);
 
 /**
  * A call that failed: the gRPC status code (a number of `status` from @grpc/grpc-js, and its
@@ -22,7 +35,12 @@ export class RateLimitError extends Error {
   readonly codeName: string;
   /** The server's message, e.g. "limits[0].key: must not be empty". */
   readonly details: string;
-  /** The field the message names, e.g. "limits[0].key"; undefined when it names none. */
+  /**
+   * The request field the message names, e.g. "limits[0].key"; undefined when it names none. Set
+   * only for the codes the server answers a bad field with (INVALID_ARGUMENT, NOT_FOUND,
+   * FAILED_PRECONDITION, ALREADY_EXISTS, PERMISSION_DENIED), and only when the message starts
+   * with a field path ("limits[0].key: "), so that no other message passes for one.
+   */
   readonly field: string | undefined;
   /** The response trailers, when the error came from the server. */
   readonly metadata: Metadata | undefined;
@@ -34,7 +52,7 @@ export class RateLimitError extends Error {
     this.code = code;
     this.codeName = codeName;
     this.details = details;
-    this.field = FIELD_PREFIX.exec(details)?.[1];
+    this.field = FIELD_CODES.has(code) ? FIELD_PREFIX.exec(details)?.[1] : undefined;
     this.metadata = options?.metadata;
   }
 

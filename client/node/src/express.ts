@@ -4,6 +4,7 @@ import { checkTimeoutMs } from "./convert.js";
 import { RateLimitError } from "./errors.js";
 import { ThrottledLog, type ErrorLogger } from "./throttled-log.js";
 import { LeaseDeniedError, type Lease } from "./lease.js";
+import { isWellFormed } from "./validate.js";
 import type { AcquireResult, ConcurrencyConfig, LimitConfig, LimitRequest, RateLimitResult } from "./types.js";
 
 /** An acquire's answer in the shape of a Consume's, for the headers and the handler. */
@@ -28,6 +29,24 @@ async function holdForRequest(
     if (e instanceof LeaseDeniedError) return { result: resultOfAcquire(e.result) };
     throw e;
   }
+}
+
+/** The longest key the service takes, in UTF-8 bytes (ratelimit.proto: a key is 1..1024 bytes). */
+export const MAX_KEY_BYTES = 1024;
+
+/**
+ * Why a request's key cannot be sent (undefined when it can): missing (empty, or no key at
+ * all), not well-formed Unicode (a lone surrogate, which would reach the service as invalid
+ * UTF-8), or longer than MAX_KEY_BYTES. The key comes from the request, so each is the
+ * caller's fault: answered 400 without a call, whatever the failure mode. The reason does not
+ * echo the key (an API key, say).
+ */
+function badKey(key: unknown): string | undefined {
+  if (key === undefined || key === null || key === "") return "rate limit key missing";
+  if (typeof key !== "string") return undefined; // sent as protobufjs writes it, as before
+  if (!isWellFormed(key)) return "rate limit key is not well-formed Unicode (it has a lone surrogate)";
+  if (Buffer.byteLength(key, "utf8") > MAX_KEY_BYTES) return `rate limit key is longer than ${MAX_KEY_BYTES} bytes`;
+  return undefined;
 }
 
 /** What the middleware reads of a request (an Express Request fits). */
@@ -87,7 +106,13 @@ export interface RateLimitMiddlewareBaseOptions<Req extends RequestLike = Reques
   algorithm?: "fixed-window" | "token-bucket";
   /** Any other inline config (instead of windowMs/limit). */
   config?: LimitConfig;
-  /** The key of the caller. Default: `req.ip` (else the socket's address). */
+  /**
+   * The key of the caller. Default: `req.ip` (else the socket's address). A request whose key is
+   * empty (or undefined), longer than 1024 UTF-8 bytes, or not well-formed Unicode (a lone
+   * surrogate, as cutting a string inside an emoji leaves) is answered 400 without asking the
+   * service, whatever `failureMode`: make the key fall back to another to limit such requests,
+   * or `skip` them.
+   */
   keyGenerator?: (req: Req, res: Res) => Awaitable<string>;
   /** Tokens a request takes. Default 1. */
   count?: number | ((req: Req, res: Res) => Awaitable<number>);
@@ -110,8 +135,9 @@ export interface RateLimitMiddlewareBaseOptions<Req extends RequestLike = Reques
   /**
    * When the service cannot answer (UNAVAILABLE: unreachable; DEADLINE_EXCEEDED: no answer in
    * time): "closed" (default) answers through `storeErrorHandler`, "open" lets the request
-   * through. Any other error (a misspelt name, a bad key or config, a refused call) is a
-   * configuration error whatever the mode: logged, and passed to `next(error)` (HTTP 500).
+   * through. Any other error (a misspelt name, a bad config, a refused call) is a configuration
+   * error whatever the mode: logged, and passed to `next(error)` (HTTP 500). A key the service
+   * cannot take is answered 400 before any call (see `keyGenerator`).
    */
   failureMode?: FailureMode;
   /**
@@ -278,7 +304,8 @@ function setHeaders(
 
 /**
  * Express middleware: takes `count` tokens from the caller's key for each request; a denied
- * request is answered `statusCode` (429) with `Retry-After` and the RateLimit headers.
+ * request is answered `statusCode` (429) with `Retry-After` and the RateLimit headers. A request
+ * whose key is missing, over 1024 bytes or not well-formed Unicode is answered 400, unasked.
  *
  *   app.use(rateLimit({ client, windowMs: 60_000, limit: 100 }));
  */
@@ -353,6 +380,14 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
     } catch (e) {
       // The application's own callbacks failed: its error, not the service's.
       next(e);
+      return;
+    }
+    const bad = badKey(key);
+    if (bad !== undefined) {
+      // The caller's fault, not the service's nor the configuration's: not logged, never let
+      // through by failureMode "open".
+      res.status(400);
+      res.send(bad);
       return;
     }
     let result: RateLimitResult;

@@ -11,6 +11,7 @@ export {
 export { RateLimitError } from "./errors.js";
 export { HEARTBEAT_FRACTION, Lease, LeaseDeniedError, LeaseLostError, type LeaseRequest } from "./lease.js";
 export {
+  MAX_KEY_BYTES,
   rateLimit,
   type FailureMode,
   type NextFunction,

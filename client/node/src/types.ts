@@ -335,7 +335,10 @@ export interface LeaseInfo {
 export interface AcquireRequest {
   /** Exactly one concurrency limit (`count`: whole slots, default 1) and any rate limits; 1..16. */
   limits: LimitRequest[];
-  /** The lease's TTL in ms (1 ms .. the limit's max lease TTL). Default: the limit's lease TTL. */
+  /**
+   * The lease's TTL in ms (1 ms .. the limit's max lease TTL). Default: the limit's lease TTL.
+   * A negative one, one under 1 ms or one not finite is a TypeError, before any call.
+   */
   ttlMs?: number;
   /** Idempotency key (1..128 bytes): a retry answers the same lease (`replayed`) and takes nothing. */
   requestId?: string;

@@ -40,6 +40,20 @@ test("requestId and omitReceipts reach the wire request", () => {
   );
 });
 
+test("RateLimitError names a field only for the codes of a bad field, and only a field path", () => {
+  for (const code of [status.INVALID_ARGUMENT, status.NOT_FOUND, status.FAILED_PRECONDITION, status.ALREADY_EXISTS, status.PERMISSION_DENIED]) {
+    assert.equal(new RateLimitError(code, "entries[2].limits[0].config.rate: must be > 0").field, "entries[2].limits[0].config.rate");
+  }
+  // The server's messages of other codes are not about a field, even when they start alike.
+  assert.equal(new RateLimitError(status.UNAVAILABLE, "redis: slot 5 is not served by any primary").field, undefined);
+  assert.equal(new RateLimitError(status.UNKNOWN, "limits[0].key: must not be empty").field, undefined);
+  assert.equal(new RateLimitError(status.INTERNAL, "Request message serialization failure: limits: bad").field, undefined);
+  // Nor is a message whose first word is no field path (fields are lower-case proto names).
+  assert.equal(new RateLimitError(status.PERMISSION_DENIED, "Reset: administration is disabled").field, undefined);
+  assert.equal(new RateLimitError(status.INVALID_ARGUMENT, "Error: upstream refused").field, undefined);
+  assert.equal(new RateLimitError(status.INVALID_ARGUMENT, "request body is not a valid ratelimit.v1.RateLimitRequest").field, undefined);
+});
+
 test("RateLimitError keeps the code and the field the message names", () => {
   const e = new RateLimitError(status.INVALID_ARGUMENT, "limits[1].config.rate: must be > 0, got -5");
   assert.ok(e instanceof Error);

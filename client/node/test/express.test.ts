@@ -5,6 +5,7 @@ import type { Server } from "node:http";
 import { after, before, describe, test } from "node:test";
 
 import express, { type Request, type Response } from "express";
+import { InterceptingCall, type ChannelOptions, type Interceptor } from "@grpc/grpc-js";
 
 import {
   RateLimitClient,
@@ -170,7 +171,8 @@ describe("Express middleware", () => {
   });
 
   test("an error other than unavailability reaches next(error)", async () => {
-    const app = appWith({ client, name: "pages", keyGenerator: () => "" });
+    const config = { kind: "TOKEN_BUCKET", rate: -5, periodMs: 1000 } as const;
+    const app = appWith({ client, name: "bad-config", config, keyGenerator: () => "k" });
     app.use((err: unknown, _req: Request, res: Response, _next: unknown) => {
       res.status(500).json({ field: (err as { field?: string }).field });
     });
@@ -178,7 +180,7 @@ describe("Express middleware", () => {
     try {
       const r = await fetch(web.url);
       assert.equal(r.status, 500);
-      assert.deepEqual(await r.json(), { field: "limits[0].key" });
+      assert.deepEqual(await r.json(), { field: "limits[0].config.rate" });
     } finally {
       await web.close();
     }
@@ -317,5 +319,85 @@ describe("Express middleware with the service stopped", () => {
       client.close();
       await server.stop();
     }
+  });
+});
+
+describe("Express middleware, keys the service cannot take", () => {
+  // Each comes from the request: the caller's fault, answered 400 with what is wrong (never the
+  // key itself), before any call, whatever the failure mode: not a 500, not let through.
+  const BAD_KEYS: Record<string, { key: string | undefined; answer: string }> = {
+    empty: { key: "", answer: "rate limit key missing" },
+    absent: { key: undefined, answer: "rate limit key missing" },
+    lone: { key: "\uDC00", answer: "rate limit key is not well-formed Unicode (it has a lone surrogate)" },
+    // An emoji cut in half by slice: "user-" and the first of its two UTF-16 units.
+    cut: { key: "user-\u{1F600}".slice(0, 6), answer: "rate limit key is not well-formed Unicode (it has a lone surrogate)" },
+    long: { key: "k".repeat(1025), answer: "rate limit key is longer than 1024 bytes" },
+    // 513 characters, 1026 UTF-8 bytes: the bound counts bytes.
+    wide: { key: "\u00e9".repeat(513), answer: "rate limit key is longer than 1024 bytes" },
+  };
+  const FITS = "\u00e9".repeat(512); // exactly 1024 bytes
+  let server: RunningServer;
+  const sent: string[] = [];
+  const recordEveryCall: Interceptor = (options, nextCall) => {
+    sent.push(options.method_definition.path);
+    return new InterceptingCall(nextCall(options));
+  };
+  const recording = (target: string) =>
+    new RateLimitClient(target, { timeoutMs: 5000, channelOptions: { interceptors: [recordEveryCall] } as ChannelOptions });
+  let onServer: RateLimitClient;
+  let unreachable: RateLimitClient;
+
+  before(async () => {
+    server = await startServer({ limits: LIMITS });
+    onServer = recording(server.target);
+    unreachable = recording("127.0.0.1:1");
+  });
+  after(async () => {
+    onServer?.close();
+    unreachable?.close();
+    await server?.stop();
+  });
+
+  test("a key empty, absent, over 1024 bytes or with a lone surrogate is answered 400 without a call, in every failure mode", async () => {
+    const slots = { inFlight: "slots", inFlightConfig: { kind: "CONCURRENCY", capacity: 5 } } as const;
+    // Closed on the real server (a call sent would be refused: 500); open on an unreachable one
+    // (a call sent would fail UNAVAILABLE and let the request through: 200).
+    const variants: Array<[string, RateLimitClient, Partial<RateLimitMiddlewareOptions<Request, Response>>]> = [
+      ["rate limit, closed", onServer, { name: "pages", failureMode: "closed" }],
+      ["rate limit, open", unreachable, { name: "pages", failureMode: "open" }],
+      ["inFlight, open", unreachable, { ...slots, failureMode: "open" }],
+      ["rate limit and inFlight, closed", onServer, { name: "pages", ...slots }],
+    ];
+    for (const [what, client, variant] of variants) {
+      const lines: string[] = [];
+      const web = await serve(
+        appWith({
+          client,
+          keyGenerator: (req) => BAD_KEYS[String(req.headers["x-case"])]!.key as string,
+          logger: { error: (line: string) => lines.push(line) },
+          ...variant,
+        } as RateLimitMiddlewareOptions<Request, Response>),
+      );
+      try {
+        for (const [name, { answer }] of Object.entries(BAD_KEYS)) {
+          const r = await fetch(web.url, { headers: { "x-case": name } });
+          assert.deepEqual([r.status, await r.text()], [400, answer], `${what}, key ${name}`);
+        }
+      } finally {
+        await web.close();
+      }
+      assert.deepEqual(lines, [], `${what}: the caller's fault is not logged`);
+    }
+    assert.deepEqual(sent, [], "no call was made");
+    // A key of exactly 1024 bytes is limited as usual.
+    const web = await serve(appWith({ client: onServer, name: "pages", keyGenerator: () => FITS }));
+    try {
+      const r = await fetch(web.url);
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get("ratelimit-limit"), "2");
+    } finally {
+      await web.close();
+    }
+    assert.deepEqual(sent, ["/ratelimit.v1.RateLimitService/Consume"]);
   });
 });

@@ -158,4 +158,30 @@ describe("settle", () => {
     assert.equal(reserves, 2, "the first Reserve, then the same one again (its remembered answer)");
     near(await balance("abort_reserve", k), 0, "the reservation was given back");
   });
+
+  test("reserveAndWait with a signal already aborted, or a timeoutMs already spent, sends nothing", async () => {
+    const k = key();
+    const sent: string[] = [];
+    const recordEveryCall: Interceptor = (options, nextCall) => {
+      sent.push(options.method_definition.path);
+      return new InterceptingCall(nextCall(options));
+    };
+    const recorded = new RateLimitClient(server.target, {
+      timeoutMs: 10_000,
+      channelOptions: { interceptors: [recordEveryCall] } as ChannelOptions,
+    });
+    const timedOut = AbortSignal.timeout(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const request = { name: "aborted_before", key: k, count: 5, config: HOURLY };
+    try {
+      await assert.rejects(recorded.reserveAndWait(request, { signal: AbortSignal.abort(new Error("gave up")) }), /gave up/);
+      await assert.rejects(recorded.reserveAndWait(request, { signal: timedOut }), (e: Error) => e.name === "TimeoutError");
+      await assert.rejects(recorded.reserveAndWait(request, { timeoutMs: 0 }), /^TypeError: timeoutMs: /);
+      await assert.rejects(recorded.reserveAndWait(request, { timeoutMs: -5 }), /^TypeError: timeoutMs: /);
+    } finally {
+      recorded.close();
+    }
+    assert.deepEqual(sent, [], "no Reserve, no Settle");
+    near(await balance("aborted_before", k), 10, "nothing was reserved");
+  });
 });
