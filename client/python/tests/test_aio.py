@@ -9,6 +9,7 @@ import grpc
 import grpc.aio
 import pytest
 
+from call_count import CountAsyncCalls
 from conftest import approx
 from ratelimit_client import (AsyncRateLimitClient, DeadlineExceededError, DenyReason,
                               InvalidArgumentError, Kind,
@@ -122,20 +123,9 @@ def test_cancelling_reserve_and_wait_during_its_reserve_leaves_no_reservation(se
     asyncio.run(main())
 
 
-class _Counter(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self):
-        self.calls = {}
-
-    async def intercept_unary_unary(self, continuation, details, request):
-        method = details.method
-        method = (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[-1]
-        self.calls[method] = self.calls.get(method, 0) + 1
-        return await continuation(details, request)
-
-
 def test_a_checks_retries_share_its_timeout():
     # A hung server: the first attempt takes the whole timeout, and no retry is made.
-    counter = _Counter()
+    counter = CountAsyncCalls()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
@@ -168,7 +158,7 @@ def test_a_timeout_that_no_call_can_have_is_a_value_error(bad, unused_target):
 
 
 def test_only_check_is_retried(unused_target):
-    counter = _Counter()
+    counter = CountAsyncCalls()
 
     async def main():
         async with AsyncRateLimitClient(unused_target, interceptors=[counter],

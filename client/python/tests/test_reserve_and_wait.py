@@ -1,9 +1,11 @@
 """reserve_and_wait's bound (`timeout` bounds the whole call, not only the Reserve) and its
 give-backs: a reservation that cannot be met in time, one whose answer was lost in flight and
-one whose wait is interrupted leave no debt behind. Sleeps go through a fake clock."""
+one whose wait is interrupted leave no debt behind; a wait cancelled or out of time before it
+starts sends nothing. Sleeps go through a fake clock."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from datetime import timedelta
 
@@ -11,9 +13,10 @@ import grpc
 import grpc.aio
 import pytest
 
+from call_count import CountAsyncCalls, CountCalls
 from conftest import FakeClock, approx
 from ratelimit_client import (AsyncRateLimitClient, DeadlineExceededError, Kind, LimitConfig,
-                              RateLimitClient, ReservationTimeout)
+                              RateLimitClient, ReservationCancelled, ReservationTimeout)
 
 # A token every 10 s: with the bucket empty, a reservation of one may run in about 10 s.
 TEN_SECONDS = LimitConfig(Kind.TOKEN_BUCKET, rate=1, period=timedelta(seconds=10), capacity=1)
@@ -180,3 +183,71 @@ def test_async_a_reservation_due_within_the_timeout_is_waited_for_on_the_clock(s
             assert clock.now() >= d.retry_at
 
     asyncio.run(main())
+
+
+def test_a_cancel_already_set_sends_nothing(server):
+    count = CountCalls()
+    channel = grpc.intercept_channel(grpc.insecure_channel(server.target), count)
+    cancel = threading.Event()
+    cancel.set()
+    with RateLimitClient(channel=channel) as client:
+        with pytest.raises(ReservationCancelled) as info:
+            client.reserve_and_wait("job", "k", config=HOURLY, cancel=cancel)
+    assert not info.value.reserved and not info.value.settled
+    assert "nothing was reserved" in str(info.value)
+    assert count.calls == {}, "a cancelled wait sent %s" % count.calls
+
+
+@pytest.mark.parametrize("bound", [0, -1.5, float("nan")])
+def test_a_timeout_already_passed_or_not_a_number_sends_nothing(server, bound):
+    count = CountCalls()
+    channel = grpc.intercept_channel(grpc.insecure_channel(server.target), count)
+    with RateLimitClient(channel=channel) as client:
+        with pytest.raises(ValueError, match=r"^timeout: .*got %r$" % (bound,)):
+            client.reserve_and_wait("job", "k", config=HOURLY, timeout=bound)
+    assert count.calls == {}, "a wait that cannot be met sent %s" % count.calls
+
+
+def test_async_a_task_already_cancelled_sends_nothing(server):
+    count = CountAsyncCalls()
+
+    async def main():
+        async with AsyncRateLimitClient(server.target, interceptors=[count]) as client:
+            async def cancelled_then_waits():
+                asyncio.current_task().cancel()  # pending until the task next yields
+                await client.reserve_and_wait("job", "k", config=HOURLY)
+
+            task = asyncio.ensure_future(cancelled_then_waits())
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0.2)  # a give-back would run in the background
+
+    asyncio.run(main())
+    assert count.calls == {}, "a cancelled task sent %s" % count.calls
+
+
+def test_async_an_expired_asyncio_timeout_sends_nothing(server):
+    count = CountAsyncCalls()
+
+    async def main():
+        async with AsyncRateLimitClient(server.target, interceptors=[count]) as client:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0):
+                    await client.reserve_and_wait("job", "k", config=HOURLY)
+            await asyncio.sleep(0.2)
+
+    asyncio.run(main())
+    assert count.calls == {}, "a wait past its deadline sent %s" % count.calls
+
+
+@pytest.mark.parametrize("bound", [0, -1.5, float("nan")])
+def test_async_a_timeout_already_passed_or_not_a_number_sends_nothing(server, bound):
+    count = CountAsyncCalls()
+
+    async def main():
+        async with AsyncRateLimitClient(server.target, interceptors=[count]) as client:
+            with pytest.raises(ValueError, match=r"^timeout: .*got %r$" % (bound,)):
+                await client.reserve_and_wait("job", "k", config=HOURLY, timeout=bound)
+
+    asyncio.run(main())
+    assert count.calls == {}, "a wait that cannot be met sent %s" % count.calls

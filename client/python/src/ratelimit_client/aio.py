@@ -301,6 +301,10 @@ class AsyncRateLimitClient:
         whose work may only run after `timeout` has passed is given back at once (settled with
         used=0) and ReservationTimeout is raised, without sleeping.
 
+        A task whose cancellation is already pending (task.cancel() was called, an
+        asyncio.timeout() has expired) raises CancelledError before anything is sent, and so
+        does a `timeout` that is not a positive number (ValueError naming `timeout`).
+
         Cancelling the task while it sleeps settles the reservation with used=0 (its tokens go
         back to the limits; a failure to do so is logged) and re-raises CancelledError. So does
         cancelling it while the Reserve call itself is in flight, or that call timing out or
@@ -310,10 +314,15 @@ class AsyncRateLimitClient:
         reserve now), which is then settled with used=0. The give-back calls have the client's
         timeout."""
         clock = self._clock
+        if timeout is not None:
+            timeout = c.check_timeout(timeout)
         give_up_at = None if timeout is None else clock.monotonic() + timeout
         request = c.limits_of(limits, key, count, config)
         if request_id is None:
             request_id = secrets.token_hex(16)
+        # A cancellation already pending is delivered here, before the Reserve: nothing has
+        # been sent, so there is nothing to give back.
+        await asyncio.sleep(0)
 
         async def give_back_unknown() -> None:
             again = await self.reserve(request, request_id=request_id)

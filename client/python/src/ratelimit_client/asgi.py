@@ -39,6 +39,9 @@ class RateLimitMiddleware:
       (default) answers `failure_status` (503); "open" runs the application without headers.
     - any other error of the service (NOT_FOUND for a limit name it does not define,
       INVALID_ARGUMENT, PERMISSION_DENIED...): 500, whatever failure_mode says; it is logged.
+    - a key that cannot be sent (empty, longer than 1024 bytes in UTF-8, or not text UTF-8 can
+      encode, see http.key_problem): 400 Bad Request naming the problem (not the key), without
+      a call and whatever failure_mode says; the application does not run.
     `name` is required (no default: two routes or services would share its counter), unless
     `in_flight` is given.
 
@@ -93,6 +96,9 @@ class RateLimitMiddleware:
             return
         if outcome.status == "error":
             await _respond(send, 500, b"Internal Server Error\n", [])
+            return
+        if outcome.status == "bad_key":
+            await _respond(send, 400, outcome.problem.encode() + b"\n", [])
             return
         extra = [(k.lower().encode("latin-1"), v.encode("latin-1"))
                  for k, v in outcome.headers]

@@ -322,15 +322,20 @@ class RateLimitClient:
         used=0) and ReservationTimeout is raised, without waiting.
 
         When `cancel` is set before retry_at, the reservation is given back and
-        ReservationCancelled is raised. A Reserve whose answer is lost (DEADLINE_EXCEEDED,
-        CANCELLED, UNAVAILABLE), or interrupted (KeyboardInterrupt), may still have reserved:
-        it carries a request_id (a random one unless given), so the same Reserve is sent again
-        to fetch the remembered reservation (or to reserve now), which is given back before
-        the error is re-raised. So is a reservation whose wait is interrupted. The give-back
-        calls have the client's timeout (a failure is logged)."""
+        ReservationCancelled is raised; when it is set already, or `timeout` is not a positive
+        number (ValueError naming `timeout`), nothing is sent at all. A Reserve whose answer is
+        lost (DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE), or interrupted (KeyboardInterrupt),
+        may still have reserved: it carries a request_id (a random one unless given), so the
+        same Reserve is sent again to fetch the remembered reservation (or to reserve now),
+        which is given back before the error is re-raised. So is a reservation whose wait is
+        interrupted. The give-back calls have the client's timeout (a failure is logged)."""
         clock = self._clock
+        if timeout is not None:
+            timeout = c.check_timeout(timeout)
         give_up_at = None if timeout is None else clock.monotonic() + timeout
         request = c.limits_of(limits, key, count, config)
+        if cancel is not None and cancel.is_set():
+            raise ReservationCancelled(False, reserved=False)
         if request_id is None:
             request_id = secrets.token_hex(16)
         try:

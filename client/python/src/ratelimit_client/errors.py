@@ -1,28 +1,54 @@
 """Exceptions: every failed call raises a RateLimitError carrying the gRPC status code, the
-server's message and, for INVALID_ARGUMENT and PERMISSION_DENIED, the field it named."""
+server's message and, when the server refused a field of the request, the field it named."""
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Type
+from typing import Dict, FrozenSet, Optional, Type
 
 import grpc
 
+from ._pb import ratelimit_pb2 as _pb
 from .types import AcquireResult, Decision
 
 # The server's messages name the field first: "limits[0].key: must not be empty".
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
 
+# The codes the server answers a bad field of the request with.
+_FIELD_CODES = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                          grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS,
+                          grpc.StatusCode.PERMISSION_DENIED})
+
+# The fields of each method's request (Consume: RateLimitRequest's), by method name: a field
+# path the server names starts with one of them.
+_REQUEST_FIELDS: Dict[str, FrozenSet[str]] = {
+    method.name: frozenset(method.input_type.fields_by_name)
+    for service in _pb.DESCRIPTOR.services_by_name.values() for method in service.methods}
+
+
+def field_of(method: str, code: grpc.StatusCode, details: str) -> Optional[str]:
+    """The request field a status of `method` names, as the server writes it at the start of
+    its message ("limits[0].key: must not be empty"); None when it names none. gRPC's own
+    messages (and a proxy's) can start the same way ("grpc: error while marshaling: ..."), but
+    with other codes, or with a word that is no field of the method's request."""
+    if code not in _FIELD_CODES:
+        return None
+    m = _FIELD.match(details or "")
+    if m is None:
+        return None
+    first = re.split(r"[.\[]", m.group(1), 1)[0]
+    return m.group(1) if first in _REQUEST_FIELDS.get(method, ()) else None
+
 
 class RateLimitError(Exception):
-    """A call failed. `code` is the grpc.StatusCode, `details` the server's message, `field`
-    the request field the message names (None when it names none)."""
+    """A call failed. `code` is the grpc.StatusCode, `details` the server's message, `method`
+    the RPC (e.g. "Consume"), `field` the field of its request the server refused (None when
+    it names none; see field_of)."""
 
     def __init__(self, code: grpc.StatusCode, details: str, method: str = ""):
         self.code = code
         self.details = details
         self.method = method
-        m = _FIELD.match(details or "")
-        self.field: Optional[str] = m.group(1) if m else None
+        self.field: Optional[str] = field_of(method, code, details)
         prefix = (method + ": ") if method else ""
         super().__init__("%s%s: %s" % (prefix, code.name, details))
 
@@ -73,11 +99,17 @@ class UnimplementedError(RateLimitError, NotImplementedError):
 
 class ReservationCancelled(Exception):
     """reserve_and_wait (sync) was cancelled through its `cancel` event before retry_at; the
-    reservation was settled with used=0 when `settled` is True."""
+    reservation was settled with used=0 when `settled` is True. `reserved` is False when the
+    event was set before the call: nothing was sent."""
 
-    def __init__(self, settled: bool, settle_error: Optional[BaseException] = None):
+    def __init__(self, settled: bool, settle_error: Optional[BaseException] = None, *,
+                 reserved: bool = True):
         self.settled = settled
         self.settle_error = settle_error
+        self.reserved = reserved
+        if not reserved:
+            super().__init__("cancelled before reserving; nothing was reserved")
+            return
         if settled:
             outcome = "its tokens were given back"
         elif settle_error is None:

@@ -35,7 +35,10 @@ class RateLimit:
     (UNAVAILABLE, DEADLINE_EXCEEDED): failure_mode "closed" (default) raises HTTPException
     `failure_status` (503), "open" lets the request through. Any other error of the service
     (NOT_FOUND for a limit name it does not define...): HTTPException 500 whatever
-    failure_mode says; it is logged. `name` is required (no default: two routes or services
+    failure_mode says; it is logged. A key that cannot be sent (empty, longer than 1024 bytes in
+    UTF-8, or not text UTF-8 can encode, see http.key_problem): HTTPException 400 naming the
+    problem (not the key), without a call, whatever failure_mode says. `name` is required (no
+    default: two routes or services
     would share its counter), unless `in_flight` is given.
 
     Max in flight: `in_flight` names a concurrency limit (`in_flight_config` defines it
@@ -87,6 +90,8 @@ class RateLimit:
                                 detail="Rate limit service unavailable")
         if outcome.status == "error":
             raise HTTPException(status_code=500, detail="Internal Server Error")
+        if outcome.status == "bad_key":
+            raise HTTPException(status_code=400, detail=outcome.problem)
         for name, value in outcome.headers:
             response.headers[name] = value
         if lease is None:

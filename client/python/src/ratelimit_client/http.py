@@ -74,20 +74,58 @@ def rate_limit_headers(decision: Decision, config: Optional[LimitConfig] = None,
     return headers
 
 
-OutcomeStatus = Literal["allowed", "denied", "unavailable", "error"]
+OutcomeStatus = Literal["allowed", "denied", "unavailable", "error", "bad_key"]
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What the limiter decided for one HTTP request. status: "allowed", "denied",
     "unavailable" (the service could not be reached and the limiter fails closed: answer
-    failure_status) or "error" (the service answered an error that is not an outage, e.g.
-    NOT_FOUND for a limit name it does not define: answer 500). `decision` is None when the
-    request was not evaluated (skipped, unreachable, error)."""
+    failure_status), "error" (the service answered an error that is not an outage, e.g.
+    NOT_FOUND for a limit name it does not define: answer 500) or "bad_key" (the request's key
+    cannot be sent, see key_problem: answer 400 with `problem`). `decision` is None when the
+    request was not evaluated (skipped, unreachable, error, bad key)."""
 
     status: OutcomeStatus
     decision: Optional[Decision]
     headers: List[Tuple[str, str]]
+    problem: str = ""
+
+
+MAX_KEY_BYTES: Final = 1024
+"""The longest key the service takes, in UTF-8 bytes (ratelimit.proto: a key is 1..1024
+bytes)."""
+
+
+def key_problem(key: Union[str, bytes]) -> Optional[str]:
+    """Why a request's key cannot be sent (None when it can): empty, not text that UTF-8 can
+    encode (a str with lone surrogates, e.g. bytes decoded with errors="surrogateescape"; raw
+    bytes that are not UTF-8), or longer than MAX_KEY_BYTES. Each is the request's fault, not
+    an outage nor a configuration error: the middlewares answer 400 without a call, whatever
+    the failure mode. The message does not echo the key (it may be an API key)."""
+    if isinstance(key, str):
+        try:
+            data = key.encode("utf-8")
+        except UnicodeEncodeError:
+            return "rate limit key is not valid UTF-8 text"
+    elif isinstance(key, (bytes, bytearray)):
+        data = bytes(key)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "rate limit key is not valid UTF-8 text"
+    else:  # not a key at all: a programming error, left to the call to raise (TypeError)
+        return None
+    if not data:
+        return "rate limit key missing"
+    if len(data) > MAX_KEY_BYTES:
+        return "rate limit key is longer than %d bytes" % MAX_KEY_BYTES
+    return None
+
+
+def _bad_key(key: Union[str, bytes]) -> Optional[Outcome]:
+    problem = key_problem(key)
+    return None if problem is None else Outcome("bad_key", None, [], problem)
 
 
 T = TypeVar("T")
@@ -111,7 +149,9 @@ class Limiter:
     DEADLINE_EXCEEDED): "closed" (default) refuses the request, "open" lets it through. Every
     other error (NOT_FOUND for a misspelt limit name, INVALID_ARGUMENT, PERMISSION_DENIED...)
     is a configuration or programming error whatever the mode: the request is refused with
-    status "error". Both are logged (logger "ratelimit_client"), each limiter writing at most
+    status "error". A key that cannot be sent (key_problem) is the request's fault: status
+    "bad_key", without a call, whatever the mode. Outages and errors are logged (logger
+    "ratelimit_client"), each limiter writing at most
     one line per 10 s per distinct (code, message) of an error and per code of an outage, with
     the count of repeats held back."""
 
@@ -156,6 +196,9 @@ class Limiter:
     async def decide(self, key: Optional[str], count: Optional[float] = None) -> Outcome:
         if key is None:
             return Outcome("allowed", None, [])
+        bad = _bad_key(key)
+        if bad is not None:
+            return bad
         assert self.name is not None
         limit = Limit(self.name, key, self.count if count is None else count, self.config)
         try:
@@ -173,6 +216,9 @@ class Limiter:
         and free slots) unless the rate limit denied."""
         if key is None:
             return Outcome("allowed", None, []), None
+        bad = _bad_key(key)
+        if bad is not None:
+            return bad, None
         assert self.in_flight is not None
         limits = [Limit(self.in_flight, key, 1, self.in_flight_config)]
         if self.name is not None:

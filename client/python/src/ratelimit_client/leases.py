@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, List, Optional, Union
@@ -32,11 +33,24 @@ HEARTBEAT_FRACTION = 1.0 / 3.0
 """The default heartbeat period, as a fraction of the lease's TTL."""
 
 
+MIN_TTL = timedelta(milliseconds=1)
+"""The shortest lease TTL the service takes."""
+
+
 def as_timedelta(value: Optional[Seconds]) -> Optional[timedelta]:
-    """A TTL given as seconds or as a timedelta."""
-    if value is None or isinstance(value, timedelta):
-        return value
-    return timedelta(seconds=float(value))
+    """A TTL given as seconds or as a timedelta. One that is negative, not finite, or not 0 but
+    under 1 ms is a ValueError naming `ttl`, before any call (the server keeps whole
+    microseconds: 100 ns would be sent as 0); 0 is sent as is, for the server to answer."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if math.isfinite(seconds) and (seconds == 0 or seconds >= MIN_TTL.total_seconds()):
+        try:
+            return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+        except OverflowError:  # longer than a timedelta holds
+            pass
+    raise ValueError("ttl: must be a finite number of seconds (or a timedelta) of at least "
+                     "1 ms (0.001 s), or None for the limit's lease_ttl, got %r" % (value,))
 
 
 def wait_step(result: AcquireResult, attempt: int, remaining: float) -> float:

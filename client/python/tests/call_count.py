@@ -1,0 +1,33 @@
+"""Client interceptors that count the calls a client sends, by method name: for the tests that
+assert a call was never sent."""
+from __future__ import annotations
+
+import grpc
+import grpc.aio
+
+
+def _method(details) -> str:
+    method = details.method
+    return (method.decode() if isinstance(method, bytes) else method).rsplit("/", 1)[-1]
+
+
+class CountCalls(grpc.UnaryUnaryClientInterceptor):
+    """Counts the calls of a RateLimitClient (sync)."""
+
+    def __init__(self):
+        self.calls = {}
+
+    def intercept_unary_unary(self, continuation, details, request):
+        self.calls[_method(details)] = self.calls.get(_method(details), 0) + 1
+        return continuation(details, request)
+
+
+class CountAsyncCalls(grpc.aio.UnaryUnaryClientInterceptor):
+    """Counts the calls of an AsyncRateLimitClient."""
+
+    def __init__(self):
+        self.calls = {}
+
+    async def intercept_unary_unary(self, continuation, details, request):
+        self.calls[_method(details)] = self.calls.get(_method(details), 0) + 1
+        return await continuation(details, request)
