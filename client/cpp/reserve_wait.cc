@@ -55,7 +55,10 @@ int WaitUnlessInterrupted(absl::Time when) {
 
 int ReserveThenWait(RateLimitClient& client, const v1::RateLimitRequest& request,
                     std::optional<absl::Duration> max_wait, const ReserveWaitIo& io) {
-  absl::StatusOr<v1::RateLimitResponse> reserved = client.Reserve(request);
+  // Receipts are what cancels the reservation: asked for whatever the request says.
+  v1::RateLimitRequest with_receipts = request;
+  with_receipts.set_omit_receipts(false);
+  absl::StatusOr<v1::RateLimitResponse> reserved = client.Reserve(with_receipts);
   if (!reserved.ok()) return io.fail(reserved.status());
   const v1::RateLimitResponse& r = *reserved;
   if (!r.allowed()) {

@@ -40,7 +40,8 @@ struct ReserveWaitIo {
   std::ostream* note = nullptr;
 };
 
-// Reserves `request`, prints the answer, and for an allowed reservation waits until its
+// Reserves `request` (with receipts, whatever its omit_receipts says: they cancel it), prints the
+// answer, and for an allowed reservation waits until its
 // retry_at. Exit status: 0 when the wait ended (or none was needed), 2 denied (printed, no wait),
 // 128 + the signal when the wait was interrupted and the reservation cancelled, and what `fail`
 // returns for an error: the call's, or DEADLINE_EXCEEDED naming --max_wait when the retry_at is
