@@ -106,6 +106,10 @@ ABSL_FLAG(bool, wal_mmap, true,
 ABSL_FLAG(absl::Duration, gc_interval, absl::Hours(1),
           "how often refilled states are collected (flush and compaction of the states) even "
           "without writes; 0: only when writes trigger compactions");
+ABSL_FLAG(absl::Duration, lease_sweep_interval, absl::Seconds(10),
+          "how often the leak sweep counts leases of concurrency limits that expired unreleased "
+          "on keys no call decides again (ratelimit_leases_expired_total); at most 30s; 0: "
+          "never");
 ABSL_FLAG(std::string, port_file, "", "write the chosen port to this file once listening");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "how long in-flight calls may take to finish on SIGTERM");
@@ -327,6 +331,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags() {
   store.open.redis.io_scheduling = listen.scheduling;
   store.threads = absl::GetFlag(FLAGS_store_threads);
   store.gc_interval = absl::GetFlag(FLAGS_gc_interval);
+  store.lease_sweep_interval = absl::GetFlag(FLAGS_lease_sweep_interval);
   store.health_probe_interval = absl::GetFlag(FLAGS_health_probe_interval);
   if (const std::string policy = absl::GetFlag(FLAGS_failure_policy); policy == "closed") {
     store.failure_policy = FailurePolicy::kClosed;

@@ -63,6 +63,14 @@ absl::Status ValidateStore(const ServerStoreOptions& o) {
   if (o.threads < -1 || o.threads > 4096) {
     return Invalid("--store_threads", "must be -1 (automatic) or 0 to 4096");
   }
+  if (o.lease_sweep_interval < absl::ZeroDuration() ||
+      o.lease_sweep_interval > ServerStoreOptions::kMaxLeaseSweepInterval) {
+    return Invalid("--lease_sweep_interval",
+                   absl::StrCat("must be 0 (no sweep) up to ",
+                                absl::FormatDuration(ServerStoreOptions::kMaxLeaseSweepInterval),
+                                " (a store keeps an expired lease a minute); got ",
+                                absl::FormatDuration(o.lease_sweep_interval)));
+  }
   return ValidateStoreOptions(o.open);  // the backends' rules, kept by the factory
 }
 

@@ -74,6 +74,12 @@ struct ServerStoreOptions {
   // How often refilled states are collected (a flush and compaction) even when no writes
   // trigger it. Zero or negative: never.
   absl::Duration gc_interval = absl::Hours(1);
+  // How often the leak sweep looks for leases that expired unreleased on keys no call decides
+  // again, to count them (docs/leases.md, the leak detector): at most kMaxLeaseSweepInterval,
+  // since a store keeps such a lease only a minute past its expiry. Zero: never (a leak is then
+  // counted only by a decision on its key within that minute).
+  absl::Duration lease_sweep_interval = absl::Seconds(10);
+  static constexpr absl::Duration kMaxLeaseSweepInterval = absl::Seconds(30);
   // What a decision answers when the store fails.
   FailurePolicy failure_policy = FailurePolicy::kClosed;
   // How often the store is probed for the health status.

@@ -333,6 +333,14 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         *s->scheduler_, clock, s->envoy_registry_, std::move(envoy_options), *s->telemetry_);
     s->envoy_service_->set_lease_observer(  // its leases' slots, in the v1 API's gauge
         std::bind_front(&HeldSlots::Observe, s->held_slots_.get()));
+    s->service_->set_envoy_lease_rule([registry = &s->envoy_registry_](absl::string_view state_name)
+                                          -> std::optional<RateLimitServiceImpl::SweptLimit> {
+      const std::shared_ptr<const EnvoyConfig> config = registry->Current();
+      const EnvoyRateLimit* rule = FindEnvoyRule(*config, state_name);
+      if (rule == nullptr || !rule->concurrency) return std::nullopt;
+      return RateLimitServiceImpl::SweptLimit{rule->limit_name,
+                                              EnvoyConcurrencyConfig(*rule->concurrency)};
+    });
     // Runtime overrides of Envoy rules: set and checked through the OverrideService, applied to
     // ShouldRateLimit.
     s->override_service_->set_envoy(&s->envoy_registry_);
@@ -412,6 +420,19 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     });
     s->gc_->Start();
   }
+  if (options.store.lease_sweep_interval > absl::ZeroDuration()) {
+    s->lease_sweeper_ = std::make_unique<
+        PeriodicTask>(options.store.lease_sweep_interval, [service = s->service_.get()] {
+      absl::StatusOr<int64_t> counted = service->SweepLeakedLeases();
+      if (!counted.ok() && counted.status().code() != absl::StatusCode::kUnimplemented) {
+        Log(LogLevel::kWarning, "lease leak sweep failed",
+            {{"error", std::string(counted.status().message())}});
+      } else if (counted.ok() && *counted > 0) {
+        Log(LogLevel::kDebug, "lease leak sweep", {{"expired_unreleased", absl::StrCat(*counted)}});
+      }
+    });
+    s->lease_sweeper_->Start();
+  }
   s->log_flusher_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [] { FlushRepeatedLogs(); });
   s->log_flusher_->Start();
   if (s->watcher_) s->watcher_->Start();
@@ -481,6 +502,7 @@ void RateLimitServer::Shutdown() {
   if (envoy_xds_client_) envoy_xds_client_->Stop();
   if (exporter_) exporter_->Shutdown(options_.listen.shutdown_grace);
   if (gc_) gc_->Stop();
+  if (lease_sweeper_) lease_sweeper_->Stop();
   if (store_) {
     if (absl::Status s = store_->Close(); !s.ok()) {
       Log(LogLevel::kError, "closing the store failed", {{"error", std::string(s.message())}});

@@ -79,6 +79,9 @@ class RateLimitServer {
   // The HTTP endpoint's port (0 when there is none).
   int metrics_port() const { return http_ ? http_->port() : 0; }
   const HealthReporter& health() const { return health_; }
+  // One pass of the leak sweep, as the server runs it every store.lease_sweep_interval
+  // (RateLimitServiceImpl::SweepLeakedLeases): how many leases it counted.
+  absl::StatusOr<int64_t> SweepLeakedLeases() { return service_->SweepLeakedLeases(); }
   // The trace exporter, nullptr when tracing is off.
   const OtlpExporter* exporter() const { return exporter_.get(); }
 
@@ -138,6 +141,8 @@ class RateLimitServer {
   std::unique_ptr<RlqsService> rlqs_service_;                 // null unless rlqs.enabled
   std::unique_ptr<PeriodicTask> rlqs_ticker_;                 // its divisions
   std::unique_ptr<RlqsAdminServiceImpl> rlqs_admin_service_;  // FAILED_PRECONDITION without it
+  // Runs the leak sweep on service_ (null when store.lease_sweep_interval is zero).
+  std::unique_ptr<PeriodicTask> lease_sweeper_;
   // Declared before the gRPC server: its queues are shut down after the server's, and destroyed
   // after it.
   std::unique_ptr<ServingLoop> serving_loop_;

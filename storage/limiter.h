@@ -168,6 +168,11 @@ class Limiter {
   absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
     return store_.DeleteAllLeases(source, name);
   }
+  // A page of the concurrency keys holding a lease that expired unreleased by the limiter's
+  // clock (StateStore::FindLeakedLeaseKeys), from `cursor` on.
+  absl::StatusOr<StateStore::LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor) {
+    return store_.FindLeakedLeaseKeys(cursor, clock_.NowMicros());
+  }
 
   // Deletes the state of one key / every key of `name`, in the namespace of `source`. Returns
   // how many states were deleted (0: the key or limit had none).

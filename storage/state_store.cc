@@ -78,6 +78,12 @@ absl::StatusOr<uint64_t> StateStore::DeleteAllLeases(LimitSource /*source*/,
       absl::StrCat("the ", backend_name(), " store keeps no leases (concurrency limits)"));
 }
 
+absl::StatusOr<StateStore::LeakedLeaseKeys> StateStore::FindLeakedLeaseKeys(
+    absl::string_view /*cursor*/, int64_t /*now_us*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", backend_name(), " store keeps no leases (concurrency limits)"));
+}
+
 absl::Status StateStore::Health() { return Get(StateKey{"ratelimit.health", "probe"}).status(); }
 
 }  // namespace ratelimit

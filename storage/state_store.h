@@ -267,6 +267,23 @@ class StateStore {
   // had a lease set. Default: UNIMPLEMENTED.
   virtual absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name);
 
+  // The leak sweep's search (docs/leases.md, the leak detector): the concurrency keys whose lease
+  // sets hold a lease that expired unreleased by `now_us` (held, never released, its expiry
+  // passed) and is still kept (kLeaseRecordMarginMicros past its expiry, storage/leases/
+  // apply_lease.h), one page of them, from `cursor` on ("" for the first page). It only reads:
+  // the caller makes a decision on each key, which drops and counts the key's expired leases
+  // once, whoever else decides on it meanwhile. A page may name a key whose leases a decision
+  // has dropped since (its decision then finds none), and a key may appear on two pages; a lease
+  // that expires while the pages are read may be missed until the next search. `next` is the
+  // next page's cursor, "" after the last page. A page reads a bounded part of the store, so
+  // that a search never holds up decisions for long. Default: UNIMPLEMENTED (no leases kept).
+  struct LeakedLeaseKeys {
+    std::vector<StateKey> keys;
+    std::string next;
+  };
+  virtual absl::StatusOr<LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor,
+                                                              int64_t now_us);
+
   // ---------------------------------------------------------------------------------------------
   // OPTIONAL, lifecycle and maintenance. Called by the server's background threads, never on the
   // decision path.

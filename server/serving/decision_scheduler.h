@@ -94,6 +94,9 @@ class DecisionScheduler {
   absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
     return limiter_.ResetAllLeases(name, source);
   }
+  absl::StatusOr<StateStore::LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor) {
+    return limiter_.FindLeakedLeaseKeys(cursor);
+  }
 
  private:
   // Route 2 and 3: the store's asynchronous path; `done` on this thread's loop, if any.

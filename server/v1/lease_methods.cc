@@ -22,6 +22,16 @@ constexpr char kService[] = "ratelimit.v1.RateLimitService";
 // The lease op as a store operation of its own (no rate limits).
 LeaseOperation Alone(LeaseOp op) { return LeaseOperation{std::move(op), {}}; }
 
+// A valid configuration of a concurrency limit, for decisions that read no field of it (a listing,
+// a reset) on a key whose limit has no configuration here (an inline limit, one removed since).
+LimitConfig AnyConcurrencyConfig() {
+  LimitConfig config;
+  config.kind = LimitKind::kConcurrency;
+  config.capacity = 1;
+  FillLeaseTtlDefaults(config);
+  return config;
+}
+
 }  // namespace
 
 absl::StatusOr<LeaseOutcome> RateLimitServiceImpl::DecideLeaseOp(Telemetry::Rpc& rpc,
@@ -308,9 +318,7 @@ absl::StatusOr<uint64_t> RateLimitServiceImpl::ResetLeases(const ResetTarget& ta
   if (target.source == LimitSource::kDefined && defined != nullptr) {
     op.config = *defined;
   } else {  // an inline limit: listing and resetting a key read no field of its config
-    op.config.kind = LimitKind::kConcurrency;
-    op.config.capacity = 1;
-    FillLeaseTtlDefaults(op.config);
+    op.config = AnyConcurrencyConfig();
   }
   op.action = LeaseAction::kList;
   absl::StatusOr<LeaseOutcome> listed = scheduler_.Lease(Alone(op));
@@ -321,6 +329,52 @@ absl::StatusOr<uint64_t> RateLimitServiceImpl::ResetLeases(const ResetTarget& ta
   if (!reset.ok()) return reset.status();
   ObserveLease(op, reset->lease);
   return listed->lease.held_leases.size();
+}
+
+RateLimitServiceImpl::SweptLimit RateLimitServiceImpl::SweptLimitOf(const StateKey& key) const {
+  if (key.source == LimitSource::kDefined) {
+    const std::shared_ptr<const LimitSet> limits = registry_.Current();
+    const LimitConfig* defined = limits->Find(key.name);
+    if (defined != nullptr && defined->kind == LimitKind::kConcurrency) {
+      return SweptLimit{key.name, *defined};
+    }
+  } else if (key.source == LimitSource::kEnvoy && envoy_lease_rule_) {
+    if (std::optional<SweptLimit> rule = envoy_lease_rule_(key.name)) return *std::move(rule);
+  }
+  return SweptLimit{key.name, AnyConcurrencyConfig()};
+}
+
+absl::StatusOr<int64_t> RateLimitServiceImpl::SweepLeakedLeases() {
+  int64_t counted = 0;
+  absl::Status first_error;
+  std::string cursor;
+  do {
+    absl::StatusOr<StateStore::LeakedLeaseKeys> page = scheduler_.FindLeakedLeaseKeys(cursor);
+    if (!page.ok()) return page.status();
+    for (StateKey& key : page->keys) {
+      SweptLimit limit = SweptLimitOf(key);
+      LeaseOp op;
+      op.key = std::move(key);
+      op.config = std::move(limit.config);
+      op.action = LeaseAction::kList;  // reads one lease; drops and counts the expired ones
+      op.list_limit = 1;
+      absl::StatusOr<LeaseOutcome> outcome = scheduler_.Lease(Alone(op));
+      if (!outcome.ok()) {
+        if (first_error.ok()) first_error = outcome.status();
+        continue;
+      }
+      const LeaseDecision& decision = outcome->lease;
+      telemetry_.CountLeasesExpired(limit.label, decision.expired_unreleased);
+      if (held_slots_ != nullptr) {
+        held_slots_->Observe(StateKey{limit.label, op.key.key, op.key.source}, decision.held,
+                             op.config.max_lease_ttl_us, decision.seq);
+      }
+      counted += decision.expired_unreleased;
+    }
+    cursor = std::move(page->next);
+  } while (!cursor.empty());
+  if (!first_error.ok()) return first_error;
+  return counted;
 }
 
 }  // namespace ratelimit

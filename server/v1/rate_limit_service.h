@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
@@ -107,6 +108,27 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   // outlive the service. Set before the service is registered.
   void set_held_slots(HeldSlots* held) { held_slots_ = held; }
 
+  // What the leak sweep knows of a concurrency key of the Envoy API (source ENVOY), by its state
+  // name: the rule's readable name, which its metrics and the gauge are labelled with, and its
+  // limit's configuration; nullopt when no configured rule has the state name. The composition
+  // root binds it to the Envoy API; unset, or nullopt: such a key is swept under its state name.
+  // Set before the sweep runs.
+  struct SweptLimit {
+    std::string label;
+    LimitConfig config;
+  };
+  using EnvoyLeaseRule = std::function<std::optional<SweptLimit>(absl::string_view state_name)>;
+  void set_envoy_lease_rule(EnvoyLeaseRule rule) { envoy_lease_rule_ = std::move(rule); }
+
+  // The leak sweep (docs/leases.md, the leak detector): one pass over the concurrency keys the
+  // store names as holding a lease that expired unreleased (StateStore::FindLeakedLeaseKeys),
+  // each decided as a listing of one lease. The decision drops the expired leases and counts
+  // them in ratelimit_leases_expired_total, once whoever else decides on the key, and the gauge
+  // shows the slots left held, though no caller touches the key again. Returns how many leases
+  // the pass counted, or the first store error (the pass goes on past a key whose decision
+  // fails). The server runs it every --lease_sweep_interval, on a thread of its own.
+  absl::StatusOr<int64_t> SweepLeakedLeases();
+
   // ServingLoop::Handler.
   void RequestCall(LoopCall* call, grpc::ServerCompletionQueue* cq) override;
   std::unique_ptr<ServingLoop::Burst> NewBurst() override;
@@ -194,6 +216,10 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   void ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const;
   // Reset of a concurrency limit's key (or every key): ends its leases; how many it ended.
   absl::StatusOr<uint64_t> ResetLeases(const ResetTarget& target);
+  // The configuration and metric label the sweep decides a concurrency key with: a defined
+  // limit's, an Envoy rule's (envoy_lease_rule_), else (an inline limit, or one no longer
+  // configured) the key's name and AnyConcurrencyConfig.
+  SweptLimit SweptLimitOf(const StateKey& key) const;
   // The admin credential of a call, or the refusal (logged).
   absl::StatusOr<std::string> AuthorizeAdmin(const grpc::ServerContext& context,
                                              Telemetry::Rpc& rpc, absl::string_view limit) const;
@@ -210,6 +236,7 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
 
   DecisionScheduler& scheduler_;
   EnvoyResetResolver envoy_reset_resolver_;
+  EnvoyLeaseRule envoy_lease_rule_;
   const ConfigSnapshot<OverrideIndex>* overrides_ = nullptr;
   HeldSlots* held_slots_ = nullptr;
   const Clock* overrides_clock_ = nullptr;

@@ -33,10 +33,17 @@ std::string LeaseRecordKey(const StateKey& key);
 // store scans to delete every lease set of a limit (DeleteAllLeases).
 std::string LeaseRecordPrefix(LimitSource source, absl::string_view name);
 
-// How much later than its latest lease expiry a lease set's record expires: the slack for the
+// The concurrency key whose LeaseRecordKey is `record_key`; nullopt when it is not one.
+std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key);
+
+// How much later than its latest lease expiry a lease set's record expires (the RocksDB store's
+// record of one lease, and Redis's keys of a set, keep the same margin). It is the slack for the
 // clock read before the transaction (the record's expiry) and the one read inside it (the
-// leases'). A record whose leases would outlive it is written with a later expiry.
-inline constexpr int64_t kLeaseRecordMarginMicros = 1'000'000;
+// leases'), and the leak detector's window (docs/leases.md): a lease that expired unreleased is
+// still found, dropped and counted by a decision on its key, or by the leak sweep
+// (StateStore::FindLeakedLeaseKeys), until then. A record whose leases would outlive it is
+// written with a later expiry.
+inline constexpr int64_t kLeaseRecordMarginMicros = 60'000'000;
 
 // `expires_at_us` + kLeaseRecordMarginMicros, saturating: when a record holding leases that
 // expire by `expires_at_us` expires.
@@ -100,6 +107,13 @@ absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const Leas
 // Whether `record` (the bytes of a lease set record) holds at least one lease; a record that does
 // not decode counts as holding one. For a store counting the lease sets it deletes.
 bool LeaseRecordHoldsLeases(absl::string_view record);
+
+// Whether `record` (the bytes of a lease set record) holds a lease that expired unreleased by
+// `now_us` (held, never released, its expiry passed) less than kLeaseRecordMarginMicros ago (as
+// long as the RocksDB store keeps a lease's record); a record that does not decode counts as
+// holding one, so that the decision the leak sweep makes on it reports the damage. For a store's
+// StateStore::FindLeakedLeaseKeys.
+bool LeaseRecordHoldsLeak(absl::string_view record, int64_t now_us);
 
 }  // namespace ratelimit
 

@@ -1,6 +1,8 @@
 #include "storage/memory/memory_state_store.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -84,6 +86,25 @@ absl::StatusOr<uint64_t> MemoryStateStore::DeleteAllLeases(LimitSource source,
     it = records_.erase(it);
   }
   return deleted;
+}
+
+absl::StatusOr<StateStore::LeakedLeaseKeys> MemoryStateStore::FindLeakedLeaseKeys(
+    absl::string_view cursor, int64_t now_us) {
+  LeakedLeaseKeys page;
+  absl::MutexLock lock(&mu_);
+  auto it = records_.lower_bound(std::max(std::string(cursor), std::string("L")));
+  for (size_t read = 0; it != records_.end() && absl::StartsWith(it->first, "L"); ++it, ++read) {
+    if (read == kLeakPageRecords) {
+      page.next = it->first;
+      break;
+    }
+    if (it->second.expires_at_us <= now_us) continue;  // expired: reads as absent
+    if (!LeaseRecordHoldsLeak(it->second.value, now_us)) continue;
+    if (std::optional<StateKey> key = ParseLeaseRecordKey(it->first)) {
+      page.keys.push_back(*std::move(key));
+    }
+  }
+  return page;
 }
 
 absl::Status MemoryStateStore::CollectGarbage() {

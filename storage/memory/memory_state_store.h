@@ -39,6 +39,11 @@ class MemoryStateStore final : public StateStore {
   absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
   // Removes the lease set records of the limit; counts those not expired holding a lease.
   absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  // Reads the lease set records in key order, at most kLeakPageRecords of them a page; the cursor
+  // is the record key to read from.
+  absl::StatusOr<LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor,
+                                                      int64_t now_us) override;
+  static constexpr size_t kLeakPageRecords = 1024;
   absl::Status CollectGarbage() override;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::StatusOr<uint64_t> Delete(const StateKey& key) override;

@@ -12,7 +12,7 @@
 -- Every call costs O(log n) in the set's n leases, plus O(1) per expired lease it drops, per
 -- lease a kList reads (those from its page's place to its end, and the rest of the last expiry's
 -- ties) and per lease a denial's retry_at passes. Both keys expire (PEXPIREAT)
--- a second after the latest expiry of the set, so an idle set disappears by itself.
+-- KEEP_AFTER_EXPIRY_US after the latest expiry of the set, so an idle set disappears by itself.
 --
 -- FCALL ratelimit_lease <nkeys> <expiries key> <leases key> <rate key>... <action> <now_us or ''>
 --   <capacity> <count> <ttl_us> <lease id> <request_id> <holder> <nlimits> <limit>...
@@ -29,9 +29,9 @@
 
 local LEASE_BATCH = 256
 -- A set's keys outlive its latest expiry by this long (as the RocksDB store keeps a lease's
--- record, kLeaseRecordMarginMicros), so that a decision just after it still finds the leases
--- that expired unreleased and counts them.
-local KEEP_AFTER_EXPIRY_US = 1000000
+-- record, kLeaseRecordMarginMicros: a minute), so that a decision, or the leak sweep's, still
+-- finds the leases that expired unreleased and counts them.
+local KEEP_AFTER_EXPIRY_US = 60000000
 
 local function lease_text(count, acquired, expires, released, request_id, holder)
   return string.format('%d %d %d %d %d:', count, acquired, expires, released and 1 or 0,

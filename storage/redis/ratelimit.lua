@@ -33,7 +33,7 @@
 -- The library is assembled from this file and leases.lua (concurrency limits, since version 10),
 -- appended after it, which uses this file's locals.
 
-local LIBRARY_VERSION = '11'
+local LIBRARY_VERSION = '12'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG

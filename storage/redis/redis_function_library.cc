@@ -192,6 +192,8 @@ std::optional<StateKey> ParseRedisKey(absl::string_view prefix, absl::string_vie
   return ParseIdentity(*identity);
 }
 
+std::string RedisGlobEscape(absl::string_view text) { return GlobEscape(text); }
+
 std::vector<std::string> RedisNamePatterns(absl::string_view prefix, LimitSource source,
                                            absl::string_view name) {
   std::string escaped;

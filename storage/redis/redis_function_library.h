@@ -21,7 +21,7 @@ namespace ratelimit {
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
 // Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library (either file)
 // changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "11";
+inline constexpr absl::string_view kRedisLibraryVersion = "12";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
 inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";
@@ -69,6 +69,9 @@ std::string RedisSecretKey(absl::string_view prefix, absl::string_view name);
 // The state a key of RedisKeyFor(prefix, ...) belongs to, whatever its tag; nullopt for any other
 // key.
 std::optional<StateKey> ParseRedisKey(absl::string_view prefix, absl::string_view redis_key);
+
+// `text` as a SCAN MATCH pattern matches it: each of the glob's special characters escaped.
+std::string RedisGlobEscape(absl::string_view text);
 
 // SCAN MATCH patterns that together cover every key of (`source`, `name`): untagged keys, then
 // tagged ones. They may match other keys too: check each with ParseRedisKey.

@@ -108,6 +108,18 @@ std::string RedisLeaseNamePattern(absl::string_view prefix, LimitSource source,
   return pattern;
 }
 
+std::string RedisLeaseKeysPattern(absl::string_view prefix) {
+  // Every set's keys have braces (the state's tag, or the identity's); its expiries key has "Lz"
+  // right after them.
+  return absl::StrCat(RedisGlobEscape(prefix), "{*}Lz*");
+}
+
+std::vector<std::string> RedisExpiredLeasesCommand(const std::string& expiries, int64_t now_us) {
+  // Kept as long as a RocksDB record keeps a lease (the sets' keys expire then too).
+  return {"ZCOUNT", expiries, absl::StrCat("(", now_us - kLeaseRecordMarginMicros),
+          absl::StrCat(now_us)};
+}
+
 std::vector<std::string> RedisLeaseCommand(const LeaseOperation& op, const RedisLeaseKeys& keys,
                                            const OperationKeys& rate_keys,
                                            absl::Span<const std::string> rate_redis_keys,

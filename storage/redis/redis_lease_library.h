@@ -42,6 +42,15 @@ std::optional<StateKey> ParseRedisLeaseKey(absl::string_view prefix, absl::strin
 std::string RedisLeaseNamePattern(absl::string_view prefix, LimitSource source,
                                   absl::string_view name);
 
+// A SCAN MATCH pattern covering the expiries key of every lease set under `prefix`. It may match
+// other keys too: check each with ParseRedisLeaseKey.
+std::string RedisLeaseKeysPattern(absl::string_view prefix);
+
+// The command counting the leases of the set whose expiries key is `expiries` that expired by
+// `now_us` less than kLeaseRecordMarginMicros ago (storage/leases/apply_lease.h): a ZCOUNT, whose
+// integer reply is the count. For the leak search (StateStore::FindLeakedLeaseKeys).
+std::vector<std::string> RedisExpiredLeasesCommand(const std::string& expiries, int64_t now_us);
+
 // The FCALL of `op` over its lease set `keys` and, for an acquire, the rate limits' distinct
 // states `rate_keys` (DistinctKeys(op.limits)) at `rate_redis_keys`. `now_override_us`: the
 // decision's time instead of the primary's TIME (tests). REQUIRES: op is valid (LeaseOp).

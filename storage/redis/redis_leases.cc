@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "storage/leases/lease.h"
 #include "storage/redis/cluster/redis_slot.h"
 #include "storage/redis/redis_lease_library.h"
@@ -138,6 +140,58 @@ absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,
                          if (keys.expiries != found) return {};
                          return {std::move(keys.expiries), std::move(keys.leases)};
                        });
+}
+
+absl::StatusOr<StateStore::LeakedLeaseKeys> RedisStateStore::FindLeakedLeaseKeys(
+    absl::string_view cursor, int64_t now_us) {
+  if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
+  const std::vector<std::string> primaries = router_->Primaries();
+  size_t node = 0;
+  std::string scan = "0";
+  if (!cursor.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(cursor, ' ');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &node) || parts[1].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed leak cursor \"", cursor, "\""));
+    }
+    scan = parts[1];
+  }
+  LeakedLeaseKeys page;
+  if (node >= primaries.size()) return page;  // the cluster shrank: the search is over
+  absl::StatusOr<redis::Reply> reply = router_->ExecuteOnNode(
+      primaries[node], {"SCAN", scan, "MATCH", RedisLeaseKeysPattern(options_.key_prefix), "COUNT",
+                        absl::StrCat(kLeakScanCount)});
+  if (!reply.ok()) return reply.status();
+  if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
+    return redis_internal::ErrorReply(absl::StrCat("SCAN ", primaries[node]), *reply);
+  }
+  const std::string& next_scan = reply->elements[0].str;
+  if (next_scan != "0") {
+    page.next = absl::StrCat(node, " ", next_scan);
+  } else if (node + 1 < primaries.size()) {
+    page.next = absl::StrCat(node + 1, " 0");
+  }
+  std::vector<StateKey> sets;
+  std::vector<std::string> expiries;
+  for (const redis::Reply& k : reply->elements[1].elements) {
+    std::optional<StateKey> key = ParseRedisLeaseKey(options_.key_prefix, k.str);
+    if (!key) continue;
+    RedisLeaseKeys keys = RedisLeaseKeysFor(options_.key_prefix, *key, RedisHashTagOfKey(key->key));
+    if (keys.expiries != k.str) continue;
+    sets.push_back(*std::move(key));
+    expiries.push_back(std::move(keys.expiries));
+  }
+  redis_internal::Replies counts(sets.size());
+  for (size_t i = 0; i < sets.size(); ++i) {
+    router_->Send(expiries[i], RedisExpiredLeasesCommand(expiries[i], now_us), counts.For(i));
+  }
+  std::vector<absl::StatusOr<redis::Reply>>& due = counts.Wait();
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (!due[i].ok()) return due[i].status();
+    if (due[i]->type != redis::Reply::Type::kInteger)
+      return redis_internal::ErrorReply("ZCOUNT", *due[i]);
+    if (due[i]->integer > 0) page.keys.push_back(std::move(sets[i]));
+  }
+  return page;
 }
 
 }  // namespace ratelimit

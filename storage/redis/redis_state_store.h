@@ -159,6 +159,14 @@ class RedisStateStore final : public StateStore {
   void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override;
   // SCANs every primary for the lease sets of `name` and deletes each (one DEL of its two keys).
   absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  // A SCAN page (COUNT kLeakScanCount) of one primary for lease sets, then a ZCOUNT of each set's
+  // expiries that passed by `now_us` less than kLeaseRecordMarginMicros ago (one round trip for
+  // the page's sets): a set is named when one did (a released lease kept for its request_id
+  // counts too: its decision then finds no leak). The cursor is "<primary's index> <its SCAN
+  // cursor>".
+  absl::StatusOr<LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor,
+                                                      int64_t now_us) override;
+  static constexpr int kLeakScanCount = 1000;
   absl::StatusOr<std::optional<State>> Get(const StateKey& key) override;
   absl::StatusOr<uint64_t> Delete(const StateKey& key) override;
   // SCANs the keys of `name` on every primary and deletes them.

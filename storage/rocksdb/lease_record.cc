@@ -18,7 +18,7 @@
 namespace ratelimit {
 namespace {
 
-constexpr char kEntryTag = 'M';
+constexpr char kEntryTag = kLeaseEntryTag;
 constexpr char kPadded = '\xff';
 // A lease record of earlier versions: [1] [n: u32] [n bytes: AppendLeaseEntry] [zeros].
 constexpr char kLeaseTag = '\x01';
@@ -163,14 +163,6 @@ class LeaseEntryPrefixExtractor : public rocksdb::SliceTransform {
 
 std::shared_ptr<const rocksdb::SliceTransform> NewLeaseEntryPrefixExtractor() {
   return std::make_shared<LeaseEntryPrefixExtractor>();
-}
-
-std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
-  absl::string_view in = record_key;
-  LimitSource source;
-  absl::string_view name;
-  if (!ReadLimitPart(in, 'L', &source, &name)) return std::nullopt;
-  return StateKey{std::string(name), std::string(in), source};
 }
 
 size_t LeaseEntryRecordBytes(const Lease& lease) {

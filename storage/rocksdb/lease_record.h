@@ -29,7 +29,8 @@
 //
 // Earlier versions kept a key's whole set as one record under LeaseRecordKey (the "L" keys of
 // storage/leases/apply_lease.h), rewritten by every decision. The store moves such records'
-// leases to records of their own when it opens (ParseLeaseRecordKey, DecodeLeaseSetRecord).
+// leases to records of their own when it opens (ParseLeaseRecordKey of
+// storage/leases/apply_lease.h, DecodeLeaseSetRecord).
 
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,8 @@ namespace ratelimit {
 // are together at most 19 bytes.
 inline constexpr size_t kMinLeaseRecordBytes = 64;
 
+// The first byte of every lease record's key, and of no other record's.
+inline constexpr char kLeaseEntryTag = 'M';
 // The prefix of the lease records of `key`, and of no other key's.
 std::string LeaseEntryPrefix(const StateKey& key);
 // The prefix of the lease records of every key of limit `name` of `source`, and of no other
@@ -98,10 +101,6 @@ void EncodeFreeLeaseRecord(size_t bytes, std::string* out);
 // A lease record's value: the lease (its `record` left 0); DATA_LOSS when it is not one
 // EncodeLeaseEntryRecord made (a free record included). Never crashes, whatever the bytes.
 absl::StatusOr<Lease> DecodeLeaseEntryRecord(absl::string_view value);
-
-// The concurrency key of a set record of an earlier version (its LeaseRecordKey); nullopt when
-// `record_key` is not one.
-std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key);
 
 // A key's set record as earlier versions wrote it (under LeaseRecordKey): its expiry and its set.
 // Two forms are read: the set's bytes (lease_codec.h) and the padded form

@@ -166,6 +166,13 @@ class RocksDbStateStore final : public StateStore {
   // A prefix scan of the records column family, deleting each lease set under its stripe (ordered
   // with ApplyLease on its key); counts those not expired holding a lease.
   absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  // A scan of the lease records in key order, at most kLeakPageRecords of them a page (records of
+  // expired leases past their margin, and free ones, count too); the cursor is the record key to
+  // read from. Reads what is written: a lease whose decision is still queued for the WAL is
+  // found by a later page or search.
+  absl::StatusOr<LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor,
+                                                      int64_t now_us) override;
+  static constexpr size_t kLeakPageRecords = 4096;
   // Kept in the "meta" column family (written with sync).
   absl::StatusOr<std::string> Secret(absl::string_view name,
                                      absl::FunctionRef<std::string()> generate) override;

@@ -390,6 +390,42 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
   return deleted;
 }
 
+absl::StatusOr<StateStore::LeakedLeaseKeys> RocksDbStateStore::FindLeakedLeaseKeys(
+    absl::string_view cursor, int64_t now_us) {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (!db_) return NotOpenLocked();
+  const std::string prefix(1, kLeaseEntryTag);
+  const std::string end = PrefixEnd(prefix);
+  const rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  ro.total_order_seek = true;  // across keys, whose records have prefixes each
+  ro.fill_cache = false;       // a pass over every lease must not evict what decisions read
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
+  it->Seek(cursor.empty() ? rocksdb::Slice(prefix) : rocksdb::Slice(cursor.data(), cursor.size()));
+  LeakedLeaseKeys page;
+  for (size_t read = 0; it->Valid(); it->Next(), ++read) {
+    const absl::string_view k(it->key().data(), it->key().size());
+    if (read == kLeakPageRecords) {
+      page.next = std::string(k);
+      break;
+    }
+    const absl::string_view bytes(it->value().data(), it->value().size());
+    const auto expiry = DecodeRecordValue(bytes);
+    if (expiry && expiry->first <= now_us) continue;  // free, or past its margin: absent
+    absl::StatusOr<Lease> lease = DecodeLeaseEntryRecord(bytes);
+    // A record that does not decode is named: the decision on its key reports it.
+    if (lease.ok() && (lease->released || lease->expires_at_us > now_us)) continue;
+    std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(k);
+    if (!parts) continue;
+    if (page.keys.empty() || !(page.keys.back() == parts->key)) {
+      page.keys.push_back(std::move(parts->key));
+    }
+  }
+  if (absl::Status s = FromRocks(it->status(), "iterate lease records"); !s.ok()) return s;
+  return page;
+}
+
 absl::StatusOr<uint64_t> RocksDbStateStore::DeleteLeaseKeysLocked(
     const std::vector<std::pair<StateKey, std::vector<std::string>>>& keys, int64_t now_us) {
   std::vector<std::string> set_keys;

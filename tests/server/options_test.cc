@@ -53,6 +53,15 @@ TEST(OptionsTest, ListenRules) {
 
 TEST(OptionsTest, StoreRules) {
   ExpectRefusedNaming(With([](ServerOptions& o) { o.store.threads = -2; }), "--store_threads");
+  // A store keeps an expired lease a minute: a sweep less often than twice a minute misses leaks.
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.store.lease_sweep_interval = absl::Seconds(31); }),
+      "--lease_sweep_interval");
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.store.lease_sweep_interval = absl::Seconds(-1); }),
+      "--lease_sweep_interval");
+  EXPECT_TRUE(
+      With([](ServerOptions& o) { o.store.lease_sweep_interval = absl::ZeroDuration(); }).ok());
   ExpectRefusedNaming(With([](ServerOptions& o) { o.store.open.backend = "sqlite"; }), "--store");
   EXPECT_TRUE(With([](ServerOptions& o) { o.store.open.backend = "memory"; }).ok());
   ExpectRefusedNaming(With([](ServerOptions& o) { o.store.open.backend = "redis"; }),

@@ -16,6 +16,7 @@
 // and instantiates the suite:
 //   INSTANTIATE_TYPED_TEST_SUITE_P(Backend, LeaseStoreContractTest, Env);
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,6 +56,23 @@ class LeaseStoreContractTest : public ::testing::Test {
   int64_t Held(double capacity, std::string name = "jobs", std::string key = "tenant") {
     return Must(LeaseOpOf(LeaseAction::kList, capacity, "", std::move(name), std::move(key)))
         .lease.held;
+  }
+  // Every key the leak search names at the store's clock, as "name/key", following its pages.
+  std::vector<std::string> LeakedKeys() {
+    std::vector<std::string> out;
+    std::string cursor;
+    for (int pages = 0; pages < 10000; ++pages) {
+      absl::StatusOr<StateStore::LeakedLeaseKeys> page =
+          env_.store().FindLeakedLeaseKeys(cursor, env_.clock().NowMicros());
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      for (const StateKey& k : page->keys) out.push_back(absl::StrCat(k.name, "/", k.key));
+      cursor = page->next;
+      if (cursor.empty()) break;
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());  // a key may be on two pages
+    return out;
   }
   // The tokens left in the token bucket `limit` (10 a second, capacity 10), as a check sees them.
   double Tokens(const LimitOp& limit) {
@@ -255,9 +273,9 @@ TYPED_TEST_P(LeaseStoreContractTest, ResetAndListSeeTheHeldLeases) {
 TYPED_TEST_P(LeaseStoreContractTest, ALeakIsReportedOnceByWhicheverDecisionFindsIt) {
   ASSERT_TRUE(this->Acquire(2, "a").allowed);
   ASSERT_TRUE(this->Acquire(2, "b").allowed);
-  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a minute past its expiry
   ASSERT_TRUE(this->Acquire(2, "c").allowed);   // finds a and b
-  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a minute past its expiry
   LeaseOp check = LeaseOpOf(LeaseAction::kCheck, 2);
   const LeaseOutcome first = this->Must(check);  // finds c
   EXPECT_EQ(first.lease.expired_unreleased, 1);
@@ -267,13 +285,42 @@ TYPED_TEST_P(LeaseStoreContractTest, ALeakIsReportedOnceByWhicheverDecisionFinds
   EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kRelease, 2, "zz")).lease.expired_unreleased, 0);
   EXPECT_EQ(this->Acquire(2, "d").lease.expired_unreleased, 0);
   // A list, a denial and a release of an unknown lease each find and report theirs once too.
-  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a minute past its expiry
   EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kList, 2)).lease.expired_unreleased, 1);
   EXPECT_EQ(this->Acquire(2, "e", 3).lease.expired_unreleased, 0);  // denied: 3 > capacity
   ASSERT_TRUE(this->Acquire(2, "f", 2).allowed);
-  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a second past its expiry
+  this->env_.Advance(kLeaseTtl + kSecond / 2);  // kept a minute past its expiry
   EXPECT_EQ(this->Must(LeaseOpOf(LeaseAction::kRelease, 2, "zz")).lease.expired_unreleased, 1);
   EXPECT_EQ(this->Must(check).lease.expired_unreleased, 0);
+}
+
+// The leak sweep's search names the keys holding a lease that expired unreleased, and only those:
+// not a key whose lease was released, nor one still held, nor one already counted; and a lease
+// expired a minute ago (its margin) is no longer kept to be found.
+TYPED_TEST_P(LeaseStoreContractTest, TheLeakSearchNamesTheKeysHoldingALeakUntilOneIsCounted) {
+  auto acquire = [&](const std::string& key, const std::string& id, int64_t ttl_us) {
+    LeaseOp op = LeaseOpOf(LeaseAction::kAcquire, 2, id, "jobs", key);
+    op.ttl_us = ttl_us;
+    ASSERT_TRUE(this->Must(op).lease.allowed) << key;
+  };
+  acquire("leaked", "a", kLeaseTtl);
+  acquire("leaked", "b", 50 * kLeaseTtl);  // still held when a has expired
+  acquire("released", "c", kLeaseTtl);
+  ASSERT_EQ(this->Must(LeaseOpOf(LeaseAction::kRelease, 2, "c", "jobs", "released")).lease.state,
+            LeaseState::kReleased);
+  acquire("held", "d", 50 * kLeaseTtl);
+  LeaseOp other = LeaseOpOf(LeaseAction::kAcquire, 1, "e", "seats", "leaked");
+  ASSERT_TRUE(this->Must(other).lease.allowed);
+  EXPECT_THAT(this->LeakedKeys(), ::testing::IsEmpty());  // nothing has expired yet
+  this->env_.Advance(kLeaseTtl + 30 * kSecond);           // a and e expired; kept a minute past it
+  EXPECT_THAT(this->LeakedKeys(), ::testing::UnorderedElementsAre("jobs/leaked", "seats/leaked"));
+  // A decision on the key, whatever it is, counts the leak; the search no longer names it.
+  EXPECT_EQ(
+      this->Must(LeaseOpOf(LeaseAction::kList, 2, "", "jobs", "leaked")).lease.expired_unreleased,
+      1);
+  EXPECT_THAT(this->LeakedKeys(), ::testing::ElementsAre("seats/leaked"));
+  this->env_.Advance(31 * kSecond);  // e expired over a minute ago: no longer kept
+  EXPECT_THAT(this->LeakedKeys(), ::testing::IsEmpty());
 }
 
 // A store lists a page: the held leases after a place, in the listing's order, at most a limit of
@@ -326,6 +373,7 @@ REGISTER_TYPED_TEST_SUITE_P(LeaseStoreContractTest, AcquiresUpToCapacityThenDeni
                             DeleteAllLeasesEndsTheLeasesOfOneLimitOnly,
                             ResetAndListSeeTheHeldLeases, ListGivesThePageAfterAPlace,
                             ALeakIsReportedOnceByWhicheverDecisionFindsIt,
+                            TheLeakSearchNamesTheKeysHoldingALeakUntilOneIsCounted,
                             BadInputIsRefusedNamingTheFieldAndWritesNothing);
 
 }  // namespace ratelimit::testing

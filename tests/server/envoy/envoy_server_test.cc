@@ -22,6 +22,7 @@ using ::ratelimit::testing::ReloadRecorder;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Response = rlsv3::RateLimitResponse;
 
 std::string Limits(int requests_per_unit) {
@@ -41,6 +42,18 @@ class EnvoyServerTest : public ::testing::Test {
     o.limits.envoy_config_dir = dir_.File("envoy");
     o.admin.token = "s3cret";
     return o;
+  }
+
+  // A server (with metrics) on `store` (null: RocksDB) whose domain "web" has one concurrency
+  // rule: key "user", 2 slots, leases of 10 s.
+  absl::StatusOr<std::unique_ptr<RateLimitServer>> StartWithConcurrencyRule(
+      std::unique_ptr<StateStore> store) {
+    WriteFileAtomically(dir_.File("envoy/web.yaml"),
+                        "domain: web\ndescriptors:\n  - key: user\n"
+                        "    concurrency: {capacity: 2, lease_ttl: 10s}\n");
+    ServerOptions o = Options();
+    o.observability.metrics_listen = "127.0.0.1:0";
+    return RateLimitServer::Start(o, clock_, std::move(store));
   }
 
   std::string Target(const RateLimitServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
@@ -184,12 +197,7 @@ TEST_F(EnvoyServerTest, ConcurrencyLeasesSurviveARestartAndAResetEndsThem) {
 // Envoy's leases are counted as Acquire's are, under the rule's name, and their slots held are in
 // the gauge; a lease never released is counted as a leak when a later decision drops it.
 TEST_F(EnvoyServerTest, ConcurrencyLeasesAreCountedAndTheirSlotsGauged) {
-  WriteFileAtomically(dir_.File("envoy/web.yaml"),
-                      "domain: web\ndescriptors:\n  - key: user\n"
-                      "    concurrency: {capacity: 2, lease_ttl: 10s}\n");
-  ServerOptions o = Options();
-  o.observability.metrics_listen = "127.0.0.1:0";
-  auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
+  auto server = StartWithConcurrencyRule(std::make_unique<MemoryStateStore>());
   ASSERT_OK(server);
   EnvoyClient client(Target(**server));
   auto call = [&client](const std::string& key, const std::string& value) {
@@ -214,6 +222,28 @@ TEST_F(EnvoyServerTest, ConcurrencyLeasesAreCountedAndTheirSlotsGauged) {
                               "state=\"released\"} 1"));
   EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"web.user\"} 1"));
   EXPECT_THAT(body, HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"} 1"));
+}
+
+// The leak sweep counts an Envoy lease that expired unreleased, on a key no request matches again,
+// under the rule's name, and takes its slot off the rule's gauge.
+TEST_F(EnvoyServerTest, TheLeakSweepCountsAnEnvoyLeaseUnderItsRulesName) {
+  auto server = StartWithConcurrencyRule(nullptr);  // RocksDB
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  absl::StatusOr<Response> taken =
+      client.ShouldRateLimit(EnvoyRequest("web", {{{{"user", "u1"}}}}));
+  ASSERT_OK(taken);
+  ASSERT_EQ(taken->overall_code(), Response::OK);
+  const auto held = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  EXPECT_THAT(held.second, HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"} 1"));
+  clock_.Advance(11 * testing::kSecond);  // expired, never released, and no request follows
+  absl::StatusOr<int64_t> swept = (*server)->SweepLeakedLeases();
+  ASSERT_OK(swept);
+  EXPECT_EQ(*swept, 1);
+  const auto [status, body] = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"web.user\"} 1"));
+  EXPECT_THAT(body, Not(HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"}")));  // none
 }
 
 // A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field;

@@ -361,7 +361,7 @@ TEST_F(LeaseMethodsTest, MetricsCountRefusalsExpiriesAndHeldSlots) {
 TEST_F(LeaseMethodsTest, ALeakFoundByAListingOrACheckIsCountedOnce) {
   ASSERT_TRUE(Acquire("t", 2).allowed());
   ASSERT_TRUE(Acquire("u", 1).allowed());
-  clock_.Advance(10 * kSecond + kSecond / 2);  // expired; kept a second past it
+  clock_.Advance(10 * kSecond + kSecond / 2);  // expired; kept a minute past it
   v1::ListLeasesRequest r;
   r.set_name("jobs");
   r.set_key("t");
@@ -378,6 +378,35 @@ TEST_F(LeaseMethodsTest, ALeakFoundByAListingOrACheckIsCountedOnce) {
   const auto [status, body] = HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_EQ(status, 200);
   EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 2"));
+}
+
+// The leak sweep counts a lease that expired unreleased on a key no call decides again, takes its
+// slots off the gauge, and counts each leak once: not again on the next pass, nor by a later call
+// on the key. A lease still held is left alone.
+TEST_F(LeaseMethodsTest, TheLeakSweepCountsALeakOnAKeyNoCallTouchesAgain) {
+  ASSERT_TRUE(Acquire("idle", 2).allowed());
+  ASSERT_TRUE(Acquire("busy", 1).allowed());
+  clock_.Advance(5 * kSecond);
+  const v1::AcquireResponse later = Acquire("busy", 1);  // expires 5 s after the first
+  ASSERT_TRUE(later.allowed());
+  absl::StatusOr<int64_t> none = server_->SweepLeakedLeases();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, 0);          // nothing expired yet
+  clock_.Advance(6 * kSecond);  // "idle"'s lease and "busy"'s first have expired
+  absl::StatusOr<int64_t> swept = server_->SweepLeakedLeases();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(*swept, 2);
+  const auto [status, body] = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_EQ(status, 200);
+  EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 2"));
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 1"));  // busy's later
+  absl::StatusOr<int64_t> again = server_->SweepLeakedLeases();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, 0);
+  EXPECT_EQ(Held("idle"), 0u);  // a listing finds nothing left to count
+  EXPECT_EQ(Release("busy", later.lease().id()), v1::RELEASED);
+  const auto [status2, after] = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(after, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 2"));
 }
 
 // A Reset of every key ends their leases: the gauge no longer shows them (it did until each key's

@@ -1,5 +1,6 @@
-// Where the Redis store keeps a lease set (RedisLeaseKeysFor), how it finds the sets of a name
-// (ParseRedisLeaseKey, RedisLeaseNamePattern) and how it encodes a lease (no server needed); and
+// Where the Redis store keeps a lease set (RedisLeaseKeysFor), how it finds the sets of a name or
+// all of them (ParseRedisLeaseKey, RedisLeaseNamePattern, RedisLeaseKeysPattern) and how it
+// encodes a lease (no server needed); and
 // a differential test on a real redis-server: random lease ops decided by the function library
 // (ratelimit_lease, storage/redis/leases.lua, through RedisLeaseCommand and RedisLeaseOutcome)
 // and by the algebra (DecideLease) give the same decisions and leave the same lease sets.
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "storage/leases/apply_lease.h"
 #include "storage/redis/cluster/redis_slot.h"
 #include "storage/redis/redis_function_library.h"
 #include "storage/redis/redis_state_store.h"
@@ -76,7 +78,14 @@ TEST(RedisLeaseKeysTest, ParseAndThePatternFindTheSetsOfOneNameOnly) {
     EXPECT_EQ(fnmatch(pattern.c_str(), keys.expiries.c_str(), 0), 0) << pattern;
     const std::string other = RedisLeaseNamePattern("p:", key.source, "job");
     EXPECT_NE(fnmatch(other.c_str(), keys.expiries.c_str(), 0), 0) << other;
+    // The leak search's pattern covers every set's expiries key under the prefix, and only it.
+    const std::string all = RedisLeaseKeysPattern("p:");
+    EXPECT_EQ(fnmatch(all.c_str(), keys.expiries.c_str(), 0), 0) << all;
+    EXPECT_NE(fnmatch(RedisLeaseKeysPattern("q:").c_str(), keys.expiries.c_str(), 0), 0);
   }
+  // A prefix's glob characters are matched as themselves.
+  EXPECT_EQ(fnmatch(RedisLeaseKeysPattern("a*[b]:").c_str(), "a*[b]:{t1}Lzd4:jobst1", 0), 0);
+  EXPECT_NE(fnmatch(RedisLeaseKeysPattern("a*:").c_str(), "aXY:{t1}Lzd4:jobst1", 0), 0);
   EXPECT_FALSE(ParseRedisLeaseKey("p:", KeysOf(StateKey{"jobs", "t1"}).leases).has_value());
   EXPECT_FALSE(ParseRedisLeaseKey("p:", RedisKeyFor("p:", StateKey{"jobs", "t1"}, "")));
   EXPECT_FALSE(ParseRedisLeaseKey("q:", KeysOf(StateKey{"jobs", "t1"}).expiries));
@@ -195,7 +204,9 @@ class RedisLeaseDifferentialTest : public ::testing::Test {
     }
     const int64_t latest = LeaseSetExpiresAt(want);
     for (const std::string& k : {keys.expiries, keys.leases}) {
-      EXPECT_EQ(Call({"PEXPIRETIME", k}).integer, (latest + kSecond + kMs - 1) / kMs)
+      // Kept as long as a RocksDB record keeps a lease: the leak detector's window.
+      EXPECT_EQ(Call({"PEXPIRETIME", k}).integer,
+                (latest + kLeaseRecordMarginMicros + kMs - 1) / kMs)
           << where << " " << k;
     }
   }

@@ -164,6 +164,7 @@ TEST(RedisLibraryTest, VersionInTheCodeMatchesTheConstant) {
 TEST(RedisLibraryTest, TheCodeIsPinnedToItsVersion) {
   const std::map<std::string, uint64_t> pinned = {
       {"11", 0x0a59eceb019b58ccull},
+      {"12", 0x478c47e552cc0886ull},
   };
   const uint64_t code = StableKeyHash("redis-library", RedisLibraryCode());
   const auto it = pinned.find(std::string(kRedisLibraryVersion));

@@ -77,6 +77,50 @@ TEST(RocksDbLeaseTest, LeasesSurviveARestart) {
   EXPECT_TRUE(store->ApplyLease(LeaseOperation{op}, clock)->allowed);
 }
 
+// A leak search over more lease records than a page reads follows its pages and names every key
+// holding a leak: here one on each of half the keys, and a lease still held on each of the others
+// (records read, not named).
+TEST(RocksDbLeaseTest, TheLeakSearchFollowsItsPagesOverEveryRecord) {
+  TempDir dir;
+  FakeClock clock;
+  std::unique_ptr<RocksDbStateStore> store = OpenRocksDbStore(dir.path(), clock);
+  ASSERT_NE(store, nullptr);
+  const int n = static_cast<int>(RocksDbStateStore::kLeakPageRecords) + 100;
+  std::vector<LeaseOperation> ops;
+  for (int i = 0; i < n; ++i) {
+    LeaseOp op =
+        LeaseOpOf(LeaseAction::kAcquire, 1, absl::StrCat("id", i), "jobs", absl::StrCat("k", i));
+    op.ttl_us = i % 2 == 0 ? kLeaseTtl : 50 * kLeaseTtl;
+    ops.push_back(LeaseOperation{std::move(op)});
+  }
+  for (int from = 0; from < n; from += 256) {
+    std::vector<const LeaseOperation*> batch;
+    for (int i = from; i < std::min(n, from + 256); ++i) batch.push_back(&ops[i]);
+    for (const absl::StatusOr<LeaseOutcome>& out : store->ApplyLeaseBatch(batch, clock)) {
+      ASSERT_TRUE(out.ok() && out->allowed) << out.status();
+    }
+  }
+  clock.Advance(kLeaseTtl + kSecond);
+  std::vector<std::string> named;
+  int pages = 0;
+  std::string cursor;
+  do {
+    absl::StatusOr<StateStore::LeakedLeaseKeys> page =
+        store->FindLeakedLeaseKeys(cursor, clock.NowMicros());
+    ASSERT_TRUE(page.ok()) << page.status();
+    ++pages;
+    for (const StateKey& k : page->keys) named.push_back(k.key);
+    cursor = page->next;
+  } while (!cursor.empty() && pages < 100);
+  EXPECT_GE(pages, 2);
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  std::vector<std::string> leaked;
+  for (int i = 0; i < n; i += 2) leaked.push_back(absl::StrCat("k", i));
+  std::sort(leaked.begin(), leaked.end());
+  EXPECT_EQ(named, leaked);
+}
+
 TEST(RocksDbLeaseTest, AReleaseKeepsOrFreesTheLeasesRecordAcrossARestart) {
   TempDir dir;
   FakeClock clock;
