@@ -355,8 +355,7 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
-  const std::vector<std::string> given = ratelimit::FlagsGiven(
-      argc, argv, {"tls", "json", "all_keys", "wait", "omit_receipts", "unlimited", "blocked"});
+  const std::vector<std::string> given = ratelimit::FlagsGiven(argc, argv);
   // With --json, a mistake in the flags is a JSON error too, not absl's text.
   if (std::find(given.begin(), given.end(), "json") != given.end()) {
     if (const absl::Status s = ratelimit::CheckFlags(argc, argv); !s.ok()) {

@@ -18,57 +18,64 @@
 
 namespace ratelimit {
 
-std::vector<std::string> FlagsGiven(int argc, const char* const* argv,
-                                    const std::vector<std::string>& booleans) {
-  std::vector<std::string> given;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    std::string name(arg.substr(0, arg.find('=')));
-    if (absl::StartsWith(name, "no") &&
-        std::find(booleans.begin(), booleans.end(), name.substr(2)) != booleans.end()) {
-      name = name.substr(2);
-    }
-    given.push_back(std::move(name));
-  }
-  return given;
-}
-
-absl::Status CheckFlags(int argc, const char* const* argv) {
+absl::Status ForEachFlag(int argc, const char* const* argv,
+                         absl::FunctionRef<absl::Status(const WrittenFlag&)> fn) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
     if (arg.size() < 2 || arg[0] != '-') continue;
     arg.remove_prefix(arg[1] == '-' ? 2 : 1);
     const size_t eq = arg.find('=');
-    const std::string name(arg.substr(0, eq));
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {
-      // --noverbose: a boolean's false.
-      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
-      if (positive != nullptr && positive->IsOfType<bool>()) continue;
+    WrittenFlag written;
+    written.name = std::string(arg.substr(0, eq));
+    written.flag = absl::FindCommandLineFlag(written.name);
+    if (eq != absl::string_view::npos) written.value = std::string(arg.substr(eq + 1));
+    if (written.flag == nullptr && absl::StartsWith(written.name, "no") && !written.value) {
+      // --noverbose: a boolean's false (absl refuses the negative form with a value).
+      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(written.name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>()) {
+        written.flag = positive;
+        written.negated = true;
+      }
     }
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": no such flag (see --help)"));
+    if (written.flag != nullptr && !written.value && !written.flag->IsOfType<bool>() &&
+        i + 1 < argc) {
+      written.value = argv[++i];  // --name value: the value is the flag's, whatever it starts with
     }
-    std::string value;
-    if (eq != absl::string_view::npos) {
-      value = std::string(arg.substr(eq + 1));
-    } else if (flag->IsOfType<bool>()) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];  // --name value
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value"));
-    }
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", error));
-    }
+    if (absl::Status s = fn(written); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> FlagsGiven(int argc, const char* const* argv) {
+  std::vector<std::string> given;
+  (void)ForEachFlag(argc, argv, [&given](const WrittenFlag& f) {
+    given.push_back(f.negated ? std::string(f.flag->Name()) : f.name);
+    return absl::OkStatus();
+  });
+  return given;
+}
+
+absl::Status CheckFlags(int argc, const char* const* argv) {
+  return ForEachFlag(argc, argv, [](const WrittenFlag& f) {
+    if (f.flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": no such flag (see --help)"));
+    }
+    if (f.negated) return absl::OkStatus();
+    std::string value;
+    if (f.value) {
+      value = *f.value;
+    } else if (f.flag->IsOfType<bool>()) {
+      value = "true";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": needs a value"));
+    }
+    std::string error;
+    if (!f.flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": ", error));
+    }
+    return absl::OkStatus();
+  });
 }
 
 std::string FlagNotTaken(absl::string_view command, const std::vector<std::string>& given) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/cpp/proto_time.h"
 
 namespace ratelimit {
@@ -49,6 +50,13 @@ int WaitUnlessInterrupted(absl::Time when) {
     const int signal = sigtimedwait(&set, nullptr, &timeout);
     if (signal > 0) return signal;
     if (errno == EAGAIN && absl::Now() >= when) return 0;
+    if (errno != EAGAIN && errno != EINTR) {
+      // Nothing else can fail with this set and a timeout made from a non-negative duration; if
+      // something did, retrying would spin at full speed. The rest of the wait is slept out
+      // instead, as if uninterrupted (a signal that comes meanwhile stays pending, unseen).
+      absl::SleepFor(when - absl::Now());
+      return 0;
+    }
     // EINTR (another signal's handler ran), or EAGAIN a little early: wait for the rest.
   }
 }

@@ -20,10 +20,23 @@ namespace ratelimit {
 namespace {
 
 TEST(FlagsGivenTest, NamesEveryFormOfAFlagUpToABareDoubleDash) {
-  const char* argv[] = {"ratelimit", "consume",  "--name=a",   "--key", "k",
-                        "-count=2",  "--nojson", "--notaflag", "--",    "--ttl=1s"};
-  EXPECT_EQ(FlagsGiven(10, argv, {"json"}),
-            (std::vector<std::string>{"name", "key", "count", "json", "notaflag"}));
+  const char* argv[] = {"ratelimit", "consume",           "--name=a",   "--cli_test_count",   "7",
+                        "-count=2",  "--nocli_test_wait", "--notaflag", "--nocli_test_count", "--",
+                        "--ttl=1s"};
+  EXPECT_EQ(FlagsGiven(11, argv),
+            (std::vector<std::string>{"name", "cli_test_count", "count", "cli_test_wait",
+                                      "notaflag", "nocli_test_count"}));
+}
+
+// A value written after its flag is the flag's, whatever it starts with, as absl's parser takes it
+// (`--key -1` named a flag "1", which the command then refused as one it does not take).
+TEST(FlagsGivenTest, AValueAfterItsFlagIsNoFlagEvenWhenItStartsWithADash) {
+  const char* argv[] = {"ratelimit", "consume", "--cli_test_count", "-5", "--cli_test_wait",
+                        "--name",    "--x"};
+  EXPECT_EQ(FlagsGiven(7, argv),
+            (std::vector<std::string>{"cli_test_count", "cli_test_wait", "name", "x"}));
+  EXPECT_TRUE(CheckFlags(4, argv).ok());
+  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count), -5);
 }
 
 // A flag a command would drop unseen is refused (it was accepted and ignored: `consume

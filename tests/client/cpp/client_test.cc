@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory/memory_state_store.h"
+#include "tests/support/client_server_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
@@ -21,21 +22,19 @@ using ::ratelimit::testing::kApiLimits;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RefusingPort;
 using ::ratelimit::testing::RunCommand;
+using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::ValueOrDie;
-using ::ratelimit::testing::WriteFileAtomically;
 
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);
     ServerOptions o;
-    o.listen.address = "127.0.0.1:0";
-    o.limits.file = dir_.File("limits.yaml");
     o.admin.token = "tok";
-    auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
-    ASSERT_OK(server);
-    server_ = *std::move(server);
+    auto started =
+        StartServerAndClient(o, dir_, kApiLimits, clock_, std::make_unique<MemoryStateStore>());
+    ASSERT_OK(started);
+    server_ = std::move(started->server);  // each test connects the clients it needs
   }
 
   std::unique_ptr<RateLimitClient> Connect(ClientOptions options = {}) {
@@ -191,15 +190,10 @@ TEST(ClientHealthTest, HealthFollowsTheServersStoreAndTheCliExitStatusSaysSo) {
   EXPECT_NE(down_out.find("UNAVAILABLE"), std::string::npos) << down_out;
 }
 
-TEST(ClientCliTest, OmitReceiptsConsumesWithoutPrintingAReceipt) {
-  FakeClock clock;
-  ServerOptions o;
-  o.listen.address = "127.0.0.1:0";
-  auto server = RateLimitServer::Start(o, clock, std::make_unique<MemoryStateStore>());
-  ASSERT_OK(server);
+TEST_F(ClientTest, TheCliConsumesWithOmitReceiptsWithoutPrintingAReceipt) {
   const std::string cli = absl::StrCat(
-      BinaryPath("ratelimit"), " consume --timeout=10s --target=127.0.0.1:", (*server)->port(),
-      " --name=api --key=k --kind=token_bucket --rate=1", " --period=1h --capacity=5");
+      BinaryPath("ratelimit"), " consume --timeout=10s --target=", target(),
+      " --name=inline --key=k --kind=token_bucket --rate=1", " --period=1h --capacity=5");
   auto [with_exit, with_out] = RunCommand(cli);
   EXPECT_EQ(with_exit, 0) << with_out;
   EXPECT_NE(with_out.find("receipt="), std::string::npos) << with_out;
@@ -207,6 +201,16 @@ TEST(ClientCliTest, OmitReceiptsConsumesWithoutPrintingAReceipt) {
   EXPECT_EQ(without_exit, 0) << without_out;
   EXPECT_EQ(without_out.find("receipt="), std::string::npos) << without_out;
   EXPECT_NE(without_out.find("value=3"), std::string::npos) << without_out;  // took all the same
+}
+
+// A flag's value written after it is the flag's, whatever it starts with: `--key -1` is the key
+// "-1" (the command had refused a flag "--1" that it does not take).
+TEST_F(ClientTest, TheCliTakesAValueAfterItsFlagThatStartsWithADash) {
+  auto [exit_code, out] = RunCommand(absl::StrCat(
+      BinaryPath("ratelimit"), " consume --timeout=10s --target=", target(),
+      " --name inline --key -1 --count 2 --kind=token_bucket --rate=1 --period=1h --capacity=5"));
+  EXPECT_EQ(exit_code, 0) << out;
+  EXPECT_NE(out.find("value=3"), std::string::npos) << out;
 }
 
 TEST(ClientHelpersTest, MakeRequestAndRetryAt) {

@@ -17,31 +17,31 @@
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "storage/memory/memory_state_store.h"
+#include "tests/support/client_server_test_support.h"
 #include "tests/support/test_support.h"
 
 namespace ratelimit {
 namespace {
 
 using ::ratelimit::testing::BinaryPath;
+using ::ratelimit::testing::CheckedBalance;
 using ::ratelimit::testing::Eventually;
 using ::ratelimit::testing::FakeClock;
 using ::ratelimit::testing::kApiLimits;
 using ::ratelimit::testing::kSecond;
 using ::ratelimit::testing::RunCommand;
+using ::ratelimit::testing::StartServerAndClient;
 using ::ratelimit::testing::TempDir;
 using ::ratelimit::testing::WriteFileAtomically;
 
 class ReserveWaitTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    WriteFileAtomically(dir_.File("limits.yaml"), kApiLimits);  // api: 2 tokens a second
-    ServerOptions o;
-    o.listen.address = "127.0.0.1:0";
-    o.limits.file = dir_.File("limits.yaml");
-    auto server = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
-    ASSERT_OK(server);
-    server_ = *std::move(server);
-    client_ = RateLimitClient::Connect(target(), ClientOptions{absl::Seconds(10), ""});
+    auto started = StartServerAndClient(ServerOptions(), dir_, kApiLimits,  // api: 2 a second
+                                        clock_, std::make_unique<MemoryStateStore>());
+    ASSERT_OK(started);
+    server_ = std::move(started->server);
+    client_ = std::move(started->client);
     io_.now = [this] { return absl::FromUnixMicros(clock_.NowMicros()); };
     io_.wait_until = [this](absl::Time when) {
       waited_until_.push_back(when);
@@ -57,11 +57,7 @@ class ReserveWaitTest : public ::testing::Test {
 
   std::string target() const { return absl::StrCat("127.0.0.1:", server_->port()); }
   // The tokens the api bucket of `key` holds now (a check takes nothing).
-  double TokensOf(const std::string& key) {
-    absl::StatusOr<v1::RateLimitResponse> check = client_->Check(MakeRequest("api", key));
-    EXPECT_TRUE(check.ok()) << check.status();
-    return check.ok() ? check->results(0).value() : -1;
-  }
+  double TokensOf(const std::string& key) { return CheckedBalance(*client_, "api", key); }
 
   TempDir dir_;
   FakeClock clock_;
