@@ -9,6 +9,7 @@
 // redis_lease_library_test.
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -285,7 +286,7 @@ class RedisClusterLeasesTest : public RedisLeasesTest {
   RedisClusterLeasesTest() : RedisLeasesTest(RedisTopology::kCluster) {}
 };
 
-TEST_F(RedisClusterLeasesTest, RateLimitsShareTheLeaseSlotAndDeleteAllLeasesReachesEveryPrimary) {
+TEST_F(RedisClusterLeasesTest, LeaseSlotRateLimitsAndEveryPrimarySearchedAndReset) {
   // Rate limits in another slot are refused naming the limit; with one hash tag they are taken
   // with the lease.
   const std::vector<LimitOp> apart = {
@@ -322,6 +323,21 @@ TEST_F(RedisClusterLeasesTest, RateLimitsShareTheLeaseSlotAndDeleteAllLeasesReac
     ASSERT_OK(node.reply);
     EXPECT_GT(node.reply->elements.size(), 0u) << node.address;
   }
+  // The leak search follows its pages over every primary: asked at a time past every lease's
+  // expiry (it only reads), it names all 41 keys.
+  const int64_t later = env_.clock().NowMicros() + kLeaseTtl + kSecond;
+  std::set<std::string> named;
+  std::string cursor;
+  int pages = 0;
+  do {
+    auto page = env_.store().FindLeakedLeaseKeys(cursor, later);
+    ASSERT_OK(page);
+    for (const StateKey& k : page->keys) named.insert(absl::StrCat(k.name, "/", k.key));
+    cursor = page->next;
+  } while (!cursor.empty() && ++pages < 1000);
+  EXPECT_EQ(named.size(), 41u);
+  EXPECT_EQ(named.count("llm/{org2}u1"), 1u);
+  EXPECT_EQ(named.count("jobs/tenant39"), 1u);
   auto deleted = env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs");
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 40u);
