@@ -53,6 +53,7 @@ class EnvoyServerTest : public ::testing::Test {
                         "    concurrency: {capacity: 2, lease_ttl: 10s}\n");
     ServerOptions o = Options();
     o.observability.metrics_listen = "127.0.0.1:0";
+    o.store.lease_sweep_interval = absl::ZeroDuration();  // the tests sweep when they mean to
     return RateLimitServer::Start(o, clock_, std::move(store));
   }
 

@@ -42,6 +42,9 @@ class LeaseMethodsTest : public ::testing::Test {
     clock_.Set(1000 * kSecond);
     ServerOptions options;
     options.admin.token = "s3cret";
+    // The tests run the leak sweep themselves (SweepLeakedLeases), so that each leak is counted
+    // by the call a test names.
+    options.store.lease_sweep_interval = absl::ZeroDuration();
     auto started = StartServerAndClient(options, dir_, kLimits, clock_, nullptr,
                                         ClientOptions{absl::Seconds(10), "s3cret"});
     ASSERT_TRUE(started.ok()) << started.status();
@@ -407,6 +410,31 @@ TEST_F(LeaseMethodsTest, TheLeakSweepCountsALeakOnAKeyNoCallTouchesAgain) {
   EXPECT_EQ(Release("busy", later.lease().id()), v1::RELEASED);
   const auto [status2, after] = HttpGet(server_->metrics_port(), "/metrics");
   EXPECT_THAT(after, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 2"));
+}
+
+// The server runs the sweep by itself every --lease_sweep_interval: a leak on a key no call
+// touches again shows in the metric without anything else happening.
+TEST(LeaseSweepServerTest, TheServerSweepsEveryInterval) {
+  TempDir dir;
+  FakeClock clock;
+  clock.Set(1000 * kSecond);
+  ServerOptions options;
+  options.store.lease_sweep_interval = absl::Milliseconds(20);
+  auto started = StartServerAndClient(options, dir, kLimits, clock);
+  ASSERT_TRUE(started.ok()) << started.status();
+  v1::AcquireRequest r;
+  v1::LimitRequest* l = r.add_limits();
+  l->set_name("jobs");
+  l->set_key("idle");
+  auto acquired = started->client->Acquire(r);
+  ASSERT_TRUE(acquired.ok() && acquired->allowed()) << acquired.status();
+  clock.Advance(11 * kSecond);  // expired unreleased; no call follows
+  const int port = started->server->metrics_port();
+  EXPECT_TRUE(::ratelimit::testing::Eventually([port] {
+    return HttpGet(port, "/metrics")
+               .second.find("ratelimit_leases_expired_total{limit=\"jobs\"} 1") !=
+           std::string::npos;
+  }));
 }
 
 // A Reset of every key ends their leases: the gauge no longer shows them (it did until each key's
