@@ -166,10 +166,11 @@ class RocksDbStateStore final : public StateStore {
   // A prefix scan of the records column family, deleting each lease set under its stripe (ordered
   // with ApplyLease on its key); counts those not expired holding a lease.
   absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
-  // A scan of the lease records in key order, at most kLeakPageRecords of them a page (records of
-  // expired leases past their margin, and free ones, count too); the cursor is the record key to
-  // read from. Reads what is written: a lease whose decision is still queued for the WAL is
-  // found by a later page or search.
+  // A scan of the lease records' keys in key order, at most kLeakPageRecords of them a page (free
+  // records count too); the cursor is the record key to read from. The scan reads no value (an
+  // in-place update may rewrite it meanwhile): each key it finds has its set read under its
+  // stripe, from the cache of lease sets or its records, as a decision reads it (a set read
+  // from its records is not cached: a pass must not evict the sets decisions use).
   absl::StatusOr<LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor,
                                                       int64_t now_us) override;
   static constexpr size_t kLeakPageRecords = 4096;
@@ -357,12 +358,17 @@ class RocksDbStateStore final : public StateStore {
       ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
   // Reads the lease set of `key` (cached under `record_key`, its LeaseRecordKey) at `now_us` into
   // `*read`, the key's cache entry (its set null: none, or its records expired; the set is the
-  // cached object itself): from the cache of lease sets, else RocksDB (then cached). `*depends_on`:
-  // raised to the ticket of a queued set read.
+  // cached object itself): from the cache of lease sets, else RocksDB (then cached, unless
+  // `cache_it` is false). `*depends_on`: raised to the ticket of a queued set read.
   absl::Status ReadLeaseSetLocked(const StateKey& key, const std::string& record_key,
                                   uint64_t epoch, int64_t now_us, LeaseSetCache::Entry* read,
-                                  uint64_t* depends_on) ABSL_SHARED_LOCKS_REQUIRED(db_mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+                                  uint64_t* depends_on, bool cache_it = true)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripes_);
+  // Whether the set of `key` holds a lease that expired unreleased by `now_us` less than
+  // kLeaseRecordMarginMicros ago: the set read under the key's stripe, as a decision reads it,
+  // without caching it (FindLeakedLeaseKeys).
+  absl::StatusOr<bool> HoldsLeakLocked(const StateKey& key, int64_t now_us)
+      ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
   // DeleteAllLeases for a batch of keys, each with the lease records the scan found for it: under
   // the keys' stripes, deletes those and the records of the key's set (queued ones included),
   // and waits for the WAL. Returns how many keys held a lease.

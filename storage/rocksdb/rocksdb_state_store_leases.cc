@@ -307,7 +307,7 @@ absl::StatusOr<uint64_t> RocksDbStateStore::QueueLeaseSetLocked(
 absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
                                                    const std::string& record_key, uint64_t epoch,
                                                    int64_t now_us, LeaseSetCache::Entry* read,
-                                                   uint64_t* depends_on) {
+                                                   uint64_t* depends_on, bool cache_it) {
   if (std::optional<LeaseSetCache::Entry> hit = lease_cache_->Lookup(record_key, epoch)) {
     *depends_on = std::max(*depends_on, hit->ticket);
     *read = *std::move(hit);
@@ -345,7 +345,7 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
   }
   if (absl::Status st = FromRocks(it->status(), "read lease records"); !st.ok()) return st;
   *read = LeaseSetCache::Make(set->leases.empty() ? nullptr : std::move(set), expires_at_us, 0);
-  lease_cache_->Put(record_key, *read, epoch);
+  if (cache_it) lease_cache_->Put(record_key, *read, epoch);
   return absl::OkStatus();
 }
 
@@ -403,6 +403,8 @@ absl::StatusOr<StateStore::LeakedLeaseKeys> RocksDbStateStore::FindLeakedLeaseKe
   ro.fill_cache = false;       // a pass over every lease must not evict what decisions read
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, records_));
   it->Seek(cursor.empty() ? rocksdb::Slice(prefix) : rocksdb::Slice(cursor.data(), cursor.size()));
+  // The page's keys, from the records' keys only.
+  std::vector<StateKey> keys;
   LeakedLeaseKeys page;
   for (size_t read = 0; it->Valid(); it->Next(), ++read) {
     const absl::string_view k(it->key().data(), it->key().size());
@@ -410,20 +412,36 @@ absl::StatusOr<StateStore::LeakedLeaseKeys> RocksDbStateStore::FindLeakedLeaseKe
       page.next = std::string(k);
       break;
     }
-    const absl::string_view bytes(it->value().data(), it->value().size());
-    const auto expiry = DecodeRecordValue(bytes);
-    if (expiry && expiry->first <= now_us) continue;  // free, or past its margin: absent
-    absl::StatusOr<Lease> lease = DecodeLeaseEntryRecord(bytes);
-    // A record that does not decode is named: the decision on its key reports it.
-    if (lease.ok() && (lease->released || lease->expires_at_us > now_us)) continue;
     std::optional<LeaseEntryKeyParts> parts = ParseLeaseEntryKey(k);
     if (!parts) continue;
-    if (page.keys.empty() || !(page.keys.back() == parts->key)) {
-      page.keys.push_back(std::move(parts->key));
-    }
+    if (keys.empty() || !(keys.back() == parts->key)) keys.push_back(std::move(parts->key));
   }
   if (absl::Status s = FromRocks(it->status(), "iterate lease records"); !s.ok()) return s;
+  it.reset();
+  for (StateKey& key : keys) {
+    absl::StatusOr<bool> leak = HoldsLeakLocked(key, now_us);
+    // A set that does not read is named: the decision on its key reports it.
+    if (!leak.ok() || *leak) page.keys.push_back(std::move(key));
+  }
   return page;
+}
+
+absl::StatusOr<bool> RocksDbStateStore::HoldsLeakLocked(const StateKey& key, int64_t now_us) {
+  const std::string record_key = LeaseRecordKey(key);
+  const size_t stripe = stripes_.StripeOf(StableKeyHash("", record_key));
+  StripeLocks locked(stripes_, absl::MakeConstSpan(&stripe, 1));
+  LeaseSetCache::Entry read;
+  uint64_t depends_on = 0;
+  if (absl::Status s = ReadLeaseSetLocked(key, record_key, group_.epoch(), now_us, &read,
+                                          &depends_on, /*cache_it=*/false);
+      !s.ok()) {
+    return s;
+  }
+  return read.set != nullptr &&
+         std::any_of(read.set->leases.begin(), read.set->leases.end(), [now_us](const Lease& l) {
+           return !l.released && l.expires_at_us <= now_us &&
+                  LeaseRecordExpiry(l.expires_at_us) > now_us;
+         });
 }
 
 absl::StatusOr<uint64_t> RocksDbStateStore::DeleteLeaseKeysLocked(
