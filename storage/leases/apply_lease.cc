@@ -117,11 +117,15 @@ bool LeaseRecordHoldsLeases(absl::string_view record) {
   return !set.ok() || !set->leases.empty();
 }
 
-bool LeaseRecordHoldsLeak(absl::string_view record, int64_t now_us) {
-  absl::StatusOr<LeaseSet> set = DecodeLeaseSet(record);
-  return !set.ok() || std::any_of(set->leases.begin(), set->leases.end(), [&](const Lease& l) {
+bool LeaseSetHoldsKeptLeak(const LeaseSet& set, int64_t now_us) {
+  return std::any_of(set.leases.begin(), set.leases.end(), [now_us](const Lease& l) {
     return !l.released && l.expires_at_us <= now_us && LeaseRecordExpiry(l.expires_at_us) > now_us;
   });
+}
+
+bool LeaseRecordHoldsLeak(absl::string_view record, int64_t now_us) {
+  absl::StatusOr<LeaseSet> set = DecodeLeaseSet(record);
+  return !set.ok() || LeaseSetHoldsKeptLeak(*set, now_us);
 }
 
 absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const LeaseOperation& op,

@@ -108,6 +108,11 @@ absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const Leas
 // not decode counts as holding one. For a store counting the lease sets it deletes.
 bool LeaseRecordHoldsLeases(absl::string_view record);
 
+// Whether `set` holds a lease that expired unreleased by `now_us` (held, never released, its
+// expiry passed) less than kLeaseRecordMarginMicros ago: a leak the stores still keep, for their
+// StateStore::FindLeakedLeaseKeys.
+bool LeaseSetHoldsKeptLeak(const LeaseSet& set, int64_t now_us);
+
 // Whether `record` (the bytes of a lease set record) holds a lease that expired unreleased by
 // `now_us` (held, never released, its expiry passed) less than kLeaseRecordMarginMicros ago (as
 // long as the RocksDB store keeps a lease's record); a record that does not decode counts as

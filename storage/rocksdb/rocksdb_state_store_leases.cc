@@ -437,11 +437,7 @@ absl::StatusOr<bool> RocksDbStateStore::HoldsLeakLocked(const StateKey& key, int
       !s.ok()) {
     return s;
   }
-  return read.set != nullptr &&
-         std::any_of(read.set->leases.begin(), read.set->leases.end(), [now_us](const Lease& l) {
-           return !l.released && l.expires_at_us <= now_us &&
-                  LeaseRecordExpiry(l.expires_at_us) > now_us;
-         });
+  return read.set != nullptr && LeaseSetHoldsKeptLeak(*read.set, now_us);
 }
 
 absl::StatusOr<uint64_t> RocksDbStateStore::DeleteLeaseKeysLocked(
