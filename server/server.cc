@@ -19,6 +19,7 @@
 #include "storage/factory/state_store_factory.h"
 #include "storage/file_util.h"
 #include "storage/limit_config.h"
+#include "storage/replica_board.h"
 
 namespace ratelimit {
 namespace {
@@ -242,6 +243,16 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                                        options.limits.inline_limits, settle);
   s->held_slots_ = std::make_unique<HeldSlots>(clock);
   s->service_->set_held_slots(s->held_slots_.get());
+  // This replica's name on the store's board (replicas sharing Redis), new with each start, so
+  // that a restarted replica is a newcomer there.
+  const std::string replica = NewReplicaName();
+  if (options.store.lease_sweep_interval > absl::ZeroDuration()) {
+    s->lease_sweeper_ = std::make_unique<LeaseSweeper>(
+        LeaseSweeper::Options{absl::ToInt64Microseconds(options.store.lease_sweep_interval),
+                              replica},
+        s->store_->replica_board(), clock,
+        [service = s->service_.get()] { return service->SweepLeakedLeases(); });
+  }
   s->RegisterLeaseMetrics();
   if (OverrideStore* overrides = s->store_->overrides()) {
     s->override_refresher_ =
@@ -362,10 +373,9 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
         absl::ToInt64Microseconds(options.rlqs.reallocation_interval);
     rlqs.max_streams_per_connection = static_cast<size_t>(options.rlqs.max_streams_per_connection);
     rlqs.tracer = s->tracer_.get();
-    // Replicas sharing a store (Redis) share each bucket's global rate through its board; this
-    // replica's name on it is new with each start, so a restarted replica is a newcomer.
+    // Replicas sharing a store (Redis) share each bucket's global rate through its board.
     rlqs.board = s->store_->replica_board();
-    rlqs.replicas.replica = RlqsReplicaName();
+    rlqs.replicas.replica = replica;
     rlqs.replicas.interval_us = absl::ToInt64Microseconds(options.rlqs.reallocation_interval);
     s->rlqs_service_ = std::make_unique<RlqsService>(
         rlqs, clock, [registry = &s->envoy_registry_](absl::string_view domain) {
@@ -420,18 +430,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     });
     s->gc_->Start();
   }
-  if (options.store.lease_sweep_interval > absl::ZeroDuration()) {
-    s->lease_sweeper_ = std::make_unique<
-        PeriodicTask>(options.store.lease_sweep_interval, [service = s->service_.get()] {
-      absl::StatusOr<int64_t> counted = service->SweepLeakedLeases();
-      if (!counted.ok() && counted.status().code() != absl::StatusCode::kUnimplemented) {
-        Log(LogLevel::kWarning, "lease leak sweep failed",
-            {{"error", std::string(counted.status().message())}});
-      } else if (counted.ok() && *counted > 0) {
-        Log(LogLevel::kDebug, "lease leak sweep", {{"expired_unreleased", absl::StrCat(*counted)}});
-      }
-    });
-    s->lease_sweeper_->Start();
+  if (s->lease_sweeper_) {
+    s->lease_sweep_task_ =
+        std::make_unique<PeriodicTask>(options.store.lease_sweep_interval,
+                                       [sweeper = s->lease_sweeper_.get()] { sweeper->RunOnce(); });
+    s->lease_sweep_task_->Start();
   }
   s->log_flusher_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [] { FlushRepeatedLogs(); });
   s->log_flusher_->Start();
@@ -502,7 +505,7 @@ void RateLimitServer::Shutdown() {
   if (envoy_xds_client_) envoy_xds_client_->Stop();
   if (exporter_) exporter_->Shutdown(options_.listen.shutdown_grace);
   if (gc_) gc_->Stop();
-  if (lease_sweeper_) lease_sweeper_->Stop();
+  if (lease_sweep_task_) lease_sweep_task_->Stop();
   if (store_) {
     if (absl::Status s = store_->Close(); !s.ok()) {
       Log(LogLevel::kError, "closing the store failed", {{"error", std::string(s.message())}});

@@ -33,6 +33,7 @@
 #include "server/serving/serving_loop.h"
 #include "server/serving/store_executor.h"
 #include "server/tls/tls.h"
+#include "server/v1/lease_sweeper.h"
 #include "server/v1/limit_registry.h"
 #include "server/v1/rate_limit_service.h"
 #include "server/v1/receipt.h"
@@ -141,8 +142,10 @@ class RateLimitServer {
   std::unique_ptr<RlqsService> rlqs_service_;                 // null unless rlqs.enabled
   std::unique_ptr<PeriodicTask> rlqs_ticker_;                 // its divisions
   std::unique_ptr<RlqsAdminServiceImpl> rlqs_admin_service_;  // FAILED_PRECONDITION without it
-  // Runs the leak sweep on service_ (null when store.lease_sweep_interval is zero).
-  std::unique_ptr<PeriodicTask> lease_sweeper_;
+  // The leak sweep on service_, and its turns (both null when store.lease_sweep_interval is
+  // zero).
+  std::unique_ptr<LeaseSweeper> lease_sweeper_;
+  std::unique_ptr<PeriodicTask> lease_sweep_task_;
   // Declared before the gRPC server: its queues are shut down after the server's, and destroyed
   // after it.
   std::unique_ptr<ServingLoop> serving_loop_;

@@ -51,6 +51,20 @@ void RateLimitServer::RegisterLeaseMetrics() {
         return out;
       },
       2000, "limit");
+  if (const LeaseSweeper* sweeper = lease_sweeper_.get()) {
+    metrics_registry_.AddCollector(
+        "ratelimit_lease_sweeps_total",
+        "Turns of the leak sweep (every --lease_sweep_interval), by result: swept (this server "
+        "searched the store), skipped (another replica sharing the store holds the turn), failed "
+        "(the store or the replicas' board answered an error; logged).",
+        "counter", {"result"},
+        [sweeper] {
+          return MetricsRegistry::Samples{{{"swept"}, static_cast<double>(sweeper->swept())},
+                                          {{"skipped"}, static_cast<double>(sweeper->skipped())},
+                                          {{"failed"}, static_cast<double>(sweeper->failed())}};
+        },
+        3, "result");
+  }
 }
 
 void RateLimitServer::RegisterOverrideMetrics() {

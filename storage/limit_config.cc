@@ -37,6 +37,17 @@ absl::string_view LimitSourceName(LimitSource source) {
   return "unknown";
 }
 
+std::optional<LimitSource> LimitSourceOfByte(char byte) {
+  const auto source = static_cast<LimitSource>(byte);
+  switch (source) {
+    case LimitSource::kDefined:
+    case LimitSource::kEnvoy:
+    case LimitSource::kInline:
+      return source;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // A concurrency limit: slots and lease TTLs; every rate field unset.

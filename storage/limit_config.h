@@ -27,6 +27,9 @@ enum class LimitSource : uint8_t {
 // "limits_file", "envoy" or "inline", for logs.
 absl::string_view LimitSourceName(LimitSource source);
 
+// The source whose namespace byte is `byte` (as the stores' keys hold it); nullopt for any other.
+std::optional<LimitSource> LimitSourceOfByte(char byte);
+
 // The definition of a limit. Build one, then call ValidateLimitConfig before handing it to the
 // algebra, which assumes a valid config.
 struct LimitConfig {

@@ -47,6 +47,11 @@ struct BoardSyncReply {
   std::map<std::string, std::string> records;
 };
 
+// A name for this process on a board: host name, process id and 64 random bits, so that two
+// starts never share one (a restarted replica is a newcomer). No whitespace: records and
+// decisions separate their fields with it.
+std::string NewReplicaName();
+
 // Thread safety: implementations are thread-safe.
 class ReplicaBoard {
  public:

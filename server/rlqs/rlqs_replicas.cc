@@ -1,12 +1,7 @@
 #include "server/rlqs/rlqs_replicas.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstring>
 #include <utility>
-
-#include "absl/random/random.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -163,19 +158,6 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
     p.pre_burst = p.rate > 0 ? p.burst * (p.pre_rate / p.rate) : 0;
   }
   return next;
-}
-
-std::string RlqsReplicaName() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "host");
-  std::string name(host);
-  // Record and decision fields are separated by spaces and newlines.
-  for (char& c : name) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = '_';
-  }
-  absl::BitGen gen;
-  return absl::StrCat(name, "-", getpid(), "-",
-                      absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
 }
 
 std::string RlqsReplicaGroup(absl::string_view domain, const RlqsBucketKey& bucket) {

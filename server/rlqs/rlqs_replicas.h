@@ -90,10 +90,6 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
                                        const std::optional<RlqsReplicaDecision>& previous,
                                        int64_t now_us, int64_t settle_us);
 
-// A name for this process on the board: host name, process id and 64 random bits, so that two
-// starts never share one.
-std::string RlqsReplicaName();
-
 // The board group of a bucket.
 std::string RlqsReplicaGroup(absl::string_view domain, const RlqsBucketKey& bucket);
 

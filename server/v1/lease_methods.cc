@@ -59,6 +59,14 @@ void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& 
   }
 }
 
+void RateLimitServiceImpl::ObserveLeaseAs(const std::string& label, const LeaseOp& op,
+                                          const LeaseDecision& decision) const {
+  if (label == op.key.name) return ObserveLease(op, decision);
+  LeaseOp as = op;
+  as.key.name = label;
+  ObserveLease(as, decision);
+}
+
 // Acquire, Release and Extend are answered when the store has written their decision, without
 // holding the serving thread meanwhile (DecisionScheduler::DecideLease): RocksDB then writes the
 // decisions of many calls in one WAL group, as it does Consume's.
@@ -304,30 +312,27 @@ absl::StatusOr<Verdict> RateLimitServiceImpl::CheckWithLeases(
 }
 
 absl::StatusOr<uint64_t> RateLimitServiceImpl::ResetLeases(const ResetTarget& target) {
+  LeaseOp op;
+  op.key = StateKey{target.name, target.key, target.source};
+  // Seen under the limit's label, as its calls are (an Envoy rule's name, not its state's).
+  SweptLimit limit = SweptLimitOf(op.key);
   if (target.all_keys) {
     absl::StatusOr<uint64_t> ended = scheduler_.ResetAllLeases(target.name, target.source);
     // Forgotten even when the store failed part-way: a key still held shows again at its next
     // decision, where a key shown after its leases ended would stay until its max_lease_ttl.
-    if (held_slots_ != nullptr) held_slots_->ForgetLimit(target.source, target.name);
+    if (held_slots_ != nullptr) held_slots_->ForgetLimit(target.source, limit.label);
     return ended;
   }
-  LeaseOp op;
-  op.key = StateKey{target.name, target.key, target.source};
-  const std::shared_ptr<const LimitSet> limits = registry_.Current();
-  const LimitConfig* defined = limits->Find(target.name);
-  if (target.source == LimitSource::kDefined && defined != nullptr) {
-    op.config = *defined;
-  } else {  // an inline limit: listing and resetting a key read no field of its config
-    op.config = AnyConcurrencyConfig();
-  }
+  op.config = std::move(limit.config);  // the gauge keeps the key's slots its max_lease_ttl
   op.action = LeaseAction::kList;
   absl::StatusOr<LeaseOutcome> listed = scheduler_.Lease(Alone(op));
   if (!listed.ok()) return listed.status();
-  ObserveLease(op, listed->lease);  // the leases it found expired are dropped and counted here
+  // The leases it found expired are dropped and counted here.
+  ObserveLeaseAs(limit.label, op, listed->lease);
   op.action = LeaseAction::kReset;
   absl::StatusOr<LeaseOutcome> reset = scheduler_.Lease(Alone(op));
   if (!reset.ok()) return reset.status();
-  ObserveLease(op, reset->lease);
+  ObserveLeaseAs(limit.label, op, reset->lease);
   return listed->lease.held_leases.size();
 }
 
@@ -363,13 +368,8 @@ absl::StatusOr<int64_t> RateLimitServiceImpl::SweepLeakedLeases() {
         if (first_error.ok()) first_error = outcome.status();
         continue;
       }
-      const LeaseDecision& decision = outcome->lease;
-      telemetry_.CountLeasesExpired(limit.label, decision.expired_unreleased);
-      if (held_slots_ != nullptr) {
-        held_slots_->Observe(StateKey{limit.label, op.key.key, op.key.source}, decision.held,
-                             op.config.max_lease_ttl_us, decision.seq);
-      }
-      counted += decision.expired_unreleased;
+      ObserveLeaseAs(limit.label, op, outcome->lease);
+      counted += outcome->lease.expired_unreleased;
     }
     cursor = std::move(page->next);
   } while (!cursor.empty());

@@ -214,7 +214,11 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   grpc::Status LeaseFailure(Telemetry::Rpc& rpc, const absl::Status& error) const;
   // A lease decision's effects on the metrics: the leases it found expired, the slots held.
   void ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const;
-  // Reset of a concurrency limit's key (or every key): ends its leases; how many it ended.
+  // The same, counted and gauged under `label` instead of the key's name (SweptLimitOf).
+  void ObserveLeaseAs(const std::string& label, const LeaseOp& op,
+                      const LeaseDecision& decision) const;
+  // Reset of a concurrency limit's key (or every key): ends its leases; how many it ended. Seen in
+  // the metrics under SweptLimitOf's label, as the limit's calls are.
   absl::StatusOr<uint64_t> ResetLeases(const ResetTarget& target);
   // The configuration and metric label the sweep decides a concurrency key with: a defined
   // limit's, an Envoy rule's (envoy_lease_rule_), else (an inline limit, or one no longer

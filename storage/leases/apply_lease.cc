@@ -100,16 +100,13 @@ std::string LeaseRecordKey(const StateKey& key) {
 std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
   // LeaseRecordPrefix's layout, then the key.
   if (record_key.size() < 4 || record_key[0] != 'L') return std::nullopt;
-  const auto source = static_cast<LimitSource>(record_key[1]);
-  if (source != LimitSource::kDefined && source != LimitSource::kEnvoy &&
-      source != LimitSource::kInline) {
-    return std::nullopt;
-  }
+  const std::optional<LimitSource> source = LimitSourceOfByte(record_key[1]);
+  if (!source) return std::nullopt;
   const size_t n =
       (size_t{static_cast<uint8_t>(record_key[2])} << 8) | static_cast<uint8_t>(record_key[3]);
   if (record_key.size() < 4 + n) return std::nullopt;
   return StateKey{std::string(record_key.substr(4, n)), std::string(record_key.substr(4 + n)),
-                  source};
+                  *source};
 }
 
 bool LeaseRecordHoldsLeases(absl::string_view record) {

@@ -89,11 +89,9 @@ std::string Identity(LimitSource source, absl::string_view name) {
 std::optional<StateKey> ParseIdentity(absl::string_view identity) {
   if (identity.empty()) return std::nullopt;
   StateKey out;
-  out.source = static_cast<LimitSource>(identity[0]);
-  if (out.source != LimitSource::kDefined && out.source != LimitSource::kEnvoy &&
-      out.source != LimitSource::kInline) {
-    return std::nullopt;
-  }
+  const std::optional<LimitSource> source = LimitSourceOfByte(identity[0]);
+  if (!source) return std::nullopt;
+  out.source = *source;
   const size_t colon = identity.find(':');
   if (colon == absl::string_view::npos || colon < 2) return std::nullopt;
   const absl::string_view digits = identity.substr(1, colon - 1);
@@ -145,6 +143,14 @@ absl::Status ValidateRedisKeyPrefix(absl::string_view prefix) {
     return absl::InvalidArgumentError("redis_key_prefix: must not contain '{' or '}'");
   }
   return absl::OkStatus();
+}
+
+absl::string_view RedisHashTagOfKey(absl::string_view key) {
+  const size_t open = key.find('{');
+  if (open == absl::string_view::npos) return "";
+  const size_t close = key.find('}', open + 1);
+  if (close == absl::string_view::npos) return "";
+  return key.substr(open + 1, close - open - 1);
 }
 
 std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag) {

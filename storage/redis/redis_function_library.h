@@ -49,6 +49,13 @@ absl::Status ValidateRedisKeyPrefix(absl::string_view prefix);
 // one-to-one. REQUIRES: ValidateRedisKeyPrefix(prefix) is OK.
 std::string RedisKeyFor(absl::string_view prefix, const StateKey& key, absl::string_view hash_tag);
 
+// The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
+// the text between its first '{' and the first '}' after it, as Redis Cluster's own rule reads a
+// key; "" (the state's own slot) when there is no such pair or the text is empty. States whose keys
+// carry the same tag share a slot, whatever their limit names: a request on them all is one
+// atomic call.
+absl::string_view RedisHashTagOfKey(absl::string_view key);
+
 // The Redis key of an idempotency record (RecordSpec::key): `prefix` "{" hash_tag "}rec:" key. The
 // tag places it: a spent receipt lives in the slot of its state, a request_id's record in a slot of
 // its own (RedisRequestRecordKey). REQUIRES: ValidateRedisKeyPrefix(prefix) is OK; `hash_tag` has

@@ -85,7 +85,8 @@ RedisLeaseKeys RedisLeaseKeysFor(absl::string_view prefix, const StateKey& key,
   return RedisLeaseKeys{absl::StrCat(braces, "Lz", identity), absl::StrCat(braces, "Lh", identity)};
 }
 
-std::optional<StateKey> ParseRedisLeaseKey(absl::string_view prefix, absl::string_view redis_key) {
+std::optional<RedisLeaseSet> ParseRedisLeaseSet(absl::string_view prefix,
+                                                absl::string_view redis_key) {
   if (redis_key.substr(0, prefix.size()) != prefix || redis_key.substr(prefix.size(), 1) != "{") {
     return std::nullopt;
   }
@@ -94,8 +95,12 @@ std::optional<StateKey> ParseRedisLeaseKey(absl::string_view prefix, absl::strin
     return std::nullopt;
   }
   // The state key of the same braces and identity.
-  return ParseRedisKey(prefix,
-                       absl::StrCat(redis_key.substr(0, close + 1), redis_key.substr(close + 3)));
+  std::optional<StateKey> key = ParseRedisKey(
+      prefix, absl::StrCat(redis_key.substr(0, close + 1), redis_key.substr(close + 3)));
+  if (!key) return std::nullopt;
+  RedisLeaseKeys keys = RedisLeaseKeysFor(prefix, *key, RedisHashTagOfKey(key->key));
+  if (keys.expiries != redis_key) return std::nullopt;
+  return RedisLeaseSet{*std::move(key), std::move(keys)};
 }
 
 std::string RedisLeaseNamePattern(absl::string_view prefix, LimitSource source,

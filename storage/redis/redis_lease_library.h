@@ -33,17 +33,23 @@ struct RedisLeaseKeys {
 RedisLeaseKeys RedisLeaseKeysFor(absl::string_view prefix, const StateKey& key,
                                  absl::string_view hash_tag);
 
-// The concurrency key whose expiries key `redis_key` may be (check it by recomputing
-// RedisLeaseKeysFor: the tag is the key's own); nullopt for a key of any other shape.
-std::optional<StateKey> ParseRedisLeaseKey(absl::string_view prefix, absl::string_view redis_key);
+// The lease set whose expiries key is `redis_key`: its concurrency key and its two keys (exactly
+// RedisLeaseKeysFor the key and its own tag). nullopt for any other key: of another shape, or of
+// this shape under a tag that is not its key's.
+struct RedisLeaseSet {
+  StateKey key;
+  RedisLeaseKeys keys;
+};
+std::optional<RedisLeaseSet> ParseRedisLeaseSet(absl::string_view prefix,
+                                                absl::string_view redis_key);
 
 // A SCAN MATCH pattern covering the expiries key of every key of (`source`, `name`), tagged or
-// not. It may match other keys too: check each with ParseRedisLeaseKey.
+// not. It may match other keys too: check each with ParseRedisLeaseSet.
 std::string RedisLeaseNamePattern(absl::string_view prefix, LimitSource source,
                                   absl::string_view name);
 
 // A SCAN MATCH pattern covering the expiries key of every lease set under `prefix`. It may match
-// other keys too: check each with ParseRedisLeaseKey.
+// other keys too: check each with ParseRedisLeaseSet.
 std::string RedisLeaseKeysPattern(absl::string_view prefix);
 
 // The command counting the leases of the set whose expiries key is `expiries` that expired by

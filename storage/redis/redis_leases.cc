@@ -132,13 +132,10 @@ absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,
   // A set's two keys share a slot: one DEL, ordered with every ratelimit_lease on it.
   return DeleteScanned(RedisLeaseNamePattern(options_.key_prefix, source, name),
                        [&](const std::string& found) -> std::vector<std::string> {
-                         const std::optional<StateKey> key =
-                             ParseRedisLeaseKey(options_.key_prefix, found);
-                         if (!key || key->source != source || key->name != name) return {};
-                         RedisLeaseKeys keys = RedisLeaseKeysFor(options_.key_prefix, *key,
-                                                                 RedisHashTagOfKey(key->key));
-                         if (keys.expiries != found) return {};
-                         return {std::move(keys.expiries), std::move(keys.leases)};
+                         std::optional<RedisLeaseSet> set =
+                             ParseRedisLeaseSet(options_.key_prefix, found);
+                         if (!set || set->key.source != source || set->key.name != name) return {};
+                         return {std::move(set->keys.expiries), std::move(set->keys.leases)};
                        });
 }
 
@@ -157,28 +154,21 @@ absl::StatusOr<StateStore::LeakedLeaseKeys> RedisStateStore::FindLeakedLeaseKeys
   }
   LeakedLeaseKeys page;
   if (node >= primaries.size()) return page;  // the cluster shrank: the search is over
-  absl::StatusOr<redis::Reply> reply = router_->ExecuteOnNode(
-      primaries[node], {"SCAN", scan, "MATCH", RedisLeaseKeysPattern(options_.key_prefix), "COUNT",
-                        absl::StrCat(kLeakScanCount)});
-  if (!reply.ok()) return reply.status();
-  if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
-    return redis_internal::ErrorReply(absl::StrCat("SCAN ", primaries[node]), *reply);
-  }
-  const std::string& next_scan = reply->elements[0].str;
-  if (next_scan != "0") {
-    page.next = absl::StrCat(node, " ", next_scan);
+  absl::StatusOr<ScannedPage> scanned =
+      ScanPage(primaries[node], scan, RedisLeaseKeysPattern(options_.key_prefix), kLeakScanCount);
+  if (!scanned.ok()) return scanned.status();
+  if (scanned->next != "0") {
+    page.next = absl::StrCat(node, " ", scanned->next);
   } else if (node + 1 < primaries.size()) {
     page.next = absl::StrCat(node + 1, " 0");
   }
   std::vector<StateKey> sets;
   std::vector<std::string> expiries;
-  for (const redis::Reply& k : reply->elements[1].elements) {
-    std::optional<StateKey> key = ParseRedisLeaseKey(options_.key_prefix, k.str);
-    if (!key) continue;
-    RedisLeaseKeys keys = RedisLeaseKeysFor(options_.key_prefix, *key, RedisHashTagOfKey(key->key));
-    if (keys.expiries != k.str) continue;
-    sets.push_back(*std::move(key));
-    expiries.push_back(std::move(keys.expiries));
+  for (const std::string& found : scanned->keys) {
+    std::optional<RedisLeaseSet> set = ParseRedisLeaseSet(options_.key_prefix, found);
+    if (!set) continue;
+    sets.push_back(std::move(set->key));
+    expiries.push_back(std::move(set->keys.expiries));
   }
   redis_internal::Replies counts(sets.size());
   for (size_t i = 0; i < sets.size(); ++i) {

@@ -86,14 +86,6 @@ absl::StatusOr<redis::Reply> RedisStateStore::Command(const std::string& routing
   return std::move(replies.Wait()[0]);
 }
 
-absl::string_view RedisHashTagOfKey(absl::string_view key) {
-  const size_t open = key.find('{');
-  if (open == absl::string_view::npos) return "";
-  const size_t close = key.find('}', open + 1);
-  if (close == absl::string_view::npos) return "";
-  return key.substr(open + 1, close - open - 1);
-}
-
 std::string RedisStateStore::KeyFor(const StateKey& key) const {
   return RedisKeyFor(options_.key_prefix, key, RedisHashTagOfKey(key.key));
 }

@@ -13,6 +13,7 @@
 #include "storage/apply.h"
 #include "storage/redis/cluster/redis_cluster_client.h"
 #include "storage/redis/redis_command_runner.h"
+#include "storage/redis/redis_function_library.h"  // RedisHashTagOfKey: where a key's states go
 #include "storage/redis/redis_override_store.h"
 #include "storage/redis/redis_replica_board.h"
 #include "storage/state_store.h"
@@ -40,13 +41,6 @@ struct RedisStateStoreOptions {
   // The overrides' audit keeps this many newest entries (redis_override_store.h). Tests lower it.
   uint64_t max_override_audit_entries = kMaxOverrideAuditEntries;
 };
-
-// The hash tag the Redis store places a state of `key` (a limit's key, e.g. "{org7}user42") under:
-// the text between its first '{' and the first '}' after it, as Redis Cluster's own rule reads a
-// key; "" (the state's own slot) when there is no such pair or the text is empty. States whose keys
-// carry the same tag share a slot, whatever their limit names: a request on them all is one
-// atomic call.
-absl::string_view RedisHashTagOfKey(absl::string_view key);
 
 // A StateStore on Redis: one standalone server or a Redis Cluster. Every operation is decided
 // inside Redis by the function library (redis_function_library.h), at the clock of the primary
@@ -191,6 +185,14 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<redis::Reply> Command(const std::string& routing_key,
                                        std::vector<std::string> argv);
   std::string KeyFor(const StateKey& key) const;
+  // One SCAN of `primary` from `cursor` ("0" first) for keys matching `pattern`, COUNT `count`:
+  // the keys found and the next cursor ("0" after the last page).
+  struct ScannedPage {
+    std::string next;
+    std::vector<std::string> keys;
+  };
+  absl::StatusOr<ScannedPage> ScanPage(const std::string& primary, const std::string& cursor,
+                                       const std::string& pattern, int count);
   // SCANs every primary for the keys matching `pattern`; for each, `keys_of` gives the keys to
   // delete with it (one slot; none: keep it), and they are deleted with one DEL. The DELs that
   // deleted something.

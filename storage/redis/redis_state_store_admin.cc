@@ -63,6 +63,25 @@ absl::StatusOr<uint64_t> RedisStateStore::Delete(const StateKey& key) {
   return DeletedCount(*reply);
 }
 
+absl::StatusOr<RedisStateStore::ScannedPage> RedisStateStore::ScanPage(const std::string& primary,
+                                                                       const std::string& cursor,
+                                                                       const std::string& pattern,
+                                                                       int count) {
+  absl::StatusOr<redis::Reply> reply = router_->ExecuteOnNode(
+      primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", absl::StrCat(count)});
+  if (!reply.ok()) return reply.status();
+  if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2 ||
+      reply->elements[0].type != redis::Reply::Type::kString ||
+      reply->elements[1].type != redis::Reply::Type::kArray) {
+    return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
+  }
+  ScannedPage page;
+  page.next = std::move(reply->elements[0].str);
+  page.keys.reserve(reply->elements[1].elements.size());
+  for (redis::Reply& k : reply->elements[1].elements) page.keys.push_back(std::move(k.str));
+  return page;
+}
+
 absl::StatusOr<uint64_t> RedisStateStore::DeleteScanned(
     const std::string& pattern,
     absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of) {
@@ -70,16 +89,12 @@ absl::StatusOr<uint64_t> RedisStateStore::DeleteScanned(
   for (const std::string& primary : router_->Primaries()) {
     std::string cursor = "0";
     do {
-      absl::StatusOr<redis::Reply> reply =
-          router_->ExecuteOnNode(primary, {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-      if (!reply.ok()) return reply.status();
-      if (reply->type != redis::Reply::Type::kArray || reply->elements.size() != 2) {
-        return ErrorReply(absl::StrCat("SCAN ", primary), *reply);
-      }
-      cursor = reply->elements[0].str;
+      absl::StatusOr<ScannedPage> page = ScanPage(primary, cursor, pattern, 1000);
+      if (!page.ok()) return page.status();
+      cursor = std::move(page->next);
       std::vector<std::vector<std::string>> doomed;
-      for (const redis::Reply& k : reply->elements[1].elements) {
-        std::vector<std::string> keys = keys_of(k.str);
+      for (const std::string& found : page->keys) {
+        std::vector<std::string> keys = keys_of(found);
         if (!keys.empty()) doomed.push_back(std::move(keys));
       }
       // One DEL per group (one slot; the keys of one primary may lie in different slots).

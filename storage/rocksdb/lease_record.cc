@@ -52,11 +52,9 @@ bool ReadPart(absl::string_view& in, absl::string_view* part) {
 // (LeaseRecordPrefix's layout), read from the front of `in`.
 bool ReadLimitPart(absl::string_view& in, char tag, LimitSource* source, absl::string_view* name) {
   if (in.size() < 2 || in[0] != tag) return false;
-  *source = static_cast<LimitSource>(in[1]);
-  if (*source != LimitSource::kDefined && *source != LimitSource::kEnvoy &&
-      *source != LimitSource::kInline) {
-    return false;
-  }
+  const std::optional<LimitSource> read = LimitSourceOfByte(in[1]);
+  if (!read) return false;
+  *source = *read;
   in.remove_prefix(2);
   return ReadPart(in, name);
 }

@@ -12,6 +12,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+TEST(LimitConfigTest, ASourceIsReadBackFromItsByteAndNoOtherByteIsOne) {
+  for (const LimitSource source :
+       {LimitSource::kDefined, LimitSource::kEnvoy, LimitSource::kInline}) {
+    EXPECT_EQ(LimitSourceOfByte(static_cast<char>(source)), source);
+  }
+  int sources = 0;
+  for (int byte = 0; byte < 256; ++byte) {
+    if (LimitSourceOfByte(static_cast<char>(byte)).has_value()) ++sources;
+  }
+  EXPECT_EQ(sources, 3);
+  EXPECT_FALSE(LimitSourceOfByte('D').has_value());
+}
+
 TEST(LimitConfigTest, ControlCharactersAreTheAsciiControlsAndDelete) {
   for (int c = 0; c < 256; ++c) {
     const std::string text = std::string("tenant") + static_cast<char>(c) + "a";

@@ -59,16 +59,19 @@ class EnvoyServerTest : public ::testing::Test {
 
   std::string Target(const RateLimitServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
 
-  // The admin Reset of rule web.user's key u1 on server `s`: what it deleted (states or leases).
-  absl::StatusOr<uint64_t> ResetUserU1(const RateLimitServer& s) {
+  // The admin Reset of rule web.user's key `key` (empty: every key) on server `s`: what it
+  // deleted (states or leases).
+  absl::StatusOr<uint64_t> ResetUser(const RateLimitServer& s, const std::string& key) {
     auto admin = RateLimitClient::Connect(Target(s), ClientOptions{absl::Seconds(10), "s3cret"});
     v1::ResetRequest reset;
     reset.set_source(v1::ENVOY);
     reset.set_name("web");
     reset.add_envoy_path()->set_key("user");
-    reset.set_key("u1");
+    reset.set_key(key);
+    reset.set_all_keys(key.empty());
     return admin->Reset(reset);
   }
+  absl::StatusOr<uint64_t> ResetUserU1(const RateLimitServer& s) { return ResetUser(s, "u1"); }
 
   // limit_remaining of user=u1, consuming `hits` (0: only checking).
   uint32_t Remaining(EnvoyClient& c, uint64_t hits = 1) {
@@ -245,6 +248,40 @@ TEST_F(EnvoyServerTest, TheLeakSweepCountsAnEnvoyLeaseUnderItsRulesName) {
   ASSERT_EQ(status, 200);
   EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"web.user\"} 1"));
   EXPECT_THAT(body, Not(HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"}")));  // none
+}
+
+// An admin Reset of a concurrency rule's key, or of all its keys, is seen under the rule's name
+// as its calls are: the leaks it drops are counted as web.user's and the slots it ends leave
+// web.user's gauge (the reset names the rule's state, whose name is not the rule's).
+TEST_F(EnvoyServerTest, AResetOfAConcurrencyRuleIsCountedAndGaugedUnderTheRulesName) {
+  auto server = StartWithConcurrencyRule(nullptr);  // RocksDB
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  auto take = [&client](const std::string& user) {
+    absl::StatusOr<Response> r = client.ShouldRateLimit(EnvoyRequest("web", {{{{"user", user}}}}));
+    ASSERT_OK(r);
+    EXPECT_EQ(r->overall_code(), Response::OK);
+  };
+  auto metrics = [&server] {
+    return testing::HttpGet((*server)->metrics_port(), "/metrics").second;
+  };
+  take("u1");
+  take("u1");
+  clock_.Advance(11 * testing::kSecond);  // both expire unreleased; nothing decides u1 again
+  EXPECT_THAT(metrics(), HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"} 2"));
+  absl::StatusOr<uint64_t> ended = ResetUserU1(**server);
+  ASSERT_OK(ended);
+  EXPECT_EQ(*ended, 0u);  // none was held any more
+  std::string body = metrics();
+  EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"web.user\"} 2"));
+  EXPECT_THAT(body, Not(HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"}")));
+
+  take("u2");
+  EXPECT_THAT(metrics(), HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"} 1"));
+  ASSERT_OK(ResetUser(**server, ""));  // every key
+  body = metrics();
+  EXPECT_THAT(body, Not(HasSubstr("ratelimit_lease_slots_held{limit=\"web.user\"}")));
+  EXPECT_THAT(body, Not(HasSubstr("ratelimit_leases_expired_total{limit=\"R")));  // no state name
 }
 
 // A Reset of an Envoy domain or rule path that is not configured is NOT_FOUND naming the field;

@@ -435,6 +435,10 @@ TEST(LeaseSweepServerTest, TheServerSweepsEveryInterval) {
                .second.find("ratelimit_leases_expired_total{limit=\"jobs\"} 1") !=
            std::string::npos;
   }));
+  // Its turns are counted: every one a pass, since it owns its store.
+  const std::string body = HttpGet(port, "/metrics").second;
+  EXPECT_THAT(body, Not(HasSubstr("ratelimit_lease_sweeps_total{result=\"swept\"} 0")));
+  EXPECT_THAT(body, HasSubstr("ratelimit_lease_sweeps_total{result=\"skipped\"} 0"));
 }
 
 // A Reset of every key ends their leases: the gauge no longer shows them (it did until each key's

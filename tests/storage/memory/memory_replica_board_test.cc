@@ -20,6 +20,11 @@ TEST(MemoryReplicaBoardTest, OneLeadAtATime) {
   ExpectOneLeadAtATime(board, "g");
 }
 
+TEST(MemoryReplicaBoardTest, ALeadNeedsNoRecord) {
+  MemoryReplicaBoard board;
+  ExpectOneLeadAtATime(board, "g", /*with_records=*/false);
+}
+
 TEST(MemoryReplicaBoardTest, DecisionsAreCompareAndSet) {
   MemoryReplicaBoard board;
   ExpectDecisionsAreCompareAndSet(board, "g");

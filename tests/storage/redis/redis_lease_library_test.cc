@@ -1,5 +1,5 @@
 // Where the Redis store keeps a lease set (RedisLeaseKeysFor), how it finds the sets of a name or
-// all of them (ParseRedisLeaseKey, RedisLeaseNamePattern, RedisLeaseKeysPattern) and how it
+// all of them (ParseRedisLeaseSet, RedisLeaseNamePattern, RedisLeaseKeysPattern) and how it
 // encodes a lease (no server needed); and
 // a differential test on a real redis-server: random lease ops decided by the function library
 // (ratelimit_lease, storage/redis/leases.lua, through RedisLeaseCommand and RedisLeaseOutcome)
@@ -71,9 +71,11 @@ TEST(RedisLeaseKeysTest, ParseAndThePatternFindTheSetsOfOneNameOnly) {
   for (const StateKey& key : {StateKey{"jobs", "t1"}, StateKey{"jobs", "{org7}u42"},
                               StateKey{"jobs", "*?[x]"}, StateKey{"jobs", ""}}) {
     const RedisLeaseKeys keys = KeysOf(key);
-    const std::optional<StateKey> parsed = ParseRedisLeaseKey("p:", keys.expiries);
+    const std::optional<RedisLeaseSet> parsed = ParseRedisLeaseSet("p:", keys.expiries);
     ASSERT_TRUE(parsed.has_value()) << keys.expiries;
-    EXPECT_EQ(*parsed, key);
+    EXPECT_EQ(parsed->key, key);
+    EXPECT_EQ(parsed->keys.expiries, keys.expiries);
+    EXPECT_EQ(parsed->keys.leases, keys.leases);
     const std::string pattern = RedisLeaseNamePattern("p:", key.source, key.name);
     EXPECT_EQ(fnmatch(pattern.c_str(), keys.expiries.c_str(), 0), 0) << pattern;
     const std::string other = RedisLeaseNamePattern("p:", key.source, "job");
@@ -86,9 +88,12 @@ TEST(RedisLeaseKeysTest, ParseAndThePatternFindTheSetsOfOneNameOnly) {
   // A prefix's glob characters are matched as themselves.
   EXPECT_EQ(fnmatch(RedisLeaseKeysPattern("a*[b]:").c_str(), "a*[b]:{t1}Lzd4:jobst1", 0), 0);
   EXPECT_NE(fnmatch(RedisLeaseKeysPattern("a*:").c_str(), "aXY:{t1}Lzd4:jobst1", 0), 0);
-  EXPECT_FALSE(ParseRedisLeaseKey("p:", KeysOf(StateKey{"jobs", "t1"}).leases).has_value());
-  EXPECT_FALSE(ParseRedisLeaseKey("p:", RedisKeyFor("p:", StateKey{"jobs", "t1"}, "")));
-  EXPECT_FALSE(ParseRedisLeaseKey("q:", KeysOf(StateKey{"jobs", "t1"}).expiries));
+  EXPECT_FALSE(ParseRedisLeaseSet("p:", KeysOf(StateKey{"jobs", "t1"}).leases).has_value());
+  EXPECT_FALSE(ParseRedisLeaseSet("p:", RedisKeyFor("p:", StateKey{"jobs", "t1"}, "")));
+  EXPECT_FALSE(ParseRedisLeaseSet("q:", KeysOf(StateKey{"jobs", "t1"}).expiries));
+  // The shape of a set's key under a tag that is not its key's own: not a set this store writes.
+  EXPECT_FALSE(ParseRedisLeaseSet("p:", "p:{org7}Lzd4:jobst1").has_value());
+  EXPECT_FALSE(ParseRedisLeaseSet("p:", "p:{other}Lzd4:jobs{org7}u42").has_value());
 }
 
 TEST(RedisLeaseEncodingTest, RoundTripsAnyRequestIdAndHolder) {

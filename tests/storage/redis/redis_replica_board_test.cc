@@ -42,6 +42,10 @@ TEST_F(RedisReplicaBoardTest, RecordsAreReadFreshByTheLeaderOrOnRequest) {
 
 TEST_F(RedisReplicaBoardTest, OneLeadAtATime) { ExpectOneLeadAtATime(*board_, "lead"); }
 
+TEST_F(RedisReplicaBoardTest, ALeadNeedsNoRecord) {
+  ExpectOneLeadAtATime(*board_, "turn", /*with_records=*/false);
+}
+
 TEST_F(RedisReplicaBoardTest, DecisionsAreCompareAndSet) {
   ExpectDecisionsAreCompareAndSet(*board_, "decide");
 }
