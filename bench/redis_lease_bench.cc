@@ -2,11 +2,13 @@
 // RedisStateStore::Apply (one token bucket, Consume) and of acquire+release pairs
 // (RedisStateStore::ApplyLease), on one hot key and on --keys random keys, --threads callers each
 // waiting for its answer; then the memory a held lease costs: --held leases acquired on one key
-// and on --keys keys, `used_memory` of the primaries before and after.
+// and on --keys keys, `used_memory` of the primaries before and after; and with the leases held on
+// the keys, one pass of the leak sweep's search, its time and the primaries' CPU per key.
 //
 // Usage: ratelimit_redis_lease_bench --redis_address=host:port[,...] [--seconds=5] [--threads=32]
 //   [--keys=10000] [--held=1000000]
 // Prints markdown rows on stdout. Uses key prefix "bench-lease:" and deletes what it wrote.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -95,20 +97,67 @@ double Rate(Fn one) {
   return static_cast<double>(done.load()) / elapsed;
 }
 
-double UsedMemory(redis::RedisClusterClient& client) {
-  auto replies = client.ExecuteOnEachPrimarySync({"INFO", "memory"});
+// The sum over the primaries of the number after `field` (e.g. "used_memory:") in INFO `section`.
+double SumInfo(redis::RedisClusterClient& client, const char* section, absl::string_view field) {
+  auto replies = client.ExecuteOnEachPrimarySync({"INFO", section});
   double total = 0;
   if (!replies.ok()) return 0;
   for (const redis::NodeReply& r : *replies) {
     if (!r.reply.ok()) continue;
     for (absl::string_view line : absl::StrSplit(r.reply->str, "\r\n")) {
-      double used = 0;
-      if (absl::ConsumePrefix(&line, "used_memory:") && absl::SimpleAtod(line, &used)) {
-        total += used;
-      }
+      double value = 0;
+      if (absl::ConsumePrefix(&line, field) && absl::SimpleAtod(line, &value)) total += value;
     }
   }
   return total;
+}
+
+double UsedMemory(redis::RedisClusterClient& client) {
+  return SumInfo(client, "memory", "used_memory:");
+}
+
+// CPU seconds the primaries have used (user and system).
+double PrimariesCpu(redis::RedisClusterClient& client) {
+  return SumInfo(client, "cpu", "used_cpu_user:") + SumInfo(client, "cpu", "used_cpu_sys:");
+}
+
+// Keys on the primaries.
+double KeyCount(redis::RedisClusterClient& client) {
+  auto replies = client.ExecuteOnEachPrimarySync({"DBSIZE"});
+  double total = 0;
+  if (!replies.ok()) return 0;
+  for (const redis::NodeReply& r : *replies) {
+    if (r.reply.ok()) total += static_cast<double>(r.reply->integer);
+  }
+  return total;
+}
+
+// One pass of the leak sweep's search over the store (StateStore::FindLeakedLeaseKeys, every page
+// of every primary), timed: its wall time and the CPU it cost the primaries, over the keys of
+// the keyspace (the SCAN reads them all) and over the lease sets (each gets a ZCOUNT).
+void LeakSearchPass(RedisStateStore& store, redis::RedisClusterClient& client, int64_t lease_sets) {
+  const double keyspace = KeyCount(client);
+  const double cpu_before = PrimariesCpu(client);
+  const auto start = std::chrono::steady_clock::now();
+  std::string cursor;
+  int64_t found = 0;
+  do {
+    auto page = store.FindLeakedLeaseKeys(cursor, SystemClock::Default().NowMicros());
+    if (!page.ok()) {
+      std::fprintf(stderr, "leak search: %s\n", page.status().ToString().c_str());
+      return;
+    }
+    found += static_cast<int64_t>(page->keys.size());
+    cursor = page->next;
+  } while (!cursor.empty());
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu = PrimariesCpu(client) - cpu_before;
+  std::printf(
+      "| leak search, one pass (%.0f keys, %lld lease sets, %lld found) | %.1f ms, primaries' "
+      "CPU %.1f ms: %.0f ns a key | |\n",
+      keyspace, static_cast<long long>(lease_sets), static_cast<long long>(found), wall * 1e3,
+      cpu * 1e3, keyspace > 0 ? cpu * 1e9 / keyspace : 0);
 }
 
 void Run() {
@@ -169,6 +218,7 @@ void Run() {
       std::printf("| bytes per held lease (%lld on %s) | %.0f | |\n",
                   static_cast<long long>(acquired), hot ? "one key" : "the keys",
                   (after - before) / static_cast<double>(acquired));
+      if (!hot) LeakSearchPass(*store, **client, std::min<int64_t>(keys, held));
       (void)store->DeleteAllLeases(LimitSource::kDefined, "bench_slots");
     }
   }

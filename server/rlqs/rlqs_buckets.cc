@@ -78,11 +78,23 @@ void RlqsBuckets::RemoveStream(uint64_t stream, int64_t now_us, std::vector<Rlqs
   for (const BucketId& id : it->second) {
     auto b = buckets_.find(id);
     if (b == buckets_.end()) continue;
-    b->second.subscribers.erase(stream);
-    if (b->second.subscribers.empty()) {
+    Bucket& bucket = b->second;
+    auto s = bucket.subscribers.find(stream);
+    if (s != bucket.subscribers.end()) {
+      const Subscriber& gone = s->second;
+      // Envoy reads a time to live in whole seconds when the assignment arrives: a second more
+      // covers its delivery.
+      const int64_t until = gone.sent_at_us + (gone.sent.ttl_seconds + 1) * kMicrosPerSecond;
+      if (gone.has_sent && gone.sent.kind == RlqsAssignment::Kind::kTokenBucket &&
+          gone.sent.ttl_seconds > 0 && until > now_us) {
+        bucket.departed.push_back(Departed{gone.held.rate, gone.held.burst, until});
+      }
+      bucket.subscribers.erase(s);
+    }
+    if (!bucket.subscribers.empty()) {
+      Divide(bucket, /*force=*/true, now_us, out);
+    } else if (bucket.departed.empty()) {
       buckets_.erase(b);
-    } else {
-      Divide(b->second, /*force=*/true, now_us, out);
     }
   }
   streams_.erase(it);
@@ -110,12 +122,23 @@ void RlqsBuckets::Tick(int64_t now_us, std::vector<RlqsPush>& out) {
       left = true;
     }
     if (b.subscribers.empty()) {
-      it = buckets_.erase(it);
+      StillDeparted(b, now_us);
+      it = b.departed.empty() ? buckets_.erase(it) : std::next(it);
       continue;
     }
     Divide(b, /*force=*/left, now_us, out);
     ++it;
   }
+}
+
+FairShare RlqsBuckets::StillDeparted(Bucket& b, int64_t now_us) {
+  std::erase_if(b.departed, [now_us](const Departed& d) { return d.until_us <= now_us; });
+  FairShare held;
+  for (const Departed& d : b.departed) {
+    held.rate += d.rate;
+    held.burst += d.burst;
+  }
+  return held;
 }
 
 void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out) {
@@ -137,7 +160,9 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   for (const auto& [stream, s] : b.subscribers) demands.push_back(s.demand.demand());
   const bool limited = b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow;
   // The rate this replica divides: the rule's, or in fleet mode its part (the reserve for
-  // newcomers was kept back from the parts fleet-wide).
+  // newcomers was kept back from the parts fleet-wide), less what ended streams' assignments
+  // still hold.
+  const FairShare departed = StillDeparted(b, now_us);
   double budget = b.rule.rate_per_second;
   std::vector<FairShare> shares;
   if (limited && options_.fleet) {
@@ -145,12 +170,14 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
       parts_wanted_ = true;
       return;
     }
-    budget = b.part->rate;
+    budget = std::max(0.0, b.part->rate - departed.rate);
     FairShareSettings local = b.rule.fair_share;
     local.newcomer_reserve = 0;
-    shares = DivideFairly(b.part->rate, b.part->burst, local, demands);
+    shares = DivideFairly(budget, std::max(0.0, b.part->burst - departed.burst), local, demands);
   } else if (limited) {
-    shares = DivideFairly(b.rule.rate_per_second, b.rule.burst, b.rule.fair_share, demands);
+    budget = std::max(0.0, b.rule.rate_per_second - departed.rate);
+    shares = DivideFairly(budget, std::max(0.0, b.rule.burst - departed.burst), b.rule.fair_share,
+                          demands);
   } else {
     shares.resize(b.subscribers.size());
   }
@@ -217,6 +244,7 @@ std::vector<RlqsLimitedBucket> RlqsBuckets::LimitedBuckets(bool without_part_onl
   for (const auto& [id, b] : buckets_) {
     if (!b.has_rule || b.rule.action != RlqsRuleAction::kLimit || b.rule.shadow) continue;
     if (without_part_only && b.part.has_value()) continue;
+    if (b.subscribers.empty()) continue;  // kept only for its departed shares
     RlqsLimitedBucket& l = out.emplace_back();
     l.domain = b.domain;
     l.key = b.key;
@@ -255,6 +283,7 @@ std::map<std::string, RlqsRuleStats> RlqsBuckets::Stats() const {
     st.subscribers += b.subscribers.size();
     if (b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow) {
       for (const auto& [stream, s] : b.subscribers) st.assigned_rate += s.held.rate;
+      for (const Departed& d : b.departed) st.assigned_rate += d.rate;  // until Tick drops it
     }
   }
   return out;

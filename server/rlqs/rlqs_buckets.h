@@ -9,7 +9,10 @@
 // Rules of the division (docs/envoy.md, "Rate Limit Quota Service"):
 // - The first report of a bucket by a stream subscribes the stream; the bucket is then divided
 //   again at once and every subscriber gets its assignment (the newcomer's first one included).
-//   A stream that ends is unsubscribed and the bucket divided again at once.
+//   A stream that ends is unsubscribed and the bucket divided again at once, but the share its
+//   assignment holds stays held until that assignment expires: an Envoy whose stream broke goes
+//   on enforcing its last assignment until then (only an abandon or a time to live of 0 ends it
+//   sooner), so the others grow into it only once it is over.
 // - Tick divides every bucket again. A subscriber gets a new assignment when its share moved by
 //   more than the rule's reassign_threshold, when the rule changed (a reload), or when its
 //   assignment is half-way through its time to live: then its current share, which is the same
@@ -176,6 +179,13 @@ class RlqsBuckets {
     int64_t last_report_us = 0;
     int64_t interval_seconds = 0;  // its latest whole-second time_elapsed; 0: none yet
   };
+  // The share of a stream that ended while its assignment was live, held until the assignment
+  // expires.
+  struct Departed {
+    double rate = 0;
+    double burst = 0;
+    int64_t until_us = 0;
+  };
   struct Bucket {
     std::string domain;
     RlqsBucketKey key;
@@ -183,9 +193,13 @@ class RlqsBuckets {
     bool has_rule = false;
     std::optional<FairShare> part;  // fleet mode: this replica's part of the global rate
     std::map<uint64_t, Subscriber> subscribers;
+    std::vector<Departed> departed;  // a bucket is kept while it has some, even without streams
   };
   using BucketId = std::pair<std::string, RlqsBucketKey>;
 
+  // Drops b's departed shares whose assignments expired by `now_us`; the rate and burst the rest
+  // still hold.
+  static FairShare StillDeparted(Bucket& b, int64_t now_us);
   // Divides `b` again; `force`: every subscriber gets its assignment.
   void Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out);
   RlqsRule RuleFor(const Bucket& b) const;

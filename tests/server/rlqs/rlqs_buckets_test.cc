@@ -70,7 +70,9 @@ TEST_F(RlqsBucketsTest, FirstReportSubscribesAndIsAssignedAtOnce) {
   EXPECT_TRUE(out.empty());
 }
 
-TEST_F(RlqsBucketsTest, JoinDividesAtOnceAndLeaveGivesTheShareBack) {
+// A stream that ends gives its share back once the assignment it holds has expired: its Envoy
+// may go on enforcing it until then (a broken stream), so nobody grows into it sooner.
+TEST_F(RlqsBucketsTest, JoinDividesAtOnceAndLeaveGivesTheShareBackWhenItsAssignmentExpires) {
   SetConfig(kLimit100);
   auto t = Make();
   std::vector<RlqsPush> out;
@@ -80,12 +82,52 @@ TEST_F(RlqsBucketsTest, JoinDividesAtOnceAndLeaveGivesTheShareBack) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(Rate(To(out, 1)[0].assignment) + Rate(To(out, 2)[0].assignment), 100);
   EXPECT_EQ(Rate(To(out, 1)[0].assignment), 50);
+  const int64_t ttl_us = To(out, 2)[0].assignment.ttl_seconds * kSec;
+  const int64_t left_at = now_;
   out.clear();
   t->RemoveStream(2, now_, out);
+  EXPECT_EQ(t->BucketsOf(2), 0u);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].stream, 1u);
+  EXPECT_EQ(Rate(out[0].assignment), 50);  // stream 2's Envoy still holds the other 50
+  EXPECT_DOUBLE_EQ(t->Stats().at("edge/tenants").assigned_rate, 100);
+  // Until the assignment has expired (and the second its delivery may have taken), no more.
+  for (now_ = left_at + kSec; now_ < left_at + ttl_us + kSec; now_ += kSec) {
+    ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1 * kSec, now_, out).ok());
+    t->Tick(now_, out);
+    for (const RlqsPush& p : out) EXPECT_LE(Rate(p.assignment), 50) << "at " << now_ - left_at;
+    out.clear();
+  }
+  now_ = left_at + ttl_us + 2 * kSec;
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(Rate(out[0].assignment), 100);
-  EXPECT_EQ(t->BucketsOf(2), 0u);
+}
+
+// A bucket whose last stream ended is kept while that stream's assignment lasts: a newcomer then
+// gets only what it leaves.
+TEST_F(RlqsBucketsTest, ANewcomerAfterTheLastStreamEndedGetsWhatItsAssignmentLeaves) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1 * kSec, now_, out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  const int64_t ttl_us = out[0].assignment.ttl_seconds * kSec;
+  out.clear();
+  t->RemoveStream(1, now_, out);
+  EXPECT_TRUE(out.empty());
+  now_ += kSec;
+  t->Tick(now_, out);
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kDenyAll);  // stream 1's Envoy may hold all 100
+  // Once that assignment expired, the bucket is whole again for the newcomer.
+  out.clear();
+  now_ += ttl_us + kSec;
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.kind, Kind::kTokenBucket);
+  EXPECT_EQ(Rate(out[0].assignment), 100);
 }
 
 TEST_F(RlqsBucketsTest, TickPushesOnlyMovedSharesAndRefreshesBeforeExpiry) {
@@ -289,23 +331,25 @@ rules:
   - {name: tenants, match: {tenant: "*"}, requests_per_unit: 1000, unit: second}
 )");
   auto t = Make();
-  std::map<uint64_t, double> held;
+  // What each stream's Envoy holds once it has read the pushes so far, and until when: an Envoy
+  // whose stream ended goes on enforcing its last assignment until it expires.
+  std::map<uint64_t, std::pair<double, int64_t>> held;
   std::vector<RlqsPush> out;
   uint64_t seed = 7;
-  // What each stream holds once it has read the pushes so far.
   auto apply = [&] {
-    for (const RlqsPush& p : out) held[p.stream] = Rate(p.assignment);
+    for (const RlqsPush& p : out) {
+      held[p.stream] = {Rate(p.assignment), now_ + p.assignment.ttl_seconds * kSec};
+    }
     out.clear();
     double sum = 0;
-    for (const auto& [s, r] : held) sum += r;
+    for (const auto& [s, r] : held) sum += r.second > now_ ? r.first : 0;
     return sum;
   };
   for (int round = 0; round < 200; ++round) {
     for (uint64_t s = 1; s <= 20; ++s) {
       seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
       if (round % 50 == 49 && s % 5 == 0) {
-        t->RemoveStream(s, now_, out);
-        held.erase(s);
+        t->RemoveStream(s, now_, out);  // its Envoy keeps what it holds
       } else {
         ASSERT_TRUE(
             t->Report(s, "edge", tenant_a_, (seed >> 33) % 400, 0, 1 * kSec, now_, out).ok());

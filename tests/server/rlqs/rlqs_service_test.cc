@@ -166,7 +166,9 @@ TEST(RlqsServiceTest, BucketsPastTheBoundEndTheStream) {
   EXPECT_THAT(s.error_message(), HasSubstr("--rlqs_max_buckets_per_stream"));
 }
 
-TEST(RlqsServiceTest, LeavingGivesTheShareToTheOthers) {
+// A stream that ends gives its share to the others once the assignment it holds has expired:
+// its Envoy may go on enforcing it until then.
+TEST(RlqsServiceTest, LeavingGivesTheShareToTheOthersWhenItsAssignmentExpires) {
   RlqsTestServer server;
   server.SetConfig(kConfig);
   Client a(server);
@@ -187,14 +189,22 @@ TEST(RlqsServiceTest, LeavingGivesTheShareToTheOthers) {
     b.stream->WritesDone();
     EXPECT_TRUE(b.End().ok());
   }
-  rlqs_v3::RateLimitQuotaResponse r = a.Read();
-  EXPECT_EQ(r.bucket_action(0)
-                .quota_assignment_action()
-                .rate_limit_strategy()
-                .token_bucket()
-                .tokens_per_fill()
-                .value(),
-            100u);
+  auto tokens = [](const rlqs_v3::RateLimitQuotaResponse& r) {
+    return r.bucket_action(0)
+        .quota_assignment_action()
+        .rate_limit_strategy()
+        .token_bucket()
+        .tokens_per_fill()
+        .value();
+  };
+  rlqs_v3::RateLimitQuotaResponse r = a.Read();  // divided again at once, b's 50 still held
+  EXPECT_EQ(tokens(r), 50u);
+  const int64_t ttl =
+      r.bucket_action(0).quota_assignment_action().assignment_time_to_live().seconds();
+  server.clock().Advance((ttl + 2) * testing::kSecond);
+  server.service().Tick();
+  r = a.Read();
+  EXPECT_EQ(tokens(r), 100u);
 }
 
 TEST(RlqsServiceTest, ReloadIsPushedAtTheNextTick) {
