@@ -375,6 +375,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     rlqs.tracer = s->tracer_.get();
     // Replicas sharing a store (Redis) share each bucket's global rate through its board.
     rlqs.board = s->store_->replica_board();
+    // One server owning its data directory records how long its assignments last, so that a
+    // restart after a crash waits for them (rlqs_horizon.h).
+    if (!injected && options.store.open.backend == "rocksdb") {
+      rlqs.horizon_path = options.store.open.rocksdb.path + "/rlqs-assignments";
+    }
     rlqs.replicas.replica = replica;
     rlqs.replicas.interval_us = absl::ToInt64Microseconds(options.rlqs.reallocation_interval);
     s->rlqs_service_ = std::make_unique<RlqsService>(

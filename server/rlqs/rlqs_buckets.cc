@@ -142,6 +142,7 @@ FairShare RlqsBuckets::StillDeparted(Bucket& b, int64_t now_us) {
 }
 
 void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out) {
+  if (shut_down_) return;
   RlqsRule rule = RuleFor(b);
   if (!b.has_rule || !SameRule(rule, b.rule)) force = true;
   b.rule = std::move(rule);
@@ -159,6 +160,7 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   demands.reserve(b.subscribers.size());
   for (const auto& [stream, s] : b.subscribers) demands.push_back(s.demand.demand());
   const bool limited = b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow;
+  if (limited && now_us < hold_until_us_) return;  // a previous process's may be enforced
   // The rate this replica divides: the rule's, or in fleet mode its part (the reserve for
   // newcomers was kept back from the parts fleet-wide), less what ended streams' assignments
   // still hold.
@@ -220,6 +222,10 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
       if (a.token_bucket.tokens_per_fill == 0) a.kind = RlqsAssignment::Kind::kDenyAll;
     }
     assigned += s.held.rate;
+    if (a.kind == RlqsAssignment::Kind::kTokenBucket) {
+      latest_expiry_us_ =
+          std::max(latest_expiry_us_, now_us + (a.ttl_seconds + 1) * kMicrosPerSecond);
+    }
     s.sent = a;
     s.has_sent = true;
     s.sent_at_us = now_us;
@@ -228,13 +234,13 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   if (limited && assigned > budget * (1 + 1e-9)) ++StatsOf(b).over_assignments;
 }
 
-void RlqsBuckets::Shutdown(std::vector<RlqsPush>& out) const {
-  for (const auto& [id, b] : buckets_) {
-    for (const auto& [stream, s] : b.subscribers) {
+void RlqsBuckets::Shutdown(std::vector<RlqsPush>& out) {
+  shut_down_ = true;
+  for (auto& [id, b] : buckets_) {
+    for (auto& [stream, s] : b.subscribers) {
       if (!s.has_sent) continue;
-      RlqsAssignment a = s.sent;
-      a.ttl_seconds = 0;
-      out.push_back(RlqsPush{stream, b.key, a});
+      s.sent.ttl_seconds = 0;
+      out.push_back(RlqsPush{stream, b.key, s.sent});
     }
   }
 }
@@ -268,6 +274,14 @@ void RlqsBuckets::SetPart(absl::string_view domain, const RlqsBucketKey& bucket,
   // The first part sends every subscriber its first assignment; a smaller part than the held
   // shares sum to is caught by Divide's check of the held sum.
   Divide(b, /*force=*/first, now_us, out);
+}
+
+int64_t RlqsBuckets::DepartedUntil() const {
+  int64_t until = 0;
+  for (const auto& [id, b] : buckets_) {
+    for (const Departed& d : b.departed) until = std::max(until, d.until_us);
+  }
+  return until;
 }
 
 size_t RlqsBuckets::BucketsOf(uint64_t stream) const {

@@ -142,8 +142,9 @@ class RlqsBuckets {
   void RemoveStream(uint64_t stream, int64_t now_us, std::vector<RlqsPush>& out);
   // Divides every bucket again, abandons idle subscriptions (see the top of this file).
   void Tick(int64_t now_us, std::vector<RlqsPush>& out);
-  // Every held assignment again with a time to live of 0.
-  void Shutdown(std::vector<RlqsPush>& out) const;
+  // Every held assignment again with a time to live of 0, which ends them: a stream that ends
+  // afterwards leaves no share held, and nothing is divided or sent any more.
+  void Shutdown(std::vector<RlqsPush>& out);
 
   // Fleet mode (options.fleet): the buckets whose rule is a limit; only those without a part
   // when `without_part_only`.
@@ -157,6 +158,16 @@ class RlqsBuckets {
   // Fleet mode: whether a bucket without a part was subscribed since the last call (the fleet
   // should sync it now); clears the flag.
   bool TakePartsWanted() { return std::exchange(parts_wanted_, false); }
+
+  // Sends no limited assignment before `until_us` (a restart after a crash: the previous
+  // process's assignments may be enforced until then, rlqs_horizon.h); the subscribers get their
+  // first one at the first division after it.
+  void HoldLimitedUntil(int64_t until_us) { hold_until_us_ = until_us; }
+  // The latest end of a limited assignment sent so far (its time to live and a second for its
+  // delivery; 0: none).
+  int64_t latest_expiry_us() const { return latest_expiry_us_; }
+  // The latest end of a share held for a stream that ended (0: none), which no message can end.
+  int64_t DepartedUntil() const;
 
   // Buckets `stream` is subscribed to.
   size_t BucketsOf(uint64_t stream) const;
@@ -212,6 +223,9 @@ class RlqsBuckets {
   // Counters that outlive buckets (reported usage, over-assignments), by rule.
   std::map<std::string, RlqsRuleStats> totals_;
   bool parts_wanted_ = false;
+  int64_t hold_until_us_ = 0;
+  bool shut_down_ = false;
+  int64_t latest_expiry_us_ = 0;
 };
 
 }  // namespace ratelimit

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/observability/log.h"
 #include "server/observability/trace_context.h"
 
 namespace ratelimit {
@@ -281,7 +283,16 @@ RlqsService::RlqsService(RlqsServiceOptions options, const Clock& clock,
                          RlqsConfigResolver resolver)
     : options_(std::move(options)),
       clock_(clock),
-      buckets_(WithFleet(options_.buckets, options_.board != nullptr), std::move(resolver)) {
+      buckets_(WithFleet(options_.buckets, options_.board != nullptr), std::move(resolver)),
+      horizon_(options_.horizon_path) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (const int64_t until = horizon_.Load(); until > clock_.NowMicros()) {
+      buckets_.HoldLimitedUntil(until);
+      Log(LogLevel::kInfo, "rlqs: assignments of the previous process may still be enforced",
+          {{"limited_assignments_from", absl::FormatTime(absl::FromUnixMicros(until))}});
+    }
+  }
   if (options_.board == nullptr) return;
   fleet_ = std::make_unique<RlqsReplicas>(options_.replicas, *options_.board);
   joiner_ = std::thread([this] { JoinLoop(); });
@@ -407,6 +418,7 @@ void RlqsService::AddRun(std::vector<std::pair<Stream*, Next>>& run, Stream* s, 
 
 void RlqsService::DeliverLocked(std::vector<RlqsPush>& pushes,
                                 std::vector<std::pair<Stream*, Next>>& run) {
+  horizon_.Cover(buckets_.latest_expiry_us());  // recorded before any of them is sent
   std::vector<Stream*> touched;
   for (RlqsPush& p : pushes) {
     auto it = streams_.find(p.stream);
@@ -445,6 +457,7 @@ void RlqsService::Shutdown() {
     std::vector<RlqsPush> pushes;
     buckets_.Shutdown(pushes);
     DeliverLocked(pushes, run);
+    horizon_.Close(buckets_.DepartedUntil());  // what the time to live of 0 cannot end
     for (auto& [id, s] : streams_) {
       s->AssertServiceLockHeld();
       s->RequestFinishLocked(grpc::Status::OK, /*drain=*/true);

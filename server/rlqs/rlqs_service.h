@@ -45,6 +45,7 @@
 #include "server/observability/tracer.h"
 #include "server/rlqs/rlqs_buckets.h"
 #include "server/rlqs/rlqs_convert.h"
+#include "server/rlqs/rlqs_horizon.h"
 #include "server/rlqs/rlqs_replicas.h"
 #include "storage/clock.h"
 #include "storage/replica_board.h"
@@ -65,6 +66,10 @@ struct RlqsServiceOptions {
   // Must outlive the service.
   ReplicaBoard* board = nullptr;
   RlqsReplicasOptions replicas;
+  // One server owning its store: the file recording how long its limited assignments may last
+  // (rlqs_horizon.h), so that a restart after a crash waits for them. Empty: none (a fleet, or
+  // no data directory).
+  std::string horizon_path;
 };
 
 // Thread safety: thread-safe. Ownership: owns the buckets and the streams' reactors (each
@@ -156,6 +161,7 @@ class RlqsService final
   std::thread joiner_;
   mutable absl::Mutex mu_;
   RlqsBuckets buckets_ ABSL_GUARDED_BY(mu_);
+  RlqsHorizon horizon_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Stream*> streams_ ABSL_GUARDED_BY(mu_);
   // Open streams per peer (connection).
   std::map<std::string, size_t> streams_per_peer_ ABSL_GUARDED_BY(mu_);

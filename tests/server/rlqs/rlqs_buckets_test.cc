@@ -322,6 +322,13 @@ TEST_F(RlqsBucketsTest, ShutdownExpiresEveryAssignment) {
     EXPECT_EQ(p.assignment.ttl_seconds, 0);
     EXPECT_EQ(p.assignment.kind, Kind::kTokenBucket);
   }
+  // Those ended the assignments: the streams ending then leave no share held, and nothing more
+  // is divided or sent.
+  out.clear();
+  t->RemoveStream(1, now_, out);
+  t->Tick(now_ + kSec, out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(t->DepartedUntil(), 0);
 }
 
 // Many subscribers whose demands move every tick: the rates they hold never sum over the limit.

@@ -22,8 +22,6 @@ using ::testing::HasSubstr;
 using testing::RlqsTestServer;
 using testing::Usage;
 namespace rlqs_v3 = envoy::service::rate_limit_quota::v3;
-using Stream =
-    grpc::ClientReaderWriter<rlqs_v3::RateLimitQuotaUsageReports, rlqs_v3::RateLimitQuotaResponse>;
 
 constexpr char kConfig[] = R"(
 default: deny_all
@@ -32,27 +30,7 @@ rules:
      fair_share: {newcomer_reserve: 0, smoothing: 1}}
 )";
 
-struct Client {
-  std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> stub;
-  grpc::ClientContext context;
-  std::unique_ptr<Stream> stream;
-
-  explicit Client(RlqsTestServer& server) : Client(server.NewStub()) {}
-  explicit Client(std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> s) : stub(std::move(s)) {
-    stream = stub->StreamRateLimitQuotas(&context);
-  }
-  rlqs_v3::RateLimitQuotaResponse Read() {
-    rlqs_v3::RateLimitQuotaResponse r;
-    EXPECT_TRUE(stream->Read(&r));
-    return r;
-  }
-  grpc::Status End() {
-    rlqs_v3::RateLimitQuotaResponse r;
-    while (stream->Read(&r)) {
-    }
-    return stream->Finish();
-  }
-};
+using Client = testing::RlqsTestClient;
 
 TEST(RlqsServiceTest, FirstReportIsAnsweredAtOnce) {
   RlqsTestServer server;
@@ -189,22 +167,14 @@ TEST(RlqsServiceTest, LeavingGivesTheShareToTheOthersWhenItsAssignmentExpires) {
     b.stream->WritesDone();
     EXPECT_TRUE(b.End().ok());
   }
-  auto tokens = [](const rlqs_v3::RateLimitQuotaResponse& r) {
-    return r.bucket_action(0)
-        .quota_assignment_action()
-        .rate_limit_strategy()
-        .token_bucket()
-        .tokens_per_fill()
-        .value();
-  };
   rlqs_v3::RateLimitQuotaResponse r = a.Read();  // divided again at once, b's 50 still held
-  EXPECT_EQ(tokens(r), 50u);
+  EXPECT_EQ(testing::FirstTokensPerFill(r), 50u);
   const int64_t ttl =
       r.bucket_action(0).quota_assignment_action().assignment_time_to_live().seconds();
   server.clock().Advance((ttl + 2) * testing::kSecond);
   server.service().Tick();
   r = a.Read();
-  EXPECT_EQ(tokens(r), 100u);
+  EXPECT_EQ(testing::FirstTokensPerFill(r), 100u);
 }
 
 TEST(RlqsServiceTest, ReloadIsPushedAtTheNextTick) {

@@ -93,6 +93,42 @@ inline rlqs_v3::RateLimitQuotaUsageReports Usage(
   return m;
 }
 
+// The tokens_per_fill of a response's first action's token bucket.
+inline uint64_t FirstTokensPerFill(const rlqs_v3::RateLimitQuotaResponse& r) {
+  return r.bucket_action(0)
+      .quota_assignment_action()
+      .rate_limit_strategy()
+      .token_bucket()
+      .tokens_per_fill()
+      .value();
+}
+
+// One RLQS stream to a server, as an Envoy holds it.
+struct RlqsTestClient {
+  using Stream = grpc::ClientReaderWriter<rlqs_v3::RateLimitQuotaUsageReports,
+                                          rlqs_v3::RateLimitQuotaResponse>;
+  std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream;
+
+  explicit RlqsTestClient(RlqsTestServer& server) : RlqsTestClient(server.NewStub()) {}
+  explicit RlqsTestClient(std::unique_ptr<rlqs_v3::RateLimitQuotaService::Stub> s)
+      : stub(std::move(s)) {
+    stream = stub->StreamRateLimitQuotas(&context);
+  }
+  rlqs_v3::RateLimitQuotaResponse Read() {
+    rlqs_v3::RateLimitQuotaResponse r;
+    EXPECT_TRUE(stream->Read(&r));
+    return r;
+  }
+  grpc::Status End() {
+    rlqs_v3::RateLimitQuotaResponse r;
+    while (stream->Read(&r)) {
+    }
+    return stream->Finish();
+  }
+};
+
 }  // namespace ratelimit::testing
 
 #endif  // RATELIMIT_TESTS_SERVER_RLQS_RLQS_TEST_SERVER_H_
