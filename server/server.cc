@@ -343,7 +343,10 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->envoy_service_ = std::make_unique<EnvoyRateLimitServiceImpl>(
         *s->scheduler_, clock, s->envoy_registry_, std::move(envoy_options), *s->telemetry_);
     s->envoy_service_->set_lease_observer(  // its leases' slots, in the v1 API's gauge
-        std::bind_front(&HeldSlots::Observe, s->held_slots_.get()));
+        [held = s->held_slots_.get()](const StateKey& key, int64_t slots, int64_t max_ttl_us,
+                                      uint64_t seq) {
+          held->Observe(key, slots, max_ttl_us, seq);
+        });
     s->service_->set_envoy_lease_rule([registry = &s->envoy_registry_](absl::string_view state_name)
                                           -> std::optional<RateLimitServiceImpl::SweptLimit> {
       const std::shared_ptr<const EnvoyConfig> config = registry->Current();

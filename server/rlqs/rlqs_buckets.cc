@@ -17,6 +17,14 @@ std::string RuleLabel(const std::string& domain, const RlqsRule& rule) {
   return absl::StrCat(domain, "/", rule.name);
 }
 
+// Until when an Envoy enforces assignment `a`, delivered at `sent_at_us`, if it holds a rate (a
+// token bucket with a time to live); 0 if it holds none. Envoy reads the time to live in whole
+// seconds when the assignment arrives: a second more covers its delivery.
+int64_t HeldUntil(int64_t sent_at_us, const RlqsAssignment& a) {
+  if (a.kind != RlqsAssignment::Kind::kTokenBucket || a.ttl_seconds <= 0) return 0;
+  return sent_at_us + (a.ttl_seconds + 1) * kMicrosPerSecond;
+}
+
 }  // namespace
 
 RlqsBuckets::RlqsBuckets(RlqsBucketsOptions options, RlqsConfigResolver resolver)
@@ -82,11 +90,8 @@ void RlqsBuckets::RemoveStream(uint64_t stream, int64_t now_us, std::vector<Rlqs
     auto s = bucket.subscribers.find(stream);
     if (s != bucket.subscribers.end()) {
       const Subscriber& gone = s->second;
-      // Envoy reads a time to live in whole seconds when the assignment arrives: a second more
-      // covers its delivery.
-      const int64_t until = gone.sent_at_us + (gone.sent.ttl_seconds + 1) * kMicrosPerSecond;
-      if (gone.has_sent && gone.sent.kind == RlqsAssignment::Kind::kTokenBucket &&
-          gone.sent.ttl_seconds > 0 && until > now_us) {
+      const int64_t until = gone.has_sent ? HeldUntil(gone.sent_at_us, gone.sent) : 0;
+      if (until > now_us) {
         bucket.departed.push_back(Departed{gone.held.rate, gone.held.burst, until});
       }
       bucket.subscribers.erase(s);
@@ -222,10 +227,7 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
       if (a.token_bucket.tokens_per_fill == 0) a.kind = RlqsAssignment::Kind::kDenyAll;
     }
     assigned += s.held.rate;
-    if (a.kind == RlqsAssignment::Kind::kTokenBucket) {
-      latest_expiry_us_ =
-          std::max(latest_expiry_us_, now_us + (a.ttl_seconds + 1) * kMicrosPerSecond);
-    }
+    latest_expiry_us_ = std::max(latest_expiry_us_, HeldUntil(now_us, a));
     s.sent = a;
     s.has_sent = true;
     s.sent_at_us = now_us;

@@ -28,8 +28,7 @@ int64_t RlqsHorizon::Load() {
 
 bool RlqsHorizon::Write(int64_t until_us) {
   if (absl::Status s = WriteFileAtomically(path_, absl::StrCat(until_us, "\n")); !s.ok()) {
-    Log(LogLevel::kWarning, "rlqs: cannot record the assignments sent",
-        {{"error", std::string(s.message())}});
+    write_failed_.Log({{"file", path_}, {"error", std::string(s.message())}});
     return false;
   }
   recorded_us_ = until_us;

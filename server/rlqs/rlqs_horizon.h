@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <string>
 
+#include "server/observability/repeated_log.h"
+
 namespace ratelimit {
 
 class RlqsHorizon {
@@ -32,8 +34,9 @@ class RlqsHorizon {
   // malformed).
   int64_t Load();
   // Makes the record cover an assignment lasting until `until_us`, writing it (ahead by
-  // kSlackMicros) when it does not already. A failed write is logged and tried again at the
-  // next call; the assignments go out regardless.
+  // kSlackMicros) when it does not already. A failed write (a full disk) is tried again at the
+  // next call and logged through a RepeatedLog, since it fails at every push until the disk has
+  // room; the assignments go out regardless.
   void Cover(int64_t until_us);
   // A graceful stop: the record says `until_us` (the latest end of an assignment no message can
   // reach any more; 0: none), and Cover writes nothing after it.
@@ -45,6 +48,7 @@ class RlqsHorizon {
   bool Write(int64_t until_us);
 
   const std::string path_;
+  RepeatedLog write_failed_{LogLevel::kWarning, "rlqs: cannot record the assignments sent"};
   int64_t recorded_us_ = 0;
   bool closed_ = false;
 };

@@ -8,9 +8,10 @@
 
 namespace ratelimit {
 
-void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq) {
+void HeldSlots::Observe(LimitSource source, absl::string_view name, absl::string_view key,
+                        int64_t held, int64_t max_lease_ttl_us, uint64_t seq) {
   const int64_t now = clock_.NowMicros();
-  const uint64_t hash = absl::HashOf(static_cast<int>(key.source), key.name, key.key);
+  const uint64_t hash = absl::HashOf(static_cast<int>(source), name, key);
   absl::MutexLock lock(&mu_);
   auto it = keys_.find(hash);
   if (it == keys_.end()) {
@@ -19,7 +20,7 @@ void HeldSlots::Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl
       SweepLocked(now);
       sweep_at_size_ = std::max(min_sweep_size_, 2 * keys_.size());
     }
-    it = keys_.emplace(hash, Entry{0, 0, 0, LimitIndexLocked(key.name), key.source}).first;
+    it = keys_.emplace(hash, Entry{0, 0, 0, LimitIndexLocked(name), source}).first;
   } else if (seq != 0 && seq < it->second.seq) {
     return;  // a later decision's count is in already
   }

@@ -56,7 +56,13 @@ class HeldSlots {
   // answers are handed back, which is not the order they were made in (a burst answers in the
   // order its calls came, its store decides releases first; two serving threads race). With seq
   // 0 (a decision not numbered) the last reported wins.
-  void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq = 0);
+  void Observe(const StateKey& key, int64_t held, int64_t max_lease_ttl_us, uint64_t seq = 0) {
+    Observe(key.source, key.name, key.key, held, max_lease_ttl_us, seq);
+  }
+  // The same for the key `key` of limit `name` of `source` (a name other than the key's own: an
+  // Envoy rule's state seen under the rule's name).
+  void Observe(LimitSource source, absl::string_view name, absl::string_view key, int64_t held,
+               int64_t max_lease_ttl_us, uint64_t seq = 0);
 
   // Forgets every key of limit `name` of `source`: a Reset of all its keys ended their leases.
   void ForgetLimit(LimitSource source, absl::string_view name);

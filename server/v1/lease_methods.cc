@@ -53,18 +53,16 @@ grpc::Status RateLimitServiceImpl::LeaseFailure(Telemetry::Rpc& rpc,
 // metrics sees the gauge with its call in it. (Applying a burst's observations together once its
 // answers are sent would save the gauge's cache misses at many keys, but leave that window open.)
 void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& decision) const {
-  telemetry_.CountLeasesExpired(op.key.name, decision.expired_unreleased);
-  if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {
-    held_slots_->Observe(op.key, decision.held, op.config.max_lease_ttl_us, decision.seq);
-  }
+  ObserveLeaseAs(op.key.name, op, decision);
 }
 
 void RateLimitServiceImpl::ObserveLeaseAs(const std::string& label, const LeaseOp& op,
                                           const LeaseDecision& decision) const {
-  if (label == op.key.name) return ObserveLease(op, decision);
-  LeaseOp as = op;
-  as.key.name = label;
-  ObserveLease(as, decision);
+  telemetry_.CountLeasesExpired(label, decision.expired_unreleased);
+  if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {
+    held_slots_->Observe(op.key.source, label, op.key.key, decision.held,
+                         op.config.max_lease_ttl_us, decision.seq);
+  }
 }
 
 // Acquire, Release and Extend are answered when the store has written their decision, without

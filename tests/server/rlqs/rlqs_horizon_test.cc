@@ -3,8 +3,11 @@
 // still be enforced; after a graceful stop the next start assigns at once.
 #include "server/rlqs/rlqs_horizon.h"
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "server/rlqs/rlqs_buckets.h"
 #include "storage/file_util.h"
@@ -47,6 +50,23 @@ TEST(RlqsHorizonTest, TheRecordIsWrittenAheadOnlyWhenAnAssignmentOutlivesIt) {
   EXPECT_EQ(RlqsHorizon(path).Load(), 0);
   next.Cover(200 * kSecond);  // a stream ending after the stop: its assignment was ended
   EXPECT_EQ(RlqsHorizon(path).Load(), 0);
+}
+
+TEST(RlqsHorizonTest, AFailingWriteIsTriedAgainAtEachPushAndLoggedOnceNotPerPush) {
+  TempDir dir;
+  const std::string path = dir.File("gone/rlqs-assignments");  // its directory does not exist
+  RlqsHorizon horizon(path);
+  ::testing::internal::CaptureStderr();
+  for (int i = 1; i <= 100; ++i) horizon.Cover(i * kSecond);
+  EXPECT_EQ(horizon.recorded_us(), 0);
+  ASSERT_TRUE(std::filesystem::create_directory(dir.File("gone")));
+  horizon.Cover(101 * kSecond);  // the disk has room again: written at the next push
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Recorded(path), absl::StrCat(101 * kSecond + RlqsHorizon::kSlackMicros, "\n"));
+  // The first failure in full; the other 99 wait for the interval's summary line.
+  const std::vector<absl::string_view> pieces =
+      absl::StrSplit(logged, "cannot record the assignments sent");
+  EXPECT_EQ(pieces.size(), 2u) << logged;
 }
 
 TEST(RlqsHorizonTest, AMalformedOrMissingRecordHoldsNothingBackAndNoPathRecordsNothing) {
