@@ -146,25 +146,34 @@ FairShare RlqsBuckets::StillDeparted(Bucket& b, int64_t now_us) {
   return held;
 }
 
+int64_t RlqsBuckets::TtlSeconds(const Bucket& b) const {
+  int64_t interval = 0;
+  for (const auto& [stream, s] : b.subscribers) interval = std::max(interval, s.interval_seconds);
+  if (interval == 0) interval = options_.default_reporting_interval_seconds;
+  // Three reporting intervals, and three divisions: the assignment sent when this one is half-way
+  // through goes out at a division, at most one interval after that half.
+  return std::max(
+      {int64_t{1}, 3 * interval,
+       (3 * options_.reallocation_interval_us + kMicrosPerSecond - 1) / kMicrosPerSecond});
+}
+
 void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out) {
   if (shut_down_) return;
   RlqsRule rule = RuleFor(b);
   if (!b.has_rule || !SameRule(rule, b.rule)) force = true;
   b.rule = std::move(rule);
   b.has_rule = true;
-  int64_t interval = 0;
-  for (const auto& [stream, s] : b.subscribers) interval = std::max(interval, s.interval_seconds);
-  if (interval == 0) interval = options_.default_reporting_interval_seconds;
-  // Three reporting intervals, and three divisions: the assignment sent when this one is half-way
-  // through goes out at a division, at most one interval after that half.
-  const int64_t ttl =
-      std::max({int64_t{1}, 3 * interval,
-                (3 * options_.reallocation_interval_us + kMicrosPerSecond - 1) / kMicrosPerSecond});
+  const bool limited = b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow;
+  int64_t ttl = TtlSeconds(b);
+  if (limited && options_.fleet && b.claimed_until_us > 0) {
+    // No assignment outlives what the fleet was told this replica's may last until
+    // (SetPart): a longer time to live waits for the next record to claim it.
+    ttl = std::clamp<int64_t>((b.claimed_until_us - now_us) / kMicrosPerSecond - 1, 1, ttl);
+  }
 
   std::vector<std::optional<double>> demands;
   demands.reserve(b.subscribers.size());
   for (const auto& [stream, s] : b.subscribers) demands.push_back(s.demand.demand());
-  const bool limited = b.rule.action == RlqsRuleAction::kLimit && !b.rule.shadow;
   if (limited && now_us < hold_until_us_) return;  // a previous process's may be enforced
   // The rate this replica divides: the rule's, or in fleet mode its part (the reserve for
   // newcomers was kept back from the parts fleet-wide), less what ended streams' assignments
@@ -198,7 +207,8 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   double held_sum = 0;
   size_t i = 0;
   for (const auto& [stream, s] : b.subscribers) {
-    due[i] = s.has_sent && now_us - s.sent_at_us >= ttl * kMicrosPerSecond / 2;
+    // Half-way through the time to live it was sent with (a claim may have shortened it).
+    due[i] = s.has_sent && now_us - s.sent_at_us >= s.sent.ttl_seconds * kMicrosPerSecond / 2;
     if (!update[i]) {
       update[i] = !s.has_sent || due[i] || ShareMoved(s.held, shares[i], b.rule.fair_share);
     }
@@ -260,17 +270,23 @@ std::vector<RlqsLimitedBucket> RlqsBuckets::LimitedBuckets(bool without_part_onl
     l.has_part = b.part.has_value();
     l.part_rate = b.part.has_value() ? b.part->rate : 0;
     l.demands.reserve(b.subscribers.size());
-    for (const auto& [stream, s] : b.subscribers) l.demands.push_back(s.demand.demand());
+    for (const auto& [stream, s] : b.subscribers) {
+      l.demands.push_back(s.demand.demand());
+      if (s.has_sent) l.sent_until_us = std::max(l.sent_until_us, HeldUntil(s.sent_at_us, s.sent));
+    }
+    for (const Departed& d : b.departed) l.sent_until_us = std::max(l.sent_until_us, d.until_us);
+    l.ttl_seconds = TtlSeconds(b);
   }
   return out;
 }
 
 void RlqsBuckets::SetPart(absl::string_view domain, const RlqsBucketKey& bucket,
-                          std::optional<FairShare> part, int64_t now_us,
+                          std::optional<FairShare> part, int64_t claimed_until_us, int64_t now_us,
                           std::vector<RlqsPush>& out) {
   auto it = buckets_.find(BucketId(std::string(domain), bucket));
   if (it == buckets_.end()) return;
   Bucket& b = it->second;
+  b.claimed_until_us = std::max(b.claimed_until_us, claimed_until_us);
   const bool first = !b.part.has_value() && part.has_value();
   b.part = part;
   // The first part sends every subscriber its first assignment; a smaller part than the held

@@ -94,6 +94,10 @@ struct RlqsLimitedBucket {
   std::vector<std::optional<double>> demands;  // of this replica's subscribers
   bool has_part = false;
   double part_rate = 0;  // the part's rate (0 without one)
+  // The latest end of a limited assignment sent so far, ended streams' included (0: none), and
+  // the time to live a division would give now.
+  int64_t sent_until_us = 0;
+  int64_t ttl_seconds = 0;
 };
 
 // Counters per rule ("<domain>/<rule name>"), for metrics.
@@ -151,9 +155,11 @@ class RlqsBuckets {
   std::vector<RlqsLimitedBucket> LimitedBuckets(bool without_part_only) const;
   // Fleet mode: this replica's part of the bucket's global rate (nullopt: none; its subscribers
   // keep what they hold until it expires). The bucket is divided again within it; the pushes go
-  // to `out`. A bucket that is gone is ignored.
+  // to `out`. A bucket that is gone is ignored. `claimed_until_us` (0: unchanged) is the time the
+  // fleet was told no assignment of this bucket from this replica outlives (rlqs_replicas.h):
+  // from then on no assignment is sent with a time to live that would end later.
   void SetPart(absl::string_view domain, const RlqsBucketKey& bucket, std::optional<FairShare> part,
-               int64_t now_us, std::vector<RlqsPush>& out);
+               int64_t claimed_until_us, int64_t now_us, std::vector<RlqsPush>& out);
 
   // Fleet mode: whether a bucket without a part was subscribed since the last call (the fleet
   // should sync it now); clears the flag.
@@ -205,12 +211,16 @@ class RlqsBuckets {
     std::optional<FairShare> part;  // fleet mode: this replica's part of the global rate
     std::map<uint64_t, Subscriber> subscribers;
     std::vector<Departed> departed;  // a bucket is kept while it has some, even without streams
+    int64_t claimed_until_us = 0;    // fleet mode: SetPart's
   };
   using BucketId = std::pair<std::string, RlqsBucketKey>;
 
   // Drops b's departed shares whose assignments expired by `now_us`; the rate and burst the rest
   // still hold.
   static FairShare StillDeparted(Bucket& b, int64_t now_us);
+  // The time to live of b's assignments: three of its subscribers' longest reporting interval,
+  // at least three reallocation intervals.
+  int64_t TtlSeconds(const Bucket& b) const;
   // Divides `b` again; `force`: every subscriber gets its assignment.
   void Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out);
   RlqsRule RuleFor(const Bucket& b) const;

@@ -12,7 +12,12 @@ namespace ratelimit {
 namespace {
 
 constexpr absl::string_view kDecisionTag = "rlqs-fleet-1";
-constexpr absl::string_view kDemandsTag = "d1:";
+constexpr absl::string_view kDemandsTag = "d2:";
+constexpr absl::string_view kDemandsTagV1 = "d1:";  // no held_until_us: read, never written
+// A decision's held entry is a line of the parts' shape whose name says what it is, so that a
+// replica of an earlier version reads it as the part of a replica that does not exist (and
+// holds its rate back while a decision spreads, as for any part).
+constexpr absl::string_view kHeldPrefix = "held:";
 // Rates are compared after a text round trip (%.17g is exact), so plain equality holds.
 bool SameRule(const RlqsReplicaDecision& d, const RlqsRule& rule) {
   return d.rate == rule.rate_per_second && d.burst == rule.burst;
@@ -49,6 +54,10 @@ std::string RlqsReplicaDecision::Encode() const {
     absl::StrAppend(&out, replica, " ", Number(p.pre_rate), " ", Number(p.pre_burst), " ",
                     Number(p.rate), " ", Number(p.burst), "\n");
   }
+  for (const auto& [replica, h] : held) {
+    absl::StrAppend(&out, kHeldPrefix, h.until_us, ":", replica, " ", Number(h.rate), " ",
+                    Number(h.burst), " ", Number(h.rate), " ", Number(h.burst), "\n");
+  }
   return out;
 }
 
@@ -70,13 +79,24 @@ std::optional<RlqsReplicaDecision> RlqsReplicaDecision::Decode(absl::string_view
         !ParseNumber(f[4], p.burst)) {
       return std::nullopt;
     }
-    d.parts[std::string(f[0])] = p;
+    absl::string_view name = f[0];
+    if (absl::ConsumePrefix(&name, kHeldPrefix)) {
+      const size_t colon = name.find(':');
+      Held h{0, p.rate, p.burst};
+      if (colon == absl::string_view::npos || colon + 1 == name.size() ||
+          !absl::SimpleAtoi(name.substr(0, colon), &h.until_us)) {
+        return std::nullopt;
+      }
+      d.held[std::string(name.substr(colon + 1))] = h;
+      continue;
+    }
+    d.parts[std::string(name)] = p;
   }
   return d;
 }
 
 std::string RlqsReplicaRecord::Encode() const {
-  std::string out = absl::StrCat(kDemandsTag, Number(in_force), ";");
+  std::string out = absl::StrCat(kDemandsTag, Number(in_force), ";", held_until_us, ";");
   for (size_t i = 0; i < demands.size(); ++i) {
     if (i > 0) out += ',';
     out += demands[i].has_value() ? Number(*demands[i]) : "-";
@@ -85,13 +105,22 @@ std::string RlqsReplicaRecord::Encode() const {
 }
 
 std::optional<RlqsReplicaRecord> RlqsReplicaRecord::Decode(absl::string_view text) {
-  if (!absl::ConsumePrefix(&text, kDemandsTag)) return std::nullopt;
-  const size_t semi = text.find(';');
+  const bool v1 = absl::ConsumePrefix(&text, kDemandsTagV1);
+  if (!v1 && !absl::ConsumePrefix(&text, kDemandsTag)) return std::nullopt;
+  size_t semi = text.find(';');
   RlqsReplicaRecord out;
   if (semi == absl::string_view::npos || !ParseNumber(text.substr(0, semi), out.in_force)) {
     return std::nullopt;
   }
   text.remove_prefix(semi + 1);
+  if (!v1) {
+    semi = text.find(';');
+    if (semi == absl::string_view::npos ||
+        !absl::SimpleAtoi(text.substr(0, semi), &out.held_until_us) || out.held_until_us < 0) {
+      return std::nullopt;
+    }
+    text.remove_prefix(semi + 1);
+  }
   if (text.empty()) return out;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     if (item == "-") {
@@ -117,9 +146,21 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
       owner.push_back(&replica);
     }
   }
-  const std::vector<FairShare> shares =
-      DivideFairly(rule.rate_per_second, rule.burst, rule.fair_share, all);
+  // Replicas gone (no fresh record) whose Envoys may still enforce what they handed out: held
+  // back from the division until then.
   RlqsReplicaDecision next;
+  FairShare reserved;
+  if (previous.has_value()) {
+    for (const auto& [replica, h] : previous->held) {
+      if (records.contains(replica) || h.until_us <= now_us) continue;
+      next.held[replica] = h;
+      reserved.rate += h.rate;
+      reserved.burst += h.burst;
+    }
+  }
+  const std::vector<FairShare> shares =
+      DivideFairly(std::max(0.0, rule.rate_per_second - reserved.rate),
+                   std::max(0.0, rule.burst - reserved.burst), rule.fair_share, all);
   next.rate = rule.rate_per_second;
   next.burst = rule.burst;
   next.made_us = now_us;
@@ -142,6 +183,7 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
       bound[replica] = std::max(bound[replica], previous->MostOf(replica, now_us));
     }
   }
+  for (const auto& [replica, h] : next.held) bound[replica] = std::max(bound[replica], h.rate);
   double headroom = rule.rate_per_second;
   for (const auto& [replica, b] : bound) headroom -= b;
   for (auto& [replica, p] : next.parts) p.pre_rate = std::min(bound[replica], p.rate);
@@ -156,6 +198,21 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
   }
   for (auto& [replica, p] : next.parts) {
     p.pre_burst = p.rate > 0 ? p.burst * (p.pre_rate / p.rate) : 0;
+  }
+  // Each live replica's entry: until when its Envoys may enforce its assignments, and the most
+  // they may hold (what it hands out now, or may under this decision), which the next decision
+  // holds back if the replica is gone by then.
+  for (const auto& [replica, record] : records) {
+    const RlqsReplicaDecision::Part& p = next.parts[replica];
+    RlqsReplicaDecision::Held h{record.held_until_us,
+                                std::max({bound[replica], p.pre_rate, p.rate}),
+                                std::max(p.pre_burst, p.burst)};
+    if (previous.has_value()) {
+      if (auto old = previous->parts.find(replica); old != previous->parts.end()) {
+        h.burst = std::max({h.burst, old->second.pre_burst, old->second.burst});
+      }
+    }
+    if (h.until_us > 0) next.held[replica] = h;
   }
   return next;
 }
@@ -184,11 +241,15 @@ RlqsReplicas::Result RlqsReplicas::SyncOne(const RlqsReplicaBucket& bucket, int6
   BoardSyncRequest request;
   request.group = RlqsReplicaGroup(bucket.domain, bucket.key);
   request.member = me;
-  request.record = RlqsReplicaRecord{bucket.in_force, bucket.demands}.Encode();
+  request.record =
+      RlqsReplicaRecord{bucket.in_force, bucket.demands, bucket.held_until_us}.Encode();
   request.now_us = now_us;
   request.lead_us = interval;
   request.stale_us = 3 * interval;
-  request.keep_us = std::max<int64_t>(10 * interval, 60 * kMicrosPerSecond);
+  // The group outlives what its records claim, so that a held entry is not forgotten while the
+  // Envoys it stands for may still enforce it.
+  request.keep_us = std::max({int64_t{10} * interval, int64_t{60} * kMicrosPerSecond,
+                              bucket.held_until_us - now_us + interval});
   absl::StatusOr<BoardSyncReply> reply = board_.Sync(request);
   if (!reply.ok()) return {reply.status(), std::nullopt};
   std::optional<RlqsReplicaDecision> decision = RlqsReplicaDecision::Decode(reply->decision);
@@ -227,11 +288,12 @@ RlqsReplicas::Result RlqsReplicas::SyncOne(const RlqsReplicaBucket& bucket, int6
       std::optional<RlqsReplicaRecord> r = RlqsReplicaRecord::Decode(text);
       if (r.has_value()) records[replica] = std::move(*r);
     }
-    records[me] = {bucket.in_force, bucket.demands};  // ours as written
+    records[me] = {bucket.in_force, bucket.demands, bucket.held_until_us};  // ours as written
     RlqsReplicaDecision next =
         DecideRlqsReplicas(bucket.rule, records, decision, now_us, interval * 3 / 2);
-    absl::StatusOr<bool> won =
-        board_.Decide(request.group, reply->version, next.Encode(), request.keep_us);
+    int64_t keep_us = request.keep_us;
+    for (const auto& [replica, h] : next.held) keep_us = std::max(keep_us, h.until_us - now_us);
+    absl::StatusOr<bool> won = board_.Decide(request.group, reply->version, next.Encode(), keep_us);
     if (!won.ok()) return {won.status(), std::nullopt};
     if (*won) {
       ++decisions_;

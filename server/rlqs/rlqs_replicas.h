@@ -28,7 +28,12 @@
 //    assignment thus comes out of the reserve at once. A replica that reads the board later
 //    than that (its ticks late by more than half an interval) can overlap for the difference.
 //  - A replica's record older than three intervals is stale: its subscribers are left out (a
-//    replica that died); its Envoys' assignments expire within their time to live.
+//    replica that died). Its Envoys go on enforcing its assignments until they expire, so its
+//    last part stays held back from the division until the time its last record said none of
+//    its assignments outlives (RlqsReplicaRecord::held_until_us; the decision carries it, and
+//    the part, as a "held" entry). Each record claims that time ahead: its assignments sent so
+//    far, and three intervals of sending after it at the current time to live; a replica never
+//    sends an assignment that would outlive its last claim (RlqsBuckets::SetPart).
 //
 // This file is the decision's arithmetic and encoding (pure) and RlqsReplicas, which runs one sync
 // of a replica's buckets against the board.
@@ -60,6 +65,15 @@ struct RlqsReplicaDecision {
   int64_t made_us = 0;
   int64_t effective_us = 0;
   std::map<std::string, Part> parts;  // by replica
+  // By replica: until when its Envoys may enforce its assignments (its record's held_until_us),
+  // and for a replica that is gone (no part) the rate and burst they may hold until then, which
+  // the division left out.
+  struct Held {
+    int64_t until_us = 0;
+    double rate = 0;
+    double burst = 0;
+  };
+  std::map<std::string, Held> held;
 
   // What `replica` may hand out at `now_us`; nullopt when it has no part.
   std::optional<FairShare> PartOf(const std::string& replica, int64_t now_us) const;
@@ -71,11 +85,13 @@ struct RlqsReplicaDecision {
   static std::optional<RlqsReplicaDecision> Decode(absl::string_view text);
 };
 
-// A replica's record of a bucket: the part it hands out now (0: none) and its subscribers'
-// demands (nullopt: unknown, counted as unbounded).
+// A replica's record of a bucket: the part it hands out now (0: none), its subscribers' demands
+// (nullopt: unknown, counted as unbounded), and the time no assignment it sent or sends before
+// its next record outlives (0: unknown, a record of an earlier version).
 struct RlqsReplicaRecord {
   double in_force = 0;
   std::vector<std::optional<double>> demands;
+  int64_t held_until_us = 0;
 
   std::string Encode() const;
   static std::optional<RlqsReplicaRecord> Decode(absl::string_view text);
@@ -100,6 +116,7 @@ struct RlqsReplicaBucket {
   RlqsRule rule;
   std::vector<std::optional<double>> demands;  // of this replica's subscribers
   double in_force = 0;                         // the part this replica hands out now
+  int64_t held_until_us = 0;                   // what its record claims (RlqsReplicaRecord)
 };
 
 struct RlqsReplicasOptions {

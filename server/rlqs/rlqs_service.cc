@@ -334,16 +334,22 @@ void RlqsService::SyncNewBuckets() {
 void RlqsService::SyncFleet(bool without_part_only) {
   absl::MutexLock fleet_lock(&fleet_mu_);
   std::vector<RlqsReplicaBucket> views;
+  const int64_t now = clock_.NowMicros();
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
     for (RlqsLimitedBucket& b : buckets_.LimitedBuckets(without_part_only)) {
+      // What the record claims: no assignment of this bucket outlives it, if this replica writes
+      // no later record. It sends for at most three intervals after a record (two of failed
+      // syncs, then it drops its part, at the next tick), with at most the time to live of now
+      // (SetPart makes longer ones wait for a record that claims them).
+      const int64_t claim = std::max(b.sent_until_us, now + 3 * options_.replicas.interval_us +
+                                                          (b.ttl_seconds + 1) * kMicrosPerSecond);
       views.push_back({std::move(b.domain), std::move(b.key), std::move(b.rule),
-                       std::move(b.demands), b.part_rate});
+                       std::move(b.demands), b.part_rate, claim});
     }
   }
   if (views.empty()) return;
-  const int64_t now = clock_.NowMicros();
   std::vector<RlqsReplicas::Result> results = fleet_->Sync(views, now);
   std::vector<std::pair<Stream*, Next>> run;
   {
@@ -354,7 +360,8 @@ void RlqsService::SyncFleet(bool without_part_only) {
       ++stats_.fleet_syncs;
       if (results[i].status.ok()) {
         fleet_ok_us_[group] = now;
-        buckets_.SetPart(views[i].domain, views[i].key, results[i].part, now, pushes);
+        buckets_.SetPart(views[i].domain, views[i].key, results[i].part, views[i].held_until_us,
+                         now, pushes);
         continue;
       }
       ++stats_.fleet_errors;
@@ -362,7 +369,7 @@ void RlqsService::SyncFleet(bool without_part_only) {
       // (the others may have divided it among themselves by then).
       auto ok = fleet_ok_us_.find(group);
       if (ok == fleet_ok_us_.end() || now - ok->second > 2 * options_.replicas.interval_us) {
-        buckets_.SetPart(views[i].domain, views[i].key, std::nullopt, now, pushes);
+        buckets_.SetPart(views[i].domain, views[i].key, std::nullopt, 0, now, pushes);
       }
     }
     stats_.fleet_decisions = fleet_->decisions();

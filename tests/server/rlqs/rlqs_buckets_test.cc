@@ -419,12 +419,39 @@ TEST_F(RlqsBucketsTest, ViewShowsTheReplicasPart) {
   std::vector<RlqsPush> out;
   ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
   EXPECT_FALSE(t->View("edge", tenant_a_)->part.has_value());  // none given yet
-  t->SetPart("edge", tenant_a_, FairShare{40, 20}, now_, out);
+  t->SetPart("edge", tenant_a_, FairShare{40, 20}, 0, now_, out);
   std::optional<RlqsBucketView> v = t->View("edge", tenant_a_);
   ASSERT_TRUE(v->part.has_value());
   EXPECT_EQ(v->part->rate, 40);
   EXPECT_EQ(v->part->burst, 20);
   EXPECT_LE(v->subscribers[0].held.rate, 40);
+}
+
+// With several replicas, no assignment outlives what this replica's record last told the fleet
+// (RlqsReplicaRecord::held_until_us): the fleet holds a dead replica's part back until then.
+TEST_F(RlqsBucketsTest, AFleetAssignmentNeverOutlivesTheReplicasLastClaim) {
+  SetConfig(kLimit100);
+  RlqsBucketsOptions options;
+  options.fleet = true;
+  options.default_reporting_interval_seconds = 5;  // a time to live of 15 s
+  auto t = Make(options);
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  std::vector<RlqsLimitedBucket> limited = t->LimitedBuckets(false);
+  ASSERT_EQ(limited.size(), 1u);
+  EXPECT_EQ(limited[0].ttl_seconds, 15);
+  EXPECT_EQ(limited[0].sent_until_us, 0);  // nothing sent before a part
+  t->SetPart("edge", tenant_a_, FairShare{40, 20}, now_ + 7 * kSec, now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 6) << "a second for its delivery";
+  EXPECT_EQ(t->LimitedBuckets(false)[0].sent_until_us, now_ + 7 * kSec);
+  // A later record claims more: the next assignment has the whole time to live.
+  out.clear();
+  now_ += 4 * kSec;
+  t->SetPart("edge", tenant_a_, FairShare{40, 20}, now_ + 30 * kSec, now_, out);
+  ASSERT_EQ(out.size(), 1u) << "half-way through its time to live: sent again";
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 15);
+  EXPECT_EQ(t->LimitedBuckets(false)[0].sent_until_us, now_ + 16 * kSec);
 }
 
 }  // namespace

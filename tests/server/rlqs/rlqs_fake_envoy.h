@@ -116,7 +116,8 @@ class FakeEnvoy {
   }
   RlqsTestServer* server() const { return server_; }
 
- private:
+  // Ends the stream as a crash of its server leaves it (its status is whatever the crash left);
+  // the assignment held is kept until it expires, and reports are dropped from then on.
   void Drop() {
     if (!stream_) return;
     context_->TryCancel();
@@ -125,6 +126,7 @@ class FakeEnvoy {
     stream_.reset();
   }
 
+ private:
   void Send(bool first, int64_t elapsed_seconds) {
     rlqs_v3::RateLimitQuotaUsageReports m;
     if (first) m.set_domain("edge");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/memory/memory_replica_board.h"
 #include "tests/server/rlqs/rlqs_fake_envoy.h"
@@ -107,6 +108,40 @@ TEST(RlqsReplicaDecisionTest, AHalvedLimitShrinksEveryPartAtOnce) {
   EXPECT_LE(SumOfParts(halved, kT0 + kSecond), 500 * 0.95 + 1e-9);
 }
 
+TEST(RlqsReplicaDecisionTest, AGoneReplicasPartIsHeldBackUntilItsRecordSaysItsAssignmentsEnd) {
+  const RlqsRule rule = Limit(1000, 100);
+  const int64_t a_until = kT0 + 20 * kSecond;
+  RlqsReplicaDecision first =
+      DecideRlqsReplicas(rule, {{"a", {0, {500}, a_until}}, {"b", {0, {2000}, kT0 + 20 * kSecond}}},
+                         std::nullopt, kT0, kSecond);
+  const double a_part = first.parts.at("a").rate;
+  ASSERT_NEAR(a_part, 475, 1e-9);
+  ASSERT_EQ(first.held.at("a").until_us, a_until);
+  // a's record went stale; its Envoys may enforce its 475 until a_until: b grows into the rest
+  // only, in every decision until then (each carries a's entry on).
+  RlqsReplicaDecision second = DecideRlqsReplicas(rule, {{"b", {475, {2000}, kT0 + 24 * kSecond}}},
+                                                  first, kT0 + 4 * kSecond, kSecond);
+  EXPECT_FALSE(second.parts.contains("a"));
+  EXPECT_NEAR(second.held.at("a").rate, a_part, 1e-9);
+  RlqsReplicaDecision third = DecideRlqsReplicas(rule, {{"b", {475, {2000}, kT0 + 28 * kSecond}}},
+                                                 second, kT0 + 8 * kSecond, kSecond);
+  const double kept = 1 - FairShareSettings().newcomer_reserve;  // the fleet's newcomer reserve
+  for (const RlqsReplicaDecision* d : {&second, &third}) {
+    EXPECT_NEAR(d->parts.at("b").rate, (1000 - a_part) * kept, 1e-9);
+    EXPECT_NEAR(d->parts.at("b").burst, (100 - first.parts.at("a").burst) * kept, 1e-9);
+  }
+  // Past a_until its entry is dropped and b has the whole rate (all but the reserve).
+  RlqsReplicaDecision after =
+      DecideRlqsReplicas(rule, {{"b", {525, {2000}, kT0 + 40 * kSecond}}}, third, a_until, kSecond);
+  EXPECT_FALSE(after.held.contains("a"));
+  EXPECT_NEAR(after.parts.at("b").rate, 950, 1e-9);
+  // A record of an earlier version says nothing of its end: its part is held back only while
+  // the decision spreads, as before.
+  RlqsReplicaDecision unknown =
+      DecideRlqsReplicas(rule, {{"a", {0, {500}}}, {"b", {0, {2000}}}}, std::nullopt, kT0, kSecond);
+  EXPECT_TRUE(unknown.held.empty());
+}
+
 TEST(RlqsReplicaDecisionTest, EncodingRoundTripsAndRefusesGarbage) {
   RlqsReplicaDecision d = DecideRlqsReplicas(
       Limit(1000.5, 33.25), {{"host-1-ab", {0, {1.0 / 3, std::nullopt}}}, {"host-2-cd", {0, {7}}}},
@@ -128,6 +163,25 @@ TEST(RlqsReplicaDecisionTest, EncodingRoundTripsAndRefusesGarbage) {
   EXPECT_FALSE(RlqsReplicaRecord::Decode("d1:1;x").has_value());
   EXPECT_FALSE(RlqsReplicaRecord::Decode("d1:1").has_value());
   EXPECT_TRUE(RlqsReplicaRecord::Decode("d1:0;").has_value());
+  // The time its assignments end: written, read back, and unknown (0) in an earlier version's.
+  r.held_until_us = kT0 + 7;
+  EXPECT_EQ(RlqsReplicaRecord::Decode(r.Encode())->held_until_us, kT0 + 7);
+  EXPECT_EQ(RlqsReplicaRecord::Decode("d1:2;5,-")->held_until_us, 0);
+  EXPECT_EQ(RlqsReplicaRecord::Decode("d1:2;5,-")->demands.size(), 2u);
+  EXPECT_FALSE(RlqsReplicaRecord::Decode("d2:2;5,-").has_value());
+  EXPECT_FALSE(RlqsReplicaRecord::Decode("d2:2;-1;5").has_value());
+  // Held entries round trip, and read as parts of no replica by an earlier version's shape.
+  d.held["gone-1"] = {kT0 + 9, 12.5, 3};
+  back = RlqsReplicaDecision::Decode(d.Encode());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->Encode(), d.Encode());
+  EXPECT_EQ(back->held.at("gone-1").until_us, kT0 + 9);
+  EXPECT_EQ(back->held.at("gone-1").rate, 12.5);
+  EXPECT_FALSE(back->parts.contains("gone-1"));
+  EXPECT_NE(d.Encode().find(absl::StrCat("\nheld:", kT0 + 9, ":gone-1 12.5 3 12.5 3\n")),
+            std::string::npos);
+  EXPECT_FALSE(RlqsReplicaDecision::Decode("rlqs-fleet-1 1 2 3 4\nheld:x:a 1 2 1 2\n"));
+  EXPECT_FALSE(RlqsReplicaDecision::Decode("rlqs-fleet-1 1 2 3 4\nheld:5: 1 2 1 2\n"));
 }
 
 TEST(RlqsReplicasTest, OneDecisionPerIntervalAndNewcomersDecideAtOnce) {
@@ -219,9 +273,9 @@ class RlqsTwoReplicasTest : public ::testing::TestWithParam<BoardKind> {
     return sum;
   }
 
-  // `seconds` of simulated time: demand every 100 ms, a report from every client each second,
-  // then each live server's tick. The assignments held never sum over the limit at a second's
-  // end (checked). Returns the requests admitted.
+  // `seconds` of simulated time: demand every 100 ms, a report from every client every
+  // report_every_ seconds, then each live server's tick each second. The assignments held never
+  // sum over the limit at a second's end (checked). Returns the requests admitted.
   uint64_t Run(int seconds) {
     uint64_t admitted = 0;
     for (int s = 0; s < seconds; ++s) {
@@ -229,7 +283,9 @@ class RlqsTwoReplicasTest : public ::testing::TestWithParam<BoardKind> {
         clock_.Advance(kSecond / 10);
         for (const auto& c : fleet_) c->Step(kSecond / 10);
       }
-      for (const auto& c : fleet_) c->Report(1);
+      if ((s + 1) % report_every_ == 0) {
+        for (const auto& c : fleet_) c->Report(report_every_);
+      }
       Settle();
       for (RlqsTestServer* server : Servers()) {
         if (!server->alive()) continue;
@@ -250,6 +306,7 @@ class RlqsTwoReplicasTest : public ::testing::TestWithParam<BoardKind> {
   std::vector<std::unique_ptr<RlqsTestServer>> servers_;
   std::vector<std::unique_ptr<FakeEnvoy>> fleet_;
   double max_assigned_ = 0;
+  int report_every_ = 1;  // seconds between an Envoy's reports
 };
 
 constexpr double kDemands[] = {20, 40, 60, 80, 100, 150, 200, 300, 400, 500};
@@ -277,6 +334,25 @@ TEST_P(RlqsTwoReplicasTest, TenEnvoysOnTwoReplicasAreHeldWithinTheBoundsAndFair)
     if (kDemands[i] >= fair.back().rate) continue;
     EXPECT_GE(fleet_[i]->AssignedRate(), 0.98 * kDemands[i]) << "client " << i;
   }
+}
+
+// Envoys that report every 5 s hold assignments for 15 s, longer than a record takes to go stale
+// (3 s): a killed replica's Envoys that do not reconnect go on enforcing theirs meanwhile.
+TEST_P(RlqsTwoReplicasTest, AKilledReplicasEnvoysThatStayAwayAreCountedUntilTheirAssignmentsEnd) {
+  report_every_ = 5;
+  for (size_t i = 0; i < std::size(kDemands); ++i) Join(*servers_[i % 2], kDemands[i]);
+  Run(10);
+  servers_[0]->Kill();
+  for (const auto& c : fleet_) {
+    if (!c->server()->alive()) c->Drop();  // its stream ended; it keeps its assignment
+  }
+  max_assigned_ = 0;
+  Run(25);  // the survivor takes the dead replica's part only once its Envoys' assignments ended
+  EXPECT_LE(max_assigned_, kLimit + 1e-6);
+  const uint64_t admitted = Run(10);
+  RecordProperty("admitted_per_second", std::to_string(static_cast<double>(admitted) / 10));
+  EXPECT_GE(admitted, 0.90 * kLimit * 10) << "the survivor's Envoys have the whole rate";
+  EXPECT_LE(max_assigned_, kLimit + 1e-6);
 }
 
 TEST_P(RlqsTwoReplicasTest, AKilledReplicasEnvoysMoveToTheOtherAndTheBoundHolds) {
