@@ -167,8 +167,11 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   int64_t ttl = TtlSeconds(b);
   if (limited && options_.fleet && b.claimed_until_us > 0) {
     // No assignment outlives what the fleet was told this replica's may last until
-    // (SetPart): a longer time to live waits for the next record to claim it.
-    ttl = std::clamp<int64_t>((b.claimed_until_us - now_us) / kMicrosPerSecond - 1, 1, ttl);
+    // (SetPart): a longer time to live waits for the next record to claim it, and with less
+    // than a second's left (no sync for that long) nothing is sent.
+    const int64_t allowed = (b.claimed_until_us - now_us) / kMicrosPerSecond - 1;
+    if (allowed < 1) return;
+    ttl = std::min(ttl, allowed);
   }
 
   std::vector<std::optional<double>> demands;

@@ -452,6 +452,13 @@ TEST_F(RlqsBucketsTest, AFleetAssignmentNeverOutlivesTheReplicasLastClaim) {
   ASSERT_EQ(out.size(), 1u) << "half-way through its time to live: sent again";
   EXPECT_EQ(out[0].assignment.ttl_seconds, 15);
   EXPECT_EQ(t->LimitedBuckets(false)[0].sent_until_us, now_ + 16 * kSec);
+  // No sync renewed the claim for so long that less than a second of it is left: nothing is
+  // sent (in practice the part is dropped well before, after two intervals without a sync).
+  auto late = Make(options);
+  out.clear();
+  ASSERT_TRUE(late->Report(1, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  late->SetPart("edge", tenant_a_, FairShare{40, 20}, now_ + 1900000, now_, out);
+  EXPECT_TRUE(out.empty());
 }
 
 }  // namespace
