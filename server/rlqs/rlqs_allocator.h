@@ -46,6 +46,13 @@ struct FairShare {
   double burst = 0;
 };
 
+// What is left of `whole` once `held` is set aside (shares still enforced elsewhere), never below
+// zero: the rate and burst a division may hand out.
+inline FairShare LeftAfter(const FairShare& whole, const FairShare& held) {
+  return FairShare{whole.rate > held.rate ? whole.rate - held.rate : 0.0,
+                   whole.burst > held.burst ? whole.burst - held.burst : 0.0};
+}
+
 // Divides `global_rate` (requests per second, >= 0) and `global_burst` (tokens, >= 0) among
 // `demands.size()` subscribers by max-min fair share (see the top of this file). demands[i] is
 // subscriber i's smoothed demand in requests per second, nullopt when unknown (treated as

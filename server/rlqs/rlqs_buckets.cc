@@ -184,19 +184,20 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
   const FairShare departed = StillDeparted(b, now_us);
   double budget = b.rule.rate_per_second;
   std::vector<FairShare> shares;
-  if (limited && options_.fleet) {
-    if (!b.part.has_value()) {  // nothing to hand out before the fleet gives a part
-      parts_wanted_ = true;
-      return;
+  if (limited) {
+    FairShare whole{b.rule.rate_per_second, b.rule.burst};
+    FairShareSettings settings = b.rule.fair_share;
+    if (options_.fleet) {
+      if (!b.part.has_value()) {  // nothing to hand out before the fleet gives a part
+        parts_wanted_ = true;
+        return;
+      }
+      whole = *b.part;
+      settings.newcomer_reserve = 0;
     }
-    budget = std::max(0.0, b.part->rate - departed.rate);
-    FairShareSettings local = b.rule.fair_share;
-    local.newcomer_reserve = 0;
-    shares = DivideFairly(budget, std::max(0.0, b.part->burst - departed.burst), local, demands);
-  } else if (limited) {
-    budget = std::max(0.0, b.rule.rate_per_second - departed.rate);
-    shares = DivideFairly(budget, std::max(0.0, b.rule.burst - departed.burst), b.rule.fair_share,
-                          demands);
+    const FairShare left = LeftAfter(whole, departed);
+    budget = left.rate;
+    shares = DivideFairly(left.rate, left.burst, settings, demands);
   } else {
     shares.resize(b.subscribers.size());
   }
@@ -277,7 +278,7 @@ std::vector<RlqsLimitedBucket> RlqsBuckets::LimitedBuckets(bool without_part_onl
       l.demands.push_back(s.demand.demand());
       if (s.has_sent) l.sent_until_us = std::max(l.sent_until_us, HeldUntil(s.sent_at_us, s.sent));
     }
-    for (const Departed& d : b.departed) l.sent_until_us = std::max(l.sent_until_us, d.until_us);
+    l.sent_until_us = std::max(l.sent_until_us, DepartedUntil(b));
     l.ttl_seconds = TtlSeconds(b);
   }
   return out;
@@ -297,11 +298,15 @@ void RlqsBuckets::SetPart(absl::string_view domain, const RlqsBucketKey& bucket,
   Divide(b, /*force=*/first, now_us, out);
 }
 
+int64_t RlqsBuckets::DepartedUntil(const Bucket& b) {
+  int64_t until = 0;
+  for (const Departed& d : b.departed) until = std::max(until, d.until_us);
+  return until;
+}
+
 int64_t RlqsBuckets::DepartedUntil() const {
   int64_t until = 0;
-  for (const auto& [id, b] : buckets_) {
-    for (const Departed& d : b.departed) until = std::max(until, d.until_us);
-  }
+  for (const auto& [id, b] : buckets_) until = std::max(until, DepartedUntil(b));
   return until;
 }
 

@@ -218,6 +218,8 @@ class RlqsBuckets {
   // Drops b's departed shares whose assignments expired by `now_us`; the rate and burst the rest
   // still hold.
   static FairShare StillDeparted(Bucket& b, int64_t now_us);
+  // The latest end of b's departed shares (0: none).
+  static int64_t DepartedUntil(const Bucket& b);
   // The time to live of b's assignments: three of its subscribers' longest reporting interval,
   // at least three reallocation intervals.
   int64_t TtlSeconds(const Bucket& b) const;

@@ -158,9 +158,8 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
       reserved.burst += h.burst;
     }
   }
-  const std::vector<FairShare> shares =
-      DivideFairly(std::max(0.0, rule.rate_per_second - reserved.rate),
-                   std::max(0.0, rule.burst - reserved.burst), rule.fair_share, all);
+  const FairShare left = LeftAfter(FairShare{rule.rate_per_second, rule.burst}, reserved);
+  const std::vector<FairShare> shares = DivideFairly(left.rate, left.burst, rule.fair_share, all);
   next.rate = rule.rate_per_second;
   next.burst = rule.burst;
   next.made_us = now_us;

@@ -269,6 +269,15 @@ TEST(ToWholeSecondTokenBucketTest, FractionalRateUsesALongerInterval) {
   EXPECT_EQ(ToWholeSecondTokenBucket({10.5, 30}), (WholeSecondTokenBucket{30, 21, 2}));
 }
 
+TEST(LeftAfterTest, WhatIsHeldIsSetAsideAndNothingGoesBelowZero) {
+  const FairShare left = LeftAfter(FairShare{100, 20}, FairShare{30, 5});
+  EXPECT_DOUBLE_EQ(left.rate, 70);
+  EXPECT_DOUBLE_EQ(left.burst, 15);
+  const FairShare none = LeftAfter(FairShare{100, 20}, FairShare{150, 20});
+  EXPECT_DOUBLE_EQ(none.rate, 0);
+  EXPECT_DOUBLE_EQ(none.burst, 0);
+}
+
 TEST(ToWholeSecondTokenBucketTest, NeverExceedsTheShare) {
   for (double rate = 0; rate < 300; rate += 0.37) {
     const WholeSecondTokenBucket b = ToWholeSecondTokenBucket({rate, rate});
