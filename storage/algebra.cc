@@ -148,6 +148,28 @@ std::optional<State> AcrossChange(const LimitConfig& c, const LimitId& id,
   return shifted;
 }
 
+// The capacity a fixed window's stored value is counted against under `c`: the configured one
+// (which an override's adjustment carries as base_capacity).
+double CountedCapacity(const LimitConfig& c) {
+  return c.adjustment ? c.adjustment->base_capacity : c.EffectiveCapacity();
+}
+
+// A fixed window's state, counted against `c`'s configured capacity. One written under another
+// capacity (the limit was changed since: a reload of its definition, or a replica that runs
+// another) keeps the count taken in its window: its value moves by the difference, and a cut
+// never takes it below zero (nor below a debt it already had). Token buckets are as stored.
+std::optional<State> Recounted(const LimitConfig& c, const std::optional<State>& current) {
+  const double base = CountedCapacity(c);
+  if (c.kind != LimitKind::kFixedWindow || !current || !(base > 0)) return current;
+  State out = *current;
+  out.counted_against = base;
+  if (current->counted_against > 0 && current->counted_against != base) {
+    out.value =
+        std::max(current->value + (base - current->counted_against), std::min(current->value, 0.0));
+  }
+  return out;
+}
+
 // An unlimited or blocked override: nothing is taken and the state stays as it is (a missing
 // one is written as the full state it stands for).
 Decision DecideFixed(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
@@ -171,25 +193,9 @@ Decision DecideFixed(const LimitConfig& c, const LimitId& id, const std::optiona
   return d;
 }
 
-}  // namespace
-
-int64_t WindowStart(const LimitConfig& c, const LimitId& id) {
-  if (c.start_us) return Mod(*c.start_us, c.period_us);
-  return static_cast<int64_t>(StableKeyHash(id.name, id.key) % static_cast<uint64_t>(c.period_us));
-}
-
-int64_t FullAt(const LimitConfig& c, const State& s) {
-  const double capacity = c.EffectiveCapacity();
-  if (s.value >= capacity) return s.ts_us;
-  // Full means Refill answers exactly `capacity`: the store may then drop the state, and a
-  // missing state is the same as a full one. One microsecond of margin past that moment.
-  const int64_t at = RefilledAt(c, s, s, capacity - s.value,
-                                [capacity](double balance) { return balance >= capacity; });
-  return at == kNever ? kNever : at + 1;
-}
-
-Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<State>& stored,
-                double count, Mode mode, int64_t now) {
+// Decide, on a state already counted against the configured capacity.
+Decision DecideCounted(const LimitConfig& c, const LimitId& id, const std::optional<State>& stored,
+                       double count, Mode mode, int64_t now) {
   if (c.adjustment) {
     if (c.adjustment->effect != LimitConfig::Adjustment::Effect::kLimit) {
       return DecideFixed(c, id, stored, mode, now);
@@ -209,6 +215,32 @@ Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<Sta
     return d;
   }
   return DecideUnadjusted(c, id, stored, count, mode, now);
+}
+
+}  // namespace
+
+int64_t WindowStart(const LimitConfig& c, const LimitId& id) {
+  if (c.start_us) return Mod(*c.start_us, c.period_us);
+  return static_cast<int64_t>(StableKeyHash(id.name, id.key) % static_cast<uint64_t>(c.period_us));
+}
+
+int64_t FullAt(const LimitConfig& c, const State& s) {
+  const double capacity = c.EffectiveCapacity();
+  if (s.value >= capacity) return s.ts_us;
+  // Full means Refill answers exactly `capacity`: the store may then drop the state, and a
+  // missing state is the same as a full one. One microsecond of margin past that moment.
+  const int64_t at = RefilledAt(c, s, s, capacity - s.value,
+                                [capacity](double balance) { return balance >= capacity; });
+  return at == kNever ? kNever : at + 1;
+}
+
+Decision Decide(const LimitConfig& c, const LimitId& id, const std::optional<State>& stored,
+                double count, Mode mode, int64_t now) {
+  Decision d = DecideCounted(c, id, Recounted(c, stored), count, mode, now);
+  if (c.kind == LimitKind::kFixedWindow && d.allowed && mode != Mode::kCheck) {
+    d.next.counted_against = CountedCapacity(c);
+  }
+  return d;
 }
 
 Decision DecideUnadjusted(const LimitConfig& c, const LimitId& id,
@@ -268,7 +300,7 @@ Decision DecideUnadjusted(const LimitConfig& c, const LimitId& id,
 Settled Settle(const LimitConfig& c, const LimitId& id, const std::optional<State>& current,
                double taken, double used, int64_t taken_at_us, int64_t now,
                std::optional<double> value_after_take) {
-  const State refilled = Refill(c, id, current, now);
+  const State refilled = Refill(c, id, Recounted(c, current), now);
   const double capacity = c.EffectiveCapacity();
   Settled s;
   double value = refilled.value;
@@ -298,6 +330,7 @@ Settled Settle(const LimitConfig& c, const LimitId& id, const std::optional<Stat
   s.value = value;
   s.next = State{value, refilled.ts_us, 0};
   s.next.full_at_us = FullAt(c, s.next);
+  if (c.kind == LimitKind::kFixedWindow) s.next.counted_against = CountedCapacity(c);
   if (value < 0) {
     const int64_t at =
         RefilledAt(c, s.next, s.next, -value, [](double balance) { return balance >= 0; });

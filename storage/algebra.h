@@ -22,6 +22,11 @@ struct State {
   // missing one; the store's garbage collection drops it after this time. Derived, not an input
   // of any decision.
   int64_t full_at_us = 0;
+  // Fixed window: the capacity `value` is counted against (the configured capacity when it was
+  // written), so that a decision under another capacity keeps the count taken in the window
+  // (tokens left = capacity - count). 0: not recorded (a token bucket, or a state written before
+  // the store recorded it), read as counted against the decision's own capacity.
+  double counted_against = 0;
 
   friend bool operator==(const State&, const State&) = default;
 };

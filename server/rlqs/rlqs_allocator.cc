@@ -98,8 +98,12 @@ WholeSecondTokenBucket ToWholeSecondTokenBucket(const FairShare& share) {
     }
   }
   if (best.tokens_per_fill == 0) best.fill_interval_seconds = 1;
-  const double burst = std::floor(std::clamp(share.burst, 0.0, 4294967295.0));
-  best.max_tokens = std::max(static_cast<uint32_t>(burst), best.tokens_per_fill);
+  // Envoy's bucket refills continuously at tokens_per_fill / fill_interval, up to max_tokens: the
+  // burst is max_tokens itself, at least the one token without which nothing passes.
+  if (best.tokens_per_fill > 0) {
+    const double burst = std::floor(std::clamp(share.burst, 1.0, 4294967295.0));
+    best.max_tokens = static_cast<uint32_t>(burst);
+  }
   return best;
 }
 

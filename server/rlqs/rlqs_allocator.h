@@ -95,9 +95,10 @@ struct WholeSecondTokenBucket {
 // The token bucket closest to `share` that never exceeds it: tokens_per_fill / fill_interval
 // <= share.rate with fill_interval in 1..60 s (the shortest that is within 1% of the rate, else
 // the most precise), or for a rate below one a minute one token every ceil(1 / rate) seconds, up
-// to a day; max_tokens = floor(share.burst), raised to tokens_per_fill so that a fill is never
-// lost. A rate below one a day gets tokens_per_fill 0 and max_tokens 0, which Envoy's TokenBucket
-// does not take: the caller sends DENY_ALL for it.
+// to a day; max_tokens = floor(share.burst), at least 1: Envoy's bucket refills continuously at
+// the assigned rate, so max_tokens is the burst it lets through (a burst below one fill stays
+// below it). A rate below one a day gets tokens_per_fill 0 and max_tokens 0, which Envoy's
+// TokenBucket does not take: the caller sends DENY_ALL for it.
 WholeSecondTokenBucket ToWholeSecondTokenBucket(const FairShare& share);
 
 }  // namespace ratelimit

@@ -68,7 +68,7 @@ absl::Status RlqsBuckets::Report(uint64_t stream, absl::string_view domain,
   s.demand.AddReport(allowed + denied, elapsed_us, smoothing);
   s.last_report_us = now_us;
   if (elapsed_us >= kMicrosPerSecond) {
-    s.interval_seconds = std::min(elapsed_us / kMicrosPerSecond, kMaxRlqsReportingIntervalSeconds);
+    s.interval_us = std::min(elapsed_us, kMaxRlqsReportingIntervalSeconds * kMicrosPerSecond);
   }
   if (fresh) {
     mine.insert(std::move(id));
@@ -147,14 +147,16 @@ FairShare RlqsBuckets::StillDeparted(Bucket& b, int64_t now_us) {
 }
 
 int64_t RlqsBuckets::TtlSeconds(const Bucket& b) const {
-  int64_t interval = 0;
-  for (const auto& [stream, s] : b.subscribers) interval = std::max(interval, s.interval_seconds);
-  if (interval == 0) interval = options_.default_reporting_interval_seconds;
-  // Three reporting intervals, and three divisions: the assignment sent when this one is half-way
-  // through goes out at a division, at most one interval after that half.
+  int64_t interval_us = 0;
+  for (const auto& [stream, s] : b.subscribers) interval_us = std::max(interval_us, s.interval_us);
+  if (interval_us == 0)
+    interval_us = options_.default_reporting_interval_seconds * kMicrosPerSecond;
+  // Three reporting intervals (as reported, to the microsecond), and three divisions: the
+  // assignment sent when this one is half-way through goes out at a division, at most one
+  // interval after that half. Rounded up to whole seconds, which is what Envoy reads.
+  auto seconds = [](int64_t us) { return (us + kMicrosPerSecond - 1) / kMicrosPerSecond; };
   return std::max(
-      {int64_t{1}, 3 * interval,
-       (3 * options_.reallocation_interval_us + kMicrosPerSecond - 1) / kMicrosPerSecond});
+      {int64_t{1}, seconds(3 * interval_us), seconds(3 * options_.reallocation_interval_us)});
 }
 
 void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<RlqsPush>& out) {

@@ -194,7 +194,7 @@ class RlqsBuckets {
     bool has_sent = false;
     int64_t sent_at_us = 0;
     int64_t last_report_us = 0;
-    int64_t interval_seconds = 0;  // its latest whole-second time_elapsed; 0: none yet
+    int64_t interval_us = 0;  // its latest time_elapsed of a second or more; 0: none yet
   };
   // The share of a stream that ended while its assignment was live, held until the assignment
   // expires.

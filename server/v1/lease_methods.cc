@@ -59,7 +59,8 @@ void RateLimitServiceImpl::ObserveLease(const LeaseOp& op, const LeaseDecision& 
 void RateLimitServiceImpl::ObserveLeaseAs(const std::string& label, const LeaseOp& op,
                                           const LeaseDecision& decision) const {
   telemetry_.CountLeasesExpired(label, decision.expired_unreleased);
-  if (held_slots_ != nullptr && op.action != LeaseAction::kCheck) {
+  // Every decision reports, a check included: one that finds a lease expired frees its slots.
+  if (held_slots_ != nullptr) {
     held_slots_->Observe(op.key.source, label, op.key.key, decision.held,
                          op.config.max_lease_ttl_us, decision.seq);
   }

@@ -1,8 +1,9 @@
 
 -- Concurrency limits in the function library: storage/leases/lease.h DecideLease, decided at the
 -- primary's TIME, with the rate limits of an acquire in the same call (all-or-nothing). This file
--- is the second part of library `ratelimit` (assembled after ratelimit.lua, whose locals it uses:
--- apply, arg_number, decision_time, time_text, BIG); docs/leases.md and docs/redis.md describe it.
+-- is the third part of library `ratelimit` (assembled after ratelimit.lua and holds.lua; it uses
+-- ratelimit.lua's locals: apply, arg_number, decision_time, time_text, BIG); docs/leases.md and
+-- docs/redis.md describe it.
 --
 -- A key's lease set lives in two Redis keys of its state's slot (redis_lease_library.h):
 --   the expiries, a sorted set: member the lease id, score its expires_at_us;

@@ -7,7 +7,9 @@
 -- (tests/support/algebra_vectors.h) runs through both, in algebra_test and redis_lua_test.
 --
 -- Stored state, one string per key: "<value> <ts_us> <full_at_us>", each printed with '%.17g'
--- (which, with tonumber, round-trips every double exactly).
+-- (which, with tonumber, round-trips every double exactly); a fixed window's has a fourth,
+-- "<counted_against>" (since version 13): the capacity its value is counted against, so that a
+-- decision under another capacity (the limit was changed) keeps the count taken in the window.
 --
 -- Times are microseconds held in doubles, exact below 2^53 (year 2255). The time of a decision
 -- must lie in [0, 2^53); any computed time at or past 2^53 is "never" (stored as 2^63), so a
@@ -30,10 +32,11 @@
 -- without one has the 8 arguments of library version 8, which this version still takes.
 -- Returns {now, allowed 0|1, <state read per key or ''>..., <state written per key or ''>...}.
 --
--- The library is assembled from this file and leases.lua (concurrency limits, since version 10),
--- appended after it, which uses this file's locals.
+-- The library is assembled from this file, holds.lua (the takes of a request whose keys span
+-- slots, and their refunds) and leases.lua (concurrency limits, since version 10), appended after
+-- it in that order, which use this file's locals.
 
-local LIBRARY_VERSION = '12'
+local LIBRARY_VERSION = '13'
 
 local BIG = 2 ^ 53     -- the first time that is not represented exactly
 local NEVER = 2 ^ 63   -- stands for every time at or past BIG
@@ -142,26 +145,40 @@ local function time_text(t)
   return string.format('%.17g', t)
 end
 
-local function encode(v, ts, full)
+-- `counted`: a fixed window's counted_against, or false (not recorded).
+local function encode(v, ts, full, counted)
+  local text
   if prints_as_integer(ts) and prints_as_integer(full) then
-    return string.format('%.17g %d %d', v, ts, full)
+    text = string.format('%.17g %d %d', v, ts, full)
+  else
+    text = string.format('%.17g %.17g %.17g', v, ts, full)
   end
-  return string.format('%.17g %.17g %.17g', v, ts, full)
+  if counted then text = text .. string.format(' %.17g', counted) end
+  return text
 end
 
--- The state's v, ts, full.
+-- The state's v, ts, full, counted (false when it has none).
 local function decode(raw, key)
-  local v, ts, full
+  local v, ts, full, counted
   local a = string.find(raw, ' ', 1, true)
   local b = a and string.find(raw, ' ', a + 1, true)
-  if b and not string.find(raw, ' ', b + 1, true) then
-    v, ts, full = tonumber(string.sub(raw, 1, a - 1)), tonumber(string.sub(raw, a + 1, b - 1)),
-        tonumber(string.sub(raw, b + 1))
+  if b then
+    local c = string.find(raw, ' ', b + 1, true)
+    v, ts = tonumber(string.sub(raw, 1, a - 1)), tonumber(string.sub(raw, a + 1, b - 1))
+    if c then
+      full = tonumber(string.sub(raw, b + 1, c - 1))
+      counted = tonumber(string.sub(raw, c + 1))
+      if counted == nil or not (counted > 0) or string.find(raw, ' ', c + 1, true) then
+        full = nil
+      end
+    else
+      full, counted = tonumber(string.sub(raw, b + 1)), false
+    end
   end
   if v == nil or ts == nil or full == nil then
     error('ratelimit: unreadable state at ' .. key)
   end
-  return v, ts, full
+  return v, ts, full, counted
 end
 
 -- Writes an encoded state that is full again at `full` (us), expiring at ceil(full / 1000) ms:
@@ -209,19 +226,21 @@ local function apply(keys, args, first)
   local n = arg_number(args, 3, 'limits')
 
   -- The reply, filled as it goes: {now, allowed, state read per key..., state written per key...}.
-  -- The working state of key k is w[3k-2], w[3k-1], w[3k] (v, ts, full; v false for none).
+  -- The working state of key k is w[3k-2], w[3k-1], w[3k] (v, ts, full; v false for none) and
+  -- counted[k].
   local nk = #keys
   local reply = {false, 0}
   local w = {}
+  local counted = {}
   for k = 1, nk do
     local raw = redis.call('GET', keys[k])
     local j = 3 * k
     if raw then
       reply[2 + k] = raw
-      w[j - 2], w[j - 1], w[j] = decode(raw, keys[k])
+      w[j - 2], w[j - 1], w[j], counted[k] = decode(raw, keys[k])
     else
       reply[2 + k] = ''
-      w[j - 2], w[j - 1], w[j] = false, 0, 0
+      w[j - 2], w[j - 1], w[j], counted[k] = false, 0, 0, false
     end
   end
 
@@ -247,6 +266,8 @@ local function apply(keys, args, first)
     -- value (counted against base_capacity) and the value decided on.
     local effect, shift, cut = nil, 0, false
     local changed, before_rate, before_period, before_cap
+    -- The capacity a fixed window's stored value is counted against: the configured one.
+    local base = cap
     if kind == 'B' or kind == 'W' then
       if a + 13 > #args then error('ratelimit: wrong number of arguments') end
       effect = args[a + 8]
@@ -255,12 +276,25 @@ local function apply(keys, args, first)
       before_rate = arg_number(args, a + 10, 'before_rate')
       before_period = arg_number(args, a + 11, 'before_period')
       before_cap = arg_number(args, a + 12, 'before_capacity')
-      local base = arg_number(args, a + 13, 'base_capacity')
+      base = arg_number(args, a + 13, 'base_capacity')
       if not b then shift = cap - base end
       cut = cap < base
     end
 
     local j = 3 * slot
+    if not b then
+      -- Recounted: a fixed window's state counted against another capacity keeps its count.
+      if base > 0 then
+        local was = counted[slot]
+        if w[j - 2] and was and was ~= base then
+          local v = w[j - 2]
+          w[j - 2] = max(v + (base - was), min(v, 0.0))
+        end
+        counted[slot] = base
+      else
+        counted[slot] = false
+      end
+    end
     local sv, sts = w[j - 2], w[j - 1]
     local ok = false
     if effect == 'u' or effect == 'x' then
@@ -325,7 +359,7 @@ local function apply(keys, args, first)
     local written = ''
     if allowed and mode ~= 'c' then
       local j = 3 * k
-      written = encode(w[j - 2], w[j - 1], w[j])
+      written = encode(w[j - 2], w[j - 1], w[j], counted[k])
       store(keys[k], written, w[j])
     end
     reply[2 + nk + k] = written
@@ -382,196 +416,7 @@ local function commit(keys, args)
   return 1
 end
 
--- A hold, as take_into_hold writes it: one line per key ('\n' between lines), each the fields of
--- HOLD_FIELDS separated by '|' (a state's text has no '|'); with a kept reply, '\n=' and the
--- reply in JSON after the last line. Library version 6 and earlier wrote a JSON array of
--- objects with these fields ('[' first, the reply in the first object): still read, so that a
--- hold written before an upgrade is refunded or replayed by the new library. The last two fields
--- (since version 9) are those of a limit under an override: the shift of a fixed window's stored
--- value and whether the limit is cut ('1'), written only for such a limit; a line of any other
--- limit, as versions 7 and 8 wrote every line, ends before them.
-local HOLD_FIELDS = {'pre', 'post', 'before', 'taken', 'b', 'rate', 'period', 'cap', 'offset',
-                     'shift', 'cut'}
-local OLD_HOLD_FIELDS = 9
-
--- The entries of a hold (one table per key, fields by name) and its kept reply's JSON (or nil).
-local function read_hold(raw)
-  if string.sub(raw, 1, 1) == '[' then
-    local held = cjson.decode(raw)
-    return held, held[1].reply
-  end
-  local body, reply = raw, nil
-  local r = string.find(raw, '\n=', 1, true)
-  if r then
-    body = string.sub(raw, 1, r - 1)
-    reply = string.sub(raw, r + 2)
-  end
-  local held, entry, field, pos = {}, {}, 1, 1
-  while true do
-    local sep = string.find(body, '[|\n]', pos)
-    entry[HOLD_FIELDS[field]] = string.sub(body, pos, (sep or #body + 1) - 1)
-    field = field + 1
-    if sep == nil or string.sub(body, sep, sep) == '\n' then
-      if field ~= #HOLD_FIELDS + 1 and field ~= OLD_HOLD_FIELDS + 1 then
-        error('ratelimit: unreadable hold')
-      end
-      held[#held + 1] = entry
-      entry, field = {}, 1
-      if sep == nil then break end
-    end
-    pos = sep + 1
-  end
-  return held, reply
-end
-
--- Part of a request whose keys span slots: one take per slot, each remembered under the
--- request's id so that it can be refunded, and so that a take arriving after its refund does
--- nothing.
---
--- FCALL ratelimit_take_held <nkeys> <key>... <hold key> <hold ttl_ms> <ratelimit_apply's args>
--- The hold key is in the slot of the keys. When it exists (the request was refunded, or this take
--- already ran) nothing happens and the reply is the error "HELD". Otherwise runs ratelimit_apply
--- on the keys and, when it took, records under the hold key for `ttl_ms` what each key was before
--- and after, the amount taken and the limit. Same reply as ratelimit_apply.
--- Runs ratelimit_apply (its args in `args`) on the keys and, when it took, records under `hold`
--- for `ttl` ms what each key was before and after, the amount taken and the limit (and, with
--- `keep_reply`, the reply itself, in the first key's entry). Returns ratelimit_apply's reply.
-local function take_into_hold(keys, args, hold, ttl, keep_reply)
-  local first = {}
-  local reply = apply(keys, args, first)
-  local n = #keys
-  if reply[2] == 1 and args[1] ~= 'c' then
-    local entries = {}
-    for k = 1, n do
-      local post = reply[2 + n + k]
-      local f = first[k]
-      local a = f.a
-      -- What the take took, counted as the limit decides (a fixed window under an override
-      -- stores its value shifted); an unlimited override takes nothing.
-      local taken = 0
-      if not f.fixed then
-        local post_v = decode(post, keys[k])
-        if f.shift ~= 0 then post_v = post_v + f.shift end
-        taken = f.v - post_v
-      end
-      -- The fields of HOLD_FIELDS, in order; the limit as it came (rate, period, capacity,
-      -- offset: numbers the refund reads back).
-      local fields = {
-        reply[2 + k], post, string.format('%.17g', f.v), string.format('%.17g', taken),
-        f.b and '1' or '0', args[a + 2], args[a + 3], args[a + 4], args[a + 6]}
-      if f.adjusted then
-        fields[10], fields[11] = string.format('%.17g', f.shift), f.cut and '1' or '0'
-      end
-      entries[k] = table.concat(fields, '|')
-    end
-    local text = table.concat(entries, '\n')
-    if keep_reply then text = text .. '\n=' .. cjson.encode(reply) end
-    redis.call('SET', hold, text, 'PX', ttl)
-  end
-  return reply
-end
-
-local function take_held(keys, args)
-  local hold = table.remove(keys)
-  local ttl = arg_number(args, 1, 'hold ttl')
-  if redis.call('EXISTS', hold) == 1 then return redis.error_reply('HELD request already settled') end
-  table.remove(args, 1)
-  return take_into_hold(keys, args, hold, ttl, false)
-end
-
--- Part of a request with a request_id whose keys span slots: take_held under a hold key derived
--- from the request, so that a re-run of the request (its first run died before its answer was
--- recorded) finds the take and re-uses its answer instead of taking again.
---
--- FCALL ratelimit_take_recorded <nkeys> <key>... <hold key> <hold ttl_ms> <generation>
---   <ratelimit_apply's args>
--- When the hold records a take, returns that take's reply again (nothing is taken). When it says
--- "refunded:<g>": with g >= generation (a late take of a run the refund already settled) nothing
--- happens and the reply is the error "REFUNDED"; with g < generation (a later run of the request)
--- it takes afresh. Otherwise takes, remembering the reply with the take. Same reply as
--- ratelimit_apply.
-local function take_recorded(keys, args)
-  local hold = table.remove(keys)
-  local ttl = arg_number(args, 1, 'hold ttl')
-  local generation = arg_number(args, 2, 'generation')
-  local raw = redis.call('GET', hold)
-  if raw then
-    local refunded = string.match(raw, '^refunded:(%d+)$')
-    if refunded == nil then
-      if string.sub(raw, 1, 8) == 'refunded' then
-        return redis.error_reply('REFUNDED request already refunded')
-      end
-      local _, reply = read_hold(raw)
-      return cjson.decode(reply)
-    end
-    if tonumber(refunded) >= generation then
-      return redis.error_reply('REFUNDED request already refunded')
-    end
-  end
-  table.remove(args, 1)
-  table.remove(args, 1)
-  return take_into_hold(keys, args, hold, ttl, true)
-end
-
--- FCALL ratelimit_refund <nkeys> <key>... <hold key> <hold ttl_ms> [<generation>]
--- Undoes the take recorded under the hold key and marks the request refunded for `ttl_ms` (also
--- when its take has not arrived yet: it will do nothing); with a generation (a take of
--- ratelimit_take_recorded) the mark is "refunded:<generation>". A key nobody wrote since the take gets
--- its state back exactly. A key written since gets back what the take still withholds from it,
--- never more: the difference the take made shrinks only when the balance without it would have
--- hit capacity, which needs at most `before + refill - capacity` of refill (a token bucket); a
--- fixed window gets the amount back only within the window of the take. Returns 1 when a take
--- was refunded, 0 otherwise.
-local function refund(keys, args)
-  local hold = table.remove(keys)
-  local ttl = arg_number(args, 1, 'hold ttl')
-  local raw = redis.call('GET', hold)
-  local mark = 'refunded'
-  if args[2] then mark = 'refunded:' .. args[2] end
-  redis.call('SET', hold, mark, 'PX', ttl)
-  if not raw or string.sub(raw, 1, 8) == 'refunded' then return 0 end
-  local held = read_hold(raw)
-  for k = 1, #keys do
-    local h = held[k]
-    local cur = redis.call('GET', keys[k]) or ''
-    if cur == h.post then
-      if h.pre == '' then
-        redis.call('DEL', keys[k])
-      else
-        store(keys[k], h.pre, select(3, decode(h.pre, keys[k])))
-      end
-    elseif cur ~= '' then
-      local sv, sts = decode(cur, keys[k])
-      local _, post_ts = decode(h.post, keys[k])
-      local b, rate, period = h.b == '1', tonumber(h.rate), tonumber(h.period)
-      local cap, offset = tonumber(h.cap), tonumber(h.offset)
-      -- A limit under an override: a fixed window's stored value is shifted from the one the
-      -- limit decides on, and a cut limit's state never expires (as ratelimit_apply writes them).
-      local shift, cut = tonumber(h.shift or '0'), h.cut == '1'
-      local back = 0
-      if b then
-        local refilled = max(0, sts - post_ts) * rate / period
-        back = tonumber(h.taken) - max(0, tonumber(h.before) + refilled - cap)
-      elseif sts == post_ts then
-        back = tonumber(h.taken)
-      end
-      if back > 0 then
-        local v = min(sv + shift + back, cap)
-        local full = full_at(b, rate, period, cap, offset, v, sts)
-        if cut then full = NEVER end
-        v = v - shift
-        store(keys[k], encode(v, sts, full), full)
-      end
-    end
-  end
-  return 1
-end
-
 redis.register_function('ratelimit_apply', function(keys, args) return apply(keys, args) end)
-redis.register_function('ratelimit_take_held', function(keys, args) return take_held(keys, args) end)
-redis.register_function('ratelimit_take_recorded',
-                        function(keys, args) return take_recorded(keys, args) end)
-redis.register_function('ratelimit_refund', function(keys, args) return refund(keys, args) end)
 redis.register_function('ratelimit_commit', function(keys, args) return commit(keys, args) end)
 redis.register_function('ratelimit_compare_and_set',
                         function(keys, args) return compare_and_set(keys, args) end)

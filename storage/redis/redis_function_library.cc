@@ -121,7 +121,8 @@ bool Agrees(const State& lua, const State& cxx) {
   const bool full_at_agrees = cxx.full_at_us >= kRedisTimeHorizonUs
                                   ? lua.full_at_us == kNever
                                   : lua.full_at_us == cxx.full_at_us;
-  return SameBits(lua.value, cxx.value) && lua.ts_us == cxx.ts_us && full_at_agrees;
+  return SameBits(lua.value, cxx.value) && lua.ts_us == cxx.ts_us && full_at_agrees &&
+         SameBits(lua.counted_against, cxx.counted_against);
 }
 
 const redis::Reply* FindField(const redis::Reply& map, absl::string_view name) {
@@ -212,18 +213,26 @@ std::string EncodeRedisState(const State& state) {
   const double full_at = state.full_at_us >= kRedisTimeHorizonUs
                              ? 9223372036854775808.0
                              : static_cast<double>(state.full_at_us);
-  return absl::StrCat(Exact(state.value), " ", Exact(static_cast<double>(state.ts_us)), " ",
-                      Exact(full_at));
+  std::string out = absl::StrCat(Exact(state.value), " ", Exact(static_cast<double>(state.ts_us)),
+                                 " ", Exact(full_at));
+  if (state.counted_against != 0) absl::StrAppend(&out, " ", Exact(state.counted_against));
+  return out;
 }
 
 std::optional<State> DecodeRedisState(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ' ');
-  if (parts.size() != 3) return std::nullopt;
+  if (parts.size() != 3 && parts.size() != 4) return std::nullopt;
   const std::optional<double> value = ParseDouble(parts[0]);
   const std::optional<int64_t> ts = ParseTime(parts[1]);
   const std::optional<int64_t> full_at = ParseTime(parts[2]);
   if (!value || !ts || *ts == kNever || !full_at) return std::nullopt;
-  return State{*value, *ts, *full_at};
+  State state{*value, *ts, *full_at};
+  if (parts.size() == 4) {
+    const std::optional<double> counted = ParseDouble(parts[3]);
+    if (!counted || !(*counted > 0)) return std::nullopt;
+    state.counted_against = *counted;
+  }
+  return state;
 }
 
 absl::StatusOr<bool> EnsureRedisLibrary(RedisCommandRunner& connection) {
@@ -327,7 +336,9 @@ absl::StatusOr<Outcome> RedisApplyOutcome(const Operation& op, const OperationKe
                               std::pair{&reply.elements[2 + n + k].str, &written[k]}}) {
       if (text->empty()) continue;
       *into = DecodeRedisState(*text);
-      if (!*into) return absl::InternalError("FCALL ratelimit_apply: unreadable state");
+      if (!*into)
+        return absl::InternalError(
+            absl::StrCat("FCALL ratelimit_apply: unreadable state: ", *text));
     }
   }
   std::vector<std::optional<State>> writes(n);

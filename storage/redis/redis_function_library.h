@@ -21,7 +21,7 @@ namespace ratelimit {
 inline constexpr absl::string_view kRedisLibraryName = "ratelimit";
 // Must equal LIBRARY_VERSION in ratelimit.lua; bump both whenever the library (either file)
 // changes.
-inline constexpr absl::string_view kRedisLibraryVersion = "12";
+inline constexpr absl::string_view kRedisLibraryVersion = "13";
 inline constexpr absl::string_view kRedisApplyFunction = "ratelimit_apply";
 inline constexpr absl::string_view kRedisVersionFunction = "ratelimit_version";
 inline constexpr absl::string_view kRedisCompareAndSetFunction = "ratelimit_compare_and_set";
@@ -85,7 +85,8 @@ std::string RedisGlobEscape(absl::string_view text);
 std::vector<std::string> RedisNamePatterns(absl::string_view prefix, LimitSource source,
                                            absl::string_view name);
 
-// A state as the library stores it: "<value> <ts_us> <full_at_us>", each '%.17g' (exact).
+// A state as the library stores it: "<value> <ts_us> <full_at_us>", then " <counted_against>" when
+// it is set (a fixed window), each '%.17g' (exact).
 std::string EncodeRedisState(const State& state);
 // nullopt when `text` is not such an encoding. A full_at at or past the horizon reads as INT64_MAX.
 std::optional<State> DecodeRedisState(absl::string_view text);

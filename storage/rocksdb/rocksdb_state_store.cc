@@ -276,6 +276,15 @@ absl::Status RocksDbStateStore::OpenDbLocked(bool after_failure) {
     return FromRocks(s, "read format version");
   } else if (version == "1") {
     if (absl::Status st = UpgradeFromV1Locked(); !st.ok()) return st;
+  } else if (version == "2") {
+    // Format 3 reads every format-2 state as it is: only the version changes (an older build
+    // then refuses the directory instead of misreading a 32-byte state).
+    rocksdb::WriteOptions sync_write;
+    sync_write.sync = true;
+    s = db_->Put(sync_write, meta_, kFormatVersionKey, std::to_string(kStateFormatVersion));
+    if (!s.ok()) return FromRocks(s, "write format version");
+    s = db_->Flush(rocksdb::FlushOptions(), meta_);
+    if (!s.ok()) return FromRocks(s, "flush format version");
   } else if (version != std::to_string(kStateFormatVersion)) {
     return absl::FailedPreconditionError(
         absl::StrCat("data directory ", options_.path, " has state format version ", version,

@@ -55,6 +55,11 @@ EncodedState EncodeStateBytes(const State& s) {
   StoreFixed64(out.data(), bits);
   StoreFixed64(out.data() + 8, static_cast<uint64_t>(s.ts_us));
   StoreFixed64(out.data() + 16, static_cast<uint64_t>(s.full_at_us));
+  if (s.counted_against != 0) {
+    std::memcpy(&bits, &s.counted_against, sizeof bits);
+    StoreFixed64(out.data() + 24, bits);
+    out.set_size(kEncodedCountedStateBytes);
+  }
   return out;
 }
 
@@ -64,12 +69,20 @@ std::string EncodeState(const State& s) {
 }
 
 std::optional<State> DecodeState(absl::string_view bytes) {
-  if (bytes.size() != kEncodedStateBytes) return std::nullopt;
+  if (bytes.size() != kEncodedStateBytes && bytes.size() != kEncodedCountedStateBytes) {
+    return std::nullopt;
+  }
   State s;
-  const uint64_t bits = LoadFixed64(bytes.data());
+  uint64_t bits = LoadFixed64(bytes.data());
   std::memcpy(&s.value, &bits, sizeof bits);
   s.ts_us = static_cast<int64_t>(LoadFixed64(bytes.data() + 8));
   s.full_at_us = static_cast<int64_t>(LoadFixed64(bytes.data() + 16));
+  if (bytes.size() == kEncodedCountedStateBytes) {
+    bits = LoadFixed64(bytes.data() + 24);
+    std::memcpy(&s.counted_against, &bits, sizeof bits);
+    // Only a positive, finite capacity is ever written.
+    if (!(s.counted_against > 0 && s.counted_against <= 1e300)) return std::nullopt;
+  }
   return s;
 }
 

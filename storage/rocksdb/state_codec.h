@@ -27,8 +27,11 @@
 
 namespace ratelimit {
 
-inline constexpr int kStateFormatVersion = 2;
+// Format 3 adds a fixed window's counted_against (a 32-byte state); a 24-byte state of format 2
+// reads as one without it, so the upgrade rewrites nothing.
+inline constexpr int kStateFormatVersion = 3;
 inline constexpr size_t kEncodedStateBytes = 24;
+inline constexpr size_t kEncodedCountedStateBytes = 32;
 
 // REQUIRES: name.size() <= 65535.
 std::string EncodeStateKey(LimitSource source, absl::string_view name, absl::string_view key);
@@ -43,8 +46,19 @@ inline constexpr absl::string_view kV1KeysBegin = "";
 inline constexpr absl::string_view kV1KeysEnd = "\x02";
 std::string UpgradeV1StateKey(absl::string_view v1_key);
 
-// The encoding of a state, in a fixed buffer (no allocation on the write path).
-using EncodedState = std::array<char, kEncodedStateBytes>;
+// The encoding of a state, in a fixed buffer (no allocation on the write path): value, ts_us and
+// full_at_us (24 bytes), then counted_against when it is set (32).
+class EncodedState {
+ public:
+  const char* data() const { return bytes_.data(); }
+  char* data() { return bytes_.data(); }
+  size_t size() const { return size_; }
+  void set_size(size_t size) { size_ = size; }
+
+ private:
+  std::array<char, kEncodedCountedStateBytes> bytes_;
+  size_t size_ = kEncodedStateBytes;
+};
 EncodedState EncodeStateBytes(const State& state);
 std::string EncodeState(const State& state);
 // nullopt when `bytes` is not a valid encoding.

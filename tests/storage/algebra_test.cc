@@ -314,6 +314,8 @@ TEST(AlgebraVectorsTest, DecideGivesEachVectorItsExactAnswer) {
       EXPECT_TRUE(SameBits(d.next.value, v.next->value)) << d.next.value << " vs " << v.next->value;
       EXPECT_EQ(d.next.ts_us, v.next->ts_us);
       EXPECT_EQ(d.next.full_at_us, v.next->full_at_us);
+      EXPECT_TRUE(SameBits(d.next.counted_against, v.next->counted_against))
+          << d.next.counted_against << " vs " << v.next->counted_against;
     }
   }
 }

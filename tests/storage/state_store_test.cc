@@ -238,6 +238,17 @@ TEST(StateCodecTest, RoundTripsAndRejectsMalformed) {
   EXPECT_EQ(DecodeState("short"), std::nullopt);
 }
 
+TEST(StateCodecTest, AFixedWindowsCountedCapacityRoundTripsIn32Bytes) {
+  const State s{17.5, 1000, 2000, 50};
+  EXPECT_EQ(EncodeState(s).size(), kEncodedCountedStateBytes);
+  EXPECT_EQ(DecodeState(EncodeState(s)), s);
+  // Only a positive capacity is ever written: anything else is not a state.
+  std::string zero = EncodeState(State{1, 2, 3, 1});
+  zero.replace(24, 8, std::string(8, '\0'));
+  EXPECT_EQ(DecodeState(zero), std::nullopt);
+  EXPECT_EQ(DecodeState(EncodeState(s) + "x"), std::nullopt);
+}
+
 TEST(StateCodecTest, NameRangeCoversItsKeysAndNothingElse) {
   constexpr LimitSource kD = LimitSource::kDefined;
   const std::string begin = NameRangeBegin(kD, "ab"), end = NameRangeEnd(kD, "ab");

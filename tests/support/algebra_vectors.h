@@ -12,7 +12,8 @@
 // expected doubles are exact too. Fixed windows set `start_us`, and no vector has jitter, so the
 // limit's name and key (kVectorId) play no part.
 //
-// The library computes the verdict and the states it writes (value, ts, full_at); retry_at and
+// The library computes the verdict and the states it writes (value, ts, full_at, and a fixed
+// window's counted_against: the capacity its value is counted against); retry_at and
 // the reasons are the C++ algebra's alone. A vector's `next` is what both write.
 
 #include <cstdint>
@@ -83,6 +84,9 @@ inline constexpr LimitConfig kOnePerSecondCapacity5 = Bucket(1, kUs, 5);
 // 3 per UTC day (windows start at midnight), and the same with windows starting at 01:00.
 inline constexpr LimitConfig kThreePerDay = Window(3, kDay, 0);
 inline constexpr LimitConfig kThreePerDayFrom1am = Window(3, kDay, 3600 * kUs);
+// 20 and 50 per UTC day.
+inline constexpr LimitConfig kTwentyPerDay = Window(20, kDay, 0);
+inline constexpr LimitConfig kFiftyPerDay = Window(50, kDay, 0);
 
 // Token bucket notes. A balance v at ts refills to min(v + (t - ts) * rate / period, capacity) at
 // t. full_at: the first t at which that reaches capacity, plus 1 us; here capacity - v = m tokens
@@ -167,11 +171,11 @@ inline constexpr AlgebraVector kAlgebraVectors[] = {
     {"WindowMissingStateStartsFullInTheCurrentWindow", kThreePerDay, std::nullopt, 1,
      Mode::kConsume, kT,
      // The window of kT starts at kDayStart: 3 - 1 = 2; full again at the next boundary + 1.
-     true, DenyReason::kNone, 2, std::nullopt, State{2, kDayStart, kDayStart + kDay + 1}},
+     true, DenyReason::kNone, 2, std::nullopt, State{2, kDayStart, kDayStart + kDay + 1, 3}},
     {"WindowStartOffsetsTheBoundaries", kThreePerDayFrom1am, std::nullopt, 1, Mode::kConsume, kT,
      // kT is 80000 s into its UTC day, 76400 s after 01:00: the window starts at kT - 76400 s.
      true, DenyReason::kNone, 2, std::nullopt,
-     State{2, kT - 76400 * kUs, kT - 76400 * kUs + kDay + 1}},
+     State{2, kT - 76400 * kUs, kT - 76400 * kUs + kDay + 1, 3}},
     {"ExhaustedWindowRetriesAtTheNextBoundary", kThreePerDay,
      State{0, kDayStart, kDayStart + kDay + 1}, 1, Mode::kConsume, kT, false,
      DenyReason::kInsufficientTokens, 0, kDayStart + kDay, std::nullopt},
@@ -179,12 +183,12 @@ inline constexpr AlgebraVector kAlgebraVectors[] = {
      Mode::kConsume, kDayStart + kDay + 5,
      // One whole period: 0 + 3 = 3, window kDayStart + kDay; 3 - 3 = 0, full a window later.
      true, DenyReason::kNone, 0, std::nullopt,
-     State{0, kDayStart + kDay, kDayStart + 2 * kDay + 1}},
+     State{0, kDayStart + kDay, kDayStart + 2 * kDay + 1, 3}},
     {"UnusedWindowsAccumulateUpToCapacity", kThreePerDay, State{1, kDayStart, kDayStart + kDay + 1},
      1, Mode::kConsume, kDayStart + 2 * kDay + 7,
      // Two periods: min(1 + 6, 3) = 3; 3 - 1 = 2.
      true, DenyReason::kNone, 2, std::nullopt,
-     State{2, kDayStart + 2 * kDay, kDayStart + 3 * kDay + 1}},
+     State{2, kDayStart + 2 * kDay, kDayStart + 3 * kDay + 1, 3}},
     {"WindowClockSteppingBackAddsNoWindow", kThreePerDay, State{0, kDayStart, kDayStart + kDay + 1},
      1, Mode::kConsume, kDayStart - 5 * kUs,
      // floor(-5 s / 1 day) = -1 counts as 0 windows: still empty, retry at the next boundary.
@@ -196,7 +200,27 @@ inline constexpr AlgebraVector kAlgebraVectors[] = {
     {"WindowReservationRunsInTheWindowThatPaysTheDebt", kThreePerDay,
      State{1, kDayStart, kDayStart + kDay + 1}, 3, Mode::kReserve, kT,
      // 1 - 3 = -2: the next window brings it to 1 >= 0; full (3) two windows later: -2 + 6.
-     true, DenyReason::kNone, -2, kDayStart + kDay, State{-2, kDayStart, kDayStart + 2 * kDay + 1}},
+     true, DenyReason::kNone, -2, kDayStart + kDay,
+     State{-2, kDayStart, kDayStart + 2 * kDay + 1, 3}},
+
+    // --- Fixed window whose capacity changed (a reload): the count taken is kept ----------------
+    {"WindowCutKeepsTheCountTaken", kTwentyPerDay, State{20, kDayStart, kDayStart + kDay + 1, 50},
+     1, Mode::kConsume, kT,
+     // 30 of 50 taken: 20 + (20 - 50) = -10, never below zero for a cut: 0. Denied until the
+     // next window, which opens with the new capacity.
+     false, DenyReason::kInsufficientTokens, 0, kDayStart + kDay, std::nullopt},
+    {"WindowRaiseKeepsTheCountTaken", kFiftyPerDay, State{4, kDayStart, kDayStart + kDay + 1, 5}, 1,
+     Mode::kConsume, kT,
+     // 1 of 5 taken: 4 + (50 - 5) = 49, minus 1 is 48, counted against 50 from now on.
+     true, DenyReason::kNone, 48, std::nullopt, State{48, kDayStart, kDayStart + kDay + 1, 50}},
+    {"WindowCutKeepsADebtAsItIs", kTwentyPerDay, State{-1, kDayStart, kDayStart + kDay + 1, 50}, 1,
+     Mode::kCheck, kT,
+     // A debt of 1 under a cut: max(-1 - 30, min(-1, 0)) = -1; the next window brings 19.
+     false, DenyReason::kInsufficientTokens, -1, kDayStart + kDay, std::nullopt},
+    {"WindowOfAnEarlierWindowRefillsUnderTheNewCapacity", kTwentyPerDay,
+     State{0, kDayStart - kDay, kDayStart + 1, 50}, 20, Mode::kConsume, kT,
+     // 50 taken yesterday: 0 + (20 - 50) floors at 0; one window refills 20: all 20 today.
+     true, DenyReason::kNone, 0, std::nullopt, State{0, kDayStart, kDayStart + kDay + 1, 20}},
 };
 
 }  // namespace algebra_vectors

@@ -122,6 +122,37 @@ TEST_F(EnvoyServerTest, HotReloadAppliesAGoodEdit) {
   EXPECT_EQ(Remaining(client, 0), 7u);
 }
 
+// A window keeps the count taken in it across a reload that changes its limit (docs/envoy.md:
+// counters never overshoot): cut from 50 to 20 after 30 hits, the rest of the window is denied;
+// raised to 60, 30 are left; cut to 5 after one more, none.
+TEST_F(EnvoyServerTest, AReloadKeepsTheCountTakenInTheWindow) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(50));
+  ServerOptions o = Options();
+  o.limits.reload_interval = absl::Milliseconds(5);
+  ReloadRecorder reloads;
+  o.limits.on_config_reload = reloads.Callback();
+  auto server = RateLimitServer::Start(o, clock_, nullptr);  // RocksDB
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  EXPECT_EQ(Remaining(client, 30), 20u);
+
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(20));
+  ASSERT_TRUE(reloads.WaitFor("envoy", /*ok=*/true, 1));
+  EXPECT_EQ(Remaining(client, 0), 0u);
+  absl::StatusOr<Response> hit = client.ShouldRateLimit(EnvoyRequest("web", {{{{"user", "u1"}}}}));
+  ASSERT_OK(hit);
+  EXPECT_EQ(hit->overall_code(), Response::OVER_LIMIT);
+
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(60));
+  ASSERT_TRUE(reloads.WaitFor("envoy", /*ok=*/true, 2));
+  EXPECT_EQ(Remaining(client, 0), 30u);
+  EXPECT_EQ(Remaining(client, 1), 29u);
+
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
+  ASSERT_TRUE(reloads.WaitFor("envoy", /*ok=*/true, 3));
+  EXPECT_EQ(Remaining(client, 0), 0u);
+}
+
 TEST_F(EnvoyServerTest, RocksDbStateSurvivesRestartAndAdminResetWorks) {
   WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
   {

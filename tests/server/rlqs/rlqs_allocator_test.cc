@@ -288,8 +288,17 @@ TEST(ToWholeSecondTokenBucketTest, NeverExceedsTheShare) {
     if (rate >= 1) {
       ASSERT_GE(got, 0.98 * rate) << rate;
     }
-    ASSERT_GE(b.max_tokens, b.tokens_per_fill);
+    ASSERT_EQ(b.max_tokens, b.tokens_per_fill > 0 ? std::max(1.0, std::floor(rate)) : 0) << rate;
   }
+}
+
+// Envoy's bucket refills continuously, so max_tokens is the burst: a share of 900/s with a burst
+// of 180 is sent as 900 per second with at most 180 at once, not raised to a fill of 900.
+TEST(ToWholeSecondTokenBucketTest, TheBurstIsTheBucketsSizeEvenBelowOneFill) {
+  EXPECT_EQ(ToWholeSecondTokenBucket({900, 180}), (WholeSecondTokenBucket{180, 900, 1}));
+  EXPECT_EQ(ToWholeSecondTokenBucket({0.5, 3}), (WholeSecondTokenBucket{3, 1, 2}));
+  // A burst below one token would let nothing through: one.
+  EXPECT_EQ(ToWholeSecondTokenBucket({450, 0.4}), (WholeSecondTokenBucket{1, 450, 1}));
 }
 
 // Below one a minute (a rule of 100 a day, or 1 a second among a hundred Envoys): one token

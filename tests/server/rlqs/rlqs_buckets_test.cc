@@ -180,6 +180,16 @@ TEST_F(RlqsBucketsTest, TtlIsThreeReportingIntervalsInWholeSeconds) {
   EXPECT_EQ(out[0].assignment.ttl_seconds, 3);
 }
 
+// A fractional time_elapsed counts to the microsecond: three times 1.9 s is 5.7 s, rounded up to
+// 6 (not three times a truncated second).
+TEST_F(RlqsBucketsTest, TtlIsThreeFractionalIntervalsRoundedUp) {
+  SetConfig(kLimit100);
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 1, 0, 1900 * kSec / 1000, now_, out).ok());
+  EXPECT_EQ(out[0].assignment.ttl_seconds, 6);
+}
+
 // Divisions every 5 s while the Envoy reports every second: an assignment lives long enough
 // for the one sent at the first division past its half to arrive before it ends.
 TEST_F(RlqsBucketsTest, TtlCoversTheReallocationInterval) {

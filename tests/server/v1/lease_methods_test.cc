@@ -383,6 +383,35 @@ TEST_F(LeaseMethodsTest, ALeakFoundByAListingOrACheckIsCountedOnce) {
   EXPECT_THAT(body, HasSubstr("ratelimit_leases_expired_total{limit=\"jobs\"} 2"));
 }
 
+// A check that finds a key's lease expired takes its slots off the gauge, as any other call on the
+// key does, whether the check comes alone or as a Batch's CHECK entry.
+TEST_F(LeaseMethodsTest, ACheckThatFindsALeaseExpiredTakesItsSlotsOffTheGauge) {
+  ASSERT_TRUE(Acquire("c", 2).allowed());
+  ASSERT_TRUE(Acquire("b", 1).allowed());
+  auto held = [&] {
+    const auto [status, body] = HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_EQ(status, 200);
+    return body;
+  };
+  EXPECT_THAT(held(), HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 3"));
+  clock_.Advance(10 * kSecond + kSecond / 2);  // both expired
+  v1::RateLimitRequest check;
+  v1::LimitRequest* l = check.add_limits();
+  l->set_name("jobs");
+  l->set_key("c");
+  ASSERT_TRUE(client_->Check(check).ok());
+  EXPECT_THAT(held(), HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 1"));
+  v1::BatchRequest batch;
+  v1::BatchEntry* e = batch.add_entries();
+  e->set_method(v1::BatchEntry::CHECK);
+  v1::LimitRequest* bl = e->mutable_request()->add_limits();
+  bl->set_name("jobs");
+  bl->set_key("b");
+  ASSERT_TRUE(client_->Batch(batch).ok());
+  // Nothing held: the gauge has no series for the limit.
+  EXPECT_THAT(held(), Not(HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"}")));
+}
+
 // The leak sweep counts a lease that expired unreleased on a key no call decides again, takes its
 // slots off the gauge, and counts each leak once: not again on the next pass, nor by a later call
 // on the key. A lease still held is left alone.

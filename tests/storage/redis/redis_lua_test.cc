@@ -145,9 +145,17 @@ TEST(RedisStateEncodingTest, TimesAtOrPastTheHorizonAreNever) {
 }
 
 TEST(RedisStateEncodingTest, RejectsMalformedText) {
-  for (const char* bad : {"", "1 2", "1 2 3 4", "x 2 3", "1 2.5 3", "1  2 3", "1 2 3 "}) {
+  for (const char* bad : {"", "1 2", "1 2 3 4 5", "x 2 3", "1 2.5 3", "1  2 3", "1 2 3 ", "1 2 3 0",
+                          "1 2 3 -4", "1 2 3 x"}) {
     EXPECT_FALSE(DecodeRedisState(bad).has_value()) << bad;
   }
+}
+
+TEST(RedisStateEncodingTest, AFixedWindowsCountedCapacityIsAFourthNumber) {
+  const State s{17.5, 1000, 2000, 50};
+  EXPECT_EQ(EncodeRedisState(s), "17.5 1000 2000 50");
+  EXPECT_EQ(DecodeRedisState("17.5 1000 2000 50"), s);
+  EXPECT_EQ(EncodeRedisState(State{17.5, 1000, 2000}), "17.5 1000 2000");
 }
 
 TEST(RedisLibraryTest, VersionInTheCodeMatchesTheConstant) {
@@ -159,12 +167,13 @@ TEST(RedisLibraryTest, VersionInTheCodeMatchesTheConstant) {
 
 // The library's code, pinned to its version. A server keeps a library of its own version that it
 // finds loaded (EnsureRedisLibrary), so code changed under an unchanged version would never reach
-// a Redis that holds the earlier code. A change to ratelimit.lua or leases.lua is a new version
-// with a new row here; a row, once landed, is never edited.
+// a Redis that holds the earlier code. A change to ratelimit.lua, holds.lua or leases.lua is a new
+// version with a new row here; a row, once landed, is never edited.
 TEST(RedisLibraryTest, TheCodeIsPinnedToItsVersion) {
   const std::map<std::string, uint64_t> pinned = {
       {"11", 0x0a59eceb019b58ccull},
       {"12", 0x478c47e552cc0886ull},
+      {"13", 0xd8c0e9e946b8f954ull},
   };
   const uint64_t code = StableKeyHash("redis-library", RedisLibraryCode());
   const auto it = pinned.find(std::string(kRedisLibraryVersion));
@@ -507,6 +516,7 @@ TEST_F(RedisLuaTest, EachAlgebraVectorDecidesAndStoresItsExactAnswer) {
           << written->value << " vs " << v.next->value;
       EXPECT_EQ(written->ts_us, v.next->ts_us);
       EXPECT_EQ(written->full_at_us, v.next->full_at_us);
+      EXPECT_TRUE(SameBits(written->counted_against, v.next->counted_against));
       EXPECT_EQ(StoredInRedis(key), v.next);
     } else {
       EXPECT_EQ(reply->elements[3].str, "");

@@ -1,6 +1,7 @@
 // A data directory written with state format 1 (one namespace, no source byte) is upgraded on
-// Open: every state moves to the limits file's namespace, the version becomes 2, and an
-// interrupted upgrade resumes.
+// Open: every state moves to the limits file's namespace, the version becomes current, and an
+// interrupted upgrade resumes. Format 2 becomes 3 without a rewrite: its 24-byte states read as
+// they are, and an older build refuses the directory afterwards.
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,7 +93,7 @@ TEST_F(StateUpgradeTest, MovesEveryV1StateToTheLimitsFileNamespace) {
     EXPECT_EQ(GetOrDie(**store, StateKey{"api", "user-0"}), std::nullopt);
     EXPECT_EQ(GetOrDie(**store, StateKey{"web.user", "u1"}), (State{2, 9, far}));
   }
-  // Recorded as format 2: the next Open moves nothing.
+  // Recorded as the current format: the next Open moves nothing.
   auto again = Open();
   ASSERT_OK(again);
   EXPECT_FALSE((*again)->UpgradedStates().has_value());
@@ -116,11 +117,52 @@ TEST_F(StateUpgradeTest, ResumesAnInterruptedUpgrade) {
   EXPECT_EQ(GetOrDie(**store, StateKey{"api", "c", LimitSource::kInline}), (State{3, 3, far}));
 }
 
-TEST_F(StateUpgradeTest, NewDirectoryIsFormat2WithoutUpgrade) {
+TEST_F(StateUpgradeTest, NewDirectoryIsFormat3WithoutUpgrade) {
   auto store = Open();
   ASSERT_OK(store);
   EXPECT_FALSE((*store)->UpgradedStates().has_value());
-  EXPECT_EQ(kStateFormatVersion, 2);
+  EXPECT_EQ(kStateFormatVersion, 3);
+}
+
+// The format-version record as the store left it.
+std::string StoredVersion(const std::string& path) {
+  rocksdb::DBOptions o;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  std::vector<std::string> names;
+  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(o, path, &names).ok());
+  for (const std::string& n : names) cfs.push_back({n, {}});
+  std::vector<rocksdb::ColumnFamilyHandle*> h;
+  rocksdb::DB* db = nullptr;
+  EXPECT_TRUE(rocksdb::DB::OpenForReadOnly(o, path, cfs, &h, &db).ok());
+  std::string version;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "meta") {
+      EXPECT_TRUE(db->Get({}, h[i], "format_version", &version).ok());
+    }
+  }
+  for (auto* x : h) EXPECT_TRUE(db->DestroyColumnFamilyHandle(x).ok());
+  delete db;
+  return version;
+}
+
+TEST_F(StateUpgradeTest, Format2StatesReadAsTheyAreAndTheVersionBecomes3) {
+  const int64_t far = clock_.NowMicros() + 3600LL * 1000000;
+  WriteRaw(path_, {{EncodeStateKey(LimitSource::kEnvoy, "rc", "a"), State{4, 5, far}}}, "2");
+  {
+    auto store = Open();
+    ASSERT_OK(store);
+    EXPECT_FALSE((*store)->UpgradedStates().has_value());
+    // A 24-byte state: no counted_against, read as counted against the limit's capacity.
+    EXPECT_EQ(GetOrDie(**store, StateKey{"rc", "a", LimitSource::kEnvoy}), (State{4, 5, far}));
+  }
+  EXPECT_EQ(StoredVersion(path_), "3");
+}
+
+TEST_F(StateUpgradeTest, ANewerFormatIsRefused) {
+  WriteRaw(path_, {}, "4");
+  auto store = Open();
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("format version 4"), std::string::npos) << store.status();
 }
 
 }  // namespace
