@@ -65,7 +65,7 @@ quota_buckets:
       << out;
   EXPECT_NE(out.find("  stream 1  ipv4:127.0.0.1:"), std::string::npos) << out;
   // max_tokens is raised to one fill (rlqs_allocator.h).
-  EXPECT_NE(out.find("demand unknown  assigned 100/s burst 40 (100 per 1s, max 100)  ttl 15s"),
+  EXPECT_NE(out.find("demand unknown  assigned 100/s burst 40 (100 per 1s, max 40)  ttl 15s"),
             std::string::npos)
       << out;
 
