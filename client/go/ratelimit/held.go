@@ -20,13 +20,15 @@ import (
 // its TTL), each time by the same TTL. A heartbeat's Extend waits for the connection (a server
 // restarting is waited for) but never past the lease's expiry, counted from the sending of the
 // last call that set it; after a failed Extend the next comes sooner (half the time left, at
-// most the period). The lease is lost when an Extend answers LeaseNotHeld (it expired, was
-// reset, or was released elsewhere), or at its expiry when no Extend succeeded before it: the
-// holder may no longer count on its slots. A lease without a heartbeat (Heartbeat < 0) is lost at
-// its expiry. Lost closes Lost(), cancels Context() and sets Err() to an error wrapping
-// ErrLeaseLost. A lease answered to a retry (Replayed) is extended at once, since how much of
-// its life is left is not known here. Release stops the heartbeat and gives the slots back. The
-// methods are safe for concurrent use.
+// most the period). Nor does the next Extend ever come after the expiry: when the period would
+// bring it there (a Heartbeat not shorter than the TTL, an Acquire or Extend answered late), it
+// comes after half the time left. The lease is lost when an Extend answers LeaseNotHeld (it
+// expired, was reset, or was released elsewhere), or at its expiry when no Extend succeeded
+// before it: the holder may no longer count on its slots. A lease without a heartbeat
+// (Heartbeat < 0) is lost at its expiry. Lost closes Lost(), cancels Context() and sets Err() to
+// an error wrapping ErrLeaseLost. A lease answered to a retry (Replayed) is extended at once,
+// since how much of its life is left is not known here. Release stops the heartbeat and gives the
+// slots back. The methods are safe for concurrent use.
 type Lease struct {
 	c      *Client
 	ref    LeaseRef
@@ -117,13 +119,29 @@ func (c *Client) hold(req AcquireRequest, r *AcquireResult, sent time.Time) *Lea
 // The shortest pause between a failed heartbeat and the next.
 const minHeartbeatRetry = 10 * time.Millisecond
 
+// untilNext is the heartbeat's wait for its next Extend: d, unless that would reach validUntil;
+// then half the time left, or, with less than twice minHeartbeatRetry left, the time left (the
+// lease is then lost at its expiry).
+func untilNext(d time.Duration, validUntil time.Time) time.Duration {
+	left := time.Until(validUntil)
+	switch {
+	case d < left:
+		return d
+	case left/2 >= minHeartbeatRetry:
+		return left / 2
+	default:
+		return left
+	}
+}
+
 // heartbeat extends the lease, first after `first`, then every l.every, until Release or until
 // the lease is lost. validUntil is when the lease expires unless extended, by this machine's
 // clock.
 func (l *Lease) heartbeat(first time.Duration, validUntil time.Time) {
 	defer close(l.done)
-	timer := time.NewTimer(first)
+	timer := time.NewTimer(untilNext(first, validUntil))
 	defer timer.Stop()
+	var lastErr error // of the last Extend, nil after one succeeded
 	for {
 		select {
 		case <-l.beatCtx.Done():
@@ -131,6 +149,15 @@ func (l *Lease) heartbeat(first time.Duration, validUntil time.Time) {
 		case <-timer.C:
 		}
 		sent := time.Now()
+		if !sent.Before(validUntil) {
+			if lastErr != nil {
+				l.markLost(fmt.Errorf("%w: no Extend succeeded before its expiry (last: %v)",
+					ErrLeaseLost, lastErr))
+			} else {
+				l.markLost(fmt.Errorf("%w: it expired before the next Extend", ErrLeaseLost))
+			}
+			return
+		}
 		// Never past the expiry: a hung call must not keep a lost lease looking held.
 		ctx, cancel := context.WithDeadline(l.beatCtx, validUntil)
 		res, err := l.c.extend(ctx, l.ref, l.ttl, grpc.WaitForReady(true))
@@ -141,6 +168,7 @@ func (l *Lease) heartbeat(first time.Duration, validUntil time.Time) {
 		next := l.every
 		switch {
 		case err == nil && res.State == LeaseHeld:
+			lastErr = nil
 			validUntil = sent.Add(l.life)
 			if res.Lease != nil {
 				l.mu.Lock()
@@ -151,6 +179,7 @@ func (l *Lease) heartbeat(first time.Duration, validUntil time.Time) {
 			l.markLost(fmt.Errorf("%w: Extend answered %v", ErrLeaseLost, res.State))
 			return
 		default:
+			lastErr = err
 			left := time.Until(validUntil)
 			if left <= 0 {
 				l.markLost(fmt.Errorf("%w: no Extend succeeded before its expiry (last: %v)",
@@ -166,10 +195,10 @@ func (l *Lease) heartbeat(first time.Duration, validUntil time.Time) {
 				next = left / 2
 			}
 			if next < minHeartbeatRetry {
-				next = left // at the expiry: an Extend then fails at once, and the lease is lost
+				next = left // at the expiry, when the lease is lost
 			}
 		}
-		timer.Reset(next)
+		timer.Reset(untilNext(next, validUntil))
 	}
 }
 

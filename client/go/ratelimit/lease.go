@@ -70,7 +70,9 @@ type AcquireRequest struct {
 	Holder string
 	// Heartbeat is how often Client.Acquire extends the held lease: 0 is a third of the
 	// lease's TTL (so two heartbeats may fail before it expires); < 0: never (the lease then
-	// expires unless Extend is called). TryAcquire ignores it.
+	// expires unless Extend is called). One that would bring the next Extend past the lease's
+	// expiry (not shorter than the TTL) is shortened to half the time left. TryAcquire ignores
+	// it.
 	Heartbeat time.Duration
 }
 

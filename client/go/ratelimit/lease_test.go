@@ -294,6 +294,26 @@ func TestAReplayedLeaseIsExtendedAtOnce(t *testing.T) {
 	must(t, lease.Release(ctx(t)))
 }
 
+// A Heartbeat longer than the lease's TTL never brings an Extend past the lease's expiry: the
+// Extends come at half the time left instead, and keep the lease (not lost a minute later, at the
+// heartbeat).
+func TestAHeartbeatLongerThanTheTTLExtendsBeforeTheExpiry(t *testing.T) {
+	f := newFakeLeases(1)
+	c, err := ratelimit.Dial(serveLeases(t, f))
+	must(t, err)
+	defer c.Close()
+	req := ratelimit.Slots("jobs", "k", 1)
+	req.TTL, req.Heartbeat = 150*time.Millisecond, time.Minute
+	lease, err := c.Acquire(ctx(t), req)
+	must(t, err)
+	first := lease.Info().ExpiresAt
+	waitFor(t, "three Extends", func() bool { _, e, _ := f.counts(); return e >= 3 })
+	if f.held("jobs", "k") != 1 || lease.Err() != nil || !lease.Info().ExpiresAt.After(first) {
+		t.Fatalf("after Extends: held %d, err %v", f.held("jobs", "k"), lease.Err())
+	}
+	must(t, lease.Release(ctx(t)))
+}
+
 // A Release that failed can be called again, and sends again; once one succeeded, no more.
 func TestAFailedReleaseCanBeRetried(t *testing.T) {
 	f := newFakeLeases(1)

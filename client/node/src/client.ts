@@ -446,7 +446,7 @@ export class RateLimitClient {
    * when given. `options` are each Acquire's (its deadline, a signal to give up).
    */
   lease(request: LeaseRequest, options?: CallOptions): Promise<Lease> {
-    return holdLease(this, request, options);
+    return holdLease(this, request, this.timeoutMs, options);
   }
 
   /**

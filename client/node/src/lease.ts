@@ -3,6 +3,7 @@
 import type { CallOptions, RateLimitClient } from "./client.js";
 import type { AcquireRequest, AcquireResult, ConcurrencyConfig, LeaseInfo, LeaseRef, ReleaseResult } from "./types.js";
 import { RateLimitError } from "./errors.js";
+import { checkPeriodMs } from "./validate.js";
 
 // Node before 18.18 / 20.4 has no Symbol.asyncDispose: the well-known symbol TypeScript's
 // `await using` looks up is then the registered one, which is what later versions define too.
@@ -11,17 +12,27 @@ import { RateLimitError } from "./errors.js";
 /** The default heartbeat period, as a fraction of the lease's TTL. */
 export const HEARTBEAT_FRACTION = 1 / 3;
 
+/**
+ * The shortest wait for an extend brought forward before the lease's expiry, in ms; with less
+ * time left, the heartbeat waits for the expiry, when the lease is lost.
+ */
+const MIN_EARLY_EXTEND_MS = 10;
+
+/** The longest delay setTimeout takes (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** What `client.lease` and `client.withLease` take: an acquire, and how to hold the lease. */
 export interface LeaseRequest extends AcquireRequest {
   /**
    * How often the lease is extended, in ms: default a third of its TTL (so two extends in a row
-   * may fail before it expires); 0: never.
+   * may fail before it expires); 0: never. Negative or not finite: a TypeError, before any call.
    */
   heartbeatMs?: number;
   /**
    * How long to keep trying while denied, in ms (default 0: a denial rejects at once with a
    * LeaseDeniedError). Between tries it waits the denial's retryAfterMs, but at most a backoff
-   * of 50 ms doubling up to 1 s (a release frees a slot sooner than an expiry).
+   * of 50 ms doubling up to 1 s (a release frees a slot sooner than an expiry). Negative or not
+   * finite: a TypeError, before any call.
    */
   waitMs?: number;
 }
@@ -42,7 +53,10 @@ export class LeaseDeniedError extends Error {
   }
 }
 
-/** The reason of a lost lease's signal: an extend answered NOT_HELD, or every extend failed until its expiry. */
+/**
+ * The reason of a lost lease's signal: an extend answered NOT_HELD, every extend failed until its
+ * expiry, or it expired before an extend could be sent.
+ */
 export class LeaseLostError extends Error {
   constructor(message: string) {
     super(`lease lost: ${message}`);
@@ -53,10 +67,17 @@ export class LeaseLostError extends Error {
 /**
  * A held lease. A timer extends it every `heartbeatMs` (default a third of its TTL), each time by
  * the same TTL, until `release()` (or the end of an `await using` block, or of withLease's
- * function). It is lost when an extend answers NOT_HELD (it expired, was reset, or was released
- * elsewhere), or when extends have failed and the next one would come after its expiry (counted
- * from the sending of the last call that set it): `signal` then aborts with a LeaseLostError,
- * and `lost` is true. Pass `signal` to the work the slots are for.
+ * function); a lease answered to a retried requestId (`result.replayed`) is extended at once,
+ * being an earlier acquire's with only part of its TTL left. The timer keeps the process running
+ * while the lease is held (not once it is released or lost). The next extend never comes after
+ * the lease's expiry (counted from the sending of the last call that set it): when the period
+ * would bring it there (a heartbeat not shorter than the TTL, an acquire or extend answered late),
+ * it comes after half the time left. An extend's deadline is the client's timeout but no later
+ * than that expiry, so a hung call cannot keep a lost lease looking held. The lease is lost when
+ * an extend answers NOT_HELD (it expired, was reset, or was released elsewhere), when extends have
+ * failed and the next one would come after its expiry, or when it expires before an extend could
+ * be sent: `signal` then aborts with a LeaseLostError, and `lost` is true. Pass `signal` to the
+ * work the slots are for.
  */
 export class Lease implements AsyncDisposable {
   /** The acquire's answer (per-limit results, replayed). */
@@ -71,18 +92,25 @@ export class Lease implements AsyncDisposable {
   private readonly lifeMs: number;
   private readonly everyMs: number;
   private readonly ttlMs: number | undefined;
+  private readonly timeoutMs: number;
   private validUntil: number;
   private timer: NodeJS.Timeout | undefined;
+  /** The timer ends at the lease's expiry, too late for an extend. */
+  private expiring = false;
   private inFlight: AbortController | undefined;
   private beating: Promise<void> = Promise.resolve();
   private released: Promise<ReleaseResult> | undefined;
 
-  /** @internal Made by RateLimitClient.lease. */
+  /**
+   * @internal Made by RateLimitClient.lease: `sentAt` is when the acquire was sent
+   * (performance.now()), `timeoutMs` the client's deadline of each call.
+   */
   constructor(
     private readonly client: RateLimitClient,
     request: LeaseRequest,
     result: AcquireResult,
     sentAt: number,
+    timeoutMs: number,
   ) {
     this.result = result;
     this.current = result.lease!;
@@ -95,7 +123,15 @@ export class Lease implements AsyncDisposable {
     this.everyMs = request.heartbeatMs ?? this.lifeMs * HEARTBEAT_FRACTION;
     this.validUntil = sentAt + this.lifeMs;
     this.ttlMs = request.ttlMs;
-    if (this.everyMs > 0 && this.lifeMs > 0) this.schedule();
+    this.timeoutMs = timeoutMs;
+    let first = this.everyMs;
+    if (result.replayed) {
+      // An earlier acquire's lease: only part of its life is left, which this machine can only
+      // estimate from the server's expiresAt. Extended at once.
+      this.validUntil = Math.min(this.validUntil, performance.now() + (info.expiresAt.getTime() - Date.now()));
+      first = 0;
+    }
+    if (this.everyMs > 0 && this.lifeMs > 0) this.schedule(first);
   }
 
   /** The lease as the server last described it (expiresAt moves with each extend). */
@@ -117,21 +153,42 @@ export class Lease implements AsyncDisposable {
     this.signal.throwIfAborted();
   }
 
-  private schedule(): void {
+  /**
+   * The next extend after `waitMs`, unless that would reach the lease's expiry; then after half
+   * the time left (or, with too little left, at the expiry).
+   */
+  private schedule(waitMs: number): void {
+    const left = this.validUntil - performance.now();
+    this.expiring = false;
+    let ms = waitMs;
+    if (waitMs >= left) {
+      ms = left / 2;
+      if (ms < MIN_EARLY_EXTEND_MS) {
+        this.expiring = true;
+        ms = Math.max(0, left);
+      }
+    }
+    ms = Math.min(ms, MAX_TIMER_MS);
     this.timer = setTimeout(() => {
       this.beating = this.beat();
-    }, this.everyMs);
-    this.timer.unref();
+    }, ms);
   }
 
   private async beat(): Promise<void> {
     const sent = performance.now();
+    const left = this.validUntil - sent;
+    if (this.expiring || left <= 0) {
+      this.controller.abort(new LeaseLostError("it expired before an extend could be sent"));
+      return;
+    }
     this.inFlight = new AbortController();
     let state: string | undefined;
     let error: unknown;
     try {
       const ttl = this.ttlMs;
-      const r = await this.client.extend({ ...this.ref, ...(ttl !== undefined ? { ttlMs: ttl } : {}) }, { signal: this.inFlight.signal });
+      // Never past the expiry: a hung call must not keep a lost lease looking held.
+      const options = { signal: this.inFlight.signal, timeoutMs: Math.min(this.timeoutMs, left) };
+      const r = await this.client.extend({ ...this.ref, ...(ttl !== undefined ? { ttlMs: ttl } : {}) }, options);
       state = r.state;
       if (r.state === "HELD" && r.lease) this.current = r.lease;
     } catch (e) {
@@ -149,7 +206,7 @@ export class Lease implements AsyncDisposable {
       this.controller.abort(new LeaseLostError(`every extend failed until the lease's expiry (last: ${why})`));
       return;
     }
-    this.schedule();
+    this.schedule(this.everyMs);
   }
 
   /**
@@ -177,16 +234,18 @@ function pause(ms: number): Promise<void> {
 }
 
 /**
- * Acquires (retrying within `waitMs` while denied) and holds the lease. performance.now() is the
- * monotonic clock the heartbeat measures expiries on.
+ * Acquires (retrying within `waitMs` while denied) and holds the lease; `timeoutMs` is the
+ * client's deadline of each call. performance.now() is the monotonic clock the heartbeat
+ * measures expiries on.
  * @internal
  */
-export async function holdLease(client: RateLimitClient, request: LeaseRequest, options?: CallOptions): Promise<Lease> {
-  const giveUpAt = performance.now() + (request.waitMs ?? 0);
+export async function holdLease(client: RateLimitClient, request: LeaseRequest, timeoutMs: number, options?: CallOptions): Promise<Lease> {
+  if (request.heartbeatMs !== undefined) checkPeriodMs(request.heartbeatMs, "heartbeatMs", " (0: no heartbeat)");
+  const giveUpAt = performance.now() + checkPeriodMs(request.waitMs ?? 0, "waitMs");
   for (let attempt = 0; ; attempt++) {
     const sent = performance.now();
     const result = await client.acquire(request, options);
-    if (result.allowed && result.lease) return new Lease(client, request, result, sent);
+    if (result.allowed && result.lease) return new Lease(client, request, result, sent, timeoutMs);
     const remaining = giveUpAt - performance.now();
     if (remaining <= 0) throw new LeaseDeniedError(result);
     let step = Math.min(50 * 2 ** attempt, 1000, remaining);

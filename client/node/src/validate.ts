@@ -66,3 +66,15 @@ export function checkLeaseTtlMs(ms: number, field: string): number {
   }
   return ms;
 }
+
+/**
+ * A period or wait in ms as the caller gave it (a lease's heartbeatMs, waitMs), or a TypeError
+ * naming `field` and the value: it must be a finite number, 0 or more. A negative or NaN
+ * heartbeat would silently turn the heartbeat off, a NaN wait retry forever.
+ */
+export function checkPeriodMs(ms: number, field: string, meaning = ""): number {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+    throw new TypeError(`${field}: must be a finite number of milliseconds, 0 or more${meaning}, got ${String(ms)}`);
+  }
+  return ms;
+}

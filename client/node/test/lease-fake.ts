@@ -1,7 +1,10 @@
 // An in-process fake of the lease calls (Acquire, Release, Extend, ListLeases) on port 0: a
 // concurrency limit of `capacity` slots (the inline config's capacity when given) per (name,
-// key), leases of the request's TTL (default 30 s) on the real clock. `extendState` or
-// `extendError` answers every Extend; `acquireError` every Acquire. Calls are recorded.
+// key), leases of the request's TTL (default 30 s) on the real clock; an Acquire repeating the
+// requestId of a lease still held answers that lease again (replayed). `extendState` or
+// `extendError` answers every Extend; `extendHang` leaves every Extend unanswered (until its
+// deadline, or stop()); `acquireError` answers every Acquire. Calls are recorded, and each
+// Extend's deadline as ms left when it arrived (`extendDeadlines`).
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -35,16 +38,21 @@ export class FakeLeases {
   capacity: number;
   extendState: string | undefined;
   extendError: grpc.status | undefined;
+  extendHang = false;
   acquireError: grpc.status | undefined;
   readonly acquires: Wire[] = [];
   /** Each Acquire's deadline, as ms since the epoch (Infinity: none). */
   readonly acquireDeadlines: number[] = [];
   readonly extends: Wire[] = [];
+  /** Each Extend's deadline, as ms left when it arrived. */
+  readonly extendDeadlines: number[] = [];
   readonly releases: Wire[] = [];
   readonly listTokens: string[] = [];
   readonly lists: Wire[] = [];
   target = "";
   private readonly leases = new Map<string, FakeLease>();
+  private readonly byRequest = new Map<string, string>();
+  private readonly hung: (() => void)[] = [];
   private readonly server = new grpc.Server();
 
   constructor(capacity: number) {
@@ -69,7 +77,16 @@ export class FakeLeases {
         return this.acquire(r);
       }),
       Release: unary((r) => this.release(r)),
-      Extend: unary((r) => this.extend(r)),
+      Extend: (call: grpc.ServerUnaryCall<Wire, Wire>, callback: grpc.sendUnaryData<Wire>) => {
+        const d = call.getDeadline();
+        this.extendDeadlines.push((d instanceof Date ? d.getTime() : Number(d)) - Date.now());
+        if (this.extendHang) {
+          this.extends.push(call.request);
+          this.hung.push(() => callback({ code: grpc.status.UNAVAILABLE, details: "no answer" } as grpc.ServiceError));
+          return;
+        }
+        unary((r) => this.extend(r))(call, callback);
+      },
       ListLeases: unary((r, call) => {
         this.listTokens.push(...(call.metadata.get("authorization") as string[]));
         this.lists.push(r);
@@ -93,7 +110,13 @@ export class FakeLeases {
   }
 
   stop(): Promise<void> {
+    for (const answer of this.hung.splice(0)) answer();
     return new Promise((resolve) => this.server.tryShutdown(() => resolve()));
+  }
+
+  /** Moves a held lease's expiry to `ms` from now (what is left of an older lease). */
+  expireIn(leaseId: string, ms: number): void {
+    this.leases.get(leaseId)!.expiresAt = Date.now() + ms;
   }
 
   private list(name: string, key: string): FakeLease[] {
@@ -115,6 +138,9 @@ export class FakeLeases {
     this.acquires.push(r);
     if (this.acquireError !== undefined) return this.acquireError;
     const limit = r.limits[0];
+    const earlier = r.request_id ? this.byRequest.get(r.request_id) : undefined;
+    const replayed = this.list(limit.name, limit.key).find((l) => l.id === earlier);
+    if (replayed) return { allowed: true, lease: this.wire(replayed), results: [], denied_by: -1, replayed: true };
     const capacity = limit.config?.capacity ?? this.capacity;
     const count = limit.count ?? 1;
     const held = this.held(limit.name, limit.key);
@@ -132,6 +158,7 @@ export class FakeLeases {
       acquiredAt: now, expiresAt: now + (ms(r.ttl) ?? 30_000),
     };
     this.leases.set(lease.id, lease);
+    if (r.request_id) this.byRequest.set(r.request_id, lease.id);
     return { allowed: true, lease: this.wire(lease), results: [{ ...result, allowed: true, value: capacity - held - count }], denied_by: -1 };
   }
 

@@ -1,10 +1,15 @@
 // Concurrency leases against the fake of the lease calls (lease-fake.ts): the calls, the held
 // lease (`await using`, withLease: released on exit and on exception), its heartbeat (real
-// timers, TTLs of a few hundred ms), lost-lease detection, and the Express middleware's inFlight.
+// timers, TTLs of a few hundred ms), lost-lease detection, a replayed lease, a hung extend, a
+// heartbeat longer than the TTL, heartbeatMs and waitMs refused, a program held alive by its lease
+// alone (lease-holder.ts), and the Express middleware's inFlight.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
+import { dirname, join } from "node:path";
 import { after, before, beforeEach, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import express from "express";
 
@@ -123,23 +128,25 @@ describe("leases", () => {
   });
 
   test("the heartbeat extends every third of the TTL until released", async () => {
-    const lease = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 150 });
+    // A TTL the first acquire (connecting too) cannot use up on a loaded machine: a lease whose
+    // answer came too late to be extended before its expiry is lost.
+    const lease = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 300 });
     const first = lease.info.expiresAt;
     await eventually(() => lease.extensions >= 3, 5000, "three extends");
     await sleep(60);
     assert.equal(fake.held("jobs", "k"), 1); // held past its TTL by the heartbeat alone
     assert.ok(lease.info.expiresAt > first);
-    assert.equal(Number(fake.extends[0]!.ttl.nanos), 150e6);
+    assert.equal(Number(fake.extends[0]!.ttl.nanos), 300e6);
     await lease.release();
     const count = fake.extends.length;
-    await sleep(120);
+    await sleep(220);
     assert.equal(fake.extends.length, count);
     assert.equal(fake.held("jobs", "k"), 0);
   });
 
   test("an extend answering NOT_HELD aborts the lease's signal", async () => {
     fake.extendState = "NOT_HELD";
-    await using lease = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 90 });
+    await using lease = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 150 });
     await eventually(() => lease.lost, 5000, "the lease lost");
     assert.ok(lease.signal.reason instanceof LeaseLostError);
     assert.match(lease.signal.reason.message, /NOT_HELD/);
@@ -155,6 +162,60 @@ describe("leases", () => {
     assert.equal(fake.extends.length, 2); // the next would come after the expiry
     assert.ok(performance.now() - start >= 400);
     assert.match(lease.signal.reason.message, /every extend failed.*UNAVAILABLE/);
+  });
+
+  test("a replayed lease is extended at once", async () => {
+    const limits = [{ name: "jobs", key: "k" }];
+    const first = (await client.acquire({ limits, ttlMs: 30_000, requestId: "job-42" })).lease!;
+    fake.expireIn(first.id, 300); // the retry comes when 1% of the first lease is left
+    await using lease = await client.lease({ limits, ttlMs: 30_000, requestId: "job-42" });
+    assert.equal(lease.result.replayed, true);
+    assert.equal(lease.id, first.id);
+    await eventually(() => fake.extends.length >= 1, 5000, "an extend");
+    assert.equal(lease.lost, false);
+  });
+
+  test("a hung extend is given up by the lease's expiry, not the client's timeout", async () => {
+    fake.extendHang = true;
+    const patient = new RateLimitClient(fake.target, { timeoutMs: 5000 });
+    try {
+      await using lease = await patient.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 600 });
+      await eventually(() => fake.extendDeadlines.length >= 1, 5000, "an extend");
+      assert.ok(fake.extendDeadlines[0]! <= 600, `the extend may wait ${fake.extendDeadlines[0]} ms`);
+      await eventually(() => lease.lost, 5000, "the lease lost");
+      assert.match(lease.signal.reason.message, /DEADLINE_EXCEEDED/);
+    } finally {
+      patient.close();
+    }
+  });
+
+  test("a heartbeat longer than the TTL extends before the expiry", async () => {
+    // At half the time left, not a minute later (after the lease's expiry).
+    await using lease = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 300, heartbeatMs: 60_000 });
+    await eventually(() => lease.extensions >= 3, 5000, "three extends");
+    assert.equal(lease.lost, false);
+    assert.equal(fake.held("jobs", "k"), 1);
+  });
+
+  for (const [field, value] of [["heartbeatMs", -1], ["heartbeatMs", NaN], ["heartbeatMs", Infinity], ["waitMs", -1], ["waitMs", NaN], ["waitMs", Infinity]] as const) {
+    test(`a ${field} of ${value} is refused before any call`, async () => {
+      await assert.rejects(client.lease({ limits: [{ name: "jobs", key: "k" }], [field]: value }), (e: unknown) =>
+        e instanceof TypeError && e.message.startsWith(`${field}: `) && e.message.includes(`got ${value}`));
+      assert.equal(fake.acquires.length, 0);
+    });
+  }
+
+  test("a held lease keeps its process running until it is lost", async () => {
+    fake.extendState = "NOT_HELD"; // the first extend loses the lease
+    const holder = join(dirname(fileURLToPath(import.meta.url)), "lease-holder.js");
+    const child = spawn(process.execPath, [holder, fake.target], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    assert.equal(code, 0, `the holder exited with ${code}: ${out}`);
+    assert.match(out, /^holding\nlost: LeaseLostError: lease lost: extend answered NOT_HELD\n$/);
+    assert.equal(fake.extends.length, 1);
+    assert.equal(fake.releases.length, 1);
   });
 });
 

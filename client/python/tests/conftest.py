@@ -46,23 +46,23 @@ def eventually(predicate, deadline_s: float = 10.0, what: str = "condition"):
 
 
 class Server:
-    """A ratelimit-server in `work`, with LIMITS and (unless admin_token=False: Reset is then
-    disabled) the admin token ADMIN_TOKEN."""
+    """A ratelimit-server in `work`, with the limits file `limits` (default LIMITS) and (unless
+    admin_token=False: Reset is then disabled) the admin token ADMIN_TOKEN."""
 
     def __init__(self, binary: str, work: str, extra_args: Optional[List[str]] = None,
-                 admin_token: bool = True):
+                 admin_token: bool = True, limits: str = LIMITS):
         self.work = work
         self.port_file = os.path.join(work, "port")
         self.log_path = os.path.join(work, "server.log")
         self.token_file = os.path.join(work, "token")
-        limits = os.path.join(work, "limits.yaml")
-        with open(limits, "w") as f:
-            f.write(LIMITS)
+        limits_file = os.path.join(work, "limits.yaml")
+        with open(limits_file, "w") as f:
+            f.write(limits)
         with open(self.token_file, "w") as f:
             f.write(ADMIN_TOKEN + "\n")
         os.chmod(self.token_file, 0o600)
         args = [binary, "--listen=127.0.0.1:0", "--port_file=" + self.port_file,
-                "--data_dir=" + os.path.join(work, "data"), "--limits_file=" + limits,
+                "--data_dir=" + os.path.join(work, "data"), "--limits_file=" + limits_file,
                 "--metrics_listen=", "--shutdown_grace=1s"] + (extra_args or [])
         if admin_token:
             args.append("--admin_token_file=" + self.token_file)
@@ -124,13 +124,14 @@ def server(server_binary, tmp_path) -> Iterator[Server]:
 @pytest.fixture
 def start_server(server_binary, tmp_path):
     """Starts servers with extra flags: start_server(["--flag=..."]) -> Server;
-    start_server([], admin_token=False): a server whose Reset is disabled."""
+    start_server([], admin_token=False): a server whose Reset is disabled;
+    start_server([], limits=text): one with that limits file."""
     started = []
 
-    def start(extra_args: List[str], admin_token: bool = True) -> Server:
+    def start(extra_args: List[str], admin_token: bool = True, limits: str = LIMITS) -> Server:
         work = tmp_path / ("server%d" % len(started))
         work.mkdir()
-        s = Server(server_binary, str(work), extra_args, admin_token)
+        s = Server(server_binary, str(work), extra_args, admin_token, limits)
         started.append(s)
         return s
 

@@ -1,8 +1,12 @@
 """A fake of the lease calls (Acquire, Release, Extend, ListLeases), served by an in-process gRPC
 server on port 0: a concurrency limit of `capacity` slots (the inline config's capacity when
-given) per (name, key), leases of the request's TTL (default 30 s) on the real clock. Setting
+given) per (name, key), leases of the request's TTL (default 30 s) on the real clock; an Acquire
+repeating a request_id whose lease is still held answers that lease again (replayed). Setting
 `extend_state` (a LeaseState number) or `extend_error` (a grpc.StatusCode) answers every Extend
-with it; `acquire_error` every Acquire. The calls are recorded for the tests to assert on."""
+with it; `extend_hang` leaves every Extend unanswered until the call ends (its deadline, or
+the client cancels it) or stop();
+`acquire_error` answers every Acquire. The calls, and each Extend's deadline as the server sees
+it (`extend_deadlines`, seconds left when it arrived), are recorded for the tests to assert on."""
 from __future__ import annotations
 
 import secrets
@@ -26,11 +30,14 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
         self.capacity = capacity
         self.extend_state: Optional[int] = None
         self.extend_error: Optional[grpc.StatusCode] = None
+        self.extend_hang = False
         self.acquire_error: Optional[grpc.StatusCode] = None
         self.lock = threading.Lock()
         self.leases: Dict[str, pb.Lease] = {}
         self.acquires: List[pb.AcquireRequest] = []
         self.extends: List[pb.ExtendRequest] = []
+        self.extend_deadlines: List[float] = []
+        self.by_request: Dict[str, str] = {}
         self.releases: List[pb.ReleaseRequest] = []
         self.list_metadata: List[tuple] = []
         self.lists: List[pb.ListLeasesRequest] = []
@@ -42,6 +49,11 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
 
     def stop(self) -> None:
         self._server.stop(None).wait()
+
+    def expire_in(self, lease_id: str, seconds: float) -> None:
+        """Moves a held lease's expiry to `seconds` from now (what is left of an older lease)."""
+        with self.lock:
+            self.leases[lease_id].expires_at.FromNanoseconds(int((time.time() + seconds) * 1e9))
 
     def _held_locked(self, name: str, key: str) -> int:
         now = time.time()
@@ -58,6 +70,11 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
             self.acquires.append(request)
             if self.acquire_error is not None:
                 context.abort(self.acquire_error, "store unavailable")
+            self._held_locked("", "")  # drops the expired leases
+            replayed = self.leases.get(self.by_request.get(request.request_id, ""))
+            if request.request_id and replayed is not None:
+                return pb.AcquireResponse(allowed=True, lease=replayed, replayed=True,
+                                          denied_by=-1)
             limit = request.limits[0]
             capacity = (int(limit.config.capacity) if limit.HasField("config")
                         and limit.config.HasField("capacity") else self.capacity)
@@ -81,6 +98,8 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
             lease.acquired_at.FromNanoseconds(int(now * 1e9))
             lease.expires_at.FromNanoseconds(int((now + _ttl(request)) * 1e9))
             self.leases[lease.id] = lease
+            if request.request_id:
+                self.by_request[request.request_id] = lease.id
             response.allowed = True
             response.lease.CopyFrom(lease)
             result.allowed = True
@@ -100,6 +119,14 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
     def Extend(self, request, context):
         with self.lock:
             self.extends.append(request)
+            self.extend_deadlines.append(context.time_remaining())
+            hang = self.extend_hang
+        if hang:  # until the call ends (its deadline, or the client cancels it), unanswered
+            ended = threading.Event()
+            if context.add_callback(ended.set):  # stop() ends every call too
+                ended.wait()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no answer")
+        with self.lock:
             if self.extend_error is not None:
                 context.abort(self.extend_error, "store unavailable")
             if self.extend_state is not None:

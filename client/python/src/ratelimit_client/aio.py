@@ -16,7 +16,7 @@ from . import _common as c
 from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
-                     ReservationTimeout, from_rpc_error)
+                     ReservationTimeout, client_closed, from_rpc_error)
 from .leases import AsyncLease, Seconds, as_timedelta
 from .types import (AcquireResult, BatchEntry, ExtendResult, LeaseList, ReleaseResult, Decision, EnvoyPathEntry, LimitConfig, LimitSource, Override,
                     OverrideAuditEntry, OverrideAuditPage, OverridePage, OverrideTarget,
@@ -52,11 +52,20 @@ class AsyncRateLimitClient:
                                                     interceptors=interceptors)
         else:
             self._channel = grpc.aio.insecure_channel(target, options, interceptors=interceptors)
+        self._closed = False
         self._stub = pb_grpc.RateLimitServiceStub(self._channel)
         self._overrides = pb_grpc.OverrideServiceStub(self._channel)
 
     async def close(self) -> None:
+        """Closes the channel: the calls in flight fail (CANCELLED), and so does every later
+        call (RateLimitError CANCELLED "the client is closed"). A held lease is then lost."""
+        self._closed = True
         await self._channel.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closed
 
     async def __aenter__(self) -> "AsyncRateLimitClient":
         return self
@@ -67,12 +76,15 @@ class AsyncRateLimitClient:
     async def _call(self, method: str, fn: Callable[..., Awaitable[T]], request: Any,
                     timeout: Optional[float],
                     metadata: Optional[List[Tuple[str, str]]] = None) -> T:
+        deadline = self._timeout if timeout is None else c.check_timeout(timeout)
         try:
-            return await fn(request,
-                            timeout=self._timeout if timeout is None else c.check_timeout(timeout),
-                            metadata=metadata)
+            return await fn(request, timeout=deadline, metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e, method) from e
+        except grpc.aio.UsageError:  # grpc's "Channel is closed."
+            if self._closed:
+                raise client_closed(method) from None
+            raise
 
     async def consume(self, limits: c.LimitsArg, key: Optional[str] = None,
                       count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
@@ -199,7 +211,9 @@ class AsyncRateLimitClient:
         RateLimitClient.lease. An asyncio task extends it; `lease.lost` is an asyncio.Event."""
         return AsyncLease(self, c.limits_of(limits, key, count, config), ttl=ttl,
                           request_id=request_id, holder=holder, heartbeat=heartbeat,
-                          wait=wait, timeout=timeout, clock=self._clock)
+                          wait=wait,
+                          timeout=self._timeout if timeout is None else c.check_timeout(timeout),
+                          clock=self._clock)
 
     # Overrides: RateLimitClient's override calls, awaited.
 

@@ -6,8 +6,8 @@ import secrets
 import threading
 import time
 from datetime import datetime, timedelta
-from typing import (Any, Callable, Iterator, List, Literal, Optional, Sequence, Tuple, TypeVar,
-                    Union)
+from typing import (Any, Callable, Generic, Iterator, List, Literal, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 import grpc
 
@@ -15,7 +15,8 @@ from . import _common as c
 from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
-                     ReservationCancelled, ReservationTimeout, from_rpc_error)
+                     ReservationCancelled, ReservationTimeout, client_closed,
+                     from_rpc_error)
 from .leases import Lease, Seconds, as_timedelta
 from .types import (AcquireResult, BatchEntry, ExtendResult, LeaseList, ReleaseResult, Decision, EnvoyPathEntry, Limit, LimitConfig, LimitSource,
                     Override, OverrideAuditEntry, OverrideAuditPage, OverridePage, OverrideTarget,
@@ -23,6 +24,27 @@ from .types import (AcquireResult, BatchEntry, ExtendResult, LeaseList, ReleaseR
 
 _log = logging.getLogger("ratelimit_client")
 T = TypeVar("T")
+
+
+class PendingCall(Generic[T]):
+    """A call started without waiting for its answer. result() waits for it and returns the
+    converted answer, or raises the RateLimitError of its failure (grpc.FutureCancelledError
+    once cancelled); cancel() abandons it. Thread safety: cancel() may be called from any
+    thread."""
+
+    def __init__(self, method: str, future: Any, convert: Callable[[Any], T]):
+        self._method = method
+        self._future = future
+        self._convert = convert
+
+    def result(self) -> T:
+        try:
+            return self._convert(self._future.result())
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, self._method) from e
+
+    def cancel(self) -> None:
+        self._future.cancel()
 
 
 class RateLimitClient:
@@ -59,11 +81,20 @@ class RateLimitClient:
             channel = (grpc.secure_channel(target, creds, options) if creds is not None
                        else grpc.insecure_channel(target, options))
         self._channel = channel
+        self._closed = False
         self._stub = pb_grpc.RateLimitServiceStub(channel)
         self._overrides = pb_grpc.OverrideServiceStub(channel)
 
     def close(self) -> None:
+        """Closes the channel: the calls in flight fail (CANCELLED), and so does every later
+        call (RateLimitError CANCELLED "the client is closed"). A held lease is then lost."""
+        self._closed = True
         self._channel.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closed
 
     def __enter__(self) -> "RateLimitClient":
         return self
@@ -73,12 +104,15 @@ class RateLimitClient:
 
     def _call(self, method: str, fn: Callable[..., T], request: Any, timeout: Optional[float],
               metadata: Optional[List[Tuple[str, str]]] = None) -> T:
+        deadline = self._timeout if timeout is None else c.check_timeout(timeout)
         try:
-            return fn(request,
-                      timeout=self._timeout if timeout is None else c.check_timeout(timeout),
-                      metadata=metadata)
+            return fn(request, timeout=deadline, metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e, method) from e
+        except ValueError:  # grpc's "Cannot invoke RPC on closed channel!"
+            if self._closed:
+                raise client_closed(method) from None
+            raise
 
     def consume(self, limits: c.LimitsArg, key: Optional[str] = None,
                 count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
@@ -190,6 +224,21 @@ class RateLimitClient:
         request = c.to_extend_request(name, key, lease_id, as_timedelta(ttl), config)
         return c.to_extend_result(self._call("Extend", self._stub.Extend, request, timeout))
 
+    def _start_extend(self, name: str, key: str, lease_id: str, *, ttl: Optional[timedelta],
+                      config: Optional[LimitConfig],
+                      timeout: float) -> PendingCall[ExtendResult]:
+        """extend, started without waiting for its answer: a held lease's heartbeat, which
+        leaving the block abandons."""
+        request = c.to_extend_request(name, key, lease_id, ttl, config)
+        deadline = c.check_timeout(timeout)
+        try:
+            future = self._stub.Extend.future(request, timeout=deadline)
+        except ValueError:  # grpc's "Cannot invoke RPC on closed channel!"
+            if self._closed:
+                raise client_closed("Extend") from None
+            raise
+        return PendingCall("Extend", future, c.to_extend_result)
+
     def list_leases(self, name: str, key: str, *,
                     source: LimitSource = LimitSource.LIMITS_FILE,
                     config: Optional[LimitConfig] = None, page_size: int = 0,
@@ -212,12 +261,15 @@ class RateLimitClient:
         unless `wait` (seconds) is given: the acquire is then retried while denied, sleeping
         the denial's retry_after but at most a backoff of 50 ms doubling up to 1 s, until
         `wait` has passed. While the block runs, a thread extends the lease every `heartbeat`
-        seconds (default: a third of its TTL; 0: never); leaving the block, on an exception
-        too, stops it and releases the lease. `lease.lost` (threading.Event) is set when the
-        lease is lost (see ratelimit_client.leases)."""
+        seconds (default: a third of its TTL; 0: never; a replayed lease at once); leaving the
+        block, on an exception too, stops it (abandoning an extend in flight) and releases the
+        lease. `lease.lost` (threading.Event) is set when the lease is lost (see
+        ratelimit_client.leases). A `heartbeat` or `wait` that is negative or not finite is a
+        ValueError naming it, before any call."""
         return Lease(self, c.limits_of(limits, key, count, config), ttl=ttl,
                      request_id=request_id, holder=holder, heartbeat=heartbeat, wait=wait,
-                     timeout=timeout, clock=self._clock)
+                     timeout=self._timeout if timeout is None else c.check_timeout(timeout),
+                     clock=self._clock)
 
     # Overrides (ratelimit.v1.OverrideService, docs/overrides.md): administrative like reset,
     # each call sends the admin token and raises as reset does. Never retried.

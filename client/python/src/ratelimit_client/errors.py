@@ -176,6 +176,12 @@ def from_rpc_error(error: grpc.RpcError, method: str = "") -> RateLimitError:
     return cls(code, details or "", method)
 
 
+def client_closed(method: str = "") -> RateLimitError:
+    """The error of a call on a closed client: CANCELLED, the code gRPC ends the calls in flight
+    with when the channel closes."""
+    return RateLimitError(grpc.StatusCode.CANCELLED, "the client is closed", method)
+
+
 class LeaseDenied(Exception):
     """lease() could not acquire: no free slot (or a rate limit of the same acquire denied)
     within its `wait`. `result` is the last AcquireResult; retry_after / retry_at / reason are
@@ -193,8 +199,8 @@ class LeaseDenied(Exception):
 
 class LeaseLost(Exception):
     """A held lease was lost: an extend answered NOT_HELD (it expired, was reset or released
-    elsewhere), or every extend failed until it would have expired. Raised by
-    Lease.raise_if_lost(); `reason` says which."""
+    elsewhere), every extend failed until it would have expired, it expired before the next
+    extend, or the client was closed. Raised by Lease.raise_if_lost(); `reason` says which."""
 
     def __init__(self, reason: str):
         self.reason = reason
