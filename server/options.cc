@@ -20,7 +20,40 @@ absl::Status Invalid(absl::string_view flag, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
 }
 
+// An address's port, when it names one past 65535 (which the socket layer would take modulo
+// 65536, listening elsewhere than the logs say): an error naming `flag`.
+absl::Status ValidatePort(absl::string_view flag, absl::string_view address) {
+  if (address.empty() || absl::StartsWith(address, "unix:") ||
+      absl::StartsWith(address, "unix-abstract:")) {
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  const size_t close = address.rfind(']');
+  if (colon == absl::string_view::npos || (close != absl::string_view::npos && colon < close)) {
+    return absl::OkStatus();
+  }
+  const absl::string_view port = address.substr(colon + 1);
+  uint64_t n = 0;
+  if (!port.empty() && absl::SimpleAtoi(port, &n) && n > 65535) {
+    return Invalid(flag, absl::StrCat(address, ": port ", port, " is not in 0..65535"));
+  }
+  return absl::OkStatus();
+}
+
+// A duration flag that must be positive (`zero_ok`: or zero), naming it when it is not.
+absl::Status ValidateInterval(absl::string_view flag, absl::Duration d, bool zero_ok) {
+  if (d > absl::ZeroDuration() || (zero_ok && d == absl::ZeroDuration())) return absl::OkStatus();
+  return Invalid(flag, absl::StrCat(zero_ok ? "must not be negative" : "must be positive", "; got ",
+                                    absl::FormatDuration(d)));
+}
+
 absl::Status ValidateListen(const ListenOptions& o, const AdminOptions& admin) {
+  if (absl::Status s = ValidatePort("--listen", o.address); !s.ok()) return s;
+  if (absl::Status s = ValidatePort("--plaintext_listen", o.plaintext_address); !s.ok()) return s;
+  if (absl::Status s = ValidateInterval("--shutdown_grace", o.shutdown_grace, /*zero_ok=*/true);
+      !s.ok()) {
+    return s;
+  }
   if (o.serving_threads < 0 || o.serving_threads > 256) {
     return Invalid("--serving_threads", "must be 0 (one per CPU) to 256");
   }
@@ -60,6 +93,15 @@ absl::Status ValidateListen(const ListenOptions& o, const AdminOptions& admin) {
 }
 
 absl::Status ValidateStore(const ServerStoreOptions& o) {
+  if (absl::Status s = ValidateInterval("--gc_interval", o.gc_interval, /*zero_ok=*/true);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateInterval("--health_probe_interval", o.health_probe_interval,
+                                        /*zero_ok=*/false);
+      !s.ok()) {
+    return s;
+  }
   if (o.threads < -1 || o.threads > 4096) {
     return Invalid("--store_threads", "must be -1 (automatic) or 0 to 4096");
   }
@@ -93,6 +135,7 @@ absl::Status ValidateObservability(const ObservabilityOptions& o) {
       return Invalid("--metrics_listen",
                      absl::StrCat("expected host:port, got ", o.metrics_listen));
     }
+    if (absl::Status s = ValidatePort("--metrics_listen", o.metrics_listen); !s.ok()) return s;
   }
   if (!(o.otel_sample_ratio >= 0 && o.otel_sample_ratio <= 1)) {
     return Invalid("--otel_sample_ratio", "must be in [0, 1]");
@@ -170,6 +213,11 @@ absl::Status ValidateRlqs(const RlqsServerOptions& o, const LimitsOptions& limit
 }  // namespace
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
+  if (absl::Status s = ValidateInterval("--limits_reload_interval", options.limits.reload_interval,
+                                        /*zero_ok=*/false);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ValidateListen(options.listen, options.admin); !s.ok()) return s;
   if (absl::Status s = ValidateStore(options.store); !s.ok()) return s;
   if (absl::Status s = ValidateReceipts(options.receipts); !s.ok()) return s;

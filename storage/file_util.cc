@@ -1,6 +1,7 @@
 #include "storage/file_util.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +10,11 @@
 namespace ratelimit {
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  // A directory opens as a stream that reads as empty: say what it is instead.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is a directory, not a file"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::stringstream buf;

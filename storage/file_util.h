@@ -15,8 +15,8 @@
 namespace ratelimit {
 
 // The whole contents of the file at `path`, bytes as they are.
-// NOT_FOUND when the file cannot be opened (missing, unreadable, or a directory);
-// INTERNAL when reading fails part way.
+// NOT_FOUND when the file cannot be opened (missing or unreadable); FAILED_PRECONDITION for a
+// directory (which would otherwise read as empty); INTERNAL when reading fails part way.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // Writes `contents` to `path` so that a reader sees the old file or the whole new one, never a

@@ -106,9 +106,24 @@ class WatchedConfig {
   }
 
   // One poll: reads the source once and reloads it if it changed since the last attempt.
-  // Returns that attempt's status; OK when nothing changed or the source is missing.
+  // Returns that attempt's status; OK when nothing changed or the source is missing (NOT_FOUND
+  // from `read`). Any other read error is a failed reload.
   absl::Status ReloadIfChanged() {
     absl::StatusOr<Source> source = spec_.read();
+    if (!source.ok() && !absl::IsNotFound(source.status())) {
+      // There but unreadable (a directory where a file belongs, an I/O error): a failed reload,
+      // logged and reported once until the source changes; the configuration in force stays.
+      if (!unreadable_) {
+        Log(LogLevel::kError, spec_.reload_failed_message,
+            {{spec_.source_field, spec_.source_name},
+             {"error", std::string(source.status().message())}});
+        if (observer_) observer_(source.status());
+      }
+      unreadable_ = true;
+      missing_ = false;
+      return source.status();
+    }
+    unreadable_ = false;
     if (!source.ok()) {
       if (!missing_ && !spec_.missing_message.empty()) {
         Log(LogLevel::kWarning, spec_.missing_message, {{spec_.source_field, spec_.source_name}});
@@ -149,7 +164,8 @@ class WatchedConfig {
   const ReloadObserver observer_;
   Source last_source_;
   bool loaded_once_ = false;
-  bool missing_ = false;  // the last poll found no source (logged once)
+  bool missing_ = false;     // the last poll found no source (logged once)
+  bool unreadable_ = false;  // the last poll could not read it (reported once)
   PeriodicTask poller_;
 };
 

@@ -148,7 +148,13 @@ absl::StatusOr<LimitSet> ParseLimitsYaml(absl::string_view yaml, absl::string_vi
 
 absl::StatusOr<std::string> ReadLimitsFile(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFileToString(path);
-  if (!bytes.ok()) return absl::NotFoundError(absl::StrCat("cannot read limits file ", path));
+  if (absl::IsNotFound(bytes.status())) {
+    return absl::NotFoundError(absl::StrCat("cannot read limits file ", path));
+  }
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("limits file: ", bytes.status().message()));
+  }
   return bytes;
 }
 

@@ -51,6 +51,43 @@ TEST(OptionsTest, ListenRules) {
                       "--keepalive_max_ping_strikes");
 }
 
+// A port past 65535 would be taken modulo 65536 by the socket layer: the server would listen
+// elsewhere than its log and port file say.
+TEST(OptionsTest, APortPast65535IsRefusedNamingItsFlag) {
+  ExpectRefusedNaming(With([](ServerOptions& o) { o.listen.address = "127.0.0.1:99999"; }),
+                      "--listen");
+  ExpectRefusedNaming(With([](ServerOptions& o) { o.listen.address = "[::1]:65536"; }), "--listen");
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.listen.plaintext_address = "127.0.0.1:70000"; }),
+      "--plaintext_listen");
+  ExpectRefusedNaming(
+      With([](ServerOptions& o) { o.observability.metrics_listen = "127.0.0.1:65536"; }),
+      "--metrics_listen");
+  EXPECT_TRUE(With([](ServerOptions& o) { o.listen.address = "127.0.0.1:65535"; }).ok());
+  EXPECT_TRUE(With([](ServerOptions& o) { o.listen.address = "[::1]:0"; }).ok());
+  EXPECT_TRUE(With([](ServerOptions& o) { o.listen.address = "unix:/tmp/rl.sock"; }).ok());
+}
+
+// An interval of zero or less would make its loop spin (the health probe wrote to the data
+// directory without pause); a negative grace or collection interval means nothing.
+TEST(OptionsTest, IntervalsThatWouldSpinAreRefusedNamingTheirFlag) {
+  for (absl::Duration d : {absl::ZeroDuration(), absl::Seconds(-1)}) {
+    ExpectRefusedNaming(With([d](ServerOptions& o) { o.store.health_probe_interval = d; }),
+                        "--health_probe_interval");
+    ExpectRefusedNaming(With([d](ServerOptions& o) { o.limits.reload_interval = d; }),
+                        "--limits_reload_interval");
+  }
+  ExpectRefusedNaming(With([](ServerOptions& o) { o.listen.shutdown_grace = absl::Seconds(-1); }),
+                      "--shutdown_grace");
+  ExpectRefusedNaming(With([](ServerOptions& o) { o.store.gc_interval = absl::Seconds(-1); }),
+                      "--gc_interval");
+  // Zero is a setting of its own for these two: no grace, and write-driven collection only.
+  EXPECT_TRUE(With([](ServerOptions& o) {
+                o.listen.shutdown_grace = absl::ZeroDuration();
+                o.store.gc_interval = absl::ZeroDuration();
+              }).ok());
+}
+
 TEST(OptionsTest, StoreRules) {
   ExpectRefusedNaming(With([](ServerOptions& o) { o.store.threads = -2; }), "--store_threads");
   // A store keeps an expired lease a minute: a sweep less often than twice a minute misses leaks.

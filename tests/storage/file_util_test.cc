@@ -19,6 +19,14 @@ TEST(FileUtilTest, WritesAtomicallyAndReadsBackEveryByte) {
   EXPECT_FALSE(ReadFileToString(path + ".tmp").ok());  // the temporary file is renamed away
 }
 
+// A directory opens as a stream that reads as nothing: it must not read as an empty file.
+TEST(FileUtilTest, ADirectoryIsNotReadAsAnEmptyFile) {
+  TempDir dir;
+  absl::StatusOr<std::string> read = ReadFileToString(dir.path());
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition) << read.status();
+  EXPECT_NE(read.status().message().find("is a directory"), std::string::npos) << read.status();
+}
+
 TEST(FileUtilTest, MissingFileIsNotFoundAndUnwritableDirectoryAnError) {
   TempDir dir;
   EXPECT_EQ(ReadFileToString(dir.File("missing")).status().code(), absl::StatusCode::kNotFound);

@@ -3,6 +3,7 @@
 #include "server/config/watched_config.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -45,6 +46,9 @@ class NumberFile {
     spec.source_name = path_;
     spec.read = [this]() -> absl::StatusOr<std::string> {
       ++reads_;
+      if (std::filesystem::is_directory(path_)) {
+        return absl::FailedPreconditionError(absl::StrCat(path_, " is a directory"));
+      }
       std::ifstream in(path_, std::ios::binary);
       if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path_));
       std::stringstream buf;
@@ -163,6 +167,30 @@ TEST(WatchedConfigTest, DeletedSourceKeepsThePreviousConfigWithOneWarning) {
   err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(CountLines(err, "WARNING number file missing"), 1) << err;
   EXPECT_TRUE(file.outcomes().empty());
+}
+
+// A source that is there but cannot be read (a directory where the file was) is a failed reload:
+// logged and reported once, the configuration in force kept; not a missing file.
+TEST(WatchedConfigTest, AnUnreadableSourceIsAFailedReloadReportedOnce) {
+  TempDir dir;
+  WriteFileAtomically(dir.File("n"), "4");
+  NumberFile file(dir.File("n"));
+  ASSERT_OK(file.watcher().Load());
+  ASSERT_EQ(std::remove(dir.File("n").c_str()), 0);
+  std::filesystem::create_directories(dir.File("n"));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(file.watcher().ReloadIfChanged().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(CountLines(err, "ERROR number reload failed"), 1) << err;
+  EXPECT_EQ(CountLines(err, "number file missing"), 0) << err;
+  EXPECT_EQ(file.value(), 4);
+  ASSERT_EQ(file.outcomes().size(), 1u);
+  EXPECT_EQ(file.outcomes()[0].code(), absl::StatusCode::kFailedPrecondition);
+  // A directory at start-up fails the load.
+  NumberFile fresh(dir.File("n"));
+  EXPECT_EQ(fresh.watcher().Load().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(WatchedConfigTest, FailedLoadIsRememberedSoTheSameBytesAreNotRetried) {

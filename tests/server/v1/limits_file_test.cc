@@ -1,6 +1,8 @@
 // The limits YAML: every field, defaults, and errors that name the file, line and field.
 #include "server/v1/limits_file.h"
 
+#include <filesystem>
+
 #include "gtest/gtest.h"
 #include "server/v1/limit_registry.h"
 #include "tests/support/test_support.h"
@@ -109,6 +111,18 @@ TEST(LimitsFileTest, ReadsAndLoadsAFileOrSaysWhichCannotBeRead) {
                                       LoadLimitsFile(dir.File("none.yaml")).status()}) {
     EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
     EXPECT_EQ(missing.message(), "cannot read limits file " + dir.File("none.yaml"));
+  }
+}
+
+// A directory given as the limits file is refused (it read as a file defining no limits: the
+// server started with none, and a reload dropped every limit).
+TEST(LimitsFileTest, ADirectoryIsRefusedNotReadAsNoLimits) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("limits.d"));
+  for (const absl::Status& s : {ReadLimitsFile(dir.File("limits.d")).status(),
+                                LoadLimitsFile(dir.File("limits.d")).status()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(s.message(), "limits file: " + dir.File("limits.d") + " is a directory, not a file");
   }
 }
 
