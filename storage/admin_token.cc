@@ -26,9 +26,9 @@ absl::StatusOr<AdminTokenSource> ReadAdminToken(const std::string& file, const c
     source.warning = AdminTokenFileWarning(file);
     std::ifstream in(file);
     std::string line;
-    if (!in || !std::getline(in, line)) {
-      return absl::NotFoundError(absl::StrCat("cannot read admin token file ", file));
-    }
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read admin token file ", file));
+    // A file of no bytes at all has no first line: empty, like a blank one.
+    if (!std::getline(in, line)) line.clear();
     source.token = std::string(absl::StripAsciiWhitespace(line));
     if (source.token.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(file, ": token is empty"));

@@ -128,8 +128,14 @@ absl::Status ValidateLimitConfig(const LimitConfig& c, absl::string_view prefix)
 }
 
 bool ContainsControlCharacter(absl::string_view text) {
-  for (unsigned char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7f) return true;
+    // U+0080..U+009F in UTF-8: a terminal acts on these too (U+009B starts an escape sequence).
+    if (c == 0xc2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) return true;
+    }
   }
   return false;
 }

@@ -111,8 +111,9 @@ void FillLeaseTtlDefaults(LimitConfig& config);
 // `field_prefix` followed by the offending field ("limits[0].config.rate: ...").
 absl::Status ValidateLimitConfig(const LimitConfig& config, absl::string_view field_prefix);
 
-// True when `text` holds an ASCII control character (below 0x20, or DEL): what names, and the
-// free-text fields an operator's terminal prints (a lease's holder), must not carry.
+// True when `text` holds a control character: ASCII's (below 0x20, or DEL) or, in UTF-8, one of
+// U+0080..U+009F (the C1 controls): what names, and the free-text fields an operator's terminal
+// prints (a lease's holder), must not carry.
 bool ContainsControlCharacter(absl::string_view text);
 
 // Checks a limit name / key / count against the bounds above, with the same message convention;

@@ -82,10 +82,11 @@ std::string FlagNotTaken(absl::string_view command, const std::vector<std::strin
   static const auto* const kConnection = new std::set<std::string>{
       "target",  "tls",  "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name",
       "timeout", "json", "help",        "helpfull",      "helpshort",    "version"};
-  // An inline config's flags, and the source of a concurrency limit.
+  // An inline config's flags, and those of a concurrency limit: a lease call's config flags make
+  // it inline; only a listing takes --source (a listing of an inline limit needs no config).
   const std::vector<std::string> config = {"kind",         "rate",      "period",       "capacity",
                                            "max_reserved", "lease_ttl", "max_lease_ttl"};
-  const std::vector<std::string> lease = {"name",     "key",       "source",       "kind",
+  const std::vector<std::string> lease = {"name",     "key",       "kind",
                                           "capacity", "lease_ttl", "max_lease_ttl"};
   const std::vector<std::string> override_target = {"source", "envoy_path", "name", "key",
                                                     "key_pattern"};
@@ -105,7 +106,7 @@ std::string FlagNotTaken(absl::string_view command, const std::vector<std::strin
       {"acquire", with(lease, {"count", "ttl", "request_id", "holder"})},
       {"release", with(lease, {"lease_id"})},
       {"extend", with(lease, {"lease_id", "ttl"})},
-      {"leases", with(lease, {"page_size", "page_token", "admin_token_file"})},
+      {"leases", with(lease, {"source", "page_size", "page_token", "admin_token_file"})},
       {"rlqs assignments", {"domain", "bucket", "page_size", "page_token", "admin_token_file"}},
       {"override set",
        with(override_target, {"rate", "period", "capacity", "max_reserved", "unlimited", "blocked",

@@ -41,6 +41,11 @@ TEST(AdminTokenTest, MissingOrBlankFileIsAnError) {
   WriteFileAtomically(dir.File("blank"), "   \n");
   EXPECT_EQ(ReadAdminToken(dir.File("blank"), nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // A file of no bytes is empty too, not unreadable.
+  WriteFileAtomically(dir.File("empty"), "");
+  const absl::Status empty = ReadAdminToken(dir.File("empty"), nullptr).status();
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument) << empty;
+  EXPECT_EQ(empty.message(), dir.File("empty") + ": token is empty");
 }
 
 TEST(AdminTokenTest, GroupOrOtherReadableFileIsAcceptedWithAWarning) {

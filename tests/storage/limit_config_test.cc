@@ -34,6 +34,19 @@ TEST(LimitConfigTest, ControlCharactersAreTheAsciiControlsAndDelete) {
   EXPECT_FALSE(ContainsControlCharacter("caf\xc3\xa9 \xe2\x9c\x93"));  // UTF-8 passes
 }
 
+// The C1 controls in UTF-8 (0xc2 0x80..0x9f): U+0085 (next line) and U+009B (which starts a
+// terminal escape sequence, as ESC [ does) are refused; U+00A0..U+00BF, printable, are not.
+TEST(LimitConfigTest, C1ControlsInUtf8AreControlCharacters) {
+  for (int c = 0x80; c <= 0xbf; ++c) {
+    const std::string text = std::string("holder\xc2") + static_cast<char>(c) + "x";
+    EXPECT_EQ(ContainsControlCharacter(text), c <= 0x9f) << "U+00" << std::hex << c;
+  }
+  EXPECT_TRUE(
+      ContainsControlCharacter("job\xc2\x9b"
+                               "31m"));
+  EXPECT_FALSE(ContainsControlCharacter("\xc2"));  // a lone lead byte at the end is no control
+}
+
 TEST(LimitConfigTest, ANameIsRefusedEmptyTooLongOrWithControlCharactersNamingTheField) {
   EXPECT_TRUE(ValidateName("api", "limits[0].name").ok());
   EXPECT_TRUE(ValidateName(std::string(kMaxNameBytes, 'n'), "name").ok());

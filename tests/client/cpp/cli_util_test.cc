@@ -56,6 +56,12 @@ TEST(FlagNotTakenTest, EachCommandTakesItsOwnFlagsAndTheConnections) {
     EXPECT_EQ(FlagNotTaken("acquire", {flag}), flag);
   }
   EXPECT_EQ(FlagNotTaken("extend", {"lease_id", "ttl", "count"}), "count");
+  // A lease call's config flags make it inline: --source was taken and ignored (an acquire with
+  // --source=inline took the limits file's limit).
+  for (const char* command : {"acquire", "release", "extend"}) {
+    EXPECT_EQ(FlagNotTaken(command, {"name", "source"}), "source") << command;
+  }
+  EXPECT_EQ(FlagNotTaken("leases", {"name", "source"}), "");
   EXPECT_EQ(FlagNotTaken("release", {"lease_id", "ttl"}), "ttl");
   EXPECT_EQ(FlagNotTaken("leases", {"page_size", "admin_token_file", "count"}), "count");
   EXPECT_EQ(FlagNotTaken("settle", {"receipt", "used", "name"}), "name");
