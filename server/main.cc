@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -11,8 +12,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "cmdline/flags_check.h"
 #include "cmdline/help.h"
 #include "server/flags.h"
+#include "server/observability/library_log.h"
 #include "server/observability/log.h"
 #include "server/server.h"
 #include "storage/file_util.h"
@@ -39,6 +42,20 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   ratelimit::HandleHelp(argc, argv, ratelimit::kServerFlagsFile);  // exit 0, unlike absl's
+  // gRPC's and protobuf's lines are the server's from the first (gRPC starts with the first
+  // channel or server).
+  ratelimit::RouteGrpcLogs();
+  ratelimit::RouteProtobufLogs();
+  // A wrong command line is a start-up failure like any other, in one line (absl would print
+  // its own text); an argument that is not a flag was dropped unseen.
+  if (absl::Status s = ratelimit::CheckFlags(argc, argv); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  if (const std::vector<std::string> extra = ratelimit::PositionalArguments(argc, argv);
+      !extra.empty()) {
+    return Fail(absl::StrCat("unexpected argument \"", extra.front(),
+                             "\": ratelimit-server takes flags only (--help lists them)"));
+  }
   absl::ParseCommandLine(argc, argv);
   // Debian builds absl with its Mutex deadlock detector on; it costs ~1.5% of CPU per decision
   // (the lock order is fixed by design and covered by tests).
@@ -66,9 +83,17 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<ratelimit::RateLimitServer>> server =
-      ratelimit::RateLimitServer::Start(*options);
-  if (!server.ok()) return Fail(server.status().ToString());
+  absl::StatusOr<std::unique_ptr<ratelimit::RateLimitServer>> server;
+  {
+    // What gRPC logs while the server starts is part of the one failure line when it fails.
+    ratelimit::GrpcLogHold hold;
+    server = ratelimit::RateLimitServer::Start(*options);
+    if (!server.ok()) {
+      std::string message = server.status().ToString();
+      for (const std::string& line : hold.Take()) absl::StrAppend(&message, "; grpc: ", line);
+      return Fail(message);
+    }
+  }
   if (!metrics_port_file_ok) return Fail("cannot write --metrics_port_file");
 
   if (!process->port_file.empty()) {

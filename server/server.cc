@@ -15,6 +15,7 @@
 #include "server/envoy/envoy_config.h"
 #include "server/envoy/envoy_plan.h"
 #include "server/observability/log.h"
+#include "server/serving/listen_check.h"
 #include "server/tls/tls_files.h"
 #include "storage/factory/state_store_factory.h"
 #include "storage/file_util.h"
@@ -271,6 +272,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   // is replaced by ours there (health_service.h).
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // gRPC's own failure to bind names no cause; the check does.
+  if (absl::Status st = CheckCanListen(options.listen.address); !st.ok()) return st;
+  if (!options.listen.plaintext_address.empty()) {
+    if (absl::Status st = CheckCanListen(options.listen.plaintext_address); !st.ok()) return st;
+  }
   grpc::ServerBuilder builder;
   ConfigureTransport(options.listen, builder);
   builder.AddListeningPort(options.listen.address, *credentials, &s->port_);

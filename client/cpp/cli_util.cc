@@ -18,66 +18,6 @@
 
 namespace ratelimit {
 
-absl::Status ForEachFlag(int argc, const char* const* argv,
-                         absl::FunctionRef<absl::Status(const WrittenFlag&)> fn) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    const size_t eq = arg.find('=');
-    WrittenFlag written;
-    written.name = std::string(arg.substr(0, eq));
-    written.flag = absl::FindCommandLineFlag(written.name);
-    if (eq != absl::string_view::npos) written.value = std::string(arg.substr(eq + 1));
-    if (written.flag == nullptr && absl::StartsWith(written.name, "no") && !written.value) {
-      // --noverbose: a boolean's false (absl refuses the negative form with a value).
-      absl::CommandLineFlag* positive = absl::FindCommandLineFlag(written.name.substr(2));
-      if (positive != nullptr && positive->IsOfType<bool>()) {
-        written.flag = positive;
-        written.negated = true;
-      }
-    }
-    if (written.flag != nullptr && !written.value && !written.flag->IsOfType<bool>() &&
-        i + 1 < argc) {
-      written.value = argv[++i];  // --name value: the value is the flag's, whatever it starts with
-    }
-    if (absl::Status s = fn(written); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-std::vector<std::string> FlagsGiven(int argc, const char* const* argv) {
-  std::vector<std::string> given;
-  (void)ForEachFlag(argc, argv, [&given](const WrittenFlag& f) {
-    given.push_back(f.negated ? std::string(f.flag->Name()) : f.name);
-    return absl::OkStatus();
-  });
-  return given;
-}
-
-absl::Status CheckFlags(int argc, const char* const* argv) {
-  return ForEachFlag(argc, argv, [](const WrittenFlag& f) {
-    if (f.flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": no such flag (see --help)"));
-    }
-    if (f.negated) return absl::OkStatus();
-    std::string value;
-    if (f.value) {
-      value = *f.value;
-    } else if (f.flag->IsOfType<bool>()) {
-      value = "true";
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": needs a value"));
-    }
-    std::string error;
-    if (!f.flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", f.name, ": ", error));
-    }
-    return absl::OkStatus();
-  });
-}
-
 std::string FlagNotTaken(absl::string_view command, const std::vector<std::string>& given) {
   static const auto* const kConnection = new std::set<std::string>{
       "target",  "tls",  "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name",

@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/flags/commandlineflag.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cmdline/flags_check.h"
 
 namespace ratelimit {
 
@@ -36,36 +35,6 @@ absl::Status WithTransportHint(const absl::Status& error, bool tls);
 // FormatBucketId (output.h) prints them. INVALID_ARGUMENT naming the flag for an item without '=',
 // an empty key, a key given twice or a '\' that escapes nothing.
 absl::StatusOr<std::map<std::string, std::string>> ParseBucketPairs(absl::string_view text);
-
-// One flag as written on a command line (ForEachFlag).
-struct WrittenFlag {
-  // As written, without its dashes and value (`--noverbose`: "noverbose").
-  std::string name;
-  // The defined flag it sets (of a negative boolean, the boolean); null when none is defined.
-  absl::CommandLineFlag* flag = nullptr;
-  // `--noverbose` for a boolean flag `verbose`.
-  bool negated = false;
-  // The value written for it: after its '=', or the next argument for a defined flag that is
-  // not a boolean; unset when there is none.
-  std::optional<std::string> value;
-};
-
-// Calls `fn` with each flag written on a command line, in order, up to a bare "--", read as
-// absl's parser reads them: `--name=v`, `--name v` (v the value of a defined flag that is not a
-// boolean, whatever it starts with: `--key -1` sets --key to "-1"), `-name`, and `--noname` for
-// a boolean flag `name`. Returns the first error `fn` returns, reading no further.
-absl::Status ForEachFlag(int argc, const char* const* argv,
-                         absl::FunctionRef<absl::Status(const WrittenFlag&)> fn);
-
-// The names of the flags written on a command line (ForEachFlag; a negative boolean by the
-// boolean's name), up to a bare "--".
-std::vector<std::string> FlagsGiven(int argc, const char* const* argv);
-
-// What absl's flag parser would refuse on this command line, as an error to print (absl prints
-// its own as text and exits, which `--json` cannot have): INVALID_ARGUMENT naming the first flag
-// that is not defined, lacks its value, or has a value its type does not read. A flag checked
-// holds the value given, as the parser would set it. OK when the parser will accept them all.
-absl::Status CheckFlags(int argc, const char* const* argv);
 
 // The first of `given` that `command` ("consume", "rlqs assignments", "override set", ...) does
 // not take, or "" when it takes them all. Every command takes the connection's flags (--target,

@@ -1,5 +1,6 @@
-// The real binaries at the edge: start-up failures exit promptly with one line, --help lists the
-// flags, and the OTLP resource carries process.pid as an integer.
+// The real binaries at the edge: start-up failures (a wrong command line, a port or data directory
+// in use) exit promptly with one line, --help lists the flags, and the OTLP resource carries
+// process.pid as an integer.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -101,7 +102,43 @@ TEST(EdgeProcessTest, SecondServerOnTheSamePortExitsNonZero) {
       dir.File("second.log"), absl::Seconds(60));
   ASSERT_TRUE(e.exited) << e.stderr_text;
   EXPECT_NE(e.code, 0) << e.stderr_text;
-  EXPECT_TRUE(absl::StrContains(e.stderr_text, "start-up failed")) << e.stderr_text;
+  // Every line is the server's (gRPC's own, "E1205 15:20:40.015 ... chttp2_server.cc", were
+  // written beside it), and the failure names its cause.
+  int errors = 0;
+  for (const std::string& line : Lines(e.stderr_text)) {
+    EXPECT_TRUE(absl::StartsWith(line, "20")) << line;
+    if (!absl::StrContains(line, " ERROR ")) continue;
+    ++errors;
+    EXPECT_TRUE(absl::StrContains(line, "start-up failed")) << line;
+    EXPECT_TRUE(absl::StrContains(line, "Address already in use")) << line;
+  }
+  EXPECT_EQ(errors, 1) << e.stderr_text;
+}
+
+// A flag that does not exist, a value its flag cannot read, or an argument that is not a flag
+// (it was dropped unseen, and the server started) is one start-up failure line naming it.
+TEST(EdgeProcessTest, AWrongCommandLineIsOneLineNamingIt) {
+  TempDir dir;
+  const struct {
+    std::vector<std::string> args;
+    const char* names;
+  } cases[] = {
+      {{"--no_such_flag=1"}, "--no_such_flag: no such flag"},
+      {{"--gc_interval=soon"}, "--gc_interval: "},
+      {{"--data_dir=" + dir.File("data"), "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+        "serve"},
+       "unexpected argument \\\"serve\\\""},
+  };
+  for (const auto& c : cases) {
+    const Exit e =
+        RunToExit(BinaryPath("ratelimit-server"), c.args, dir.File("err.log"), absl::Seconds(60));
+    ASSERT_TRUE(e.exited) << c.names << ": still running";
+    EXPECT_EQ(e.code, 1) << e.stderr_text;
+    const std::vector<std::string> lines = Lines(e.stderr_text);
+    ASSERT_EQ(lines.size(), 1u) << e.stderr_text;
+    EXPECT_TRUE(absl::StrContains(lines[0], "ERROR start-up failed")) << lines[0];
+    EXPECT_TRUE(absl::StrContains(lines[0], c.names)) << lines[0];
+  }
 }
 
 TEST(EdgeProcessTest, BusyMetricsPortSaysWhy) {

@@ -6,38 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "client/cpp/output.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
 
-ABSL_FLAG(int, cli_test_count, 1, "a number flag of this test");
-ABSL_FLAG(bool, cli_test_wait, false, "a boolean flag of this test");
-
 namespace ratelimit {
 namespace {
-
-TEST(FlagsGivenTest, NamesEveryFormOfAFlagUpToABareDoubleDash) {
-  const char* argv[] = {"ratelimit", "consume",           "--name=a",   "--cli_test_count",   "7",
-                        "-count=2",  "--nocli_test_wait", "--notaflag", "--nocli_test_count", "--",
-                        "--ttl=1s"};
-  EXPECT_EQ(FlagsGiven(11, argv),
-            (std::vector<std::string>{"name", "cli_test_count", "count", "cli_test_wait",
-                                      "notaflag", "nocli_test_count"}));
-}
-
-// A value written after its flag is the flag's, whatever it starts with, as absl's parser takes it
-// (`--key -1` named a flag "1", which the command then refused as one it does not take).
-TEST(FlagsGivenTest, AValueAfterItsFlagIsNoFlagEvenWhenItStartsWithADash) {
-  const char* argv[] = {"ratelimit", "consume", "--cli_test_count", "-5", "--cli_test_wait",
-                        "--name",    "--x"};
-  EXPECT_EQ(FlagsGiven(7, argv),
-            (std::vector<std::string>{"cli_test_count", "cli_test_wait", "name", "x"}));
-  EXPECT_TRUE(CheckFlags(4, argv).ok());
-  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count), -5);
-}
 
 // A flag a command would drop unseen is refused (it was accepted and ignored: `consume
 // --lease_id`, `acquire --wait`, `extend --count=1`).
@@ -82,35 +58,6 @@ TEST(ParseTimeoutTest, TakesADurationOrPlainSeconds) {
     absl::StatusOr<absl::Duration> d = ParseTimeout(bad);
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(d.status().message().rfind("--timeout: ", 0), 0u) << d.status();
-  }
-}
-
-// What absl's parser would refuse, found before it runs (so that --json can answer in JSON).
-TEST(CheckFlagsTest, NamesAnUnknownFlagAMissingValueOrAValueOfTheWrongType) {
-  auto check = [](std::vector<const char*> args) {
-    args.insert(args.begin(), "ratelimit");
-    return CheckFlags(static_cast<int>(args.size()), args.data());
-  };
-  EXPECT_TRUE(
-      check({"consume", "--cli_test_count=3", "--cli_test_wait", "--nocli_test_wait"}).ok());
-  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count), 3);  // set as the parser would set it
-  EXPECT_TRUE(check({"--cli_test_count", "4", "consume", "--", "--bogus"}).ok());
-  EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count), 4);
-  const struct {
-    std::vector<const char*> args;
-    const char* starts;
-  } bad[] = {
-      {{"consume", "--bogus=1"}, "--bogus: no such flag"},
-      {{"-bogus"}, "--bogus: no such flag"},
-      {{"--nocli_test_count"}, "--nocli_test_count: no such flag"},
-      {{"--cli_test_count=abc"}, "--cli_test_count: "},
-      {{"--cli_test_count"}, "--cli_test_count: needs a value"},
-      {{"--cli_test_wait=maybe"}, "--cli_test_wait: "},
-  };
-  for (const auto& b : bad) {
-    const absl::Status s = check(b.args);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.starts;
-    EXPECT_EQ(s.message().rfind(b.starts, 0), 0u) << s;
   }
 }
 
