@@ -219,10 +219,12 @@ void Run() {
                   static_cast<long long>(acquired), hot ? "one key" : "the keys",
                   (after - before) / static_cast<double>(acquired));
       if (!hot) LeakSearchPass(*store, **client, std::min<int64_t>(keys, held));
-      (void)store->DeleteAllLeases(LimitSource::kDefined, "bench_slots");
+      (void)store->DeleteAllLeases(LimitSource::kDefined, "bench_slots",
+                                   SystemClock::Default().NowMicros());
     }
   }
-  (void)store->DeleteAllLeases(LimitSource::kDefined, "bench_slots");
+  (void)store->DeleteAllLeases(LimitSource::kDefined, "bench_slots",
+                               SystemClock::Default().NowMicros());
   (void)store->DeleteAll(LimitSource::kDefined, "bench_rate");
 }
 

@@ -166,7 +166,7 @@ class Limiter {
   }
   // Ends every lease of every key of concurrency limit `name` (StateStore::DeleteAllLeases).
   absl::StatusOr<uint64_t> ResetAllLeases(const std::string& name, LimitSource source) {
-    return store_.DeleteAllLeases(source, name);
+    return store_.DeleteAllLeases(source, name, clock_.NowMicros());
   }
   // A page of the concurrency keys holding a lease that expired unreleased by the limiter's
   // clock (StateStore::FindLeakedLeaseKeys), from `cursor` on.

@@ -73,7 +73,8 @@ std::vector<absl::StatusOr<LeaseOutcome>> StateStore::ApplyLeaseBatch(
 }
 
 absl::StatusOr<uint64_t> StateStore::DeleteAllLeases(LimitSource /*source*/,
-                                                     absl::string_view /*name*/) {
+                                                     absl::string_view /*name*/,
+                                                     int64_t /*now_us*/) {
   return absl::UnimplementedError(
       absl::StrCat("the ", backend_name(), " store keeps no leases (concurrency limits)"));
 }

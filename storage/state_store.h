@@ -264,8 +264,11 @@ class StateStore {
       absl::Span<const LeaseOperation* const> ops, const Clock& clock);
 
   // Ends every lease of every key of concurrency limit `name` of `source`. Returns how many keys
-  // had a lease set. Default: UNIMPLEMENTED.
-  virtual absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name);
+  // held a lease at `now_us` (neither released nor expired; Redis judges at its primary's time,
+  // as its decisions do), the same on every store whatever released or expired leases a set
+  // still keeps. Default: UNIMPLEMENTED.
+  virtual absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name,
+                                                   int64_t now_us);
 
   // The leak sweep's search (docs/leases.md, the leak detector): the concurrency keys whose lease
   // sets hold a lease that expired unreleased by `now_us` (held, never released, its expiry

@@ -109,9 +109,11 @@ std::optional<StateKey> ParseLeaseRecordKey(absl::string_view record_key) {
                   *source};
 }
 
-bool LeaseRecordHoldsLeases(absl::string_view record) {
+bool LeaseRecordHoldsLiveLease(absl::string_view record, int64_t now_us) {
   absl::StatusOr<LeaseSet> set = DecodeLeaseSet(record);
-  return !set.ok() || !set->leases.empty();
+  return !set.ok() || std::any_of(set->leases.begin(), set->leases.end(), [now_us](const Lease& l) {
+    return !l.released && l.expires_at_us > now_us;
+  });
 }
 
 bool LeaseSetHoldsKeptLeak(const LeaseSet& set, int64_t now_us) {

@@ -104,9 +104,10 @@ int64_t LeaseRecordExpiresAt(const LeaseOp& op, const LeaseSet& next, int64_t no
 absl::StatusOr<LeaseOutcome> ApplyLeaseWithRecords(StateStore& store, const LeaseOperation& op,
                                                    const Clock& clock);
 
-// Whether `record` (the bytes of a lease set record) holds at least one lease; a record that does
-// not decode counts as holding one. For a store counting the lease sets it deletes.
-bool LeaseRecordHoldsLeases(absl::string_view record);
+// Whether `record` (the bytes of a lease set record) holds a lease at `now_us`: not released, its
+// expiry after `now_us`; a record that does not decode counts as holding one. For a store
+// counting the keys whose leases it ended (StateStore::DeleteAllLeases).
+bool LeaseRecordHoldsLiveLease(absl::string_view record, int64_t now_us);
 
 // Whether `set` holds a lease that expired unreleased by `now_us` (held, never released, its
 // expiry passed) less than kLeaseRecordMarginMicros ago: a leak the stores still keep, for their

@@ -73,14 +73,13 @@ absl::StatusOr<LeaseOutcome> MemoryStateStore::ApplyLease(const LeaseOperation& 
 }
 
 absl::StatusOr<uint64_t> MemoryStateStore::DeleteAllLeases(LimitSource source,
-                                                           absl::string_view name) {
+                                                           absl::string_view name, int64_t now_us) {
   const std::string prefix = LeaseRecordPrefix(source, name);
   absl::MutexLock lock(&mu_);
   uint64_t deleted = 0;
   auto it = records_.lower_bound(prefix);
   while (it != records_.end() && absl::StartsWith(it->first, prefix)) {
-    if (it->second.expires_at_us > last_record_time_us_ &&
-        LeaseRecordHoldsLeases(it->second.value)) {
+    if (it->second.expires_at_us > now_us && LeaseRecordHoldsLiveLease(it->second.value, now_us)) {
       ++deleted;
     }
     it = records_.erase(it);

@@ -38,7 +38,8 @@ class MemoryStateStore final : public StateStore {
   // Lease sets are records (storage/leases/apply_lease.h).
   absl::StatusOr<LeaseOutcome> ApplyLease(const LeaseOperation& op, const Clock& clock) override;
   // Removes the lease set records of the limit; counts those not expired holding a lease.
-  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name,
+                                           int64_t now_us) override;
   // Reads the lease set records in key order, at most kLeakPageRecords of them a page; the cursor
   // is the record key to read from.
   absl::StatusOr<LeakedLeaseKeys> FindLeakedLeaseKeys(absl::string_view cursor,

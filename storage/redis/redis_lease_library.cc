@@ -125,6 +125,31 @@ std::vector<std::string> RedisExpiredLeasesCommand(const std::string& expiries, 
           absl::StrCat(now_us)};
 }
 
+std::vector<std::string> RedisDeleteLeaseSetCommand(const std::string& expiries,
+                                                    const std::string& leases,
+                                                    const std::string& now_us) {
+  // The leases expiring after now, each "<count> <acquired> <expires> <released 0|1> ..." in the
+  // hash (leases.lua): one not released is held.
+  static constexpr char kScript[] = R"lua(
+local now = ARGV[1]
+if now == '' then
+  local t = redis.call('TIME')
+  now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
+local held = 0
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')) do
+  local raw = redis.call('HGET', KEYS[2], id)
+  if raw and string.match(raw, '^%S+ %S+ %S+ (%d)') == '0' then
+    held = 1
+    break
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return held
+)lua";
+  return {"EVAL", kScript, "2", expiries, leases, now_us};
+}
+
 std::vector<std::string> RedisLeaseCommand(const LeaseOperation& op, const RedisLeaseKeys& keys,
                                            const OperationKeys& rate_keys,
                                            absl::Span<const std::string> rate_redis_keys,

@@ -57,6 +57,15 @@ std::string RedisLeaseKeysPattern(absl::string_view prefix);
 // integer reply is the count. For the leak search (StateStore::FindLeakedLeaseKeys).
 std::vector<std::string> RedisExpiredLeasesCommand(const std::string& expiries, int64_t now_us);
 
+// The command deleting the lease set whose keys are `expiries` and `leases` (one slot) and
+// answering 1 when it held a lease at its deletion (not released, its expiry after the time),
+// else 0: an EVAL, at the primary's TIME, or at `now_us` when not empty (tests). For a reset of
+// every key of a concurrency limit (StateStore::DeleteAllLeases), which counts the keys it ended
+// a lease of, as the other stores do.
+std::vector<std::string> RedisDeleteLeaseSetCommand(const std::string& expiries,
+                                                    const std::string& leases,
+                                                    const std::string& now_us);
+
 // The FCALL of `op` over its lease set `keys` and, for an acquire, the rate limits' distinct
 // states `rate_keys` (DistinctKeys(op.limits)) at `rate_redis_keys`. `now_override_us`: the
 // decision's time instead of the primary's TIME (tests). REQUIRES: op is valid (LeaseOp).

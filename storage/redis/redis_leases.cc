@@ -127,16 +127,25 @@ void RedisStateStore::ApplyLeaseAsync(const LeaseOperation& op, const Clock&, Le
 }
 
 absl::StatusOr<uint64_t> RedisStateStore::DeleteAllLeases(LimitSource source,
-                                                          absl::string_view name) {
+                                                          absl::string_view name,
+                                                          int64_t /*now_us*/) {
   if (closed_.load()) return absl::UnavailableError("the Redis store is closed");
-  // A set's two keys share a slot: one DEL, ordered with every ratelimit_lease on it.
-  return DeleteScanned(RedisLeaseNamePattern(options_.key_prefix, source, name),
-                       [&](const std::string& found) -> std::vector<std::string> {
-                         std::optional<RedisLeaseSet> set =
-                             ParseRedisLeaseSet(options_.key_prefix, found);
-                         if (!set || set->key.source != source || set->key.name != name) return {};
-                         return {std::move(set->keys.expiries), std::move(set->keys.leases)};
-                       });
+  // A set's two keys share a slot: one script deletes both, ordered with every ratelimit_lease
+  // on it, and answers whether the set held a lease at the primary's time (as the decisions
+  // judge expiry), or at the test clock's.
+  const std::string now = options_.clock_override != nullptr
+                              ? absl::StrCat(options_.clock_override->NowMicros())
+                              : std::string();
+  return DeleteScannedBy(
+      RedisLeaseNamePattern(options_.key_prefix, source, name),
+      [&](const std::string& found) -> std::vector<std::string> {
+        std::optional<RedisLeaseSet> set = ParseRedisLeaseSet(options_.key_prefix, found);
+        if (!set || set->key.source != source || set->key.name != name) return {};
+        return {std::move(set->keys.expiries), std::move(set->keys.leases)};
+      },
+      [&](std::vector<std::string> keys) {
+        return RedisDeleteLeaseSetCommand(keys[0], keys[1], now);
+      });
 }
 
 absl::StatusOr<StateStore::LeakedLeaseKeys> RedisStateStore::FindLeakedLeaseKeys(

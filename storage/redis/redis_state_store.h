@@ -152,7 +152,8 @@ class RedisStateStore final : public StateStore {
   // outcome (or at once with an error found before sending). Covered by ApplyAsyncMayWait.
   void ApplyLeaseAsync(const LeaseOperation& op, const Clock& clock, LeaseDone done) override;
   // SCANs every primary for the lease sets of `name` and deletes each (one DEL of its two keys).
-  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name,
+                                           int64_t now_us) override;
   // A SCAN page (COUNT kLeakScanCount) of one primary for lease sets, then a ZCOUNT of each set's
   // expiries that passed by `now_us` less than kLeaseRecordMarginMicros ago (one round trip for
   // the page's sets): a set is named when one did (a released lease kept for its request_id
@@ -199,6 +200,12 @@ class RedisStateStore final : public StateStore {
   absl::StatusOr<uint64_t> DeleteScanned(
       const std::string& pattern,
       absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of);
+  // As DeleteScanned, each group deleted by the command `command_of` makes of its keys instead
+  // of a DEL; the groups whose command answered a positive integer.
+  absl::StatusOr<uint64_t> DeleteScannedBy(
+      const std::string& pattern,
+      absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of,
+      absl::FunctionRef<std::vector<std::string>(std::vector<std::string>)> command_of);
   // A request whose keys are in several slots (`groups`: the key indices of each): one take per
   // slot, in parallel, each recording a hold under one request id; if any slot denies or fails,
   // the slots that took (or may have) are refunded before the answer. The async form answers

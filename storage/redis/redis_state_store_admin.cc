@@ -85,6 +85,16 @@ absl::StatusOr<RedisStateStore::ScannedPage> RedisStateStore::ScanPage(const std
 absl::StatusOr<uint64_t> RedisStateStore::DeleteScanned(
     const std::string& pattern,
     absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of) {
+  return DeleteScannedBy(pattern, keys_of, [](std::vector<std::string> keys) {
+    keys.insert(keys.begin(), "DEL");
+    return keys;
+  });
+}
+
+absl::StatusOr<uint64_t> RedisStateStore::DeleteScannedBy(
+    const std::string& pattern,
+    absl::FunctionRef<std::vector<std::string>(const std::string&)> keys_of,
+    absl::FunctionRef<std::vector<std::string>(std::vector<std::string>)> command_of) {
   uint64_t deleted = 0;
   for (const std::string& primary : router_->Primaries()) {
     std::string cursor = "0";
@@ -97,12 +107,11 @@ absl::StatusOr<uint64_t> RedisStateStore::DeleteScanned(
         std::vector<std::string> keys = keys_of(found);
         if (!keys.empty()) doomed.push_back(std::move(keys));
       }
-      // One DEL per group (one slot; the keys of one primary may lie in different slots).
+      // One command per group (one slot; the keys of one primary may lie in different slots).
       Replies replies(doomed.size());
       for (size_t i = 0; i < doomed.size(); ++i) {
-        std::vector<std::string> argv = {"DEL"};
-        argv.insert(argv.end(), doomed[i].begin(), doomed[i].end());
-        router_->Send(doomed[i][0], std::move(argv), replies.For(i));
+        std::string routed = doomed[i][0];
+        router_->Send(routed, command_of(std::move(doomed[i])), replies.For(i));
       }
       for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
         if (!r.ok()) return r.status();

@@ -165,7 +165,8 @@ class RocksDbStateStore final : public StateStore {
       absl::Span<const LeaseOperation* const> ops, const Clock& clock) override;
   // A prefix scan of the records column family, deleting each lease set under its stripe (ordered
   // with ApplyLease on its key); counts those not expired holding a lease.
-  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name) override;
+  absl::StatusOr<uint64_t> DeleteAllLeases(LimitSource source, absl::string_view name,
+                                           int64_t now_us) override;
   // A scan of the lease records' keys in key order, at most kLeakPageRecords of them a page (free
   // records count too); the cursor is the record key to read from. The scan reads no value (an
   // in-place update may rewrite it meanwhile): each key it finds has its set read under its

@@ -350,7 +350,8 @@ absl::Status RocksDbStateStore::ReadLeaseSetLocked(const StateKey& key,
 }
 
 absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
-                                                            absl::string_view name) {
+                                                            absl::string_view name,
+                                                            int64_t now_us) {
   absl::ReaderMutexLock db_lock(&db_mu_);
   if (!db_) return NotOpenLocked();
   if (absl::Status s = WritesAllowed(); !s.ok()) return s;
@@ -360,7 +361,7 @@ absl::StatusOr<uint64_t> RocksDbStateStore::DeleteAllLeases(LimitSource source,
   // under the stripe, the key's set (the cache's, or read again) names the leases to delete
   // beside those the scan found.
   constexpr size_t kBatch = 256;
-  const int64_t now = options_.clock->NowMicros();
+  const int64_t now = now_us;
   uint64_t deleted = 0;
   const std::string prefix = LeaseEntryLimitPrefix(source, name);
   const std::string end = PrefixEnd(prefix);

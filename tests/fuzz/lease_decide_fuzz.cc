@@ -319,11 +319,16 @@ class Run {
   // Every lease of every key of the input's limit ended (an operator's Reset of the limit).
   void DeleteAll() {
     if (Tracing()) std::fprintf(stderr, "delete all leases of %s\n", name_.c_str());
+    const int64_t now = clock_.NowMicros();
     const absl::StatusOr<uint64_t> got =
-        rocks_->store->DeleteAllLeases(LimitSource::kDefined, name_);
-    const absl::StatusOr<uint64_t> want = memory_.DeleteAllLeases(LimitSource::kDefined, name_);
+        rocks_->store->DeleteAllLeases(LimitSource::kDefined, name_, now);
+    const absl::StatusOr<uint64_t> want =
+        memory_.DeleteAllLeases(LimitSource::kDefined, name_, now);
     FUZZ_CHECK(got.ok() && want.ok(), "DeleteAllLeases: rocksdb %s, memory %s",
                got.status().ToString().c_str(), want.status().ToString().c_str());
+    FUZZ_CHECK(*got == *want,
+               "DeleteAllLeases ended the leases of %llu keys on rocksdb, %llu in memory",
+               static_cast<unsigned long long>(*got), static_cast<unsigned long long>(*want));
     CompareLists();
   }
 

@@ -243,8 +243,8 @@ TYPED_TEST_P(LeaseStoreContractTest, DeleteAllLeasesEndsTheLeasesOfOneLimitOnly)
   inline_op.key.source = LimitSource::kInline;
   ASSERT_TRUE(this->Must(inline_op).allowed);
 
-  absl::StatusOr<uint64_t> deleted =
-      this->env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs");
+  absl::StatusOr<uint64_t> deleted = this->env_.store().DeleteAllLeases(
+      LimitSource::kDefined, "jobs", this->env_.clock().NowMicros());
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 2u);
   EXPECT_EQ(this->Held(1, "jobs", "t1"), 0);
@@ -252,7 +252,31 @@ TYPED_TEST_P(LeaseStoreContractTest, DeleteAllLeasesEndsTheLeasesOfOneLimitOnly)
   EXPECT_EQ(this->Held(1, "jobs2", "t1"), 1);
   inline_op.action = LeaseAction::kList;
   EXPECT_EQ(this->Must(inline_op).lease.held, 1);
-  EXPECT_EQ(*this->env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs"), 0u);
+  EXPECT_EQ(*this->env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs",
+                                                this->env_.clock().NowMicros()),
+            0u);
+}
+
+// A reset of every key counts the keys it ended a lease of: not a key whose set keeps only a
+// lease released (for a retried acquire's answer) or one that expired unreleased (for the leak
+// count). Redis counted every set it deleted, the memory store a released lease's key.
+TYPED_TEST_P(LeaseStoreContractTest, DeleteAllLeasesCountsTheKeysHoldingALease) {
+  ASSERT_TRUE(this->Must(LeaseOpOf(LeaseAction::kAcquire, 1, "held", "jobs", "held")).allowed);
+  LeaseOp released = LeaseOpOf(LeaseAction::kAcquire, 1, "released", "jobs", "released");
+  released.request_id = "req-released";
+  ASSERT_TRUE(this->Must(released).allowed);
+  released.action = LeaseAction::kRelease;
+  ASSERT_EQ(this->Must(released).lease.state, LeaseState::kReleased);
+  LeaseOp expired = LeaseOpOf(LeaseAction::kAcquire, 1, "expired", "jobs", "expired");
+  expired.ttl_us = kSecond;
+  ASSERT_TRUE(this->Must(expired).allowed);
+  this->env_.Advance(2 * kSecond);
+
+  absl::StatusOr<uint64_t> deleted = this->env_.store().DeleteAllLeases(
+      LimitSource::kDefined, "jobs", this->env_.clock().NowMicros());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 1u);
+  EXPECT_EQ(this->Held(1, "jobs", "held"), 0);
 }
 
 TYPED_TEST_P(LeaseStoreContractTest, ResetAndListSeeTheHeldLeases) {
@@ -371,7 +395,8 @@ REGISTER_TYPED_TEST_SUITE_P(LeaseStoreContractTest, AcquiresUpToCapacityThenDeni
                             ExtendKeepsTheLeasePastItsFirstExpiry, RateDenialTakesNoSlot,
                             SlotDenialTakesNoToken, RequestIdReplayTakesNothingTwice,
                             DeleteAllLeasesEndsTheLeasesOfOneLimitOnly,
-                            ResetAndListSeeTheHeldLeases, ListGivesThePageAfterAPlace,
+                            DeleteAllLeasesCountsTheKeysHoldingALease, ResetAndListSeeTheHeldLeases,
+                            ListGivesThePageAfterAPlace,
                             ALeakIsReportedOnceByWhicheverDecisionFindsIt,
                             TheLeakSearchNamesTheKeysHoldingALeakUntilOneIsCounted,
                             BadInputIsRefusedNamingTheFieldAndWritesNothing);

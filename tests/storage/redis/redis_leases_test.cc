@@ -116,7 +116,8 @@ TEST_F(RedisLeasesTest, DeleteAllLeasesFindsTaggedSetsAndLeavesRateStatesOfTheSa
   const LimitOp rate{StateKey{"jobs", "t1"}, TokenBucket(1, kSecond, 5), 1};
   ASSERT_OK(env_.store().Apply(Operation{absl::MakeConstSpan(&rate, 1)}, env_.clock()));
 
-  auto deleted = env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs");
+  auto deleted =
+      env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs", env_.clock().NowMicros());
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 3u);
   EXPECT_EQ(Held("jobs", "t1"), 0);
@@ -338,7 +339,8 @@ TEST_F(RedisClusterLeasesTest, LeaseSlotRateLimitsAndEveryPrimarySearchedAndRese
   EXPECT_EQ(named.size(), 41u);
   EXPECT_EQ(named.count("llm/{org2}u1"), 1u);
   EXPECT_EQ(named.count("jobs/tenant39"), 1u);
-  auto deleted = env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs");
+  auto deleted =
+      env_.store().DeleteAllLeases(LimitSource::kDefined, "jobs", env_.clock().NowMicros());
   ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 40u);
   for (int i = 0; i < 40; ++i) EXPECT_EQ(Held("jobs", absl::StrCat("tenant", i)), 0) << i;

@@ -415,7 +415,8 @@ TEST_F(LeaseRecordStoreTest, DeleteAllLeasesCountsTheKeysHoldingSomeAndEndsThemF
   Pairs(3, "b");  // b holds nothing, its record written free
   ASSERT_TRUE(Acquire("c", "one"));
   ASSERT_TRUE(Acquire("c", "two"));
-  absl::StatusOr<uint64_t> ended = store_->DeleteAllLeases(LimitSource::kDefined, "jobs");
+  absl::StatusOr<uint64_t> ended =
+      store_->DeleteAllLeases(LimitSource::kDefined, "jobs", clock_.NowMicros());
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(*ended, 2u);
   EXPECT_TRUE(Held("a").empty());

@@ -522,10 +522,11 @@ TEST(LeaseSetCachePropertyTest, AStoreWithATinyCacheMatchesTheMemoryStore) {
     } else if (what < 99) {
       op.action = LeaseAction::kReset;
     } else {
-      auto a = (*rocks)->DeleteAllLeases(LimitSource::kDefined, "jobs");
-      auto b = memory.DeleteAllLeases(LimitSource::kDefined, "jobs");
+      auto a = (*rocks)->DeleteAllLeases(LimitSource::kDefined, "jobs", clock.NowMicros());
+      auto b = memory.DeleteAllLeases(LimitSource::kDefined, "jobs", clock.NowMicros());
       ASSERT_OK(a);
       ASSERT_OK(b);
+      ASSERT_EQ(*a, *b) << "step " << step;
       continue;
     }
     const LeaseOperation operation{

@@ -1087,7 +1087,8 @@ type ResetResponse struct {
 	unknownFields protoimpl.UnknownFields
 
 	// How many states the call deleted: 0 when the key (or, with all_keys, every key of the limit)
-	// had none, as a key that is full or was never used has none.
+	// had none, as a key that is full or was never used has none. For a concurrency limit: the
+	// leases it ended, or with all_keys the keys that held a lease.
 	Deleted uint64 `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
 }
 
