@@ -1,5 +1,9 @@
 #include "server/v1/limits_file.h"
 
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/config/duration_text.h"
@@ -38,9 +42,12 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
   std::string name;
   bool has_kind = false, has_rate = false, has_period = false;
   LimitConfig c;
+  // Each key's value, so that an error found once the entry is read points at its field's line.
+  std::map<std::string, YAML::Node> values;
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>("");
     const YAML::Node& v = kv.second;
+    values[key] = v;
     const std::string f = absl::StrCat(field, ".", key);
     if (key == "name") {
       if (!v.IsScalar()) return ErrorAt(source, v, absl::StrCat(f, ": must be a string"));
@@ -99,8 +106,19 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
       return ErrorAt(source, kv.first, absl::StrCat(field, ": unknown key \"", key, "\""));
     }
   }
+  // An error naming "limits[i].<key>" is at that key's value when the entry has it.
+  auto at_field = [&](const absl::Status& s) {
+    const absl::string_view message = s.message();
+    const std::string prefix = absl::StrCat(field, ".");
+    if (absl::StartsWith(message, prefix)) {
+      const absl::string_view rest = message.substr(prefix.size());
+      const auto it = values.find(std::string(rest.substr(0, rest.find(':'))));
+      if (it != values.end()) return ErrorAt(source, it->second, message);
+    }
+    return ErrorAt(source, node, message);
+  };
   if (absl::Status s = ValidateName(name, absl::StrCat(field, ".name")); !s.ok()) {
-    return ErrorAt(source, node, s.message());
+    return at_field(s);
   }
   if (!has_kind) return ErrorAt(source, node, absl::StrCat(field, ".kind: required"));
   if (c.kind == LimitKind::kConcurrency) {
@@ -111,7 +129,7 @@ absl::StatusOr<std::pair<std::string, LimitConfig>> ParseLimit(absl::string_view
     return ErrorAt(source, node, absl::StrCat(field, ".period: required"));
   }
   if (absl::Status s = ValidateLimitConfig(c, absl::StrCat(field, ".")); !s.ok()) {
-    return ErrorAt(source, node, s.message());
+    return at_field(s);
   }
   return std::make_pair(std::move(name), c);
 }

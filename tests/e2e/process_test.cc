@@ -154,7 +154,7 @@ TEST_F(ProcessTest, HotReloadAppliesGoodEditsAndKeepsTheOldOnBadOnes) {
 )");
   ASSERT_TRUE(Eventually(
       [&] { return server->Stderr().find("limits reload failed") != std::string::npos; }));
-  EXPECT_NE(server->Stderr().find("limits.yaml:2:5: limits[0].rate: must be > 0"),
+  EXPECT_NE(server->Stderr().find("limits.yaml:4:11: limits[0].rate: must be > 0"),
             std::string::npos)
       << server->Stderr();
   EXPECT_EQ(capacity(), 50);

@@ -64,7 +64,11 @@ TEST(LimitsFileTest, ErrorsNameFileLineAndField) {
   };
   const Case cases[] = {
       {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 0\n    period: 1s\n",
-       "f.yaml:2:5: limits[0].rate: must be > 0"},
+       "f.yaml:4:11: limits[0].rate: must be > 0"},
+      // A value the entry's other fields make wrong is at its own line, not the entry's.
+      {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n"
+       "    capacity: -5\n",
+       "f.yaml:6:15: limits[0].capacity: must be >= 0"},
       {"limits:\n  - name: a\n    kind: leaky\n", "f.yaml:3:11: limits[0].kind: must be"},
       {"limits:\n  - name: a\n    kind: token_bucket\n    rate: x\n",
        "f.yaml:4:11: limits[0].rate: must be a number"},
@@ -81,7 +85,7 @@ TEST(LimitsFileTest, ErrorsNameFileLineAndField) {
        "  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n",
        "f.yaml:6:5: limits[1].name: \"a\" is defined twice"},
       {"limits:\n  - name: a\n    kind: token_bucket\n    rate: 1\n    period: 1s\n    start: 0s\n",
-       "f.yaml:2:5: limits[0].start: only applies to fixed windows"},
+       "f.yaml:6:12: limits[0].start: only applies to fixed windows"},
       {"limits: [\n", "f.yaml:2:1"},
       // 0 is no TTL (a config keeps 0 for "not given": it must not read as the default).
       {"limits:\n  - name: a\n    kind: concurrency\n    capacity: 5\n    lease_ttl: 0s\n",
