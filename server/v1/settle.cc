@@ -78,6 +78,11 @@ void AddReceipts(const ReceiptKeys& keys, const Verdict& verdict,
   if (!verdict.allowed || mode == Mode::kCheck || keys.empty()) return;
   for (size_t i = 0; i < limits.size() && i < static_cast<size_t>(response->results_size()); ++i) {
     const LimitRequest& l = limits[i];
+    // An unlimited override took nothing: nothing to settle (a blocked one never allows).
+    if (l.config.adjustment &&
+        l.config.adjustment->effect != LimitConfig::Adjustment::Effect::kLimit) {
+      continue;
+    }
     Receipt r;
     r.source = l.source;
     r.mode = mode;

@@ -230,6 +230,22 @@ TEST_F(OverrideServiceTest, BlockedUnlimitedAndAFixedWindowKeepingItsCount) {
   EXPECT_DOUBLE_EQ(Consume("window", "w", 1).results(0).value(), 169);
 }
 
+// An unlimited take takes nothing, so it has no receipt: settling one gave back tokens never taken
+// (a drained key, its override deleted, then cancelled its unlimited take of 5 and held 5).
+TEST_F(OverrideServiceTest, AnUnlimitedTakeHasNoReceiptToSettle) {
+  Start();
+  EXPECT_FALSE(Consume("api", "vip", 1).results(0).receipt().empty());
+  v1::SetOverrideRequest lift = SetKey("api", "vip");
+  lift.mutable_override()->set_unlimited(true);
+  ASSERT_OK(client_->SetOverride(lift));
+  const v1::RateLimitResponse unlimited = Consume("api", "vip", 5);
+  ASSERT_TRUE(unlimited.allowed());
+  EXPECT_TRUE(unlimited.results(0).receipt().empty());
+  auto reserved = client_->Reserve(MakeRequest("api", "vip", 5));
+  ASSERT_OK(reserved);
+  EXPECT_TRUE(reserved->results(0).receipt().empty());
+}
+
 TEST_F(OverrideServiceTest, ATemporaryOverrideExpiresByItself) {
   Start();
   v1::SetOverrideRequest set = SetKey("api", "k");
