@@ -252,8 +252,9 @@ void RateLimitServiceImpl::OnExtendCall(LoopCall* call, ServingLoop::Burst* burs
 
 absl::StatusOr<std::string> RateLimitServiceImpl::AuthorizeAdmin(const grpc::ServerContext& context,
                                                                  Telemetry::Rpc& rpc,
-                                                                 absl::string_view limit) const {
-  return admin_.AuthorizeRpc(context, rpc, {"limit", std::string(limit)}, reset_refused_log_);
+                                                                 absl::string_view limit,
+                                                                 RepeatedLog& refused_log) const {
+  return admin_.AuthorizeRpc(context, rpc, {"limit", std::string(limit)}, refused_log);
 }
 
 grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& context,
@@ -261,7 +262,9 @@ grpc::Status RateLimitServiceImpl::HandleListLeases(const grpc::ServerContext& c
                                                     v1::ListLeasesResponse* response) {
   Telemetry::Rpc rpc = telemetry_.StartRpc(kService, "ListLeases",
                                            "ratelimit.v1.RateLimitService/ListLeases", context);
-  absl::StatusOr<std::string> admin = AuthorizeAdmin(context, rpc, request->name());
+  // Refusals under the call's own name (a refused ListLeases was logged as a reset).
+  absl::StatusOr<std::string> admin =
+      AuthorizeAdmin(context, rpc, request->name(), list_leases_refused_log_);
   if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   absl::StatusOr<LeaseOp> op = ListLeasesFromProto(*request, *registry_.Current(), inline_limits_);
   if (!op.ok()) return FinishRpc(rpc, ToGrpcStatus(op.status()));

@@ -506,7 +506,8 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
   Telemetry::Rpc rpc =
       telemetry_.StartRpc(kService, "Reset", "ratelimit.v1.RateLimitService/Reset", context);
   const std::string peer = context.peer();
-  absl::StatusOr<std::string> admin = AuthorizeAdmin(context, rpc, request->name());
+  absl::StatusOr<std::string> admin =
+      AuthorizeAdmin(context, rpc, request->name(), reset_refused_log_);
   if (!admin.ok()) return FinishRpc(rpc, ToGrpcStatus(admin.status()));
   absl::StatusOr<ResetTarget> target = ResetFromProto(*request);
   if (!target.ok()) return FinishRpc(rpc, ToGrpcStatus(target.status()));

@@ -224,9 +224,10 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   // limit's, an Envoy rule's (envoy_lease_rule_), else (an inline limit, or one no longer
   // configured) the key's name and AnyConcurrencyConfig.
   SweptLimit SweptLimitOf(const StateKey& key) const;
-  // The admin credential of a call, or the refusal (logged).
+  // The admin credential of a call, or the refusal (logged to `refused_log`, the call's own).
   absl::StatusOr<std::string> AuthorizeAdmin(const grpc::ServerContext& context,
-                                             Telemetry::Rpc& rpc, absl::string_view limit) const;
+                                             Telemetry::Rpc& rpc, absl::string_view limit,
+                                             RepeatedLog& refused_log) const;
 
   // Names the states `target` resets (ENVOY: through set_envoy_reset_resolver), or NOT_FOUND
   // naming the field when it names no configured limit. Inline limits have no configuration:
@@ -253,6 +254,7 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   // Events that can repeat as often as calls arrive: logged once, then summarised.
   mutable RepeatedLog store_failure_log_{LogLevel::kError, "store failure"};
   mutable RepeatedLog reset_refused_log_{LogLevel::kWarning, "reset refused"};
+  mutable RepeatedLog list_leases_refused_log_{LogLevel::kWarning, "list leases refused"};
   mutable RepeatedLog reset_failed_log_{LogLevel::kError, "reset failed"};
 };
 

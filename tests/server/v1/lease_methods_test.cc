@@ -340,7 +340,12 @@ TEST_F(LeaseMethodsTest, ListLeasesNeedsTheAdminCredentialAndShowsTheLeases) {
   EXPECT_EQ(listed->capacity(), 3u);
   auto anonymous = RateLimitClient::Connect("127.0.0.1:" + std::to_string(server_->port()),
                                             ClientOptions{absl::Seconds(10), ""});
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(anonymous->ListLeases(r).status().code(), absl::StatusCode::kUnauthenticated);
+  // Logged under its own name: it was "reset refused", counted with the resets'.
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("WARNING list leases refused"), std::string::npos) << log;
+  EXPECT_EQ(log.find("reset refused"), std::string::npos) << log;
 }
 
 TEST_F(LeaseMethodsTest, MetricsCountRefusalsExpiriesAndHeldSlots) {
