@@ -22,7 +22,20 @@ absl::Status SetDuration(const std::string& text, absl::string_view flag,
 }  // namespace
 
 absl::StatusOr<std::optional<v1::LimitConfig>> InlineConfigOf(const InlineConfigFlags& flags) {
-  if (flags.kind.empty()) return std::nullopt;
+  if (flags.kind.empty()) {
+    // A config flag without --kind was dropped unseen: the call went to the limits file's limit
+    // of that name, or was refused for a limit it does not define.
+    const char* given = flags.rate != 0                ? "--rate"
+                        : !flags.period.empty()        ? "--period"
+                        : flags.capacity               ? "--capacity"
+                        : flags.max_reserved           ? "--max_reserved"
+                        : !flags.lease_ttl.empty()     ? "--lease_ttl"
+                        : !flags.max_lease_ttl.empty() ? "--max_lease_ttl"
+                                                       : nullptr;
+    if (given == nullptr) return std::nullopt;
+    return absl::InvalidArgumentError(absl::StrCat(
+        given, ": an inline config needs --kind (token_bucket, fixed_window or concurrency)"));
+  }
   v1::LimitConfig c;
   const bool rate_kind = flags.kind == "token_bucket" || flags.kind == "fixed_window";
   if (flags.kind == "token_bucket") {
@@ -38,6 +51,10 @@ absl::StatusOr<std::optional<v1::LimitConfig>> InlineConfigOf(const InlineConfig
   // Every field given is sent, those that do not belong to the kind too: the server names them
   // rather than the command dropping them unseen. A rate limit needs its period.
   if (flags.rate != 0) c.set_rate(flags.rate);
+  if (rate_kind && flags.period.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--period: required with --kind=", flags.kind, " (\"1s\", \"1m\", ...)"));
+  }
   if (rate_kind || !flags.period.empty()) {
     if (absl::Status s = SetDuration(flags.period, "--period", c.mutable_period()); !s.ok()) {
       return s;

@@ -24,7 +24,8 @@ struct InlineConfigFlags {
   std::string max_lease_ttl;  // concurrency: a duration; empty: the server's default
 };
 
-// The config, nullopt without --kind, or INVALID_ARGUMENT naming the flag.
+// The config, nullopt without --kind and its flags, or INVALID_ARGUMENT naming the flag (a config
+// flag without --kind, a rate kind without --period, a value that does not parse).
 absl::StatusOr<std::optional<v1::LimitConfig>> InlineConfigOf(const InlineConfigFlags& flags);
 
 }  // namespace ratelimit

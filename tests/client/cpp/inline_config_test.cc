@@ -10,11 +10,26 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(InlineConfigTest, NoKindIsNoConfig) {
-  InlineConfigFlags f;
-  f.rate = 5;
-  absl::StatusOr<std::optional<v1::LimitConfig>> c = InlineConfigOf(f);
+  absl::StatusOr<std::optional<v1::LimitConfig>> c = InlineConfigOf(InlineConfigFlags());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->has_value());
+}
+
+// A config flag without --kind was dropped: `consume --name=api --rate=5 --period=1m` took from
+// the limits file's api and exited 0.
+TEST(InlineConfigTest, AConfigFlagWithoutAKindIsRefusedByName) {
+  InlineConfigFlags f;
+  f.rate = 5;
+  f.period = "1m";
+  EXPECT_THAT(std::string(InlineConfigOf(f).status().message()),
+              HasSubstr("--rate: an inline config needs --kind"));
+  f = InlineConfigFlags();
+  f.capacity = 3;
+  EXPECT_EQ(InlineConfigOf(f).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(InlineConfigOf(f).status().message()), HasSubstr("--capacity"));
+  f = InlineConfigFlags();
+  f.lease_ttl = "30s";
+  EXPECT_THAT(std::string(InlineConfigOf(f).status().message()), HasSubstr("--lease_ttl"));
 }
 
 TEST(InlineConfigTest, ATokenBucketCarriesItsRatePeriodCapacityAndReservations) {
@@ -84,7 +99,8 @@ TEST(InlineConfigTest, WhatCannotBeSentNamesItsFlag) {
   EXPECT_THAT(std::string(InlineConfigOf(f).status().message()), HasSubstr("--kind"));
   f.kind = "token_bucket";
   f.rate = 1;
-  EXPECT_THAT(std::string(InlineConfigOf(f).status().message()), HasSubstr("--period"));
+  EXPECT_THAT(std::string(InlineConfigOf(f).status().message()),
+              HasSubstr("--period: required with --kind=token_bucket"));
   f.period = "soon";
   EXPECT_THAT(std::string(InlineConfigOf(f).status().message()), HasSubstr("--period"));
   f = InlineConfigFlags();
