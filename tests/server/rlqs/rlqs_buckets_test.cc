@@ -104,6 +104,41 @@ TEST_F(RlqsBucketsTest, JoinDividesAtOnceAndLeaveGivesTheShareBackWhenItsAssignm
   EXPECT_EQ(Rate(out[0].assignment), 100);
 }
 
+// The newcomers' reserve is a share of the whole rule, kept back while a departed stream's share
+// is held too: it was taken from what the departed left (10% of 55/s), and the stream that stayed
+// was sent 49.5/s while 45/s were still held elsewhere, past the 90/s the rule ever assigns.
+TEST_F(RlqsBucketsTest, TheReserveIsKeptWhileADepartedShareIsHeld) {
+  SetConfig(R"(
+rules:
+  - {name: tenants, match: {tenant: "*"}, requests_per_unit: 100, unit: second, burst: 100,
+     fair_share: {newcomer_reserve: 0.1, smoothing: 1}}
+)");
+  auto t = Make();
+  std::vector<RlqsPush> out;
+  ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1 * kSec, now_, out).ok());
+  out.clear();
+  ASSERT_TRUE(t->Report(2, "edge", tenant_a_, 0, 0, 0, now_, out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(Rate(To(out, 1)[0].assignment), 45);
+  EXPECT_EQ(Rate(To(out, 2)[0].assignment), 45);
+  const int64_t ttl_us = To(out, 2)[0].assignment.ttl_seconds * kSec;
+  const int64_t left_at = now_;
+  out.clear();
+  t->RemoveStream(2, now_, out);
+  for (const RlqsPush& p : out) EXPECT_LE(Rate(p.assignment), 45);
+  out.clear();
+  for (now_ = left_at + kSec; now_ < left_at + ttl_us + kSec; now_ += kSec) {
+    ASSERT_TRUE(t->Report(1, "edge", tenant_a_, 500, 0, 1 * kSec, now_, out).ok());
+    t->Tick(now_, out);
+    for (const RlqsPush& p : out) EXPECT_LE(Rate(p.assignment), 45) << "at " << now_ - left_at;
+    out.clear();
+  }
+  now_ = left_at + ttl_us + 2 * kSec;
+  t->Tick(now_, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Rate(out[0].assignment), 90);
+}
+
 // A bucket whose last stream ended is kept while that stream's assignment lasts: a newcomer then
 // gets only what it leaves.
 TEST_F(RlqsBucketsTest, ANewcomerAfterTheLastStreamEndedGetsWhatItsAssignmentLeaves) {
