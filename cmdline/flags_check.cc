@@ -9,13 +9,23 @@
 #include "absl/strings/str_cat.h"
 
 namespace ratelimit {
+namespace {
 
-absl::Status ForEachFlag(int argc, const char* const* argv,
-                         absl::FunctionRef<absl::Status(const WrittenFlag&)> fn) {
+// The one reading of a command line: each flag to `fn` (ForEachFlag's reading), each argument
+// that is neither a flag nor a flag's value to `positional`, those after a bare "--" too.
+absl::Status Walk(int argc, const char* const* argv,
+                  absl::FunctionRef<absl::Status(const WrittenFlag&)> fn,
+                  absl::FunctionRef<void(absl::string_view)> positional) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional(arg);
+      continue;
+    }
     arg.remove_prefix(arg[1] == '-' ? 2 : 1);
     const size_t eq = arg.find('=');
     WrittenFlag written;
@@ -37,6 +47,13 @@ absl::Status ForEachFlag(int argc, const char* const* argv,
     if (absl::Status s = fn(written); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ForEachFlag(int argc, const char* const* argv,
+                         absl::FunctionRef<absl::Status(const WrittenFlag&)> fn) {
+  return Walk(argc, argv, fn, [](absl::string_view) {});
 }
 
 std::vector<std::string> FlagsGiven(int argc, const char* const* argv) {
@@ -72,22 +89,9 @@ absl::Status CheckFlags(int argc, const char* const* argv) {
 
 std::vector<std::string> PositionalArguments(int argc, const char* const* argv) {
   std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") {
-      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') {
-      positional.emplace_back(arg);
-      continue;
-    }
-    // A defined flag that is not a boolean, written without '=', takes the next argument.
-    absl::string_view name = arg.substr(arg[1] == '-' ? 2 : 1);
-    if (name.find('=') != absl::string_view::npos) continue;
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag != nullptr && !flag->IsOfType<bool>() && i + 1 < argc) ++i;
-  }
+  (void)Walk(
+      argc, argv, [](const WrittenFlag&) { return absl::OkStatus(); },
+      [&positional](absl::string_view arg) { positional.emplace_back(arg); });
   return positional;
 }
 

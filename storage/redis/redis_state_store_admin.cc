@@ -109,13 +109,16 @@ absl::StatusOr<uint64_t> RedisStateStore::DeleteScannedBy(
       }
       // One command per group (one slot; the keys of one primary may lie in different slots).
       Replies replies(doomed.size());
+      std::string command;  // the commands' name, for an error
       for (size_t i = 0; i < doomed.size(); ++i) {
         std::string routed = doomed[i][0];
-        router_->Send(routed, command_of(std::move(doomed[i])), replies.For(i));
+        std::vector<std::string> argv = command_of(std::move(doomed[i]));
+        command = argv[0];
+        router_->Send(routed, std::move(argv), replies.For(i));
       }
       for (absl::StatusOr<redis::Reply>& r : replies.Wait()) {
         if (!r.ok()) return r.status();
-        if (r->type == redis::Reply::Type::kError) return ErrorReply("DEL", *r);
+        if (r->type == redis::Reply::Type::kError) return ErrorReply(command, *r);
         deleted += DeletedCount(*r) > 0 ? 1 : 0;
       }
     } while (cursor != "0");
