@@ -15,6 +15,7 @@
 // The rates always sum to at most the distributable rate, the bursts to at most the global burst
 // less the same reserve.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -46,11 +47,17 @@ struct FairShare {
   double burst = 0;
 };
 
-// What is left of `whole` once `held` is set aside (shares still enforced elsewhere), never below
-// zero: the rate and burst a division may hand out.
-inline FairShare LeftAfter(const FairShare& whole, const FairShare& held) {
-  return FairShare{whole.rate > held.rate ? whole.rate - held.rate : 0.0,
-                   whole.burst > held.burst ? whole.burst - held.burst : 0.0};
+// What a division of `whole` may hand out once `held` (shares still enforced elsewhere: a
+// departed stream's or a gone replica's) and the newcomers' reserve are set aside, never below
+// zero. The reserve is `newcomer_reserve` (clamped to [0, 1]) of the whole, not of what is left:
+// while a departed share is held, the reserve stays whole instead of shrinking with what is left
+// and going to the subscribers that stayed. Divide the result with a reserve of 0.
+inline FairShare Distributable(const FairShare& whole, const FairShare& held,
+                               double newcomer_reserve) {
+  const double reserve = std::clamp(newcomer_reserve, 0.0, 1.0);
+  const double rate = whole.rate - held.rate - reserve * whole.rate;
+  const double burst = whole.burst - held.burst - reserve * whole.burst;
+  return FairShare{rate > 0 ? rate : 0.0, burst > 0 ? burst : 0.0};
 }
 
 // Divides `global_rate` (requests per second, >= 0) and `global_burst` (tokens, >= 0) among

@@ -190,22 +190,18 @@ void RlqsBuckets::Divide(Bucket& b, bool force, int64_t now_us, std::vector<Rlqs
     FairShare whole{b.rule.rate_per_second, b.rule.burst};
     FairShareSettings settings = b.rule.fair_share;
     // Set aside: the departed streams' shares, and the newcomers' reserve as a share of the whole
-    // rule (kept from what the departed leave, the reserve shrank with them and went to the
-    // others: 5% of 15/s left instead of 5% of 100/s).
-    FairShare aside = departed;
+    // rule (Distributable).
+    double reserve = settings.newcomer_reserve;
     if (options_.fleet) {
       if (!b.part.has_value()) {  // nothing to hand out before the fleet gives a part
         parts_wanted_ = true;
         return;
       }
       whole = *b.part;  // the fleet kept the reserve back from the parts
-    } else {
-      const double reserve = std::clamp(settings.newcomer_reserve, 0.0, 1.0);
-      aside.rate += reserve * whole.rate;
-      aside.burst += reserve * whole.burst;
+      reserve = 0;
     }
     settings.newcomer_reserve = 0;
-    const FairShare left = LeftAfter(whole, aside);
+    const FairShare left = Distributable(whole, departed, reserve);
     budget = left.rate;
     shares = DivideFairly(left.rate, left.burst, settings, demands);
   } else {

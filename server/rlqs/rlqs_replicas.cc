@@ -158,8 +158,12 @@ RlqsReplicaDecision DecideRlqsReplicas(const RlqsRule& rule,
       reserved.burst += h.burst;
     }
   }
-  const FairShare left = LeftAfter(FairShare{rule.rate_per_second, rule.burst}, reserved);
-  const std::vector<FairShare> shares = DivideFairly(left.rate, left.burst, rule.fair_share, all);
+  // The newcomers' reserve is kept back fleet-wide, as a share of the whole rule.
+  const FairShare left = Distributable(FairShare{rule.rate_per_second, rule.burst}, reserved,
+                                       rule.fair_share.newcomer_reserve);
+  FairShareSettings settings = rule.fair_share;
+  settings.newcomer_reserve = 0;
+  const std::vector<FairShare> shares = DivideFairly(left.rate, left.burst, settings, all);
   next.rate = rule.rate_per_second;
   next.burst = rule.burst;
   next.made_us = now_us;

@@ -269,13 +269,22 @@ TEST(ToWholeSecondTokenBucketTest, FractionalRateUsesALongerInterval) {
   EXPECT_EQ(ToWholeSecondTokenBucket({10.5, 30}), (WholeSecondTokenBucket{30, 21, 2}));
 }
 
-TEST(LeftAfterTest, WhatIsHeldIsSetAsideAndNothingGoesBelowZero) {
-  const FairShare left = LeftAfter(FairShare{100, 20}, FairShare{30, 5});
+TEST(DistributableTest, WhatIsHeldAndTheReserveOfTheWholeAreSetAsideAndNothingGoesBelowZero) {
+  const FairShare left = Distributable(FairShare{100, 20}, FairShare{30, 5}, 0);
   EXPECT_DOUBLE_EQ(left.rate, 70);
   EXPECT_DOUBLE_EQ(left.burst, 15);
-  const FairShare none = LeftAfter(FairShare{100, 20}, FairShare{150, 20});
+  // The reserve is a share of the whole rule, not of what the held shares leave.
+  const FairShare reserved = Distributable(FairShare{100, 20}, FairShare{85, 10}, 0.05);
+  EXPECT_DOUBLE_EQ(reserved.rate, 10);
+  EXPECT_DOUBLE_EQ(reserved.burst, 9);
+  EXPECT_DOUBLE_EQ(Distributable(FairShare{100, 20}, FairShare{}, 0.05).rate, 95);
+  const FairShare none = Distributable(FairShare{100, 20}, FairShare{150, 20}, 0.05);
   EXPECT_DOUBLE_EQ(none.rate, 0);
   EXPECT_DOUBLE_EQ(none.burst, 0);
+  EXPECT_DOUBLE_EQ(Distributable(FairShare{100, 20}, FairShare{97, 0}, 0.05).rate, 0);
+  // Out-of-range reserves are clamped.
+  EXPECT_DOUBLE_EQ(Distributable(FairShare{100, 20}, FairShare{}, -1).rate, 100);
+  EXPECT_DOUBLE_EQ(Distributable(FairShare{100, 20}, FairShare{}, 2).rate, 0);
 }
 
 TEST(ToWholeSecondTokenBucketTest, NeverExceedsTheShare) {

@@ -125,10 +125,14 @@ TEST(RlqsReplicaDecisionTest, AGoneReplicasPartIsHeldBackUntilItsRecordSaysItsAs
   EXPECT_NEAR(second.held.at("a").rate, a_part, 1e-9);
   RlqsReplicaDecision third = DecideRlqsReplicas(rule, {{"b", {475, {2000}, kT0 + 28 * kSecond}}},
                                                  second, kT0 + 8 * kSecond, kSecond);
-  const double kept = 1 - FairShareSettings().newcomer_reserve;  // the fleet's newcomer reserve
+  // The fleet's newcomer reserve stays a share of the whole rule (50 of 1000) while a's part is
+  // held: b is not handed the part of it that a's departure would otherwise free.
+  const double reserve = FairShareSettings().newcomer_reserve;
   for (const RlqsReplicaDecision* d : {&second, &third}) {
-    EXPECT_NEAR(d->parts.at("b").rate, (1000 - a_part) * kept, 1e-9);
-    EXPECT_NEAR(d->parts.at("b").burst, (100 - first.parts.at("a").burst) * kept, 1e-9);
+    EXPECT_NEAR(d->parts.at("b").rate, 1000 - a_part - reserve * 1000, 1e-9);
+    EXPECT_NEAR(d->parts.at("b").burst, 100 - first.parts.at("a").burst - reserve * 100, 1e-9);
+    EXPECT_NEAR(SumOfParts(*d, kT0 + 10 * kSecond) + d->held.at("a").rate, 1000 - reserve * 1000,
+                1e-9);
   }
   // Past a_until its entry is dropped and b has the whole rate (all but the reserve).
   RlqsReplicaDecision after =
