@@ -173,8 +173,9 @@ struct EnvoyDescriptorNode {
 
 struct EnvoyDomain {
   std::string name;
-  // The file that defined it.
+  // The file that defined it, and where in it the domain is named ("file:line:column").
   std::string source;
+  std::string where;
   EnvoyDescriptorList descriptors;
   // Its `quota_buckets` (RLQS, server/rlqs/rlqs_config.h); null when the file has none.
   std::shared_ptr<const RlqsDomainConfig> quota_buckets;

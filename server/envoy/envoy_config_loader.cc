@@ -520,6 +520,7 @@ absl::StatusOr<EnvoyDomain> ParseEnvoyDomainYaml(absl::string_view yaml, absl::s
   EnvoyDomain out;
   out.name = *domain;
   out.source = std::string(source);
+  out.where = Where(ctx, *domain_node);
   out.quota_buckets = std::move(quota_buckets);
   if (descriptors_node) {
     absl::Status st =
@@ -558,8 +559,8 @@ absl::StatusOr<EnvoyConfig> BuildEnvoyConfig(absl::Span<const EnvoyConfigFile> f
     absl::StatusOr<EnvoyDomain> domain = ParseEnvoyDomainYaml(f.bytes, f.path);
     if (!domain.ok()) return domain.status();
     if (const EnvoyDomain* other = config.FindDomain(domain->name)) {
-      return absl::InvalidArgumentError(absl::StrCat(f.path, ": domain: \"", domain->name,
-                                                     "\" is already defined in ", other->source));
+      return absl::InvalidArgumentError(absl::StrCat(domain->where, ": domain: \"", domain->name,
+                                                     "\" is already defined at ", other->where));
     }
     std::string name = domain->name;
     config.domains.emplace(std::move(name), *std::move(domain));

@@ -264,10 +264,11 @@ TEST(EnvoyConfigTest, ConcurrencyErrorsNameTheField) {
 
 TEST(EnvoyConfigTest, DomainTwiceInADirectoryNamesBothFiles) {
   const std::vector<EnvoyConfigFile> files = {{"dir/a.yaml", "domain: d\n"},
-                                              {"dir/b.yaml", "domain: d\n"}};
+                                              {"dir/b.yaml", "# the web tier\n\ndomain:   d\n"}};
   absl::StatusOr<EnvoyConfig> c = BuildEnvoyConfig(files);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().message(), "dir/b.yaml: domain: \"d\" is already defined in dir/a.yaml");
+  EXPECT_EQ(c.status().message(),
+            "dir/b.yaml:3:11: domain: \"d\" is already defined at dir/a.yaml:1:9");
 }
 
 TEST(EnvoyConfigTest, ReadsYamlFilesOfADirectory) {

@@ -79,7 +79,8 @@ TEST(EnvoyRegistryTest, FilesAddedAndRemoved) {
   EXPECT_EQ(registry.Current()->domains.size(), 1u);
   // A second file claiming the same domain is refused as a whole.
   WriteFileAtomically(dir.File("web2.yaml"), "domain: web\n");
-  EXPECT_THAT(watcher.ReloadIfChanged().message(), HasSubstr("is already defined in"));
+  EXPECT_THAT(watcher.ReloadIfChanged().message(),
+              HasSubstr("web2.yaml:1:9: domain: \"web\" is already defined at "));
   EXPECT_EQ(LimitOfA(registry), 1u);
 }
 

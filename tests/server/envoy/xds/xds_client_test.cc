@@ -161,7 +161,7 @@ TEST_F(XdsClientTest, ABadUpdateIsNackedAndThePreviousConfigurationServed) {
   nack = Answer(3);
   EXPECT_EQ(nack.version_info(), "v1");
   EXPECT_THAT(nack.error_detail().message(),
-              HasSubstr("domain: \"web\" is already defined in xds:web-config"));
+              HasSubstr("domain: \"web\" is already defined at xds:web-config:"));
 
   // A response of another type is refused too.
   discovery::DiscoveryResponse other;
