@@ -172,6 +172,39 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
     s->tracer_ =
         std::make_unique<Tracer>(TracerOptions{observability.otel_sample_ratio}, *s->exporter_);
   }
+  // The configuration files are read, and the listening addresses checked, before the store
+  // opens: a start-up that fails on them leaves the data directory as it was.
+  if (!options.limits.file.empty()) {
+    s->watcher_ = std::make_unique<LimitsFileWatcher>(
+        options.limits.file, s->registry_, options.limits.reload_interval,
+        CountReloads(*s->metrics_, "limits", options.limits.on_config_reload));
+    if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
+  }
+  if (!options.receipts.key_file.empty()) {
+    s->receipt_watcher_ = std::make_unique<WatchedConfig<ReceiptKeys, std::string>>(
+        ReceiptKeyFileSpec(options.receipts.key_file), s->receipt_keys_,
+        options.limits.reload_interval,
+        CountReloads(*s->metrics_, "receipt_keys", options.limits.on_config_reload));
+    if (absl::Status st = s->receipt_watcher_->Load(); !st.ok()) return st;
+  }
+  // A new Envoy configuration is divided among the RLQS subscribers at once (the service exists
+  // before the watcher's thread or the xDS client starts).
+  auto envoy_reloaded = [server = s.get(), hook = options.limits.on_config_reload](
+                            absl::string_view config, const absl::Status& st) {
+    if (st.ok() && server->rlqs_service_) server->rlqs_service_->Tick();
+    if (hook) hook(config, st);
+  };
+  if (!options.limits.envoy_config_dir.empty() && !options.limits.envoy_xds.enabled()) {
+    s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
+        options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
+        CountReloads(*s->metrics_, "envoy", envoy_reloaded));
+    if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
+  }
+  // gRPC's own failure to bind names no cause; the check does.
+  if (absl::Status st = CheckCanListen(options.listen.address); !st.ok()) return st;
+  if (!options.listen.plaintext_address.empty()) {
+    if (absl::Status st = CheckCanListen(options.listen.plaintext_address); !st.ok()) return st;
+  }
   const bool injected = store != nullptr;
   if (injected) {
     s->store_ = std::move(store);
@@ -202,19 +235,7 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
                                               observability.trace_keys, s->store_->backend_name());
   s->RegisterStoreMetrics();
   s->limiter_ = std::make_unique<Limiter>(*s->store_, clock);
-  if (!options.limits.file.empty()) {
-    s->watcher_ = std::make_unique<LimitsFileWatcher>(
-        options.limits.file, s->registry_, options.limits.reload_interval,
-        CountReloads(*s->metrics_, "limits", options.limits.on_config_reload));
-    if (absl::Status st = s->watcher_->Load(); !st.ok()) return st;
-  }
-  if (!options.receipts.key_file.empty()) {
-    s->receipt_watcher_ = std::make_unique<WatchedConfig<ReceiptKeys, std::string>>(
-        ReceiptKeyFileSpec(options.receipts.key_file), s->receipt_keys_,
-        options.limits.reload_interval,
-        CountReloads(*s->metrics_, "receipt_keys", options.limits.on_config_reload));
-    if (absl::Status st = s->receipt_watcher_->Load(); !st.ok()) return st;
-  } else {
+  if (options.receipts.key_file.empty()) {
     absl::StatusOr<std::string> key = s->store_->Secret("receipt_key", NewReceiptKey);
     if (!key.ok()) {
       Log(LogLevel::kWarning,
@@ -272,11 +293,6 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   // is replaced by ours there (health_service.h).
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // gRPC's own failure to bind names no cause; the check does.
-  if (absl::Status st = CheckCanListen(options.listen.address); !st.ok()) return st;
-  if (!options.listen.plaintext_address.empty()) {
-    if (absl::Status st = CheckCanListen(options.listen.plaintext_address); !st.ok()) return st;
-  }
   grpc::ServerBuilder builder;
   ConfigureTransport(options.listen, builder);
   builder.AddListeningPort(options.listen.address, *credentials, &s->port_);
@@ -298,13 +314,6 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   s->serving_loop_->AddUnary(*s->health_service_, {LoopHealthService::kCheckMethod},
                              kColdCallsReady);
   s->serving_loop_->AddStreams(*s->health_service_);
-  // A new Envoy configuration is divided among the RLQS subscribers at once (the service exists
-  // before the watcher's thread or the xDS client starts).
-  auto envoy_reloaded = [server = s.get(), hook = options.limits.on_config_reload](
-                            absl::string_view config, const absl::Status& st) {
-    if (st.ok() && server->rlqs_service_) server->rlqs_service_->Tick();
-    if (hook) hook(config, st);
-  };
   // The Envoy RLS v3 API, on the same port, limiter and store.
   if (!options.limits.envoy_config_dir.empty() || options.limits.envoy_xds.enabled()) {
     if (options.limits.envoy_xds.enabled()) {
@@ -316,11 +325,6 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
       if (!xds.ok()) return xds.status();
       s->envoy_xds_client_ = *std::move(xds);
       s->RegisterEnvoyXdsMetrics();
-    } else {
-      s->envoy_watcher_ = std::make_unique<EnvoyConfigWatcher>(
-          options.limits.envoy_config_dir, s->envoy_registry_, options.limits.reload_interval,
-          CountReloads(*s->metrics_, "envoy", envoy_reloaded));
-      if (absl::Status st = s->envoy_watcher_->Load(); !st.ok()) return st;
     }
     s->service_->set_envoy_reset_resolver(
         [registry = &s->envoy_registry_](

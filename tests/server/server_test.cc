@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,6 +59,54 @@ TEST_F(EdgeServerTest, SecondServerOnTheSamePortFailsToStart) {
   o.listen.address = "127.0.0.1:" + std::to_string(first->port());
   auto second = RateLimitServer::Start(o, clock_, std::make_unique<MemoryStateStore>());
   EXPECT_FALSE(second.ok()) << "a second server shares port " << first->port();
+}
+
+// What a data directory holds, each file with its size.
+std::map<std::string, uintmax_t> Listing(const std::string& dir) {
+  std::map<std::string, uintmax_t> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    out[e.path().string()] = e.is_regular_file() ? e.file_size() : 0;
+  }
+  return out;
+}
+
+TEST_F(EdgeServerTest, AStartThatFailsOnItsConfigurationLeavesTheDataDirectoryAsItWas) {
+  TempDir dir;
+  ServerOptions o = Options();
+  o.store.open.backend = "rocksdb";
+  o.store.open.rocksdb.path = dir.File("data");
+  // A directory the server never opened is not created.
+  ::ratelimit::testing::WriteFileAtomically(dir.File("bad.yaml"),
+                                            "limits:\n  - name: api\n    kind: nonsense\n");
+  o.limits.file = dir.File("bad.yaml");
+  auto refused = RateLimitServer::Start(o, clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_FALSE(std::filesystem::exists(o.store.open.rocksdb.path));
+
+  // One that holds a store keeps its files as they were, whichever check fails.
+  o.limits.file.clear();
+  {
+    auto opened = RateLimitServer::Start(o, clock_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    (*opened)->Shutdown();
+  }
+  const std::map<std::string, uintmax_t> before = Listing(o.store.open.rocksdb.path);
+  o.limits.file = dir.File("bad.yaml");
+  EXPECT_FALSE(RateLimitServer::Start(o, clock_).ok());
+  o.limits.file.clear();
+  std::filesystem::create_directories(dir.File("envoy"));
+  ::ratelimit::testing::WriteFileAtomically(dir.File("envoy/web.yaml"), "domain: [web\n");
+  o.limits.envoy_config_dir = dir.File("envoy");
+  EXPECT_FALSE(RateLimitServer::Start(o, clock_).ok());
+  o.limits.envoy_config_dir.clear();
+  o.receipts.key_file = dir.File("no-such-key-file");
+  EXPECT_FALSE(RateLimitServer::Start(o, clock_).ok());
+  o.receipts.key_file.clear();
+  auto holder = Start(Options());
+  ASSERT_NE(holder, nullptr);
+  o.listen.address = "127.0.0.1:" + std::to_string(holder->port());
+  EXPECT_FALSE(RateLimitServer::Start(o, clock_).ok());
+  EXPECT_EQ(Listing(o.store.open.rocksdb.path), before);
 }
 
 // A bare HTTP/2 client on a TCP socket, for what a gRPC client refuses to send (bytes that are
@@ -286,6 +336,16 @@ TEST_F(EdgeServerTest, MalformedBodyIsInvalidArgumentNamingTheProblem) {
           << method << ": " << s.error_message();
     }
   }
+  // A body protobuf refuses for one field's value names that field.
+  v1::RateLimitRequest utf8 = MakeRequest("api", "kQQ");
+  std::string body = utf8.SerializeAsString();
+  body.replace(body.find("QQ"), 2, "\xff\xfe");
+  const grpc::Status s =
+      CallWithRawBody(server->port(), "/ratelimit.v1.RateLimitService/Consume", body);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "limits[0].key: is not valid UTF-8 (request body is not a valid "
+            "ratelimit.v1.RateLimitRequest)");
   // A valid body still works through the same path.
   v1::RateLimitRequest request = MakeRequest("api", "k");
   v1::LimitConfig* c = request.mutable_limits(0)->mutable_config();
