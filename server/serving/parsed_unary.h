@@ -4,10 +4,11 @@
 // gRPC's typed methods answer a request body they cannot parse with an error of gRPC's choosing
 // before any handler runs. The services therefore register their methods raw (grpc::ByteBuffer in
 // and out, the generated WithRawMethod_* classes) and parse here: a body that is not a valid
-// message is INVALID_ARGUMENT naming the message type.
+// message is INVALID_ARGUMENT naming the field at fault, or the message type.
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "google/protobuf/arena.h"
 #include "grpcpp/grpcpp.h"
@@ -15,6 +16,7 @@
 #include "server/serving/arena_blocks.h"
 #include "server/serving/decision_scheduler.h"
 #include "server/serving/serving_loop.h"
+#include "server/serving/wire_diagnosis.h"
 
 namespace ratelimit {
 
@@ -42,14 +44,21 @@ class ParsedLoopCall {
   Response& response;
 
   // Parses the call's body into `request`. A body that is not a valid Request finishes the call
-  // with INVALID_ARGUMENT ("request body is not a valid <type>") and returns false.
+  // with INVALID_ARGUMENT naming the field at fault (wire_diagnosis.h) and returns false.
   bool Parse() {
-    if (grpc::SerializationTraits<Request>::Deserialize(&call_->request(), &request).ok()) {
+    grpc::ByteBuffer& body = call_->request();
+    bool parsed = false;
+    {
+      grpc::ProtoBufferReader reader(&body);
+      parsed = reader.status().ok() && request.ParseFromZeroCopyStream(&reader);
+    }
+    if (parsed) {
+      body.Clear();  // the bytes are no longer needed: the request holds copies
       return true;
     }
-    call_->FinishWithError(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        "request body is not a valid " + request.GetTypeName() + " (protobuf wire format)"));
+    std::string message = UnparsableBodyMessage(*request.GetDescriptor(), body);
+    body.Clear();  // before finishing: a finished call may be released at once
+    call_->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message)));
     return false;
   }
 
