@@ -68,7 +68,8 @@ bool NamesConcurrencyLimit(absl::Span<const LimitRequest> limits);
 absl::Status CheckSlotCounts(absl::Span<const LimitRequest> limits);
 
 // `d` as a message shows it, exactly as sent ("500ns", "1m0.000001s", "-1s"), never rounded to
-// the microseconds the server keeps.
+// the microseconds the server keeps; fields no valid Duration has, as they are
+// ("{seconds: 5, nanos: -1}").
 std::string DurationText(const google::protobuf::Duration& d);
 
 // A google.protobuf.Duration as microseconds (truncating below 1us), validated: INVALID_ARGUMENT

@@ -301,6 +301,28 @@ TEST(NonNegativeDurationProblemTest, SaysWhyADurationCannotBeRead) {
   EXPECT_EQ(problem(-kMaxProtoDurationSeconds - 1, 0), malformed);
 }
 
+TEST(DurationTextTest, ShowsTheDurationAsSentAndMalformedFieldsAsTheyAre) {
+  google::protobuf::Duration d;
+  d.set_seconds(60);
+  d.set_nanos(1000);
+  EXPECT_EQ(DurationText(d), "1m0.000001s");
+  d.set_seconds(-1);
+  d.set_nanos(0);
+  EXPECT_EQ(DurationText(d), "-1s");
+  // Not normalised into the valid duration they would sum to (4.999999999s).
+  d.set_seconds(5);
+  d.set_nanos(-1);
+  EXPECT_EQ(DurationText(d), "{seconds: 5, nanos: -1}");
+  d.set_seconds(0);
+  d.set_nanos(1000000000);
+  EXPECT_EQ(DurationText(d), "{seconds: 0, nanos: 1000000000}");
+  absl::StatusOr<int64_t> us = DurationMicros(d, "limits[0].config.period", "");
+  ASSERT_FALSE(us.ok());
+  EXPECT_EQ(us.status().message(),
+            "limits[0].config.period: is not a valid google.protobuf.Duration, got {seconds: 0, "
+            "nanos: 1000000000}");
+}
+
 TEST(ResolveNamedLimitTest, ResolvesADefinedNameOrAnInlineConfig) {
   absl::StatusOr<LimitRequest> defined = ResolveNamedLimit("api", "u1", nullptr, Defined());
   ASSERT_OK(defined);
