@@ -217,11 +217,11 @@ absl::Status ReadPage(const v1::ListLeasesRequest& request, LeaseOp& op) {
 
 absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request,
                                             const LimitSet& defined, InlineLimits inline_limits) {
-  switch (request.source()) {
+  // A config names an inline limit, as in Release and Extend: with the default source too.
+  const v1::LimitSource source =
+      request.source() == v1::LIMITS_FILE && request.has_config() ? v1::INLINE : request.source();
+  switch (source) {
     case v1::LIMITS_FILE:
-      if (request.has_config()) {
-        return InvalidField("config", "only for source INLINE (the limits file defines the limit)");
-      }
       if (absl::Status s = ValidateName(request.name(), "name"); !s.ok()) return s;
       if (defined.Find(request.name()) == nullptr) {
         return absl::NotFoundError(
@@ -236,7 +236,7 @@ absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request
   }
   absl::StatusOr<LeaseOp> op =
       TargetFromProto(request.name(), request.key(), request.has_config(), request.config(),
-                      request.source() == v1::INLINE ? LimitSet() : defined, inline_limits);
+                      source == v1::INLINE ? LimitSet() : defined, inline_limits);
   if (!op.ok()) return op.status();
   op->action = LeaseAction::kList;
   if (absl::Status s = ReadPage(request, *op); !s.ok()) return s;

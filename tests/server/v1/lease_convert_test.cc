@@ -253,6 +253,14 @@ TEST(LeaseTargetTest, ListLeasesOfAnInlineLimitNeedsItsConfig) {
   op = ListLeasesFromProto(list, defined, InlineLimits::kAllow);
   ASSERT_TRUE(op.ok()) << op.status();
   EXPECT_EQ(op->key.source, LimitSource::kInline);
+  // A config names an inline limit with the default source too, as in Release and Extend.
+  list.set_source(v1::LIMITS_FILE);
+  list.set_name("nope");
+  op = ListLeasesFromProto(list, defined, InlineLimits::kAllow);
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->key.source, LimitSource::kInline);
+  EXPECT_EQ(op->config.capacity, 4);
+  list.set_name("jobs");
   list.set_source(v1::ENVOY);
   ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "source");
   list.set_source(v1::LIMITS_FILE);

@@ -3804,6 +3804,8 @@ type ListLeasesRequest struct {
 	unknownFields protoimpl.UnknownFields
 
 	// A concurrency limit of the limits file (or INLINE, with `config`) and one key. Required.
+	// A `config` names an inline limit whatever `source` says (LIMITS_FILE is the default), as in
+	// Release and Extend.
 	Name   string       `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Key    string       `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	Source LimitSource  `protobuf:"varint,3,opt,name=source,proto3,enum=ratelimit.v1.LimitSource" json:"source,omitempty"`
