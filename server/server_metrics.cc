@@ -1,10 +1,12 @@
 // The server's own metric families, registered by RateLimitServer::Start beside those of the
 // services (docs/operations.md lists them all): the Envoy rules' statistics, the slots leases
 // hold, the overrides in force, the xDS client's, and the store's and the trace exporter's.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/server.h"
 
@@ -43,11 +45,24 @@ void RateLimitServer::RegisterLeaseMetrics() {
   metrics_registry_.AddCollector(
       "ratelimit_lease_slots_held",
       "Slots of concurrency limits held, by limit name, as this server's own decisions last saw "
-      "each key (a key is forgotten max_lease_ttl after its last decision here).",
+      "each key (a key is forgotten max_lease_ttl after its last decision here); 0 for a "
+      "concurrency limit of the limits file with none held.",
       "gauge", {"limit"},
-      [held] {
+      [held, registry = &registry_] {
         MetricsRegistry::Samples out;
-        for (auto& [limit, slots] : held->PerLimit()) out.push_back({{limit}, slots});
+        absl::flat_hash_set<std::string> seen;
+        for (auto& [limit, slots] : held->PerLimit()) {
+          seen.insert(limit);
+          out.push_back({{limit}, slots});
+        }
+        // The limits file's concurrency limits have a series from the start, 0 while nothing is
+        // held, so that a graph or a rule sees 0 rather than no data.
+        const std::shared_ptr<const LimitSet> defined = registry->Current();
+        for (const auto& [name, config] : defined->limits) {
+          if (config.kind == LimitKind::kConcurrency && !seen.contains(name)) {
+            out.push_back({{name}, 0});
+          }
+        }
         return out;
       },
       2000, "limit");

@@ -413,8 +413,8 @@ TEST_F(LeaseMethodsTest, ACheckThatFindsALeaseExpiredTakesItsSlotsOffTheGauge) {
   bl->set_name("jobs");
   bl->set_key("b");
   ASSERT_TRUE(client_->Batch(batch).ok());
-  // Nothing held: the gauge has no series for the limit.
-  EXPECT_THAT(held(), Not(HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"}")));
+  // Nothing held: a limit of the limits file reads 0 (its series stays).
+  EXPECT_THAT(held(), HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 0\n"));
 }
 
 // The leak sweep counts a lease that expired unreleased on a key no call decides again, takes its
@@ -475,8 +475,8 @@ TEST(LeaseSweepServerTest, TheServerSweepsEveryInterval) {
   EXPECT_THAT(body, HasSubstr("ratelimit_lease_sweeps_total{result=\"skipped\"} 0"));
 }
 
-// A Reset of every key ends their leases: the gauge no longer shows them (it did until each key's
-// max_lease_ttl had passed).
+// A Reset of every key ends their leases: the gauge reads 0 for the limit (it showed their slots
+// until each key's max_lease_ttl had passed).
 TEST_F(LeaseMethodsTest, ResetOfEveryKeyTakesItsSlotsOffTheGauge) {
   ASSERT_TRUE(Acquire("t", 2).allowed());
   ASSERT_TRUE(Acquire("u", 1).allowed());
@@ -484,7 +484,7 @@ TEST_F(LeaseMethodsTest, ResetOfEveryKeyTakesItsSlotsOffTheGauge) {
   EXPECT_THAT(before.second, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 3"));
   ASSERT_TRUE(client_->ResetAll("jobs").ok());
   auto after = HttpGet(server_->metrics_port(), "/metrics");
-  EXPECT_THAT(after.second, Not(HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"}")));
+  EXPECT_THAT(after.second, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 0\n"));
   ASSERT_TRUE(Acquire("t", 1).allowed());
   auto again = HttpGet(server_->metrics_port(), "/metrics");
   EXPECT_THAT(again.second, HasSubstr("ratelimit_lease_slots_held{limit=\"jobs\"} 1"));
