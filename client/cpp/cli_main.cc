@@ -356,12 +356,15 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   ratelimit::HandleHelp(argc, argv, "client/cpp/cli_main.cc");
   const std::vector<std::string> given = ratelimit::FlagsGiven(argc, argv);
-  // With --json, a mistake in the flags is a JSON error too, not absl's text.
-  if (std::find(given.begin(), given.end(), "json") != given.end()) {
-    if (const absl::Status s = ratelimit::CheckFlags(argc, argv); !s.ok()) {
+  // A mistake in the flags is one error line like any other (a JSON error with --json), not
+  // absl's text.
+  if (const absl::Status s = ratelimit::CheckFlags(argc, argv); !s.ok()) {
+    if (std::find(given.begin(), given.end(), "json") != given.end()) {
       std::cout << ratelimit::FormatJsonError(s) << "\n";
-      return 1;
+    } else {
+      std::cerr << "ratelimit: " << s.ToString() << "\n";
     }
+    return 1;
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   // `rlqs assignments` and `override <verb>` are the commands of two words.
@@ -398,7 +401,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<absl::Duration> timeout = ratelimit::ParseTimeout(absl::GetFlag(FLAGS_timeout));
   if (!timeout.ok()) return Error(timeout.status());
   options.timeout = *timeout;
-  if (command == "reset" || command == "leases" || rlqs || is_override) {
+  const bool admin_call = command == "reset" || command == "leases" || rlqs || is_override;
+  if (admin_call) {
     absl::StatusOr<std::string> token = AdminToken();
     if (!token.ok()) return Error(token.status());
     options.admin_token = *token;
@@ -409,9 +413,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<ratelimit::RateLimitClient> client;
   const bool use_tls = absl::GetFlag(FLAGS_tls) || !tls.ca_file.empty() || !tls.cert_file.empty() ||
                        !tls.key_file.empty() || !tls.server_name.empty();
-  // A call's error, with a hint when it looks like a plaintext call to a TLS port or the reverse.
-  auto call_error = [use_tls](const absl::Status& s) {
-    return Error(ratelimit::WithTransportHint(s, use_tls));
+  // A call's error, with a hint when it looks like a plaintext call to a TLS port or the reverse,
+  // or like an admin call sent without the credential.
+  auto call_error = [use_tls, token_sent = admin_call &&
+                                           !options.admin_token.empty()](const absl::Status& s) {
+    return Error(ratelimit::WithAdminHint(ratelimit::WithTransportHint(s, use_tls), token_sent));
   };
   if (use_tls) {
     absl::StatusOr<std::unique_ptr<ratelimit::RateLimitClient>> connected =

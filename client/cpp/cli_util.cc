@@ -155,4 +155,12 @@ absl::Status WithTransportHint(const absl::Status& error, bool tls) {
   return error;
 }
 
+absl::Status WithAdminHint(const absl::Status& error, bool token_sent) {
+  if (error.code() != absl::StatusCode::kUnauthenticated || token_sent) return error;
+  return absl::Status(error.code(),
+                      absl::StrCat(error.message(),
+                                   " (the CLI sends the token of --admin_token_file, else of "
+                                   "$RATELIMIT_ADMIN_TOKEN; neither is set)"));
+}
+
 }  // namespace ratelimit

@@ -30,6 +30,11 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(absl::string_view flag, absl::s
 // fails). `tls`: whether the call was made with TLS. Other errors are returned unchanged.
 absl::Status WithTransportHint(const absl::Status& error, bool tls);
 
+// `error` of an administrative call, with a hint appended when the server asked for the admin
+// credential (UNAUTHENTICATED) and none was sent (`token_sent` false): where the CLI reads it.
+// Other errors are returned unchanged.
+absl::Status WithAdminHint(const absl::Status& error, bool token_sent);
+
 // --bucket of `rlqs assignments`: an RLQS BucketId as comma-separated key=value items, a ',',
 // '=' or '\' inside a key or value escaped by a '\' (a value may also hold a bare '='), as
 // FormatBucketId (output.h) prints them. INVALID_ARGUMENT naming the flag for an item without '=',

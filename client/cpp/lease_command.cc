@@ -93,8 +93,10 @@ std::string FormatAcquire(const v1::AcquireResponse& response, absl::Time now) {
   std::string text = absl::StrCat("refused: ", v1::DenyReason_Name(response.reason()));
   if (response.has_retry_at()) {
     const absl::Time at = TimeOf(response.retry_at());
+    // In the server's unit (microseconds, as --json shows it), never the clock's nanoseconds.
     absl::StrAppend(&text, ", retry in ",
-                    absl::FormatDuration(std::max(at - now, absl::ZeroDuration())));
+                    absl::FormatDuration(absl::Ceil(std::max(at - now, absl::ZeroDuration()),
+                                                    absl::Microseconds(1))));
   }
   if (response.denied_by() >= 0 && response.denied_by() < response.results_size()) {
     const v1::LimitResult& r = response.results(response.denied_by());

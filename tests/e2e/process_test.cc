@@ -268,6 +268,20 @@ TEST_F(ProcessTest, CliHelpJsonErrorsTimeoutsAndWhatResetDid) {
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("--timeout: \"5x\" is not a duration"), std::string::npos) << out;
 
+  // A flag that does not exist is one error line, with or without --json.
+  std::tie(code, out) = RunCli("consume " + t + " --name=cli --key=k --bogus=1");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_EQ(out, "ratelimit: INVALID_ARGUMENT: --bogus: no such flag (see --help)\n");
+
+  // An admin call without the token says where the CLI reads it.
+  std::tie(code, out) = RunCli("reset " + t + " --name=cli --key=r");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("UNAUTHENTICATED: "), std::string::npos) << out;
+  EXPECT_NE(out.find("(the CLI sends the token of --admin_token_file, else of "
+                     "$RATELIMIT_ADMIN_TOKEN; neither is set)"),
+            std::string::npos)
+      << out;
+
   const std::string admin = " --admin_token_file=" + dir_.File("token");
   ASSERT_EQ(RunCli("consume " + t + " --name=cli --key=r --count=2").first, 0);
   std::tie(code, out) = RunCli("reset " + t + " --name=cli --key=r" + admin);

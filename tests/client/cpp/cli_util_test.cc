@@ -86,6 +86,17 @@ TEST(TransportHintTest, PlaintextToATlsPortAndTheReverseGetAHint) {
   EXPECT_EQ(WithTransportHint(other, false), other);
 }
 
+TEST(AdminHintTest, AnAdminCallRefusedForWantOfATokenSaysWhereTheCliReadsIt) {
+  const absl::Status unauthenticated =
+      absl::UnauthenticatedError("admin call requires metadata authorization: Bearer <token>");
+  EXPECT_EQ(WithAdminHint(unauthenticated, /*token_sent=*/false).message(),
+            "admin call requires metadata authorization: Bearer <token> (the CLI sends the token "
+            "of --admin_token_file, else of $RATELIMIT_ADMIN_TOKEN; neither is set)");
+  EXPECT_EQ(WithAdminHint(unauthenticated, /*token_sent=*/true), unauthenticated);
+  const absl::Status denied = absl::PermissionDeniedError("Reset is disabled");
+  EXPECT_EQ(WithAdminHint(denied, false), denied);
+}
+
 TEST(FormatJsonErrorTest, WritesCodeThenMessageAsValidJson) {
   const absl::Status error = absl::NotFoundError("name: no limit \"x\"\n\tin the limits file");
   const std::string json = FormatJsonError(error);

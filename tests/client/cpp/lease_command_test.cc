@@ -78,6 +78,9 @@ TEST(LeaseCommandTest, FormatsTheAnswers) {
   r->set_capacity(10);
   EXPECT_EQ(FormatAcquire(refused, absl::FromUnixSeconds(1798000000)),
             "refused: NO_FREE_SLOTS, retry in 4s (jobs/t1: 0 free of 10)\n");
+  // Against a clock with nanoseconds, the wait is shown in whole microseconds, rounded up.
+  EXPECT_EQ(FormatAcquire(refused, absl::FromUnixNanos(1798000004'000000000 - 4'821032935)),
+            "refused: NO_FREE_SLOTS, retry in 4.821033s (jobs/t1: 0 free of 10)\n");
   v1::ReleaseResponse not_held;
   not_held.set_state(v1::NOT_HELD);
   not_held.set_held(1);
