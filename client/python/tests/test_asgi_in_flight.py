@@ -87,6 +87,46 @@ def test_max_in_flight_two_runs_two_and_answers_the_rest_429(fake):
     asyncio.run(main())
 
 
+def test_a_request_finding_no_free_slot_is_told_to_retry_in_a_second(fake):
+    # The holder's lease has 30 s to live, but it is released when its request ends: the
+    # server's retry time (the TTL) is not the wait, 1 s is.
+    fake.capacity = 1
+
+    async def main():
+        async with AsyncRateLimitClient(fake.target) as client:
+            slow = SlowApp()
+            app = RateLimitMiddleware(slow, client, None, in_flight="inflight")
+            holder = asyncio.ensure_future(request(app))
+            for _ in range(2000):
+                if slow.running:
+                    break
+                await asyncio.sleep(0.005)
+            status, headers, _ = await request(app)
+            assert status == 429 and slow.running == 1
+            assert headers["retry-after"] == "1" and headers["ratelimit-reset"] == "1"
+            slow.go.set()
+            assert (await holder)[0] == 200
+
+    asyncio.run(main())
+
+
+def test_a_rate_limit_refusing_keeps_the_servers_retry_time(server):
+    # The slot is free but the rate limit's one token is spent: retry in about an hour.
+    rate = LimitConfig(Kind.TOKEN_BUCKET, rate=1, period=timedelta(hours=1), capacity=1)
+
+    async def main():
+        async with AsyncRateLimitClient(server.target) as client:
+            app = RateLimitMiddleware(App(), client, "retry_api", config=rate,
+                                      in_flight="retry_inflight",
+                                      in_flight_config=LimitConfig.concurrency(5))
+            assert (await request(app))[0] == 200
+            status, headers, _ = await request(app)
+            assert status == 429 and 3000 < int(headers["retry-after"]) <= 3600
+            assert headers["ratelimit-reset"] == headers["retry-after"]
+
+    asyncio.run(main())
+
+
 def test_the_slot_goes_back_when_the_application_raises(fake):
     async def failing(scope, receive, send):
         raise RuntimeError("handler failed")

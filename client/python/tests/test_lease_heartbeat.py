@@ -1,8 +1,8 @@
 """A held lease's heartbeat at its edges, against the fake of the lease calls (lease_fake.py) and
 on the fake clock: a replayed lease extended at once, a hung extend given up by the lease's
 expiry, a heartbeat longer than the TTL brought before the expiry, leaving the block while an
-extend hangs, a client closed under a held lease, and heartbeat/wait values refused before any
-call."""
+extend hangs, a client closed under a held lease (lost at once, on the real clock), and
+heartbeat/wait values refused before any call."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +17,7 @@ import pytest
 from call_count import CallOutcomes
 from conftest import FakeClock, eventually
 from lease_fake import FakeLeases
-from ratelimit_client import AsyncRateLimitClient, RateLimitClient
+from ratelimit_client import AsyncRateLimitClient, LeaseLost, RateLimitClient
 
 
 @pytest.fixture
@@ -139,6 +139,50 @@ def test_closing_the_async_client_loses_a_held_lease_and_the_exit_logs(fake, cap
     with caplog.at_level(logging.WARNING, logger="ratelimit_client"):
         lease = asyncio.run(main())
     assert "could not release lease %s" % lease.id in caplog.text
+
+
+def test_close_loses_every_lease_of_the_client_at_once_without_a_call(fake):
+    # On the real clock: the heartbeats' next extends are 10 s away, yet the leases are lost
+    # when close() returns, their heartbeats end and nothing more is sent. Another client's
+    # lease is not touched.
+    fake.capacity = 3
+    client = RateLimitClient(fake.target)
+    with RateLimitClient(fake.target) as other:
+        with client.lease("jobs", "k", ttl=30) as beating, \
+                client.lease("jobs", "k", ttl=30, heartbeat=0) as quiet, \
+                other.lease("jobs", "k", ttl=30) as kept:
+            client.close()
+            for lease in (beating, quiet):
+                assert lease.lost.is_set() and lease.lost_reason == "the client was closed"
+                with pytest.raises(LeaseLost, match="client was closed"):
+                    lease.raise_if_lost()
+            beating._thread.join(10)
+            assert not beating._thread.is_alive()
+            assert not kept.lost.is_set() and kept.lost_reason is None
+    assert fake.extends == []
+    assert [r.lease_id for r in fake.releases] == [kept.id]  # the closed client sent none
+
+
+def test_closing_the_async_client_loses_its_leases_at_once_without_a_call(fake):
+    fake.capacity = 3
+
+    async def main():
+        client = AsyncRateLimitClient(fake.target)
+        async with AsyncRateLimitClient(fake.target) as other:
+            async with client.lease("jobs", "k", ttl=30) as beating, \
+                    client.lease("jobs", "k", ttl=30, heartbeat=0) as quiet, \
+                    other.lease("jobs", "k", ttl=30) as kept:
+                await client.close()
+                for lease in (beating, quiet):
+                    assert lease.lost.is_set()
+                    assert lease.lost_reason == "the client was closed"
+                assert beating._task.done()
+                assert not kept.lost.is_set() and kept.lost_reason is None
+        return kept
+
+    kept = asyncio.run(asyncio.wait_for(main(), 10))
+    assert fake.extends == []
+    assert [r.lease_id for r in fake.releases] == [kept.id]
 
 
 BAD = [-1, -0.001, math.nan, math.inf, "1", True]

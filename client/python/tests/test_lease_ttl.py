@@ -1,6 +1,7 @@
-"""A lease TTL (acquire, extend, lease) that is not 0 but under 1 ms, negative or not finite is
-refused as a ValueError naming `ttl` and the value given, before any call: the server keeps
-whole microseconds, so a sub-microsecond TTL would be sent as 0 (a real server)."""
+"""A lease TTL (acquire, extend, lease) under 1 ms (0 included), negative or not finite is refused
+as a ValueError naming `ttl` and the value given, before any call: the server takes 1 ms at
+least and keeps whole microseconds, so a sub-microsecond TTL would be sent as 0 (a real
+server)."""
 from __future__ import annotations
 
 import asyncio
@@ -16,9 +17,9 @@ from ratelimit_client import AsyncRateLimitClient, LimitConfig, RateLimitClient
 JOBS = LimitConfig.concurrency(2)
 
 
-# Non-zero and under 1 ms (100 ns would be sent as 0), negative, or not finite.
-BAD_TTLS = [0.0005, 1e-7, -1, -0.5, timedelta(microseconds=999), timedelta(seconds=-1),
-            float("nan"), float("inf")]
+# Under 1 ms (0 too: the server refuses it; 100 ns would be sent as 0), negative, or not finite.
+BAD_TTLS = [0, 0.0, timedelta(0), 0.0005, 1e-7, -1, -0.5, timedelta(microseconds=999),
+            timedelta(seconds=-1), float("nan"), float("inf")]
 
 
 @pytest.mark.parametrize("ttl", BAD_TTLS, ids=repr)

@@ -1,6 +1,6 @@
 """Concurrency leases against a fake of the lease calls (lease_fake.py): the calls, the held
 lease's context managers (release on exit and on exception), its heartbeat on the fake clock,
-lost-lease detection, and lease(wait=...)."""
+lost-lease detection, and lease(wait=...); list_leases of an inline limit on a real server."""
 from __future__ import annotations
 
 import asyncio
@@ -9,11 +9,11 @@ from datetime import timedelta
 import grpc
 import pytest
 
-from conftest import FakeClock, eventually
+from conftest import ADMIN_TOKEN, FakeClock, eventually
 from lease_fake import FakeLeases
 from ratelimit_client import (HEARTBEAT_FRACTION, AsyncRateLimitClient, DenyReason, Kind,
-                              LeaseDenied, LeaseLost, LeaseState, LimitConfig, RateLimitClient,
-                              UnavailableError)
+                              LeaseDenied, LeaseLost, LeaseState, LimitConfig, LimitSource,
+                              RateLimitClient, UnavailableError)
 
 
 @pytest.fixture
@@ -73,6 +73,32 @@ def test_list_leases_pages(fake):
         assert fake.lists[1].page_token == first.next_page_token
         assert len(rest.leases) == 1 and rest.next_page_token == ""
         assert [l.id for l in first.leases + rest.leases] == ids
+
+
+def test_list_leases_of_an_inline_limit_sends_source_inline(server):
+    # As acquire, release and extend: a config names an inline limit, without source=.
+    config = LimitConfig.concurrency(2)
+
+    async def list_async():
+        async with AsyncRateLimitClient(server.target, admin_token=ADMIN_TOKEN) as client:
+            return await client.list_leases("jobs", "k", config=config)
+
+    with RateLimitClient(server.target, admin_token=ADMIN_TOKEN) as client:
+        lease = client.acquire("jobs", "k", config=config).lease
+        for listed in (client.list_leases("jobs", "k", config=config), asyncio.run(list_async())):
+            assert listed.held == 1 and listed.capacity == 2
+            assert [(l.id, l.source) for l in listed.leases] == [(lease.id, LimitSource.INLINE)]
+
+
+def test_list_leases_with_a_config_sends_source_inline_to_any_server(fake):
+    # What is sent, whatever a server would take: INLINE with a config, else the source given.
+    config = LimitConfig.concurrency(3)
+    with RateLimitClient(fake.target) as client:
+        client.list_leases("jobs", "k", config=config)
+        client.list_leases("jobs", "k", source=LimitSource.INLINE, config=config)
+        client.list_leases("jobs", "k")
+    assert [(r.source, r.HasField("config")) for r in fake.lists] == [
+        (LimitSource.INLINE, True), (LimitSource.INLINE, True), (LimitSource.LIMITS_FILE, False)]
 
 
 async def _list_async(target):

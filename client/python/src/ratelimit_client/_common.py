@@ -462,6 +462,10 @@ def to_extend_request(name: str, key: str, lease_id: str, ttl: Optional[timedelt
 def to_list_leases_request(name: str, key: str, source: LimitSource,
                            config: Optional[LimitConfig], page_size: int = 0,
                            page_token: str = "") -> pb.ListLeasesRequest:
+    """A config names an inline limit, as in Acquire, Release and Extend (which have no
+    source): the default source (LIMITS_FILE) is then sent as INLINE."""
+    if config is not None and source == LimitSource.LIMITS_FILE:
+        source = LimitSource.INLINE
     request = pb.ListLeasesRequest(name=name, key=key, source=source.name, page_size=page_size,
                                    page_token=page_token)
     if config is not None:

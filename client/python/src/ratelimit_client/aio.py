@@ -5,6 +5,7 @@ import asyncio
 import logging
 import secrets
 import time
+import weakref
 from datetime import datetime, timedelta
 from typing import (Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, Tuple,
                     TypeVar, Union)
@@ -53,14 +54,35 @@ class AsyncRateLimitClient:
         else:
             self._channel = grpc.aio.insecure_channel(target, options, interceptors=interceptors)
         self._closed = False
+        self._leases: "weakref.WeakSet[AsyncLease]" = weakref.WeakSet()  # held
         self._stub = pb_grpc.RateLimitServiceStub(self._channel)
         self._overrides = pb_grpc.OverrideServiceStub(self._channel)
 
     async def close(self) -> None:
         """Closes the channel: the calls in flight fail (CANCELLED), and so does every later
-        call (RateLimitError CANCELLED "the client is closed"). A held lease is then lost."""
+        call (RateLimitError CANCELLED "the client is closed"). Every lease the client holds
+        is lost at once: its `lost` is set (lost_reason "the client was closed") and its
+        heartbeat task is cancelled and waited for, abandoning an extend in flight, before the
+        channel closes; no call is sent."""
         self._closed = True
+        leases = list(self._leases)
+        self._leases.clear()
+        tasks = [t for t in (lease._lose_to_close() for lease in leases) if t is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._channel.close()
+
+    def _hold(self, lease: AsyncLease) -> bool:
+        """Counts an acquired lease among the client's, for close() to lose; False when the
+        client is closed already (the lease is then lost at once)."""
+        if self._closed:
+            lease._lose_to_close()
+            return False
+        self._leases.add(lease)
+        return True
+
+    def _drop(self, lease: AsyncLease) -> None:
+        """A released lease is no longer the client's."""
+        self._leases.discard(lease)
 
     @property
     def closed(self) -> bool:
@@ -197,7 +219,7 @@ class AsyncRateLimitClient:
                           config: Optional[LimitConfig] = None, page_size: int = 0,
                           page_token: str = "", timeout: Optional[float] = None) -> LeaseList:
         """Administrative: a page of the leases held on one key of a concurrency limit (as
-        RateLimitClient.list_leases)."""
+        RateLimitClient.list_leases: a `config` is sent with source INLINE)."""
         request = c.to_list_leases_request(name, key, source, config, page_size, page_token)
         return c.to_lease_list(await self._admin("ListLeases", self._stub.ListLeases, request,
                                                  timeout))

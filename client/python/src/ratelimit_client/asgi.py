@@ -49,9 +49,10 @@ class RateLimitMiddleware:
     inline, e.g. LimitConfig.concurrency(2)); each request holds one slot of it, of the key
     `key(scope)` gives, from before the application runs until it returns (the response has
     ended, or the application raised), extended in the background meanwhile. A request finding
-    no free slot is answered 429 with Retry-After, without running; the failure policy is the
-    same. With `name` too, the request's tokens and its slot are taken in one acquire, all or
-    nothing.
+    no free slot is answered 429 with Retry-After 1 (and RateLimit-Reset 1: a slot frees when a
+    request ends, sooner than the server's retry time, a lease's expiry), without running; the
+    failure policy is the same. With `name` too, the request's tokens and its slot are taken in
+    one acquire, all or nothing (a refusal of the rate limit keeps the server's retry time).
     `key` may be async and may return None to leave a request unlimited. `count` may be a
     function of the scope (e.g. a cost per route). Non-HTTP scopes (lifespan, websocket) pass
     through. `client` is an AsyncRateLimitClient or a target ("host:port"; the client is then

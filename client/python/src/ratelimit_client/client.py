@@ -5,6 +5,7 @@ import logging
 import secrets
 import threading
 import time
+import weakref
 from datetime import datetime, timedelta
 from typing import (Any, Callable, Generic, Iterator, List, Literal, Optional, Sequence, Tuple,
                     TypeVar, Union)
@@ -82,14 +83,38 @@ class RateLimitClient:
                        else grpc.insecure_channel(target, options))
         self._channel = channel
         self._closed = False
+        self._leases: "weakref.WeakSet[Lease]" = weakref.WeakSet()  # held, with _leases_lock
+        self._leases_lock = threading.Lock()
         self._stub = pb_grpc.RateLimitServiceStub(channel)
         self._overrides = pb_grpc.OverrideServiceStub(channel)
 
     def close(self) -> None:
         """Closes the channel: the calls in flight fail (CANCELLED), and so does every later
-        call (RateLimitError CANCELLED "the client is closed"). A held lease is then lost."""
-        self._closed = True
+        call (RateLimitError CANCELLED "the client is closed"). Every lease the client holds
+        is lost at once: its `lost` is set (lost_reason "the client was closed") and its
+        heartbeat stops, abandoning an extend in flight, without another call."""
+        with self._leases_lock:
+            self._closed = True
+            leases = list(self._leases)
+            self._leases.clear()
+        for lease in leases:
+            lease._lose_to_close()
         self._channel.close()
+
+    def _hold(self, lease: Lease) -> bool:
+        """Counts an acquired lease among the client's, for close() to lose; False when the
+        client is closed already (the lease is then lost at once)."""
+        with self._leases_lock:
+            if not self._closed:
+                self._leases.add(lease)
+                return True
+        lease._lose_to_close()
+        return False
+
+    def _drop(self, lease: Lease) -> None:
+        """A released lease is no longer the client's."""
+        with self._leases_lock:
+            self._leases.discard(lease)
 
     @property
     def closed(self) -> bool:
@@ -246,7 +271,8 @@ class RateLimitClient:
         """Administrative (sends the admin token, as reset does): the leases held on one key of
         a concurrency limit, soonest expiry first, a page at a time (page_size: 1..1000, 0 for the
         server's 100; page_token: the previous page's next_page_token), with the slots held and
-        the capacity."""
+        the capacity. `config`: the inline config of an inline limit; it is sent with source
+        INLINE in place of LIMITS_FILE, the default (acquire, release and extend have none)."""
         request = c.to_list_leases_request(name, key, source, config, page_size, page_token)
         return c.to_lease_list(self._admin("ListLeases", self._stub.ListLeases, request,
                                            timeout))

@@ -46,10 +46,12 @@ class RateLimit:
     `key(request)` gives, from before the endpoint runs until FastAPI runs the dependency's
     exit code, extended in the background meanwhile. The slot goes back on every way out: the
     response sent, the endpoint raising, the client gone (a streaming response cancelled). A
-    request finding no free slot gets HTTPException 429 with Retry-After, and the endpoint does
-    not run; the failure policy is the same. With `name` too, the request's tokens and its slot
-    are taken in one acquire, all or nothing; the headers then describe the concurrency limit
-    unless the rate limit denied.
+    request finding no free slot gets HTTPException 429 with Retry-After 1 (and RateLimit-Reset
+    1: a slot frees when a request ends, sooner than the server's retry time, a lease's
+    expiry), and the endpoint does not run; the failure policy is the same. With `name` too, the
+    request's tokens and its slot are taken in one acquire, all or nothing; the headers then
+    describe the concurrency limit unless the rate limit denied (its refusal keeps the server's
+    retry time).
 
     FastAPI runs a dependency's exit code after the response is sent, except in versions
     0.106 to 0.117, where it runs when the endpoint returns (before a StreamingResponse

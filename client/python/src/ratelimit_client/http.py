@@ -3,17 +3,19 @@
 and the limiter the ASGI middleware and the FastAPI dependency share."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Awaitable, Final, List, Literal, Optional, Tuple, TypeVar, Union, cast
 
 from ._repeated_log import RepeatedLog
 from .aio import AsyncRateLimitClient
 from .errors import UNREACHABLE_CODES, LeaseDenied, RateLimitError
 from .leases import AsyncLease
-from .types import AcquireResult, Decision, Kind, Limit, LimitConfig, LimitResult
+from .types import AcquireResult, Decision, DenyReason, Kind, Limit, LimitConfig, LimitResult
 
 _logger = logging.getLogger("ratelimit_client")
 
@@ -24,6 +26,11 @@ it (the default), "open" lets it through unlimited."""
 FAIL_OPEN: Final = "open"
 FAIL_CLOSED: Final = "closed"
 DEFAULT_FAILURE_MODE: Final = FAIL_CLOSED
+
+IN_FLIGHT_RETRY_AFTER: Final = timedelta(seconds=1)
+"""Retry-After (and RateLimit-Reset) of a request refused for want of a free slot of the max in
+flight limit. The server's retry time is when enough leases expire if no holder releases (a
+whole lease TTL), but a middleware's lease is released when its request ends."""
 
 
 def _number(x: float) -> str:
@@ -213,7 +220,9 @@ class Limiter:
         """With `in_flight`: acquires one slot of it (and the rate limit's tokens, when `name`
         is set: one acquire, all or nothing) for a request, as a held lease the caller releases
         when the response has ended. The headers describe the concurrency limit (its capacity
-        and free slots) unless the rate limit denied."""
+        and free slots) unless the rate limit denied. A denial for want of a free slot alone
+        says retry after IN_FLIGHT_RETRY_AFTER (1 s); one of the rate limit, the server's
+        time."""
         if key is None:
             return Outcome("allowed", None, []), None
         bad = _bad_key(key)
@@ -229,7 +238,8 @@ class Limiter:
             await lease.acquire()
         except LeaseDenied as e:
             decision = _decision_of(e.result)
-            return Outcome("denied", decision, rate_limit_headers(decision)), None
+            headers = rate_limit_headers(_in_flight_retry(decision))
+            return Outcome("denied", decision, headers), None
         except RateLimitError as e:
             return self._failed(self.in_flight, e), None
         assert lease.result is not None
@@ -252,6 +262,18 @@ class Limiter:
         if self.failure_mode == FAIL_OPEN:
             return Outcome("allowed", None, [])
         return Outcome("unavailable", None, [])
+
+
+def _in_flight_retry(decision: Decision) -> Decision:
+    """A denial of hold() as its headers describe it: refused for the slots of the concurrency
+    limit (results[0]) alone, retry after IN_FLIGHT_RETRY_AFTER; refused by a rate limit too,
+    after the server's retry time."""
+    results = decision.results
+    if (decision.retry_after is None or not results or results[0].allowed
+            or results[0].reason != DenyReason.NO_FREE_SLOTS
+            or not all(r.allowed for r in results[1:])):
+        return decision
+    return dataclasses.replace(decision, retry_after=IN_FLIGHT_RETRY_AFTER)
 
 
 def _decision_of(result: AcquireResult) -> Decision:

@@ -12,7 +12,9 @@ hung call cannot keep a lost lease looking held. The lease is lost when an exten
 NOT_HELD (it expired, was reset, or was released elsewhere), when extends have failed and the
 next one would come after the lease's expiry, when it expires before an extend could be sent, or
 when the client is closed: the holder may no longer count on its slots. `lease.lost` (an Event)
-is then set and `lease.lost_reason` says why.
+is then set and `lease.lost_reason` says why. The client's close() does so at once for every
+lease it holds, and stops their heartbeats (abandoning an extend in flight) without another
+call.
 """
 from __future__ import annotations
 
@@ -44,19 +46,22 @@ HEARTBEAT_FRACTION = 1.0 / 3.0
 MIN_TTL = timedelta(milliseconds=1)
 """The shortest lease TTL the service takes."""
 
+CLOSED_REASON = "the client was closed"
+"""lost_reason of the leases a client's close() found held."""
+
 MIN_EARLY_EXTEND = 0.01
 """The shortest wait (seconds) for an extend brought forward before the lease's expiry; with
 less time left, the heartbeat waits for the expiry, when the lease is lost."""
 
 
 def as_timedelta(value: Optional[Seconds]) -> Optional[timedelta]:
-    """A TTL given as seconds or as a timedelta. One that is negative, not finite, or not 0 but
-    under 1 ms is a ValueError naming `ttl`, before any call (the server keeps whole
-    microseconds: 100 ns would be sent as 0); 0 is sent as is, for the server to answer."""
+    """A TTL given as seconds or as a timedelta. One that is under 1 ms (0 included), negative
+    or not finite is a ValueError naming `ttl`, before any call (the server takes 1 ms at least
+    and keeps whole microseconds: 100 ns would be sent as 0). None: the limit's lease_ttl."""
     if value is None:
         return None
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if math.isfinite(seconds) and (seconds == 0 or seconds >= MIN_TTL.total_seconds()):
+    if math.isfinite(seconds) and seconds >= MIN_TTL.total_seconds():
         try:
             return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
         except OverflowError:  # longer than a timedelta holds
@@ -247,7 +252,7 @@ class Lease(_Held):
             clock.sleep(self._denied(result, attempt, give_up_at))
             attempt += 1
         valid_until = self._held(result, sent)
-        if self._every > 0 and self._life > 0:
+        if self._client._hold(self) and self._every > 0 and self._life > 0:
             self._thread = threading.Thread(target=self._beat, args=(valid_until,),
                                             name="ratelimit-lease-%s" % self.id, daemon=True)
             self._thread.start()
@@ -295,6 +300,7 @@ class Lease(_Held):
         if self.released or self.info is None:
             return
         self.released = True
+        self._client._drop(self)
         with self._lock:
             self._stop.set()
             in_flight = self._in_flight
@@ -305,6 +311,18 @@ class Lease(_Held):
         info = self.info
         self._client.release(info.name, info.key, info.id, config=self._config,
                              timeout=self._timeout)
+
+    def _lose_to_close(self) -> None:
+        """The client's close(): the lease is lost now, and its heartbeat stops, abandoning an
+        extend in flight, without another call (the thread is not waited for)."""
+        with self._lock:
+            self._stop.set()
+            in_flight = self._in_flight
+            if self.lost_reason is None:
+                self.lost_reason = CLOSED_REASON
+        if in_flight is not None:
+            in_flight.cancel()
+        self.lost.set()
 
     def __enter__(self) -> "Lease":
         return self.acquire()
@@ -346,7 +364,7 @@ class AsyncLease(_Held):
             await clock.sleep_async(self._denied(result, attempt, give_up_at))
             attempt += 1
         valid_until = self._held(result, sent)
-        if self._every > 0 and self._life > 0:
+        if self._client._hold(self) and self._every > 0 and self._life > 0:
             self._task = asyncio.ensure_future(self._beat(valid_until))
         return self
 
@@ -382,12 +400,23 @@ class AsyncLease(_Held):
         if self.released or self.info is None:
             return
         self.released = True
+        self._client._drop(self)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         info = self.info
         await self._client.release(info.name, info.key, info.id, config=self._config,
                                    timeout=self._timeout)
+
+    def _lose_to_close(self) -> Optional["asyncio.Task[None]"]:
+        """The client's close(): the lease is lost now and its heartbeat task is cancelled (an
+        extend in flight abandoned); returns the task, for close() to wait for its end."""
+        if self.lost_reason is None:
+            self.lost_reason = CLOSED_REASON
+        self.lost.set()
+        if self._task is not None:
+            self._task.cancel()
+        return self._task
 
     async def __aenter__(self) -> "AsyncLease":
         return await self.acquire()
