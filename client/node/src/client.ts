@@ -424,7 +424,7 @@ export class RateLimitClient {
   /**
    * Pushes a held lease's expiry to now + ttlMs (default: the limit's lease TTL): HELD with the
    * new expiry, or NOT_HELD (nothing changed: the holder has lost its slots and should stop).
-   * A ttlMs that is negative, under 1 ms or not finite is a TypeError, before any call.
+   * A ttlMs under 1 ms (0 too), negative or not finite is a TypeError, before any call.
    */
   async extend(ref: LeaseRef & { ttlMs?: number }, options?: CallOptions): Promise<ExtendResult> {
     return extendResult(await this.unary<WireLeaseStateResponse>("Extend", wireLeaseRef(ref, ref.ttlMs), options));

@@ -477,7 +477,9 @@ export function wireLeaseRef(ref: LeaseRef, ttlMs?: number): Record<string, unkn
 }
 
 export function wireListLeasesRequest(request: ListLeasesRequest): Record<string, unknown> {
-  const out: Record<string, unknown> = { name: request.name, key: request.key, source: request.source ?? "LIMITS_FILE" };
+  // A config defines an inline limit: sent with source INLINE unless the caller says otherwise.
+  const source = request.source ?? (present(request.config) ? "INLINE" : "LIMITS_FILE");
+  const out: Record<string, unknown> = { name: request.name, key: request.key, source };
   if (present(request.config)) out.config = wireConfig(request.config, "config");
   if (present(request.pageSize)) out.page_size = request.pageSize;
   if (present(request.pageToken)) out.page_token = request.pageToken;

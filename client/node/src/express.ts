@@ -188,8 +188,10 @@ export interface InFlightOption {
    * key `keyGenerator` gives, from before `next()` until the response closes (sent, or the
    * connection ended; an error answered by Express's error handler too), extended in the
    * background meanwhile. A request finding no free slot is denied as a rate limit denies
-   * (`statusCode` 429 with Retry-After and the RateLimit headers of the concurrency limit); the
-   * failure mode is the same. With `name` too, the request's tokens and its slot are taken in
+   * (`statusCode` 429 with Retry-After and the RateLimit headers of the concurrency limit), but
+   * with Retry-After (and RateLimit-Reset) 1 s rather than the server's retry time, which is when
+   * the holders' leases would expire: each slot comes back as its request ends (a rate limit of
+   * the same acquire that also denies keeps its own time when later). The failure mode is the same. With `name` too, the request's tokens and its slot are taken in
    * one acquire, all or nothing.
    */
   inFlight: string;
@@ -257,12 +259,41 @@ function describeError(name: string, error: unknown): { kind: string; line: stri
 }
 
 /**
- * Seconds until the limit has room again: for a denial, its retry time; for an allowance, when
- * the limit is full again, if the config is known (undefined otherwise).
+ * The retry time of a max-in-flight denial (no free slot), in ms: 1 s. The server's is when the
+ * holders' leases expire (their whole TTL, 30 s by default), but the middleware releases each
+ * slot as its request ends, so one is usually free much sooner.
  */
-function resetSeconds(result: RateLimitResult, config: LimitConfig | undefined, now: number): number | undefined {
+const IN_FLIGHT_RETRY_AFTER_MS = 1000;
+
+/**
+ * A denial's retry time in ms (undefined when no retry can succeed): the server's, unless the
+ * acquire's concurrency limit (max in flight, its first limit) decided it for want of a free
+ * slot: then IN_FLIGHT_RETRY_AFTER_MS, or a rate limit's retry time when that one denies too
+ * and is later (or none, when that one can never allow).
+ */
+function denialRetryMs(result: RateLimitResult, inFlight: boolean): number | undefined {
+  if (!inFlight || result.deniedBy !== 0 || result.reason !== "NO_FREE_SLOTS") return result.retryAfterMs;
+  let ms = IN_FLIGHT_RETRY_AFTER_MS;
+  for (const r of result.results.slice(1)) {
+    if (r.allowed) continue;
+    if (r.retryAfterMs === undefined) return undefined;
+    ms = Math.max(ms, r.retryAfterMs);
+  }
+  return ms;
+}
+
+/**
+ * Seconds until the limit has room again: for a denial, its retry time (`retryAfterMs`); for an
+ * allowance, when the limit is full again, if the config is known (undefined otherwise).
+ */
+function resetSeconds(
+  result: RateLimitResult,
+  retryAfterMs: number | undefined,
+  config: LimitConfig | undefined,
+  now: number,
+): number | undefined {
   if (!result.allowed) {
-    return result.retryAfterMs === undefined ? undefined : Math.max(0, Math.ceil(result.retryAfterMs / 1000));
+    return retryAfterMs === undefined ? undefined : Math.max(0, Math.ceil(retryAfterMs / 1000));
   }
   const r = result.results[0];
   if (!config || !r) return undefined;
@@ -443,11 +474,20 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
       }
       const decisive = result.results[result.allowed ? 0 : Math.max(0, result.deniedBy)]!;
       const now = Date.now();
-      const reset = resetSeconds(result, lease || inFlight !== undefined ? undefined : config, now);
+      // A denial's retry time: Retry-After, RateLimit-Reset and resetTime (X-RateLimit-Reset) follow it.
+      const retryAfterMs = result.allowed ? undefined : denialRetryMs(result, inFlight !== undefined);
+      const reset = resetSeconds(result, retryAfterMs, lease || inFlight !== undefined ? undefined : config, now);
+      let resetTime: Date | undefined;
+      if (result.allowed) {
+        resetTime = reset !== undefined ? new Date(now + reset * 1000) : undefined;
+      } else if (retryAfterMs !== undefined) {
+        // The server's own retry time keeps its retryAt.
+        resetTime = retryAfterMs === result.retryAfterMs ? result.retryAt : new Date(now + retryAfterMs);
+      }
       const info: RateLimitInfo = {
         limit: decisive.capacity,
         remaining: result.allowed ? Math.max(0, Math.floor(decisive.value + 1e-9)) : 0,
-        resetTime: !result.allowed ? result.retryAt : reset !== undefined ? new Date(now + reset * 1000) : undefined,
+        resetTime,
         result,
       };
       (req as unknown as Record<string, unknown>)[resolved.requestPropertyName] = info;
@@ -456,9 +496,7 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
         next();
         return;
       }
-      if (result.retryAfterMs !== undefined) {
-        res.setHeader("Retry-After", String(Math.max(0, Math.ceil(result.retryAfterMs / 1000))));
-      }
+      if (reset !== undefined) res.setHeader("Retry-After", String(reset));
       await handler(req, res, next, resolved);
     } catch (e) {
       next(e);

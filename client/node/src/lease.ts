@@ -77,7 +77,8 @@ export class LeaseLostError extends Error {
  * an extend answers NOT_HELD (it expired, was reset, or was released elsewhere), when extends have
  * failed and the next one would come after its expiry, or when it expires before an extend could
  * be sent: `signal` then aborts with a LeaseLostError, and `lost` is true. Pass `signal` to the
- * work the slots are for.
+ * work the slots are for. Without a heartbeat (`heartbeatMs: 0`) nothing extends the lease: it is
+ * lost at its expiry, by a timer that does not keep the process running.
  */
 export class Lease implements AsyncDisposable {
   /** The acquire's answer (per-limit results, replayed). */
@@ -132,6 +133,7 @@ export class Lease implements AsyncDisposable {
       first = 0;
     }
     if (this.everyMs > 0 && this.lifeMs > 0) this.schedule(first);
+    else this.watchExpiry();
   }
 
   /** The lease as the server last described it (expiresAt moves with each extend). */
@@ -172,6 +174,21 @@ export class Lease implements AsyncDisposable {
     this.timer = setTimeout(() => {
       this.beating = this.beat();
     }, ms);
+  }
+
+  /**
+   * Without a heartbeat (heartbeatMs 0): the lease is lost at its expiry. The timer keeps no
+   * process running (nothing will extend the lease), and release() clears it.
+   */
+  private watchExpiry(): void {
+    const left = this.validUntil - performance.now();
+    if (left <= 0) {
+      this.controller.abort(new LeaseLostError("it expired before an extend could be sent (no heartbeat: heartbeatMs 0)"));
+      return;
+    }
+    // A timer may fire a fraction of a ms early, or (past MAX_TIMER_MS) long before: looked at again.
+    this.timer = setTimeout(() => this.watchExpiry(), Math.min(Math.ceil(left), MAX_TIMER_MS));
+    this.timer.unref();
   }
 
   private async beat(): Promise<void> {

@@ -337,7 +337,7 @@ export interface AcquireRequest {
   limits: LimitRequest[];
   /**
    * The lease's TTL in ms (1 ms .. the limit's max lease TTL). Default: the limit's lease TTL.
-   * A negative one, one under 1 ms or one not finite is a TypeError, before any call.
+   * One under 1 ms (0 too), a negative one or one not finite is a TypeError, before any call.
    */
   ttlMs?: number;
   /** Idempotency key (1..128 bytes): a retry answers the same lease (`replayed`) and takes nothing. */
@@ -387,7 +387,7 @@ export interface ExtendResult {
 export interface ListLeasesRequest {
   name: string;
   key: string;
-  /** Default LIMITS_FILE; INLINE with `config`. */
+  /** Default: INLINE when `config` is given, LIMITS_FILE otherwise. */
   source?: LimitSource;
   config?: ConcurrencyConfig;
   /** The most leases in the answer, 1..1000 (default: the server's 100). */

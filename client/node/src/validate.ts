@@ -53,12 +53,12 @@ export function illFormedError(field: string): TypeError {
 /**
  * A lease TTL in ms as the caller gave it, or a TypeError naming `field` and the value: it must
  * be at least 1 ms (the server's lower bound; its upper one is the limit's max lease TTL). A
- * negative TTL, a positive one under 1 ms, or one not finite is refused here rather than sent:
- * the server reads whole microseconds and would name a truncated value, or none. 0 is sent as
- * given, for the server to refuse.
+ * TTL under 1 ms (0 and negative ones included) or one not finite is refused here rather than
+ * sent: the server reads whole microseconds and would name a truncated value, or none. An unset
+ * TTL (undefined) is not checked: it asks for the limit's lease TTL.
  */
 export function checkLeaseTtlMs(ms: number, field: string): number {
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || (ms > 0 && ms < 1)) {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 1) {
     throw new TypeError(
       `${field}: must be a finite number of milliseconds, at least 1 (up to the limit's max lease TTL), ` +
         `got ${String(ms)}; refused by the client, not sent`,

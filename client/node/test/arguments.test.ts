@@ -1,5 +1,5 @@
 // Arguments the client refuses before any call, with a TypeError naming the field: strings that
-// cannot be sent as UTF-8, lease TTLs the server would not take as given. The client points at
+// cannot be sent as UTF-8, lease TTLs the server would not take as given (0 too). The client points at
 // an address nobody listens on: a request sent would fail UNAVAILABLE instead.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
@@ -60,5 +60,19 @@ describe("client-side argument checks", () => {
     // Past a Duration's range the seconds would be sent as another number: 1e300 ms became 1 s.
     await assert.rejects(client.acquire({ limits: [jobs], ttlMs: 1e300 }), /^TypeError: ttlMs: must be within a Duration's/);
     await assert.rejects(client.acquire({ limits: [jobs], ttlMs: 1 }), wasSent);
+  });
+
+  test("a lease TTL of 0 is refused like one under 1 ms, not sent for the server to refuse; unset is sent", async () => {
+    for (const ttlMs of [0, -0]) {
+      const refused = (e: unknown) =>
+        e instanceof TypeError && e.message.startsWith("ttlMs: ") && e.message.includes("at least 1") && e.message.includes("got 0;");
+      await assert.rejects(client.acquire({ limits: [jobs], ttlMs }), refused, `acquire, ${ttlMs}`);
+      await assert.rejects(client.extend({ name: "jobs", key: "k", leaseId: "l1", ttlMs }), refused, `extend, ${ttlMs}`);
+      await assert.rejects(client.lease({ limits: [jobs], ttlMs }), refused, `lease, ${ttlMs}`);
+      await assert.rejects(client.withLease({ limits: [jobs], ttlMs }, () => "ran"), refused, `withLease, ${ttlMs}`);
+    }
+    // Unset: the limit's lease TTL, sent without a ttl.
+    await assert.rejects(client.acquire({ limits: [jobs], ttlMs: undefined }), wasSent);
+    await assert.rejects(client.extend({ name: "jobs", key: "k", leaseId: "l1" }), wasSent);
   });
 });

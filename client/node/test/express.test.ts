@@ -16,7 +16,7 @@ import {
   type RateLimitMiddlewareOptions,
 } from "@ratelimit/client";
 
-import { startServer, type RunningServer } from "./support.js";
+import { eventually, startServer, type RunningServer } from "./support.js";
 
 const LIMITS = `limits:
   - name: pages
@@ -223,6 +223,57 @@ describe("Express middleware", () => {
       } finally {
         await web.close();
       }
+    }
+  });
+
+  test("max in flight: no free slot is Retry-After 1, a rate limit's denial keeps the service's time", async () => {
+    // One slot (the lease TTL: the server's 30 s default) and the limits file's 2 pages per hour.
+    const user = `u${++n}`;
+    let running = 0;
+    let go!: () => void;
+    const gate = new Promise<void>((r) => (go = r));
+    const app = express();
+    const slots = { inFlight: "in-flight-retry", inFlightConfig: { kind: "CONCURRENCY", capacity: 1 } } as const;
+    app.use("/d6", rateLimit<Request, Response>({ client, name: "pages", ...slots, keyGenerator: () => user, legacyHeaders: true }));
+    app.use("/d7", rateLimit<Request, Response>({ client, name: "pages", ...slots, keyGenerator: () => user, standardHeaders: "draft-7" }));
+    app.get(["/d6", "/d7"], async (_req, res) => {
+      running++;
+      await gate;
+      running--;
+      res.send("done");
+    });
+    const web = await serve(app);
+    try {
+      const held = fetch(web.url + "/d6"); // takes the slot and a page
+      await eventually(() => running === 1, 5000, "a request holding the slot");
+      const noSlot = await fetch(web.url + "/d6");
+      assert.equal(noSlot.status, 429);
+      assert.equal(noSlot.headers.get("retry-after"), "1", "not the lease TTL (30 s)");
+      assert.equal(noSlot.headers.get("ratelimit-reset"), "1");
+      assert.equal(noSlot.headers.get("ratelimit-limit"), "1");
+      const legacy = Number(noSlot.headers.get("x-ratelimit-reset"));
+      assert.ok(Math.abs(legacy - (Date.now() / 1000 + 1)) <= 2, `X-RateLimit-Reset ${legacy}`);
+      const draft7 = await fetch(web.url + "/d7");
+      assert.equal(draft7.status, 429);
+      assert.equal(draft7.headers.get("retry-after"), "1");
+      assert.equal(draft7.headers.get("ratelimit"), "limit=1, remaining=0, reset=1");
+      go();
+      assert.equal((await held).status, 200);
+      await eventually(() => running === 0, 5000, "the request done");
+      // The slot comes back as the request ends: the second page, then the rate limit denies.
+      let second: Awaited<ReturnType<typeof fetch>> | undefined;
+      await eventually(async () => (second = await fetch(web.url + "/d6")).status !== 429, 5000, "the slot back");
+      assert.equal(second!.status, 200);
+      const noPage = await fetch(web.url + "/d6");
+      assert.equal(noPage.status, 429);
+      // One page at 2 per hour: 30 minutes, the service's time.
+      const retryAfter = Number(noPage.headers.get("retry-after"));
+      assert.ok(retryAfter > 29 * 60 && retryAfter <= 30 * 60, String(retryAfter));
+      assert.equal(noPage.headers.get("ratelimit-reset"), String(retryAfter));
+      assert.equal(noPage.headers.get("ratelimit-limit"), "2");
+    } finally {
+      go();
+      await web.close();
     }
   });
 

@@ -34,3 +34,18 @@ test("a held lease against the server: denied beyond capacity, kept by its heart
   const after = await client.listLeases({ name: "jobs", key: "k", source: "INLINE", config });
   assert.equal(after.held, 0);
 });
+
+test("listLeases with an inline config and no source lists the inline limit's leases", async () => {
+  // The server refuses a config with source LIMITS_FILE: a config is sent with source INLINE.
+  const config = { kind: "CONCURRENCY", capacity: 2 } as const;
+  const limits = [{ name: "jobs-unsourced", key: "k", config }];
+  const lease = await client.lease({ limits, heartbeatMs: 0, holder: "pod-b" });
+  try {
+    const listed = await client.listLeases({ name: "jobs-unsourced", key: "k", config });
+    assert.deepEqual([listed.held, listed.capacity], [1, 2]);
+    assert.deepEqual(listed.leases.map((l) => [l.id, l.source, l.holder]), [[lease.id, "INLINE", "pod-b"]]);
+  } finally {
+    assert.equal((await lease.release()).state, "RELEASED");
+  }
+  assert.equal((await client.listLeases({ name: "jobs-unsourced", key: "k", config })).held, 0);
+});

@@ -1,8 +1,9 @@
 // Concurrency leases against the fake of the lease calls (lease-fake.ts): the calls, the held
 // lease (`await using`, withLease: released on exit and on exception), its heartbeat (real
 // timers, TTLs of a few hundred ms), lost-lease detection, a replayed lease, a hung extend, a
-// heartbeat longer than the TTL, heartbeatMs and waitMs refused, a program held alive by its lease
-// alone (lease-holder.ts), and the Express middleware's inFlight.
+// heartbeat longer than the TTL, a lease without a heartbeat (lost at its expiry, by a timer that
+// holds no program: lease-unwatched.ts), heartbeatMs and waitMs refused, a program held alive by
+// its lease alone (lease-holder.ts), and the Express middleware's inFlight.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import type { AddressInfo } from "node:net";
@@ -197,6 +198,38 @@ describe("leases", () => {
     assert.equal(fake.held("jobs", "k"), 1);
   });
 
+  test("a lease without a heartbeat is lost at its expiry, unless released before", async () => {
+    const start = performance.now();
+    const lease = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 200, heartbeatMs: 0 });
+    assert.equal(lease.lost, false);
+    await eventually(() => lease.lost, 5000, "the lease lost");
+    assert.ok(performance.now() - start >= 200, "not before its expiry");
+    assert.ok(lease.signal.reason instanceof LeaseLostError);
+    assert.match(lease.signal.reason.message, /expired before an extend could be sent \(no heartbeat/);
+    assert.throws(() => lease.throwIfLost(), LeaseLostError);
+    assert.equal(fake.extends.length, 0);
+    await lease.release();
+    // Released before its expiry: the timer is cleared, the lease is never lost.
+    const released = await client.lease({ limits: [{ name: "jobs", key: "k" }], ttlMs: 150, heartbeatMs: 0 });
+    assert.equal((await released.release()).state, "RELEASED");
+    await sleep(250);
+    assert.equal(released.lost, false);
+  });
+
+  test("a lease without a heartbeat keeps no process running", async () => {
+    // Its TTL is a minute: the timer of its expiry must not hold the program that long.
+    const program = join(dirname(fileURLToPath(import.meta.url)), "lease-unwatched.js");
+    const started = performance.now();
+    const child = spawn(process.execPath, [program, fake.target], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    assert.equal(code, 0, `the program exited with ${code}: ${out}`);
+    assert.equal(out, "holding\n");
+    assert.ok(performance.now() - started < 30_000, `the program ran ${Math.round(performance.now() - started)} ms`);
+    assert.equal(fake.held("jobs", "k"), 1); // left to expire at the server
+  });
+
   for (const [field, value] of [["heartbeatMs", -1], ["heartbeatMs", NaN], ["heartbeatMs", Infinity], ["waitMs", -1], ["waitMs", NaN], ["waitMs", Infinity]] as const) {
     test(`a ${field} of ${value} is refused before any call`, async () => {
       await assert.rejects(client.lease({ limits: [{ name: "jobs", key: "k" }], [field]: value }), (e: unknown) =>
@@ -268,7 +301,9 @@ describe("express inFlight", () => {
       await eventually(() => settled.length === 3, 5000, "three answered");
       for (const r of settled) {
         assert.equal(r.status, 429);
-        assert.ok(Number(r.headers.get("retry-after")) >= 0);
+        // Not the fake's 30 s lease TTL: a slot comes back as its request ends.
+        assert.equal(r.headers.get("retry-after"), "1");
+        assert.equal(r.headers.get("ratelimit-reset"), "1");
         assert.equal(r.headers.get("ratelimit-limit"), "2");
       }
       assert.equal(fake.held("inflight", "caller"), 2);
