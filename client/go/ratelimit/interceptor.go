@@ -24,10 +24,11 @@ type GRPCOptions struct {
 	// InFlight ("max in flight") is the name of a concurrency limit: each call holds one slot
 	// of it, of the key Key gives, from before the handler runs until it returns (or panics):
 	// a unary call while it is handled, a stream for as long as it is open. A call finding no
-	// free slot is answered RESOURCE_EXHAUSTED with retry info, without running. With Limit
-	// too, the call's tokens and its slot are taken together (one Acquire, all or nothing). A
-	// call running longer than the lease's TTL keeps its slot: the lease is extended in the
-	// background (Client.Acquire).
+	// free slot is answered RESOURCE_EXHAUSTED ("max in flight reached for ...") with a retry
+	// time of 1 s (slots come back as calls end, not at the server's retry time, when leases
+	// expire), without running. With Limit too, the call's tokens and its slot are taken
+	// together (one Acquire, all or nothing). A call running longer than the lease's TTL keeps
+	// its slot: the lease is extended in the background (Client.Acquire).
 	InFlight string
 	// InFlightConfig defines InFlight inline (Kind Concurrency: Capacity is the most calls in
 	// flight per key); nil for a limit of the server's limits file.
@@ -61,7 +62,12 @@ type GRPCOptions struct {
 // UTF-8 is answered INVALID_ARGUMENT, without asking the service and whatever the policy.
 //
 // With InFlight, the headers describe the concurrency limit (ratelimit-limit its capacity,
-// ratelimit-remaining its free slots) unless the rate limit denied.
+// ratelimit-remaining its free slots) unless the rate limit denied. A call refused for want of
+// a free slot gets retry-after (and ratelimit-reset) 1 and a RetryInfo delay of at most 1 s, not
+// the server's retry time (when a lease expires if no holder releases it): the slots come back
+// as calls end. Its status reads "max in flight reached for <InFlight>: NO_FREE_SLOTS"; a
+// refusal of the rate limit reads "rate limit <Limit> exceeded: <reason>" and keeps the server's
+// retry time, the later one when both refuse.
 //
 // It panics when opts.Limit and opts.InFlight are both empty or opts.OnUnavailable is not a
 // Policy.
@@ -173,7 +179,7 @@ func (a *admission) admit(ctx context.Context, method string,
 	}
 	_ = setHeader(md)
 	if !res.Allowed {
-		return nil, deniedStatus(res, name)
+		return nil, deniedStatus(res, name, opts.InFlight != "")
 	}
 	if lease == nil {
 		return keep, nil
@@ -185,12 +191,24 @@ func (a *admission) admit(ctx context.Context, method string,
 }
 
 // deniedStatus is RESOURCE_EXHAUSTED naming the deciding limit and its reason, with a
-// google.rpc.RetryInfo detail carrying the server's retry_after when a retry can succeed.
-func deniedStatus(res *Result, name string) error {
+// google.rpc.RetryInfo detail carrying the retry time (the server's retry_after, or
+// inFlightRetryAfter for the concurrency limit's refusal) when a retry can succeed. inFlight
+// says the request had a concurrency limit (first): its refusal reads as a concurrency limit's
+// ("max in flight reached for inflight: NO_FREE_SLOTS"), a rate limit's as one ("rate limit api
+// exceeded: INSUFFICIENT_TOKENS").
+func deniedStatus(res *Result, name string, inFlight bool) error {
 	if res.DeniedBy >= 0 && res.DeniedBy < len(res.Limits) {
 		name = res.Limits[res.DeniedBy].Name
 	}
-	st := status.Newf(codes.ResourceExhausted, "rate limit %s exceeded: %v", name, res.Reason)
+	format := "rate limit %s exceeded: %v"
+	switch {
+	case !inFlight || !deniedByInFlight(res):
+	case res.Reason == NoFreeSlots:
+		format = "max in flight reached for %s: %v"
+	default: // e.g. an override blocking the key
+		format = "max in flight %s refused: %v"
+	}
+	st := status.Newf(codes.ResourceExhausted, format, name, res.Reason)
 	if res.RetryAt.IsZero() {
 		return st.Err()
 	}

@@ -51,9 +51,10 @@ type HTTPOptions struct {
 	// InFlight ("max in flight") is the name of a concurrency limit: each request holds one
 	// slot of it, of the key Key gives, for as long as the handler runs, given back when the
 	// handler returns (or panics). A request finding no free slot is answered 429 with
-	// Retry-After, without running. With Limit too, the request's token and its slot are taken
-	// together (one Acquire, all or nothing). A request running longer than the lease's TTL
-	// keeps its slot: the lease is extended in the background (Client.Acquire).
+	// Retry-After: 1 (slots come back as requests end, not at the server's retry time, when
+	// leases expire), without running. With Limit too, the request's token and its slot are
+	// taken together (one Acquire, all or nothing). A request running longer than the lease's
+	// TTL keeps its slot: the lease is extended in the background (Client.Acquire).
 	InFlight string
 	// InFlightConfig defines InFlight inline (Kind Concurrency: Capacity is the most requests
 	// in flight per key); nil for a limit of the server's limits file.
@@ -100,7 +101,10 @@ const (
 // answered 400, without asking the service and whatever the policy.
 //
 // With InFlight, the headers describe the concurrency limit (RateLimit-Limit its capacity,
-// RateLimit-Remaining its free slots) unless the rate limit denied.
+// RateLimit-Remaining its free slots) unless the rate limit denied. A request refused for want
+// of a free slot gets Retry-After (and RateLimit-Reset) 1, not the server's retry time (when a
+// lease expires if no holder releases it): the slots come back as requests end. A refusal of
+// the rate limit keeps the server's retry time, the later one when both refuse.
 //
 // It panics when opts.Limit and opts.InFlight are both empty or opts.OnUnavailable is not a
 // Policy.
@@ -180,14 +184,15 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 	}
 }
 
-// acquireForRequest acquires the slot (and tokens) of one request: the held lease when
-// allowed, and the answer as a Result for the headers either way.
+// acquireForRequest acquires the slot (and tokens) of one request (admissionLimits: the
+// concurrency limit first): the held lease when allowed, and the answer as a Result for the
+// headers either way (a refusal as refusalOfAcquire makes it).
 func (c *Client) acquireForRequest(ctx context.Context, limits []Limit) (*Lease, *Result, error) {
 	lease, err := c.Acquire(ctx, AcquireRequest{Limits: limits})
 	var denied *AcquireDeniedError
 	switch {
 	case errors.As(err, &denied):
-		return nil, resultOfAcquire(denied.Result), nil
+		return nil, refusalOfAcquire(denied.Result), nil
 	case err != nil:
 		return nil, nil, err
 	}
@@ -197,6 +202,39 @@ func (c *Client) acquireForRequest(ctx context.Context, limits []Limit) (*Lease,
 func resultOfAcquire(a *AcquireResult) *Result {
 	return &Result{Allowed: a.Allowed, Limits: a.Limits, RetryAt: a.RetryAt,
 		RetryAfter: a.RetryAfter, Reason: a.Reason, DeniedBy: a.DeniedBy, Replayed: a.Replayed}
+}
+
+// inFlightRetryAfter is the retry time (Retry-After: 1) of a middleware's or interceptor's
+// refusal for want of a free slot of its concurrency limit (InFlight). The server's retry time
+// for it is when a lease expires if no holder releases it, up to the whole lease TTL; but the
+// middlewares release each request's slot as soon as it ends, so one is usually free much
+// sooner. A refusal of a rate limit keeps the server's retry time.
+const inFlightRetryAfter = time.Second
+
+// refusalOfAcquire is the Result of a denied Acquire of admissionLimits with a concurrency limit
+// (first): when that limit decided, its retry time is cut to inFlightRetryAfter, and a rate
+// limit denying too with a later retry time decides instead (the server's rule: the latest
+// retry decides).
+func refusalOfAcquire(a *AcquireResult) *Result {
+	res := resultOfAcquire(a)
+	if !deniedByInFlight(res) || res.RetryAt.IsZero() || res.RetryAfter <= inFlightRetryAfter {
+		return res // a rate limit decided, no retry can succeed, or a slot frees by then anyway
+	}
+	res.RetryAt = res.RetryAt.Add(inFlightRetryAfter - res.RetryAfter)
+	res.RetryAfter = inFlightRetryAfter
+	for i := 1; i < len(res.Limits); i++ {
+		if l := res.Limits[i]; !l.Allowed && !l.RetryAt.IsZero() && l.RetryAfter > res.RetryAfter {
+			res.RetryAt, res.RetryAfter, res.Reason, res.DeniedBy = l.RetryAt, l.RetryAfter,
+				l.Reason, i
+		}
+	}
+	return res
+}
+
+// deniedByInFlight reports whether the refusal res of admissionLimits with a concurrency limit
+// is that limit's (the first; NoFreeSlots is a concurrency limit's reason only).
+func deniedByInFlight(res *Result) bool {
+	return !res.Allowed && (res.DeniedBy == 0 || res.Reason == NoFreeSlots)
 }
 
 // admissionLimits are the limits a middleware asks for one request: a slot of the concurrency
@@ -270,8 +308,9 @@ func limitHeaders(res *Result) map[string]string {
 	}
 	h[HeaderLimit] = strconv.FormatFloat(math.Floor(l.Capacity), 'f', -1, 64)
 	h[HeaderRemaining] = strconv.FormatFloat(math.Max(0, math.Floor(l.Value)), 'f', -1, 64)
-	// The server's retry_after (not retry_at minus the local clock, which may be skewed). A
-	// denial that no retry can lift (COUNT_EXCEEDS_CAPACITY) has none.
+	// The server's retry_after (not retry_at minus the local clock, which may be skewed), cut
+	// to 1 s for a middleware's concurrency limit (refusalOfAcquire). A denial that no retry can
+	// lift (COUNT_EXCEEDS_CAPACITY) has none.
 	if !res.Allowed && !res.RetryAt.IsZero() {
 		seconds := strconv.FormatInt(ceilSeconds(res.RetryAfter), 10)
 		h[HeaderRetryAfter] = seconds
