@@ -87,7 +87,13 @@ std::string FormatLease(const v1::Lease& lease) {
 
 std::string FormatAcquire(const v1::AcquireResponse& response, absl::Time now) {
   if (response.allowed()) {
-    return absl::StrCat(response.replayed() ? "acquired (replayed) " : "acquired ",
+    // A replay is the first answer to the request_id again: it took nothing now, and the lease
+    // it names may have been released since (a released lease is kept until its expiry for
+    // replays).
+    return absl::StrCat(response.replayed()
+                            ? "replayed (the first acquire of this request_id; nothing taken "
+                              "now, the lease may be released since): "
+                            : "acquired ",
                         FormatLease(response.lease()));
   }
   std::string text = absl::StrCat("refused: ", v1::DenyReason_Name(response.reason()));

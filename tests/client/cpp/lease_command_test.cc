@@ -68,6 +68,11 @@ TEST(LeaseCommandTest, FormatsTheAnswers) {
   l->set_holder("w3");
   EXPECT_EQ(FormatAcquire(acquired, absl::FromUnixSeconds(1797999990)),
             "acquired lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40Z (w3)\n");
+  // A replay says it took nothing now: its lease may have been released since.
+  acquired.set_replayed(true);
+  EXPECT_EQ(FormatAcquire(acquired, absl::FromUnixSeconds(1797999990)),
+            "replayed (the first acquire of this request_id; nothing taken now, the lease may be "
+            "released since): lease abc jobs/t1: 2 slots until 2026-12-23T04:26:40Z (w3)\n");
   v1::AcquireResponse refused;
   refused.set_reason(v1::NO_FREE_SLOTS);
   refused.mutable_retry_at()->set_seconds(1798000004);
