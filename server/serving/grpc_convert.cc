@@ -34,11 +34,16 @@ void SetTimestamp(int64_t us, google::protobuf::Timestamp* ts) {
   ts->set_nanos(nanos);
 }
 
+bool DurationNanosMalformed(const google::protobuf::Duration& d) {
+  const int64_t s = d.seconds();
+  const int32_t n = d.nanos();
+  return n <= -1000000000 || n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0);
+}
+
 const char* NonNegativeDurationProblem(const google::protobuf::Duration& d) {
   const int64_t s = d.seconds();
   const int32_t n = d.nanos();
-  if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || n <= -1000000000 ||
-      n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
+  if (s < -kMaxProtoDurationSeconds || s > kMaxProtoDurationSeconds || DurationNanosMalformed(d)) {
     return "is not a valid google.protobuf.Duration";
   }
   if (s < 0 || n < 0) return "must not be negative";

@@ -16,6 +16,10 @@ namespace ratelimit {
 // google.protobuf.Duration's range in seconds (10,000 years).
 inline constexpr int64_t kMaxProtoDurationSeconds = 315576000000;
 
+// True when `d`'s nanos cannot go with its seconds in any valid Duration: outside (-1e9, 1e9), or
+// of the other sign than seconds.
+bool DurationNanosMalformed(const google::protobuf::Duration& d);
+
 // Why `d` cannot be read as a duration of at least 0, to follow the field's name in an
 // INVALID_ARGUMENT: "is not a valid google.protobuf.Duration" (seconds past the type's range,
 // nanos outside (-1e9, 1e9), or seconds and nanos of opposite signs) or "must not be negative".

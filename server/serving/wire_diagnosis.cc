@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/stubs/common.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/slice.h"
 
@@ -70,10 +71,10 @@ bool Walk(const Descriptor& type, CodedInputStream& in, const std::string& prefi
         *fault = absl::StrCat(path, ": is cut short");
         return false;
       }
-      // proto3 refuses a string that is not UTF-8; proto2 takes it.
+      // proto3 refuses a string that is not UTF-8, by the parser's own check; proto2 takes it.
       const bool strict =
           field->file()->syntax() == google::protobuf::FileDescriptor::SYNTAX_PROTO3;
-      if (strict && !IsValidUtf8(value)) {
+      if (strict && !google::protobuf::internal::IsStructurallyValidUTF8(value)) {
         *fault = absl::StrCat(path, ": is not valid UTF-8");
         return false;
       }
@@ -93,38 +94,6 @@ bool Walk(const Descriptor& type, CodedInputStream& in, const std::string& prefi
 }
 
 }  // namespace
-
-bool IsValidUtf8(absl::string_view text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const auto* end = p + text.size();
-  while (p < end) {
-    const unsigned char c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    int more = 0;
-    uint32_t code = 0;
-    uint32_t least = 0;
-    if ((c & 0xE0) == 0xC0) {
-      more = 1, code = c & 0x1F, least = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      more = 2, code = c & 0x0F, least = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      more = 3, code = c & 0x07, least = 0x10000;
-    } else {
-      return false;  // a continuation byte first, or 0xF8..0xFF
-    }
-    if (end - p <= more) return false;
-    for (int i = 1; i <= more; ++i) {
-      if ((p[i] & 0xC0) != 0x80) return false;
-      code = (code << 6) | (p[i] & 0x3F);
-    }
-    if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
-    p += more + 1;
-  }
-  return true;
-}
 
 std::string DiagnoseWireFormat(const Descriptor& type, absl::string_view bytes) {
   CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),

@@ -29,10 +29,6 @@ std::string DiagnoseWireFormat(const google::protobuf::Descriptor& type, absl::s
 std::string UnparsableBodyMessage(const google::protobuf::Descriptor& type,
                                   const grpc::ByteBuffer& body);
 
-// True when `text` is well-formed UTF-8: no overlong forms, no surrogates, nothing past
-// U+10FFFF (what protobuf requires of a proto3 string).
-bool IsValidUtf8(absl::string_view text);
-
 }  // namespace ratelimit
 
 #endif  // RATELIMIT_SERVER_SERVING_WIRE_DIAGNOSIS_H_

@@ -14,14 +14,11 @@
 namespace ratelimit {
 
 std::string DurationText(const google::protobuf::Duration& d) {
-  const int64_t s = d.seconds();
-  const int32_t n = d.nanos();
-  // Fields no valid Duration has (nanos of another sign than seconds, or a second or more) are
-  // shown as sent: their sum would be another, valid, duration.
-  if (n <= -1000000000 || n >= 1000000000 || (s > 0 && n < 0) || (s < 0 && n > 0)) {
-    return absl::StrCat("{seconds: ", s, ", nanos: ", n, "}");
+  // Fields no valid Duration has are shown as sent: their sum would be another, valid, duration.
+  if (DurationNanosMalformed(d)) {
+    return absl::StrCat("{seconds: ", d.seconds(), ", nanos: ", d.nanos(), "}");
   }
-  return absl::FormatDuration(absl::Seconds(s) + absl::Nanoseconds(n));
+  return absl::FormatDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
 }
 
 absl::StatusOr<int64_t> DurationMicros(const google::protobuf::Duration& d, absl::string_view field,

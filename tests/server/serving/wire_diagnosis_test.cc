@@ -118,19 +118,26 @@ TEST(WireDiagnosisTest, NamesAFaultOnlyWhereTheParserRefuses) {
   EXPECT_GT(named, refused / 2);
 }
 
-TEST(Utf8Test, WellFormedOnly) {
-  EXPECT_TRUE(IsValidUtf8(""));
-  EXPECT_TRUE(IsValidUtf8("plain ascii"));
-  EXPECT_TRUE(IsValidUtf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // é € 😀
-  EXPECT_TRUE(IsValidUtf8("\xf4\x8f\xbf\xbf"));                      // U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\x80"));                                 // a continuation first
-  EXPECT_FALSE(IsValidUtf8("\xc3"));                                 // cut short
-  EXPECT_FALSE(IsValidUtf8("\xc3x"));                                // not a continuation
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));                             // overlong
-  EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));                         // overlong
-  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));                         // a surrogate
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));                     // past U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xff"));
+// Each way a key can fail to be UTF-8 is named (the walk uses the parser's own check), and
+// well-formed ones, up to U+10FFFF, are not.
+TEST(WireDiagnosisTest, EachWayAStringCanFailToBeUtf8IsNamed) {
+  for (const std::string& valid : {std::string(""), std::string("plain ascii"),
+                                   std::string("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"),  // é € 😀
+                                   std::string("\xf4\x8f\xbf\xbf")}) {                   // U+10FFFF
+    EXPECT_EQ(DiagnoseWireFormat(Request(), TwoLimitsWithSecondKey(valid)), "") << valid;
+  }
+  for (const std::string& invalid : {std::string("\x80"),              // a continuation first
+                                     std::string("\xc3"),              // cut short
+                                     std::string("\xc3x"),             // not a continuation
+                                     std::string("\xc0\xaf"),          // overlong
+                                     std::string("\xe0\x80\xaf"),      // overlong
+                                     std::string("\xed\xa0\x80"),      // a surrogate
+                                     std::string("\xf4\x90\x80\x80"),  // past U+10FFFF
+                                     std::string("\xff")}) {
+    EXPECT_EQ(DiagnoseWireFormat(Request(), TwoLimitsWithSecondKey(invalid)),
+              "limits[1].key: is not valid UTF-8")
+        << invalid;
+  }
 }
 
 }  // namespace
