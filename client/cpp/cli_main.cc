@@ -482,15 +482,11 @@ int main(int argc, char** argv) {
       if (eq != std::string::npos) e->set_value(level.substr(eq + 1));
     }
     reset.set_envoy_override(absl::GetFlag(FLAGS_envoy_override));
-    const absl::StatusOr<uint64_t> deleted = client->Reset(reset);
-    if (!deleted.ok()) return call_error(deleted.status());
-    if (json) {
-      std::cout << "{\"deleted\":\"" << *deleted << "\"}\n";  // ResetResponse as proto3 JSON
-    } else {
-      std::cout << "reset " << name << (absl::GetFlag(FLAGS_all_keys) ? " (all keys)" : "/" + key)
-                << ": " << *deleted << (*deleted == 1 ? " state" : " states") << " deleted\n";
-    }
-    return 0;
+    const absl::StatusOr<ratelimit::v1::ResetResponse> reply = client->ResetDetailed(reset);
+    if (!reply.ok()) return call_error(reply.status());
+    const bool all_keys = absl::GetFlag(FLAGS_all_keys);
+    return Print(*reply, ratelimit::FormatResetResponse(
+                             name + (all_keys ? " (all keys)" : "/" + key), all_keys, *reply));
   }
 
   if (command == "acquire" || command == "release" || command == "extend" || command == "leases") {

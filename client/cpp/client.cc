@@ -124,6 +124,10 @@ absl::StatusOr<uint64_t> RateLimitClient::Reset(const v1::ResetRequest& request)
   return SendReset(request);
 }
 
+absl::StatusOr<v1::ResetResponse> RateLimitClient::ResetDetailed(const v1::ResetRequest& request) {
+  return SendResetDetailed(request);
+}
+
 absl::Status RateLimitClient::Health(const std::string& service) {
   grpc::ClientContext context;
   Prepare(&context);
@@ -148,11 +152,18 @@ void RateLimitClient::PrepareAdmin(grpc::ClientContext* context) const {
 }
 
 absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& request) {
+  absl::StatusOr<v1::ResetResponse> response = SendResetDetailed(request);
+  if (!response.ok()) return response.status();
+  return response->deleted();
+}
+
+absl::StatusOr<v1::ResetResponse> RateLimitClient::SendResetDetailed(
+    const v1::ResetRequest& request) {
   grpc::ClientContext context;
   PrepareAdmin(&context);
   v1::ResetResponse response;
   if (absl::Status s = FromGrpc(stub_->Reset(&context, request, &response)); !s.ok()) return s;
-  return response.deleted();
+  return response;
 }
 
 absl::StatusOr<v1::GetRlqsAssignmentsResponse> RateLimitClient::GetRlqsAssignments(

@@ -67,6 +67,8 @@ class RateLimitClient {
   absl::StatusOr<uint64_t> ResetAll(const std::string& name);
   // Any Reset: of another source (inline limits, Envoy rules; see ResetRequest.source).
   absl::StatusOr<uint64_t> Reset(const v1::ResetRequest& request);
+  // The same call, answering the whole ResetResponse: `deleted` and, of those, `leases`.
+  absl::StatusOr<v1::ResetResponse> ResetDetailed(const v1::ResetRequest& request);
 
   // ratelimit.v1.OverrideService (administrative, like Reset: each sends admin_token):
   // runtime overrides of the limits file's limits and their audit history
@@ -120,6 +122,7 @@ class RateLimitClient {
   // Prepare, plus the admin token when there is one.
   void PrepareAdmin(grpc::ClientContext* context) const;
   absl::StatusOr<uint64_t> SendReset(const v1::ResetRequest& request);
+  absl::StatusOr<v1::ResetResponse> SendResetDetailed(const v1::ResetRequest& request);
 
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
   std::unique_ptr<v1::OverrideService::Stub> override_stub_;

@@ -1,11 +1,15 @@
 #include "client/cpp/output.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/cpp/client.h"
 #include "client/cpp/proto_time.h"
 #include "google/protobuf/struct.pb.h"
@@ -73,6 +77,23 @@ std::string FormatSettleResponse(const v1::SettleResponse& response) {
     out.push_back('\n');
   }
   return out;
+}
+
+std::string FormatResetResponse(const std::string& target, bool all_keys,
+                                const v1::ResetResponse& response) {
+  const uint64_t leases = std::min(response.leases(), response.deleted());
+  const uint64_t states = response.deleted() - leases;
+  auto plural = [](uint64_t n, const char* one, const char* many) {
+    return absl::StrCat(n, " ", n == 1 ? one : many);
+  };
+  std::vector<std::string> parts;
+  if (states > 0) parts.push_back(plural(states, "state", "states") + " deleted");
+  if (leases > 0) {
+    parts.push_back(all_keys ? "leases ended on " + plural(leases, "key", "keys")
+                             : plural(leases, "lease", "leases") + " ended");
+  }
+  if (parts.empty()) parts.push_back("nothing to reset (no state or lease held)");
+  return absl::StrCat("reset ", target, ": ", absl::StrJoin(parts, ", "), "\n");
 }
 
 std::string FormatBucketId(const std::map<std::string, std::string>& pairs) {

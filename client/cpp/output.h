@@ -22,6 +22,13 @@ std::string FormatResponse(const v1::RateLimitResponse& response, absl::Time now
 //     llm/org-7  returned=1200 charged=0 uncharged=0 value=8200
 std::string FormatSettleResponse(const v1::SettleResponse& response);
 
+// Human-readable rendering of a Reset reply for `target` (name/key, or the name and " (all
+// keys)"), naming what was deleted: "reset api/u1: 1 state deleted", "reset jobs/t: 2 leases
+// ended", "reset jobs (all keys): leases ended on 3 keys", "reset api/u1: nothing to reset (no
+// state or lease held)".
+std::string FormatResetResponse(const std::string& target, bool all_keys,
+                                const v1::ResetResponse& response);
+
 // A BucketId as key=value items in key order, joined by ',', with a ',', '=' or '\' inside a
 // key or value escaped by a '\': what the command line's --bucket reads back.
 std::string FormatBucketId(const std::map<std::string, std::string>& pairs);

@@ -518,16 +518,19 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
   const std::shared_ptr<const LimitSet> defined = registry_.Current();
   const LimitConfig* config =
       target->source == LimitSource::kDefined ? defined->Find(target->name) : nullptr;
+  const bool concurrency =
+      (config != nullptr && config->kind == LimitKind::kConcurrency) || target->envoy_concurrency;
   absl::StatusOr<uint64_t> deleted =
-      (config != nullptr && config->kind == LimitKind::kConcurrency) || target->envoy_concurrency
-          ? ResetLeases(*target)
+      concurrency        ? ResetLeases(*target)
       : target->all_keys ? scheduler_.ResetAll(target->name, target->source)
                          : scheduler_.Reset(target->name, target->key, target->source);
+  uint64_t leases_ended = concurrency && deleted.ok() ? *deleted : 0;
   if (deleted.ok() && target->source == LimitSource::kInline) {
     // An inline name may be a concurrency limit's too: its leases end with its states.
     absl::StatusOr<uint64_t> leases = ResetLeases(*target);
     if (leases.ok()) {
       deleted = *deleted + *leases;
+      leases_ended = *leases;
     } else if (!absl::IsUnimplemented(leases.status())) {
       deleted = leases.status();
     }
@@ -549,8 +552,10 @@ grpc::Status RateLimitServiceImpl::HandleReset(const grpc::ServerContext& contex
          {"limit", target->display_name},
          {"key", key},
          {"deleted", absl::StrCat(*deleted)},
+         {"leases", absl::StrCat(leases_ended)},
          {"trace_id", rpc.TraceId()}});
     response->set_deleted(*deleted);
+    response->set_leases(leases_ended);
     return FinishRpc(rpc, grpc::Status::OK);
   }
   reset_failed_log_.Log({{"peer", peer},

@@ -290,7 +290,7 @@ TEST_F(ProcessTest, CliHelpJsonErrorsTimeoutsAndWhatResetDid) {
   std::tie(code, out) = RunCli("reset " + t + " --name=cli --key=r --json" + admin);
   EXPECT_EQ(code, 0) << out;
   // (After the warning about the token file's mode, on standard error.)
-  EXPECT_TRUE(absl::EndsWith(out, "\n{\"deleted\":\"0\"}\n")) << out;
+  EXPECT_TRUE(absl::EndsWith(out, "\n{\"deleted\":\"0\",\"leases\":\"0\"}\n")) << out;
   std::tie(code, out) = RunCli("reset " + t + " --name=typo --key=r" + admin);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("NOT_FOUND: name: no limit \"typo\" in the limits file"), std::string::npos)

@@ -108,6 +108,26 @@ TEST(FormatJsonErrorTest, WritesCodeThenMessageAsValidJson) {
   EXPECT_EQ(e.at("message").string_value(), error.message());
 }
 
+TEST(FormatResetResponseTest, NamesStatesAndLeasesApart) {
+  auto reply = [](uint64_t deleted, uint64_t leases) {
+    v1::ResetResponse r;
+    r.set_deleted(deleted);
+    r.set_leases(leases);
+    return r;
+  };
+  EXPECT_EQ(FormatResetResponse("api/u1", false, reply(1, 0)), "reset api/u1: 1 state deleted\n");
+  EXPECT_EQ(FormatResetResponse("api (all keys)", true, reply(3, 0)),
+            "reset api (all keys): 3 states deleted\n");
+  EXPECT_EQ(FormatResetResponse("jobs/t", false, reply(2, 2)), "reset jobs/t: 2 leases ended\n");
+  EXPECT_EQ(FormatResetResponse("jobs/t", false, reply(1, 1)), "reset jobs/t: 1 lease ended\n");
+  EXPECT_EQ(FormatResetResponse("jobs (all keys)", true, reply(3, 3)),
+            "reset jobs (all keys): leases ended on 3 keys\n");
+  EXPECT_EQ(FormatResetResponse("pool/k", false, reply(3, 1)),
+            "reset pool/k: 2 states deleted, 1 lease ended\n");
+  EXPECT_EQ(FormatResetResponse("api/u1", false, reply(0, 0)),
+            "reset api/u1: nothing to reset (no state or lease held)\n");
+}
+
 TEST(ParseBucketPairsTest, TakesKeyValueItemsAndNamesTheFlag) {
   absl::StatusOr<std::map<std::string, std::string>> pairs =
       ParseBucketPairs("tenant=a,route=/x=y,empty=");

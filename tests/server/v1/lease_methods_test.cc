@@ -314,14 +314,60 @@ TEST_F(LeaseMethodsTest, ResetEndsTheLeasesOfAKeyOrOfEveryKey) {
   const v1::AcquireResponse a = Acquire("t", 1);
   ASSERT_TRUE(Acquire("t", 2).allowed());
   ASSERT_TRUE(Acquire("u", 1).allowed());
-  auto deleted = client_->Reset("jobs", "t");
+  v1::ResetRequest one;
+  one.set_name("jobs");
+  one.set_key("t");
+  auto deleted = client_->ResetDetailed(one);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
-  EXPECT_EQ(*deleted, 2u);  // two leases ended
+  EXPECT_EQ(deleted->deleted(), 2u);  // two leases ended
+  EXPECT_EQ(deleted->leases(), 2u);   // and the answer says they were leases
   EXPECT_EQ(Held("t"), 0u);
   EXPECT_EQ(Held("u"), 1u);
   EXPECT_EQ(Release("t", a.lease().id()), v1::NOT_HELD);
-  ASSERT_TRUE(client_->ResetAll("jobs").ok());
+  v1::ResetRequest every;
+  every.set_name("jobs");
+  every.set_all_keys(true);
+  auto all = client_->ResetDetailed(every);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->deleted(), 1u);  // the one key that held a lease
+  EXPECT_EQ(all->leases(), 1u);
   EXPECT_EQ(Held("u"), 0u);
+}
+
+TEST_F(LeaseMethodsTest, ResetOfAnInlineNameCountsItsLeasesApartFromItsStates) {
+  v1::LimitConfig slots;
+  slots.set_kind(v1::CONCURRENCY);
+  slots.set_capacity(3);
+  v1::AcquireRequest acquire;
+  v1::LimitRequest* limit = acquire.add_limits();
+  limit->set_name("pool");
+  limit->set_key("k");
+  *limit->mutable_config() = slots;
+  ASSERT_TRUE(client_->Acquire(acquire)->allowed());
+  ASSERT_TRUE(client_->Acquire(acquire)->allowed());
+  v1::ResetRequest reset;
+  reset.set_name("pool");
+  reset.set_key("k");
+  reset.set_source(v1::INLINE);
+  auto deleted = client_->ResetDetailed(reset);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->deleted(), 2u);
+  EXPECT_EQ(deleted->leases(), 2u);
+  // A rate limit's state under the same inline name is a state, not a lease.
+  v1::RateLimitRequest consume;
+  v1::LimitRequest* rate = consume.add_limits();
+  rate->set_name("pool");
+  rate->set_key("k");
+  rate->mutable_config()->set_kind(v1::TOKEN_BUCKET);
+  rate->mutable_config()->set_rate(1);
+  rate->mutable_config()->mutable_period()->set_seconds(60);
+  rate->mutable_config()->set_capacity(5);
+  ASSERT_TRUE(client_->Consume(consume).ok());
+  ASSERT_TRUE(client_->Acquire(acquire)->allowed());
+  deleted = client_->ResetDetailed(reset);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->deleted(), 2u);  // the state and the lease
+  EXPECT_EQ(deleted->leases(), 1u);
 }
 
 TEST_F(LeaseMethodsTest, ListLeasesNeedsTheAdminCredentialAndShowsTheLeases) {
