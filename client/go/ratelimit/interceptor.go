@@ -23,12 +23,14 @@ type GRPCOptions struct {
 	Config *Config
 	// InFlight ("max in flight") is the name of a concurrency limit: each call holds one slot
 	// of it, of the key Key gives, from before the handler runs until it returns (or panics):
-	// a unary call while it is handled, a stream for as long as it is open. A call finding no
-	// free slot is answered RESOURCE_EXHAUSTED ("max in flight reached for ...") with a retry
-	// time of 1 s (slots come back as calls end, not at the server's retry time, when leases
-	// expire), without running. With Limit too, the call's tokens and its slot are taken
-	// together (one Acquire, all or nothing). A call running longer than the lease's TTL keeps
-	// its slot: the lease is extended in the background (Client.Acquire).
+	// a unary call while it is handled, a stream for as long as it is open. The slot is given
+	// back before gRPC sends the call's response (unary) and status, so a client that waits for
+	// each call's end before starting the next is never refused by max in flight. A call
+	// finding no free slot is answered RESOURCE_EXHAUSTED ("max in flight reached for ...")
+	// with a retry time of 1 s (slots come back as calls end, not at the server's retry time,
+	// when leases expire), without running. With Limit too, the call's tokens and its slot are
+	// taken together (one Acquire, all or nothing). A call running longer than the lease's TTL
+	// keeps its slot: the lease is extended in the background (Client.Acquire).
 	InFlight string
 	// InFlightConfig defines InFlight inline (Kind Concurrency: Capacity is the most calls in
 	// flight per key); nil for a limit of the server's limits file.
@@ -184,10 +186,7 @@ func (a *admission) admit(ctx context.Context, method string,
 	if lease == nil {
 		return keep, nil
 	}
-	return func() {
-		// Not the call's context: the slot goes back even when the client is gone.
-		_ = lease.Release(context.Background()) // on failure the lease expires by itself
-	}, nil
+	return releaseOnce(lease, a.logs, "gRPC interceptor", name), nil
 }
 
 // deniedStatus is RESOURCE_EXHAUSTED naming the deciding limit and its reason, with a

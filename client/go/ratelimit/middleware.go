@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -49,12 +50,16 @@ type HTTPOptions struct {
 	// unless they name the same limit.
 	Limit string
 	// InFlight ("max in flight") is the name of a concurrency limit: each request holds one
-	// slot of it, of the key Key gives, for as long as the handler runs, given back when the
-	// handler returns (or panics). A request finding no free slot is answered 429 with
-	// Retry-After: 1 (slots come back as requests end, not at the server's retry time, when
-	// leases expire), without running. With Limit too, the request's token and its slot are
-	// taken together (one Acquire, all or nothing). A request running longer than the lease's
-	// TTL keeps its slot: the lease is extended in the background (Client.Acquire).
+	// slot of it, of the key Key gives, while the handler runs. The slot is given back before
+	// the end of the response is sent: when the handler returns (or panics), or, when Write or
+	// Flush would send the end sooner, just before (the last byte of a declared Content-Length,
+	// the headers of a response without a body). So a client that waits for each response
+	// before sending the next is never refused by max in flight. A request finding no free
+	// slot is answered 429 with Retry-After: 1 (slots come back as requests end, not at the
+	// server's retry time, when leases expire), without running. With Limit too, the
+	// request's token and its slot are taken together (one Acquire, all or nothing). A request
+	// running longer than the lease's TTL keeps its slot: the lease is extended in the
+	// background (Client.Acquire).
 	InFlight string
 	// InFlightConfig defines InFlight inline (Kind Concurrency: Capacity is the most requests
 	// in flight per key); nil for a limit of the server's limits file.
@@ -169,8 +174,10 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 				return
 			}
 			if lease != nil {
-				// Not the request's context: the slot goes back even when the client is gone.
-				defer lease.Release(context.Background()) //nolint:errcheck // it expires otherwise
+				release := releaseOnce(lease, logs, "HTTP middleware", name)
+				defer release()
+				// The slot goes back before the response's end is written, too.
+				w = newInFlightWriter(w, r, release)
 			}
 			for name, value := range limitHeaders(res) {
 				w.Header().Set(name, value)
@@ -180,6 +187,22 @@ func (c *Client) HTTPMiddleware(opts HTTPOptions) func(http.Handler) http.Handle
 				return
 			}
 			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// releaseOnce is the release of a request's slot (lease): the first call gives the slot back
+// (bounded by the client's timeout), later ones do nothing. A failure is logged; the slot then
+// comes back when the lease expires.
+func releaseOnce(lease *Lease, logs *logThrottle, component, name string) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			// Not the request's context: the slot goes back even when the client is gone.
+			if err := lease.Release(context.Background()); err != nil {
+				logs.log(err, component, name,
+					"slot not given back (it comes back when its lease expires)")
+			}
 		})
 	}
 }

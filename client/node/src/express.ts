@@ -3,33 +3,18 @@ import type { RateLimitClient } from "./client.js";
 import { checkTimeoutMs } from "./convert.js";
 import { RateLimitError } from "./errors.js";
 import { ThrottledLog, type ErrorLogger } from "./throttled-log.js";
-import { LeaseDeniedError, type Lease } from "./lease.js";
+import type { Lease } from "./lease.js";
+import {
+  RELEASE_WAIT_MS,
+  denialRetryMs,
+  describeEndError,
+  describeReleaseError,
+  endAfter,
+  holdForRequest,
+  releaseSlowLine,
+} from "./in-flight.js";
 import { isWellFormed } from "./validate.js";
-import type { AcquireResult, ConcurrencyConfig, LimitConfig, LimitRequest, RateLimitResult } from "./types.js";
-
-/** An acquire's answer in the shape of a Consume's, for the headers and the handler. */
-function resultOfAcquire(a: AcquireResult): RateLimitResult {
-  const r: RateLimitResult = { allowed: a.allowed, results: a.results, deniedBy: a.deniedBy, failedOpen: false, replayed: a.replayed };
-  if (a.retryAt) r.retryAt = a.retryAt;
-  if (a.retryAfterMs !== undefined) r.retryAfterMs = a.retryAfterMs;
-  if (a.reason) r.reason = a.reason;
-  return r;
-}
-
-/** Acquires a request's slot (and tokens): the held lease when allowed, the answer either way. */
-async function holdForRequest(
-  client: RateLimitClient,
-  limits: LimitRequest[],
-  timeoutMs: number | undefined,
-): Promise<{ result: RateLimitResult; lease?: Lease }> {
-  try {
-    const lease = await client.lease({ limits }, timeoutMs !== undefined ? { timeoutMs } : undefined);
-    return { result: resultOfAcquire(lease.result), lease };
-  } catch (e) {
-    if (e instanceof LeaseDeniedError) return { result: resultOfAcquire(e.result) };
-    throw e;
-  }
-}
+import type { ConcurrencyConfig, LimitConfig, LimitRequest, RateLimitResult } from "./types.js";
 
 /** The longest key the service takes, in UTF-8 bytes (ratelimit.proto: a key is 1..1024 bytes). */
 export const MAX_KEY_BYTES = 1024;
@@ -63,6 +48,11 @@ export interface ResponseLike {
   headersSent?: boolean;
   /** With `inFlight`: the slot is given back on "close" (an Express Response has it). */
   once?(event: "close", listener: () => void): unknown;
+  /**
+   * With `inFlight` and `once`: the slot is given back before the response's end is sent, which
+   * waits for it (an Express Response has it).
+   */
+  end?(...args: never[]): unknown;
 }
 
 export type NextFunction = (err?: unknown) => void;
@@ -157,7 +147,10 @@ export interface RateLimitMiddlewareBaseOptions<Req extends RequestLike = Reques
   logger?: ErrorLogger;
   /** Where the RateLimitInfo goes on the request. Default "rateLimit". */
   requestPropertyName?: string;
-  /** Deadline of the service call, in ms. Default: the client's. */
+  /**
+   * Deadline of the service call, in ms. Default: the client's. With `inFlight`, also the longest
+   * a response's end waits for its slot's release (default 1 s).
+   */
   timeoutMs?: number;
 }
 
@@ -185,14 +178,17 @@ export interface RateLimitOption {
 export interface InFlightOption {
   /**
    * Max in flight: the name of a concurrency limit. Each request holds one slot of it, of the
-   * key `keyGenerator` gives, from before `next()` until the response closes (sent, or the
-   * connection ended; an error answered by Express's error handler too), extended in the
-   * background meanwhile. A request finding no free slot is denied as a rate limit denies
-   * (`statusCode` 429 with Retry-After and the RateLimit headers of the concurrency limit), but
-   * with Retry-After (and RateLimit-Reset) 1 s rather than the server's retry time, which is when
-   * the holders' leases would expire: each slot comes back as its request ends (a rate limit of
-   * the same acquire that also denies keeps its own time when later). The failure mode is the same. With `name` too, the request's tokens and its slot are taken in
-   * one acquire, all or nothing.
+   * key `keyGenerator` gives, from before `next()` until the response ends (an error answered by
+   * Express's error handler too), or closes without ending (the connection ended), extended in
+   * the background meanwhile. The slot is given back before the response's end is sent: the end
+   * (not the writes before it) waits for the release, at most `timeoutMs` (1 s when not given),
+   * so a client that waits for each response is never refused for want of a slot. A request
+   * finding no free slot is denied as a rate limit denies (`statusCode` 429 with Retry-After and
+   * the RateLimit headers of the concurrency limit), but with Retry-After (and RateLimit-Reset)
+   * 1 s rather than the server's retry time, which is when the holders' leases would expire: each
+   * slot comes back as its request ends (a rate limit of the same acquire that also denies keeps
+   * its own time when later). The failure mode is the same. With `name` too, the request's tokens
+   * and its slot are taken in one acquire, all or nothing.
    */
   inFlight: string;
   /** Defines `inFlight` inline: `{ kind: "CONCURRENCY", capacity: 10 }`. */
@@ -256,30 +252,6 @@ function describeError(name: string, error: unknown): { kind: string; line: stri
     kind: what,
     line: `ratelimit middleware, limit ${JSON.stringify(name)}: ${what} (a configuration error, not an outage: passed to next(error))`,
   };
-}
-
-/**
- * The retry time of a max-in-flight denial (no free slot), in ms: 1 s. The server's is when the
- * holders' leases expire (their whole TTL, 30 s by default), but the middleware releases each
- * slot as its request ends, so one is usually free much sooner.
- */
-const IN_FLIGHT_RETRY_AFTER_MS = 1000;
-
-/**
- * A denial's retry time in ms (undefined when no retry can succeed): the server's, unless the
- * acquire's concurrency limit (max in flight, its first limit) decided it for want of a free
- * slot: then IN_FLIGHT_RETRY_AFTER_MS, or a rate limit's retry time when that one denies too
- * and is later (or none, when that one can never allow).
- */
-function denialRetryMs(result: RateLimitResult, inFlight: boolean): number | undefined {
-  if (!inFlight || result.deniedBy !== 0 || result.reason !== "NO_FREE_SLOTS") return result.retryAfterMs;
-  let ms = IN_FLIGHT_RETRY_AFTER_MS;
-  for (const r of result.results.slice(1)) {
-    if (r.allowed) continue;
-    if (r.retryAfterMs === undefined) return undefined;
-    ms = Math.max(ms, r.retryAfterMs);
-  }
-  return ms;
 }
 
 /**
@@ -386,17 +358,26 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
       res.send("Rate limit service unavailable");
     });
   const errorLog = new ThrottledLog(options.logger ?? console);
+  // For what is logged in the background (a release, a delayed end): a logger that throws loses
+  // the line, and neither holds the response's end back nor becomes an unhandled rejection.
+  const logQuietly = ({ kind, line }: { kind: string; line: string }): void => {
+    try {
+      errorLog.report(kind, line);
+    } catch {
+      // nowhere left to report it
+    }
+  };
 
   return async (req: Req, res: Res, next: NextFunction): Promise<void> => {
     // With inFlight, whether the response closed (the client may leave while the key is made or
     // the slot acquired: the "close" event is then over before the lease exists), and what gives
-    // the slot back.
+    // the slot back: the response's end, or "close" when it never ends, whichever comes first.
     let closed = false;
-    let giveBack: (() => void) | undefined;
+    let giveBack: (() => Promise<void>) | undefined;
     if (inFlight !== undefined && res.once) {
       res.once("close", () => {
         closed = true;
-        giveBack?.();
+        void giveBack?.();
       });
     }
     let key: string;
@@ -462,10 +443,27 @@ export function rateLimit<Req extends RequestLike = RequestLike, Res extends Res
     }
     if (lease) {
       const held = lease;
-      giveBack = () => void held[Symbol.asyncDispose]();
+      const slots = String(inFlight);
+      let released: Promise<void> | undefined;
+      // One Release, whichever asks first; a failed one is logged, and the lease then expires.
+      giveBack = () =>
+        (released ??= held.release().then(
+          () => undefined,
+          (error: unknown) => logQuietly(describeReleaseError(slots, error)),
+        ));
       // Without "close" there is no way to know when the response ends: given back at once.
-      if (closed || !res.once) giveBack();
+      if (closed || !res.once) void giveBack();
       if (closed) return; // nobody is left to answer
+      if (res.once && typeof res.end === "function") {
+        const waitMs = options.timeoutMs ?? RELEASE_WAIT_MS;
+        endAfter(
+          res,
+          giveBack,
+          waitMs,
+          () => logQuietly({ kind: "release slow", line: releaseSlowLine(slots, waitMs) }),
+          (error) => logQuietly(describeEndError(error)),
+        );
+      }
     }
     try {
       if (result.failedOpen || result.results.length === 0) {

@@ -1,7 +1,5 @@
 // The Express middleware in a real Express app, against a real server.
 import assert from "node:assert/strict";
-import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
 import { after, before, describe, test } from "node:test";
 
 import express, { type Request, type Response } from "express";
@@ -12,11 +10,11 @@ import {
   RateLimitError,
   rateLimit,
   status,
-  type RateLimitInfo,
   type RateLimitMiddlewareOptions,
 } from "@ratelimit/client";
 
 import { eventually, startServer, type RunningServer } from "./support.js";
+import { appWith, serve } from "./express-app.js";
 
 const LIMITS = `limits:
   - name: pages
@@ -25,34 +23,6 @@ const LIMITS = `limits:
     period: 1h
     capacity: 2
 `;
-
-async function serve(app: express.Express): Promise<{ url: string; close: () => Promise<void> }> {
-  const http: Server = await new Promise((resolve) => {
-    const s = app.listen(0, "127.0.0.1", () => resolve(s));
-  });
-  const port = (http.address() as AddressInfo).port;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        http.closeAllConnections();
-        http.close(() => resolve());
-      }),
-  };
-}
-
-/** An app with the middleware in front of GET /. */
-function appWith(options: RateLimitMiddlewareOptions<Request, Response>): express.Express {
-  const app = express();
-  // Express' own error handler answers 500 without printing each error's stack.
-  app.set("env", "test");
-  app.use(rateLimit(options));
-  app.get("/", (req, res) => {
-    const info = (req as unknown as { rateLimit?: RateLimitInfo }).rateLimit;
-    res.json({ ok: true, remaining: info?.remaining ?? null });
-  });
-  return app;
-}
 
 describe("Express middleware", () => {
   let server: RunningServer;

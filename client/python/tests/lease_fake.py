@@ -4,7 +4,7 @@ given) per (name, key), leases of the request's TTL (default 30 s) on the real c
 repeating a request_id whose lease is still held answers that lease again (replayed). Setting
 `extend_state` (a LeaseState number) or `extend_error` (a grpc.StatusCode) answers every Extend
 with it; `extend_hang` leaves every Extend unanswered until the call ends (its deadline, or
-the client cancels it) or stop();
+the client cancels it) or stop(), and `release_hang` every Release (recorded, changing nothing);
 `acquire_error` answers every Acquire. The calls, and each Extend's deadline as the server sees
 it (`extend_deadlines`, seconds left when it arrived), are recorded for the tests to assert on."""
 from __future__ import annotations
@@ -25,12 +25,21 @@ def _ttl(request) -> float:
     return request.ttl.ToTimedelta().total_seconds() if request.HasField("ttl") else 30.0
 
 
+def _hang(context) -> None:
+    """Leaves a call unanswered until it ends (its deadline, or the client cancels it)."""
+    ended = threading.Event()
+    if context.add_callback(ended.set):  # stop() ends every call too
+        ended.wait()
+    context.abort(grpc.StatusCode.UNAVAILABLE, "no answer")
+
+
 class FakeLeases(pb_grpc.RateLimitServiceServicer):
     def __init__(self, capacity: int = 1):
         self.capacity = capacity
         self.extend_state: Optional[int] = None
         self.extend_error: Optional[grpc.StatusCode] = None
         self.extend_hang = False
+        self.release_hang = False
         self.acquire_error: Optional[grpc.StatusCode] = None
         self.lock = threading.Lock()
         self.leases: Dict[str, pb.Lease] = {}
@@ -109,6 +118,10 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
     def Release(self, request, context):
         with self.lock:
             self.releases.append(request)
+            hang = self.release_hang
+        if hang:
+            _hang(context)
+        with self.lock:
             self._held_locked(request.name, request.key)  # drops the expired leases
             state = pb.NOT_HELD
             if self.leases.pop(request.lease_id, None) is not None:
@@ -121,11 +134,8 @@ class FakeLeases(pb_grpc.RateLimitServiceServicer):
             self.extends.append(request)
             self.extend_deadlines.append(context.time_remaining())
             hang = self.extend_hang
-        if hang:  # until the call ends (its deadline, or the client cancels it), unanswered
-            ended = threading.Event()
-            if context.add_callback(ended.set):  # stop() ends every call too
-                ended.wait()
-            context.abort(grpc.StatusCode.UNAVAILABLE, "no answer")
+        if hang:
+            _hang(context)
         with self.lock:
             if self.extend_error is not None:
                 context.abort(self.extend_error, "store unavailable")

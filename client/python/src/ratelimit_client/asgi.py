@@ -2,7 +2,9 @@
 FastAPI, Quart, Django's ASGI handler...); it depends on no web framework."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
+import asyncio
+from typing import (Any, Awaitable, Callable, List, MutableMapping, Optional, Set, Tuple,
+                    Union)
 
 from .aio import AsyncRateLimitClient
 from .http import (DEFAULT_FAILURE_MODE, FAIL_CLOSED, FAIL_OPEN, FailureMode, Limiter, _resolve,
@@ -47,8 +49,15 @@ class RateLimitMiddleware:
 
     Max in flight: `in_flight` names a concurrency limit (`in_flight_config` defines it
     inline, e.g. LimitConfig.concurrency(2)); each request holds one slot of it, of the key
-    `key(scope)` gives, from before the application runs until it returns (the response has
-    ended, or the application raised), extended in the background meanwhile. A request finding
+    `key(scope)` gives, from before the application runs until its response ends, extended in
+    the background meanwhile. The slot is given back before the response's last message (the
+    body's message without more_body, or the last trailers when the start announced them) is
+    passed on to the server, which waits for the release (at most the call timeout; a release
+    that fails is logged, and the lease expires by its TTL): a client that waits for each
+    response before sending the next is never refused for want of a slot. Earlier body chunks
+    pass at once. An application that returns or raises without ending its response gives the
+    slot back then; work it does after its response has ended (background tasks) holds no
+    slot. A request finding
     no free slot is answered 429 with Retry-After 1 (and RateLimit-Reset 1: a slot frees when a
     request ends, sooner than the server's retry time, a lease's expiry), without running; the
     failure policy is the same. With `name` too, the request's tokens and its slot are taken in
@@ -74,6 +83,7 @@ class RateLimitMiddleware:
         self.limiter = Limiter(client, name, config=config, failure_mode=failure_mode,
                                timeout=timeout, in_flight=in_flight,
                                in_flight_config=in_flight_config)
+        self._releasing: Set["asyncio.Task[None]"] = set()  # releases under way
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":
@@ -113,10 +123,21 @@ class RateLimitMiddleware:
         if lease is None:
             await self.app(scope, receive, send_with_headers)
             return
+        slot = _Slot(lease, self._releasing)
+        trailers = False
+
+        async def send_holding_the_slot(message: Message) -> None:
+            nonlocal trailers
+            if message["type"] == "http.response.start":
+                trailers = bool(message.get("trailers", False))
+            elif _ends_response(message, trailers):
+                await slot.give_back()
+            await send_with_headers(message)
+
         try:
-            await self.app(scope, receive, send_with_headers)
-        finally:  # the application returned or raised: the slot goes back (failures logged)
-            await lease.__aexit__(None, None, None)
+            await self.app(scope, receive, send_holding_the_slot)
+        finally:  # the application returned or raised: the slot is back (or goes back now)
+            await slot.give_back()
 
     def _closing_on_shutdown(self, receive: Receive) -> Receive:
         """Closes the client the middleware created when the server shuts down."""
@@ -136,3 +157,39 @@ async def _respond(send: Send, status: int, body: bytes, headers: List[Tuple[str
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+def _ends_response(message: Message, trailers: bool) -> bool:
+    """Whether `message` is a response's last: the last trailers message when the start
+    announced trailers, else the body's message without more_body (or a pathsend)."""
+    kind = message.get("type")
+    if trailers:
+        return kind == "http.response.trailers" and not message.get("more_trailers", False)
+    if kind == "http.response.pathsend":
+        return True
+    return (kind in ("http.response.body", "http.response.zerocopysend")
+            and not message.get("more_body", False))
+
+
+class _Slot:
+    """A request's lease, given back once: before the response's last message, or when the
+    application returns or raises, whichever comes first (the lease's exit sends one Release
+    however often it is called, and later calls wait for that one).
+
+    The release runs in a task of its own, shielded: a request cancelled while it waits still
+    gives its slot back. It takes at most the calls' timeout (the Release's deadline); a failure
+    is logged by the lease's exit, and the lease then expires by its TTL. `pending` keeps the
+    tasks referenced until they end."""
+
+    def __init__(self, lease: AsyncLease, pending: Set["asyncio.Task[None]"]):
+        self._lease = lease
+        self._pending = pending
+        self._release: Optional["asyncio.Task[None]"] = None
+
+    async def give_back(self) -> None:
+        if self._release is None:
+            task = asyncio.ensure_future(self._lease.__aexit__(None, None, None))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+            self._release = task
+        await asyncio.shield(self._release)

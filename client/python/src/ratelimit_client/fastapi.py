@@ -55,7 +55,10 @@ class RateLimit:
 
     FastAPI runs a dependency's exit code after the response is sent, except in versions
     0.106 to 0.117, where it runs when the endpoint returns (before a StreamingResponse
-    streams): there the slot covers the endpoint only."""
+    streams): there the slot covers the endpoint only. A dependency cannot act on the
+    response's messages: the slot goes back after the response has been sent, so a client
+    sending its next request as soon as it has read a response may find it still held (the
+    ASGI middleware gives it back before the response's end)."""
 
     def __init__(self, client: Union[AsyncRateLimitClient, str], name: Optional[str], *,
                  key: KeyFunc = request_ip,
