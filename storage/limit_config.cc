@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "storage/status_util.h"
 
 namespace ratelimit {
@@ -74,7 +75,11 @@ absl::Status ValidateConcurrencyConfig(const LimitConfig& c, absl::string_view p
     return InvalidField(prefix, "max_lease_ttl", "must be between 1ms and 1 day");
   }
   if (c.lease_ttl_us < kMinLeaseTtlMicros || c.lease_ttl_us > c.max_lease_ttl_us) {
-    return InvalidField(prefix, "lease_ttl", "must be between 1ms and max_lease_ttl");
+    return InvalidField(prefix, "lease_ttl",
+                        absl::StrCat("must be between 1ms and max_lease_ttl (",
+                                     absl::FormatDuration(absl::Microseconds(c.max_lease_ttl_us)),
+                                     "; max_lease_ttl is at most 1 day), got ",
+                                     absl::FormatDuration(absl::Microseconds(c.lease_ttl_us))));
   }
   return absl::OkStatus();
 }

@@ -43,14 +43,18 @@ absl::Status CheckPrintable(absl::string_view value, absl::string_view field) {
 absl::StatusOr<int64_t> TtlFromProto(bool has_ttl, const google::protobuf::Duration& ttl,
                                      const LimitConfig& config, absl::string_view field) {
   if (!has_ttl) return config.lease_ttl_us;
+  const absl::Status out_of_range = InvalidField(
+      field, absl::StrCat("must be between 1ms and the limit's max_lease_ttl (",
+                          absl::FormatDuration(absl::Microseconds(config.max_lease_ttl_us)),
+                          "), got ", DurationText(ttl)));
+  // A well-formed duration past the bound is out of the range, whatever its size (not "at most
+  // 100 years", the bound of every duration).
+  if (ttl.seconds() > config.max_lease_ttl_us / 1000000 && !DurationNanosMalformed(ttl)) {
+    return out_of_range;
+  }
   absl::StatusOr<int64_t> us = DurationMicros(ttl, field, "");
   if (!us.ok()) return us.status();
-  if (*us < kMinLeaseTtlMicros || *us > config.max_lease_ttl_us) {
-    return InvalidField(
-        field, absl::StrCat("must be between 1ms and the limit's max_lease_ttl (",
-                            absl::FormatDuration(absl::Microseconds(config.max_lease_ttl_us)),
-                            "), got ", DurationText(ttl)));
-  }
+  if (*us < kMinLeaseTtlMicros || *us > config.max_lease_ttl_us) return out_of_range;
   return *us;
 }
 
@@ -206,7 +210,9 @@ absl::Status ReadPage(const v1::ListLeasesRequest& request, LeaseOp& op) {
   const std::optional<LeaseId> id = LeaseId::Parse(parts[2]);
   if (!id) return not_a_token;
   if (parts[3] != KeyTag(op.key)) {
-    return InvalidField("page_token", "a page of another key or limit than this request's");
+    return InvalidField("page_token",
+                        "not a next_page_token of this key's leases (another key's or limit's, "
+                        "or altered)");
   }
   after.id = *id;
   op.list_after = after;
@@ -234,9 +240,11 @@ absl::StatusOr<LeaseOp> ListLeasesFromProto(const v1::ListLeasesRequest& request
     default:
       return InvalidField("source", "must be LIMITS_FILE or INLINE (concurrency limits)");
   }
+  // Only an explicit INLINE source names the inline namespace whatever the limits file holds; a
+  // config with the default source is refused for a name the file defines, as in Release.
   absl::StatusOr<LeaseOp> op =
       TargetFromProto(request.name(), request.key(), request.has_config(), request.config(),
-                      source == v1::INLINE ? LimitSet() : defined, inline_limits);
+                      request.source() == v1::INLINE ? LimitSet() : defined, inline_limits);
   if (!op.ok()) return op.status();
   op->action = LeaseAction::kList;
   if (absl::Status s = ReadPage(request, *op); !s.ok()) return s;

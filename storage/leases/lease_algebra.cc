@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "storage/leases/lease.h"
 #include "storage/status_util.h"
 
@@ -317,9 +318,11 @@ absl::Status ValidateLeaseOp(const LeaseOp& op, absl::string_view field_prefix) 
   }
   const bool takes_ttl = op.action == LeaseAction::kAcquire || op.action == LeaseAction::kExtend;
   if (takes_ttl && (op.ttl_us < kMinLeaseTtlMicros || op.ttl_us > op.config.max_lease_ttl_us)) {
-    return InvalidField(field_prefix, "ttl",
-                        absl::StrCat("must be between 1ms and max_lease_ttl (",
-                                     op.config.max_lease_ttl_us, "us), got ", op.ttl_us, "us"));
+    return InvalidField(
+        field_prefix, "ttl",
+        absl::StrCat("must be between 1ms and max_lease_ttl (",
+                     absl::FormatDuration(absl::Microseconds(op.config.max_lease_ttl_us)),
+                     "), got ", absl::FormatDuration(absl::Microseconds(op.ttl_us))));
   }
   const bool names_lease = op.action == LeaseAction::kAcquire ||
                            op.action == LeaseAction::kRelease || op.action == LeaseAction::kExtend;

@@ -86,8 +86,9 @@ TEST(LimitConfigTest, AConcurrencyLimitsLeaseTtlsDefaultAroundWhatItGives) {
   too_long.lease_ttl_us = kMaxLeaseTtlMicros + 1;
   FillLeaseTtlDefaults(too_long);
   EXPECT_EQ(too_long.max_lease_ttl_us, kMaxLeaseTtlMicros);
-  EXPECT_THAT(ValidateLimitConfig(too_long, "config.").message(),
-              ::testing::HasSubstr("config.lease_ttl: must be between 1ms and max_lease_ttl"));
+  EXPECT_THAT(std::string(ValidateLimitConfig(too_long, "config.").message()),
+              ::testing::HasSubstr("config.lease_ttl: must be between 1ms and max_lease_ttl (24h; "
+                                   "max_lease_ttl is at most 1 day), got 24h0.000001s"));
 
   LimitConfig short_max;
   short_max.kind = LimitKind::kConcurrency;

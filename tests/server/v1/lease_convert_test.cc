@@ -260,7 +260,10 @@ TEST(LeaseTargetTest, ListLeasesOfAnInlineLimitNeedsItsConfig) {
   ASSERT_TRUE(op.ok()) << op.status();
   EXPECT_EQ(op->key.source, LimitSource::kInline);
   EXPECT_EQ(op->config.capacity, 4);
+  // But not for a name the limits file defines, as Release and Extend refuse it: the listing
+  // would be of an inline limit nobody holds, under the defined limit's name.
   list.set_name("jobs");
+  ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "config");
   list.set_source(v1::ENVOY);
   ExpectInvalid(ListLeasesFromProto(list, defined, InlineLimits::kAllow).status(), "source");
   list.set_source(v1::LIMITS_FILE);
@@ -392,6 +395,12 @@ TEST(AcquireFromProtoTest, ErrorsShowTheRefusedValueExactly) {
   r.mutable_ttl()->set_nanos(1000);
   EXPECT_THAT(std::string(PlanOf(r, defined).status().message()),
               HasSubstr("max_lease_ttl (1m), got 1m0.000001s"));
+  // A TTL past every duration's bound is out of the TTL's range too, said as such.
+  r = Acquire();
+  r.mutable_ttl()->set_seconds(100000LL * 86400);
+  EXPECT_THAT(
+      std::string(PlanOf(r, defined).status().message()),
+      HasSubstr("ttl: must be between 1ms and the limit's max_lease_ttl (1m), got 2400000h"));
   r = Acquire();
   r.mutable_ttl()->set_nanos(500000);
   EXPECT_THAT(std::string(PlanOf(r, defined).status().message()), HasSubstr("got 500us"));
