@@ -108,5 +108,6 @@ int main(int argc, char** argv) {
   ratelimit::Log(ratelimit::LogLevel::kInfo, "signal received",
                  {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
   (*server)->Shutdown();
-  return 0;
+  // A store that did not close cleanly was logged; the exit status says so too.
+  return (*server)->ShutdownStatus().ok() ? 0 : 1;
 }

@@ -524,9 +524,11 @@ void RateLimitServer::Shutdown() {
   if (exporter_) exporter_->Shutdown(options_.listen.shutdown_grace);
   if (gc_) gc_->Stop();
   if (lease_sweep_task_) lease_sweep_task_->Stop();
+  absl::Status closed;
   if (store_) {
-    if (absl::Status s = store_->Close(); !s.ok()) {
-      Log(LogLevel::kError, "closing the store failed", {{"error", std::string(s.message())}});
+    closed = store_->Close();
+    if (!closed.ok()) {
+      Log(LogLevel::kError, "closing the store failed", {{"error", std::string(closed.message())}});
     }
   }
   if (http_) http_->Stop();
@@ -534,12 +536,18 @@ void RateLimitServer::Shutdown() {
   FlushRepeatedLogs(/*force=*/true);  // the counts of the last interval
   Log(level, "stopped");
   absl::MutexLock lock(&mu_);
+  close_status_ = closed;
   stopped_ = true;
 }
 
 void RateLimitServer::Wait() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&stopped_));
+}
+
+absl::Status RateLimitServer::ShutdownStatus() {
+  absl::MutexLock lock(&mu_);
+  return close_status_;
 }
 
 }  // namespace ratelimit

@@ -74,6 +74,11 @@ class RateLimitServer {
   // Blocks until Shutdown() has completed.
   void Wait();
 
+  // Once Shutdown() has completed: OK, or why the store did not close cleanly (a full disk, say:
+  // what it acknowledged is in its write-ahead log, replayed at the next start). The server
+  // process exits 1 then.
+  absl::Status ShutdownStatus();
+
   // The store, for tools that inspect it (benchmarks, tests).
   StateStore& store() { return *store_; }
 
@@ -158,6 +163,7 @@ class RateLimitServer {
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ratelimit

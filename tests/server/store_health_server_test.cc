@@ -73,6 +73,33 @@ TEST_F(StoreHealthServerTest, AFullDiskTurnsHealthNotServingAndItRecoversByItsel
   EXPECT_DOUBLE_EQ(after->results(0).value(), 0);
 }
 
+// A store that cannot close cleanly (a full disk) is the shutdown's status, which the server
+// process exits with (1); a clean close is OK.
+TEST_F(StoreHealthServerTest, AStoreThatDoesNotCloseCleanlyIsTheShutdownsStatus) {
+  auto faulty = std::make_shared<FaultyFileSystem>();
+  auto store = OpenStore(faulty);
+  ASSERT_NE(store, nullptr);
+  Start(std::move(store));
+  ASSERT_OK(client_->Consume(MakeRequest("api", "u1")));
+  faulty->SetFull(true);
+  ASSERT_TRUE(server_->health().AwaitState(ServingState::kStoreFailing, absl::Seconds(60)));
+  client_.reset();
+  server_->Shutdown();
+  const absl::Status closed = server_->ShutdownStatus();
+  EXPECT_EQ(closed.code(), absl::StatusCode::kUnavailable) << closed;
+  faulty->SetFull(false);
+}
+
+TEST_F(StoreHealthServerTest, AStoreThatClosesCleanlyLeavesTheShutdownOk) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Start(std::move(store));
+  ASSERT_OK(client_->Consume(MakeRequest("api", "u1")));
+  client_.reset();
+  server_->Shutdown();
+  EXPECT_OK(server_->ShutdownStatus());
+}
+
 TEST_F(StoreHealthServerTest, StoreGaugesAreExportedThroughTheInterface) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
