@@ -33,6 +33,20 @@ void RateLimitServer::RegisterEnvoyMetrics() {
         return out;
       },
       2000, "rule");
+  metrics_registry_.AddCollector(
+      "ratelimit_envoy_domain_not_found_total",
+      "Envoy requests for a domain the Envoy configuration does not define, answered OK with no "
+      "limit (the reference's domain_not_found): a misspelt domain in Envoy's configuration. The "
+      "first 64 domains are counted apart, later ones under domain=\"(other)\".",
+      "counter", {"domain"},
+      [envoy] {
+        std::vector<std::pair<std::vector<std::string>, double>> out;
+        for (const auto& [domain, n] : envoy->stats().DomainsNotFound()) {
+          out.push_back({{domain}, static_cast<double>(n)});
+        }
+        return out;
+      },
+      EnvoyStats::kMaxUnknownDomains, "domain");
   metrics_registry_.AddCounterFn(
       "ratelimit_envoy_global_shadow_mode_total",
       "Envoy requests answered OK only because of --envoy_shadow_mode (the reference's "

@@ -186,7 +186,15 @@ absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
       !s.ok()) {
     return s;
   }
-  if (override_limit) return state;
+  if (override_limit) {
+    // A descriptor's limits keep a counter per unit; the key without a suffix is the counter
+    // of an earlier version, deleted with them.
+    for (int unit = static_cast<int>(EnvoyUnit::kSecond);
+         unit <= static_cast<int>(EnvoyUnit::kWeek); ++unit) {
+      state.key_suffixes.push_back(EnvoyOverrideKeySuffix(static_cast<EnvoyUnit>(unit)));
+    }
+    return state;
+  }
   const EnvoyRateLimit* rule =
       FindRuleWithStateName(config.FindDomain(domain)->descriptors, state.name);
   state.concurrency = rule->concurrency.has_value();
@@ -194,6 +202,10 @@ absl::StatusOr<EnvoyResetState> EnvoyResetStateName(
     state.key_suffixes.push_back(EnvoyLimitKeySuffix(i));
   }
   return state;
+}
+
+std::string EnvoyOverrideKeySuffix(EnvoyUnit unit) {
+  return absl::StrCat("|@", absl::AsciiStrToLower(EnvoyUnitName(unit)));
 }
 
 std::string EnvoyLimitKeySuffix(size_t index) {

@@ -144,6 +144,12 @@ struct EnvoyRateLimit {
 // '|' inside values escaped). Empty for index 0.
 std::string EnvoyLimitKeySuffix(size_t index);
 
+// What follows the joined values in the key of a limit Envoy sent in a descriptor (`limit`):
+// "|@" and the unit's name, so that two limits of one descriptor path with different units keep
+// counters of their own (one of 3 a minute and one of 5 a day both hold), while limits of the
+// same unit share one, whatever their requests_per_unit.
+std::string EnvoyOverrideKeySuffix(EnvoyUnit unit);
+
 struct EnvoyDescriptorNode;
 
 // One level of the descriptor tree.

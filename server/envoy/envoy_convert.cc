@@ -155,11 +155,13 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
                                  : std::max<uint64_t>(1, request.hits_addend());
     p.shadow = rule.shadow_mode || policy.shadow_mode;
     p.quota = rule.quota_mode || policy.quota_mode;
+    // An unlimited rule replaces the rules it names too ("this path is unlimited, instead of
+    // the general limit"), as in the reference.
+    for (const std::string& r : rule.replaces) replaced.insert(r);
     if (rule.unlimited) {
       p.kind = EnvoyDescriptorPlan::Kind::kUnlimited;
-      continue;  // an unlimited rule's replaces are ignored, as in the reference
+      continue;
     }
-    for (const std::string& r : rule.replaces) replaced.insert(r);
     if (rule.concurrency) {
       const std::string hits_field =
           d.has_hits_addend() ? field + ".hits_addend" : std::string("hits_addend");
@@ -215,7 +217,8 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       LimitRequest& r = p.requests.emplace_back();
       r.name = rule.state_name;
       r.source = LimitSource::kEnvoy;
-      r.key = key + EnvoyLimitKeySuffix(l);
+      r.key = key + (p.override_rule ? EnvoyOverrideKeySuffix(rule.limits[l].unit)
+                                     : EnvoyLimitKeySuffix(l));
       r.config = EnvoyLimitConfig(rule.limits[l]);
       r.count = p.check_only ? 1 : static_cast<double>(p.hits);
     }

@@ -47,6 +47,11 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
     return;
   }
   evaluation->plan = *std::move(plan);
+  if (evaluation->config->FindDomain(request.domain()) == nullptr) {
+    // Answered OK with no limit, as the reference does; counted, since a domain misspelt in
+    // Envoy's configuration turns its limits off without another sign.
+    stats_.RecordDomainNotFound(request.domain());
+  }
   if (overrides_ != nullptr) {
     const std::shared_ptr<const OverrideIndex> index = overrides_->Current();
     if (!index->empty() && ApplyEnvoyOverrides(*index, overrides_clock_->NowMicros(),

@@ -69,6 +69,22 @@ void EnvoyStats::RecordGlobalShadow() {
   ++global_shadow_mode_;
 }
 
+void EnvoyStats::RecordDomainNotFound(absl::string_view domain) {
+  absl::MutexLock lock(&mu_);
+  auto it = domains_not_found_.find(domain);
+  if (it == domains_not_found_.end()) {
+    // kOtherDomains itself takes the last place.
+    const bool full = domains_not_found_.size() + 1 >= kMaxUnknownDomains;
+    it = domains_not_found_.try_emplace(full ? absl::string_view(kOtherDomains) : domain, 0).first;
+  }
+  ++it->second;
+}
+
+absl::flat_hash_map<std::string, uint64_t> EnvoyStats::DomainsNotFound() const {
+  absl::MutexLock lock(&mu_);
+  return domains_not_found_;
+}
+
 uint64_t EnvoyStats::global_shadow_mode() const {
   absl::MutexLock lock(&mu_);
   return global_shadow_mode_;

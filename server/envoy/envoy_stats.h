@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/envoy/envoy_plan.h"
@@ -58,11 +59,21 @@ class EnvoyStats {
   void RecordGlobalShadow();
   uint64_t global_shadow_mode() const;
 
+  // Counts one request for a domain the Envoy configuration does not define (answered OK with no
+  // limit, as the reference answers it; its domain_not_found statistic). The first
+  // kMaxUnknownDomains domains are counted apart, later ones together under kOtherDomains, so
+  // that callers cannot grow the counters without bound.
+  static constexpr size_t kMaxUnknownDomains = 64;
+  static constexpr char kOtherDomains[] = "(other)";
+  void RecordDomainNotFound(absl::string_view domain);
+  absl::flat_hash_map<std::string, uint64_t> DomainsNotFound() const;
+
  private:
   const double near_limit_ratio_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, EnvoyRuleCounters> counters_ ABSL_GUARDED_BY(mu_);
   uint64_t global_shadow_mode_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, uint64_t> domains_not_found_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ratelimit

@@ -224,6 +224,57 @@ TEST_F(EnvoyConvertTest, KindsReplacesAndOverrides) {
   for (const auto& p : *plan) EXPECT_EQ(p.kind, Kind::kNoLimit);
 }
 
+// An unlimited rule's replaces take effect ("this path is unlimited, instead of the general
+// limit"), as in the reference: the rule it names is not counted.
+TEST(EnvoyConvertReplacesTest, AnUnlimitedRuleReplacesTheRulesItNames) {
+  absl::StatusOr<EnvoyConfig> config = BuildEnvoyConfig({{"m.yaml", R"(
+domain: m
+descriptors:
+  - key: a
+    rate_limit: {name: la, unit: minute, requests_per_unit: 1}
+  - key: u
+    rate_limit: {unlimited: true, replaces: [{name: la}]}
+)"}});
+  ASSERT_OK(config);
+  rlsv3::RateLimitRequest r;
+  r.set_domain("m");
+  for (const char* key : {"u", "a"}) {
+    auto* e = r.add_descriptors()->add_entries();
+    e->set_key(key);
+    e->set_value("1");
+  }
+  auto plan = PlanEnvoyRequest(r, *config);
+  ASSERT_OK(plan);
+  EXPECT_EQ((*plan)[0].kind, Kind::kUnlimited);
+  EXPECT_EQ((*plan)[1].kind, Kind::kNoLimit);
+  EXPECT_TRUE((*plan)[1].requests.empty());
+}
+
+// Limits Envoy sends for one descriptor path keep a counter per unit (two rate-limit actions of
+// 3 a minute and 5 a day both hold), and share one within a unit, as the reference keys them.
+TEST_F(EnvoyConvertTest, LimitsEnvoySendsKeepACounterPerUnit) {
+  rlsv3::RateLimitRequest r;
+  r.set_domain("web");
+  const std::pair<uint32_t, ::envoy::type::v3::RateLimitUnit> limits[] = {
+      {3, ::envoy::type::v3::MINUTE}, {5, ::envoy::type::v3::DAY}, {7, ::envoy::type::v3::MINUTE}};
+  for (const auto& [requests, unit] : limits) {
+    AddDescriptor(r, {{"nothing", "v"}});
+    auto* limit = r.mutable_descriptors(r.descriptors_size() - 1)->mutable_limit();
+    limit->set_requests_per_unit(requests);
+    limit->set_unit(unit);
+  }
+  auto plan = PlanEnvoyRequest(r, config_);
+  ASSERT_OK(plan);
+  ASSERT_EQ(plan->size(), 3u);
+  for (const EnvoyDescriptorPlan& p : *plan) {
+    ASSERT_EQ(p.requests.size(), 1u);
+    EXPECT_EQ(p.requests[0].name, "O3:web7:nothing0:");
+  }
+  EXPECT_EQ((*plan)[0].requests[0].key, "v|@minute");
+  EXPECT_EQ((*plan)[1].requests[0].key, "v|@day");
+  EXPECT_EQ((*plan)[2].requests[0].key, "v|@minute");
+}
+
 TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
   rlsv3::RateLimitRequest r;
   r.set_domain("web");

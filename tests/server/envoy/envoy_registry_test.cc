@@ -95,6 +95,13 @@ TEST(EnvoyRegistryTest, StartUpFailsOnABadOrMissingDirectory) {
   EXPECT_TRUE(registry.Current()->domains.empty());
 }
 
+// How many times `needle` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 TEST(EnvoyRegistryTest, MissingDirectoryDuringReloadKeepsConfiguration) {
   TempDir dir;
   const std::string sub = dir.File("conf");
@@ -104,8 +111,17 @@ TEST(EnvoyRegistryTest, MissingDirectoryDuringReloadKeepsConfiguration) {
   EnvoyConfigWatcher watcher(sub, registry, absl::Seconds(1));
   ASSERT_OK(watcher.Load());
   std::filesystem::remove_all(sub);
-  EXPECT_OK(watcher.ReloadIfChanged());
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) EXPECT_OK(watcher.ReloadIfChanged());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Occurrences(err, "WARNING envoy config directory missing"), 1) << err;  // once
   EXPECT_EQ(LimitOfA(registry), 1u);
+  // Back, empty: loaded, with a warning that no request is limited any more.
+  std::filesystem::create_directory(sub);
+  ::testing::internal::CaptureStderr();
+  EXPECT_OK(watcher.ReloadIfChanged());
+  const std::string empty = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Occurrences(empty, "WARNING envoy config loaded with no domain"), 1) << empty;
 }
 
 }  // namespace

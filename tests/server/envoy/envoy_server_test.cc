@@ -15,6 +15,7 @@
 namespace ratelimit {
 namespace {
 
+using ::ratelimit::testing::Descriptor;
 using ::ratelimit::testing::EnvoyClient;
 using ::ratelimit::testing::EnvoyRequest;
 using ::ratelimit::testing::FakeClock;
@@ -360,6 +361,45 @@ TEST_F(EnvoyServerTest, ResetOfAnUnconfiguredTargetOrAnImpossibleKeyChangesNothi
   // An override (a limit Envoy sends) needs only its domain to be configured.
   reset.set_envoy_override(true);
   EXPECT_EQ(*admin->Reset(reset), 0u);
+}
+
+// Two limits Envoy sends for one descriptor path with different units (two rate-limit actions:
+// 3 a minute and 5 a day) each hold: the minute's three pass, then the day's five bound the
+// day across minutes. A Reset of the path's override ends both counters.
+TEST_F(EnvoyServerTest, LimitsEnvoySendsWithDifferentUnitsKeepCountersOfTheirOwn) {
+  WriteFileAtomically(dir_.File("envoy/web.yaml"), Limits(5));
+  auto server = RateLimitServer::Start(Options(), clock_, std::make_unique<MemoryStateStore>());
+  ASSERT_OK(server);
+  EnvoyClient client(Target(**server));
+  const Descriptor::Entries path = {{"account", "a1"}};
+  const rlsv3::RateLimitRequest both = EnvoyRequest(
+      "web", {Descriptor(path, std::nullopt, Descriptor::Override{3, ::envoy::type::v3::MINUTE}),
+              Descriptor(path, std::nullopt, Descriptor::Override{5, ::envoy::type::v3::DAY})});
+  auto codes = [&client, &both] {
+    absl::StatusOr<Response> r = client.ShouldRateLimit(both);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->overall_code() : Response::UNKNOWN;
+  };
+  clock_.Set(int64_t{86400} * 20000 * testing::kSecond);  // the start of a day (and a minute)
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(codes(), Response::OK) << i;
+  EXPECT_EQ(codes(), Response::OVER_LIMIT);  // the minute's 3
+  clock_.Advance(60 * testing::kSecond);
+  EXPECT_EQ(codes(), Response::OK);
+  EXPECT_EQ(codes(), Response::OK);
+  EXPECT_EQ(codes(), Response::OVER_LIMIT);  // the day's 5
+  clock_.Advance(60 * testing::kSecond);
+  EXPECT_EQ(codes(), Response::OVER_LIMIT);  // still the day's 5, in a new minute
+
+  auto admin =
+      RateLimitClient::Connect(Target(**server), ClientOptions{absl::Seconds(10), "s3cret"});
+  v1::ResetRequest reset;
+  reset.set_source(v1::ENVOY);
+  reset.set_name("web");
+  reset.add_envoy_path()->set_key("account");
+  reset.set_key("a1");
+  reset.set_envoy_override(true);
+  EXPECT_EQ(*admin->Reset(reset), 2u);  // the minute's counter and the day's
+  EXPECT_EQ(codes(), Response::OK);
 }
 
 }  // namespace

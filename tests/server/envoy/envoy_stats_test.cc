@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace ratelimit {
@@ -111,6 +112,25 @@ TEST(EnvoyStatsTest, ShadowOverLimitIsCountedAsTheReferenceDoes) {
   EXPECT_EQ(c.over_limit, 1u);
   EXPECT_EQ(c.shadow_mode, 1u);
   EXPECT_EQ(c.near_limit, 1u);
+}
+
+// Requests for domains the configuration lacks are counted by domain, the first
+// kMaxUnknownDomains apart and the rest together, so callers cannot grow the counters unbounded.
+TEST(EnvoyStatsTest, DomainsNotFoundAreCountedUpToABound) {
+  EnvoyStats stats;
+  stats.RecordDomainNotFound("egde");
+  stats.RecordDomainNotFound("egde");
+  EXPECT_EQ(stats.DomainsNotFound().at("egde"), 2u);
+  for (size_t i = 0; i < 2 * EnvoyStats::kMaxUnknownDomains; ++i) {
+    stats.RecordDomainNotFound(absl::StrCat("d", i));
+  }
+  const auto counted = stats.DomainsNotFound();
+  EXPECT_EQ(counted.size(), EnvoyStats::kMaxUnknownDomains);
+  EXPECT_EQ(counted.at("egde"), 2u);
+  // 62 more got places of their own; the other 66 share the last.
+  EXPECT_EQ(counted.at(EnvoyStats::kOtherDomains), 2 * EnvoyStats::kMaxUnknownDomains - 62);
+  stats.RecordDomainNotFound("egde");
+  EXPECT_EQ(stats.DomainsNotFound().at("egde"), 3u);
 }
 
 }  // namespace

@@ -280,11 +280,11 @@ descriptors:
   o.limits.on_config_reload = reloads.Callback();
   Start(o);
   auto envoy = ::envoy::service::ratelimit::v3::RateLimitService::NewStub(channel_);
-  auto call = [&](const char* key, const char* value) {
+  auto call = [&](const char* key, const char* value, const char* domain = "edge") {
     grpc::ClientContext ctx;
     ctx.AddMetadata("traceparent", kTraceparent);
     ::envoy::service::ratelimit::v3::RateLimitRequest req;
-    req.set_domain("edge");
+    req.set_domain(domain);
     auto* e = req.add_descriptors()->add_entries();
     e->set_key(key);
     e->set_value(value);
@@ -306,13 +306,16 @@ descriptors:
   EXPECT_EQ(Attr(server, "ratelimit.domain")->string_value(), "edge");
   EXPECT_EQ(spans[0].parent_span_id(), server.span_id());
   EXPECT_EQ(Attr(spans[3], "ratelimit.decision")->string_value(), "denied");
+  // A domain the configuration lacks (misspelt in Envoy's): OK with no limit, and counted.
+  EXPECT_EQ(call("user", "u1", "egde"), Code::OK);
 
   WriteFileAtomically(dir_.File("envoy/edge.yaml"), "domain: edge\nbogus: 1\n");
   ASSERT_TRUE(reloads.WaitFor("envoy", /*ok=*/false));
   const std::string text = Http("/metrics").second;
   for (const char* line : {
            "ratelimit_config_reloads_total{config=\"envoy\",result=\"failed\"} 1\n",
-           "ratelimit_rpcs_total{method=\"ShouldRateLimit\",code=\"OK\"} 4\n",
+           "ratelimit_rpcs_total{method=\"ShouldRateLimit\",code=\"OK\"} 5\n",
+           "ratelimit_envoy_domain_not_found_total{domain=\"egde\"} 1\n",
            "ratelimit_decisions_total{limit=\"edge.user\",outcome=\"allowed\"} 1\n",
            "ratelimit_decisions_total{limit=\"edge.user\",outcome=\"denied\"} 1\n",
            "ratelimit_decisions_total{limit=\"edge.bot\",outcome=\"shadow_denied\"} 1\n",
