@@ -199,10 +199,21 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       p.check_only = p.hits == 0;
     }
     const std::string key = EnvoyStateKey(entries);
-    if (absl::Status s = ValidateKey(key, field + ".entries"); !s.ok()) {
+    // Each limit's key is the joined values and its suffix (a rule's second limit on, or the
+    // unit of a limit Envoy sent): the values leave room for the longest.
+    std::vector<std::string> suffixes;
+    if (!rule.concurrency) {
+      for (size_t l = 0; l < rule.limits.size(); ++l) {
+        suffixes.push_back(p.override_rule ? EnvoyOverrideKeySuffix(rule.limits[l].unit)
+                                           : EnvoyLimitKeySuffix(l));
+      }
+    }
+    size_t room = kMaxKeyBytes;
+    for (const std::string& suffix : suffixes) room = std::min(room, kMaxKeyBytes - suffix.size());
+    if (!ValidateKey(key, field + ".entries").ok() || key.size() > room) {
       return InvalidField(field + ".entries",
                           absl::StrCat("the joined values are ", key.size(), " bytes; at most ",
-                                       kMaxKeyBytes, " are accepted"));
+                                       room, " are accepted"));
     }
     if (rule.concurrency) {
       p.lease.key = StateKey{rule.state_name, key, LimitSource::kEnvoy};
@@ -217,8 +228,7 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
       LimitRequest& r = p.requests.emplace_back();
       r.name = rule.state_name;
       r.source = LimitSource::kEnvoy;
-      r.key = key + (p.override_rule ? EnvoyOverrideKeySuffix(rule.limits[l].unit)
-                                     : EnvoyLimitKeySuffix(l));
+      r.key = key + suffixes[l];
       r.config = EnvoyLimitConfig(rule.limits[l]);
       r.count = p.check_only ? 1 : static_cast<double>(p.hits);
     }

@@ -273,6 +273,17 @@ TEST_F(EnvoyConvertTest, LimitsEnvoySendsKeepACounterPerUnit) {
   EXPECT_EQ((*plan)[0].requests[0].key, "v|@minute");
   EXPECT_EQ((*plan)[1].requests[0].key, "v|@day");
   EXPECT_EQ((*plan)[2].requests[0].key, "v|@minute");
+
+  // The values leave room for the unit in the key: 1,016 bytes at most with "|@minute".
+  r = Request({{"nothing", std::string(1017, 'v')}});
+  r.mutable_descriptors(0)->mutable_limit()->set_requests_per_unit(3);
+  r.mutable_descriptors(0)->mutable_limit()->set_unit(::envoy::type::v3::MINUTE);
+  EXPECT_EQ(Error(r),
+            "descriptors[0].entries: the joined values are 1017 bytes; at most 1016 are accepted");
+  r.mutable_descriptors(0)->mutable_entries(0)->set_value(std::string(1016, 'v'));
+  plan = PlanEnvoyRequest(r, config_);
+  ASSERT_OK(plan);
+  EXPECT_EQ((*plan)[0].requests[0].key.size(), kMaxKeyBytes);
 }
 
 TEST_F(EnvoyConvertTest, ResponseStatusesAndHeaders) {
