@@ -17,13 +17,27 @@
 // answering NOT_HELD as "not_held" (neither happens when the capacity is large enough and the
 // TTL longer than a pair). A lease acquired as the window closes is still released.
 //
+// With --stream the slots send their Acquire and Release as ops of
+// ratelimit.v1.RateLimitService/LeaseStream streams instead of unary calls: one stream per
+// channel, the slots of a channel multiplexed on it (bench/lease_stream_slots.h), each op with an
+// id of its own by which its result finds its slot. A slot still sends its Release only once its
+// Acquire's result has come, so a pair is still two decisions in sequence; slots, keys, inline
+// config, counts and latencies are as above (an op's latency runs from the moment its slot sends
+// it, time queued behind the stream's write in flight included, to its result). A result with a
+// code other than 0 counts as an error. A channel's stream and its slots are driven by one thread
+// (channel c's by thread c % --threads), so min(--threads, --channels) threads run. Once every
+// slot has stopped, each stream is half-closed (WritesDone) and finished. The JSON's "transport"
+// is "stream" ("unary" without --stream).
+//
 // Usage: ratelimit_lease_loadgen --target=127.0.0.1:PORT [--keys=1] [--concurrency=64]
-//        [--duration=10s] [--json] ...
+//        [--duration=10s] [--stream] [--json] ...
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -33,6 +47,7 @@
 #include "absl/time/time.h"
 #include "bench/grpc_channels.h"
 #include "bench/latency.h"
+#include "bench/lease_stream_slots.h"
 #include "bench/load_flags.h"
 #include "google/protobuf/duration.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -44,6 +59,10 @@ ABSL_FLAG(bool, inline_config, true,
           "server must define --name as a concurrency limit");
 ABSL_FLAG(int64_t, capacity, 1000000000, "slots of the inline config (1..1e9)");
 ABSL_FLAG(absl::Duration, ttl, absl::Seconds(60), "lease_ttl of the inline config (1ms..1h)");
+ABSL_FLAG(bool, stream, false,
+          "send each slot's Acquire and Release as ops of LeaseStream streams instead of unary "
+          "calls: one stream per channel, the channel's slots multiplexed on it, each channel's "
+          "stream and slots on one thread (min(--threads, --channels) threads)");
 
 namespace ratelimit {
 namespace {
@@ -55,6 +74,7 @@ struct Settings {
   absl::Time measure_end;
   absl::Duration deadline;
   int64_t keys = 1;
+  bool stream = false;
 };
 
 // What one thread saw in the measured window (and the errors outside it, for the record).
@@ -82,19 +102,23 @@ struct Tally {
   }
 };
 
-// One call in flight: the Acquire of a pair, or its Release.
+// The pair a slot has in progress.
+struct SlotState {
+  std::string key;
+  bool release = false;  // its Release is in flight (false: its Acquire)
+  int64_t pair_start_ns = 0;
+  int64_t start_ns = 0;
+};
+
+// One unary call in flight: the Acquire of a pair, or its Release.
 struct Call {
   grpc::ClientContext context;
-  bool release = false;
   v1::AcquireResponse acquired;
   v1::ReleaseResponse released;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::AcquireResponse>> acquire_reader;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReleaseResponse>> release_reader;
   int slot = 0;
-  std::string key;
-  int64_t pair_start_ns = 0;
-  int64_t start_ns = 0;
 };
 
 v1::LimitConfig InlineConfig() {
@@ -110,11 +134,15 @@ v1::LimitConfig InlineConfig() {
 }
 
 // Drives the slots of one thread on its own CompletionQueue until the measured window ends and
-// every lease it acquired is released.
+// every lease it acquired is released: each call a unary one, or with --stream an op of the
+// LeaseStream of the slot's channel.
 class Worker {
  public:
   Worker(const Settings& settings, std::vector<Stub*> slot_stubs, uint64_t key_seed)
-      : settings_(settings), stubs_(std::move(slot_stubs)), key_counter_(key_seed) {
+      : settings_(settings),
+        stubs_(std::move(slot_stubs)),
+        slots_(stubs_.size()),
+        key_counter_(key_seed) {
     v1::LimitRequest* limit = acquire_prototype_.add_limits();
     limit->set_name(absl::GetFlag(FLAGS_name));
     release_prototype_.set_name(absl::GetFlag(FLAGS_name));
@@ -130,103 +158,183 @@ class Worker {
     tally_.pair_ns.reserve(reserve);
     tally_.acquire_ns.reserve(reserve);
     tally_.release_ns.reserve(reserve);
-    int in_flight = 0;
+    if (settings_.stream) {
+      // A stream may last until a call's deadline after the window: its last pairs start then.
+      streams_ = std::make_unique<bench::LeaseStreamSlots>(
+          &cq_, stubs_, settings_.measure_end + settings_.deadline,
+          [this](int slot, const v1::LeaseOpResult& result) { StreamResult(slot, result); },
+          [this](const std::string& error) { RecordError(error, InWindow(absl::Now())); });
+    }
+    active_ = static_cast<int>(stubs_.size());
     for (int slot = 0; slot < static_cast<int>(stubs_.size()); ++slot) {
-      StartAcquire(slot);
-      ++in_flight;
+      if (!StartAcquire(slot)) --active_;
     }
     void* tag = nullptr;
     bool ok = false;
-    while (in_flight > 0 && cq_.Next(&tag, &ok)) {
-      std::unique_ptr<Call> call(static_cast<Call*>(tag));
-      const int64_t end_ns = MonotonicNanos();
-      const absl::Time now = absl::Now();
-      const bool in_window = now >= settings_.measure_begin && now < settings_.measure_end;
-      if (!call->status.ok()) {
-        RecordError(*call, in_window);
-      } else if (!call->release) {
-        if (in_window) tally_.acquire_ns.push_back(end_ns - call->start_ns);
-        if (call->acquired.allowed()) {
-          StartRelease(*call);
-          continue;
-        }
-        if (in_window) ++tally_.denied;
-      } else if (in_window) {
-        tally_.release_ns.push_back(end_ns - call->start_ns);
-        if (call->released.state() == v1::NOT_HELD) ++tally_.not_held;
-        ++tally_.pairs;
-        tally_.pair_ns.push_back(end_ns - call->pair_start_ns);
+    if (streams_ == nullptr) {
+      while (active_ > 0 && cq_.Next(&tag, &ok)) {
+        std::unique_ptr<Call> call(static_cast<Call*>(tag));
+        const grpc::Status& status = call->status;
+        Completed(call->slot,
+                  status.ok() ? std::string()
+                              : absl::StrCat(status.error_code(), ": ", status.error_message()),
+                  call->acquired, call->released);
       }
-      if (now < settings_.measure_end) {
-        StartAcquire(call->slot);
-      } else {
-        --in_flight;
+    } else {
+      // Once every slot has stopped, the streams are half-closed; the thread goes on until the
+      // server has ended each of them.
+      while (!streams_->finished() && cq_.Next(&tag, &ok)) {
+        streams_->Proceed(tag, ok);
+        if (active_ == 0) streams_->CloseAll();
       }
     }
     cq_.Shutdown();
-    while (cq_.Next(&tag, &ok)) delete static_cast<Call*>(tag);
+    while (cq_.Next(&tag, &ok)) {
+      if (streams_ == nullptr) delete static_cast<Call*>(tag);
+    }
   }
 
   Tally& tally() { return tally_; }
 
  private:
-  void StartAcquire(int slot) {
-    auto call = std::make_unique<Call>();
-    call->slot = slot;
-    call->key = settings_.keys > 1 ? absl::StrCat("key-", (key_counter_++ * 0x9E3779B97F4A7C15ull) %
+  bool InWindow(absl::Time now) const {
+    return now >= settings_.measure_begin && now < settings_.measure_end;
+  }
+
+  // Accounts for the end of slot's Acquire or Release (`error` empty when it succeeded, else
+  // "<code>: <message>"), then starts its Release after an allowed Acquire, or its next Acquire;
+  // or stops the slot, once the window has closed or its stream takes no more ops.
+  void Completed(int slot, const std::string& error, const v1::AcquireResponse& acquired,
+                 const v1::ReleaseResponse& released) {
+    const SlotState& state = slots_[slot];
+    const int64_t end_ns = MonotonicNanos();
+    const absl::Time now = absl::Now();
+    const bool in_window = InWindow(now);
+    if (!error.empty()) {
+      RecordError(absl::StrCat(state.release ? "Release " : "Acquire ", error), in_window);
+    } else if (!state.release) {
+      if (in_window) tally_.acquire_ns.push_back(end_ns - state.start_ns);
+      if (acquired.allowed()) {
+        if (!StartRelease(slot, acquired.lease().id())) --active_;
+        return;
+      }
+      if (in_window) ++tally_.denied;
+    } else if (in_window) {
+      tally_.release_ns.push_back(end_ns - state.start_ns);
+      if (released.state() == v1::NOT_HELD) ++tally_.not_held;
+      ++tally_.pairs;
+      tally_.pair_ns.push_back(end_ns - state.pair_start_ns);
+    }
+    if (now >= settings_.measure_end || !StartAcquire(slot)) --active_;
+  }
+
+  // A LeaseStream result for slot's op: its code and message as a call's status, its answer as
+  // the call's response.
+  void StreamResult(int slot, const v1::LeaseOpResult& result) {
+    const bool release = slots_[slot].release;
+    std::string error;
+    if (result.code() != 0) {
+      error = absl::StrCat(result.code(), ": ", result.message());
+    } else if (release ? !result.has_release() : !result.has_acquire()) {
+      error =
+          absl::StrCat("0: a result without its ", release ? "ReleaseResponse" : "AcquireResponse");
+    }
+    Completed(slot, error, result.acquire(), result.release());
+  }
+
+  // Starts slot's next pair with its Acquire. False when the slot's stream takes no more ops.
+  bool StartAcquire(int slot) {
+    SlotState& state = slots_[slot];
+    state.key = settings_.keys > 1 ? absl::StrCat("key-", (key_counter_++ * 0x9E3779B97F4A7C15ull) %
                                                               static_cast<uint64_t>(settings_.keys))
                                    : "hot";
-    acquire_prototype_.mutable_limits(0)->set_key(call->key);
+    state.release = false;
+    acquire_prototype_.mutable_limits(0)->set_key(state.key);
+    if (streams_ != nullptr) {
+      state.start_ns = state.pair_start_ns = MonotonicNanos();
+      return streams_->Acquire(slot, acquire_prototype_);
+    }
+    auto call = std::make_unique<Call>();
+    call->slot = slot;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + settings_.deadline));
-    call->start_ns = call->pair_start_ns = MonotonicNanos();
+    state.start_ns = state.pair_start_ns = MonotonicNanos();
     call->acquire_reader =
         stubs_[slot]->PrepareAsyncAcquire(&call->context, acquire_prototype_, &cq_);
     call->acquire_reader->StartCall();
     // The completion queue holds the call until Run() takes it back from the tag.
     Call* tag = call.release();
     tag->acquire_reader->Finish(&tag->acquired, &tag->status, tag);
+    return true;
   }
 
-  void StartRelease(const Call& acquire) {
+  // Starts the Release of the lease slot's Acquire got. False when the slot's stream takes no
+  // more ops.
+  bool StartRelease(int slot, const std::string& lease_id) {
+    SlotState& state = slots_[slot];
+    state.release = true;
+    release_prototype_.set_key(state.key);
+    release_prototype_.set_lease_id(lease_id);
+    if (streams_ != nullptr) {
+      state.start_ns = MonotonicNanos();
+      return streams_->Release(slot, release_prototype_);
+    }
     auto call = std::make_unique<Call>();
-    call->release = true;
-    call->slot = acquire.slot;
-    call->key = acquire.key;
-    call->pair_start_ns = acquire.pair_start_ns;
-    release_prototype_.set_key(acquire.key);
-    release_prototype_.set_lease_id(acquire.acquired.lease().id());
+    call->slot = slot;
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + settings_.deadline));
-    call->start_ns = MonotonicNanos();
+    state.start_ns = MonotonicNanos();
     call->release_reader =
-        stubs_[call->slot]->PrepareAsyncRelease(&call->context, release_prototype_, &cq_);
+        stubs_[slot]->PrepareAsyncRelease(&call->context, release_prototype_, &cq_);
     call->release_reader->StartCall();
     Call* tag = call.release();
     tag->release_reader->Finish(&tag->released, &tag->status, tag);
+    return true;
   }
 
-  void RecordError(const Call& call, bool in_window) {
-    if (tally_.first_error.empty()) {
-      tally_.first_error =
-          absl::StrCat(call.release ? "Release " : "Acquire ", call.status.error_code(), ": ",
-                       call.status.error_message());
-    }
+  void RecordError(const std::string& error, bool in_window) {
+    if (tally_.first_error.empty()) tally_.first_error = error;
     ++(in_window ? tally_.errors : tally_.errors_outside_window);
   }
 
   const Settings settings_;
-  std::vector<Stub*> stubs_;  // per slot
+  std::vector<Stub*> stubs_;      // per slot
+  std::vector<SlotState> slots_;  // per slot
+  int active_ = 0;                // slots not stopped
   v1::AcquireRequest acquire_prototype_;
   v1::ReleaseRequest release_prototype_;
   grpc::CompletionQueue cq_;
+  std::unique_ptr<bench::LeaseStreamSlots> streams_;  // with --stream
   uint64_t key_counter_;
   Tally tally_;
 };
+
+// With --stream: the slots of channel c (slot s is on channel s % channels) all on thread
+// c % num_threads, which drives that channel's stream; each thread's worker runs on a thread of
+// its own, and is joined. REQUIRES: 1 <= num_threads <= min(channels, concurrency).
+std::vector<std::unique_ptr<Worker>> RunStreamWorkers(
+    const std::vector<std::unique_ptr<Stub>>& stubs, int concurrency, int num_threads,
+    const Settings& settings) {
+  std::vector<std::vector<Stub*>> slot_stubs(num_threads);
+  for (int s = 0; s < concurrency; ++s) {
+    const size_t channel = s % stubs.size();
+    slot_stubs[channel % num_threads].push_back(stubs[channel].get());
+  }
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int t = 0; t < num_threads; ++t) {
+    workers.push_back(
+        std::make_unique<Worker>(settings, std::move(slot_stubs[t]), uint64_t{1000003} * t));
+  }
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&w] { w->Run(); });
+  for (std::thread& t : threads) t.join();
+  return workers;
+}
 
 int Run() {
   const std::string target = absl::GetFlag(FLAGS_target);
   const int concurrency = absl::GetFlag(FLAGS_concurrency);
   const int num_channels = absl::GetFlag(FLAGS_channels);
-  const int num_threads = absl::GetFlag(FLAGS_threads);
+  int num_threads = absl::GetFlag(FLAGS_threads);
+  const bool stream = absl::GetFlag(FLAGS_stream);
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
   const absl::Duration warmup = absl::GetFlag(FLAGS_warmup);
   const int64_t keys = absl::GetFlag(FLAGS_keys);
@@ -257,10 +365,18 @@ int Run() {
   settings.measure_end = settings.measure_begin + duration;
   settings.deadline = absl::GetFlag(FLAGS_deadline);
   settings.keys = keys;
-  auto workers =
-      bench::RunWorkers(stubs, concurrency, num_threads, [&](int t, std::vector<Stub*> slot_stubs) {
-        return std::make_unique<Worker>(settings, std::move(slot_stubs), uint64_t{1000003} * t);
-      });
+  settings.stream = stream;
+  std::vector<std::unique_ptr<Worker>> workers;
+  if (stream) {
+    // Each channel's stream on one thread: the threads that run, and that the output reports.
+    num_threads = std::min(num_threads, num_channels);
+    workers = RunStreamWorkers(stubs, concurrency, num_threads, settings);
+  } else {
+    workers = bench::RunWorkers(
+        stubs, concurrency, num_threads, [&](int t, std::vector<Stub*> slot_stubs) {
+          return std::make_unique<Worker>(settings, std::move(slot_stubs), uint64_t{1000003} * t);
+        });
+  }
   Tally total;
   for (auto& w : workers) total.Add(w->tally());
 
@@ -271,24 +387,27 @@ int Run() {
   const double pairs_per_s = static_cast<double>(total.pairs) / seconds;
   if (absl::GetFlag(FLAGS_json)) {
     std::printf(
-        "{\"target\": \"%s\", \"concurrency\": %d, \"channels\": %d, \"threads\": %d, "
+        "{\"target\": \"%s\", \"transport\": \"%s\", \"concurrency\": %d, \"channels\": %d, "
+        "\"threads\": %d, "
         "\"keys\": %lld, \"seconds\": %.1f, \"pairs\": %lld, \"pairs_per_s\": %.1f, "
         "\"decisions_per_s\": %.1f, \"denied\": %lld, \"not_held\": %lld, \"errors\": %lld, "
         "\"errors_outside_window\": %lld, \"mean_us\": %.1f, \"p50_us\": %.1f, \"p90_us\": %.1f, "
         "\"p99_us\": %.1f, \"p999_us\": %.1f, \"max_us\": %.1f, \"acquire_p50_us\": %.1f, "
         "\"acquire_p99_us\": %.1f, \"release_p50_us\": %.1f, \"release_p99_us\": %.1f}\n",
-        target.c_str(), concurrency, num_channels, num_threads, static_cast<long long>(keys),
-        seconds, static_cast<long long>(total.pairs), pairs_per_s, 2 * pairs_per_s,
-        static_cast<long long>(total.denied), static_cast<long long>(total.not_held),
-        static_cast<long long>(total.errors), static_cast<long long>(total.errors_outside_window),
-        pair.mean_us, pair.p50_us, pair.p90_us, pair.p99_us, pair.p999_us, pair.max_us,
-        acquire.p50_us, acquire.p99_us, release.p50_us, release.p99_us);
+        target.c_str(), stream ? "stream" : "unary", concurrency, num_channels, num_threads,
+        static_cast<long long>(keys), seconds, static_cast<long long>(total.pairs), pairs_per_s,
+        2 * pairs_per_s, static_cast<long long>(total.denied),
+        static_cast<long long>(total.not_held), static_cast<long long>(total.errors),
+        static_cast<long long>(total.errors_outside_window), pair.mean_us, pair.p50_us, pair.p90_us,
+        pair.p99_us, pair.p999_us, pair.max_us, acquire.p50_us, acquire.p99_us, release.p50_us,
+        release.p99_us);
   } else {
     std::printf(
-        "target %s, %lld keys: %d slots over %d channels, %d threads; %.1f s after %.1f s "
+        "target %s, %lld keys: %d slots over %d channels%s, %d threads; %.1f s after %.1f s "
         "warm-up\n",
-        target.c_str(), static_cast<long long>(keys), concurrency, num_channels, num_threads,
-        seconds, absl::ToDoubleSeconds(warmup));
+        target.c_str(), static_cast<long long>(keys), concurrency, num_channels,
+        stream ? " (one LeaseStream each)" : "", num_threads, seconds,
+        absl::ToDoubleSeconds(warmup));
     std::printf(
         "pairs %lld  pairs/s %.1f  decisions/s %.1f  denied %lld  not held %lld  errors %lld "
         "(+%lld outside window)\n",
@@ -311,8 +430,9 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ratelimit_lease_loadgen --target=HOST:PORT [--keys=N] [flags]: closed-loop acquire+release "
-      "pairs on one concurrency limit of ratelimit.v1.RateLimitService");
+      "ratelimit_lease_loadgen --target=HOST:PORT [--keys=N] [--stream] [flags]: closed-loop "
+      "acquire+release pairs on one concurrency limit of ratelimit.v1.RateLimitService, as unary "
+      "calls or (--stream) as ops of LeaseStream streams");
   absl::ParseCommandLine(argc, argv);
   return ratelimit::Run();
 }

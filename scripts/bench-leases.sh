@@ -31,7 +31,12 @@
 # one on each server, the servers swapping roles from run to run: a change in the machine's speed
 # then falls on both figures of a ratio at once, where back to back it falls between them; the
 # report adds each server's mean ratio over the rounds it ran the pairs in, since the two servers
-# sharing a core under quotas are not always alike).
+# sharing a core under quotas are not always alike), LEASE_STREAM (1; 0: none; only side by side:
+# stream pairs too, the lease load generator with --stream, its Acquire and Release as ops of one
+# LeaseStream per channel: each key count of a round runs a second pair of loads at the same
+# time, Consume on the same server and stream pairs on the one that ran the pairs, under the same
+# conditions as the first; the report adds their table, their ratios beside the unary pairs' and
+# their CPU; LEASE_STREAM_RATIOS: RocksDB's two stream ratios).
 
 LEASE_ROUNDS=${LEASE_ROUNDS:-3}
 LEASE_DURATION=${LEASE_DURATION:-$DURATION}
@@ -39,6 +44,7 @@ LEASE_KEYS=${LEASE_KEYS:-10000}
 LEASE_STORES=${LEASE_STORES:-rocksdb redis}
 LEASE_SERVER_CPU=${LEASE_SERVER_CPU:-}
 LEASE_SIDE_BY_SIDE=${LEASE_SIDE_BY_SIDE:-0}
+LEASE_STREAM=${LEASE_STREAM:-1}
 LEASE_CGROUPS=()
 
 # limit_server_cpu PID: puts PID in a new cgroup whose CPU quota is LEASE_SERVER_CPU of a core
@@ -62,14 +68,15 @@ release_server_cpu() {
   LEASE_CGROUPS=()
 }
 
-# run_lease_load OUT KEYS: the lease load generator against SERVER_PORT with the settings of
-# run_load; its JSON result goes to OUT.
+# run_lease_load OUT KEYS [FLAG...]: the lease load generator against SERVER_PORT with the
+# settings of run_load, and the FLAGs (--stream: its stream pairs); its JSON result goes to OUT.
 run_lease_load() {
   local out=$1 keys=$2
+  shift 2
   # shellcheck disable=SC2086  # LOADGEN_FLAGS is a list of flags
   "${PIN_CLIENT[@]}" "$LEASE_LOADGEN" --target="127.0.0.1:$SERVER_PORT" \
     --concurrency="$CONCURRENCY" --duration="$LEASE_DURATION" --warmup="$WARMUP" --keys="$keys" \
-    --json $LOADGEN_FLAGS >"$out" &
+    --json $LOADGEN_FLAGS "$@" >"$out" &
   local pid=$!
   PIDS+=("$pid")
   wait "$pid" || die "lease load generator failed: $(cat "$out")"
@@ -175,8 +182,19 @@ leases_stop_cluster() {
 # each held to LEASE_SERVER_CPU; in each round, for each key count, Consume against one and pairs
 # against the other at the same time, the roles swapping between key counts and rounds. Results
 # as leases_measure's; the load generators' core share is of both together.
+#
+# With LEASE_STREAM, each key count of a round has a second run of the same kind beside that one:
+# Consume against the same server and stream pairs (the lease load generator with --stream)
+# against the other, at the same time (targets streamconsumeKEYS and streampairsKEYS); the two
+# runs of a key count go in an order that alternates between rounds (the unary pairs' run first
+# in odd rounds). The stream pairs are not a third load beside the two: three load generators
+# would share the one core the two share, and the unary pairs and Consume would run beside two
+# loads instead of one, so that neither their figures nor the stream's would be measured as
+# before. Run as a pair of their own, the stream pairs are measured under the unary pairs'
+# conditions (two loads at a time, the same two servers and quotas, the same roles), and their
+# ratio is to the Consume run made at the same time as they are.
 leases_side_by_side() {
-  local store=$1 round k keys target out c0 c1 t0 t1 i
+  local store=$1 round k keys i runs run
   shift
   [[ -n $LEASE_SERVER_CPU ]] || die "LEASE_SIDE_BY_SIDE needs LEASE_SERVER_CPU (each server's share)"
   local pids=() ports=()
@@ -185,36 +203,57 @@ leases_side_by_side() {
     limit_server_cpu "$SERVER_PID"
     pids+=("$SERVER_PID") ports+=("$SERVER_PORT")
   done
-  local cpid ppid cport pport load_c load_p s_c0 s_p0 s_c1 s_p1 r0 r1
   for ((round = 1; round <= LEASE_ROUNDS; round++)); do
     k=0
     for keys in 1 "$LEASE_KEYS"; do
       i=$(((round + k) % 2)) k=$((k + 1))
-      cpid=${pids[i]} cport=${ports[i]} ppid=${pids[1 - i]} pport=${ports[1 - i]}
-      log "leases ($store, side by side), round $round/$LEASE_ROUNDS: $keys key(s)," \
-        "Consume on server $i, pairs on server $((1 - i))"
-      children_cpu
-      c0=$CHILDREN_CPU s_c0=$(cpu_seconds "$cpid") s_p0=$(cpu_seconds "$ppid")
-      r0=$(cpu_seconds "${redis_pids[@]}") t0=$EPOCHREALTIME  # leases_measure's redis_pids
-      (SERVER_PORT=$cport DURATION=$LEASE_DURATION run_load \
-        "$WORK/lease.$store.consume$keys.$round.json" "$keys") &
-      load_c=$!
-      (SERVER_PORT=$pport run_lease_load "$WORK/lease.$store.pairs$keys.$round.json" "$keys") &
-      load_p=$!
-      wait "$load_c" || die "the Consume load failed"
-      wait "$load_p" || die "the lease load failed"
-      children_cpu
-      c1=$CHILDREN_CPU s_c1=$(cpu_seconds "$cpid") s_p1=$(cpu_seconds "$ppid")
-      r1=$(cpu_seconds "${redis_pids[@]}") t1=$EPOCHREALTIME
-      for target in consume pairs; do
-        out=$WORK/cpu.$store.$target$keys.$round.json
-        if [[ $target == consume ]]; then set -- "$s_c0" "$s_c1"; else set -- "$s_p0" "$s_p1"; fi
-        write_cores "$out" "$1" "$2" "$c0" "$c1" "$r0" "$r1" "$t0" "$t1"
+      runs=(pairs)
+      if ((LEASE_STREAM)); then
+        if ((round % 2 == 1)); then runs=(pairs stream); else runs=(stream pairs); fi
+      fi
+      for run in "${runs[@]}"; do
+        if [[ $run == pairs ]]; then
+          side_by_side_run "$store" "$round" "$keys" "$i" consume pairs
+        else
+          side_by_side_run "$store" "$round" "$keys" "$i" streamconsume streampairs --stream
+        fi
       done
     done
   done
   kill -TERM "${pids[@]}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
+}
+
+# side_by_side_run STORE ROUND KEYS I CONSUME LEASE [FLAG...]: one run of leases_side_by_side:
+# Consume against server I and the lease load generator (with the FLAGs) against the other, at
+# the same time; their results and cores as STORE's targets CONSUMEKEYS and LEASEKEYS of ROUND.
+# Uses leases_side_by_side's pids and ports, and leases_measure's redis_pids.
+side_by_side_run() {
+  local store=$1 round=$2 keys=$3 i=$4 consume=$5 lease=$6 what=pairs
+  shift 6
+  local cpid=${pids[i]} cport=${ports[i]} ppid=${pids[1 - i]} pport=${ports[1 - i]}
+  local c0 c1 t0 t1 s_c0 s_p0 s_c1 s_p1 r0 r1 load_c load_p target out
+  [[ $lease == pairs ]] || what="stream pairs"
+  log "leases ($store, side by side), round $round/$LEASE_ROUNDS: $keys key(s)," \
+    "Consume on server $i, $what on server $((1 - i))"
+  children_cpu
+  c0=$CHILDREN_CPU s_c0=$(cpu_seconds "$cpid") s_p0=$(cpu_seconds "$ppid")
+  r0=$(cpu_seconds "${redis_pids[@]}") t0=$EPOCHREALTIME
+  (SERVER_PORT=$cport DURATION=$LEASE_DURATION run_load \
+    "$WORK/lease.$store.$consume$keys.$round.json" "$keys") &
+  load_c=$!
+  (SERVER_PORT=$pport run_lease_load "$WORK/lease.$store.$lease$keys.$round.json" "$keys" "$@") &
+  load_p=$!
+  wait "$load_c" || die "the Consume load failed"
+  wait "$load_p" || die "the lease load failed"
+  children_cpu
+  c1=$CHILDREN_CPU s_c1=$(cpu_seconds "$cpid") s_p1=$(cpu_seconds "$ppid")
+  r1=$(cpu_seconds "${redis_pids[@]}") t1=$EPOCHREALTIME
+  for target in "$consume" "$lease"; do
+    out=$WORK/cpu.$store.$target$keys.$round.json
+    if [[ $target == "$consume" ]]; then set -- "$s_c0" "$s_c1"; else set -- "$s_p0" "$s_p1"; fi
+    write_cores "$out" "$1" "$2" "$c0" "$c1" "$r0" "$r1" "$t0" "$t1"
+  done
 }
 
 # lease_median STORE TARGET FIELD [PREFIX]: the median over the rounds of FIELD of STORE's TARGET
@@ -230,8 +269,100 @@ keys_label() {
   if [[ $1 == 1 ]]; then echo "one hot key"; else echo "$1 keys"; fi
 }
 
+# lease_ratio_rows STORE CONSUME LEASE: for the hot key and LEASE_KEYS, a row of the table of
+# STORE's runs of Consume (targets CONSUMEKEYS) and of pairs (LEASEKEYS): Consume's requests/s
+# and p50 / p99, the pairs' pairs/s and p50 / p99, and a pair's rate over Consume's, the median
+# of the rounds' ratios in bold, then the ratios. Sets ROW_RATIOS to the two medians.
+lease_ratio_rows() {
+  local store=$1 consume=$2 lease=$3 keys label c_rps c_p50 c_p99 p_rps p_p50 p_p99 ratios ratio
+  local round
+  ROW_RATIOS=()
+  for keys in 1 "$LEASE_KEYS"; do
+    label=$(keys_label "$keys")
+    c_rps=$(lease_median "$store" "$consume$keys" rps)
+    c_p50=$(lease_median "$store" "$consume$keys" p50_us)
+    c_p99=$(lease_median "$store" "$consume$keys" p99_us)
+    p_rps=$(lease_median "$store" "$lease$keys" pairs_per_s)
+    p_p50=$(lease_median "$store" "$lease$keys" p50_us)
+    p_p99=$(lease_median "$store" "$lease$keys" p99_us)
+    # Each round's ratio, of its two runs; their median is the figure.
+    ratios=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+      jq -n --slurpfile c "$WORK/lease.$store.$consume$keys.$round.json" \
+        --slurpfile p "$WORK/lease.$store.$lease$keys.$round.json" '$p[0].pairs_per_s / $c[0].rps'
+    done | sort -g)
+    ratio=$(awk '{ r[NR] = $1 } END {
+      printf "%.2f", NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2 }' <<<"$ratios")
+    ratios=$(awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 }' <<<"$ratios")
+    printf '| %s | %.0f | %.0f / %.0f | %.0f | %.0f / %.0f | **%s** (%s) |\n' "$label" "$c_rps" \
+      "$c_p50" "$c_p99" "$p_rps" "$p_p50" "$p_p99" "$ratio" "$ratios"
+    ROW_RATIOS+=("$ratio")
+  done
+}
+
+# lease_by_server STORE CONSUME LEASE WHAT: side by side, for the hot key and LEASE_KEYS, each
+# server's mean ratio of STORE's LEASE pairs/s over CONSUME requests/s over the rounds it ran the
+# pairs (WHAT) in, and the mean of the two: " LABEL: WHAT on server 0 M, on server 1 M, both M;".
+lease_by_server() {
+  local store=$1 consume=$2 lease=$3 what=$4 k=0 keys label roles round
+  # Round r's pairs ran on server 1 - (r + k) % 2 (k: 0 for the hot key, 1 for many keys).
+  for keys in 1 "$LEASE_KEYS"; do
+    label=$(keys_label "$keys")
+    roles=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+      jq -rn --arg s "$((1 - (round + k) % 2))" \
+        --slurpfile c "$WORK/lease.$store.$consume$keys.$round.json" \
+        --slurpfile p "$WORK/lease.$store.$lease$keys.$round.json" \
+        '"\($s) \($p[0].pairs_per_s / $c[0].rps)"'
+    done)
+    awk -v l="$label" -v w="$what" '{ sum[$1] += $2; n[$1]++ } END {
+      for (s = 0; s <= 1; s++) m[s] = n[s] ? sprintf("%.3f", sum[s] / n[s]) : "none"
+      both = (n[0] && n[1]) ? sprintf("%.3f", (sum[0] / n[0] + sum[1] / n[1]) / 2) : "none"
+      printf " %s: %s on server 0 %s, on server 1 %s, both %s;", l, w, m[0], m[1], both }' \
+      <<<"$roles"
+    k=$((k + 1))
+  done
+}
+
+# lease_busy_rounds STORE CONSUME: side by side, for the hot key and LEASE_KEYS, how many rounds'
+# runs of target CONSUME (and the pairs beside it) had load generators using 0.95 of their core
+# or more: " LABEL N of LEASE_ROUNDS;".
+lease_busy_rounds() {
+  local store=$1 consume=$2 keys round
+  for keys in 1 "$LEASE_KEYS"; do
+    echo -n " $(keys_label "$keys") $(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
+      jq -r .client "$WORK/cpu.$store.$consume$keys.$round.json"
+    done | awk '$1 >= 0.95 { n++ } END { print n + 0 }') of $LEASE_ROUNDS;"
+  done
+}
+
+# lease_cpu_rows STORE CONSUME LEASE REDIS: for the hot key and LEASE_KEYS, a row of the server's
+# CPU per Consume (targets CONSUMEKEYS) and per lease call (LEASEKEYS, two a pair), and each
+# side's share of its core (and, REDIS 1, the Redis nodes'), medians.
+lease_cpu_rows() {
+  local store=$1 consume=$2 lease=$3 redis=$4 keys label c_rps p_rps
+  local c_server p_server c_client p_client c_redis p_redis
+  for keys in 1 "$LEASE_KEYS"; do
+    label=$(keys_label "$keys")
+    c_rps=$(lease_median "$store" "$consume$keys" rps)
+    p_rps=$(lease_median "$store" "$lease$keys" pairs_per_s)
+    c_server=$(lease_median "$store" "$consume$keys" server cpu)
+    p_server=$(lease_median "$store" "$lease$keys" server cpu)
+    c_client=$(lease_median "$store" "$consume$keys" client cpu)
+    p_client=$(lease_median "$store" "$lease$keys" client cpu)
+    c_redis=$(lease_median "$store" "$consume$keys" redis cpu)
+    p_redis=$(lease_median "$store" "$lease$keys" redis cpu)
+    awk -v l="$label" -v cr="$c_rps" -v pr="$p_rps" -v cs="$c_server" -v ps="$p_server" \
+      -v cc="$c_client" -v pc="$p_client" -v redis="$redis" -v cn="$c_redis" -v pn="$p_redis" \
+      'BEGIN {
+        printf "| %s | %.1f | %.1f | %.3f / %.3f | %.2f / %.2f |", l, cs / cr * 1e6,
+          ps / (2 * pr) * 1e6, cs, ps, cc, pc
+        if (redis) printf " %.2f / %.2f |", cn, pn
+        printf "\n" }'
+  done
+}
+
 # leases_report STORE: the markdown of STORE's runs; RocksDB's ratios (hot key, LEASE_KEYS) are
-# appended to LEASE_RATIOS and checked against the target.
+# appended to LEASE_RATIOS and checked against the target, and with the stream pairs
+# (LEASE_SIDE_BY_SIDE and LEASE_STREAM) theirs to LEASE_STREAM_RATIOS.
 leases_report() {
   local store=$1 name server redis=0
   if [[ $store == redis ]]; then
@@ -271,48 +402,14 @@ leases_report() {
   echo
   echo "| keys | Consume requests/s | Consume p50 / p99 µs | pairs/s | pair p50 / p99 µs | pair / Consume (rounds) |"
   echo "|---|---|---|---|---|---|"
-  local keys label c_rps c_p50 c_p99 p_rps p_p50 p_p99 ratios ratio store_ratios=() round
-  for keys in 1 "$LEASE_KEYS"; do
-    label=$(keys_label "$keys")
-    c_rps=$(lease_median "$store" "consume$keys" rps)
-    c_p50=$(lease_median "$store" "consume$keys" p50_us)
-    c_p99=$(lease_median "$store" "consume$keys" p99_us)
-    p_rps=$(lease_median "$store" "pairs$keys" pairs_per_s)
-    p_p50=$(lease_median "$store" "pairs$keys" p50_us)
-    p_p99=$(lease_median "$store" "pairs$keys" p99_us)
-    # Each round's ratio, of its two back-to-back runs; their median is the figure.
-    ratios=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
-      jq -n --slurpfile c "$WORK/lease.$store.consume$keys.$round.json" \
-        --slurpfile p "$WORK/lease.$store.pairs$keys.$round.json" '$p[0].pairs_per_s / $c[0].rps'
-    done | sort -g)
-    ratio=$(awk '{ r[NR] = $1 } END {
-      printf "%.2f", NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2 }' <<<"$ratios")
-    ratios=$(awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 }' <<<"$ratios")
-    printf '| %s | %.0f | %.0f / %.0f | %.0f | %.0f / %.0f | **%s** (%s) |\n' "$label" "$c_rps" \
-      "$c_p50" "$c_p99" "$p_rps" "$p_p50" "$p_p99" "$ratio" "$ratios"
-    store_ratios+=("$ratio")
-  done
+  lease_ratio_rows "$store" consume pairs
+  local store_ratios=("${ROW_RATIOS[@]}")
   echo
   if ((LEASE_SIDE_BY_SIDE)); then
-    # Round r's pairs ran on server 1 - (r + k) % 2 (k: 0 for the hot key, 1 for many keys).
-    local k=0 roles line="By server: a round's ratio can depend on which of the two servers ran"
+    local line="By server: a round's ratio can depend on which of the two servers ran"
     line+=" the pairs (they share a core under quotas); each server's mean over its rounds, and"
     line+=" the mean of the two (equal weight to each server):"
-    for keys in 1 "$LEASE_KEYS"; do
-      label=$(keys_label "$keys")
-      roles=$(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
-        jq -rn --arg s "$((1 - (round + k) % 2))" \
-          --slurpfile c "$WORK/lease.$store.consume$keys.$round.json" \
-          --slurpfile p "$WORK/lease.$store.pairs$keys.$round.json" \
-          '"\($s) \($p[0].pairs_per_s / $c[0].rps)"'
-      done)
-      line+=$(awk -v l="$label" '{ sum[$1] += $2; n[$1]++ } END {
-        for (s = 0; s <= 1; s++) m[s] = n[s] ? sprintf("%.3f", sum[s] / n[s]) : "none"
-        both = (n[0] && n[1]) ? sprintf("%.3f", (sum[0] / n[0] + sum[1] / n[1]) / 2) : "none"
-        printf " %s: pairs on server 0 %s, on server 1 %s, both %s;", l, m[0], m[1], both }' \
-        <<<"$roles")
-      k=$((k + 1))
-    done
+    line+=$(lease_by_server "$store" consume pairs pairs)
     echo "${line%;}."
     echo
     # A round is the servers' measure only while the load generators keep both busy: on their
@@ -320,12 +417,7 @@ leases_report() {
     # take it), and that round's ratio measures them.
     local busy="Rounds whose load generators used 0.95 of their core or more (then they, not the"
     busy+=" servers, limit the rates):"
-    for keys in 1 "$LEASE_KEYS"; do
-      label=$(keys_label "$keys")
-      busy+=" $label $(for ((round = 1; round <= LEASE_ROUNDS; round++)); do
-        jq -r .client "$WORK/cpu.$store.consume$keys.$round.json"
-      done | awk '$1 >= 0.95 { n++ } END { print n + 0 }') of $LEASE_ROUNDS;"
-    done
+    busy+=$(lease_busy_rounds "$store" consume)
     echo "${busy%;}."
     echo
   fi
@@ -343,25 +435,7 @@ leases_report() {
   if ((redis)); then redis_head=" Redis nodes' cores (Consume / pairs) |" redis_rule="---|"; fi
   echo "| keys | server CPU per Consume µs | server CPU per lease call µs | server core (Consume / pairs) | load generator core (Consume / pairs) |$redis_head"
   echo "|---|---|---|---|---|$redis_rule"
-  local c_server p_server c_client p_client c_redis p_redis
-  for keys in 1 "$LEASE_KEYS"; do
-    label=$(keys_label "$keys")
-    c_rps=$(lease_median "$store" "consume$keys" rps)
-    p_rps=$(lease_median "$store" "pairs$keys" pairs_per_s)
-    c_server=$(lease_median "$store" "consume$keys" server cpu)
-    p_server=$(lease_median "$store" "pairs$keys" server cpu)
-    c_client=$(lease_median "$store" "consume$keys" client cpu)
-    p_client=$(lease_median "$store" "pairs$keys" client cpu)
-    c_redis=$(lease_median "$store" "consume$keys" redis cpu)
-    p_redis=$(lease_median "$store" "pairs$keys" redis cpu)
-    awk -v l="$label" -v cr="$c_rps" -v pr="$p_rps" -v cs="$c_server" -v ps="$p_server" \
-      -v cc="$c_client" -v pc="$p_client" -v redis="$redis" -v cn="$c_redis" -v pn="$p_redis" \
-      'BEGIN {
-        printf "| %s | %.1f | %.1f | %.3f / %.3f | %.2f / %.2f |", l, cs / cr * 1e6,
-          ps / (2 * pr) * 1e6, cs, ps, cc, pc
-        if (redis) printf " %.2f / %.2f |", cn, pn
-        printf "\n" }'
-  done
+  lease_cpu_rows "$store" consume pairs "$redis"
   echo
   if ((redis)); then
     echo "No target on the Redis Cluster (the issue's is about RocksDB): a pair's rate over" \
@@ -372,6 +446,52 @@ leases_report() {
       "${store_ratios[0]} ($(awk -v r="${store_ratios[0]}" 'BEGIN { print (r >= 0.5 ? "met" : "not met") }')), $LEASE_KEYS keys" \
       "${store_ratios[1]} ($(awk -v r="${store_ratios[1]}" 'BEGIN { print (r >= 0.5 ? "met" : "not met") }'))."
   fi
+  echo
+  if ((LEASE_SIDE_BY_SIDE && LEASE_STREAM)); then
+    leases_stream_report "$store" "$redis" "${store_ratios[@]}"
+  fi
+}
+
+# leases_stream_report STORE REDIS HOT MANY: side by side with LEASE_STREAM, the markdown of
+# STORE's stream pairs beside their Consume runs, in the shape of leases_report's, ending with
+# their ratios next to the unary pairs' (HOT and MANY: the hot key's and LEASE_KEYS'); RocksDB's
+# stream ratios are appended to LEASE_STREAM_RATIOS.
+leases_stream_report() {
+  local store=$1 redis=$2 unary_hot=$3 unary_many=$4
+  echo "**Stream pairs**: bench/lease_loadgen.cc with \`--stream\`, the same slots, keys and" \
+    "inline limit, each slot's Acquire and Release sent as ops of a LeaseStream (one stream per" \
+    "channel, the slots of a channel multiplexed on it; a slot's Release still waits for its" \
+    "Acquire's result, so a pair is two decisions in sequence), in a run of their own beside" \
+    "each run above: in each round and for each key count, Consume on the server that ran" \
+    "Consume and stream pairs on the one that ran the pairs, at the same time, the two runs of" \
+    "a key count in an order alternating between rounds. Consume below is the run made beside" \
+    "the stream pairs; stream pair / Consume: the median of the rounds' ratios, and the ratios."
+  echo
+  echo "| keys | Consume requests/s | Consume p50 / p99 µs | stream pairs/s | stream pair p50 / p99 µs | stream pair / Consume (rounds) |"
+  echo "|---|---|---|---|---|---|"
+  lease_ratio_rows "$store" streamconsume streampairs
+  local stream_ratios=("${ROW_RATIOS[@]}")
+  echo
+  local line="By server, stream pairs: each server's mean over the rounds it ran the stream pairs"
+  line+=" in, and the mean of the two:"
+  line+=$(lease_by_server "$store" streamconsume streampairs "stream pairs")
+  echo "${line%;}."
+  echo
+  local busy="Stream runs whose load generators used 0.95 of their core or more:"
+  busy+=$(lease_busy_rounds "$store" streamconsume)
+  echo "${busy%;}."
+  echo
+  local redis_head="" redis_rule=""
+  if ((redis)); then
+    redis_head=" Redis nodes' cores (Consume / stream pairs) |" redis_rule="---|"
+  fi
+  echo "| keys | server CPU per Consume µs | server CPU per stream op µs | server core (Consume / stream pairs) | load generator core (Consume / stream pairs) |$redis_head"
+  echo "|---|---|---|---|---|$redis_rule"
+  lease_cpu_rows "$store" streamconsume streampairs "$redis"
+  echo
+  [[ $store == redis ]] || LEASE_STREAM_RATIOS+=("${stream_ratios[@]}")
+  echo "Stream pairs: a pair's rate over Consume's, hot key ${stream_ratios[0]} (unary pairs" \
+    "$unary_hot), $LEASE_KEYS keys ${stream_ratios[1]} (unary pairs $unary_many)."
   echo
 }
 
@@ -397,3 +517,4 @@ leases_section() {
   done
 }
 LEASE_RATIOS=()
+LEASE_STREAM_RATIOS=()

@@ -306,6 +306,11 @@ absl::StatusOr<std::unique_ptr<RateLimitServer>> RateLimitServer::Start(
   builder.RegisterService(s->service_.get());
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::TrafficMethods(), kHotCallsReady);
   s->serving_loop_->AddUnary(*s->service_, RateLimitServiceImpl::AdminMethods(), kColdCallsReady);
+  s->lease_streams_ = std::make_unique<LeaseStreams>(*s->service_);
+  s->serving_loop_->AddStreams(*s->lease_streams_);
+  s->metrics_registry_.AddGauge(
+      "ratelimit_lease_streams_open", "LeaseStream streams open now (docs/leases.md).",
+      [streams = s->lease_streams_.get()] { return static_cast<double>(streams->open_streams()); });
   builder.RegisterService(s->override_service_.get());
   s->serving_loop_->AddUnary(*s->override_service_, OverrideServiceImpl::Methods(),
                              kColdCallsReady);
@@ -501,6 +506,8 @@ void RateLimitServer::Shutdown() {
   health_.SetDraining();
   // Ends the Watch streams, which would otherwise hold the server's shutdown for its grace.
   if (health_service_) health_service_->Shutdown();
+  // The lease streams answer what they have read and end, so that their clients move on.
+  if (lease_streams_) lease_streams_->Shutdown();
   // Envoys fall back at once (TTL 0) and the RLQS streams end, instead of holding the grace.
   if (rlqs_ticker_) rlqs_ticker_->Stop();
   if (rlqs_service_) rlqs_service_->Shutdown();
@@ -509,6 +516,7 @@ void RateLimitServer::Shutdown() {
     serving_loop_->ShutdownServer(
         *server_, absl::Now() + options_.listen.shutdown_grace, [this](absl::Time deadline) {
           return health_service_->AwaitWatchesEnded(deadline) &&
+                 lease_streams_->AwaitStreamsEnded(deadline) &&
                  (!rlqs_service_ || rlqs_service_->AwaitStreamsEnded(deadline));
         });
   }

@@ -33,6 +33,7 @@
 #include "server/serving/serving_loop.h"
 #include "server/serving/store_executor.h"
 #include "server/tls/tls.h"
+#include "server/v1/lease_stream.h"
 #include "server/v1/lease_sweeper.h"
 #include "server/v1/limit_registry.h"
 #include "server/v1/rate_limit_service.h"
@@ -155,6 +156,7 @@ class RateLimitServer {
   // after it.
   std::unique_ptr<ServingLoop> serving_loop_;
   std::unique_ptr<LoopHealthService> health_service_;
+  std::unique_ptr<LeaseStreams> lease_streams_;  // RateLimitService/LeaseStream
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   int plaintext_port_ = 0;

@@ -225,6 +225,14 @@ void ServingLoop::Dispatch(LoopCall* call, int handler) {
 
 LoopInbox* ServingLoop::ThreadInbox() { return thread_inbox; }
 
+ServingLoop::Burst* ServingLoop::ThreadBurst(const Handler& handler) const {
+  if (thread_bursts == nullptr) return nullptr;
+  for (size_t h = 0; h < unary_.size(); ++h) {
+    if (unary_[h].handler == &handler) return (*thread_bursts)[h].get();
+  }
+  return nullptr;
+}
+
 uint64_t ServingLoop::handoffs() const {
   uint64_t total = 0;
   for (const auto& inbox : inboxes_) total += inbox->handoffs();

@@ -202,6 +202,9 @@ class ServingLoop {
 
   // The inbox of the loop thread calling (while it handles an event), or null on any other thread.
   static LoopInbox* ThreadInbox();
+  // The burst the loop thread calling keeps for `handler` (its first AddUnary), for the events of
+  // a stream that decide as its calls do; null on any other thread, or when the handler keeps none.
+  Burst* ThreadBurst(const Handler& handler) const;
   // Tasks handed back to the loop threads from other threads so far (LoopInbox::handoffs).
   uint64_t handoffs() const;
 

@@ -250,6 +250,86 @@ void RateLimitServiceImpl::OnExtendCall(LoopCall* call, ServingLoop::Burst* burs
       &RateLimitServiceImpl::PrepareExtend, &RateLimitServiceImpl::AnswerExtend);
 }
 
+template <typename Request, typename Response>
+void RateLimitServiceImpl::DecideStreamOpAs(
+    const Request& request, uint64_t id, const grpc::ServerContextBase& context,
+    ServingLoop::Burst* burst, const char* method, const char* span_name,
+    std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
+    grpc::Status (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*),
+    Response* (v1::LeaseOpResult::*answer_of)(), StreamOpDone done) {
+  // The op in flight: its state, its result being built and where the result goes, in one block.
+  struct Pending {
+    explicit Pending(Telemetry::Rpc&& rpc) : state(std::move(rpc)) {}
+    LeaseCallState state;
+    v1::LeaseOpResult result;
+    StreamOpDone done;
+  };
+  auto pending =
+      std::make_unique<Pending>(telemetry_.StartRpc(kService, method, span_name, context));
+  pending->result.set_id(id);
+  pending->done = std::move(done);
+  // The op's status into its result: an error replaces any answer.
+  auto complete = [](Pending& p, const grpc::Status& status) {
+    if (!status.ok()) {
+      p.result.clear_result();
+      p.result.set_code(static_cast<int32_t>(status.error_code()));
+      p.result.set_message(status.error_message());
+    }
+    std::move(p.done)(std::move(p.result));
+  };
+  LeaseCallState& state = pending->state;
+  if (std::optional<grpc::Status> refused = (this->*prepare)(request, state)) {
+    complete(*pending, FinishRpc(state.rpc, *refused));
+    return;
+  }
+  state.rpc.StoreStarted();
+  std::unique_ptr<ScopedStoreTracer> tracing = state.rpc.TakeStoreTracerScope();
+  const LeaseOperation& operation = state.operation;  // on the heap: stays where it is
+  scheduler_.DecideLease(
+      operation, burst,
+      [this, pending = std::move(pending), answer, answer_of,
+       complete](absl::StatusOr<LeaseOutcome>&& outcome) mutable {
+        LeaseCallState& state = pending->state;
+        state.rpc.StoreFinished(outcome.status());
+        if (!outcome.ok()) {
+          complete(*pending, LeaseFailure(state.rpc, outcome.status()));
+          return;
+        }
+        ObserveLease(state.operation.lease, outcome->lease);
+        complete(*pending, FinishRpc(state.rpc, (this->*answer)(state, *outcome,
+                                                                (pending->result.*answer_of)())));
+      });
+}
+
+void RateLimitServiceImpl::DecideStreamOp(const v1::LeaseOp& op,
+                                          const grpc::ServerContextBase& context,
+                                          ServingLoop::Burst* burst, StreamOpDone done) {
+  switch (op.op_case()) {
+    case v1::LeaseOp::kAcquire:
+      return DecideStreamOpAs<v1::AcquireRequest, v1::AcquireResponse>(
+          op.acquire(), op.id(), context, burst, "Acquire", "ratelimit.v1.RateLimitService/Acquire",
+          &RateLimitServiceImpl::PrepareAcquire, &RateLimitServiceImpl::AnswerAcquire,
+          &v1::LeaseOpResult::mutable_acquire, std::move(done));
+    case v1::LeaseOp::kRelease:
+      return DecideStreamOpAs<v1::ReleaseRequest, v1::ReleaseResponse>(
+          op.release(), op.id(), context, burst, "Release", "ratelimit.v1.RateLimitService/Release",
+          &RateLimitServiceImpl::PrepareRelease, &RateLimitServiceImpl::AnswerRelease,
+          &v1::LeaseOpResult::mutable_release, std::move(done));
+    case v1::LeaseOp::kExtend:
+      return DecideStreamOpAs<v1::ExtendRequest, v1::ExtendResponse>(
+          op.extend(), op.id(), context, burst, "Extend", "ratelimit.v1.RateLimitService/Extend",
+          &RateLimitServiceImpl::PrepareExtend, &RateLimitServiceImpl::AnswerExtend,
+          &v1::LeaseOpResult::mutable_extend, std::move(done));
+    case v1::LeaseOp::OP_NOT_SET:
+      break;
+  }
+  v1::LeaseOpResult result;
+  result.set_id(op.id());
+  result.set_code(static_cast<int32_t>(grpc::StatusCode::INVALID_ARGUMENT));
+  result.set_message("op: one of acquire, release or extend is required");
+  std::move(done)(std::move(result));
+}
+
 absl::StatusOr<std::string> RateLimitServiceImpl::AuthorizeAdmin(const grpc::ServerContext& context,
                                                                  Telemetry::Rpc& rpc,
                                                                  absl::string_view limit,

@@ -8,6 +8,7 @@
 #include "server/observability/log.h"
 #include "server/serving/grpc_convert.h"
 #include "server/v1/convert.h"
+#include "server/v1/lease_stream.h"
 
 namespace ratelimit {
 
@@ -95,7 +96,11 @@ std::unique_ptr<ServingLoop::Burst> RateLimitServiceImpl::NewBurst() {
   return scheduler_.NewBurst();
 }
 
-void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& burst) { scheduler_.EndBurst(burst); }
+void RateLimitServiceImpl::EndBurst(ServingLoop::Burst& burst) {
+  scheduler_.EndBurst(burst);
+  // The lease streams' results decided in the burst leave in one message per stream.
+  LeaseStreams::FlushThisThread();
+}
 
 void RateLimitServiceImpl::OnCall(LoopCall* call, ServingLoop::Burst* burst) {
   switch (call->method()) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "grpcpp/grpcpp.h"
 #include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "server/admin/admin_auth.h"
@@ -45,7 +46,8 @@ using RawRateLimitService = v1::RateLimitService::WithRawMethod_Consume<
                 v1::RateLimitService::WithRawMethod_Release<
                     v1::RateLimitService::WithRawMethod_Extend<
                         v1::RateLimitService::WithRawMethod_ListLeases<
-                            v1::RateLimitService::Service>>>>>>>>>>;
+                            v1::RateLimitService::WithRawMethod_LeaseStream<
+                                v1::RateLimitService::Service>>>>>>>>>>>;
 
 class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoop::Handler {
  public:
@@ -60,6 +62,7 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
   static constexpr int kReleaseMethod = 7;
   static constexpr int kExtendMethod = 8;
   static constexpr int kListLeasesMethod = 9;
+  // LeaseStream (method 10) is a stream, served by LeaseStreams (lease_stream.h).
   // The methods callers send at volume (every one but Reset and ListLeases), and those two.
   static std::vector<int> TrafficMethods() {
     return {kConsumeMethod, kCheckMethod,   kReserveMethod, kSettleMethod,
@@ -103,6 +106,15 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
     overrides_ = overrides;
     overrides_clock_ = clock;
   }
+
+  // One op of a lease stream (lease_stream.h), decided as the call it stands for (Acquire,
+  // Release or Extend: the same checks, store transaction, metrics and span, the span and the
+  // metrics under that call's method). `done` gets the op's result (its id, and the answer or the
+  // error the call would have ended with) once the decision is durable, on the thread it completes
+  // on, or at once when the op is refused before deciding. `context` is the stream's.
+  using StreamOpDone = absl::AnyInvocable<void(v1::LeaseOpResult&&) &&>;
+  void DecideStreamOp(const v1::LeaseOp& op, const grpc::ServerContextBase& context,
+                      ServingLoop::Burst* burst, StreamOpDone done);
 
   // Where the slots held of concurrency limits are reported (the gauge); unset: nowhere. Must
   // outlive the service. Set before the service is registered.
@@ -203,6 +215,15 @@ class RateLimitServiceImpl final : public RawRateLimitService, public ServingLoo
                                             LeaseCallState& state);
   grpc::Status AnswerExtend(LeaseCallState& state, const LeaseOutcome& outcome,
                             v1::ExtendResponse* response);
+  // DecideStreamOp for one kind of op: `prepare` and `answer` as ServeLeaseCall's; the answer goes
+  // to the result's field `answer_of` gives.
+  template <typename Request, typename Response>
+  void DecideStreamOpAs(
+      const Request& request, uint64_t id, const grpc::ServerContextBase& context,
+      ServingLoop::Burst* burst, const char* method, const char* span_name,
+      std::optional<grpc::Status> (RateLimitServiceImpl::*prepare)(const Request&, LeaseCallState&),
+      grpc::Status (RateLimitServiceImpl::*answer)(LeaseCallState&, const LeaseOutcome&, Response*),
+      Response* (v1::LeaseOpResult::*answer_of)(), StreamOpDone done);
   grpc::Status HandleListLeases(const grpc::ServerContext& context,
                                 const v1::ListLeasesRequest* request,
                                 v1::ListLeasesResponse* response);

@@ -82,6 +82,30 @@ TEST(LeaseLoadgenTest, ReleasesEveryLeaseItAcquiredAndCountsRefusals) {
   (*server)->StopWith(SIGTERM);
 }
 
+// --stream (bench/lease_stream_slots.cc): the same pairs as ops of one LeaseStream a channel,
+// every lease released (a second run on the same key finds all three slots free), refusals
+// counted, and a result matched to its slot over two streams.
+TEST(LeaseLoadgenTest, StreamPairsReleaseEveryLeaseOverOneStreamAChannel) {
+  TempDir dir;
+  auto server = ServerProcess::Start({"--data_dir=" + dir.File("data")}, dir.path());
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (int run = 0; run < 2; ++run) {
+    const auto [code, out] =
+        ShortRun(**server, 3, {"--stream", "--capacity=3", "--ttl=1h", "--channels=2"});
+    ASSERT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("\"transport\": \"stream\""), std::string::npos) << out;
+    EXPECT_GT(JsonNumber(out, "", "pairs"), 0) << out;
+    EXPECT_EQ(JsonNumber(out, "", "denied"), 0) << "run " << run << ": " << out;
+    EXPECT_EQ(JsonNumber(out, "", "errors"), 0) << out;
+  }
+  const auto [code, out] = ShortRun(**server, 4, {"--stream", "--capacity=1", "--name=one_slot"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_GT(JsonNumber(out, "", "pairs"), 0) << out;
+  EXPECT_GT(JsonNumber(out, "", "denied"), 0) << out;
+  EXPECT_EQ(JsonNumber(out, "", "errors"), 0) << out;
+  (*server)->StopWith(SIGTERM);
+}
+
 TEST(LeaseLoadgenTest, BadFlagsAreRefusedNamingTheFlag) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--concurrency=0", "--concurrency"},

@@ -1,6 +1,7 @@
 // A real ratelimit-server process on Redis (--store=redis): start-up refusals naming the address,
 // and two server replicas sharing one Redis Cluster (no over-grant between them; one killed with
-// SIGKILL, the other keeps answering and nothing acknowledged is lost).
+// SIGKILL, the other keeps answering and nothing acknowledged is lost; lease streams never hold
+// more than the capacity).
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,7 +20,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "ratelimit/v1/ratelimit.grpc.pb.h"
 #include "tests/support/redis_process.h"
 #include "tests/support/redis_standalone.h"
 #include "tests/support/redis_test_store.h"
@@ -219,6 +223,80 @@ TEST_F(TwoReplicasTest, SixtyFourCallersOnTwoReplicasNeverOverGrantOneKey) {
   RecordProperty("elapsed_ms", static_cast<int>(elapsed_s * 1000));
   std::cerr << "allowed " << allowed.load() << " in " << elapsed_s << " s (bound " << most
             << ", least " << least << ")\n";
+}
+
+// Lease streams on Redis: each op is decided on a store thread and its result handed back to the
+// stream's serving thread. Sixteen holders, each on a stream of its own to one of the two
+// replicas, acquire and release one key of capacity 2: never more than 2 hold at once, and every
+// op is answered.
+TEST_F(TwoReplicasTest, LeaseStreamsOnTwoReplicasNeverHoldMoreThanTheCapacity) {
+  Start(R"(limits:
+  - name: jobs
+    kind: concurrency
+    capacity: 2
+    lease_ttl: 1m
+)");
+  if (HasFatalFailure()) return;
+  constexpr int kHolders = 16;
+  std::atomic<int> holding{0}, most_holding{0}, acquired{0}, errors{0};
+  const absl::Time end = absl::Now() + absl::Seconds(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kHolders; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = v1::RateLimitService::NewStub(
+          grpc::CreateChannel(servers_[t % 2]->target(), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext context;
+      auto stream = stub->LeaseStream(&context);
+      uint64_t id = 0;
+      // One op at a time: its result, or nullopt when the stream failed.
+      auto send = [&](v1::LeaseOp op) -> std::optional<v1::LeaseOpResult> {
+        op.set_id(++id);
+        v1::LeaseStreamRequest request;
+        *request.add_ops() = std::move(op);
+        v1::LeaseStreamResponse response;
+        if (!stream->Write(request) || !stream->Read(&response) || response.results_size() != 1 ||
+            response.results(0).id() != id) {
+          return std::nullopt;
+        }
+        return response.results(0);
+      };
+      while (absl::Now() < end) {
+        v1::LeaseOp acquire;
+        v1::LimitRequest* l = acquire.mutable_acquire()->add_limits();
+        l->set_name("jobs");
+        l->set_key("k");
+        std::optional<v1::LeaseOpResult> a = send(acquire);
+        if (!a || a->code() != 0) {
+          ++errors;
+          return;
+        }
+        if (!a->acquire().allowed()) continue;
+        ++acquired;
+        const int now = ++holding;
+        int seen = most_holding.load();
+        while (now > seen && !most_holding.compare_exchange_weak(seen, now)) {
+        }
+        --holding;  // before the release is sent: the slot may be someone else's once it is
+        v1::LeaseOp release;
+        release.mutable_release()->set_name("jobs");
+        release.mutable_release()->set_key("k");
+        release.mutable_release()->set_lease_id(a->acquire().lease().id());
+        std::optional<v1::LeaseOpResult> r = send(release);
+        if (!r || r->code() != 0 || r->release().state() != v1::RELEASED) {
+          ++errors;
+          return;
+        }
+      }
+      stream->WritesDone();
+      if (!stream->Finish().ok()) ++errors;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_LE(most_holding.load(), 2);
+  EXPECT_GT(acquired.load(), 0);
+  std::cerr << "acquired " << acquired.load() << ", at most " << most_holding.load()
+            << " held at once\n";
 }
 
 TEST_F(TwoReplicasTest, AReplicaKilledUnderLoadLeavesTheOtherAnsweringWithNothingLost) {

@@ -65,6 +65,21 @@ type RateLimitServiceClient interface {
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	// Administrative (authorised as Reset): the leases held on one key of a concurrency limit.
 	ListLeases(ctx context.Context, in *ListLeasesRequest, opts ...grpc.CallOption) (*ListLeasesResponse, error)
+	// A lease stream (docs/leases.md, lease streams): Acquire, Release and Extend sent as ops on one
+	// long-lived stream instead of a call each, as a holder of many leases (a worker pool, a job
+	// runner with heartbeats) keeps them. Each op is decided exactly as its call is (the same
+	// checks, transaction, idempotency, metrics and spans) and answered on the stream with the op's
+	// `id`, in the order the decisions complete, which need not be the order sent: the answers of
+	// the ops decided together come in one message. An op's error is its result's `code` and
+	// `message` (INVALID_ARGUMENT naming the field, UNAVAILABLE for a store failure), and the
+	// stream goes on. Leases do not belong to the stream: one acquired on it is held until it is
+	// released or expires, whether the stream ends or not. A message that does not parse, or that
+	// has no op or more than 1000, ends the stream with INVALID_ARGUMENT; ops already read are still
+	// answered first. A message is at most 64 KiB, as every request (past it gRPC ends the stream
+	// with RESOURCE_EXHAUSTED): about 800 acquires with inline configs. When the server shuts down, the stream answers the ops it has read and ends
+	// with UNAVAILABLE. A stream with 4096 ops read and not yet answered is not read further until
+	// answers are taken (flow control, never an error).
+	LeaseStream(ctx context.Context, opts ...grpc.CallOption) (RateLimitService_LeaseStreamClient, error)
 }
 
 type rateLimitServiceClient struct {
@@ -165,6 +180,37 @@ func (c *rateLimitServiceClient) ListLeases(ctx context.Context, in *ListLeasesR
 	return out, nil
 }
 
+func (c *rateLimitServiceClient) LeaseStream(ctx context.Context, opts ...grpc.CallOption) (RateLimitService_LeaseStreamClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_RateLimitService_serviceDesc.Streams[0], "/ratelimit.v1.RateLimitService/LeaseStream", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &rateLimitServiceLeaseStreamClient{stream}
+	return x, nil
+}
+
+type RateLimitService_LeaseStreamClient interface {
+	Send(*LeaseStreamRequest) error
+	Recv() (*LeaseStreamResponse, error)
+	grpc.ClientStream
+}
+
+type rateLimitServiceLeaseStreamClient struct {
+	grpc.ClientStream
+}
+
+func (x *rateLimitServiceLeaseStreamClient) Send(m *LeaseStreamRequest) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *rateLimitServiceLeaseStreamClient) Recv() (*LeaseStreamResponse, error) {
+	m := new(LeaseStreamResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // RateLimitServiceServer is the server API for RateLimitService service.
 // All implementations must embed UnimplementedRateLimitServiceServer
 // for forward compatibility
@@ -217,6 +263,21 @@ type RateLimitServiceServer interface {
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	// Administrative (authorised as Reset): the leases held on one key of a concurrency limit.
 	ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error)
+	// A lease stream (docs/leases.md, lease streams): Acquire, Release and Extend sent as ops on one
+	// long-lived stream instead of a call each, as a holder of many leases (a worker pool, a job
+	// runner with heartbeats) keeps them. Each op is decided exactly as its call is (the same
+	// checks, transaction, idempotency, metrics and spans) and answered on the stream with the op's
+	// `id`, in the order the decisions complete, which need not be the order sent: the answers of
+	// the ops decided together come in one message. An op's error is its result's `code` and
+	// `message` (INVALID_ARGUMENT naming the field, UNAVAILABLE for a store failure), and the
+	// stream goes on. Leases do not belong to the stream: one acquired on it is held until it is
+	// released or expires, whether the stream ends or not. A message that does not parse, or that
+	// has no op or more than 1000, ends the stream with INVALID_ARGUMENT; ops already read are still
+	// answered first. A message is at most 64 KiB, as every request (past it gRPC ends the stream
+	// with RESOURCE_EXHAUSTED): about 800 acquires with inline configs. When the server shuts down, the stream answers the ops it has read and ends
+	// with UNAVAILABLE. A stream with 4096 ops read and not yet answered is not read further until
+	// answers are taken (flow control, never an error).
+	LeaseStream(RateLimitService_LeaseStreamServer) error
 	mustEmbedUnimplementedRateLimitServiceServer()
 }
 
@@ -253,6 +314,9 @@ func (UnimplementedRateLimitServiceServer) Extend(context.Context, *ExtendReques
 }
 func (UnimplementedRateLimitServiceServer) ListLeases(context.Context, *ListLeasesRequest) (*ListLeasesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListLeases not implemented")
+}
+func (UnimplementedRateLimitServiceServer) LeaseStream(RateLimitService_LeaseStreamServer) error {
+	return status.Errorf(codes.Unimplemented, "method LeaseStream not implemented")
 }
 func (UnimplementedRateLimitServiceServer) mustEmbedUnimplementedRateLimitServiceServer() {}
 
@@ -447,6 +511,32 @@ func _RateLimitService_ListLeases_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimitService_LeaseStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RateLimitServiceServer).LeaseStream(&rateLimitServiceLeaseStreamServer{stream})
+}
+
+type RateLimitService_LeaseStreamServer interface {
+	Send(*LeaseStreamResponse) error
+	Recv() (*LeaseStreamRequest, error)
+	grpc.ServerStream
+}
+
+type rateLimitServiceLeaseStreamServer struct {
+	grpc.ServerStream
+}
+
+func (x *rateLimitServiceLeaseStreamServer) Send(m *LeaseStreamResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *rateLimitServiceLeaseStreamServer) Recv() (*LeaseStreamRequest, error) {
+	m := new(LeaseStreamRequest)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "ratelimit.v1.RateLimitService",
 	HandlerType: (*RateLimitServiceServer)(nil),
@@ -492,7 +582,14 @@ var _RateLimitService_serviceDesc = grpc.ServiceDesc{
 			Handler:    _RateLimitService_ListLeases_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "LeaseStream",
+			Handler:       _RateLimitService_LeaseStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "ratelimit/v1/ratelimit.proto",
 }
 
