@@ -125,7 +125,9 @@ absl::StatusOr<uint64_t> RateLimitClient::Reset(const v1::ResetRequest& request)
 }
 
 absl::StatusOr<v1::ResetResponse> RateLimitClient::ResetDetailed(const v1::ResetRequest& request) {
-  return SendResetDetailed(request);
+  grpc::ClientContext context;
+  PrepareAdmin(&context);
+  return Invoke(*stub_, &v1::RateLimitService::Stub::Reset, context, request);
 }
 
 absl::Status RateLimitClient::Health(const std::string& service) {
@@ -152,18 +154,9 @@ void RateLimitClient::PrepareAdmin(grpc::ClientContext* context) const {
 }
 
 absl::StatusOr<uint64_t> RateLimitClient::SendReset(const v1::ResetRequest& request) {
-  absl::StatusOr<v1::ResetResponse> response = SendResetDetailed(request);
+  absl::StatusOr<v1::ResetResponse> response = ResetDetailed(request);
   if (!response.ok()) return response.status();
   return response->deleted();
-}
-
-absl::StatusOr<v1::ResetResponse> RateLimitClient::SendResetDetailed(
-    const v1::ResetRequest& request) {
-  grpc::ClientContext context;
-  PrepareAdmin(&context);
-  v1::ResetResponse response;
-  if (absl::Status s = FromGrpc(stub_->Reset(&context, request, &response)); !s.ok()) return s;
-  return response;
 }
 
 absl::StatusOr<v1::GetRlqsAssignmentsResponse> RateLimitClient::GetRlqsAssignments(

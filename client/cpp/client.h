@@ -122,7 +122,6 @@ class RateLimitClient {
   // Prepare, plus the admin token when there is one.
   void PrepareAdmin(grpc::ClientContext* context) const;
   absl::StatusOr<uint64_t> SendReset(const v1::ResetRequest& request);
-  absl::StatusOr<v1::ResetResponse> SendResetDetailed(const v1::ResetRequest& request);
 
   std::unique_ptr<v1::RateLimitService::Stub> stub_;
   std::unique_ptr<v1::OverrideService::Stub> override_stub_;
