@@ -154,7 +154,8 @@ type LeaseList struct {
 
 // TryAcquire sends one Acquire: the slots and every rate limit's tokens are taken, or nothing
 // is. The lease it returns is not extended by anyone (see Client.Acquire for a held lease).
-// Never retried (give a RequestID to make a retry safe).
+// Never retried (give a RequestID to make a retry safe). With WithLeaseStream, sent as an op of
+// the client's lease stream.
 func (c *Client) TryAcquire(ctx context.Context, req AcquireRequest) (*AcquireResult, error) {
 	if err := checkTTL("Acquire", req.TTL); err != nil {
 		return nil, err
@@ -166,38 +167,66 @@ func (c *Client) TryAcquire(ctx context.Context, req AcquireRequest) (*AcquireRe
 	if req.TTL != 0 {
 		in.Ttl = durationpb.New(req.TTL)
 	}
+	if res, sent, err := c.leaseOp(ctx, "Acquire", &pb.LeaseOp{
+		Op: &pb.LeaseOp_Acquire{Acquire: in}}, false); sent {
+		if err != nil {
+			return nil, err
+		}
+		return acquireResultOf(res.GetAcquire()), nil
+	}
 	resp, err := c.stub.Acquire(ctx, in)
 	if err != nil {
 		return nil, newError("Acquire", err)
 	}
+	return acquireResultOf(resp), nil
+}
+
+// acquireResultOf is an Acquire's answer, of the call or of a lease stream's op.
+func acquireResultOf(resp *pb.AcquireResponse) *AcquireResult {
 	r := fromProto(&pb.RateLimitResponse{Results: resp.Results})
 	return &AcquireResult{Allowed: resp.Allowed, Lease: leaseOf(resp.Lease), Limits: r.Limits,
 		RetryAt: timeOf(resp.RetryAt), RetryAfter: durationOf(resp.RetryAfter),
-		Reason: DenyReason(resp.Reason), DeniedBy: int(resp.DeniedBy), Replayed: resp.Replayed}, nil
+		Reason: DenyReason(resp.Reason), DeniedBy: int(resp.DeniedBy), Replayed: resp.Replayed}
 }
 
 // Release gives a lease's slots back. A lease that is not held answers LeaseNotHeld and
-// changes nothing, so a retried Release is harmless.
+// changes nothing, so a retried Release is harmless. With WithLeaseStream, sent as an op of the
+// client's lease stream.
 func (c *Client) Release(ctx context.Context, ref LeaseRef) (*ReleaseResult, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	resp, err := c.stub.Release(ctx, &pb.ReleaseRequest{Name: ref.Name, Key: ref.Key,
-		LeaseId: ref.ID, Config: configToProto(ref.Config)})
+	in := &pb.ReleaseRequest{Name: ref.Name, Key: ref.Key, LeaseId: ref.ID,
+		Config: configToProto(ref.Config)}
+	if res, sent, err := c.leaseOp(ctx, "Release", &pb.LeaseOp{
+		Op: &pb.LeaseOp_Release{Release: in}}, false); sent {
+		if err != nil {
+			return nil, err
+		}
+		return releaseResultOf(res.GetRelease()), nil
+	}
+	resp, err := c.stub.Release(ctx, in)
 	if err != nil {
 		return nil, newError("Release", err)
 	}
-	return &ReleaseResult{State: LeaseState(resp.State), Held: resp.Held}, nil
+	return releaseResultOf(resp), nil
+}
+
+// releaseResultOf is a Release's answer, of the call or of a lease stream's op.
+func releaseResultOf(resp *pb.ReleaseResponse) *ReleaseResult {
+	return &ReleaseResult{State: LeaseState(resp.State), Held: resp.Held}
 }
 
 // Extend pushes a held lease's expiry to now + ttl (0: the limit's lease_ttl). A lease that is
 // not held answers LeaseNotHeld and changes nothing: its holder has lost the slots and should
-// stop. A ttl that is negative or under 1 ms is refused before any call, as in TryAcquire.
+// stop. A ttl that is negative or under 1 ms is refused before any call, as in TryAcquire. With
+// WithLeaseStream, sent as an op of the client's lease stream.
 func (c *Client) Extend(ctx context.Context, ref LeaseRef, ttl time.Duration) (
 	*ExtendResult, error) {
 	return c.extend(ctx, ref, ttl)
 }
 
-// extend is Extend with call options (a heartbeat's wait for the connection).
+// extend is Extend with call options (a heartbeat's wait for the connection, which a lease
+// stream honours when it opens the stream).
 func (c *Client) extend(ctx context.Context, ref LeaseRef, ttl time.Duration,
 	opts ...grpc.CallOption) (*ExtendResult, error) {
 	if err := checkTTL("Extend", ttl); err != nil {
@@ -210,11 +239,23 @@ func (c *Client) extend(ctx context.Context, ref LeaseRef, ttl time.Duration,
 	if ttl != 0 {
 		in.Ttl = durationpb.New(ttl)
 	}
+	if res, sent, err := c.leaseOp(ctx, "Extend", &pb.LeaseOp{
+		Op: &pb.LeaseOp_Extend{Extend: in}}, waitsForReady(opts)); sent {
+		if err != nil {
+			return nil, err
+		}
+		return extendResultOf(res.GetExtend()), nil
+	}
 	resp, err := c.stub.Extend(ctx, in, opts...)
 	if err != nil {
 		return nil, newError("Extend", err)
 	}
-	return &ExtendResult{State: LeaseState(resp.State), Lease: leaseOf(resp.Lease)}, nil
+	return extendResultOf(resp), nil
+}
+
+// extendResultOf is an Extend's answer, of the call or of a lease stream's op.
+func extendResultOf(resp *pb.ExtendResponse) *ExtendResult {
+	return &ExtendResult{State: LeaseState(resp.State), Lease: leaseOf(resp.Lease)}
 }
 
 // ListLeases lists the leases held on one key of a concurrency limit, a page at a time.

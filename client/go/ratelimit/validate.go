@@ -29,12 +29,22 @@ type utf8Conn struct {
 func (c utf8Conn) Invoke(ctx context.Context, method string, args, reply any,
 	opts ...grpc.CallOption) error {
 	if m, ok := args.(proto.Message); ok {
-		if field, value, bad := invalidUTF8(m.ProtoReflect()); bad {
-			return status.Errorf(codes.InvalidArgument,
-				"%s: must be valid UTF-8, got %q (refused by the client, not sent)", field, value)
+		if err := refuseInvalidUTF8(m); err != nil {
+			return err
 		}
 	}
 	return c.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+}
+
+// refuseInvalidUTF8 is utf8Conn's refusal of a request m with a string that is not valid UTF-8
+// (a status error naming the field), or nil. The ops of a lease stream (lease_stream.go), which
+// do not go through Invoke, are refused by it too, as their calls would be.
+func refuseInvalidUTF8(m proto.Message) error {
+	if field, value, bad := invalidUTF8(m.ProtoReflect()); bad {
+		return status.Errorf(codes.InvalidArgument,
+			"%s: must be valid UTF-8, got %q (refused by the client, not sent)", field, value)
+	}
+	return nil
 }
 
 // invalidUTF8 finds the first string of m, in field order, that is not valid UTF-8, and names
