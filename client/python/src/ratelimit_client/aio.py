@@ -14,6 +14,7 @@ import grpc
 import grpc.aio
 
 from . import _common as c
+from ._lease_stream_aio import AsyncLeaseStream
 from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
@@ -32,7 +33,9 @@ class AsyncRateLimitClient:
     errors and retry rule (only Check) as RateLimitClient.
 
     Create it inside the event loop that uses it (grpc.aio channels belong to one loop); close
-    it with `await client.close()` or `async with`.
+    it with `await client.close()` or `async with`. `lease_stream=True` sends acquire, release
+    and extend as ops on one LeaseStream of the client (shared by every task), as
+    RateLimitClient's option does.
     """
 
     def __init__(self, target: str = "127.0.0.1:8081", *, timeout: float = c.DEFAULT_TIMEOUT,
@@ -40,9 +43,10 @@ class AsyncRateLimitClient:
                  admin_token_file: Optional[str] = None,
                  check_retries: int = c.DEFAULT_CHECK_RETRIES,
                  interceptors: Optional[Sequence[grpc.aio.ClientInterceptor]] = None,
-                 clock: Clock = SYSTEM_CLOCK):
+                 clock: Clock = SYSTEM_CLOCK, lease_stream: bool = False):
         """`clock`: what reserve_and_wait reads and sleeps on (tests pass a fake); the other
-        options are RateLimitClient's."""
+        options are RateLimitClient's (`lease_stream` too: a writer and a reader task serve
+        the stream)."""
         self._timeout = c.check_timeout(timeout)
         self._clock = clock
         self._check_retries = check_retries
@@ -57,18 +61,22 @@ class AsyncRateLimitClient:
         self._leases: "weakref.WeakSet[AsyncLease]" = weakref.WeakSet()  # held
         self._stub = pb_grpc.RateLimitServiceStub(self._channel)
         self._overrides = pb_grpc.OverrideServiceStub(self._channel)
+        self._lease_stream = AsyncLeaseStream(self._stub) if lease_stream else None
 
     async def close(self) -> None:
         """Closes the channel: the calls in flight fail (CANCELLED), and so does every later
         call (RateLimitError CANCELLED "the client is closed"). Every lease the client holds
         is lost at once: its `lost` is set (lost_reason "the client was closed") and its
         heartbeat task is cancelled and waited for, abandoning an extend in flight, before the
-        channel closes; no call is sent."""
+        channel closes; no call is sent. The lease stream (lease_stream=True) ends, its ops in
+        flight failing as the calls do, and its tasks are waited for."""
         self._closed = True
         leases = list(self._leases)
         self._leases.clear()
         tasks = [t for t in (lease._lose_to_close() for lease in leases) if t is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._lease_stream is not None:
+            await self._lease_stream.close()
         await self._channel.close()
 
     def _hold(self, lease: AsyncLease) -> bool:
@@ -107,6 +115,16 @@ class AsyncRateLimitClient:
             if self._closed:
                 raise client_closed(method) from None
             raise
+
+    async def _lease_call(self, method: str, fn: Callable[..., Awaitable[Any]], request: Any,
+                          timeout: Optional[float]) -> Any:
+        """Acquire, Release or Extend: a unary call, or an op on the lease stream; the
+        response message either way."""
+        if self._lease_stream is None:
+            return await self._call(method, fn, request, timeout)
+        deadline = self._timeout if timeout is None else c.check_timeout(timeout)
+        return await self._lease_stream.call(
+            method, request, deadline, lambda left: self._call(method, fn, request, left))
 
     async def consume(self, limits: c.LimitsArg, key: Optional[str] = None,
                       count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
@@ -195,24 +213,24 @@ class AsyncRateLimitClient:
         nothing; a denial is a value. See RateLimitClient.acquire."""
         request = c.to_acquire_request(c.limits_of(limits, key, count, config),
                                        as_timedelta(ttl), request_id, holder)
-        return c.to_acquire_result(await self._call("Acquire", self._stub.Acquire, request,
-                                                    timeout))
+        return c.to_acquire_result(await self._lease_call("Acquire", self._stub.Acquire,
+                                                          request, timeout))
 
     async def release(self, name: str, key: str, lease_id: str, *,
                       config: Optional[LimitConfig] = None,
                       timeout: Optional[float] = None) -> ReleaseResult:
         """Gives a lease's slots back (RELEASED, or NOT_HELD changing nothing)."""
         request = c.to_release_request(name, key, lease_id, config)
-        return c.to_release_result(await self._call("Release", self._stub.Release, request,
-                                                    timeout))
+        return c.to_release_result(await self._lease_call("Release", self._stub.Release,
+                                                          request, timeout))
 
     async def extend(self, name: str, key: str, lease_id: str, *,
                      ttl: Optional[Seconds] = None, config: Optional[LimitConfig] = None,
                      timeout: Optional[float] = None) -> ExtendResult:
         """Pushes a held lease's expiry to now + ttl (HELD), or answers NOT_HELD."""
         request = c.to_extend_request(name, key, lease_id, as_timedelta(ttl), config)
-        return c.to_extend_result(await self._call("Extend", self._stub.Extend, request,
-                                                   timeout))
+        return c.to_extend_result(await self._lease_call("Extend", self._stub.Extend,
+                                                         request, timeout))
 
     async def list_leases(self, name: str, key: str, *,
                           source: LimitSource = LimitSource.LIMITS_FILE,

@@ -13,6 +13,8 @@ from typing import (Any, Callable, Generic, Iterator, List, Literal, Optional, S
 import grpc
 
 from . import _common as c
+from ._lease_ops import Pending
+from ._lease_stream import LeaseStream
 from ._pb import ratelimit_pb2_grpc as pb_grpc
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import (OUTCOME_UNKNOWN_CODES, UNREACHABLE_CODES, RateLimitError,
@@ -60,19 +62,29 @@ class RateLimitClient:
 
     Thread safety: thread-safe; share one client (it multiplexes one gRPC channel). Close it
     with close() or use it as a context manager.
+
+    `lease_stream=True` sends acquire, release and extend (so lease() and its heartbeat) as
+    ops on one LeaseStream of the client instead of a call each; see the README.
     """
 
     def __init__(self, target: str = "127.0.0.1:8081", *, timeout: float = c.DEFAULT_TIMEOUT,
                  tls: Union[bool, TlsOptions, None] = None, admin_token: Optional[str] = None,
                  admin_token_file: Optional[str] = None,
                  check_retries: int = c.DEFAULT_CHECK_RETRIES,
-                 channel: Optional[grpc.Channel] = None, clock: Clock = SYSTEM_CLOCK):
+                 channel: Optional[grpc.Channel] = None, clock: Clock = SYSTEM_CLOCK,
+                 lease_stream: bool = False):
         """Connects (lazily) to `target` ("host:port"). `tls`: True for gRPC's default roots,
         or TlsOptions. The admin token is `admin_token`, else the first line of
         `admin_token_file`, else $RATELIMIT_ADMIN_TOKEN; it is read here, once, and sent with
         Reset and the override calls only.
         `channel`: use this channel instead (e.g. one with interceptors); `tls` is ignored.
-        `clock`: what reserve_and_wait reads and sleeps on (tests pass a fake)."""
+        `clock`: what reserve_and_wait reads and sleeps on (tests pass a fake).
+        `lease_stream`: send acquire, release and extend as ops on one LeaseStream, opened at
+        the first op and shared by every thread, each op waiting for its result within its
+        call's timeout and answering or raising exactly as its unary call; a stream that ends
+        fails its waiting ops with UNAVAILABLE (the next op opens another), and a server
+        without LeaseStream (UNIMPLEMENTED) turns the client to unary calls for good (logged
+        once)."""
         self._timeout = c.check_timeout(timeout)
         self._clock = clock
         self._check_retries = check_retries
@@ -87,18 +99,23 @@ class RateLimitClient:
         self._leases_lock = threading.Lock()
         self._stub = pb_grpc.RateLimitServiceStub(channel)
         self._overrides = pb_grpc.OverrideServiceStub(channel)
+        self._lease_stream = LeaseStream(self._stub) if lease_stream else None
 
     def close(self) -> None:
         """Closes the channel: the calls in flight fail (CANCELLED), and so does every later
         call (RateLimitError CANCELLED "the client is closed"). Every lease the client holds
         is lost at once: its `lost` is set (lost_reason "the client was closed") and its
-        heartbeat stops, abandoning an extend in flight, without another call."""
+        heartbeat stops, abandoning an extend in flight, without another call. The lease
+        stream (lease_stream=True) ends, its ops in flight failing as the calls do, and its
+        reader thread is waited for."""
         with self._leases_lock:
             self._closed = True
             leases = list(self._leases)
             self._leases.clear()
         for lease in leases:
             lease._lose_to_close()
+        if self._lease_stream is not None:
+            self._lease_stream.close()
         self._channel.close()
 
     def _hold(self, lease: Lease) -> bool:
@@ -138,6 +155,27 @@ class RateLimitClient:
             if self._closed:
                 raise client_closed(method) from None
             raise
+
+    def _start(self, method: str, fn: Any, request: Any, convert: Callable[[Any], T],
+               timeout: float) -> PendingCall[T]:
+        """The unary call, started without waiting for its answer."""
+        try:
+            future = fn.future(request, timeout=timeout)
+        except ValueError:  # grpc's "Cannot invoke RPC on closed channel!"
+            if self._closed:
+                raise client_closed(method) from None
+            raise
+        return PendingCall(method, future, convert)
+
+    def _lease_call(self, method: str, fn: Any, request: Any, convert: Callable[[Any], T],
+                    timeout: Optional[float]) -> T:
+        """Acquire, Release or Extend: a unary call, or an op on the lease stream."""
+        if self._lease_stream is None:
+            return convert(self._call(method, fn, request, timeout))
+        deadline = self._timeout if timeout is None else c.check_timeout(timeout)
+        return self._lease_stream.start(
+            method, request, deadline,
+            lambda left: self._start(method, fn, request, convert, left), convert).result()
 
     def consume(self, limits: c.LimitsArg, key: Optional[str] = None,
                 count: Optional[float] = None, *, config: Optional[LimitConfig] = None,
@@ -230,7 +268,8 @@ class RateLimitClient:
         list_leases). Nothing extends the lease: see lease() for a held one."""
         request = c.to_acquire_request(c.limits_of(limits, key, count, config),
                                        as_timedelta(ttl), request_id, holder)
-        return c.to_acquire_result(self._call("Acquire", self._stub.Acquire, request, timeout))
+        return self._lease_call("Acquire", self._stub.Acquire, request, c.to_acquire_result,
+                                timeout)
 
     def release(self, name: str, key: str, lease_id: str, *,
                 config: Optional[LimitConfig] = None,
@@ -239,7 +278,8 @@ class RateLimitClient:
         with nothing changed, so a retried release is harmless. `config`: the inline config of
         an inline limit."""
         request = c.to_release_request(name, key, lease_id, config)
-        return c.to_release_result(self._call("Release", self._stub.Release, request, timeout))
+        return self._lease_call("Release", self._stub.Release, request, c.to_release_result,
+                                timeout)
 
     def extend(self, name: str, key: str, lease_id: str, *, ttl: Optional[Seconds] = None,
                config: Optional[LimitConfig] = None,
@@ -247,22 +287,23 @@ class RateLimitClient:
         """Pushes a held lease's expiry to now + ttl (None: the limit's lease_ttl): HELD with
         the new expiry, or NOT_HELD (nothing changed: the holder has lost its slots)."""
         request = c.to_extend_request(name, key, lease_id, as_timedelta(ttl), config)
-        return c.to_extend_result(self._call("Extend", self._stub.Extend, request, timeout))
+        return self._lease_call("Extend", self._stub.Extend, request, c.to_extend_result,
+                                timeout)
 
     def _start_extend(self, name: str, key: str, lease_id: str, *, ttl: Optional[timedelta],
                       config: Optional[LimitConfig],
-                      timeout: float) -> PendingCall[ExtendResult]:
+                      timeout: float) -> Pending[ExtendResult]:
         """extend, started without waiting for its answer: a held lease's heartbeat, which
-        leaving the block abandons."""
+        leaving the block abandons (an op on the lease stream with lease_stream=True)."""
         request = c.to_extend_request(name, key, lease_id, ttl, config)
         deadline = c.check_timeout(timeout)
-        try:
-            future = self._stub.Extend.future(request, timeout=deadline)
-        except ValueError:  # grpc's "Cannot invoke RPC on closed channel!"
-            if self._closed:
-                raise client_closed("Extend") from None
-            raise
-        return PendingCall("Extend", future, c.to_extend_result)
+        fn = self._stub.Extend
+        if self._lease_stream is None:
+            return self._start("Extend", fn, request, c.to_extend_result, deadline)
+        return self._lease_stream.start(
+            "Extend", request, deadline,
+            lambda left: self._start("Extend", fn, request, c.to_extend_result, left),
+            c.to_extend_result)
 
     def list_leases(self, name: str, key: str, *,
                     source: LimitSource = LimitSource.LIMITS_FILE,

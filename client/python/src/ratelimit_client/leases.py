@@ -33,7 +33,8 @@ from .types import AcquireResult, ExtendResult, Kind, LeaseInfo, LeaseState, Lim
 
 if TYPE_CHECKING:
     from .aio import AsyncRateLimitClient
-    from .client import PendingCall, RateLimitClient
+    from ._lease_ops import Pending
+    from .client import RateLimitClient
 
 _log = logging.getLogger("ratelimit_client")
 
@@ -232,7 +233,7 @@ class Lease(_Held):
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()  # orders the stop and the start of an extend
-        self._in_flight: Optional["PendingCall[ExtendResult]"] = None
+        self._in_flight: Optional["Pending[ExtendResult]"] = None
 
     def _client_closed(self) -> bool:
         return self._client.closed
