@@ -8,6 +8,7 @@ import {
   status,
   type ChannelOptions,
   type Client,
+  type ServiceDefinition,
   type ServiceError,
 } from "@grpc/grpc-js";
 import { fromJSON } from "@grpc/proto-loader";
@@ -49,6 +50,8 @@ import {
 } from "./convert.js";
 import { RateLimitError } from "./errors.js";
 import { holdLease, type Lease, type LeaseRequest } from "./lease.js";
+import { LeaseStream, type LeaseMethod } from "./lease-stream.js";
+import type { CallOptions, ClientOptions, ReserveAndWaitOptions, TlsOptions } from "./options.js";
 import { illFormedError, illFormedField } from "./validate.js";
 import { descriptor } from "./generated/descriptor.js";
 import type {
@@ -79,65 +82,17 @@ import type {
   Settlement,
 } from "./types.js";
 
+export type { CallOptions, ClientOptions, ReserveAndWaitOptions, TlsOptions } from "./options.js";
+
 /** The deadline of each call when neither the client nor the call sets one: 1 second. */
 export const DEFAULT_TIMEOUT_MS = 1000;
 /** How many times a Check that found the service UNAVAILABLE is tried again, by default. */
 export const DEFAULT_CHECK_RETRIES = 2;
 
-/** TLS towards the server. Files are read once, when the client is created. */
-export interface TlsOptions {
-  /** PEM CA bundle that verifies the server (or `ca`). Neither: the default roots. */
-  caFile?: string;
-  ca?: string | Buffer;
-  /** PEM client certificate chain and private key, for servers that require mTLS. */
-  certFile?: string;
-  cert?: string | Buffer;
-  keyFile?: string;
-  key?: string | Buffer;
-  /** The name the server certificate must carry, when the target is an address. */
-  serverName?: string;
-}
-
-export interface ClientOptions {
-  /** Deadline of each call, in ms. Default DEFAULT_TIMEOUT_MS (1000). */
-  timeoutMs?: number;
-  /** TLS: `true` for the default roots, or the files to use. Default: plaintext. */
-  tls?: boolean | TlsOptions;
-  /** Channel credentials built by the caller; overrides `tls`. */
-  credentials?: ChannelCredentials;
-  /** The admin bearer token, sent with Reset and the override calls only. */
-  adminToken?: string;
-  /** A file whose first line is the admin token (read once, here). */
-  adminTokenFile?: string;
-  /**
-   * Check only: how many more times a call answered UNAVAILABLE is tried. Default 2. Consume,
-   * Reserve, Settle, Reset and the override calls are never retried: they change state, and a lost answer does not
-   * mean nothing was taken (use `requestId` to make retrying a Consume or Reserve safe).
-   */
-  checkRetries?: number;
-  /** First pause between Check attempts, doubled after each. Default 50 ms. */
-  retryBackoffMs?: number;
-  /** Extra gRPC channel options. */
-  channelOptions?: ChannelOptions;
-}
-
-/** Per-call options. */
 /** The deadline of the Settle (used = 0) that gives back an abandoned reservation. */
 const CANCEL_SETTLE_TIMEOUT_MS = 5000;
 // A Reserve that failed with one of these may still have been decided by the server.
 const OUTCOME_UNKNOWN: ReadonlySet<number> = new Set([status.DEADLINE_EXCEEDED, status.CANCELLED, status.UNAVAILABLE]);
-
-export interface CallOptions {
-  /** This call's deadline, in ms (overrides the client's). */
-  timeoutMs?: number;
-  /** Cancels the call; the promise then rejects with `signal.reason`. */
-  signal?: AbortSignal;
-}
-
-export interface ReserveAndWaitOptions extends CallOptions {
-  /** How to wait (default: sleepUntil, on the real clock). */
-  sleepUntil?: (when: Date, signal?: AbortSignal) => Promise<void>;
-}
 
 type Callback<T> = (err: ServiceError | null, value?: T) => void;
 type UnaryMethod = (
@@ -156,7 +111,9 @@ const LOADER_OPTIONS = {
   oneofs: false,
 };
 
-type ServiceConstructor = new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client;
+type ServiceConstructor = (new (target: string, creds: ChannelCredentials, options?: ChannelOptions) => Client) & {
+  service: ServiceDefinition;
+};
 
 let services: { RateLimitService: ServiceConstructor; OverrideService: ServiceConstructor } | undefined;
 
@@ -229,6 +186,8 @@ export class RateLimitClient {
   private readonly adminToken: string | undefined;
   private readonly checkRetries: number;
   private readonly retryBackoffMs: number;
+  /** With the leaseStream option: carries acquire, release and extend. */
+  private readonly leaseStream: LeaseStream | undefined;
 
   /** Connects (lazily) to `target` ("host:port"). */
   constructor(target: string, options: ClientOptions = {}) {
@@ -265,6 +224,10 @@ export class RateLimitClient {
     this.client = new Service(target, creds, channelOptions);
     const OverrideService = service("OverrideService");
     this.overrides = new OverrideService(target, creds, { channelOverride: this.client.getChannel() });
+    if (options.leaseStream) {
+      const unary = (method: LeaseMethod, request: unknown, o: CallOptions | undefined) => this.unary(method, request, o);
+      this.leaseStream = new LeaseStream(this.client, Service.service.LeaseStream!, unary, this.timeoutMs, options.logger ?? console);
+    }
   }
 
   /** Takes `count` tokens from every named limit, or from none of them. Never retried. */
@@ -413,12 +376,12 @@ export class RateLimitClient {
    * see `lease` for a held one.
    */
   async acquire(request: AcquireRequest, options?: CallOptions): Promise<AcquireResult> {
-    return acquireResult(await this.unary<WireAcquireResponse>("Acquire", wireAcquireRequest(request), options));
+    return acquireResult(await this.leaseCall<WireAcquireResponse>("Acquire", wireAcquireRequest(request), options));
   }
 
   /** Gives a lease's slots back: RELEASED, or NOT_HELD (nothing changed; a retry is harmless). */
   async release(ref: LeaseRef, options?: CallOptions): Promise<ReleaseResult> {
-    return releaseResult(await this.unary<WireLeaseStateResponse>("Release", wireLeaseRef(ref), options));
+    return releaseResult(await this.leaseCall<WireLeaseStateResponse>("Release", wireLeaseRef(ref), options));
   }
 
   /**
@@ -427,7 +390,7 @@ export class RateLimitClient {
    * A ttlMs under 1 ms (0 too), negative or not finite is a TypeError, before any call.
    */
   async extend(ref: LeaseRef & { ttlMs?: number }, options?: CallOptions): Promise<ExtendResult> {
-    return extendResult(await this.unary<WireLeaseStateResponse>("Extend", wireLeaseRef(ref, ref.ttlMs), options));
+    return extendResult(await this.leaseCall<WireLeaseStateResponse>("Extend", wireLeaseRef(ref, ref.ttlMs), options));
   }
 
   /**
@@ -537,9 +500,18 @@ export class RateLimitClient {
     return this.unary<T>(method, request, options, this.adminMetadata(), this.overrides);
   }
 
-  /** Closes the channel; calls in flight fail. */
+  /**
+   * Closes the channel; calls in flight fail. The lease stream is half-closed (the ops sent on it
+   * are still answered) and cancelled once none waits.
+   */
   close(): void {
+    this.leaseStream?.close();
     this.client.close();
+  }
+
+  /** Acquire, Release or Extend: an op of the lease stream (leaseStream option), else a call. */
+  private leaseCall<T>(method: LeaseMethod, request: unknown, options: CallOptions | undefined): Promise<T> {
+    return (this.leaseStream ? this.leaseStream.send(method, request, options) : this.unary(method, request, options)) as Promise<T>;
   }
 
   private unary<T>(

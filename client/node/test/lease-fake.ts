@@ -14,7 +14,7 @@ import * as protoLoader from "@grpc/proto-loader";
 
 const protoDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "proto");
 
-type Wire = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+export type Wire = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 interface FakeLease {
   id: string;
@@ -53,7 +53,8 @@ export class FakeLeases {
   private readonly leases = new Map<string, FakeLease>();
   private readonly byRequest = new Map<string, string>();
   private readonly hung: (() => void)[] = [];
-  private readonly server = new grpc.Server();
+  /** Holds requests to the real server's 64 KiB. */
+  private readonly server = new grpc.Server({ "grpc.max_receive_message_length": 64 * 1024 });
 
   constructor(capacity: number) {
     this.capacity = capacity;
@@ -64,13 +65,23 @@ export class FakeLeases {
     const pkg = grpc.loadPackageDefinition(def) as unknown as {
       ratelimit: { v1: { RateLimitService: { service: grpc.ServiceDefinition } } };
     };
+    this.server.addService(pkg.ratelimit.v1.RateLimitService.service, this.handlers());
+    const port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    this.target = `127.0.0.1:${port}`;
+    return this;
+  }
+
+  /** The service's methods (a subclass adds to them). */
+  protected handlers(): grpc.UntypedServiceImplementation {
     const unary = (fn: (req: Wire, call: grpc.ServerUnaryCall<Wire, Wire>) => Wire | grpc.status) =>
       (call: grpc.ServerUnaryCall<Wire, Wire>, callback: grpc.sendUnaryData<Wire>) => {
         const out = fn(call.request, call);
         if (typeof out === "number") callback({ code: out, details: "store unavailable" } as grpc.ServiceError);
         else callback(null, out);
       };
-    this.server.addService(pkg.ratelimit.v1.RateLimitService.service, {
+    return {
       Acquire: unary((r, call) => {
         const d = call.getDeadline();
         this.acquireDeadlines.push(d instanceof Date ? d.getTime() : Number(d));
@@ -101,12 +112,7 @@ export class FakeLeases {
           next_page_token: end < held.length ? String(end) : "",
         };
       }),
-    });
-    const port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
-    );
-    this.target = `127.0.0.1:${port}`;
-    return this;
+    };
   }
 
   stop(): Promise<void> {
@@ -134,7 +140,7 @@ export class FakeLeases {
     return { id: l.id, name: l.name, key: l.key, count: l.count, holder: l.holder, acquired_at: ts(l.acquiredAt), expires_at: ts(l.expiresAt) };
   }
 
-  private acquire(r: Wire): Wire | grpc.status {
+  protected acquire(r: Wire): Wire | grpc.status {
     this.acquires.push(r);
     if (this.acquireError !== undefined) return this.acquireError;
     const limit = r.limits[0];
@@ -162,14 +168,14 @@ export class FakeLeases {
     return { allowed: true, lease: this.wire(lease), results: [{ ...result, allowed: true, value: capacity - held - count }], denied_by: -1 };
   }
 
-  private release(r: Wire): Wire {
+  protected release(r: Wire): Wire {
     this.releases.push(r);
     this.list(r.name, r.key);
     const state = this.leases.delete(r.lease_id) ? "RELEASED" : "NOT_HELD";
     return { state, held: this.held(r.name, r.key) };
   }
 
-  private extend(r: Wire): Wire | grpc.status {
+  protected extend(r: Wire): Wire | grpc.status {
     this.extends.push(r);
     if (this.extendError !== undefined) return this.extendError;
     if (this.extendState !== undefined) return { state: this.extendState };
