@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/serving/grpc_convert.h"
@@ -200,8 +201,9 @@ absl::StatusOr<std::vector<EnvoyDescriptorPlan>> PlanEnvoyRequest(
     }
     const std::string key = EnvoyStateKey(entries);
     // Each limit's key is the joined values and its suffix (a rule's second limit on, or the
-    // unit of a limit Envoy sent): the values leave room for the longest.
-    std::vector<std::string> suffixes;
+    // unit of a limit Envoy sent): the values leave room for the longest. (Held inline: a rule
+    // has one or two limits, and this runs for every descriptor of every request.)
+    absl::InlinedVector<std::string, 2> suffixes;
     if (!rule.concurrency) {
       for (size_t l = 0; l < rule.limits.size(); ++l) {
         suffixes.push_back(p.override_rule ? EnvoyOverrideKeySuffix(rule.limits[l].unit)

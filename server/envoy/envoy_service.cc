@@ -1,5 +1,7 @@
 #include "server/envoy/envoy_service.h"
 
+#include <algorithm>
+
 #include "server/envoy/envoy_convert.h"
 #include "server/envoy/envoy_evaluator.h"
 #include "server/envoy/envoy_metadata.h"
@@ -47,7 +49,11 @@ void EnvoyRateLimitServiceImpl::OnCall(LoopCall* loop_call, ServingLoop::Burst* 
     return;
   }
   evaluation->plan = *std::move(plan);
-  if (evaluation->config->FindDomain(request.domain()) == nullptr) {
+  // A plan for an unknown domain has no limit at all; only then is the domain looked up again.
+  const bool no_limit = std::all_of(
+      evaluation->plan.begin(), evaluation->plan.end(),
+      [](const EnvoyDescriptorPlan& p) { return p.kind == EnvoyDescriptorPlan::Kind::kNoLimit; });
+  if (no_limit && evaluation->config->FindDomain(request.domain()) == nullptr) {
     // Answered OK with no limit, as the reference does; counted, since a domain misspelt in
     // Envoy's configuration turns its limits off without another sign.
     stats_.RecordDomainNotFound(request.domain());
